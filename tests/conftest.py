@@ -1,0 +1,54 @@
+"""Shared test helpers: fixture discovery and XLA's own parser as the oracle."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "hlo_fixtures"
+
+
+def fixture_paths(pattern: str = "*.hlo") -> list[Path]:
+    return sorted(FIXTURES.glob(pattern))
+
+
+def fixture_ids(paths) -> list[str]:
+    return [p.name for p in paths]
+
+
+_XLA_LINE = re.compile(r"\s*(?:ROOT )?%(\S+) = (.*?) ([a-z][a-z0-9\-]*)\(")
+_INDEX_COMMENT = re.compile(r"/\*index=\d+\*/")
+
+
+def xla_instruction_view(text: str) -> dict:
+    """{(computation, instruction): (opcode, operand names, shape text)} as XLA's own parser reads `text`."""
+    from jax._src.lib import hlo as xla_hlo
+
+    module = xla_hlo.hlo_module_from_text(text)
+    view = {}
+    for comp in module.computations():
+        for instr in comp.instructions():
+            m = _XLA_LINE.match(instr.to_string())
+            assert m, instr.to_string()
+            view[(comp.name, instr.name)] = (
+                m.group(3),
+                [op.name for op in instr.operands()],
+                _INDEX_COMMENT.sub("", m.group(2)),
+            )
+    return view
+
+
+def our_instruction_view(module) -> dict:
+    return {
+        (comp.name, instr.name): (instr.opcode, [op.name for op in instr.operands], str(instr.shape))
+        for comp in module.computations
+        for instr in comp.instructions
+    }
+
+
+@pytest.fixture(scope="session")
+def xla_view():
+    return xla_instruction_view

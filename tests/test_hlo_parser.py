@@ -1,0 +1,231 @@
+"""The HLO front end on hand-written text covering the grammar, checked against XLA's parser."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import xla_costmodel as xc
+from xla_costmodel.hlo import HloParseError, Shape, Window
+from conftest import our_instruction_view, xla_instruction_view
+
+GRAMMAR = Path(__file__).parent / "data" / "grammar_zoo.hlo"
+
+
+@pytest.fixture(scope="module")
+def zoo():
+    return xc.load_hlo(GRAMMAR)
+
+
+def test_grammar_zoo_agrees_with_xla(zoo):
+    text = GRAMMAR.read_text()
+    assert our_instruction_view(zoo) == xla_instruction_view(text)
+    # and what we print is read the same way by XLA
+    assert xla_instruction_view(zoo.to_text()) == xla_instruction_view(text)
+
+
+def test_module_structure(zoo):
+    assert zoo.name == "grammar_zoo"
+    assert [c.name for c in zoo.computations][:3] == ["add_f32", "max_f32", "ge_f32"]
+    assert zoo.entry.name == "main" and zoo.entry.is_entry
+    assert zoo.computation("%body") is zoo.computation("body")
+    # ROOT is not the last instruction of the entry
+    assert zoo.entry.root.name == "out" and zoo.entry.instructions[-1].name == "tiled"
+    # without ROOT the last instruction is the root
+    assert zoo.computation("add_f32").root.name == "sum"
+    assert [p.name for p in zoo.entry.parameters] == ["x", "idx"]
+    assert "entry_computation_layout" in zoo.header_attributes
+    assert zoo.header_attributes["frontend_attributes"] == '{fingerprint="abc"}'
+
+
+def test_users_and_operands(zoo):
+    x = zoo.entry.instruction("x")
+    assert {u.name for u in x.users} >= {"tr", "rs", "sl", "dot", "fused"}
+    dot = zoo.entry.instruction("dot")
+    assert dot.operands == [x, x]
+    assert dot.users == []
+    assert x.users.count(dot) == 1
+
+
+def test_shapes(zoo):
+    e = zoo.entry
+    tr = e.instruction("tr").shape
+    assert tr.element_type == "f32" and tr.dims == (16, 8) and tr.layout.minor_to_major == (0, 1)
+    assert tr.byte_size == 16 * 8 * 4
+    out = e.instruction("out").shape
+    assert out.is_tuple and [str(s) for s in out.tuple_shapes] == ["f32[8,16]{1,0}", "f32[]"]
+    assert out.byte_size == 8 * 16 * 4 + 4
+    dyn = e.instruction("dyn").shape
+    assert dyn.dims == (8, 16) and dyn.dynamic == (True, False) and str(dyn) == "f32[<=8,16]{1,0}"
+    tiled = e.instruction("tiled").shape
+    assert tiled.layout.tiles == ((8, 128), (2, 1)) and tiled.layout.memory_space == 1
+    assert str(tiled) == "f32[8,16]{1,0:T(8,128)(2,1)S(1)}"
+    assert str(e.instruction("tok").shape) == "token[]"
+    loop_param = zoo.computation("body").parameters[0].shape
+    assert loop_param.is_tuple and loop_param.tuple_shapes[1].dims == (8, 16)
+
+
+def test_nested_tuple_and_unbounded_shapes():
+    m = xc.parse_hlo(
+        "HloModule t\nENTRY e {\n  p = ((f32[2]{0}, s32[]), pred[], f32[?,3]) parameter(0)\n"
+        "  ROOT g = (f32[2]{0}, s32[]) get-tuple-element(p), index=0\n}\n"
+    )
+    p = m.entry.parameters[0].shape
+    assert p.tuple_shapes[0].tuple_shapes[1].element_type == "s32"
+    assert p.tuple_shapes[2].dims == (-1, 3) and p.tuple_shapes[2].dynamic == (True, False)
+    assert [path for path, _ in p.leaves()] == [(0, 0), (0, 1), (1,), (2,)]
+    assert str(p) == "((f32[2]{0}, s32[]), pred[], f32[?,3])"
+
+
+def test_typed_attributes(zoo):
+    e = zoo.entry
+    assert e.instruction("sl").attributes["slice"] == ((0, 8, 2), (0, 16, 2))
+    assert e.instruction("pd").attributes["padding"] == ((1, 1, 0), (1, 1, 1))
+    window = e.instruction("rw").attributes["window"]
+    assert isinstance(window, Window)
+    assert [(d.size, d.stride) for d in window.dimensions] == [(2, 2), (2, 2)]
+    dn = e.instruction("conv").attributes["dim_labels"]
+    assert (dn.input_batch, dn.input_feature, dn.input_spatial) == (0, 3, (1, 2))
+    assert (dn.kernel_input_feature, dn.kernel_output_feature, dn.kernel_spatial) == (2, 3, (0, 1))
+    gat = e.instruction("gat").attributes
+    assert gat["slice_sizes"] == (1, 16) and gat["index_vector_dim"] == 1 and gat["indices_are_sorted"] is False
+    assert e.instruction("cc").attributes["backend_config"] == {"a": 1}
+    assert e.instruction("cc2").attributes["backend_config"] == {"k": {"nested": [1, 2, {"x": "}"}]}}
+    assert e.instruction("cc").attributes["custom_call_target"] == "my_target"
+    assert e.instruction("cvt").attributes["frontend_attributes"] == {"_xla_compute_type": "host", "b": "2"}
+    assert e.instruction("x").metadata == {"op_name": "jit(f)/x", "source_file": "/tmp/a (b).py", "source_line": 12}
+    assert e.instruction("out").attributes["control-predecessors"] == ("fused",)
+    assert e.instruction("idx").attributes["sharding"] == "{replicated}"  # kept raw
+    assert e.instruction("ar").attributes["replica_groups"] == "{}"
+    assert e.instruction("dot").attributes["operand_precision"] == ("default", "highest")
+    assert e.instruction("loop").attributes["backend_config"]["known_trip_count"] == {"n": "10"}
+
+
+def test_called_computations(zoo):
+    e = zoo.entry
+    loop = e.instruction("loop")
+    assert [c.name for c in loop.called_computations] == ["cond", "body"]
+    assert loop.attributes["body"] is zoo.computation("body")
+    assert [c.name for c in e.instruction("sw").called_computations] == ["branch_true", "branch_false"]
+    fused = e.instruction("fused")
+    assert fused.fused_computation is zoo.computation("fused_exp") and fused.fusion_kind == "kLoop"
+    assert zoo.callers()["add_f32"] and {i.name for i in zoo.callers()["add_f32"]} >= {"red", "sca", "ar"}
+
+
+def test_literals(zoo):
+    e = zoo.entry
+    assert e.instruction("cinf").literal_text == "-inf"
+    assert e.instruction("cbig").literal_text == "{...}"
+    assert e.instruction("ctuple").literal_text == "(1, {2, 3})"
+    assert e.instruction("carr").literal_text.startswith("{ { 1, 2.5")
+    assert e.instruction("iota").operands == []
+
+
+def test_renaming_a_computation_updates_references(zoo):
+    m = xc.parse_hlo(zoo.to_text())
+    comp = m.computation("add_f32")
+    m._by_name.pop(comp.name)
+    comp.name = "renamed_add"
+    m._by_name[comp.name] = comp
+    text = m.to_text()
+    assert "to_apply=%renamed_add" in text and "to_apply=%add_f32" not in text
+    xla_instruction_view(text)  # XLA accepts it
+
+
+def test_stack_frame_tables():
+    def f(x):
+        return np.float32(2) * x
+
+    import jax.numpy as jnp
+
+    m = xc.from_jax(lambda x: jnp.tanh(x) * 2, jnp.ones(4))
+    assert set(m.stack_frames) == {"FileNames", "FunctionNames", "FileLocations", "StackFrames"}
+    located = [m.source_location(i) for _, i in m.instructions() if "stack_frame_id" in i.metadata]
+    assert located and all(loc is not None and loc[0].endswith(".py") for loc in located)
+    # tables survive printing
+    again = xc.parse_hlo(m.to_text())
+    assert again.stack_frames == m.stack_frames
+
+
+def test_from_jax_optimized_and_lowered():
+    import jax.numpy as jnp
+
+    def f(x, w):
+        return jnp.tanh(x @ w).sum()
+
+    x, w = jnp.ones((4, 8)), jnp.ones((8, 2))
+    lowered = xc.from_jax(f, x, w, optimized=False)
+    optimized = xc.from_jax(f, x, w)
+    assert not any(i.opcode == "fusion" for _, i in lowered.instructions())
+    assert any(i.opcode == "fusion" for _, i in optimized.instructions())
+    assert [str(p.shape) for p in lowered.entry.parameters] == ["f32[4,8]{1,0}", "f32[8,2]{1,0}"]
+
+
+def test_module_without_header_and_no_percent():
+    m = xc.parse_hlo("ENTRY e {\n  a = f32[] parameter(0)\n  ROOT b = f32[] negate(a)\n}\n")
+    assert m.entry.root.opcode == "negate" and m.entry.root.operands[0].name == "a"
+    xla_instruction_view(m.to_text())
+
+
+@pytest.mark.parametrize(
+    "text, line, column, words",
+    [
+        ("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT b = f32[2] add(a, c)\n}\n", 4, 26, "'c'"),
+        ("HloModule m\nENTRY e {\n  a = f32[2 parameter(0)\n}\n", 3, 13, "dimension"),
+        ("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n", 3, 26, "not closed"),
+        ("HloModule m\nENTRY e {\n  a = f32[2] parameter(0), metadata={op_name=\"x\"\n}\n", 3, 37, "unclosed"),
+        ("HloModule m\nENTRY e {\n  a = f32[2]{0,1} parameter(0)\n}\n", 3, 13, "permutation"),
+        ("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  a = f32[2] negate(a)\n}\n", 4, 3, "duplicate"),
+        ("HloModule m\nENTRY e {\n  a = f32[2] fusion(), calls=%nowhere\n}\n", 3, 24, "nowhere"),
+        ("HloModule m\nENTRY e {\n  a = q32[2] parameter(0)\n}\n", 3, 7, "shape"),
+    ],
+)
+def test_errors_name_line_and_column(text, line, column, words):
+    with pytest.raises(HloParseError) as info:
+        xc.parse_hlo(text, source="bad.hlo")
+    err = info.value
+    assert (err.line, err.column) == (line, column), str(err)
+    assert words in err.reason
+    assert str(err).startswith(f"bad.hlo:{line}:{column}: ")
+    quoted, caret = str(err).splitlines()[1:3]
+    assert quoted.strip() == text.splitlines()[line - 1].strip()
+    assert caret.index("^") - 4 == column - 1
+
+
+def test_bad_attribute_value_is_reported_where_it_is():
+    m = xc.parse_hlo("HloModule m\nENTRY e {\n  a = f32[2,2] parameter(0)\n  ROOT t = f32[2,2] transpose(a), dimensions={1,x}\n}\n")
+    with pytest.raises(HloParseError) as info:
+        m.entry.root.attributes["dimensions"]
+    assert (info.value.line, info.value.column) == (4, 49)
+
+
+def test_cli_stats_and_bad_input(tmp_path):
+    good = tmp_path / "m.hlo"
+    good.write_text(GRAMMAR.read_text())
+    run = lambda *a: subprocess.run([sys.executable, "-m", "xla_costmodel.cli", *a], capture_output=True, text=True)
+    r = run("stats", str(good), "--json")
+    assert r.returncode == 0, r.stderr
+    import json
+
+    stats = json.loads(r.stdout)
+    assert stats["computations"] == 9 and stats["opcodes"]["parameter"] == 13
+    assert stats["instructions"] == sum(stats["opcodes"].values())
+    bad = tmp_path / "bad.hlo"
+    bad.write_text("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT b = f32[2] add(a, c)\n}\n")
+    r = run("stats", str(bad))
+    assert r.returncode == 2
+    assert f"{bad}:4:26:" in r.stderr and "Traceback" not in r.stderr
+    r = run("stats", str(tmp_path / "missing.hlo"))
+    assert r.returncode == 2 and "no such file" in r.stderr
+
+
+def test_shape_constructors():
+    s = Shape.array("bf16", (4, 3), (0, 1))
+    assert str(s) == "bf16[4,3]{0,1}" and s.byte_size == 24 and s.num_elements == 12
+    assert Shape.array("s4", (3,)).byte_size == 2  # sub-byte types are packed
+    assert math.prod(()) == Shape.array("f32", ()).num_elements == 1

@@ -1,0 +1,35 @@
+"""HLO of a jitted JAX function, as our typed graph."""
+
+from __future__ import annotations
+
+from ._ir import HloModule
+from ._parser import parse_hlo
+
+
+def hlo_text_of(fn, *args, optimized: bool = True, **kwargs) -> str:
+    """HLO text of `fn` traced with `args`: after XLA's optimizations, or as lowered."""
+    import jax
+
+    jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
+    lowered = jitted.lower(*args, **kwargs)
+    if optimized:
+        return lowered.compile().as_text()
+    return lowered.as_text(dialect="hlo")
+
+
+def from_jax(fn, *args, optimized: bool = True, **kwargs) -> HloModule:
+    """The HLO module of a JAX function.
+
+    **Arguments:**
+
+    - `fn`: a function or an already `jax.jit`-ed function.
+    - `*args`, `**kwargs`: example arguments (arrays or `jax.ShapeDtypeStruct`).
+    - `optimized`: True for the module XLA compiled for the default backend
+      (`.compile().as_text()`); False for the module as lowered, before any
+      HLO pass, i.e. the input of a fusion pass.
+
+    **Returns:** the parsed `HloModule`.
+    """
+    name = getattr(fn, "__name__", "fn")
+    text = hlo_text_of(fn, *args, optimized=optimized, **kwargs)
+    return parse_hlo(text, source=f"<jax {name} {'optimized' if optimized else 'lowered'}>")
