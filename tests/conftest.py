@@ -52,3 +52,27 @@ def our_instruction_view(module) -> dict:
 @pytest.fixture(scope="session")
 def xla_view():
     return xla_instruction_view
+
+
+def module_signature(module) -> tuple:
+    """Everything a parse decides, as plain data: for comparing two readings of one text."""
+    comps = []
+    for comp in module.computations:
+        instrs = []
+        for instr in comp.instructions:
+            instrs.append(
+                (
+                    instr.name,
+                    instr.opcode,
+                    instr.shape,
+                    str(instr.shape),
+                    tuple(op.name for op in instr.operands),
+                    tuple(user.name for user in instr.users),
+                    instr.parameter_number,
+                    instr.literal_text,
+                    tuple(instr.raw_attributes.items()),
+                    tuple(c.name for c in instr.called_computations),
+                )
+            )
+        comps.append((comp.name, comp.is_entry, comp.execution_thread, comp.root.name, tuple(instrs)))
+    return (module.name, tuple(module.header_attributes.items()), module._stack_frame_text, module.entry.name, tuple(comps))

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 import xla_costmodel as xc
-from conftest import fixture_ids, fixture_paths, our_instruction_view, xla_instruction_view
+from xla_costmodel.hlo._fastpath import fast_parse
+from xla_costmodel.hlo._parser import parse_hlo_tokens
+from conftest import fixture_ids, fixture_paths, module_signature, our_instruction_view, xla_instruction_view
 
 PATHS = fixture_paths()
 
@@ -52,3 +54,11 @@ def test_every_attribute_is_readable(path):
             instr.attributes[key]  # typed parse must succeed on everything XLA wrote
         for callee in instr.called_computations:
             assert callee.module is module
+
+
+@pytest.mark.parametrize("path", PATHS, ids=fixture_ids(PATHS))
+def test_fast_path_reads_xla_text_like_the_token_parser(path):
+    text = path.read_text()
+    fast = fast_parse(text, str(path))
+    assert fast is not None, "XLA-printed text should take the line-oriented fast path"
+    assert module_signature(fast) == module_signature(parse_hlo_tokens(text, source=str(path)))

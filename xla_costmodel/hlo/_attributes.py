@@ -460,7 +460,7 @@ def _subattribute_rule(r: _ValueReader):
 
 @_rule("backend_config")
 def _backend_config_rule(r: _ValueReader):
-    """A JSON object (bare or quoted) as a dict; a string that is not JSON as str."""
+    """A JSON object (bare or quoted) as a dict; anything else (plain string, MLIR dict) as str."""
     if r.at_end():
         raise r.error("missing value")
     if r.tok.kinds[r.i] == STRING:
@@ -478,8 +478,10 @@ def _backend_config_rule(r: _ValueReader):
     end = r.tok.end_of(len(r.tok) - 1)
     try:
         return json.loads(src[start:end])
-    except json.JSONDecodeError as exc:
-        raise r.tok.error(f"attribute 'backend_config': invalid JSON ({exc.msg})", r.i) from None
+    except json.JSONDecodeError:
+        # Typed-FFI custom calls carry an MLIR attribute dictionary here
+        # (`{uplo = 76 : ui8}`), which XLA keeps as text; so do we.
+        return src[start:end]
 
 
 def parse_attribute(name: str, text: str, start: int, end: int, source: str):

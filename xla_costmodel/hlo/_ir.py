@@ -70,7 +70,8 @@ class HloInstruction:
         "computation",
         "parameter_number",
         "literal_text",
-        "_raw",
+        "_raw_store",
+        "_lazy",
         "_pos",
         "_cache",
         "_called",
@@ -97,7 +98,8 @@ class HloInstruction:
         self.computation: HloComputation | None = None
         self.parameter_number = parameter_number
         self.literal_text = literal_text
-        self._raw: dict[str, str] = {}
+        self._raw_store: dict[str, str | None] = {}
+        self._lazy: tuple | None = None
         self._pos: dict[str, tuple[int, int]] | None = None
         self._cache: dict[str, Any] | None = None
         self._called: dict[str, Any] | None = None
@@ -108,6 +110,19 @@ class HloInstruction:
             self.set_attribute(key, value)
 
     # -- attributes -------------------------------------------------------
+    @property
+    def _raw(self) -> dict[str, str | None]:
+        """Attribute texts by name (None marks a called computation held in `_called`).
+
+        The fast parser may leave an instruction's attribute list unsplit
+        (`_lazy`); it is split the first time anyone looks.
+        """
+        if self._lazy is not None:
+            from ._fastpath import split_lazy_attributes
+
+            split_lazy_attributes(self)
+        return self._raw_store
+
     @property
     def attributes(self) -> Mapping[str, Any]:
         """Every attribute by name, typed: tuples of ints, `Window`, dicts, computations, or raw text."""

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ._attributes import COMPUTATION_ATTRS, COMPUTATION_LIST_ATTRS, parse_attribute
 from ._errors import HloParseError
+from ._fastpath import fast_parse
 from ._ir import HloComputation, HloInstruction, HloModule, resolve_refs
 from ._lexer import ARROW, DIMLABELS, ERROR, LEQ, PNAME, PUNCT, STRING, WORD, Tokens, unquote
 from ._shape import PRIMITIVE_BITS, Layout, Shape
@@ -36,8 +37,8 @@ _NEXT_STATEMENT = re.compile(r"\n[ \t]*(?:\}[ \t]*(?:\n|$)|(?:ROOT[ \t]+)?%?[A-Z
 class _Parser:
     __slots__ = ("tok", "i", "kinds", "texts", "starts", "text", "source", "n", "_shape_cache", "_deferred")
 
-    def __init__(self, text: str, source: str):
-        self.tok = Tokens(text, source)
+    def __init__(self, text: str, source: str, start: int = 0, end: int | None = None):
+        self.tok = Tokens(text, source, start, end)
         self.kinds = self.tok.kinds
         self.texts = self.tok.texts
         self.starts = self.tok.starts
@@ -93,7 +94,8 @@ class _Parser:
         return "\n" in self.text[self.tok.end_of(index - 1) : self.starts[index]]
 
     # -- module ---------------------------------------------------------------
-    def module(self) -> HloModule:
+    def prelude(self) -> tuple[str, dict[str, str], str, dict]:
+        """The optional `HloModule` header line and stack-frame tables."""
         name = "module"
         header: dict[str, str] = {}
         if self.i < self.n and self.kinds[self.i] == WORD and self.texts[self.i] == "HloModule":
@@ -104,6 +106,10 @@ class _Parser:
                 key, start, end = self.attribute()
                 header[key] = self.text[start:end]
         stack_text, stack_tables = self.stack_frame_tables()
+        return name, header, stack_text, stack_tables
+
+    def module(self) -> HloModule:
+        name, header, stack_text, stack_tables = self.prelude()
         computations: list[HloComputation] = []
         entry = None
         seen: dict[str, int] = {}
@@ -257,7 +263,7 @@ class _Parser:
         else:
             self.operands(refs)
         # attributes
-        raw = instr._raw
+        raw = instr._raw_store
         pos: dict[str, tuple[int, int]] = {}
         n = self.n
         while self.i < n and kinds[self.i] == PUNCT and texts[self.i] == ",":
@@ -283,6 +289,8 @@ class _Parser:
 
     def operands(self, refs: list[tuple[str, int]]) -> None:
         kinds, texts = self.kinds, self.texts
+        if self.i >= self.n:
+            raise self.error("unclosed operand list")
         if kinds[self.i] == PUNCT and texts[self.i] == ")":
             self.i += 1
             return
@@ -496,6 +504,14 @@ def parse_hlo(text: str, *, source: str = "<string>") -> HloModule:
     """
     if not isinstance(text, str):
         raise TypeError(f"parse_hlo expects str, got {type(text).__name__}")
+    module = fast_parse(text, source)
+    if module is not None:
+        return module
+    return parse_hlo_tokens(text, source=source)
+
+
+def parse_hlo_tokens(text: str, *, source: str = "<string>") -> HloModule:
+    """`parse_hlo` without the line-oriented fast path (the reference reading)."""
     try:
         return _Parser(text, source).module()
     except RecursionError:
