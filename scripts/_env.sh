@@ -13,8 +13,13 @@ stamp=".venv/.xla_costmodel-installed"
 want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "[setup] installing xla_costmodel and its dependencies into .venv" >&2
-  .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip >&2
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[test]" >&2
+  log=".venv/install.log"
+  if ! { .venv/bin/python -m pip install --disable-pip-version-check --upgrade pip &&
+         .venv/bin/python -m pip install --disable-pip-version-check -e ".[test]"; } > "$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    echo "[setup] installation failed; the full log is $log" >&2
+    exit 1
+  fi
   echo "$want" > "$stamp"
 fi
 export PATH="$ROOT/.venv/bin:$PATH"

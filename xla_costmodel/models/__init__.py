@@ -1,0 +1,8 @@
+"""Cost models behind one interface (`CostModel`), and their registry."""
+
+from ._base import CostModel as CostModel
+from ._base import FusionEstimate as FusionEstimate
+from ._base import KernelEstimate as KernelEstimate
+from ._base import get_model as get_model
+from ._base import model_names as model_names
+from ._base import register_model as register_model
