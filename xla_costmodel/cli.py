@@ -1,4 +1,4 @@
-"""`xla-costmodel`: the command-line tool.
+"""xla-costmodel: predict, explain and check the run time of XLA kernels.
 
 Each subcommand is a function registered with `@command`; heavy imports happen
 inside the handlers so `xla-costmodel --help` starts at once.
@@ -111,11 +111,17 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 
+# Subcommands with a parser of their own: the rest of the command line goes to them.
+_PASSTHROUGH: dict[str, tuple[str, str]] = {
+    "measure": ("xla_costmodel.measure._cli", "measure kernel times: the measurement suite, or --jax MODULE:FUNCTION"),
+}
+
+
 def _load_plugins_commands() -> None:
     """Subcommands contributed by the other subpackages (registered on import)."""
     import importlib
 
-    for mod in ("xla_costmodel.measure._cli", "xla_costmodel.models._cli", "xla_costmodel.fusion._cli", "xla_costmodel.compare._cli"):
+    for mod in ("xla_costmodel.models._cli", "xla_costmodel.fusion._cli", "xla_costmodel.compare._cli"):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as exc:
@@ -126,15 +132,23 @@ def _load_plugins_commands() -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     _load_plugins_commands()
-    parser = argparse.ArgumentParser(prog="xla-costmodel", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="xla-costmodel", description=__doc__.splitlines()[0].split(": ", 1)[1])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, (configure, _run, help_text) in _COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         configure(p)
+    for name, (_module, help_text) in _PASSTHROUGH.items():
+        sub.add_parser(name, help=help_text, add_help=False)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in _PASSTHROUGH:
+        import importlib
+
+        module = importlib.import_module(_PASSTHROUGH[argv[0]][0])
+        return int(module.cli_measure(argv[1:]) or 0)
     parser = build_parser()
     args = parser.parse_args(argv)
     _configure, run, _help = _COMMANDS[args.command]

@@ -1,0 +1,157 @@
+"""The calibration dataset: atomic appends, validation, and the committed host dataset."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from xla_costmodel.measure import DATASET_COLUMNS, SCHEMA, DatasetError, append_dataset, read_dataset
+from xla_costmodel.measure import _dataset
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = ROOT / "calibration" / "host_cpu.parquet"
+
+
+def _rows(n: int, tag: str) -> pd.DataFrame:
+    rows = []
+    for i in range(n):
+        row = {c: "" for c, kind in DATASET_COLUMNS.items() if kind == "str"}
+        row.update(
+            schema=SCHEMA,
+            suite_run=tag,
+            case=f"k/float32/{i}",
+            kernel="k",
+            kernel_class="access",
+            hlo_op=f"op.{i}",
+            fusion_kind=None,
+            hlo_text=f"%op.{i} = f32[4]{{0}} copy(%p)",
+            device="cpu: test",
+            jax_version="0.10.2",
+            timestamp="2026-01-01T00:00:00+00:00",
+            size=i,
+            is_main=True,
+            n=3,
+            min_s=1e-6 * (i + 1),
+            median_s=2e-6 * (i + 1),
+            samples_s=[1e-6 * (i + 1), 2e-6 * (i + 1), 3e-6 * (i + 1)],
+            launches=1.0,
+            wall_min_s=1e-5,
+            launch_overhead_s=math.nan,
+            out_elements=4,
+            out_bytes=16,
+            operand_bytes=16,
+            n_operands=1,
+            n_fused_ops=1,
+        )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("name", ["d.parquet", "d.csv", "d.csv.gz"])
+def test_append_creates_then_appends_without_losing_rows(tmp_path, name):
+    path = tmp_path / "sub" / name
+    assert append_dataset(_rows(3, "a"), path) == 3
+    first = read_dataset(path)
+    assert append_dataset(_rows(2, "b"), path) == 5
+    both = read_dataset(path)
+    assert list(both["suite_run"]) == ["a"] * 3 + ["b"] * 2
+    # The earlier rows come back exactly as they were.
+    pd.testing.assert_frame_equal(both.iloc[:3].reset_index(drop=True), first, check_dtype=False)
+    assert both["samples_s"].iloc[4] == [2e-6, 4e-6, 6e-6]
+    assert both["fusion_kind"].isna().all()
+    assert list(both.columns[: len(DATASET_COLUMNS)]) == list(DATASET_COLUMNS)
+    assert [p.name for p in path.parent.iterdir()] == [name]  # no temporary files left
+
+
+@pytest.mark.parametrize("name", ["d.parquet", "d.csv"])
+def test_corrupt_file_is_refused_and_left_alone(tmp_path, name):
+    path = tmp_path / name
+    append_dataset(_rows(2, "a"), path)
+    data = path.read_bytes()
+    damaged = data[: len(data) // 2] + b"\x00garbage\xff" if name.endswith(".parquet") else b"\x00\x01\x02 not,a\ncsv"
+    path.write_bytes(damaged)
+    with pytest.raises(DatasetError) as e:
+        append_dataset(_rows(1, "b"), path)
+    assert str(path) in str(e.value)
+    assert path.read_bytes() == damaged
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_foreign_files_are_refused(tmp_path):
+    other = tmp_path / "other.parquet"
+    pd.DataFrame({"a": [1, 2], "b": ["x", "y"]}).to_parquet(other)
+    before = other.read_bytes()
+    with pytest.raises(DatasetError, match="not an xla_costmodel calibration dataset .missing columns: schema"):
+        append_dataset(_rows(1, "b"), other)
+    assert other.read_bytes() == before
+
+    future = tmp_path / "future.csv"
+    df = _rows(1, "a")
+    df["schema"] = "xla_costmodel.calibration/99"
+    df["samples_s"] = [json.dumps(v) for v in df["samples_s"]]
+    df.to_csv(future, index=False)
+    with pytest.raises(DatasetError, match="calibration/99"):
+        read_dataset(future)
+
+    with pytest.raises(DatasetError, match="unknown dataset format"):
+        append_dataset(_rows(1, "a"), tmp_path / "d.xlsx")
+    with pytest.raises(DatasetError, match="no such file"):
+        read_dataset(tmp_path / "absent.parquet")
+
+
+def test_failed_write_keeps_the_old_file(tmp_path, monkeypatch):
+    path = tmp_path / "d.parquet"
+    append_dataset(_rows(2, "a"), path)
+    before = path.read_bytes()
+
+    def half_write(df, p, fmt):
+        Path(p).write_bytes(b"PAR1 half a file")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(_dataset, "_write", half_write)
+    with pytest.raises(OSError, match="disk full"):
+        append_dataset(_rows(5, "b"), path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["d.parquet"]
+
+
+def test_rows_missing_columns_are_rejected(tmp_path):
+    with pytest.raises(ValueError, match="rows lack dataset columns: hlo_text"):
+        append_dataset(_rows(1, "a").drop(columns=["hlo_text"]), tmp_path / "d.parquet")
+    assert not (tmp_path / "d.parquet").exists()
+
+
+# --------------------------------------------------------------------------- the committed dataset
+
+
+@pytest.mark.skipif(not COMMITTED.exists(), reason="no committed host dataset")
+def test_committed_host_dataset_is_valid():
+    df = read_dataset(COMMITTED)
+    assert set(df["schema"]) == {SCHEMA}
+    assert set(df["source"]) == {"suite"}
+    assert df["suite_run"].nunique() >= 2  # the two runs behind the noise floor
+    assert {"access", "elementwise", "matmul", "conv", "scatter", "launch"} <= set(df["kernel_class"])
+    assert {"float32", "float64", "bfloat16"} <= set(df["dtype"])
+    assert (df["min_s"] > 0).all() and (df["min_s"] <= df["median_s"]).all()
+    assert all(len(s) == n for s, n in zip(df["samples_s"], df["n"]))
+    # Every case has exactly one main kernel per run.
+    assert (df[df["is_main"]].groupby(["suite_run", "case"]).size() == 1).all()
+    # The f64 cases really ran in f64, the bf16 ones in bf16.
+    main = df[df["is_main"] & (df["kernel_class"] == "elementwise")]
+    assert set(main.loc[main["dtype"] == "float64", "element_type"]) == {"f64"}
+    assert set(main.loc[main["dtype"] == "bfloat16", "element_type"]) == {"bf16"}
+    # The kernel's HLO text names it; the module text is valid HLO for XLA's own parser.
+    assert all(t.lstrip("%ROOT ").startswith(op) or f"%{op} " in t for t, op in zip(df["hlo_text"], df["hlo_op"]))
+    # XLA's own parser (jaxlib) accepts the stored module text, and the measured
+    # instruction is one of the module's instructions by XLA's account too.
+    hlo = pytest.importorskip("jaxlib._hlo")
+    for _, g in df.drop_duplicates(["hlo_module", "hlo_op"]).groupby("hlo_module").head(1).head(12).iterrows():
+        module = hlo.hlo_module_from_text(g["module_text"])
+        names = {i.name for c in module.computations() for i in c.instructions()}
+        assert g["hlo_op"] in names

@@ -1,0 +1,40 @@
+"""Measured kernel timings: profiler-trace ingestion, the measurement suite, calibration datasets.
+
+- `measure(fn, *args)` runs a jitted program under `jax.profiler` and returns
+  one row per kernel, joined to the compiled module's instructions;
+  `measure_program` returns the per-run table and the module as well.
+- `read_trace` / `kernel_executions` read an `xplane.pb` (or the trace JSON)
+  into tables of events and kernel executions.
+- `run_suite` measures the performance-instructive kernels over size sweeps;
+  `append_dataset` / `read_dataset` keep the results in a tidy, atomically
+  appended Parquet or CSV file; `noise_floor` compares two suite runs.
+- `cli_measure(argv)` is the `xla-costmodel measure` command.
+"""
+
+from ._cli import cli_measure as cli_measure
+from ._dataset import DATASET_COLUMNS as DATASET_COLUMNS
+from ._dataset import SCHEMA as SCHEMA
+from ._dataset import DatasetError as DatasetError
+from ._dataset import append_dataset as append_dataset
+from ._dataset import read_dataset as read_dataset
+from ._measure import CommandBufferWarning as CommandBufferWarning
+from ._measure import ConcurrentKernelsWarning as ConcurrentKernelsWarning
+from ._measure import Measurement as Measurement
+from ._measure import MeasurementError as MeasurementError
+from ._measure import device_description as device_description
+from ._measure import disable_gpu_command_buffers as disable_gpu_command_buffers
+from ._measure import measure as measure
+from ._measure import measure_program as measure_program
+from ._measure import measurement_from_trace as measurement_from_trace
+from ._measure import merge_measurements as merge_measurements
+from ._noise import noise_floor as noise_floor
+from ._suite import SUITE as SUITE
+from ._suite import SuiteKernel as SuiteKernel
+from ._suite import measurement_rows as measurement_rows
+from ._suite import run_suite as run_suite
+from ._suite import steady_allocator as steady_allocator
+from ._suite import suite_cases as suite_cases
+from ._trace import TraceError as TraceError
+from ._trace import find_trace_files as find_trace_files
+from ._trace import kernel_executions as kernel_executions
+from ._trace import read_trace as read_trace

@@ -1,0 +1,286 @@
+"""The calibration dataset: a tidy table of kernel measurements, appended atomically.
+
+One row per measured kernel. The file is Parquet (`*.parquet`) or CSV
+(`*.csv`, `*.csv.gz`); the format follows the file name. Every write goes to a
+temporary file in the same directory which is read back, synced and then
+renamed over the target, so a crash leaves either the old or the new file,
+never half of one. Appending re-reads the existing file first and refuses to
+touch a file that is damaged or that is not a dataset of this schema.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "DatasetError",
+    "SCHEMA",
+    "DATASET_COLUMNS",
+    "read_dataset",
+    "append_dataset",
+]
+
+#: Value of the `schema` column; bumped when columns change meaning.
+SCHEMA = "xla_costmodel.calibration/1"
+
+#: Column name -> kind ("str", "int", "float", "bool", "list"), in file order.
+DATASET_COLUMNS: dict[str, str] = {
+    "schema": "str",
+    "suite_run": "str",
+    "timestamp": "str",
+    "source": "str",
+    "backend": "str",
+    "device_kind": "str",
+    "device": "str",
+    "jax_version": "str",
+    "jaxlib_version": "str",
+    "case": "str",
+    "kernel": "str",
+    "kernel_class": "str",
+    "dtype": "str",
+    "size": "int",
+    "params": "str",
+    "hlo_module": "str",
+    "hlo_op": "str",
+    "opcode": "str",
+    "fusion_kind": "str",
+    "computation": "str",
+    "role": "str",
+    "is_main": "bool",
+    "n": "int",
+    "min_s": "float",
+    "median_s": "float",
+    "samples_s": "list",
+    "launches": "float",
+    "wall_min_s": "float",
+    "launch_overhead_s": "float",
+    "element_type": "str",
+    "out_elements": "int",
+    "out_bytes": "int",
+    "operand_bytes": "int",
+    "n_operands": "int",
+    "n_fused_ops": "int",
+    "opcode_mix": "str",
+    "hlo_text": "str",
+    "module_text": "str",
+}
+
+# Columns a file must have to count as this dataset (later schema versions may add more).
+_REQUIRED = ("schema", "case", "hlo_op", "min_s", "samples_s", "hlo_text", "device", "jax_version", "timestamp")
+
+
+class DatasetError(ValueError):
+    """A dataset file that is damaged, foreign, or would be damaged by a write.
+
+    `str(error)` gives `path: problem`; the file itself is left as it was.
+    """
+
+    def __init__(self, path, reason: str):
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+def _format(path: Path) -> str:
+    name = path.name.lower()
+    if name.endswith(".parquet"):
+        return "parquet"
+    if name.endswith((".csv", ".csv.gz")):
+        return "csv"
+    raise DatasetError(path, "unknown dataset format: the name must end in .parquet, .csv or .csv.gz")
+
+
+def read_dataset(path) -> pd.DataFrame:
+    """Read and validate a calibration dataset.
+
+    **Arguments:**
+
+    - `path`: a `.parquet`, `.csv` or `.csv.gz` file written by `append_dataset`.
+
+    **Returns:** the table, one row per kernel measurement; `samples_s` holds
+    lists of floats.
+
+    Raises `DatasetError` naming the file when it is missing, cannot be
+    parsed, or is not a dataset of this schema.
+    """
+    path = Path(path)
+    fmt = _format(path)
+    if not path.is_file():
+        raise DatasetError(path, "no such file")
+    try:
+        if fmt == "parquet":
+            df = pd.read_parquet(path)
+        else:
+            df = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={"schema": str})
+    except Exception as e:  # pyarrow / the CSV reader raise many types for bad bytes
+        raise DatasetError(path, f"cannot read as {fmt} ({type(e).__name__}: {_short(e)})") from e
+    _validate(df, path)
+    if fmt == "csv":
+        df["samples_s"] = [_parse_samples(v, path, i) for i, v in enumerate(df["samples_s"])]
+    else:
+        df["samples_s"] = [list(map(float, v)) if v is not None else [] for v in df["samples_s"]]
+    return df
+
+
+def _short(e: Exception, limit: int = 200) -> str:
+    s = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return s if len(s) <= limit else s[:limit] + "..."
+
+
+def _parse_samples(v, path: Path, row: int) -> list[float]:
+    if isinstance(v, list):
+        return v
+    try:
+        out = json.loads(v)
+    except (TypeError, json.JSONDecodeError) as e:
+        raise DatasetError(path, f"row {row + 1}: samples_s is not a JSON list of numbers") from e
+    if not isinstance(out, list):
+        raise DatasetError(path, f"row {row + 1}: samples_s is not a JSON list of numbers")
+    return [float(x) for x in out]
+
+
+def _validate(df: pd.DataFrame, path: Path) -> None:
+    missing = [c for c in _REQUIRED if c not in df.columns]
+    if missing:
+        raise DatasetError(
+            path,
+            f"not an xla_costmodel calibration dataset (missing columns: {', '.join(missing)})",
+        )
+    schemas = set(df["schema"].dropna().astype(str).unique())
+    foreign = schemas - {SCHEMA}
+    if foreign or df["schema"].isna().any():
+        raise DatasetError(
+            path,
+            f"schema {sorted(foreign) or ['<empty>']} is not {SCHEMA!r}; "
+            "refusing to read or append to it",
+        )
+    bad = ~np.isfinite(pd.to_numeric(df["min_s"], errors="coerce").to_numpy(dtype=float))
+    if bad.any():
+        raise DatasetError(path, f"row {int(np.flatnonzero(bad)[0]) + 1}: min_s is not a number")
+
+
+def _coerce(rows: pd.DataFrame) -> pd.DataFrame:
+    """New rows in the file's column order and types; unknown extra columns are kept after them."""
+    df = rows.copy()
+    if "schema" not in df.columns:
+        df["schema"] = SCHEMA
+    absent = [c for c in DATASET_COLUMNS if c not in df.columns]
+    if absent:
+        raise ValueError(f"rows lack dataset columns: {', '.join(absent)}")
+    for col, kind in DATASET_COLUMNS.items():
+        if kind == "str":
+            df[col] = df[col].astype(object).where(df[col].notna(), None)
+            df[col] = [None if v is None else str(v) for v in df[col]]
+        elif kind == "int":
+            df[col] = pd.to_numeric(df[col]).astype("int64")
+        elif kind == "float":
+            df[col] = pd.to_numeric(df[col]).astype("float64")
+        elif kind == "bool":
+            df[col] = df[col].astype(bool)
+        elif kind == "list":
+            df[col] = [[float(x) for x in v] for v in df[col]]
+    extra = [c for c in df.columns if c not in DATASET_COLUMNS]
+    return df[list(DATASET_COLUMNS) + extra]
+
+
+@contextlib.contextmanager
+def _dir_lock(directory: Path):
+    """Serialise writers of one directory (advisory flock on the directory itself)."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on POSIX
+        yield
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _write(df: pd.DataFrame, path: Path, fmt: str) -> None:
+    if fmt == "parquet":
+        df.to_parquet(path, index=False, compression="zstd")
+    else:
+        out = df.copy()
+        out["samples_s"] = [json.dumps(v) for v in out["samples_s"]]
+        out.to_csv(path, index=False)
+
+
+def append_dataset(rows: pd.DataFrame, path) -> int:
+    """Append rows to a dataset file, atomically; create it if absent.
+
+    **Arguments:**
+
+    - `rows`: new rows with every column of `DATASET_COLUMNS` (`schema` may
+      be left out).
+    - `path`: the dataset file; its suffix picks Parquet or CSV. Parent
+      directories are created.
+
+    **Returns:** the number of rows in the file afterwards.
+
+    Raises `DatasetError`, leaving the file untouched, when the existing file
+    is damaged or foreign.
+    """
+    path = Path(path)
+    fmt = _format(path)
+    new = _coerce(rows)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _dir_lock(path.parent):
+        if path.exists():
+            old = read_dataset(path)
+            combined = pd.concat([_coerce(old), new], ignore_index=True)
+        else:
+            combined = new
+        # The temporary name keeps the target's extension so that the same
+        # reader (and compression) applies when it is read back.
+        ext = ".csv.gz" if path.name.lower().endswith(".csv.gz") else path.suffix
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{ext}", dir=path.parent)
+        os.close(fd)
+        tmp = Path(tmp_name)
+        try:
+            _write(combined, tmp, fmt)
+            back = read_dataset(tmp)
+            if len(back) != len(combined):
+                raise DatasetError(path, f"read-back of the new file gave {len(back)} rows, expected {len(combined)}")
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            os.chmod(tmp, _file_mode(path))
+            os.replace(tmp, path)
+        finally:
+            if tmp.exists():
+                tmp.unlink()
+        _fsync_dir(path.parent)
+    return len(combined)
+
+
+def _file_mode(path: Path) -> int:
+    """The existing file's permissions, or the usual ones for a new file (mkstemp makes 0600)."""
+    try:
+        return path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:  # pragma: no cover
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover - some filesystems refuse
+        pass
+    finally:
+        os.close(fd)

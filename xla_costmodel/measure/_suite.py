@@ -1,0 +1,608 @@
+"""The measurement suite: performance-instructive kernels written as JAX programs.
+
+After Stevens & Klöckner's "measurement kernels": each kernel isolates one
+cost (a memory access pattern, one arithmetic op in one dtype, a matmul
+shape, a launch) and runs over a sweep of sizes, from just above the launch
+overhead up to sizes that stream through memory. Each (kernel, dtype, size)
+is one *case*; every kernel XLA compiles a case into is measured with
+`measure_program` (warm-up runs discarded, minimum kept) and becomes one row
+of the calibration dataset.
+
+Kernel classes:
+
+- `access`: stride-1/2/3 copies and scale-adds (`a*x[::s] + y[::s]`), a
+  random-permutation gather, transposes of three shapes, row and column
+  reductions (f32).
+- `elementwise`: add/sub, mul, div, exp, log, tanh, rsqrt, pow, each in
+  f32, f64 and bf16.
+- `matmul`: square `m×m @ m×m` and skinny `m×m @ m×8`.
+- `conv`: 3×3 and 1×1 NHWC convolutions.
+- `scatter`: scatter-add of random rows.
+- `launch`: an empty program (a copy of one element) and tiny elementwise
+  kernels, which measure the fixed cost of a launch.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import math
+import sys
+import time
+import uuid
+import warnings
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+
+from ._dataset import DATASET_COLUMNS, SCHEMA
+from ._measure import ConcurrentKernelsWarning, measure_program, merge_measurements
+
+__all__ = ["SuiteKernel", "SUITE", "suite_cases", "run_suite", "steady_allocator", "FULL", "QUICK"]
+
+Built = tuple[Callable[..., Any], tuple[Any, ...]]
+
+
+@dataclass(frozen=True)
+class SuiteKernel:
+    """One measurement kernel and its size sweep.
+
+    **Attributes:**
+
+    - `name`: unique, e.g. `"copy_s2"`.
+    - `kernel_class`: `access`, `elementwise`, `matmul`, `conv`, `scatter` or `launch`.
+    - `build`: `(size, dtype, rng) -> (fn, args)`; `fn` is a named function.
+    - `sizes`: the full sweep; `quick_sizes` the `--quick` one.
+    - `dtypes`: dtypes to run it in.
+    - `size_meaning`: what `size` counts (for the dataset's `params`).
+    """
+
+    name: str
+    kernel_class: str
+    build: Callable[[int, str, np.random.Generator], Built] = field(repr=False)
+    sizes: tuple[int, ...]
+    quick_sizes: tuple[int, ...]
+    dtypes: tuple[str, ...] = ("float32",)
+    size_meaning: str = "elements"
+    params: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SuiteMode:
+    """Repeats and sweep of one suite mode."""
+
+    name: str
+    repeats: int
+    discard: int
+    rounds: int
+    quick: bool
+
+
+FULL = SuiteMode("full", repeats=30, discard=4, rounds=2, quick=False)
+QUICK = SuiteMode("quick", repeats=12, discard=2, rounds=1, quick=True)
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def _jnp_dtype(dtype: str):
+    import jax.numpy as jnp
+
+    return {"float32": jnp.float32, "float64": jnp.float64, "bfloat16": jnp.bfloat16}[dtype]
+
+
+def _arr(rng: np.random.Generator, shape, dtype: str = "float32", lo: float = 0.5, hi: float = 2.0):
+    """Uniform values in [lo, hi): positive, so log/rsqrt/pow stay finite."""
+    import jax.numpy as jnp
+
+    return jnp.asarray(rng.uniform(lo, hi, size=shape), dtype=_jnp_dtype(dtype))
+
+
+def _named(fn, name: str):
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+def _side(n: int) -> int:
+    return max(1, int(round(math.sqrt(n))))
+
+
+# --------------------------------------------------------------------------- kernels
+
+# Elements per array, 64 KiB to 32 MiB of f32: from above the launch cost (the
+# fastest 2**14-element kernel, a row reduction, takes 1.1 µs on the reference
+# host, a launch 0.3 µs) through L1, L2 and L3 to DRAM.
+_STREAM = tuple(1 << k for k in range(14, 24))
+_STREAM_QUICK = (1 << 18,)
+
+
+def _copy(stride: int):
+    def build(n, dtype, rng):
+        x = _arr(rng, (n * stride,), dtype)
+
+        def f(x):
+            return x[::stride]
+
+        return _named(f, f"copy_s{stride}"), (x,)
+
+    return build
+
+
+def _scale_add(stride: int):
+    def build(n, dtype, rng):
+        x = _arr(rng, (n * stride,), dtype)
+        y = _arr(rng, (n * stride,), dtype)
+        a = _arr(rng, (), dtype)
+
+        def f(a, x, y):
+            return a * x[::stride] + y[::stride]
+
+        return _named(f, f"scale_add_s{stride}"), (a, x, y)
+
+    return build
+
+
+def _gather(n, dtype, rng):
+    import jax.numpy as jnp
+
+    x = _arr(rng, (n,), dtype)
+    idx = jnp.asarray(rng.permutation(n).astype(np.int32))
+
+    def f(x, idx):
+        return jnp.take(x, idx, mode="clip")
+
+    return _named(f, "gather_random"), (x, idx)
+
+
+def _transpose(kind: str):
+    def build(n, dtype, rng):
+        import jax.numpy as jnp
+
+        if kind == "square":
+            s = _side(n)
+            shape, perm = (s, s), (1, 0)
+        elif kind == "tall":
+            shape, perm = (max(1, n // 16), 16), (1, 0)
+        else:  # batched: swap the two minor dims of 16 matrices
+            s = _side(max(1, n // 16))
+            shape, perm = (16, s, s), (0, 2, 1)
+        x = _arr(rng, shape, dtype)
+
+        def f(x):
+            return jnp.transpose(x, perm)
+
+        return _named(f, f"transpose_{kind}"), (x,)
+
+    return build
+
+
+def _reduce(axis: int):
+    def build(n, dtype, rng):
+        cols = 256
+        x = _arr(rng, (max(1, n // cols), cols) if axis == 1 else (cols, max(1, n // cols)), dtype)
+
+        def f(x):
+            return x.sum(axis=axis)
+
+        return _named(f, "reduce_row" if axis == 1 else "reduce_col"), (x,)
+
+    return build
+
+
+_UNARY_OPS = ("exp", "log", "tanh", "rsqrt")
+
+
+def _apply(op: str, x, y=None):
+    import jax
+    import jax.numpy as jnp
+
+    if op == "exp":
+        return jnp.exp(x)
+    if op == "log":
+        return jnp.log(x)
+    if op == "tanh":
+        return jnp.tanh(x)
+    if op == "rsqrt":
+        return jax.lax.rsqrt(x)
+    if op == "add":
+        return x + y
+    if op == "sub":
+        return x - y
+    if op == "mul":
+        return x * y
+    if op == "div":
+        return x / y
+    if op == "pow":
+        return x**y
+    raise ValueError(f"unknown elementwise op {op!r}")
+
+
+def _elementwise(op: str):
+    def build(n, dtype, rng):
+        x = _arr(rng, (n,), dtype)
+        if op in _UNARY_OPS:
+
+            def f(x):
+                return _apply(op, x)
+
+            return _named(f, f"ew_{op}"), (x,)
+        y = _arr(rng, (n,), dtype)
+
+        def f2(x, y):
+            return _apply(op, x, y)
+
+        return _named(f2, f"ew_{op}"), (x, y)
+
+    return build
+
+
+def _matmul(kind: str):
+    def build(m, dtype, rng):
+        a = _arr(rng, (m, m), dtype, -1.0, 1.0)
+        b = _arr(rng, (m, m) if kind == "square" else (m, 8), dtype, -1.0, 1.0)
+
+        def f(a, b):
+            return a @ b
+
+        return _named(f, f"matmul_{kind}"), (a, b)
+
+    return build
+
+
+def _conv(k: int):
+    def build(s, dtype, rng):
+        import jax
+
+        x = _arr(rng, (8, s, s, 32), dtype, -1.0, 1.0)
+        w = _arr(rng, (k, k, 32, 32), dtype, -1.0, 1.0)
+
+        def f(x, w):
+            return jax.lax.conv_general_dilated(
+                x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+            )
+
+        return _named(f, f"conv{k}x{k}"), (x, w)
+
+    return build
+
+
+def _scatter(n, dtype, rng):
+    import jax.numpy as jnp
+
+    rows = max(1, n // 64)
+    x = _arr(rng, (rows, 64), dtype)
+    m = max(1, rows // 4)
+    idx = jnp.asarray(rng.integers(0, rows, size=m).astype(np.int32))
+    upd = _arr(rng, (m, 64), dtype)
+
+    def f(x, idx, upd):
+        return x.at[idx].add(upd, mode="drop")
+
+    return _named(f, "scatter_add"), (x, idx, upd)
+
+
+def _empty(n, dtype, rng):
+    x = _arr(rng, (n,), dtype)
+
+    def f(x):
+        return x  # an output must not alias an undonated input: XLA emits one copy
+
+    return _named(f, "launch_empty"), (x,)
+
+
+def _tiny_add(n, dtype, rng):
+    x = _arr(rng, (n,), dtype)
+    y = _arr(rng, (n,), dtype)
+
+    def f(x, y):
+        return x + y
+
+    return _named(f, "launch_add"), (x, y)
+
+
+_ALL_FLOATS = ("float32", "float64", "bfloat16")
+
+SUITE: tuple[SuiteKernel, ...] = (
+    *(SuiteKernel(f"copy_s{s}", "access", _copy(s), _STREAM, _STREAM_QUICK, params={"stride": s}) for s in (1, 2, 3)),
+    *(
+        SuiteKernel(f"scale_add_s{s}", "access", _scale_add(s), _STREAM, _STREAM_QUICK, params={"stride": s})
+        for s in (1, 2, 3)
+    ),
+    SuiteKernel("gather_random", "access", _gather, _STREAM, _STREAM_QUICK, params={"pattern": "permutation"}),
+    *(
+        SuiteKernel(f"transpose_{k}", "access", _transpose(k), _STREAM, _STREAM_QUICK, params={"shape": k})
+        for k in ("square", "tall", "batched")
+    ),
+    SuiteKernel("reduce_row", "access", _reduce(1), _STREAM, _STREAM_QUICK, params={"axis": "minor", "cols": 256}),
+    SuiteKernel("reduce_col", "access", _reduce(0), _STREAM, _STREAM_QUICK, params={"axis": "major", "rows": 256}),
+    *(
+        SuiteKernel(f"ew_{op}", "elementwise", _elementwise(op), _STREAM, _STREAM_QUICK, dtypes=_ALL_FLOATS, params={"op": op})
+        for op in ("add", "sub", "mul", "div", "exp", "log", "tanh", "rsqrt", "pow")
+    ),
+    SuiteKernel("matmul_square", "matmul", _matmul("square"), (32, 64, 128, 256, 512, 1024), (128,), size_meaning="m"),
+    SuiteKernel(
+        "matmul_skinny", "matmul", _matmul("skinny"), (128, 256, 512, 1024, 2048, 4096), (512,), size_meaning="m", params={"n": 8}
+    ),
+    SuiteKernel("conv3x3", "conv", _conv(3), (4, 8, 16, 32, 64), (16,), size_meaning="spatial", params={"batch": 8, "channels": 32}),
+    SuiteKernel("conv1x1", "conv", _conv(1), (8, 16, 32, 64, 128), (32,), size_meaning="spatial", params={"batch": 8, "channels": 32}),
+    SuiteKernel("scatter_add", "scatter", _scatter, _STREAM, _STREAM_QUICK, params={"row": 64, "updates": "rows/4"}),
+    SuiteKernel("launch_empty", "launch", _empty, (1,), (1,)),
+    SuiteKernel("launch_add", "launch", _tiny_add, (1, 16, 256), (1, 16)),
+)
+
+
+@dataclass(frozen=True)
+class Case:
+    kernel: SuiteKernel
+    dtype: str
+    size: int
+
+    @property
+    def case_id(self) -> str:
+        return f"{self.kernel.name}/{self.dtype}/{self.size}"
+
+
+def suite_cases(*, quick: bool = False, only: str | list[str] | None = None) -> list[Case]:
+    """The cases (kernel × dtype × size) of the suite.
+
+    **Arguments:**
+
+    - `quick`: the short sweep.
+    - `only`: glob pattern(s) matched against kernel names and classes
+      (`"ew_*"`, `"matmul"`, `"copy_s1"`); None for all.
+
+    **Returns:** the cases, in suite order.
+    """
+    pats = [only] if isinstance(only, str) else list(only or [])
+    out = []
+    for k in SUITE:
+        if pats and not any(fnmatch.fnmatchcase(k.name, p) or fnmatch.fnmatchcase(k.kernel_class, p) for p in pats):
+            continue
+        for dtype in k.dtypes:
+            for size in k.quick_sizes if quick else k.sizes:
+                out.append(Case(k, dtype, size))
+    if pats and not out:
+        raise ValueError(f"no suite kernel matches {pats}; kernels: {', '.join(k.name for k in SUITE)}")
+    return out
+
+
+# --------------------------------------------------------------------------- running
+
+_STEADY = False
+
+
+def steady_allocator() -> bool:
+    """Keep freed memory in the process so repeated runs do not page-fault afresh.
+
+    XLA:CPU allocates every output buffer anew for each run. With glibc's
+    defaults, large buffers are mmap'ed and unmapped each time and the heap
+    is trimmed after frees, so a run may spend more time faulting in fresh
+    zero pages than in its kernel, and how much depends on the allocation
+    history of the process (the same 32 MiB copy measured 1.8 ms or 29 ms).
+    This turns off glibc's mmap for allocations and heap trimming, for the
+    rest of the process, so that after the warm-up runs every run reuses
+    memory and the kernel is timed in steady state.
+
+    **Returns:** True when the setting took (glibc), False elsewhere.
+    """
+    global _STEADY
+    if _STEADY:
+        return True
+    try:
+        import ctypes
+        import ctypes.util
+
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        m_trim_threshold, m_mmap_max = -1, -4  # from glibc's malloc.h
+        ok = bool(libc.mallopt(m_mmap_max, 0)) and bool(libc.mallopt(m_trim_threshold, 2**31 - 1))
+    except (OSError, AttributeError):
+        ok = False
+    _STEADY = ok
+    return ok
+
+
+def run_suite(
+    *,
+    quick: bool = False,
+    only: str | list[str] | None = None,
+    repeats: int | None = None,
+    discard: int | None = None,
+    rounds: int | None = None,
+    progress: bool = True,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Measure every case of the suite.
+
+    **Arguments:**
+
+    - `quick`: the short sweep and fewer repeats (`QUICK`), for tests and
+      `scripts/run`; otherwise `FULL`.
+    - `only`: restrict to kernels/classes matching these glob patterns.
+    - `repeats`, `discard`: override the mode's (runs in total / warm-up runs
+      thrown away per case and round).
+    - `rounds`: passes over all cases (full: 2, quick: 1). Each case's kept
+      samples from all rounds are pooled before the minimum is taken, so a
+      stretch of interference from other work on the host has to hit the
+      case in every round to spoil it.
+    - `progress`: show a progress bar on stderr.
+    - `seed`: seeds the inputs of every case.
+
+    The glibc allocator is switched to keep freed memory (`steady_allocator`)
+    first, so that kernels are timed without page faults on fresh buffers.
+
+    **Returns:** dataset rows (columns `DATASET_COLUMNS`), one per kernel of
+    every case (rounds pooled). `attrs["elapsed_s"]` is the wall time taken,
+    `attrs["launch_overhead_s"]` the launch cost measured by the `launch`
+    kernels, and `attrs["below_overhead"]` the cases whose main kernel was
+    not clearly slower than a launch (empty when the sweeps are sound).
+    """
+    import jax
+
+    mode = QUICK if quick else FULL
+    repeats = mode.repeats if repeats is None else repeats
+    discard = mode.discard if discard is None else discard
+    cases = suite_cases(quick=quick, only=only)
+    rounds = mode.rounds if rounds is None else rounds
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
+    steady_allocator()
+    suite_run = uuid.uuid4().hex[:12]
+    t_start = time.perf_counter()
+    parts: dict[int, list] = {i: [] for i in range(len(cases))}
+    work = [(r, i) for r in range(rounds) for i in range(len(cases))]
+    bar = _progress(work, progress)
+    for r, i in bar:
+        case = cases[i]
+        if progress and hasattr(bar, "set_postfix_str"):
+            bar.set_postfix_str(case.case_id + (f" (round {r + 1})" if rounds > 1 else ""), refresh=False)
+        rng = np.random.default_rng([seed, i])
+        with jax.enable_x64(case.dtype == "float64"):
+            fn, args = case.kernel.build(case.size, case.dtype, rng)
+            with warnings.catch_warnings():
+                # Independent thunks of one program may overlap; that is
+                # recorded per run, not worth a warning per case.
+                warnings.simplefilter("ignore", ConcurrentKernelsWarning)
+                parts[i].append(measure_program(fn, *args, repeats=repeats, discard=discard))
+            del args
+    rows: list[dict] = []
+    for i, case in enumerate(cases):
+        rows.extend(_case_rows(case, merge_measurements(parts[i]), suite_run))
+    elapsed = time.perf_counter() - t_start
+    df = pd.DataFrame(rows)
+    overhead = launch_overhead(df)
+    df["launch_overhead_s"] = overhead
+    df = df[list(DATASET_COLUMNS)]
+    df.attrs.update(
+        elapsed_s=elapsed,
+        launch_overhead_s=overhead,
+        below_overhead=_below_overhead(df, overhead),
+        mode=mode.name,
+        repeats=repeats,
+        discard=discard,
+        rounds=rounds,
+    )
+    return df
+
+
+def _progress(cases, enabled: bool):
+    if not enabled:
+        return cases
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        return cases
+    return tqdm(cases, desc="measure suite", unit="case", file=sys.stderr, dynamic_ncols=True)
+
+
+def _case_rows(case: Case, m, suite_run: str) -> list[dict]:
+    return measurement_rows(
+        m,
+        case=case.case_id,
+        kernel=case.kernel.name,
+        kernel_class=case.kernel.kernel_class,
+        dtype=case.dtype,
+        size=case.size,
+        params={"size_meaning": case.kernel.size_meaning, **case.kernel.params},
+        source="suite",
+        suite_run=suite_run,
+    )
+
+
+def measurement_rows(
+    m,
+    *,
+    case: str,
+    kernel: str,
+    kernel_class: str = "user",
+    dtype: str = "",
+    size: int = 0,
+    params: dict | None = None,
+    source: str = "user",
+    suite_run: str | None = None,
+) -> list[dict]:
+    """Dataset rows (dicts with every `DATASET_COLUMNS` key) for one `Measurement`.
+
+    The main kernel (`is_main`) is the slowest one by minimum time.
+    `launch_overhead_s` is left NaN; `run_suite` fills it in.
+    """
+    import jax
+    import jaxlib
+
+    kernels = m.kernels
+    kept = m.runs[m.runs["kept"]]
+    wall_min = float(kept["wall_s"].min()) if len(kept) else math.nan
+    main = kernels["min_s"].idxmax() if len(kernels) else None
+    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    suite_run = suite_run or uuid.uuid4().hex[:12]
+    device_kind = _device_kind()
+    out = []
+    for idx, k in kernels.iterrows():
+        feats = m.module.features(k["hlo_op"]) if k["in_module"] else {}
+        out.append(
+            {
+                "schema": SCHEMA,
+                "suite_run": suite_run,
+                "timestamp": stamp,
+                "source": source,
+                "backend": m.backend,
+                "device_kind": device_kind,
+                "device": m.device,
+                "jax_version": jax.__version__,
+                "jaxlib_version": getattr(jaxlib, "__version__", ""),
+                "case": case,
+                "kernel": kernel,
+                "kernel_class": kernel_class,
+                "dtype": dtype,
+                "size": int(size),
+                "params": json.dumps(params or {}, sort_keys=True),
+                "hlo_module": k["hlo_module"],
+                "hlo_op": k["hlo_op"],
+                "opcode": k["opcode"],
+                "fusion_kind": k["fusion_kind"] if isinstance(k["fusion_kind"], str) else None,
+                "computation": k["computation"],
+                "role": k["role"],
+                "is_main": idx == main,
+                "n": int(k["n"]),
+                "min_s": float(k["min_s"]),
+                "median_s": float(k["median_s"]),
+                "samples_s": list(k["samples"]),
+                "launches": float(k["launches"]),
+                "wall_min_s": wall_min,
+                "launch_overhead_s": math.nan,
+                "element_type": feats.get("element_type"),
+                "out_elements": feats.get("out_elements", 0),
+                "out_bytes": feats.get("out_bytes", 0),
+                "operand_bytes": feats.get("operand_bytes", 0),
+                "n_operands": feats.get("n_operands", 0),
+                "n_fused_ops": feats.get("n_fused_ops", 0),
+                "opcode_mix": feats.get("opcode_mix", "{}"),
+                "hlo_text": m.module.kernel_text(k["hlo_op"]) if k["in_module"] else "",
+                "module_text": m.hlo_text,
+            }
+        )
+    return out
+
+
+def _device_kind() -> str:
+    import jax
+
+    return str(getattr(jax.devices()[0], "device_kind", ""))
+
+
+def launch_overhead(df: pd.DataFrame) -> float:
+    """The launch cost: the smallest per-kernel minimum among the `launch` class's kernels (NaN if none ran)."""
+    sel = df[(df["kernel_class"] == "launch")] if len(df) else df
+    if len(sel) == 0:
+        return math.nan
+    return float(sel["min_s"].min())
+
+
+def _below_overhead(df: pd.DataFrame, overhead: float, factor: float = 3.0) -> list[str]:
+    """Cases (outside the launch class) whose main kernel took less than `factor` launches."""
+    if not np.isfinite(overhead) or len(df) == 0:
+        return []
+    main = df[df["is_main"] & (df["kernel_class"] != "launch")]
+    return sorted(main.loc[main["min_s"] < factor * overhead, "case"].tolist())
