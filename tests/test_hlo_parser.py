@@ -229,3 +229,8 @@ def test_shape_constructors():
     assert str(s) == "bf16[4,3]{0,1}" and s.byte_size == 24 and s.num_elements == 12
     assert Shape.array("s4", (3,)).byte_size == 2  # sub-byte types are packed
     assert math.prod(()) == Shape.array("f32", ()).num_elements == 1
+
+
+def test_trailing_blanks_and_comments_are_ignored():
+    text = "HloModule m\nENTRY e {\n  a = f32[] parameter(0)\n} \n  \n// done\n/* end */  \n"
+    assert xc.parse_hlo(text).entry.root.name == "a"

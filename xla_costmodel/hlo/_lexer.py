@@ -29,7 +29,8 @@ ERROR = 8  # anything else: reported by the parser where it matters
 
 _TOKEN_RE = re.compile(
     r"""
-    (?:\s+|/\*[\s\S]*?\*/|//[^\n]*)*          # whitespace and comments are skipped
+    (?:\s+|/\*[\s\S]*?\*/|//[^\n]*)*+         # whitespace and comments are skipped (possessive:
+                                              # never give back a blank to make an error token)
     (?:
       ("(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*')  # 1 string
     | (%[A-Za-z0-9_.\-]+)                       # 2 %name
