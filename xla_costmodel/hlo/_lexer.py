@@ -40,6 +40,7 @@ _TOKEN_RE = re.compile(
     | (<=)                                      # 6
     | ([=,:*?\#+~\[\]{}()<>!/\\|&^@;])          # 7 punctuation
     | (.)                                       # 8 error
+    | \Z                                        # only blanks/comments left: matched, no token
     )
     """,
     re.VERBOSE,
