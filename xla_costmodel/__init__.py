@@ -9,5 +9,15 @@ from .hlo import Shape as Shape
 from .hlo import from_jax as from_jax
 from .hlo import load_hlo as load_hlo
 from .hlo import parse_hlo as parse_hlo
+from .devices import DeviceSpec as DeviceSpec
+from .devices import get_device as get_device
+from .models import KernelEstimate as KernelEstimate
+from .models import KernelTable as KernelTable
+from .models import analyze as analyze
+from .models import get_model as get_model
+from .models import model_names as model_names
+from .fusion import FusionResult as FusionResult
+from .fusion import simulate_fusion as simulate_fusion
+from . import plot as plot
 
 __version__ = "0.1.0"

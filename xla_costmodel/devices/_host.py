@@ -9,6 +9,7 @@ and the core count.
 from __future__ import annotations
 
 import contextlib
+import math
 import datetime
 import hashlib
 import json
@@ -112,10 +113,16 @@ def _memory_bytes() -> int:
         return 0
 
 
+# Bumped whenever what `measure_host` measures changes, so older caches are not reused.
+MEASUREMENT_VERSION = 2
+
+
 def host_key() -> str:
-    """Cache key for this machine: readable hostname plus a hash of (hostname, CPU model, cores)."""
+    """Cache key for this machine: readable hostname plus a hash of (hostname, CPU model, cores, method version)."""
     host = socket.gethostname() or "localhost"
-    digest = hashlib.sha256(f"{host}\0{_cpu_model()}\0{_core_count()}".encode()).hexdigest()[:12]
+    digest = hashlib.sha256(
+        f"{host}\0{_cpu_model()}\0{_core_count()}\0{MEASUREMENT_VERSION}".encode()
+    ).hexdigest()[:12]
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", host)[:40]
     return f"{slug}-{digest}"
 
@@ -199,6 +206,17 @@ def _benchmarks(fast: bool) -> list[tuple[str, Callable[[], dict[str, float]]]]:
         times = _timeit(jax.jit(lambda v: v + 1), (x,), min_reps=50 if fast else 500, budget_s=budget)
         return {"dispatch_overhead_s": statistics.median(times)}
 
+    def kernel_launch():
+        # What one more kernel costs inside a running program: the thunk time of
+        # empty kernels read from a profiler trace. This, not the whole-program
+        # dispatch above, is what a cost model charges per kernel. (The measure
+        # package owns trace reading; imported here only for this figure.)
+        from ..measure import run_suite
+
+        df = run_suite(quick=True, only=["launch_empty"], progress=False)
+        overhead = float(df.attrs.get("launch_overhead_s", float("nan")))
+        return {"kernel_launch_overhead_s": overhead}
+
     return [
         ("copy bandwidth", copy_bandwidth),
         ("matmul f32", matmul("f32")),
@@ -206,6 +224,7 @@ def _benchmarks(fast: bool) -> list[tuple[str, Callable[[], dict[str, float]]]]:
         ("matmul f64", matmul("f64")),
         ("elementwise", elementwise),
         ("dispatch overhead", dispatch),
+        ("kernel launch overhead", kernel_launch),
     ]
 
 
@@ -224,7 +243,9 @@ def measure_host(*, fast: bool = False, progress: bool = True, save: bool = True
 
     Runs: a large-array copy (DRAM bandwidth), square matmuls in f32, bf16 and
     f64 (FLOP/s), an in-cache elementwise multiply-add and `exp`
-    (elements/s), and a tiny jitted function (dispatch overhead per kernel).
+    (elements/s), a tiny jitted function (dispatch overhead of a whole
+    program, kept in `measurements`), and empty kernels timed from a profiler
+    trace (`kernel_launch_overhead_s`: what one more kernel costs).
     Takes a few seconds (`fast=True`: well under one, with less accurate numbers).
 
     **Arguments:**
@@ -279,7 +300,11 @@ def measure_host(*, fast: bool = False, progress: bool = True, save: bool = True
         threads_per_core_limit=1,
         block_dim_limit=(1, 1, 1),
         device_memory_bytes=_memory_bytes(),
-        kernel_launch_overhead_s=results["dispatch_overhead_s"],
+        kernel_launch_overhead_s=(
+            results["kernel_launch_overhead_s"]
+            if math.isfinite(results.get("kernel_launch_overhead_s", math.nan))
+            else results["dispatch_overhead_s"]
+        ),
         dram_to_l2_transaction_bytes=caches.get("line", 64),
         peak_matmul_flops_per_s={d: results[f"matmul_{d}_flops_per_s"] for d in ("f32", "bf16", "f64")},
         measurements=results,

@@ -22,7 +22,11 @@ if TYPE_CHECKING:
     from ..devices import DeviceSpec
     from ..hlo import HloInstruction
 
-BOUNDS = ("compute", "memory", "launch", "unknown")
+BOUNDS = ("compute", "memory", "launch", "unknown", "free")
+
+
+class CostModelWarning(UserWarning):
+    """A model could not price a kernel (it is reported as unpriced, never as zero)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -31,8 +35,10 @@ class KernelEstimate:
 
     - `compute_s`, `memory_s`, `launch_s`: the parts the model combines.
     - `time_s`: the prediction (not necessarily the sum: models overlap parts).
-    - `bound`: which part dominates: "compute", "memory", "launch", or "unknown"
-      for a kernel the model could not price (then `time_s` is NaN and `note` says why).
+    - `bound`: which part dominates: "compute", "memory", "launch", "free" for
+      an instruction that runs no code (bitcast, tuple, parameter, ...: all
+      times 0), or "unknown" for a kernel the model could not price (then
+      `time_s` is NaN and `note` says why).
     - `details`: model-specific figures (read time per operand, launch dims, ...).
     """
 
@@ -49,9 +55,17 @@ class KernelEstimate:
         return not math.isnan(self.time_s)
 
     @staticmethod
-    def unpriced(reason: str) -> "KernelEstimate":
+    def unpriced(reason: str, details: dict[str, Any] | None = None) -> "KernelEstimate":
         nan = float("nan")
-        return KernelEstimate(compute_s=nan, memory_s=nan, launch_s=nan, time_s=nan, bound="unknown", note=reason)
+        return KernelEstimate(
+            compute_s=nan, memory_s=nan, launch_s=nan, time_s=nan, bound="unknown", note=reason,
+            details=dict(details or {}),
+        )
+
+    @staticmethod
+    def free(note: str = "") -> "KernelEstimate":
+        """An instruction that runs no code of its own: every time is 0."""
+        return KernelEstimate(compute_s=0.0, memory_s=0.0, launch_s=0.0, time_s=0.0, bound="free", note=note)
 
     def __add__(self, other: "KernelEstimate") -> "KernelEstimate":
         return KernelEstimate(
@@ -102,6 +116,71 @@ class CostModel(Protocol):
     def estimate_fusion(
         self, producer: "HloInstruction", consumers: Sequence["HloInstruction"], device: "DeviceSpec"
     ) -> FusionEstimate: ...
+
+
+def dominant_bound(compute_s: float, memory_s: float, launch_s: float) -> str:
+    """The largest of the three parts names the bound (ties: compute, then memory)."""
+    if launch_s > compute_s and launch_s > memory_s:
+        return "launch"
+    return "compute" if compute_s >= memory_s else "memory"
+
+
+def warn_unpriced(model_name: str, kernel: "HloInstruction", reason: str, stacklevel: int = 3) -> None:
+    """Say that `kernel` could not be priced (a `CostModelWarning` naming it)."""
+    import warnings
+
+    comp = kernel.computation.name if kernel.computation is not None else "?"
+    warnings.warn(
+        f"{model_name}: cannot price '{kernel.name}' ({kernel.opcode}) in computation '{comp}': {reason}",
+        CostModelWarning,
+        stacklevel=stacklevel,
+    )
+
+
+def materialize_fusion(producer: "HloInstruction", consumer: "HloInstruction") -> "HloInstruction":
+    """The fusion of `producer` into `consumer`, built detached from the module
+    (`xla_costmodel.hlo._edit.hypothetical_fusion`; the module is not changed).
+
+    A multi-output producer that `consumer` reads through get-tuple-elements is
+    fused by first pulling those get-tuple-elements into the consumer.
+    """
+    from ..hlo._edit import hypothetical_fusion
+
+    if any(o is producer for o in consumer.operands):
+        return hypothetical_fusion(producer, consumer)
+    fused = consumer
+    for o in list(consumer.operands):
+        if o.opcode == "get-tuple-element" and o.operands and o.operands[0] is producer:
+            if any(x is o for x in fused.operands):
+                fused = hypothetical_fusion(o, fused)
+    if not any(o is producer for o in fused.operands):
+        raise ValueError(f"'{producer.name}' is not an operand of '{consumer.name}'")
+    return hypothetical_fusion(producer, fused)
+
+
+class FusionByMaterializing:
+    """`estimate_fusion` for models that price any kernel but have no producer-consumer rule.
+
+    Prices the producer and every consumer as they are, then every consumer
+    with the producer fused into it: the fusion is built detached from the
+    module (`materialize_fusion`, i.e. `hlo._edit.hypothetical_fusion`) and
+    priced with the model's own `estimate`. As in XLA's `EstimateRunTimes`, each kernel's
+    time includes its launch, so the unfused side pays one launch more.
+    """
+
+    def estimate_fusion(
+        self, producer: "HloInstruction", consumers: Sequence["HloInstruction"], device: "DeviceSpec"
+    ) -> FusionEstimate:
+        p = self.estimate(producer, device)  # type: ignore[attr-defined]
+        unfused = [self.estimate(c, device) for c in consumers]  # type: ignore[attr-defined]
+        fused = [self.estimate(materialize_fusion(producer, c), device) for c in consumers]  # type: ignore[attr-defined]
+        return FusionEstimate(
+            time_unfused_s=p.time_s + sum(c.time_s for c in unfused),
+            time_fused_s=sum(f.time_s for f in fused),
+            producer_s=p.time_s,
+            consumers_s=tuple(c.time_s for c in unfused),
+            fused_consumers_s=tuple(f.time_s for f in fused),
+        )
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,26 @@
+"""Cost analysis with XLA's semantics: flops, transcendentals, bytes accessed, operand utilization.
+
+- `cost_analysis(module)`: one row per instruction (a DataFrame).
+- `module_cost(module)`: XLA's module totals (what `Compiled.cost_analysis()`
+  reports), plus trip-count-aware totals.
+- `gpu_cost_analysis(module, device)`: XLA's `GpuHloCostAnalysis`, the input
+  of XLA's GPU performance model.
+- `module_stats(module)`: counts and totals for `xla-costmodel stats`.
+- `cost_rule`: the decorator that fills the per-opcode rule registry.
+"""
+
+from ._cost import CostAnalysisWarning as CostAnalysisWarning
+from ._cost import InstructionCost as InstructionCost
+from ._cost import cost_analysis as cost_analysis
+from ._cost import instruction_costs as instruction_costs
+from ._cost import module_cost as module_cost
+from ._cost import while_trip_count as while_trip_count
+from ._gpu import GpuCostAnalysis as GpuCostAnalysis
+from ._gpu import gpu_cost_analysis as gpu_cost_analysis
+from ._rules import ELEMENTWISE_OPCODES as ELEMENTWISE_OPCODES
+from ._rules import TRANSCENDENTAL_OPCODES as TRANSCENDENTAL_OPCODES
+from ._rules import CostRule as CostRule
+from ._rules import cost_rule as cost_rule
+from ._rules import registered_opcodes as registered_opcodes
+from ._rules import rules as rules
+from ._stats import module_stats as module_stats

@@ -1,0 +1,746 @@
+"""XLA's `GpuHloCostAnalysis`: the flops, bytes and utilizations XLA's GPU performance model reads.
+
+This is the analysis `GpuPerformanceModel` and the priority-fusion pass are
+built on (reference: `xla/service/gpu/model/gpu_hlo_cost_analysis.cc`, and
+section 3.2 of the project's research notes). It differs from the base
+analysis (`module_cost`) in these ways:
+
+- **Elementwise ops** cost `cycles(opcode, output dtype) x elements` "flops",
+  from the device's clock-cycle profile (`hlo_op_profiles_data.h`, default 3
+  per element), and never count transcendentals.
+- **Concatenate** costs 6 per output element, or 400 when the concatenated
+  dimension is not the major one and operand 0's extent there is not a
+  multiple of 32.
+- **Reduce**: each init value is read once per output element (bytes =
+  out_elems x init size, utilization = out_elems).
+- **`count_multiple_input_accesses`** (on in XLA's GPU pipeline): a broadcast
+  reads its operand once per output element, a reduce-window once per window
+  element.
+- **Fusions**: utilization is propagated from the fusion root to the
+  parameters (`FusionCalculateUtilizations`): an elementwise user passes its
+  "elementwise use roots" on; any other user makes its operand a new root
+  with utilization `ceil(user utilization x operand utilization x elems) /
+  elems`. A fused instruction's flops count once per unit of utilization (so
+  recomputation through broadcasts is counted), a parameter's bytes are
+  `round(size x utilization)`, and the IR size counts how many times each
+  instruction is emitted.
+- **Custom calls** to cuBLAS gemms and cuDNN convolutions get dot /
+  convolution flops and only their real output counted; a
+  `cost_estimate_json` hint in the backend config is honoured; other custom
+  calls are unknown (-1), as in the base analysis.
+- **Collectives** get ring-algorithm byte counts, the number of participating
+  devices and the bytes transferred.
+
+For whoever ports XLA's `GpuPerformanceModel` onto this: XLA's calls map to
+`GpuCostAnalysis` methods one to one (instructions or their names):
+
+| XLA (`GpuHloCostAnalysis`)                | here                                      |
+|-------------------------------------------|-------------------------------------------|
+| `flop_count(instr)`                       | `flop_count(instr)`                       |
+| `bytes_accessed(instr)`                   | `bytes_accessed(instr)`                   |
+| `operand_bytes_accessed(instr, i, index)` | `operand_bytes_accessed(instr, i, index)` |
+| `operand_utilization(instr, i, index)`    | `operand_utilization(instr, i, index)`    |
+| `output_bytes_accessed(instr, index)`     | `output_bytes_accessed(instr, index)`     |
+| `GetBytesRead` / `GetBytesWritten`        | `bytes_read` / `bytes_written`            |
+| `GetShapeSize(shape)`                     | `shape_size(shape)`                       |
+| `IrSize(instr)`                           | `ir_size(instr)`                          |
+| `CommonElementwiseUtilization(a, b)`      | `common_elementwise_utilization(a, b)`    |
+| `ProducerConsumerMergedTooLarge(p, c)`    | `producer_consumer_merged_too_large(p, c)`|
+| `BytesTransferred`, `NumOfDevices`, `ScalingRatio` | `bytes_transferred`, `num_of_devices`, `scaling_ratio` |
+| `RevisitInstruction`, `RemoveInstruction` | `revisit`, `remove`                       |
+| `GetFlopsPerElementwiseOpElement`         | `flops_per_element(opcode, dtype)`        |
+
+Inside a fusion, `utilization(fused_instr)` is XLA's `kUtilizationKey`
+property (how many times the instruction is computed per fusion execution).
+XLA's cost analysis does not model shared memory; launch dimensions and
+shared-memory use belong to the performance model (reference section 1.2).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from . import _rules as R
+from ._cost import (
+    Analysis,
+    InstructionCost,
+    _dataframe,
+    check_module,
+    gc_paused,
+)
+from ._rules import (
+    BYTES,
+    FLOPS,
+    IR,
+    OPB,
+    OPU,
+    OUT,
+    TRANS,
+    UNPRICED,
+    UTIL,
+    cost_rule,
+    elements,
+    elements_recursive,
+    get_extra,
+    set_extra,
+)
+
+__all__ = ["GpuCostAnalysis", "gpu_cost_analysis"]
+
+# GpuHloCostAnalysis::kMaxIRSize: a producer-consumer merge above this is "too large".
+MAX_IR_SIZE = 10_000
+_DEFAULT_CYCLES = 3
+_f32 = np.float32
+
+
+# ---------------------------------------------------------------------------
+# GPU rules (registered as overrides of the base rules)
+
+
+def _cycles(an, opcode: str, shape) -> int:
+    dtype = shape.element_type
+    return an.op_profile.get((opcode, dtype), _DEFAULT_CYCLES)
+
+
+def _elementwise_flops(an, opcode: str, shape) -> float:
+    return float(_cycles(an, opcode, shape) * elements_recursive(shape))
+
+
+@cost_rule(*sorted(R.ELEMENTWISE_OPCODES), variant="gpu")
+def gpu_elementwise_rule(an, instr, p):
+    """Clock cycles per element from the device's op profile x elements; no transcendentals."""
+    p[FLOPS] = _elementwise_flops(an, instr.opcode, instr.shape)
+
+
+@cost_rule("concatenate", variant="gpu")
+def gpu_concatenate_rule(an, instr, p):
+    """6 per output element (a compare and branch); 400 for an unaligned minor-dimension concat."""
+    per_element = 6
+    dims = R._attr_tuple(instr, "dimensions")
+    dim = dims[0] if dims else 0
+    if dim > 0 and instr.operands and instr.operands[0].shape.dims[dim] & 31:
+        per_element = 400
+    p[FLOPS] = float(per_element * elements_recursive(instr.shape))
+
+
+@cost_rule("reduce", variant="gpu")
+def gpu_reduce_rule(an, instr, p):
+    """Base reduce flops; each init value read once per output element."""
+    R.reduce_rule(an, instr, p)
+    out_elems = elements(R._output_array_shape(instr.shape))
+    out_bytes = sum(an.size(leaf) for _, leaf in R.all_leaves(instr.shape))
+    p[OUT] = float(out_bytes)
+    n_inputs = len(instr.operands) // 2
+    total = float(out_bytes)
+    for i in range(n_inputs):
+        total += p[OPB][i]
+    for i in range(n_inputs, len(instr.operands)):
+        init_bytes = float(out_elems * an.size(instr.operands[i].shape))
+        p[OPB][i] = init_bytes
+        p[OPU][i] = float(out_elems)
+        total += init_bytes
+    p[BYTES] = total
+
+
+def _replica_group_size(instr) -> int | None:
+    """Largest replica group, or None for `replica_groups={}`."""
+    if not instr.has_attribute("replica_groups"):
+        return None
+    text = instr.raw_attributes.get("replica_groups", "").strip()
+    if text.startswith("["):
+        # Iota form: [num_groups,group_size]<=[...]
+        m = re.match(r"\[\s*(\d+)\s*,\s*(\d+)\s*\]", text)
+        if m:
+            return int(m.group(2))
+        return None
+    groups = re.findall(r"\{([^{}]*)\}", text)
+    sizes = [len([x for x in g.split(",") if x.strip()]) for g in groups]
+    sizes = [s for s in sizes if s]
+    return max(sizes) if sizes else None
+
+
+def num_ranks(an, instr) -> int:
+    """XLA's `NumRanks`: the participants of the largest group of a collective."""
+    header = getattr(an.module, "header_attributes", {}) or {}
+
+    def header_int(key: str) -> int:
+        try:
+            return int(str(header.get(key, "1")).strip())
+        except ValueError:
+            return 1
+
+    replicas = header_int("replica_count")
+    partitions = header_int("num_partitions")
+    has_channel = instr.has_attribute("channel_id")
+    global_ids = bool(instr.attribute("use_global_device_ids", False)) if instr.has_attribute(
+        "use_global_device_ids") else False
+    group = _replica_group_size(instr)
+    if not has_channel:
+        mode = "cross_replica"
+    elif not global_ids:
+        mode = "cross_replica_and_partition"
+    else:
+        mode = "flattened_id"
+    if group is None:
+        if mode == "cross_replica":
+            return max(replicas, 1)
+        return max(replicas * partitions, 1)
+    if mode == "cross_replica_and_partition":
+        return max(group * partitions, 1)
+    return max(group, 1)
+
+
+def _ring(p, ranks: int, intra_steps: int) -> None:
+    set_extra(p, R.KEY_COLL_DEVICES, float(ranks))
+    set_extra(p, R.KEY_COLL_SCALE, float(_f32(ranks) / _f32(intra_steps)) if intra_steps > 0 else 0.0)
+
+
+def _array_bytes(an, shape, skip_index: int = -1) -> int:
+    total = 0
+    for index, leaf in R.all_leaves(shape):
+        if index and index[0] == skip_index:
+            continue
+        if leaf.element_type not in ("tuple", "token", "opaque"):
+            total += an.size(leaf)
+    return total
+
+
+def _reducer_opcode(instr) -> str:
+    comp = instr.attribute("to_apply", None)
+    return comp.root.opcode if comp is not None and comp.root is not None else "add"
+
+
+@cost_rule("all-reduce", variant="gpu")
+def gpu_all_reduce_rule(an, instr, p):
+    """Bytes in + out; the reduction's elementwise cost; ring scaling n / 2(n-1)."""
+    ranks = num_ranks(an, instr)
+    out = float(_array_bytes(an, instr.shape))
+    p[OUT] = out
+    set_extra(p, R.KEY_COLL_BYTES, out)
+    p[BYTES] = out + sum(an.size(op.shape) for op in instr.operands)
+    p[FLOPS] = _elementwise_flops(an, _reducer_opcode(instr), instr.shape)
+    _ring(p, ranks, 2 * (ranks - 1))
+
+
+@cost_rule("all-reduce-start", variant="gpu")
+def gpu_all_reduce_start_rule(an, instr, p):
+    ranks = num_ranks(an, instr)
+    moved = float(_array_bytes(an, instr.shape))
+    p[FLOPS] = _elementwise_flops(an, _reducer_opcode(instr), instr.shape)
+    p[BYTES] = moved
+    set_extra(p, R.KEY_COLL_BYTES, moved)
+    _ring(p, ranks, 2 * (ranks - 1))
+
+
+def _all_gather(an, instr, p, skip_index: int) -> None:
+    ranks = num_ranks(an, instr)
+    moved = _array_bytes(an, instr.shape, skip_index)
+    per_rank = moved // ranks
+    p[BYTES] = float(per_rank * (2 * ranks - 1) + per_rank * ranks)
+    set_extra(p, R.KEY_COLL_BYTES, float(moved))
+    _ring(p, ranks, ranks - 1)
+
+
+@cost_rule("all-gather", variant="gpu")
+def gpu_all_gather_rule(an, instr, p):
+    """Ring all-gather: writes (2n-1) and reads n shards."""
+    _all_gather(an, instr, p, -1)
+
+
+@cost_rule("all-gather-start", variant="gpu")
+def gpu_all_gather_start_rule(an, instr, p):
+    _all_gather(an, instr, p, 0)
+
+
+@cost_rule("reduce-scatter", variant="gpu")
+def gpu_reduce_scatter_rule(an, instr, p):
+    """Ring reduce-scatter: reads (2n-1) and writes n shards, plus the reduction's cost."""
+    ranks = num_ranks(an, instr)
+    moved = sum(_array_bytes(an, op.shape) for op in instr.operands)
+    per_rank = moved // ranks
+    p[BYTES] = float(per_rank * ranks + per_rank * (2 * ranks - 1))
+    set_extra(p, R.KEY_COLL_BYTES, float(moved))
+    p[FLOPS] = _elementwise_flops(an, _reducer_opcode(instr), instr.shape)
+    _ring(p, ranks, ranks - 1)
+
+
+@cost_rule("all-to-all", variant="gpu")
+def gpu_all_to_all_rule(an, instr, p):
+    set_extra(p, R.KEY_COLL_BYTES, float(_array_bytes(an, instr.shape)))
+
+
+@cost_rule("collective-permute", "collective-permute-start", variant="gpu")
+def gpu_collective_permute_rule(an, instr, p):
+    set_extra(p, R.KEY_COLL_BYTES, get_extra(p, R.KEY_COLL_BYTES) + float(_array_bytes(an, instr.operands[0].shape)))
+
+
+@cost_rule("async-start", variant="gpu")
+def gpu_async_start_rule(an, instr, p):
+    """XLA visits the wrapped instruction itself; a wrapped reduce-scatter or all-to-all prices the start."""
+    comps = instr.called_computations
+    if not comps:
+        return
+    wrapped = comps[0].root
+    an.subcomputation(comps[0])  # gives the wrapped instructions their records
+    if wrapped is not None and wrapped.opcode == "reduce-scatter":
+        gpu_reduce_scatter_rule(an, wrapped, p)
+    elif wrapped is not None and wrapped.opcode == "all-to-all":
+        gpu_all_to_all_rule(an, wrapped, p)
+
+
+_CUBLAS_GEMMS = ("__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$matmul$f8", "__cublas$lt$matmul$mx")
+_CUDNN_CONVS = (
+    "__cudnn$convForward",
+    "__cudnn$convBackwardInput",
+    "__cudnn$convBackwardFilter",
+    "__cudnn$convBiasActivationForward",
+    "__cudnn$convForwardGraph",
+)
+_ESCAPED_QUOTE = re.compile(r"\\+(?:\"|22|x22|u0022|U00000022)")
+
+
+def _cost_estimate(config) -> dict[str, float] | None:
+    """The `cost_estimate_json` hint of a custom call's backend config (Triton kernels), if any."""
+    if isinstance(config, dict):
+        hint = config.get("cost_estimate_json")
+        if isinstance(hint, str):
+            try:
+                data = json.loads(hint)
+            except json.JSONDecodeError:
+                return None
+            return {k: float(v) for k, v in data.items() if isinstance(v, (int, float))}
+        return None
+    if not isinstance(config, str) or "cost_estimate_json" not in config:
+        return None
+    text = _ESCAPED_QUOTE.sub('"', config)
+    out = {}
+    for key in ("flops", "bytes_accessed"):
+        m = re.search(r'"' + key + r'"\s*:\s*(-?[\d.eE+]+)', text)
+        if m:
+            out[key] = float(m.group(1))
+    return out
+
+
+@cost_rule("custom-call", variant="gpu")
+def gpu_custom_call_rule(an, instr, p):
+    """cuBLAS gemms and cuDNN convolutions priced as dots / convolutions; hints honoured; else unknown."""
+    target = instr.attribute("custom_call_target", "") if instr.has_attribute("custom_call_target") else ""
+    shape = instr.shape
+    real_out = shape.tuple_shapes[0] if shape.element_type == "tuple" and shape.tuple_shapes else shape
+    if target in _CUBLAS_GEMMS:
+        config = instr.attribute("backend_config", None) if instr.has_attribute("backend_config") else None
+        dims = {}
+        if isinstance(config, dict):
+            dims = (config.get("gemm_backend_config") or {}).get("dot_dimension_numbers") or {}
+        contracting = tuple(int(d) for d in dims.get("lhs_contracting_dimensions", ()))
+        p[FLOPS] = float(R.dot_flops(instr.operands[0].shape, real_out, contracting))
+        size = float(an.size(real_out))
+        p[BYTES] = p[BYTES] - p[OUT] + size
+        p[OUT] = size
+        return
+    if target in _CUDNN_CONVS:
+        p[FLOPS] = float(R.convolution_flops(instr, instr.operands[0].shape, instr.operands[1].shape, real_out))
+        if shape.element_type == "tuple":
+            size = float(an.size(real_out))
+            p[BYTES] = p[BYTES] - p[OUT] + size
+            p[OUT] = size
+        return
+    if instr.has_attribute("backend_config"):
+        hint = _cost_estimate(instr.attribute("backend_config", None))
+        if hint:
+            R.custom_call_rule(an, instr, p)
+            p[UNPRICED] = tuple(u for u in p[UNPRICED] if not u.startswith("custom-call"))
+            if "flops" in hint:
+                p[FLOPS] = hint["flops"]
+            if "bytes_accessed" in hint:
+                p[BYTES] = hint["bytes_accessed"]
+            return
+    R.custom_call_rule(an, instr, p)
+
+
+# ---------------------------------------------------------------------------
+# The analysis
+
+
+def _is_elementwise(instr) -> bool:
+    """`HloInstruction::IsElementwise()`."""
+    op = instr.opcode
+    if op == "bitcast-convert":
+        from ..hlo._shape import PRIMITIVE_BITS
+
+        return PRIMITIVE_BITS.get(instr.shape.element_type) == PRIMITIVE_BITS.get(
+            instr.operands[0].shape.element_type)
+    if op == "fusion":
+        comp = instr.fused_computation
+        return comp is not None and all(h.opcode == "parameter" or _is_elementwise(h) for h in comp.instructions)
+    return op in R.IS_ELEMENTWISE
+
+
+def _same_shape_ignoring_type(a, b) -> bool:
+    return a.dims == b.dims and a.element_type != "tuple" and b.element_type != "tuple" and (
+        a.minor_to_major == b.minor_to_major)
+
+
+class _GpuAnalysis(Analysis):
+    variant = "gpu"
+    immediate_constant_max_elements = 8
+
+    def __init__(self, module, op_profile: Mapping[tuple[str, str], float], **kwargs):
+        self.op_profile = dict(op_profile)
+        super().__init__(module, **kwargs)
+        self.ew_roots: dict[Any, set] = {}
+        self.root_util: dict[Any, float] = {}
+
+    def fusion_utilizations(self, instr, comp, p: list) -> tuple[list, list]:
+        """`GpuHloCostAnalysis::FusionCalculateUtilizations` (float32 arithmetic, as in XLA)."""
+        records = self._records
+        order = list(reversed(self._post_order(comp)))
+        root = comp.root
+        root_ir: dict[Any, float] = {}
+        params = []
+        constants = []
+        for h in order:
+            r = records[h]
+            r[UTIL] = 0.0
+            r[IR] = 0.0
+            self.ew_roots[h] = set()
+            self.root_util[h] = 0.0
+            if h.opcode == "parameter":
+                params.append(h)
+            elif h.opcode == "constant":
+                constants.append(h)
+        self.root_util[root] = 1.0
+        root_ir[root] = 1.0
+        self.ew_roots[root].add(root)
+        flops = _f32(0.0)
+        ir_total = _f32(0.0)
+        for h in order:
+            r = records[h]
+            util = _f32(0.0)
+            ir = _f32(0.0)
+            for rt in self.ew_roots[h]:
+                util = _f32(util + _f32(self.root_util[rt]))
+                ir = _f32(ir + _f32(root_ir.get(rt, 0.0)))
+            r[UTIL] = float(util)
+            r[IR] = float(ir)
+            flops = _f32(flops + _f32(util * _f32(r[FLOPS])))
+            ir_total = _f32(ir_total + ir)
+            passes_roots = (
+                _is_elementwise(h)
+                or (h.opcode == "bitcast" and _same_shape_ignoring_type(h.operands[0].shape, h.shape))
+                or h.opcode in ("tuple", "get-tuple-element")
+            )
+            for k, operand in enumerate(h.operands):
+                if passes_roots:
+                    self.ew_roots[operand].update(self.ew_roots[h])
+                    continue
+                self.ew_roots[operand].add(operand)
+                opu = r[OPU][k] if k < len(r[OPU]) else 0.0
+                cur = _f32(util * _f32(opu))
+                n = elements_recursive(operand.shape)
+                if n == 0:
+                    cur = _f32(0.0)
+                else:
+                    cur = _f32(_f32(math.ceil(_f32(cur * _f32(n)))) / _f32(n))
+                self.root_util[operand] = float(_f32(_f32(self.root_util[operand]) + cur))
+                root_ir[operand] = float(_f32(root_ir.get(operand, 0.0)) + ir)
+        p[FLOPS] = float(flops)
+        p[IR] = float(ir_total)
+        params.sort(key=lambda h: h.parameter_number)
+        return params, constants
+
+    def _post_order(self, comp) -> list:
+        placed: set = set()
+        for h in comp.instructions:
+            for op in h.operands:
+                if op not in placed:
+                    return self.visit_order(comp)
+            placed.add(h)
+        return list(comp.instructions)
+
+    def fusion_parameter_read_bytes(self, h) -> float:
+        """`round(size x utilization)`; utilization capped at 1 unless counting multiple accesses."""
+        util = self._records[h][UTIL]
+        if not self.count_multiple_input_accesses:
+            util = min(util, 1.0)
+        value = float(_f32(self.size(h.shape)) * _f32(util))
+        return float(math.floor(value + 0.5) if value >= 0 else -math.floor(-value + 0.5))
+
+
+def _resolve_profile(device) -> tuple[dict[tuple[str, str], float], str]:
+    """`(profile table, description)` for the `device` argument of `gpu_cost_analysis`."""
+    from ..devices import DEFAULT_OP_PROFILE, load_op_profile
+
+    if device is None:
+        return dict(load_op_profile(DEFAULT_OP_PROFILE)), f"XLA's default profile {DEFAULT_OP_PROFILE}"
+    if isinstance(device, str):
+        if device.startswith("sm_"):
+            return dict(load_op_profile(device)), device
+        from ..devices import get_device
+
+        device = get_device(device)
+    if isinstance(device, tuple):
+        table = load_op_profile(device)
+        return dict(table), f"compute capability {device[0]}.{device[1]}"
+    if isinstance(device, Mapping):
+        return {(str(op), str(dt).lower()): float(v) for (op, dt), v in device.items()}, "custom op profile"
+    table = getattr(device, "op_profile", None)
+    name = getattr(device, "name", type(device).__name__)
+    if table:
+        return {(op, dt.lower()): float(v) for (op, dt), v in table.items()}, name
+    cc = getattr(device, "compute_capability", None)
+    if cc:
+        return dict(load_op_profile(tuple(cc))), name
+    return dict(load_op_profile(DEFAULT_OP_PROFILE)), f"{name} (XLA's default profile {DEFAULT_OP_PROFILE})"
+
+
+class GpuCostAnalysis:
+    """XLA's `GpuHloCostAnalysis` over a module: the per-instruction figures of XLA's GPU performance model.
+
+    Build it with `gpu_cost_analysis(module, device)`. Every computation that
+    is not a fusion body is analysed (the entry, loop bodies, branches, ...),
+    and fused instructions get XLA's nested figures plus their utilization and
+    IR size. Accessors take an `HloInstruction` of the module, or its name.
+
+    Method names follow XLA's (`flop_count` is `flop_count`, `IrSize` is
+    `ir_size`, ...). With no instruction, `flop_count()`,
+    `transcendental_count()` and `bytes_accessed()` are the module totals (sum
+    over the entry computation).
+
+    **Attributes:** `module`; `device` (what was passed); `op_profile`
+    (`{(opcode, dtype): cycles}` in use); `profile_source`;
+    `count_multiple_input_accesses`.
+    """
+
+    def __init__(self, module, device=None, *, count_multiple_input_accesses: bool = True,
+                 warn: bool = True):
+        check_module(module)
+        self.module = module
+        self.device = device
+        self.op_profile, self.profile_source = _resolve_profile(device)
+        self.count_multiple_input_accesses = bool(count_multiple_input_accesses)
+        self._an = _GpuAnalysis(module, self.op_profile,
+                                count_multiple_input_accesses=self.count_multiple_input_accesses, warn=warn)
+        fused = {id(i.fused_computation) for _, i in module.instructions() if i.fused_computation is not None}
+        with gc_paused():
+            self._an.entry_sum()
+            for comp in module.computations:
+                if id(comp) not in fused and not self._an._reached(comp):
+                    self._an.subcomputation(comp)
+        self._an.emit_warnings(stacklevel=3)
+
+    # -- lookup -------------------------------------------------------------
+    def _instr(self, instr):
+        if isinstance(instr, str):
+            name = instr.lstrip("%")
+            for comp in self.module.computations:
+                if name in comp:
+                    return comp.instruction(name)
+            raise KeyError(f"module '{self.module.name}' has no instruction '{instr}'")
+        return instr
+
+    def _rec(self, instr) -> list:
+        instr = self._instr(instr)
+        try:
+            return self._an.record(instr)
+        except KeyError:
+            raise KeyError(
+                f"instruction '{instr.name}' was not analysed (it is not in module '{self.module.name}', "
+                f"or was added after the analysis: call revisit() on it)"
+            ) from None
+
+    # -- per-instruction figures -------------------------------------------
+    def cost(self, instr) -> InstructionCost:
+        """All properties of an instruction as an `InstructionCost`."""
+        return InstructionCost._from_record(self._rec(instr))
+
+    def flop_count(self, instr=None) -> float:
+        """Flops (for elementwise ops: profile cycles x elements; for a fusion: utilization-weighted)."""
+        if instr is None:
+            return float(self._an.entry_sum()[FLOPS])
+        return float(self._rec(instr)[FLOPS])
+
+    def transcendental_count(self, instr=None) -> float:
+        if instr is None:
+            return float(self._an.entry_sum()[TRANS])
+        return float(self._rec(instr)[TRANS])
+
+    def bytes_accessed(self, instr=None) -> float:
+        """Bytes read and written (for a fusion: output + each parameter's size x utilization + large constants)."""
+        if instr is None:
+            return float(self._an.entry_sum()[BYTES])
+        return float(self._rec(instr)[BYTES])
+
+    def output_bytes_accessed(self, instr, index: tuple[int, ...] = ()) -> float:
+        """Bytes written to output `index` (`()` = all of it)."""
+        p = self._rec(instr)
+        if not index:
+            return float(p[OUT])
+        return float(get_extra(p, R.output_bytes_key(tuple(index))))
+
+    def operand_bytes_accessed(self, instr, operand: int, index: tuple[int, ...] = ()) -> float:
+        """Bytes read from operand `operand` (for a tuple operand, leaf `index`)."""
+        p = self._rec(instr)
+        if index:
+            return float(get_extra(p, R.operand_bytes_key(operand, tuple(index))))
+        return float(p[OPB][operand]) if operand < len(p[OPB]) else 0.0
+
+    def operand_utilization(self, instr, operand: int, index: tuple[int, ...] = ()) -> float:
+        """How many times each element of operand `operand` is read, on average (may exceed 1)."""
+        p = self._rec(instr)
+        if index:
+            return float(get_extra(p, R.operand_utilization_key(operand, tuple(index))))
+        return float(p[OPU][operand]) if operand < len(p[OPU]) else 0.0
+
+    def utilization(self, instr) -> float:
+        """Inside a fusion: how many times the instruction's output is produced per fusion execution."""
+        return float(self._rec(instr)[UTIL])
+
+    def ir_size(self, instr) -> float:
+        """XLA's `IrSize`: 1 for an unfused instruction; for a fusion, instructions emitted counting replication."""
+        return float(self._rec(instr)[IR])
+
+    def common_elementwise_utilization(self, a, b) -> float:
+        """Sum of the utilizations of the elementwise use roots that fused instructions `a` and `b` share."""
+        a, b = self._instr(a), self._instr(b)
+        roots_a = self._an.ew_roots.get(a)
+        roots_b = self._an.ew_roots.get(b)
+        if roots_a is None or roots_b is None:
+            raise KeyError(f"'{a.name}' and '{b.name}' must be instructions of an analysed fusion")
+        total = _f32(0.0)
+        for r in roots_a:
+            if r in roots_b:
+                total = _f32(total + _f32(self._an.root_util[r]))
+        return float(total)
+
+    def producer_consumer_merged_too_large(self, producer, consumer) -> bool:
+        """XLA's `ProducerConsumerMergedTooLarge`: would fusing `producer` into `consumer` exceed 10,000 IR?"""
+        producer, consumer = self._instr(producer), self._instr(consumer)
+        replication = 1.0
+        if consumer.opcode == "fusion":
+            index = consumer.operands.index(producer)
+            replication = self.ir_size(consumer.fused_computation.parameter(index))
+        return int(self.ir_size(producer) * replication + self.ir_size(consumer)) > MAX_IR_SIZE
+
+    def bytes_transferred(self, instr) -> float:
+        """Collectives: bytes moved between devices."""
+        return float(get_extra(self._rec(instr), R.KEY_COLL_BYTES))
+
+    def num_of_devices(self, instr) -> int:
+        """Collectives: participants of the largest group."""
+        return int(get_extra(self._rec(instr), R.KEY_COLL_DEVICES))
+
+    def scaling_ratio(self, instr) -> float:
+        """Collectives: the ring algorithm's bandwidth scaling ratio."""
+        return float(get_extra(self._rec(instr), R.KEY_COLL_SCALE))
+
+    def bytes_read(self, instr) -> float:
+        """XLA's `GetBytesRead`: operand bytes summed over every operand's leaves."""
+        instr = self._instr(instr)
+        total = 0.0
+        for i, operand in enumerate(instr.operands):
+            for index, _leaf in R.all_leaves(operand.shape):
+                total += self.operand_bytes_accessed(instr, i, index)
+        return total
+
+    def bytes_written(self, instr) -> float:
+        """XLA's `GetBytesWritten`: output bytes summed over the output's leaves."""
+        instr = self._instr(instr)
+        return float(sum(self.output_bytes_accessed(instr, index) for index, _ in R.all_leaves(instr.shape)))
+
+    def shape_size(self, shape) -> int:
+        """XLA's `GetShapeSize`: bytes of a shape's top level (8 per element of a tuple's pointer table)."""
+        return self._an.size(shape)
+
+    def flops_per_element(self, opcode: str, dtype: str) -> float:
+        """`GetFlopsPerElementwiseOpElement`: profile cycles of `(opcode, dtype)`, 3 when not profiled."""
+        return float(self.op_profile.get((opcode, dtype.lower()), _DEFAULT_CYCLES))
+
+    # -- updates ---------------------------------------------------------------
+    def revisit(self, instr) -> InstructionCost:
+        """Re-cost an instruction after the graph changed (XLA's `RevisitInstruction`).
+
+        Use it for instructions created or edited after the analysis, e.g. a
+        fusion built by a fusion pass; its fused computation is costed afresh.
+        """
+        instr = self._instr(instr)
+        an = self._an
+        for comp in instr.called_computations:
+            an._subs.pop(id(comp), None)
+            an._orders.pop(id(comp), None)
+        if instr.computation is not None:
+            an._subs.pop(id(instr.computation), None)
+            an._orders.pop(id(instr.computation), None)
+            if instr.computation is self.module.entry:
+                an._entry_sum = None
+        with gc_paused():
+            p = an.visit(instr)
+        return InstructionCost._from_record(p)
+
+    def remove(self, instr) -> None:
+        """Forget an instruction's figures (XLA's `RemoveInstruction`)."""
+        instr = self._instr(instr)
+        self._an._records.pop(instr, None)
+        if instr.computation is not None:
+            self._an._subs.pop(id(instr.computation), None)
+            if instr.computation is self.module.entry:
+                self._an._entry_sum = None
+
+    # -- tables ----------------------------------------------------------------
+    def to_dataframe(self):
+        """One row per analysed instruction: the base table's columns plus `ir_size` and the collective figures."""
+        extra = [
+            ("ir_size", lambda instr, p: float(p[IR])),
+            ("bytes_transferred", lambda instr, p: float(get_extra(p, R.KEY_COLL_BYTES))),
+        ]
+        df = _dataframe(self._an, extra_columns=extra, analyze=False)
+        df.attrs["op_profile"] = self.profile_source
+        return df
+
+    def __repr__(self) -> str:
+        return (f"<GpuCostAnalysis of module '{self.module.name}' ({self.profile_source}): "
+                f"{self.flop_count():.4g} flops, {self.bytes_accessed():.4g} bytes accessed>")
+
+    def _repr_html_(self) -> str:
+        import html
+
+        rows = [
+            ("module", self.module.name),
+            ("op profile", self.profile_source),
+            ("count_multiple_input_accesses", str(self.count_multiple_input_accesses)),
+            ("flops (entry)", f"{self.flop_count():,.0f}"),
+            ("transcendentals (entry)", f"{self.transcendental_count():,.0f}"),
+            ("bytes accessed (entry)", f"{self.bytes_accessed():,.0f}"),
+            ("unpriced", ", ".join(f"{k} x{v}" for k, v in self._an.unpriced.items()) or "none"),
+        ]
+        body = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>"
+                       for k, v in rows)
+        return f"<table><caption>GpuCostAnalysis</caption>{body}</table>"
+
+
+def gpu_cost_analysis(module, device=None, *, count_multiple_input_accesses: bool = True,
+                      warn: bool = True) -> GpuCostAnalysis:
+    """XLA's `GpuHloCostAnalysis` of a module, as XLA's GPU performance model and priority fusion use it.
+
+    **Arguments:**
+
+    - `module`: an `HloModule`.
+    - `device`: where the per-op clock-cycle profile comes from: a
+      `DeviceSpec` (its `op_profile`, or the table for its compute
+      capability), a registry name such as `"h100-sxm"`, a profile name such
+      as `"sm_90"`, a compute capability `(9, 0)`, a mapping
+      `{(opcode, dtype): cycles}`, or None for XLA's default (`sm_86`).
+    - `count_multiple_input_accesses`: XLA's option; True as in XLA's GPU
+      fusion pipeline and tests.
+    - `warn`: warn about instructions whose cost is unknown.
+
+    **Returns:** a `GpuCostAnalysis` (per-instruction accessors, totals,
+    `to_dataframe()`).
+    """
+    return GpuCostAnalysis(module, device, count_multiple_input_accesses=count_multiple_input_accesses, warn=warn)

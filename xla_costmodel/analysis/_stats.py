@@ -1,0 +1,42 @@
+"""`module_stats`: what `xla-costmodel stats FILE --json` prints."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from ._cost import _analysis_for, _module_cost_from
+
+__all__ = ["module_stats"]
+
+
+def module_stats(module, *, warn: bool = False) -> dict[str, Any]:
+    """Counts and XLA cost totals of a module, JSON-ready.
+
+    **Arguments:** `module`, an `HloModule`; `warn`: warn about unpriced opcodes.
+
+    **Returns:** a dict with `name`, `computations` (count), `instructions`
+    (count, all computations), `entry_instructions`, `opcodes` (`{opcode:
+    count}` over all computations, most frequent first), `flops`,
+    `transcendentals`, `bytes_accessed` (XLA's `HloCostAnalysis` totals, as
+    `Compiled.cost_analysis()` reports them), the trip-count-aware variants
+    `flops_trip_count_aware`, `transcendentals_trip_count_aware`,
+    `bytes_accessed_trip_count_aware`, and `unpriced` (`{opcode: count}`).
+    """
+    counts = Counter(instr.opcode for _, instr in module.instructions())
+    an = _analysis_for(module, warn=warn)
+    cost = _module_cost_from(an, trip_counts=True)
+    return {
+        "name": module.name,
+        "computations": len(module.computations),
+        "instructions": sum(counts.values()),
+        "entry_instructions": len(module.entry.instructions),
+        "opcodes": dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "flops": cost["flops"],
+        "transcendentals": cost["transcendentals"],
+        "bytes_accessed": cost["bytes_accessed"],
+        "flops_trip_count_aware": cost["flops_trip_count_aware"],
+        "transcendentals_trip_count_aware": cost["transcendentals_trip_count_aware"],
+        "bytes_accessed_trip_count_aware": cost["bytes_accessed_trip_count_aware"],
+        "unpriced": cost["unpriced"],
+    }

@@ -1,0 +1,297 @@
+"""`analyze`: every kernel of a module (or a jitted function) priced by a cost model.
+
+One row per kernel, in execution order: every fusion, and every top-level
+instruction that is not fused. Bodies of `while` loops, branches of
+`conditional`s and `call`ed computations are expanded, each row saying how
+many times it runs (`executions`) and whether that count is known.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ._base import CostModelWarning, KernelEstimate, get_model
+from ._kernel_costs import is_free
+
+COLUMNS = (
+    "kernel", "computation", "opcode", "kind", "emitter", "executions", "executions_known",
+    "flops", "bytes_accessed", "intensity", "compute_s", "memory_s", "launch_s", "time_s",
+    "total_s", "bound", "coalesced", "priced", "note",
+)
+
+# Opcodes that are bookkeeping around a called computation: free rows.
+_ASYNC_BOOKKEEPING = frozenset({"async-update", "async-done"})
+
+
+class KernelTable(pd.DataFrame):
+    """The result of `analyze`: a DataFrame with one row per kernel, plus a summary.
+
+    Columns:
+
+    - `kernel`: the instruction's name (the name a profiler trace shows);
+      `computation`: where it is; `opcode`.
+    - `kind`: the fusion kind (`kLoop`, `kInput`, `kOutput`, `kCustom`),
+      `unfused` for a lone instruction run as a kernel, or `free`.
+    - `emitter`: the XLA:GPU emitter the `xla-gpu` model chose (else empty).
+    - `executions`: how many times the kernel runs per execution of the module
+      (loop trip counts and branch shares multiplied in); `executions_known`:
+      False when a trip count or a branch choice had to be assumed (see `note`).
+    - `flops`, `bytes_accessed`, `intensity`: as the model counts them (for
+      `xla-gpu`, XLA's cycle-weighted GPU flops and bytes incl. re-reads; for
+      `roofline`, plain flops and DRAM bytes).
+    - `compute_s`, `memory_s`, `launch_s`, `time_s` (one execution) and
+      `total_s` (= `time_s` × `executions`), `bound`.
+    - `coalesced`: whether every read is coalesced (models that model it).
+    - `priced`: False for a kernel the model could not price (`time_s` NaN,
+      `note` says why); `note`.
+
+    `total_s` (the property) sums the priced kernels; `summary()` gives the
+    totals as a dict. Attributes: `module_name`, `device_name`, `model_name`,
+    `estimates` (kernel name → `KernelEstimate`, the first execution site).
+    """
+
+    _metadata = ["module_name", "device_name", "model_name", "estimates"]
+
+    @property
+    def _constructor(self):
+        return KernelTable
+
+    @property
+    def total_time_s(self) -> float:
+        """Predicted time of one execution of the module: Σ time × executions over priced kernels."""
+        if "total_s" not in self.columns:
+            return float("nan")
+        return float(self["total_s"].fillna(0.0).sum())
+
+    def summary(self) -> dict[str, Any]:
+        """Totals: time, kernels (priced, unpriced, free), time by bound."""
+        df = pd.DataFrame(self)
+        kernels = df[df["bound"] != "free"] if "bound" in df else df
+        priced = kernels[kernels["priced"]] if "priced" in kernels else kernels
+        by_bound = priced.groupby("bound")["total_s"].sum().to_dict() if len(priced) else {}
+        return {
+            "module": getattr(self, "module_name", None),
+            "device": getattr(self, "device_name", None),
+            "model": getattr(self, "model_name", None),
+            "total_s": self.total_time_s,
+            "kernels": int(len(kernels)),
+            "unpriced": int((~kernels["priced"]).sum()) if "priced" in kernels else 0,
+            "free": int(len(df) - len(kernels)),
+            "assumed_counts": int((~kernels["executions_known"]).sum()) if "executions_known" in kernels else 0,
+            "time_by_bound_s": {k: float(v) for k, v in by_bound.items()},
+        }
+
+    def _repr_html_(self) -> str:
+        s = self.summary()
+        unpriced = f", <b style='color:#b00'>{s['unpriced']} unpriced</b>" if s["unpriced"] else ""
+        assumed = f", {s['assumed_counts']} with assumed execution counts" if s["assumed_counts"] else ""
+        bounds = ", ".join(f"{k}: {_fmt_time(v)}" for k, v in sorted(s["time_by_bound_s"].items(), key=lambda kv: -kv[1]))
+        head = (
+            f"<p><b>{html.escape(str(s['module']))}</b> on <b>{html.escape(str(s['device']))}</b> "
+            f"({html.escape(str(s['model']))}): total <b>{_fmt_time(s['total_s'])}</b> over "
+            f"{s['kernels']} kernels{unpriced}{assumed} ({s['free']} free instructions)"
+            + (f"<br>by bound: {html.escape(bounds)}" if bounds else "")
+            + "</p>"
+        )
+        return head + pd.DataFrame(self)._repr_html_()
+
+
+def _fmt_time(seconds: float) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return str(seconds)
+    for factor, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if seconds >= factor:
+            return f"{seconds / factor:.4g} {unit}"
+    return f"{seconds / 1e-9:.4g} ns"
+
+
+def _resolve_module(module_or_fn, args, kwargs):
+    from ..hlo import HloModule, from_jax, load_hlo, parse_hlo
+
+    if isinstance(module_or_fn, HloModule):
+        if args or kwargs:
+            raise TypeError("analyze(module, ...): extra arguments are only for a function to trace")
+        return module_or_fn
+    if isinstance(module_or_fn, (str, os.PathLike)):
+        if args or kwargs:
+            raise TypeError("analyze(path_or_text, ...): extra arguments are only for a function to trace")
+        text = str(module_or_fn)
+        if isinstance(module_or_fn, os.PathLike) or ("\n" not in text and Path(text).exists()):
+            return load_hlo(text)
+        if "HloModule" in text:
+            return parse_hlo(text)
+        raise FileNotFoundError(f"{text}: no such file (and not HLO text)")
+    if callable(module_or_fn):
+        return from_jax(module_or_fn, *args, **kwargs)
+    raise TypeError(
+        f"analyze expects an HloModule, an HLO file or text, or a function to trace; got {type(module_or_fn).__name__}"
+    )
+
+
+def _branches(instr) -> list:
+    if instr.has_attribute("branch_computations"):
+        return list(instr.attribute("branch_computations"))
+    return [c for c in (instr.attribute("true_computation", None), instr.attribute("false_computation", None)) if c is not None]
+
+
+def _trip_count(instr) -> tuple[int | None, str]:
+    try:
+        from ..analysis import while_trip_count
+    except ImportError:  # pragma: no cover - analysis is part of the package
+        while_trip_count = None
+    if while_trip_count is not None:
+        return while_trip_count(instr)
+    cfg = instr.attribute("backend_config", None) if instr.has_attribute("backend_config") else None
+    if isinstance(cfg, dict) and isinstance(cfg.get("known_trip_count"), dict):
+        return int(cfg["known_trip_count"]["n"]), "backend_config"
+    return None, "unknown"
+
+
+def analyze(
+    module_or_fn,
+    *args,
+    device="h100-sxm",
+    model="xla-gpu",
+    unknown_trip_count: int = 1,
+    **kwargs,
+) -> KernelTable:
+    """Price every kernel of a module with a cost model.
+
+    **Arguments:**
+
+    - `module_or_fn`: an `HloModule`, the path of an HLO text file, HLO text,
+      or a function (jitted or not) to trace with `*args` / `**kwargs` (its
+      module as XLA optimized it for the default backend, via `from_jax`).
+    - `device`: a `DeviceSpec` or a name for `get_device` (default `"h100-sxm"`).
+    - `model`: a cost model or a name for `get_model` (default `"xla-gpu"`).
+    - `unknown_trip_count`: trip count assumed for a `while` loop whose count is
+      not known (neither `known_trip_count` in its backend_config nor a
+      recognisable induction variable); such rows get `executions_known=False`.
+      Branches of a `conditional` are assumed equally likely.
+
+    **Returns:** a `KernelTable` (a `pandas.DataFrame` subclass; see its
+    columns there), one row per kernel in execution order, free instructions
+    included with bound `"free"`. Kernels the model cannot price have
+    `priced=False` and NaN times, and one `CostModelWarning` names them.
+
+    **Raises:** `ValueError` for an unknown device or model, or a model that
+    cannot price the device (`xla-gpu` on the host CPU).
+    """
+    from ..devices import get_device
+
+    dev = get_device(device)
+    cost_model = get_model(model)
+    module = _resolve_module(module_or_fn, args, kwargs)
+    if getattr(cost_model, "name", "") == "xla-gpu" and dev.kind != "gpu":
+        raise ValueError(
+            f"the xla-gpu model prices GPU kernels; device '{dev.name}' is a {dev.kind} (use model='roofline')"
+        )
+
+    rows: list[dict] = []
+    estimates: dict[str, KernelEstimate] = {}
+    unpriced: list[str] = []
+
+    def row(instr, comp, executions: float, known: bool, note: str) -> None:
+        op = instr.opcode
+        if is_free(instr) or op in _ASYNC_BOOKKEEPING:
+            est = KernelEstimate.free(f"{op} runs no code")
+            kind = "free"
+        else:
+            try:
+                est = cost_model.estimate(instr, dev)
+            except (ArithmeticError, LookupError, TypeError, AttributeError) as exc:
+                # An HLO construct the model's rules do not handle: flag the kernel, keep going.
+                est = KernelEstimate.unpriced(f"model error: {type(exc).__name__}: {exc}")
+            kind = instr.fusion_kind if op == "fusion" else "unfused"
+            if est.bound == "free":
+                kind = "free"
+        d = est.details or {}
+        if est.bound == "free":
+            flops, nbytes = 0.0, 0.0
+        else:
+            flops = float(d.get("flops", math.nan))
+            nbytes = float(d.get("bytes_accessed", math.nan))
+        intensity = flops / nbytes if (nbytes and math.isfinite(nbytes)) else math.nan
+        coalesced = d.get("coalesced", None)
+        priced = est.priced
+        if not priced:
+            unpriced.append(f"'{instr.name}' ({est.note})")
+        notes = "; ".join(x for x in (note, est.note if not priced or est.bound == "free" else "") if x)
+        estimates.setdefault(instr.name, est)
+        rows.append({
+            "kernel": instr.name,
+            "computation": comp.name,
+            "opcode": op,
+            "kind": kind,
+            "emitter": d.get("emitter", ""),
+            "executions": float(executions),
+            "executions_known": bool(known),
+            "flops": flops,
+            "bytes_accessed": nbytes,
+            "intensity": intensity,
+            "compute_s": est.compute_s,
+            "memory_s": est.memory_s,
+            "launch_s": est.launch_s,
+            "time_s": est.time_s,
+            "total_s": est.time_s * executions if priced else math.nan,
+            "bound": est.bound,
+            "coalesced": coalesced,
+            "priced": priced,
+            "note": notes,
+        })
+
+    def visit(comp, executions: float, known: bool, note: str, depth: int = 0) -> None:
+        if depth > 64:
+            raise RecursionError(f"computations nested more than 64 deep at '{comp.name}'")
+        for instr in comp.instructions:
+            op = instr.opcode
+            if op == "while":
+                n, source = _trip_count(instr)
+                k = known
+                why = note
+                if n is None:
+                    n = unknown_trip_count
+                    k = False
+                    why = "; ".join(x for x in (note, f"trip count of '{instr.name}' unknown: assumed {n}") if x)
+                visit(instr.attribute("condition"), executions * (n + 1), k, why, depth + 1)
+                visit(instr.attribute("body"), executions * n, k, why, depth + 1)
+            elif op == "conditional":
+                branches = _branches(instr)
+                share = 1.0 / max(len(branches), 1)
+                why = "; ".join(x for x in (note, f"branch of '{instr.name}': assumed taken 1/{len(branches)} of the time") if x)
+                for b in branches:
+                    visit(b, executions * share, False, why, depth + 1)
+            elif op == "call":
+                visit(instr.attribute("to_apply"), executions, known, note, depth + 1)
+            elif op == "async-start":
+                for c in instr.called_computations:
+                    visit(c, executions, known, note, depth + 1)
+            else:
+                row(instr, comp, executions, known, note)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CostModelWarning)
+        visit(module.entry, 1.0, True, "")
+
+    table = KernelTable(rows, columns=list(COLUMNS))
+    table["coalesced"] = table["coalesced"].astype("boolean")
+    table.module_name = module.name
+    table.device_name = dev.name
+    table.model_name = getattr(cost_model, "name", type(cost_model).__name__)
+    table.estimates = estimates
+    if unpriced:
+        shown = ", ".join(unpriced[:10]) + (f", and {len(unpriced) - 10} more" if len(unpriced) > 10 else "")
+        warnings.warn(
+            f"{table.model_name} could not price {len(unpriced)} kernel(s) of module '{module.name}' "
+            f"(flagged priced=False, left out of the total): {shown}",
+            CostModelWarning,
+            stacklevel=2,
+        )
+    return table

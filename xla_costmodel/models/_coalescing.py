@@ -1,0 +1,213 @@
+"""Whether a kernel reads each operand coalesced, from how it indexes the operand.
+
+XLA's legacy GPU model uses one yes/no answer for all reads of a kernel
+(`IsReadCoalescedHeuristic`, `coalescing_analysis.cc`):
+
+- unless the kernel uses the shared-memory transpose emitter, any instruction
+  that transposes the minor-most dimension (`TransposesMinorDimension`) and
+  does not read a broadcast or an iota makes every read uncoalesced;
+- fusing two tiled reductions (producer and consumer both input-fusible
+  reductions) makes every read uncoalesced.
+
+On top of that (`access_patterns=True`), each operand is looked at on its own:
+an operand read by a `gather` in rows shorter than one DRAM transaction, or by
+a `slice` with a stride along its minor-most dimension, is read uncoalesced
+(XLA's indexing-based analysis reaches the same answer for these). The rate is
+still XLA's yes/no: an uncoalesced read moves one element per transaction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ._kernel_costs import IS_ELEMENTWISE, first_array
+from ._launch import is_input_fusible_reduction
+
+
+@dataclass(frozen=True, slots=True)
+class Coalescing:
+    """Per kernel operand: coalesced or not, and why not."""
+
+    coalesced: tuple[bool, ...]
+    reasons: tuple[str, ...]
+
+    @property
+    def all_coalesced(self) -> bool:
+        return all(self.coalesced)
+
+
+def _most_minor_non_trivial(shape) -> tuple[int, int]:
+    pos = 0
+    for d in shape.minor_to_major:
+        if shape.dims[d] > 1:
+            return d, pos
+        pos += 1
+    return -1, pos
+
+
+def transposes_minor_dimension(instr) -> bool:
+    """XLA's `TransposesMinorDimension` (for a fusion: any fused instruction does)."""
+    op = instr.opcode
+    if op == "fusion" and instr.fused_computation is not None:
+        return any(transposes_minor_dimension(h) for h in instr.fused_computation.instructions)
+    if op == "copy":
+        return _most_minor_non_trivial(instr.operands[0].shape)[0] != _most_minor_non_trivial(instr.shape)[0]
+    if op == "transpose":
+        src = instr.operands[0].shape
+        pos_in_m2m = {d: i for i, d in enumerate(src.minor_to_major)}
+        first_pos = _most_minor_non_trivial(src)[1]
+        perm = instr.attribute("dimensions", ())
+        if len(perm) != len(instr.shape.dims) or len(src.dims) != len(perm):
+            return False
+        for out_dim in instr.shape.minor_to_major:
+            if instr.shape.dims[out_dim] == 1:
+                continue
+            return pos_in_m2m[perm[out_dim]] > first_pos
+        return False
+    return False
+
+
+def _reads_broadcast(instr) -> bool:
+    """Walks single-operand elementwise/bitcast chains up to a broadcast or an iota."""
+    while True:
+        if instr.opcode in ("broadcast", "iota"):
+            return True
+        if len(instr.operands) != 1:
+            return False
+        if instr.opcode != "bitcast" and instr.opcode not in IS_ELEMENTWISE:
+            return False
+        instr = instr.operands[0]
+
+
+def _bad_transpose(instr) -> str:
+    if instr.opcode == "fusion" and instr.fused_computation is not None:
+        for h in instr.fused_computation.instructions:
+            if transposes_minor_dimension(h) and not _reads_broadcast(h.operands[0]):
+                return h.name
+        return ""
+    if transposes_minor_dimension(instr) and not _reads_broadcast(instr.operands[0]):
+        return instr.name
+    return ""
+
+
+def read_coalesced_heuristic(emitter: str, producer, consumer, device) -> tuple[bool, str]:
+    """XLA's `IsReadCoalescedHeuristic` for a kernel (`consumer=None`) or a producer-consumer pair.
+
+    **Returns:** `(coalesced, reason)`.
+    """
+    if emitter != "transpose":
+        name = _bad_transpose(producer)
+        if not name and consumer is not None:
+            name = _bad_transpose(consumer)
+        if name:
+            return False, f"'{name}' transposes the minor dimension"
+    if (
+        emitter == "reduction"
+        and consumer is not None
+        and is_input_fusible_reduction(producer, device)
+        and is_input_fusible_reduction(consumer, device)
+    ):
+        return False, "two tiled reductions fused"
+    return True, ""
+
+
+_PASS_THROUGH = frozenset({"bitcast", "reshape", "convert", "copy", "negate", "abs", "bitcast-convert"})
+
+
+def _gather_rows_contiguous(gather, device) -> bool:
+    """A gather that reads at least one DRAM transaction per index along the minor dimension."""
+    src = gather.operands[0].shape
+    sizes = gather.attribute("slice_sizes", ())
+    if not sizes or not src.dims:
+        return False
+    minor = src.minor_to_major[0]
+    width = sizes[minor] * max((src.element_bits + 7) // 8, 1)
+    return width >= (device.dram_to_l2_transaction_bytes or 64)
+
+
+def _strided_minor(slice_instr) -> bool:
+    src = slice_instr.operands[0].shape
+    spec = slice_instr.attribute("slice", ())
+    d, _ = _most_minor_non_trivial(src)
+    if d < 0 or d >= len(spec):
+        return False
+    entry = spec[d]
+    return len(entry) > 2 and entry[2] > 1
+
+
+def _access_problem(value, device) -> str:
+    """Why reading `value` (a fused parameter or a kernel operand) is uncoalesced, or ''."""
+    seen = set()
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for user in node.users:
+            if user.opcode == "gather" and user.operands and user.operands[0] is node:
+                if not _gather_rows_contiguous(user, device):
+                    return f"gathered by '{user.name}'"
+            elif user.opcode == "slice" and _strided_minor(user):
+                return f"strided slice '{user.name}'"
+            elif user.opcode in _PASS_THROUGH and user.shape.element_type != "tuple":
+                stack.append(user)
+    return ""
+
+
+def kernel_coalescing(kernel, emitter: str, device, *, producer=None, consumer=None,
+                      access_patterns: bool = True) -> Coalescing:
+    """Coalescing of every operand of `kernel`.
+
+    **Arguments:** `kernel` (a fusion or a lone instruction; for a
+    producer-consumer estimate, the fused kernel); `emitter` (its
+    `LaunchDimensions.emitter`); `device`; `producer`/`consumer`: for a fused
+    pair, the two original instructions (XLA's heuristic looks at them, not at
+    the fused kernel); `access_patterns`: add the per-operand gather/stride rule.
+
+    **Returns:** a `Coalescing` (one entry per operand of `kernel`).
+    """
+    if producer is None:
+        ok, why = read_coalesced_heuristic(emitter, kernel, None, device)
+    else:
+        ok, why = read_coalesced_heuristic(emitter, producer, consumer, device)
+    n = len(kernel.operands)
+    coalesced = [ok] * n
+    reasons = [why] * n
+    if access_patterns:
+        comp = kernel.fused_computation if kernel.opcode == "fusion" else None
+        for i, operand in enumerate(kernel.operands):
+            if not coalesced[i]:
+                continue
+            if comp is not None:
+                try:
+                    value = comp.parameter(i)
+                except KeyError:
+                    continue
+                problem = _access_problem(value, device)
+            else:
+                problem = _lone_access_problem(kernel, i, device)
+            if problem:
+                coalesced[i] = False
+                reasons[i] = problem
+    return Coalescing(tuple(coalesced), tuple(reasons))
+
+
+def _lone_access_problem(instr, index: int, device) -> str:
+    if instr.opcode == "gather" and index == 0 and not _gather_rows_contiguous(instr, device):
+        return f"gathered by '{instr.name}'"
+    if instr.opcode == "slice" and index == 0 and _strided_minor(instr):
+        return f"strided slice '{instr.name}'"
+    return ""
+
+
+def utilization_rate(operand_shape, coalesced: bool, device) -> float:
+    """XLA's `GetCoalescingUtilizationRate`: 1, or one element per DRAM-to-L2 transaction."""
+    if coalesced:
+        return 1.0
+    shape = first_array(operand_shape)
+    if operand_shape.element_type in ("tuple", "token"):
+        size = 4
+    else:
+        size = max((shape.element_bits + 7) // 8, 1)
+    return size / (device.dram_to_l2_transaction_bytes or 64)

@@ -1,0 +1,127 @@
+"""`roofline`: time = max(flops / peak, bytes / bandwidth) + launch.
+
+- flops are `HloCostAnalysis` flops (one per element of an elementwise op,
+  transcendentals counted `transcendental_flops` each, 2 per multiply-add of a
+  dot or convolution), utilization-weighted inside fusions;
+- each flop runs at the peak of its kind and element type: dots and
+  convolutions on the matrix units (`DeviceSpec.matmul_flops_per_s(dtype)`,
+  the vector peak where the device has no matrix unit for the type), the rest
+  on the vector units at `peak_fp32_flops_per_s` scaled for the type (f64:
+  half on data-center GPUs, 1/64 on consumer Ampere; on a measured host the
+  ratio of its measured f64 to f32 matmul rates);
+- bytes are the DRAM traffic: each operand's unique bytes read (re-reads are
+  assumed to hit a cache) plus the bytes written;
+- the launch overhead is the device's (`kernel_launch_overhead_s`).
+
+Works for GPU presets and for the measured `host` CPU.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ._base import FusionByMaterializing, KernelEstimate, dominant_bound, register_model, warn_unpriced
+from ._kernel_costs import COLLECTIVE_OPCODES, CONTROL_FLOW_OPCODES, CostContext, is_free, kernel_costs, shape_size
+
+_INT_PREFIXES = ("s", "u", "pred")
+
+
+@register_model("roofline")
+@dataclass(frozen=True, slots=True)
+class RooflineModel(FusionByMaterializing):
+    """The roofline: a kernel is as slow as its slower resource, plus its launch.
+
+    **Arguments (constants):**
+
+    - `transcendental_flops`: flops charged per transcendental (exp, log, ...).
+    - `matrix_units`: run dot and convolution flops at the matrix-unit peak.
+    - `fp64_vector_ratio`: f64 vector throughput relative to f32, per XLA
+      op-profile name (`"sm_86"`) with a `"default"`; a measured host uses its
+      own matmul rates instead.
+    - `include_launch`: add the device's per-kernel launch overhead.
+    """
+
+    name: ClassVar[str] = "roofline"
+
+    transcendental_flops: float = 1.0
+    matrix_units: bool = True
+    fp64_vector_ratio: tuple[tuple[str, float], ...] = (
+        ("sm_86", 1 / 64),  # GA10x: 2 FP64 units per SM for 128 FP32
+        ("sm_75", 1 / 32),
+        ("default", 0.5),  # V100, A100, H100, H200
+    )
+    include_launch: bool = True
+
+    def vector_flops_per_s(self, device, dtype: str) -> float:
+        """Peak non-matrix flops per second for `dtype` on `device`."""
+        base = device.peak_fp32_flops_per_s
+        dtype = (dtype or "f32").lower()
+        if dtype in ("f64", "c128"):
+            if device.kind == "cpu":
+                peaks = device.peak_matmul_flops_per_s
+                if "f64" in peaks and "f32" in peaks and peaks["f32"] > 0:
+                    return base * min(peaks["f64"] / peaks["f32"], 1.0)
+            ratios = dict(self.fp64_vector_ratio)
+            return base * ratios.get(device.op_profile_name or "", ratios.get("default", 0.5))
+        return base
+
+    def estimate(self, kernel, device) -> KernelEstimate:
+        """Price one kernel on any device (GPU preset or the measured host).
+
+        **Returns:** a `KernelEstimate`; `details` has the flops by kind, the
+        DRAM bytes and the arithmetic intensity.
+        """
+        op = kernel.opcode
+        if is_free(kernel):
+            return KernelEstimate.free(f"{op} runs no code")
+        if op in CONTROL_FLOW_OPCODES or op in COLLECTIVE_OPCODES:
+            why = (f"'{op}' is control flow, not a kernel: price the computations it runs"
+                   if op in CONTROL_FLOW_OPCODES else f"collective '{op}' needs a network model")
+            warn_unpriced(self.name, kernel, why)
+            return KernelEstimate.unpriced(why)
+        costs = kernel_costs(kernel, CostContext(device, gpu=False))
+        if costs.unpriced:
+            why = "no cost rule for " + ", ".join(costs.unpriced)
+            warn_unpriced(self.name, kernel, why)
+            return KernelEstimate.unpriced(why, {"unpriced": costs.unpriced})
+
+        compute = 0.0
+        vector_flops = 0.0
+        for dtype, amount in costs.flops_by_dtype.items():
+            compute += amount / self.vector_flops_per_s(device, dtype)
+            vector_flops += amount
+        # `flops_by_dtype` counts transcendentals as one op each; charge the rest.
+        extra = costs.transcendentals * (self.transcendental_flops - 1.0)
+        if extra:
+            compute += extra / device.peak_fp32_flops_per_s
+        mm = costs.matmul_flops
+        if mm:
+            rate = device.matmul_flops_per_s(costs.matmul_dtype) if self.matrix_units else \
+                self.vector_flops_per_s(device, costs.matmul_dtype)
+            compute += mm / rate
+        read = 0.0
+        for operand, total in zip(kernel.operands, costs.operand_bytes):
+            read += min(float(shape_size(operand.shape)), float(total))
+        written = float(costs.bytes_written)
+        nbytes = read + written
+        memory = nbytes / device.memory_bandwidth_bytes_per_s
+        launch = device.kernel_launch_overhead_s if self.include_launch else 0.0
+        flops = (costs.flops - costs.matmul_flops) + costs.transcendentals * self.transcendental_flops + mm
+        return KernelEstimate(
+            compute_s=compute,
+            memory_s=memory,
+            launch_s=launch,
+            time_s=max(compute, memory) + launch,
+            bound=dominant_bound(compute, memory, launch),
+            details={
+                "flops": flops,
+                "matmul_flops": mm,
+                "transcendentals": costs.transcendentals,
+                "bytes_read": read,
+                "bytes_written": written,
+                "bytes_accessed": nbytes,
+                "intensity": flops / nbytes if nbytes else math.inf,
+            },
+        )

@@ -1,0 +1,496 @@
+"""`xla-gpu`: XLA's analytical GPU performance model (`GpuPerformanceModel`), re-implemented.
+
+For one kernel (XLA's `EstimateRunTimeForInstruction`):
+
+1. flops, bytes written and per-operand bytes read come from the kernel's
+   `GpuHloCostAnalysis` counts (`_kernel_costs`), with
+   `count_multiple_input_accesses = true`;
+2. the emitter and its launch grid (`_launch`) give `num_blocks` and
+   `threads_per_block`;
+3. compute time = flops / (2 · clock · min(blocks, SMs) · min(threads, FPUs per SM));
+4. read time per operand (`ReadTimeWithDRAMHeuristic`): the first read of
+   each unique byte from DRAM at bandwidth × coalescing rate, re-reads at
+   ×2.5 (L2) or ×20 (L1) when the operand fits, every rate capped at
+   `blocks · clock · 32 B` (low occupancy);
+5. write time = bytes written / bandwidth;
+6. exec = compute + memory − 0.95 · min(compute, memory);
+7. the kernel launch (1 µs on XLA's GPUs) is added on top.
+
+For fusion decisions, `estimate_fusion(producer, consumers)` is XLA's
+`EstimateRunTimes`: unfused = (n+1) launches + T(P) + Σ T(Cᵢ), fused =
+n launches + Σ T_fused(P, Cᵢ), where T_fused recomputes the producer
+`utilization` times and reads every operand of the pair once, shared reads
+counted once (`EstimateRunTimeForFusion`).
+
+Like XLA, durations are rounded to `absl::Duration`'s quarter nanosecond per
+term, and effective flops per ns are truncated to an integer; both can be
+switched off. Dots and convolutions run on the matrix units here (XLA's
+legacy model prices everything on the FP32 units); `matrix_units=False`
+restores XLA's behaviour.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Sequence
+
+from ._base import FusionEstimate, KernelEstimate, dominant_bound, materialize_fusion, register_model, warn_unpriced
+from ._coalescing import kernel_coalescing, read_coalesced_heuristic, utilization_rate
+from ._kernel_costs import (
+    COLLECTIVE_OPCODES,
+    CONTROL_FLOW_OPCODES,
+    IS_ELEMENTWISE,
+    CostContext,
+    KernelCosts,
+    is_free,
+    kernel_costs,
+    shape_size,
+)
+from ._launch import LaunchDimensions, launch_dimensions
+
+
+def _round_half_away(x: float) -> float:
+    return math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5)
+
+
+def _is_multi_output(instr) -> bool:
+    comp = instr.fused_computation if instr.opcode == "fusion" else None
+    return comp is not None and comp.root.opcode == "tuple"
+
+
+@dataclass(slots=True)
+class _Runtime:
+    """XLA's `EstimateRunTimeData` for one kernel, plus what explains it."""
+
+    costs: KernelCosts
+    launch: LaunchDimensions
+    flops: int
+    compute_s: float
+    read_s: float
+    write_s: float
+    exec_s: float
+    bytes_read: int
+    bytes_written: int
+    operand_read_s: dict = field(default_factory=dict)
+    uncoalesced: dict = field(default_factory=dict)
+
+
+@register_model("xla-gpu")
+@dataclass(frozen=True, slots=True)
+class XlaGpuModel:
+    """XLA's GPU analytical performance model (`GpuPerformanceModel`, legacy emitters).
+
+    **Arguments (the model's constants, XLA's values by default):**
+
+    - `l2_cache_speedup`: re-reads of an operand smaller than L2 run this much
+      faster than DRAM (`kL2CacheSpeedup`, 2.5).
+    - `l1_cache_speedup`: further factor when the operand is smaller than
+      L1 · SMs (`kL1CacheSpeedup`, 8).
+    - `memory_compute_parallelism`: the overlap of compute and memory time
+      (`kMemoryComputeParallelism`, 0.95).
+    - `max_unroll_factor`: loop emitter unrolling (`MaxUnrollFactor`, 4).
+    - `time_resolution_s`: each duration term is rounded to this, as
+      `absl::Duration` does (a quarter nanosecond); 0 keeps full precision.
+    - `truncate_flops_per_ns`: effective flops per ns are an integer in XLA.
+    - `matrix_units`: price dot and convolution flops at the device's matrix
+      (tensor core) peak for their dtype, scaled by the active SMs; False
+      prices them on the FP32 units, as XLA's legacy model does.
+    - `access_patterns`: besides XLA's kernel-wide heuristic, mark operands
+      read through a short-row gather or a strided slice as uncoalesced.
+    """
+
+    name: ClassVar[str] = "xla-gpu"
+
+    l2_cache_speedup: float = 2.5
+    l1_cache_speedup: float = 8.0
+    memory_compute_parallelism: float = 0.95
+    max_unroll_factor: int = 4
+    time_resolution_s: float = 0.25e-9
+    truncate_flops_per_ns: bool = True
+    matrix_units: bool = True
+    access_patterns: bool = True
+
+    # ------------------------------------------------------------------ basics
+    def _q(self, seconds: float) -> float:
+        res = self.time_resolution_s
+        if res <= 0 or not math.isfinite(seconds):
+            return seconds
+        return _round_half_away(seconds / res) * res
+
+    @staticmethod
+    def _check(device) -> None:
+        if device.kind != "gpu":
+            raise ValueError(
+                f"the xla-gpu model prices GPU kernels; device '{device.name}' is a {device.kind} "
+                f"(use the 'roofline' model for it)"
+            )
+
+    def _flops_per_ns(self, device, blocks: int, threads: int) -> float:
+        active_fpus = min(threads, device.fpus_per_core)
+        active_cores = min(blocks, device.core_count)
+        rate = 2.0 * device.clock_rate_ghz * active_cores * active_fpus
+        if self.truncate_flops_per_ns:
+            rate = float(int(rate))
+        return max(rate, 1.0)
+
+    def compute_time(self, device, flops: float, matmul_flops: float, matmul_dtype: str, blocks: int, threads: int) -> float:
+        """XLA's `ComputeTime`, with dots/convolutions on the matrix units if `matrix_units`."""
+        vector = flops - matmul_flops if (self.matrix_units and matmul_flops) else flops
+        t = self._q(int(vector) / self._flops_per_ns(device, blocks, threads) * 1e-9)
+        if self.matrix_units and matmul_flops:
+            active = min(blocks, device.core_count) / device.core_count
+            t += self._q(matmul_flops / (device.matmul_flops_per_s(matmul_dtype or "f32") * active))
+        return t
+
+    def read_time(self, device, num_blocks: int, n_bytes_net: int, n_bytes_total: int, utilization: float) -> float:
+        """XLA's `ReadTimeWithDRAMHeuristic` (seconds)."""
+        bw = device.memory_bandwidth_bytes_per_s
+        dram_bw = bw * utilization
+        rest_bw = bw
+        if n_bytes_net < device.l2_cache_bytes:
+            rest_bw *= self.l2_cache_speedup
+            if n_bytes_net < device.l1_cache_bytes:
+                rest_bw *= self.l1_cache_speedup
+        else:
+            rest_bw *= utilization
+        if device.memory_transactions_per_clock:
+            cap = num_blocks * device.clock_rate_ghz * 1e9 * device.memory_transactions_per_clock
+            dram_bw = min(dram_bw, cap)
+            rest_bw = min(rest_bw, cap)
+        dram_bytes = min(n_bytes_net, n_bytes_total)
+        cache_bytes = n_bytes_total - dram_bytes
+        return self._q(dram_bytes / dram_bw) + self._q(cache_bytes / rest_bw)
+
+    def write_time(self, device, bytes_written: float) -> float:
+        """XLA's `WriteTime`: full bandwidth, no coalescing factor, no cap."""
+        return self._q(bytes_written / device.memory_bandwidth_bytes_per_s)
+
+    def combine(self, compute_s: float, memory_s: float) -> float:
+        """XLA's `CombineComputeAndMemoryAccessTime`."""
+        if math.isinf(compute_s) or math.isinf(memory_s):
+            return math.inf
+        return compute_s + memory_s - self._q(min(compute_s, memory_s) * self.memory_compute_parallelism)
+
+    # --------------------------------------------------------------- kernels
+    def _costs(self, kernel, device, cache: dict | None = None) -> KernelCosts:
+        if cache is not None and id(kernel) in cache:
+            return cache[id(kernel)]
+        c = kernel_costs(kernel, CostContext(device, gpu=True))
+        if cache is not None:
+            cache[id(kernel)] = c
+        return c
+
+    def _runtime(self, kernel, device, cache: dict | None = None) -> _Runtime:
+        costs = self._costs(kernel, device, cache)
+        ld = launch_dimensions(kernel, device, max_unroll=self.max_unroll_factor)
+        flops = int(costs.flops)
+        compute = self.compute_time(device, flops, costs.matmul_flops, costs.matmul_dtype, ld.num_blocks, ld.threads_per_block)
+        coal = kernel_coalescing(kernel, ld.emitter, device, access_patterns=self.access_patterns)
+        read = 0.0
+        bytes_read = 0
+        per_operand: dict[str, float] = {}
+        uncoalesced: dict[str, str] = {}
+        for i, operand in enumerate(kernel.operands):
+            n_total = int(costs.operand_bytes[i]) if i < len(costs.operand_bytes) else 0
+            n_net = min(shape_size(operand.shape), n_total)
+            bytes_read += n_total
+            rate = utilization_rate(operand.shape, coal.coalesced[i], device)
+            t = self.read_time(device, ld.num_blocks, n_net, n_total, rate)
+            read += t
+            per_operand[operand.name] = per_operand.get(operand.name, 0.0) + t
+            if not coal.coalesced[i]:
+                uncoalesced[operand.name] = coal.reasons[i]
+        bytes_written = int(costs.bytes_written)
+        write = self.write_time(device, bytes_written)
+        exec_s = self.combine(compute, read + write)
+        return _Runtime(costs, ld, flops, compute, read, write, exec_s, bytes_read, bytes_written, per_operand, uncoalesced)
+
+    def _estimate_from(self, rt: _Runtime, device) -> KernelEstimate:
+        launch = device.kernel_launch_overhead_s
+        memory = rt.read_s + rt.write_s
+        ld = rt.launch
+        details: dict[str, Any] = {
+            "exec_s": rt.exec_s,
+            "read_s": rt.read_s,
+            "write_s": rt.write_s,
+            "flops": float(rt.flops),
+            "matmul_flops": rt.costs.matmul_flops,
+            "bytes_read": float(rt.bytes_read),
+            "bytes_written": float(rt.bytes_written),
+            "bytes_accessed": float(rt.bytes_read + rt.bytes_written),
+            "emitter": ld.emitter,
+            "num_blocks": ld.num_blocks,
+            "threads_per_block": ld.threads_per_block,
+            "unroll": ld.unroll,
+            "hero": ld.hero,
+            "coalesced": not rt.uncoalesced,
+            "uncoalesced": dict(rt.uncoalesced),
+            "operand_read_s": dict(rt.operand_read_s),
+        }
+        if ld.detail:
+            details["launch_detail"] = ld.detail
+        return KernelEstimate(
+            compute_s=rt.compute_s,
+            memory_s=memory,
+            launch_s=launch,
+            time_s=rt.exec_s + launch,
+            bound=dominant_bound(rt.compute_s, memory, launch),
+            details=details,
+        )
+
+    def _not_a_kernel(self, kernel) -> str:
+        op = kernel.opcode
+        if op in CONTROL_FLOW_OPCODES:
+            return f"'{op}' is control flow, not a kernel: price the computations it runs"
+        if op in COLLECTIVE_OPCODES:
+            return f"collective '{op}' needs a network model"
+        return ""
+
+    def estimate(self, kernel, device) -> KernelEstimate:
+        """Price one kernel (a fusion, or an instruction run as its own kernel).
+
+        **Arguments:** `kernel`; `device`, a GPU `DeviceSpec`.
+
+        **Returns:** a `KernelEstimate`; `details` holds the launch grid, the
+        emitter, flops and bytes, per-operand read times and coalescing.
+        Free instructions (bitcast, tuple, parameter, ...) cost 0 with bound
+        "free"; kernels without a cost rule are unpriced (NaN) with a warning.
+        """
+        self._check(device)
+        if is_free(kernel):
+            return KernelEstimate.free(f"{kernel.opcode} runs no code")
+        why = self._not_a_kernel(kernel)
+        if why:
+            warn_unpriced(self.name, kernel, why)
+            return KernelEstimate.unpriced(why)
+        rt = self._runtime(kernel, device)
+        if rt.costs.unpriced:
+            why = "no cost rule for " + ", ".join(rt.costs.unpriced)
+            warn_unpriced(self.name, kernel, why)
+            return KernelEstimate.unpriced(why, {"unpriced": rt.costs.unpriced})
+        return self._estimate_from(rt, device)
+
+    # ------------------------------------------------------ producer/consumer
+    def _kernel_time(self, instr, device, cache: dict) -> tuple[KernelEstimate, _Runtime | None]:
+        """A kernel's time as `EstimateRunTimes` sees it: a free instruction is a kernel
+        with nothing to do (it still pays a launch, as in XLA)."""
+        if is_free(instr):
+            launch = device.kernel_launch_overhead_s
+            est = KernelEstimate(compute_s=0.0, memory_s=0.0, launch_s=launch, time_s=launch, bound="launch",
+                                 details={"exec_s": 0.0})
+            return est, None
+        why = self._not_a_kernel(instr)
+        if why:
+            warn_unpriced(self.name, instr, why, stacklevel=4)
+            return KernelEstimate.unpriced(why), None
+        rt = self._runtime(instr, device, cache)
+        if rt.costs.unpriced:
+            why = "no cost rule for " + ", ".join(rt.costs.unpriced)
+            warn_unpriced(self.name, instr, why, stacklevel=4)
+            return KernelEstimate.unpriced(why), rt
+        return self._estimate_from(rt, device), rt
+
+    @staticmethod
+    def _operand_utilization(costs: KernelCosts, consumer, producer) -> float:
+        """XLA's `GetOperandUtilization(consumer, producer)`."""
+        if _is_multi_output(producer):
+            return float(sum(
+                costs.operand_utilization[i]
+                for i, o in enumerate(consumer.operands)
+                if o.opcode == "get-tuple-element" and o.operands and o.operands[0] is producer
+            ))
+        for i, o in enumerate(consumer.operands):
+            if o is producer:
+                return float(costs.operand_utilization[i])
+        return 0.0
+
+    @staticmethod
+    def _operand_bytes(costs: KernelCosts, instr, operand) -> float:
+        """XLA's `GetOperandBytesAccessed`: 0 when `instr` does not read `operand`."""
+        for i, o in enumerate(instr.operands):
+            if o is operand:
+                return float(costs.operand_bytes[i])
+        return 0.0
+
+    @staticmethod
+    def _common_utilization(pc: KernelCosts, producer, index: int, cc: KernelCosts, consumer) -> float:
+        """XLA's `GetCommonUtilization`: how much of the consumer's direct reading of the
+        producer's operand `index` coincides with the producer's own reading."""
+        operand = producer.operands[index]
+        if operand not in consumer.operands:
+            return 0.0
+        elementwise = producer.opcode in IS_ELEMENTWISE or (
+            producer.opcode == "fusion" and pc.parameter_elementwise_from_root(index)
+        )
+        if not elementwise:
+            return 0.0
+        if consumer.opcode == "fusion" and consumer.fused_computation is not None:
+            comp = consumer.fused_computation
+            idx_x = consumer.operands.index(operand)
+            if _is_multi_output(producer):
+                idx_p = [i for i, o in enumerate(consumer.operands)
+                         if o.opcode == "get-tuple-element" and o.operands and o.operands[0] is producer]
+            else:
+                idx_p = [consumer.operands.index(producer)] if producer in consumer.operands else []
+            total = 0.0
+            for j in idx_p:
+                total += cc.common_elementwise_utilization(comp.parameter(idx_x), comp.parameter(j))
+            return total
+        if consumer.opcode in IS_ELEMENTWISE:
+            return 1.0
+        return 0.0
+
+    def _shared_operand_bytes(self, pc, producer, cc, consumer, operand) -> int:
+        """XLA's `GetSharedOperandBytesAccessed`."""
+        u = self._operand_utilization(cc, consumer, producer)
+        by_producer = self._operand_bytes(pc, producer, operand)
+        by_consumer = self._operand_bytes(cc, consumer, operand)
+        common = 0.0
+        if operand in producer.operands:
+            common = self._common_utilization(pc, producer, producer.operands.index(operand), cc, consumer)
+        size = shape_size(operand.shape)
+        total = _round_half_away(by_producer * u) + by_consumer - _round_half_away(size * common)
+        return int(max(total, 0))
+
+    def estimate_fused(
+        self,
+        producer,
+        consumer,
+        device,
+        *,
+        producer_estimate: KernelEstimate | None = None,
+        consumer_estimate: KernelEstimate | None = None,
+        producer_writes_side_output: bool = False,
+        _cache: dict | None = None,
+    ) -> KernelEstimate:
+        """The kernel that fusing `producer` into `consumer` would give (XLA's
+        `EstimateRunTimeForFusion`), launch included.
+
+        **Arguments:** `producer` (an operand of `consumer`, directly or through
+        a get-tuple-element); `consumer`; `device`; `producer_estimate`,
+        `consumer_estimate`: the two kernels' own estimates when already known
+        (an infinite one makes the result infinite, as in XLA);
+        `producer_writes_side_output`: the fusion also writes the producer's
+        output (multi-output fusion).
+
+        **Returns:** a `KernelEstimate` of the fused kernel.
+        """
+        self._check(device)
+        cache = {} if _cache is None else _cache
+        launch = device.kernel_launch_overhead_s
+        pe, prt = (producer_estimate, None) if producer_estimate is not None else self._kernel_time(producer, device, cache)
+        ce, crt = (consumer_estimate, None) if consumer_estimate is not None else self._kernel_time(consumer, device, cache)
+        if math.isinf(pe.time_s) or math.isinf(ce.time_s):
+            inf = math.inf
+            return KernelEstimate(compute_s=inf, memory_s=inf, launch_s=launch, time_s=inf, bound="unknown",
+                                  note="infinite producer or consumer runtime")
+        if not (pe.priced and ce.priced):
+            return KernelEstimate.unpriced("; ".join(x for x in (pe.note, ce.note) if x) or "unpriced kernel")
+        pc = self._costs(producer, device, cache)
+        cc = self._costs(consumer, device, cache)
+        u = 0.0
+        for i, o in enumerate(consumer.operands):
+            if o is producer or (o.opcode == "get-tuple-element" and o.operands and o.operands[0] is producer):
+                u += cc.operand_utilization[i]
+        fused = materialize_fusion(producer, consumer)
+        ld = launch_dimensions(fused, device, max_unroll=self.max_unroll_factor)
+        flops = int(pc.flops * u + cc.flops)
+        mm = pc.matmul_flops * u + cc.matmul_flops
+        compute = self.compute_time(device, flops, mm, pc.matmul_dtype or cc.matmul_dtype,
+                                    ld.num_blocks, ld.threads_per_block)
+
+        # Operands of the pair: the producer's, then the consumer's other ones.
+        operands: list = []
+        for o in list(producer.operands) + list(consumer.operands):
+            if o is producer or (o.opcode == "get-tuple-element" and o.operands and o.operands[0] is producer):
+                continue
+            if not any(o is x for x in operands):
+                operands.append(o)
+        heuristic_ok, heuristic_why = read_coalesced_heuristic(ld.emitter, producer, consumer, device)
+        access = {}
+        if self.access_patterns and heuristic_ok:
+            coal = kernel_coalescing(fused, ld.emitter, device, producer=producer, consumer=consumer)
+            for o, ok, why in zip(fused.operands, coal.coalesced, coal.reasons):
+                if not ok:
+                    access[id(o)] = why
+        read = 0.0
+        bytes_read = 0
+        per_operand: dict[str, float] = {}
+        uncoalesced: dict[str, str] = {}
+        for x in operands:
+            n_total = self._shared_operand_bytes(pc, producer, cc, consumer, x)
+            n_net = min(shape_size(x.shape), n_total)
+            bytes_read += n_total
+            ok = heuristic_ok and id(x) not in access
+            if not ok:
+                uncoalesced[x.name] = heuristic_why if not heuristic_ok else access[id(x)]
+            t = self.read_time(device, ld.num_blocks, n_net, n_total, utilization_rate(x.shape, ok, device))
+            read += t
+            per_operand[x.name] = t
+        bytes_written = int(cc.bytes_written)
+        write = self.write_time(device, bytes_written)
+        if producer_writes_side_output:
+            bytes_written += int(pc.bytes_written)
+            write += self.write_time(device, int(pc.bytes_written))
+        exec_s = self.combine(compute, read + write)
+        memory = read + write
+        return KernelEstimate(
+            compute_s=compute,
+            memory_s=memory,
+            launch_s=launch,
+            time_s=exec_s + launch,
+            bound=dominant_bound(compute, memory, launch),
+            details={
+                "exec_s": exec_s, "read_s": read, "write_s": write, "flops": float(flops), "matmul_flops": mm,
+                "bytes_read": float(bytes_read), "bytes_written": float(bytes_written),
+                "bytes_accessed": float(bytes_read + bytes_written),
+                "producer_utilization": u, "emitter": ld.emitter, "num_blocks": ld.num_blocks,
+                "threads_per_block": ld.threads_per_block, "unroll": ld.unroll, "hero": ld.hero,
+                "coalesced": not uncoalesced, "uncoalesced": uncoalesced, "operand_read_s": per_operand,
+            },
+        )
+
+    def estimate_fusion(self, producer, consumers: Sequence, device) -> FusionEstimate:
+        """XLA's `EstimateRunTimes(producer, consumers)`: the producer fused into every consumer.
+
+        **Returns:** a `FusionEstimate`; `time_unfused_s` = (n+1) launches +
+        T(P) + Σ T(Cᵢ), `time_fused_s` = n launches + Σ T_fused(P, Cᵢ);
+        `priority_s` is what XLA's priority fusion ranks producers by.
+        """
+        self._check(device)
+        cache: dict = {}
+        pe, _ = self._kernel_time(producer, device, cache)
+        unfused = [self._kernel_time(c, device, cache)[0] for c in consumers]
+        fused = [
+            self.estimate_fused(producer, c, device, producer_estimate=pe, consumer_estimate=ce, _cache=cache)
+            for c, ce in zip(consumers, unfused)
+        ]
+        return FusionEstimate(
+            time_unfused_s=pe.time_s + sum(c.time_s for c in unfused),
+            time_fused_s=sum(f.time_s for f in fused),
+            producer_s=pe.time_s,
+            consumers_s=tuple(c.time_s for c in unfused),
+            fused_consumers_s=tuple(f.time_s for f in fused),
+        )
+
+    def estimate_multi_output_fusion(self, producer, consumer, device) -> FusionEstimate:
+        """XLA's `EstimateRunTimesForMultiOutputFusion`: `consumer` absorbs `producer`
+        and also writes the producer's output, so the producer's kernel goes away.
+
+        **Returns:** a `FusionEstimate` with one consumer: unfused = 2 launches +
+        T(P) + T(C), fused = 1 launch + T_fused(P, C) with the side output written.
+        """
+        self._check(device)
+        cache: dict = {}
+        pe, _ = self._kernel_time(producer, device, cache)
+        ce, _ = self._kernel_time(consumer, device, cache)
+        fe = self.estimate_fused(producer, consumer, device, producer_estimate=pe, consumer_estimate=ce,
+                                 producer_writes_side_output=True, _cache=cache)
+        return FusionEstimate(
+            time_unfused_s=pe.time_s + ce.time_s,
+            time_fused_s=fe.time_s,
+            producer_s=pe.time_s,
+            consumers_s=(ce.time_s,),
+            fused_consumers_s=(fe.time_s,),
+        )
