@@ -234,3 +234,22 @@ def test_shape_constructors():
 def test_trailing_blanks_and_comments_are_ignored():
     text = "HloModule m\nENTRY e {\n  a = f32[] parameter(0)\n} \n  \n// done\n/* end */  \n"
     assert xc.parse_hlo(text).entry.root.name == "a"
+
+
+def test_type_names_cannot_name_instructions():
+    # XLA's parser says "illegal instruction name" for these; so do we, on both parsing paths.
+    text = "HloModule m\nENTRY e {\n  u1 = f32[] parameter(0)\n  ROOT b = f32[] negate(u1)\n}\n"
+    with pytest.raises(HloParseError) as info:
+        xc.parse_hlo(text)
+    assert "illegal instruction name 'u1'" in info.value.reason and (info.value.line, info.value.column) == (3, 3)
+
+
+def test_attribute_shortcuts_agree_with_the_full_rules():
+    from xla_costmodel.hlo._attributes import _RULES, _ValueReader
+    from xla_costmodel.hlo._lexer import Tokens
+
+    cases = [("dimensions", "{1,0}"), ("dimensions", "{}"), ("dimensions", "{-1,2}"), ("index", "3"),
+             ("index", "-2"), ("kind", "kLoop"), ("direction", "GE"), ("is_stable", "true"), ("is_stable", "false")]
+    for name, value in cases:
+        full = _RULES[name](_ValueReader(Tokens(value), name))
+        assert xc.hlo._attributes.parse_attribute_text(name, value) == full, (name, value)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections import Counter
 from typing import Callable
 
 from .hlo import HloParseError, load_hlo
@@ -68,8 +67,11 @@ def _stats(args: argparse.Namespace) -> int:
         return 0
     print(f"module {stats['module']}: {stats['computations']} computations, {stats['instructions']} instructions")
     for key in ("flops", "transcendentals", "bytes_accessed"):
-        if key in stats:
-            print(f"  {key}: {stats[key]:,.0f}")
+        aware = stats.get(f"{key}_trip_count_aware", stats[key])
+        extra = f"  (counting loop trips: {aware:,.0f})" if aware != stats[key] else ""
+        print(f"  {key}: {stats[key]:,.0f}{extra}")
+    if stats.get("unpriced"):
+        print(f"  not priced: {stats['unpriced']}")
     width = max((len(k) for k in stats["opcodes"]), default=6)
     for opcode, n in stats["opcodes"].items():
         print(f"  {opcode:<{width}}  {n}")
@@ -78,23 +80,10 @@ def _stats(args: argparse.Namespace) -> int:
 
 
 def module_statistics(module) -> dict:
-    """Computation and per-opcode instruction counts, plus XLA-style cost totals when available."""
-    counts = Counter(instr.opcode for _, instr in module.instructions())
-    stats = {
-        "module": module.name,
-        "computations": len(module.computations),
-        "instructions": sum(counts.values()),
-        "entry_instructions": len(module.entry.instructions),
-        "opcodes": dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
-    }
-    try:
-        from .analysis import module_cost
-    except ImportError:
-        return stats
-    cost = module_cost(module)
-    for key in ("flops", "transcendentals", "bytes_accessed"):
-        stats[key] = float(cost[key])
-    return stats
+    """Computation and per-opcode instruction counts, and XLA's cost totals (see `analysis.module_stats`)."""
+    from .analysis import module_stats
+
+    return module_stats(module)
 
 
 # ---------------------------------------------------------------------------

@@ -9,6 +9,7 @@ come back as their raw text (stripped), so nothing XLA adds is ever rejected.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -484,11 +485,42 @@ def _backend_config_rule(r: _ValueReader):
         return src[start:end]
 
 
+_SIMPLE_INT_LIST = re.compile(r"\{(-?[0-9]+(?:,-?[0-9]+)*)?\}")
+_SIMPLE_INT = re.compile(r"-?[0-9]+")
+_SIMPLE_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
+
+
+def _shortcut(rule, value: str):
+    """The common spellings XLA prints (`{1,0}`, `3`, `kLoop`), read without the tokenizer.
+
+    Returns None when the value needs the full rule (which also reports errors).
+    """
+    if rule is _int_list_rule:
+        m = _SIMPLE_INT_LIST.fullmatch(value)
+        if m is not None:
+            return tuple(map(int, m.group(1).split(","))) if m.group(1) else ()
+    elif rule is _int_rule:
+        if _SIMPLE_INT.fullmatch(value):
+            return int(value)
+    elif rule is _enum_rule:
+        if _SIMPLE_WORD.fullmatch(value):
+            return value
+    elif rule is _bool_rule:
+        if value == "true":
+            return True
+        if value == "false":
+            return False
+    return None
+
+
 def parse_attribute(name: str, text: str, start: int, end: int, source: str):
     """Interpret the raw value `text[start:end]` of attribute `name`."""
     rule = _RULES.get(name)
     if rule is None:
         return text[start:end].strip()
+    value = _shortcut(rule, text[start:end])
+    if value is not None:
+        return value
     tok = Tokens(text, source, start, end)
     return rule(_ValueReader(tok, name))
 

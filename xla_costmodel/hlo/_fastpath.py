@@ -15,7 +15,7 @@ import re
 
 from ._attributes import COMPUTATION_ATTRS, COMPUTATION_LIST_ATTRS, ComputationRef, parse_attribute
 from ._ir import HloComputation, HloInstruction, HloModule, resolve_refs
-from ._shape import Shape
+from ._shape import PRIMITIVE_BITS, Shape
 
 _CALLED = COMPUTATION_ATTRS | COMPUTATION_LIST_ATTRS
 _RESERVED = frozenset({"ROOT", "ENTRY", "HloModule", "FileNames", "FunctionNames", "FileLocations", "StackFrames"})
@@ -234,7 +234,7 @@ class _FastReader:
             iname = m.group(2)
             if iname[0] == "%":
                 iname = iname[1:]
-            if iname in by_name or iname == "ROOT":
+            if iname in by_name or iname == "ROOT" or iname in PRIMITIVE_BITS:
                 raise _GiveUp
             opcode = m.group(4)
             instr = HloInstruction.__new__(HloInstruction)

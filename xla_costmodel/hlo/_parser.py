@@ -240,7 +240,11 @@ class _Parser:
         if kinds[self.i] == WORD and texts[self.i] == "ROOT":
             is_root = True
             self.i += 1
+        name_index = self.i
         name = self.name("an instruction name")
+        if name in PRIMITIVE_BITS:
+            # XLA's parser refuses these too: a type name cannot name an instruction.
+            raise self.error(f"illegal instruction name '{name}': it is a type name", name_index)
         self.expect_punct("=", f"after instruction name '{name}'")
         shape = self.shape(0)
         i = self.i

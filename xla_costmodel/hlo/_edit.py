@@ -1,0 +1,848 @@
+"""Graph surgery on the typed HLO graph: cloning, fusing, inlining.
+
+Everything a fusion pass needs, done the way XLA's `HloFusionInstruction`
+does it, so that the result prints as a module XLA's parser accepts:
+
+- `fuse(producer, consumer)` fuses in place: the consumer becomes (or stays)
+  a `fusion` whose fused computation holds a clone of the producer; the
+  producer is removed once nothing uses it. New fusions are named `fusion`,
+  `fusion.1`, ... and their bodies `fused_computation`, `fused_computation.1`,
+  ...; fused parameters `param_0`, `param_1`, ... (uniquified), as XLA names them.
+- `hypothetical_fusion(producer, consumer)` builds the same fusion detached
+  from the module (the module is not touched), for pricing a fusion.
+- `make_fusion(instr)` wraps one instruction into a fusion of its own.
+- `inline_fusions(module)` / `unfuse_for_execution(module)` turn fusions back
+  into plain instructions (or `call`s) so that a backend without fusion
+  support of its own can run the module.
+- `inline_calls(module)` inlines `call` instructions, as XLA's `CallInliner`
+  does before fusion.
+- `copy_module(module)`: an independent deep copy.
+
+Names are kept unique module-wide with a `NameUniquifier`; functions that make
+many edits accept one (`names=`) so that uniquifying stays O(1) per name.
+"""
+
+from __future__ import annotations
+
+import re
+import weakref
+from typing import Iterable
+
+from ._ir import HloComputation, HloInstruction, HloModule
+
+__all__ = [
+    "FusionEditor",
+    "NameUniquifier",
+    "clone_instruction",
+    "clone_computation",
+    "copy_module",
+    "default_fusion_kind",
+    "fuse",
+    "hypothetical_fusion",
+    "inline_calls",
+    "inline_fusions",
+    "make_fusion",
+    "unfuse_for_execution",
+]
+
+_SUFFIX = re.compile(r"^(.*)\.(\d+)$")
+
+# Fused computations built here list every operand before its users
+# (parameters first, then clones in post-order), so walking them needs no
+# post-order sort.
+_TOPOLOGICAL: "weakref.WeakSet[HloComputation]" = weakref.WeakSet()
+
+
+def _ordered(comp: HloComputation) -> list[HloInstruction]:
+    """`comp`'s instructions with operands first (its list as is when built here)."""
+    return comp.instructions if comp in _TOPOLOGICAL else comp.post_order()
+
+
+class NameUniquifier:
+    """Unique instruction and computation names for one module (separate namespaces, as in XLA).
+
+    Like XLA's `NameUniquifier`, a taken name `add.3` is not extended to
+    `add.3.1`: its numeric suffix is dropped and the next free `add.N` is used.
+    """
+
+    __slots__ = ("_instr", "_comp", "_next")
+
+    def __init__(self, module: HloModule | None = None):
+        self._instr: set[str] = set()
+        self._comp: set[str] = set()
+        self._next: dict[tuple[bool, str], int] = {}
+        if module is not None:
+            for comp in module.computations:
+                self._comp.add(comp.name)
+                self._instr.update(comp._by_name)
+
+    def _unique(self, taken: set[str], prefix: str, is_comp: bool) -> str:
+        if prefix not in taken:
+            taken.add(prefix)
+            return prefix
+        m = _SUFFIX.match(prefix)
+        root = m.group(1) if m else prefix
+        key = (is_comp, root)
+        n = self._next.get(key, 0)
+        while True:
+            n += 1
+            name = f"{root}.{n}"
+            if name not in taken:
+                break
+        self._next[key] = n
+        taken.add(name)
+        return name
+
+    def instruction(self, prefix: str) -> str:
+        """A free instruction name for `prefix` (now taken)."""
+        return self._unique(self._instr, prefix, False)
+
+    def computation(self, prefix: str) -> str:
+        """A free computation name for `prefix` (now taken)."""
+        return self._unique(self._comp, prefix, True)
+
+    def release_instruction(self, name: str) -> None:
+        self._instr.discard(name)
+
+    def release_computation(self, name: str) -> None:
+        self._comp.discard(name)
+
+
+def _names_for(module: HloModule | None, names: NameUniquifier | None) -> NameUniquifier:
+    return names if names is not None else NameUniquifier(module)
+
+
+# ---------------------------------------------------------------------------
+# Cloning
+
+
+def clone_instruction(
+    instr: HloInstruction,
+    operands: list[HloInstruction],
+    *,
+    name: str | None = None,
+    register_users: bool = True,
+) -> HloInstruction:
+    """A copy of `instr` (opcode, shape, attributes, called computations) on new operands.
+
+    **Arguments:** `instr`; `operands`, the new operand list; `name` (default:
+    `instr.name`); `register_users`, whether the new instruction is added to
+    its operands' user lists (False for detached copies that must leave the
+    module untouched).
+
+    **Returns:** the new instruction, in no computation.
+    """
+    new = HloInstruction.__new__(HloInstruction)
+    new.name = instr.name if name is None else name
+    new.opcode = instr.opcode
+    new.shape = instr.shape
+    new.users = []
+    new.computation = None
+    new.parameter_number = instr.parameter_number
+    new.literal_text = instr.literal_text
+    # Share the parsed source text; copy the mutable maps so edits stay local.
+    new._raw_store = dict(instr._raw_store)
+    new._lazy = instr._lazy
+    new._pos = dict(instr._pos) if instr._pos is not None else None
+    new._src = instr._src
+    new._cache = dict(instr._cache) if instr._cache else None
+    new._called = dict(instr._called) if instr._called else None
+    new.operands = list(operands)
+    if register_users:
+        for op in new.operands:
+            users = op.users
+            if new not in users:
+                users.append(new)
+    return new
+
+
+def _new_parameter(number: int, like: HloInstruction, name: str) -> HloInstruction:
+    p = HloInstruction(name, "parameter", like.shape, parameter_number=number)
+    return p
+
+
+def clone_computation(
+    comp: HloComputation, *, name: str | None = None, names: NameUniquifier | None = None
+) -> HloComputation:
+    """A deep copy of a computation (same instruction names unless `names` uniquifies them).
+
+    Called computations are shared, not copied. The copy belongs to no module.
+    """
+    new = HloComputation(name or comp.name)
+    mapping: dict[int, HloInstruction] = {}
+    for instr in comp.post_order():
+        ops = [mapping[id(o)] for o in instr.operands]
+        nm = names.instruction(instr.name) if names is not None else instr.name
+        c = clone_instruction(instr, ops, name=nm)
+        mapping[id(instr)] = c
+        new.add_instruction(c)
+    # keep parameters first, in number order (post_order may interleave them)
+    new.instructions.sort(key=lambda i: 0 if i.opcode == "parameter" else 1)
+    new.root = mapping[id(comp.root)]
+    new.execution_thread = comp.execution_thread
+    return new
+
+
+def copy_module(module: HloModule, *, via_text: bool = False) -> HloModule:
+    """An independent deep copy of `module`.
+
+    **Arguments:** `via_text`: print and parse again instead of cloning the
+    graph (slower; the default clone keeps text order, user order and every
+    attribute, and shares only immutable parsed text).
+
+    **Returns:** the copy; editing it never changes `module`.
+    """
+    if via_text:
+        from ._parser import parse_hlo
+
+        return parse_hlo(module.to_text(), source=f"<copy of {module.name}>")
+    new = HloModule(module.name)
+    new.header_attributes = dict(module.header_attributes)
+    new.stack_frames = module.stack_frames
+    new._stack_frame_text = module._stack_frame_text
+    comp_map: dict[int, HloComputation] = {}
+    for comp in module.computations:
+        c = HloComputation(comp.name)
+        c.execution_thread = comp.execution_thread
+        comp_map[id(comp)] = c
+        new.add_computation(c)
+    instr_map: dict[int, HloInstruction] = {}
+
+    def remap(value):
+        if isinstance(value, HloComputation):
+            return comp_map.get(id(value), value)
+        if isinstance(value, (tuple, list)):
+            return type(value)(remap(v) for v in value)
+        return value
+
+    for comp in module.computations:
+        c = comp_map[id(comp)]
+        for instr in comp.instructions:
+            clone = clone_instruction(instr, [], register_users=False)
+            if clone._called:
+                clone._called = {k: remap(v) for k, v in clone._called.items()}
+            instr_map[id(instr)] = clone
+            c.add_instruction(clone)
+        c.root = instr_map[id(comp.root)] if comp.root is not None else None
+    for comp in module.computations:
+        for instr in comp.instructions:
+            clone = instr_map[id(instr)]
+            clone.operands = [instr_map[id(o)] for o in instr.operands]
+            clone.users = [instr_map[id(u)] for u in instr.users if id(u) in instr_map]
+    new.entry = comp_map[id(module.entry)] if module.entry is not None else None
+    if new.entry is not None:
+        new.entry.is_entry = True
+    return new
+
+
+# ---------------------------------------------------------------------------
+# Fusion kind
+
+
+_ELEMENTWISE_UNARY_INTERMEDIATE = frozenset(
+    {
+        "abs", "ceil", "convert", "cosine", "exponential", "exponential-minus-one", "floor", "imag",
+        "is-finite", "log", "log-plus-one", "logistic", "negate", "not", "popcnt", "real",
+        "round-nearest-afz", "round-nearest-even", "rsqrt", "sign", "sine", "sqrt", "cbrt", "tan",
+        "tanh", "erf", "bitcast", "reshape", "clz", "count-leading-zeros", "reduce-precision",
+        "bitcast-convert",
+    }
+)
+
+
+def default_fusion_kind(fused: HloComputation) -> str:
+    """`kInput` when the root's hero (through unary elementwise/bitcast ops) is a
+    reduce, scatter, concatenate or a transpose, else `kLoop`.
+
+    A quick stand-in for XLA's `ChooseKind`; the fusion simulation passes its
+    own emitter analysis as `kind=`.
+    """
+    roots = fused.root.operands if fused.root.opcode == "tuple" else [fused.root]
+    for root in roots:
+        hero = root
+        while hero.opcode in _ELEMENTWISE_UNARY_INTERMEDIATE and hero.operands and hero.operands[0].opcode != "parameter":
+            hero = hero.operands[0]
+        if hero.opcode in ("reduce", "scatter", "concatenate", "transpose", "sort"):
+            return "kInput"
+    return "kLoop"
+
+
+# ---------------------------------------------------------------------------
+# Building fused computations
+
+
+class _Body:
+    """A fused computation under construction: parameters keyed by outer operand."""
+
+    __slots__ = ("comp", "operands", "params", "param_of", "names", "attach", "origin")
+
+    def __init__(
+        self,
+        comp: HloComputation,
+        names: NameUniquifier | None,
+        attach: bool,
+        origin: dict | None = None,
+    ):
+        self.comp = comp
+        self.operands: list[HloInstruction] = []
+        self.params: list[HloInstruction] = []
+        self.param_of: dict[int, HloInstruction] = {}
+        self.names = names
+        self.attach = attach
+        # clone -> name of the instruction it was first cloned from (provenance)
+        self.origin = origin
+
+    def name(self, prefix: str) -> str:
+        if self.names is None:
+            # detached body: names only need to be unique inside it
+            if prefix not in self.comp._by_name:
+                return prefix
+            n = 1
+            while f"{prefix}.{n}" in self.comp._by_name:
+                n += 1
+            return f"{prefix}.{n}"
+        return self.names.instruction(prefix)
+
+    def param_for(self, outer: HloInstruction) -> HloInstruction:
+        p = self.param_of.get(id(outer))
+        if p is None:
+            number = len(self.params)
+            p = _new_parameter(number, outer, self.name(f"param_{number}"))
+            self.comp.add_instruction(p)
+            self.params.append(p)
+            self.operands.append(outer)
+            self.param_of[id(outer)] = p
+        return p
+
+    def clone_into(self, instr: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
+        c = clone_instruction(instr, operands, name=self.name(instr.name))
+        self.comp.add_instruction(c)
+        origin = self.origin
+        if origin is not None:
+            origin[c] = origin.get(instr, instr.name)
+        return c
+
+    def inline(self, fused: HloComputation, outer_operands: list[HloInstruction], stop: HloInstruction | None = None):
+        """Clone `fused`'s body with its parameter i bound to `outer_operands[i]`
+        (an outer instruction, turned into a parameter) and return the root clone."""
+        mapping: dict[int, HloInstruction] = {}
+        for instr in _ordered(fused):
+            if instr.opcode == "parameter":
+                mapping[id(instr)] = self.param_for(outer_operands[instr.parameter_number])
+            else:
+                mapping[id(instr)] = self.clone_into(instr, [mapping[id(o)] for o in instr.operands])
+        return mapping[id(fused.root)]
+
+
+def _build_fused_body(
+    producer: HloInstruction, consumer: HloInstruction, body: _Body
+) -> HloInstruction:
+    """Fill `body` with `consumer` (its fused body if a fusion) with `producer`
+    inlined in place of its uses; return the root.
+
+    Parameters are numbered as XLA numbers them after `Fuse`: the consumer's
+    own parameters first, in their order, less the one(s) bound to the
+    producer, then the producer's operands that are new, in operand order.
+    """
+    fused = consumer.fused_computation
+    if fused is not None:
+        for p in fused.parameters:
+            outer = consumer.operands[p.parameter_number]
+            if outer is not producer:
+                body.param_for(outer)
+    else:
+        for o in consumer.operands:
+            if o is not producer:
+                body.param_for(o)
+    pfused = producer.fused_computation
+    if pfused is not None:
+        value = body.inline(pfused, producer.operands)
+    else:
+        value = body.clone_into(producer, [body.param_for(o) for o in producer.operands])
+
+    def outer(o: HloInstruction) -> HloInstruction:
+        return value if o is producer else body.param_for(o)
+
+    if fused is not None:
+        mapping: dict[int, HloInstruction] = {}
+        for instr in _ordered(fused):
+            if instr.opcode == "parameter":
+                mapping[id(instr)] = outer(consumer.operands[instr.parameter_number])
+            else:
+                mapping[id(instr)] = body.clone_into(instr, [mapping[id(o)] for o in instr.operands])
+        return mapping[id(fused.root)]
+    return body.clone_into(consumer, [outer(o) for o in consumer.operands])
+
+
+def _params_first(comp: HloComputation) -> None:
+    comp.instructions.sort(key=lambda i: 0 if i.opcode == "parameter" else 1)
+
+
+def hypothetical_fusion(
+    producer: HloInstruction, consumer: HloInstruction, kind: str | None = None
+) -> HloInstruction:
+    """The fusion that fusing `producer` into `consumer` would give, detached from the module.
+
+    **Arguments:** `producer`, an operand of `consumer`; either may be a fusion
+    (a fusion producer's body is inlined, a fusion consumer's body extended);
+    `kind`: the fusion kind (default: `default_fusion_kind` of the fused body).
+
+    **Returns:** a `fusion` instruction with its own fused computation (named
+    `fused_computation`, in no module). Its operands are the module's
+    instructions, but it is not registered as their user, and nothing in the
+    module is changed. `fusion.computation` is the consumer's computation (for
+    context only; the instruction is not in its instruction list).
+    """
+    if producer not in consumer.operands:
+        raise ValueError(f"'{producer.name}' is not an operand of '{consumer.name}'")
+    comp = HloComputation("fused_computation")
+    body = _Body(comp, None, attach=False)
+    root = _build_fused_body(producer, consumer, body)
+    comp.root = root
+    _params_first(comp)
+    _TOPOLOGICAL.add(comp)
+    fusion = HloInstruction.__new__(HloInstruction)
+    _init_fusion(fusion, consumer.name, consumer.shape, comp, kind or default_fusion_kind(comp), consumer)
+    fusion.operands = list(body.operands)
+    fusion.computation = consumer.computation
+    return fusion
+
+
+def _init_fusion(fusion: HloInstruction, name: str, shape, comp: HloComputation, kind: str, like: HloInstruction):
+    fusion.name = name
+    fusion.opcode = "fusion"
+    fusion.shape = shape
+    fusion.operands = []
+    fusion.users = []
+    fusion.computation = None
+    fusion.parameter_number = None
+    fusion.literal_text = None
+    fusion._raw_store = {}
+    fusion._lazy = None
+    fusion._pos = None
+    fusion._src = None
+    fusion._cache = None
+    fusion._called = None
+    fusion.set_attribute("kind", kind)
+    fusion.set_attribute("calls", comp)
+    # XLA gives a new fusion the metadata of the instruction it was made from.
+    md = like.raw_attributes.get("metadata")
+    if md is not None:
+        fusion.set_attribute("metadata", md)
+
+
+# ---------------------------------------------------------------------------
+# In-place edits
+
+
+def _insert_computation(module: HloModule, comp: HloComputation, caller: HloComputation) -> None:
+    # XLA's printer (and parser) want callees before callers.
+    module.add_computation(comp, before=caller)
+
+
+def make_fusion(
+    instr: HloInstruction, kind: str | None = None, *, names: NameUniquifier | None = None
+) -> HloInstruction:
+    """Replace `instr` in its computation by a `fusion` holding only it.
+
+    The fusion is named `fusion` (uniquified) and its body `fused_computation`;
+    operands become `param_0`, `param_1`, ... (one per distinct operand). The
+    fusion takes `instr`'s place in the instruction list, its users and root
+    status. **Returns:** the fusion.
+    """
+    comp = instr.computation
+    if comp is None or comp.module is None:
+        raise ValueError(f"'{instr.name}' is not in a module")
+    module = comp.module
+    names = _names_for(module, names)
+    fused = HloComputation(names.computation("fused_computation"))
+    body = _Body(fused, names, attach=True)
+    root = body.clone_into(instr, [body.param_for(o) for o in instr.operands])
+    fused.root = root
+    _params_first(fused)
+    fusion = HloInstruction.__new__(HloInstruction)
+    _init_fusion(fusion, names.instruction("fusion"), instr.shape, fused, kind or default_fusion_kind(fused), instr)
+    for o in body.operands:
+        fusion.append_operand(o)
+    _insert_computation(module, fused, comp)
+    comp.add_instruction(fusion, before=instr)
+    instr.replace_all_uses_with(fusion)
+    comp.remove_instruction(instr)
+    names.release_instruction(instr.name)
+    return fusion
+
+
+def _extend_fusion(
+    producer: HloInstruction, consumer: HloInstruction, names: NameUniquifier, origin: dict | None = None
+) -> None:
+    """Fuse `producer` into the fusion `consumer`, in place (XLA's `FuseInstruction` / `MergeFusionInstruction`).
+
+    The consumer's parameters keep their order (less the producer's), the
+    producer's new operands get new parameters at the end; the body stays
+    topologically ordered (parameters, the producer's clones, the rest).
+    """
+    fused = consumer.fused_computation
+    body = _Body(fused, names, attach=True, origin=origin)
+    for p in fused.parameters:
+        body.params.append(p)
+        outer = consumer.operands[p.parameter_number]
+        body.operands.append(outer)
+        body.param_of[id(outer)] = p
+    producer_params = [p for p in body.params if body.operands[p.parameter_number] is producer]
+    n_before = len(fused.instructions)
+    if producer.fused_computation is not None:
+        value = body.inline(producer.fused_computation, producer.operands)
+    else:
+        value = body.clone_into(producer, [body.param_for(o) for o in producer.operands])
+    new_instrs = fused.instructions[n_before:]
+    # New fusion operands (appended by param_for)
+    for o in body.operands[len(consumer.operands):]:
+        consumer.append_operand(o)
+    for p in producer_params:
+        p.replace_all_uses_with(value)
+    # Drop the producer's parameters and renumber the rest.
+    drop = {id(p) for p in producer_params}
+    keep_ops, keep_params = [], []
+    for p, o in zip(body.params, body.operands):
+        if id(p) in drop:
+            del fused._by_name[p.name]
+            p.computation = None
+            names.release_instruction(p.name)
+        else:
+            keep_params.append(p)
+            keep_ops.append(o)
+    for i, p in enumerate(keep_params):
+        p.parameter_number = i
+    old_ops = consumer.operands
+    consumer.operands = keep_ops
+    kept = {id(o) for o in keep_ops}
+    for o in old_ops:
+        if id(o) not in kept and consumer in o.users:
+            o.users.remove(consumer)
+    # parameters first, then the producer's clones (they read only parameters), then the rest
+    new_ids = {id(i) for i in new_instrs}
+    rest = [i for i in fused.instructions[:n_before] if i.opcode != "parameter"]
+    fused.instructions = (
+        keep_params
+        + [i for i in new_instrs if i.opcode != "parameter"]
+        + rest
+    )
+    if fused.root is not None and id(fused.root) in drop:
+        fused.root = value
+
+
+def fuse(
+    producer: HloInstruction,
+    consumer: HloInstruction,
+    kind: str | None = None,
+    *,
+    names: NameUniquifier | None = None,
+    remove_producer: bool = True,
+) -> HloInstruction:
+    """Fuse `producer` into `consumer`, in place, as XLA's priority fusion does.
+
+    **Arguments:**
+
+    - `producer`: an operand of `consumer`, in the same computation; a fusion
+      producer's body is inlined (merged), a plain one cloned. Other users of
+      the producer keep using it (fusing into all users duplicates it).
+    - `consumer`: a plain instruction (first wrapped by `make_fusion`) or a fusion.
+    - `kind`: the new fusion kind (`kLoop`, `kInput`, `kOutput`); default
+      `default_fusion_kind` of the fused body.
+    - `names`: the module's `NameUniquifier` when making many edits.
+    - `remove_producer`: delete the producer once it has no users left (never the root).
+
+    **Returns:** the fusion instruction (the consumer itself if it was a fusion).
+    """
+    comp = consumer.computation
+    if comp is None or comp.module is None:
+        raise ValueError(f"'{consumer.name}' is not in a module")
+    if producer not in consumer.operands:
+        raise ValueError(f"'{producer.name}' is not an operand of '{consumer.name}'")
+    if producer.computation is not comp:
+        raise ValueError(f"'{producer.name}' and '{consumer.name}' are in different computations")
+    module = comp.module
+    names = _names_for(module, names)
+    if consumer.opcode != "fusion":
+        consumer = make_fusion(consumer, kind, names=names)
+    _extend_fusion(producer, consumer, names)
+    fused = consumer.fused_computation
+    if kind is not None:
+        consumer.set_attribute("kind", kind)
+    elif consumer.fusion_kind != "kOutput":
+        consumer.set_attribute("kind", default_fusion_kind(fused))
+    if remove_producer and not producer.users and producer is not comp.root:
+        remove_instruction_and_body(producer, names=names)
+    return consumer
+
+
+def remove_instruction_and_body(instr: HloInstruction, *, names: NameUniquifier | None = None) -> None:
+    """Remove an unused instruction; a fusion's body goes with it."""
+    comp = instr.computation
+    comp.remove_instruction(instr)
+    if names is not None:
+        names.release_instruction(instr.name)
+    fused = instr.fused_computation
+    if fused is not None and comp.module is not None and fused.module is comp.module:
+        comp.module.remove_computation(fused)
+        if names is not None:
+            names.release_computation(fused.name)
+            for i in fused.instructions:
+                names.release_instruction(i.name)
+
+
+# ---------------------------------------------------------------------------
+# Inlining (for execution, and CallInliner)
+
+
+def _inline_at(
+    site: HloInstruction, callee: HloComputation, names: NameUniquifier
+) -> None:
+    """Replace `site` (a fusion or call) by clones of `callee`'s body, in place."""
+    comp = site.computation
+    mapping: dict[int, HloInstruction] = {}
+    for instr in callee.post_order():
+        if instr.opcode == "parameter":
+            mapping[id(instr)] = site.operands[instr.parameter_number]
+            continue
+        c = clone_instruction(instr, [mapping[id(o)] for o in instr.operands], name=names.instruction(instr.name))
+        comp.add_instruction(c, before=site)
+        mapping[id(instr)] = c
+    value = mapping[id(callee.root)]
+    was_root = comp.root is site
+    site.replace_all_uses_with(value)
+    if was_root:
+        comp.root = value
+    comp.remove_instruction(site)
+
+
+def _drop_uncalled(module: HloModule, candidates: Iterable[HloComputation]) -> None:
+    called = {id(c) for _, i in module.instructions() for c in i.called_computations}
+    for c in candidates:
+        if id(c) not in called and c is not module.entry and c.module is module:
+            module.remove_computation(c)
+
+
+def inline_fusions(module: HloModule, *, copy: bool = True) -> HloModule:
+    """The module with every `fusion` replaced by its fused instructions.
+
+    **Arguments:** `module`; `copy`: work on a copy (default) or in place.
+    **Returns:** the module without fusions (unused fused computations removed).
+    """
+    if copy:
+        module = copy_module(module)
+    names = NameUniquifier(module)
+    bodies = []
+    for comp in list(module.computations):
+        for instr in list(comp.instructions):
+            if instr.opcode == "fusion" and instr.computation is comp:
+                fused = instr.fused_computation
+                if fused is None:
+                    continue
+                _inline_at(instr, fused, names)
+                bodies.append(fused)
+    _drop_uncalled(module, bodies)
+    return module
+
+
+def unfuse_for_execution(module: HloModule, *, mode: str = "inline") -> HloModule:
+    """A copy of `module` that a backend can run whatever fusions it holds.
+
+    **Arguments:** `mode`: `"inline"` (fused instructions put back in place of
+    each fusion) or `"call"` (each fusion becomes `call(..., to_apply=body)`).
+
+    **Returns:** a new module; `module` is not changed.
+    """
+    if mode == "inline":
+        return inline_fusions(module, copy=True)
+    if mode != "call":
+        raise ValueError(f"unknown mode {mode!r}; valid: 'inline', 'call'")
+    module = copy_module(module)
+    for _, instr in list(module.instructions()):
+        if instr.opcode == "fusion" and instr.fused_computation is not None:
+            body = instr.fused_computation
+            instr.opcode = "call"
+            for key in list(instr.raw_attributes):
+                if key not in ("metadata",):
+                    instr.remove_attribute(key)
+            instr.set_attribute("to_apply", body)
+    return module
+
+
+def inline_calls(module: HloModule, *, copy: bool = True) -> HloModule:
+    """The module with every `call` inlined (what XLA's `CallInliner` does before fusion).
+
+    Calls nested in called computations are inlined too (innermost first).
+    **Returns:** the module (a copy unless `copy=False`).
+    """
+    if copy:
+        module = copy_module(module)
+    names = NameUniquifier(module)
+    callees = []
+    # Callees come before callers in a module, so walking computations in order
+    # inlines inner calls before their bodies are copied into callers.
+    for comp in list(module.computations):
+        for instr in list(comp.instructions):
+            if instr.opcode == "call" and instr.computation is comp:
+                callee = instr.attribute("to_apply", None)
+                if not isinstance(callee, HloComputation):
+                    continue
+                _inline_at(instr, callee, names)
+                callees.append(callee)
+    _drop_uncalled(module, callees)
+    return module
+
+
+# ---------------------------------------------------------------------------
+# Batch editing (for fusion passes)
+
+
+class FusionEditor:
+    """Many fusions in one computation, each O(size of the fusion), not O(size of the computation).
+
+    While editing, `computation.instructions` is not kept in order (inserting
+    into and removing from a long list is what makes naive passes quadratic);
+    `finish()` puts it back: every instruction at the place of the first
+    instruction it replaced, so operands still come before users.
+
+    Fusing into a plain instruction replaces it by a new fusion; fusing into
+    a fusion extends it in place (as XLA does) and bumps `version[fusion]`,
+    so that caches can key on `(instruction, version)`.
+
+    **Arguments:** `computation` (in a module); `names`: the module's
+    `NameUniquifier` (one is made if omitted); `origin`, `version`: dicts to
+    fill (shared by several editors of one module).
+    """
+
+    def __init__(
+        self,
+        computation: HloComputation,
+        names: NameUniquifier | None = None,
+        origin: dict | None = None,
+        version: dict | None = None,
+    ):
+        if computation.module is None:
+            raise ValueError(f"computation '{computation.name}' is not in a module")
+        self.computation = computation
+        self.module = computation.module
+        self.names = _names_for(self.module, names)
+        self._pos: dict[HloInstruction, int] = {instr: i for i, instr in enumerate(computation.instructions)}
+        # Fused computations made here: kept out of `module.computations`
+        # (a long list) until finish(), but registered by name.
+        self._bodies: dict[HloComputation, None] = {}
+        # instruction -> name of the input instruction it is a copy of (clones made by fuse)
+        self.origin: dict[HloInstruction, str] = {} if origin is None else origin
+        # fusion -> how many times it changed in place (absent: never); for caches
+        self.version: dict[HloInstruction, int] = {} if version is None else version
+        self._clock = max(self.version.values(), default=0)
+
+    @property
+    def instructions(self) -> list[HloInstruction]:
+        """The computation's live instructions, in the order `finish()` will give them."""
+        pos = self._pos
+        return sorted(pos, key=pos.__getitem__)
+
+    def __contains__(self, instr: HloInstruction) -> bool:
+        return instr in self._pos
+
+    def fuse(self, producer: HloInstruction, consumer: HloInstruction, kind: str | None = None) -> HloInstruction:
+        """Fuse `producer` into `consumer` (see `fuse`); the producer is kept (see `remove`).
+
+        A plain consumer is replaced by a new fusion (named `fusion`,
+        uniquified, with a new `fused_computation`); a fusion consumer grows
+        in place, as in XLA, and its `version` goes up.
+
+        **Returns:** the fusion that now computes the consumer's value.
+        """
+        comp = self.computation
+        if consumer not in self._pos or producer not in self._pos:
+            raise ValueError(f"'{producer.name}' or '{consumer.name}' is not in '{comp.name}'")
+        if producer not in consumer.operands:
+            raise ValueError(f"'{producer.name}' is not an operand of '{consumer.name}'")
+        names = self.names
+        if consumer.fused_computation is not None:
+            _extend_fusion(producer, consumer, names, self.origin)
+            if kind is not None:
+                consumer.set_attribute("kind", kind)
+            self._clock += 1
+            self.version[consumer] = self._clock
+            return consumer
+        body_comp = HloComputation(names.computation("fused_computation"))
+        body = _Body(body_comp, names, attach=True, origin=self.origin)
+        root = _build_fused_body(producer, consumer, body)
+        body_comp.root = root
+        _params_first(body_comp)
+        _TOPOLOGICAL.add(body_comp)
+        fusion = HloInstruction.__new__(HloInstruction)
+        _init_fusion(fusion, names.instruction("fusion"), consumer.shape, body_comp,
+                     kind or default_fusion_kind(body_comp), consumer)
+        for o in body.operands:
+            fusion.operands.append(o)
+            o.users.append(fusion)
+        self._add_body(body_comp)
+        # The fusion takes the consumer's place, uses and root status.
+        fusion.computation = comp
+        was_root = comp.root is consumer
+        consumer.replace_all_uses_with(fusion)
+        if was_root:
+            comp.root = fusion
+        self._detach(consumer)
+        self._pos[fusion] = self._pos.pop(consumer)
+        del comp._by_name[consumer.name]
+        comp._by_name[fusion.name] = fusion
+        names.release_instruction(consumer.name)
+        return fusion
+
+    @staticmethod
+    def _detach(instr: HloInstruction) -> None:
+        for o in instr.operands:
+            users = o.users
+            if instr in users:
+                users.remove(instr)
+        instr.computation = None
+
+    def remove(self, instr: HloInstruction) -> None:
+        """Delete an instruction nothing uses (and its fused computation)."""
+        comp = self.computation
+        if instr.users:
+            raise ValueError(f"cannot remove '{instr.name}': still used by {[u.name for u in instr.users]}")
+        if instr is comp.root:
+            raise ValueError(f"cannot remove '{instr.name}': it is the root of '{comp.name}'")
+        self._detach(instr)
+        del self._pos[instr]
+        del comp._by_name[instr.name]
+        self.names.release_instruction(instr.name)
+        fused = instr.fused_computation
+        if fused is not None:
+            self._drop_body(fused)
+            self.names.release_computation(fused.name)
+            for i in fused.instructions:
+                self.names.release_instruction(i.name)
+
+    def _add_body(self, body: HloComputation) -> None:
+        module = self.module
+        if body.name in module._by_name:
+            raise ValueError(f"module '{module.name}' already has a computation named '{body.name}'")
+        body.module = module
+        module._by_name[body.name] = body
+        self._bodies[body] = None
+
+    def _drop_body(self, body: HloComputation) -> None:
+        module = self.module
+        if body in self._bodies:
+            del self._bodies[body]
+            del module._by_name[body.name]
+            body.module = None
+        elif body.module is module:
+            module.remove_computation(body)
+
+    def finish(self) -> HloComputation:
+        """Write the instruction order back (and place new fused computations before their caller)."""
+        comp = self.computation
+        comp.instructions = self.instructions
+        if self._bodies:
+            module = self.module
+            idx = module.computations.index(comp)
+            module.computations[idx:idx] = list(self._bodies)
+            self._bodies = {}
+        return comp
