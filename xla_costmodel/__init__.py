@@ -9,6 +9,10 @@ from .hlo import Shape as Shape
 from .hlo import from_jax as from_jax
 from .hlo import load_hlo as load_hlo
 from .hlo import parse_hlo as parse_hlo
+from .analysis import cost_analysis as cost_analysis
+from .analysis import gpu_cost_analysis as gpu_cost_analysis
+from .analysis import module_cost as module_cost
+from .analysis import module_stats as module_stats
 from .devices import DeviceSpec as DeviceSpec
 from .devices import get_device as get_device
 from .models import KernelEstimate as KernelEstimate
@@ -19,5 +23,7 @@ from .models import model_names as model_names
 from .fusion import FusionResult as FusionResult
 from .fusion import simulate_fusion as simulate_fusion
 from . import plot as plot
+from .compare import calibrate as calibrate
+from .compare import compare as compare
 
 __version__ = "0.1.0"

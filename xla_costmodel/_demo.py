@@ -59,5 +59,56 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
     print(table.to_string(index=False))
     (folder / "statistics.json").write_text(json.dumps(rows, indent=1))
     _done(t0)
+
+    t0 = _stage("2. Per-kernel analysis of the optimized module")
+    from . import analyze
+
+    tables = {}
+    for device, model in (("h100-sxm", "xla-gpu"), ("host", "roofline")):
+        table = analyze(optimized, device=device, model=model)
+        tables[(device, model)] = table
+        table.to_csv(folder / f"analysis_{device}_{model}.csv", index=False)
+        summary = table.summary()
+        kernels = pd.DataFrame(table)
+        kernels = kernels[kernels["bound"] != "free"].sort_values("total_s", ascending=False)
+        print(
+            f"-- {model} on {device}: {summary['kernels'] - summary['free']} kernels, "
+            f"predicted {summary['total_s'] * 1e6:.1f} µs per step; time by bound (µs): "
+            + ", ".join(f"{b} {t * 1e6:.1f}" for b, t in summary["time_by_bound_s"].items())
+        )
+        cols = ["kernel", "kind", "flops", "bytes_accessed", "intensity", "time_s", "bound"]
+        print(_format_times(kernels[cols].head(6)).to_string(index=False))
+    _done(t0)
+
+    t0 = _stage("3. Measured kernel times on this CPU (profiler trace), against the host prediction")
+    from .measure import measure
+
+    measured = measure(fn, *args, repeats=20, discard=4)
+    predicted = pd.DataFrame(tables[("host", "roofline")])[["kernel", "time_s", "bound"]]
+    joined = measured[["hlo_op", "opcode", "n", "min_s", "median_s"]].merge(
+        predicted, left_on="hlo_op", right_on="kernel", how="left"
+    )
+    joined = joined.rename(columns={"time_s": "roofline_s"}).drop(columns=["kernel"])
+    joined["ratio"] = joined["roofline_s"] / joined["min_s"]
+    joined.to_csv(folder / "measured_vs_roofline.csv", index=False)
+    print(_format_times(joined.sort_values("min_s", ascending=False).head(8)).to_string(index=False))
+    print(
+        f"   {len(measured)} kernels measured; sum of minima {measured['min_s'].sum() * 1e6:.1f} µs, "
+        f"roofline (uncalibrated host) predicts {joined['roofline_s'].sum() * 1e6:.1f} µs"
+    )
+    _done(t0)
     print(f"\nwrote {sorted(p.name for p in folder.iterdir())} to {folder}")
     return 0
+
+
+def _format_times(df: pd.DataFrame) -> pd.DataFrame:
+    """Seconds as µs strings and big counts with separators, for printing."""
+    out = df.copy()
+    for col in out.columns:
+        if col.endswith("_s") and pd.api.types.is_numeric_dtype(out[col]):
+            out[col.replace("_s", "_us")] = out.pop(col).map(lambda v: f"{v * 1e6:.2f}")
+        elif col in ("flops", "bytes_accessed"):
+            out[col] = out[col].map(lambda v: f"{v:,.0f}")
+        elif col in ("intensity", "ratio"):
+            out[col] = out[col].map(lambda v: f"{v:.2f}")
+    return out
