@@ -24,6 +24,7 @@ many edits accept one (`names=`) so that uniquifying stays O(1) per name.
 
 from __future__ import annotations
 
+import copy
 import re
 import weakref
 from typing import Iterable
@@ -188,7 +189,8 @@ def copy_module(module: HloModule, *, via_text: bool = False) -> HloModule:
 
     **Arguments:** `via_text`: print and parse again instead of cloning the
     graph (slower; the default clone keeps text order, user order and every
-    attribute, and shares only immutable parsed text).
+    attribute, and shares only the immutable source text attributes are
+    read from).
 
     **Returns:** the copy; editing it never changes `module`.
     """
@@ -198,7 +200,7 @@ def copy_module(module: HloModule, *, via_text: bool = False) -> HloModule:
         return parse_hlo(module.to_text(), source=f"<copy of {module.name}>")
     new = HloModule(module.name)
     new.header_attributes = dict(module.header_attributes)
-    new.stack_frames = module.stack_frames
+    new.stack_frames = copy.deepcopy(module.stack_frames) if module.stack_frames else {}
     new._stack_frame_text = module._stack_frame_text
     comp_map: dict[int, HloComputation] = {}
     for comp in module.computations:
@@ -769,6 +771,8 @@ class FusionEditor:
             return consumer
         body_comp = HloComputation(names.computation("fused_computation"))
         body = _Body(body_comp, names, attach=True, origin=self.origin)
+        # The consumer leaves the computation: its copy in the body keeps its name.
+        names.release_instruction(consumer.name)
         root = _build_fused_body(producer, consumer, body)
         body_comp.root = root
         _params_first(body_comp)
@@ -790,7 +794,6 @@ class FusionEditor:
         self._pos[fusion] = self._pos.pop(consumer)
         del comp._by_name[consumer.name]
         comp._by_name[fusion.name] = fusion
-        names.release_instruction(consumer.name)
         return fusion
 
     @staticmethod

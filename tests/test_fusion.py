@@ -1,0 +1,364 @@
+"""Priority fusion (`simulate_fusion`): order, priorities and bookkeeping on small graphs worked by hand.
+
+Every number below is worked out by hand with the toy model of
+`test_fusion_toy.py` (1 us launch per kernel, 1 ns per byte read or written,
+optionally w ns per element per operation): f32[256] is 1024 bytes, so a
+lone unary op on f32[256] costs 1000 + 1024 + 1024 = 3048 ns.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from xla_costmodel import FusionResult, simulate_fusion
+from xla_costmodel.devices import get_device
+from xla_costmodel.fusion import compare_with_xla, fusible_computations
+from xla_costmodel.fusion._priority import quantize_priority
+from xla_costmodel.hlo import load_hlo, parse_hlo
+
+from conftest import FIXTURES
+from test_fusion_toy import ToyModel
+
+NS = 1e-9
+DEVICE = get_device("h100-sxm")
+
+
+def _sim(text, model=None, **kw):
+    return simulate_fusion(parse_hlo(text), device=DEVICE, model=model or ToyModel(), **kw)
+
+
+DUPLICATE = """HloModule dup
+ENTRY e {
+  p0 = f32[256]{0} parameter(0)
+  p1 = f32[256]{0} parameter(1)
+  s = f32[256]{0} sine(p0)
+  m = f32[256]{0} multiply(s, p1)
+  a = f32[256]{0} add(s, p1)
+  ROOT t = (f32[256]{0}, f32[256]{0}) tuple(m, a)
+}
+"""
+
+
+def test_producer_is_duplicated_into_all_consumers():
+    # T(s) = 3048; T(m) = T(a) = 1000 + 2048 + 1024 = 4072; fused (p0, p1 -> 1024) = 4072 each.
+    # priority(s) = 3048 + 2*4072 - 2*4072 = 3048 ns (its launch and its write+read saved).
+    r = _sim(DUPLICATE)
+    assert len(r.steps) == 1
+    step = r.steps.iloc[0]
+    assert step.producer == "s" and step.consumers == "m, a"
+    assert step.priority_s == pytest.approx(3048 * NS)
+    assert step.time_unfused_s == pytest.approx((3048 + 2 * 4072) * NS)
+    assert step.time_fused_s == pytest.approx(2 * 4072 * NS)
+    assert "duplicated" in step.reason
+    entry = r.module.entry
+    fusions = [i for i in entry.instructions if i.opcode == "fusion"]
+    assert [f.name for f in fusions] == ["fusion", "fusion.1"]
+    assert all(sum(i.opcode == "sine" for i in f.fused_computation.instructions) == 1 for f in fusions)
+    assert "s" not in entry  # fused into every user: gone
+    # the tuple root is not fusible: both fusions stay, blocked by the consumer rule
+    assert set(r.rejected["rule"]) == {"consumer-not-fusible"}
+    assert r.kernels_before == 3 and r.kernels_after == 2
+    assert r.time_before_s == pytest.approx((3048 + 2 * 4072) * NS)
+    assert r.time_after_s == pytest.approx(2 * 4072 * NS)
+
+
+BROADCAST_USERS = """HloModule neg
+ENTRY e {
+  p0 = f32[256]{0} parameter(0)
+  p1 = f32[256]{0} parameter(1)
+  e1 = f32[256]{0} exponential(p0)
+  x1 = f32[256]{0} add(e1, p1)
+  x2 = f32[256]{0} multiply(e1, p1)
+  x3 = f32[256]{0} subtract(e1, p1)
+  ROOT t = (f32[256]{0}, f32[256]{0}, f32[256]{0}) tuple(x1, x2, x3)
+}
+"""
+
+
+def test_negative_priority_is_not_fused():
+    # w = 10 ns per element-op (2560 ns per op on 256 elements):
+    # T(e1) = 1000 + 2048 + 2560 = 5608; T(xi) = 1000 + 3072 + 2560 = 6632;
+    # fused = 1000 + 3072 + 2*2560 = 9192; priority = 5608 + 3*6632 - 3*9192 = -2072 ns.
+    r = _sim(BROADCAST_USERS, ToyModel(ns_per_element_op=10))
+    assert r.steps.empty
+    rej = r.rejected.set_index("producer")
+    assert rej.loc["e1", "rule"] == "negative-priority"
+    # w = 1: T(e1) = 3304; T(xi) = 4328; fused = 4584; priority = 3304 + 3*4328 - 3*4584 = 2536 ns.
+    r = _sim(BROADCAST_USERS, ToyModel(ns_per_element_op=1))
+    assert list(r.steps.producer) == ["e1"]
+    assert r.steps.iloc[0].priority_s == pytest.approx(2536 * NS)
+    assert r.steps.iloc[0].consumers == "x1, x2, x3"
+
+
+ORDER = """HloModule order
+ENTRY e {
+  p0 = f32[256]{0} parameter(0)
+  p1 = f32[1024]{0} parameter(1)
+  a = f32[256]{0} negate(p0)
+  b = f32[256]{0} abs(a)
+  q = f32[1024]{0} negate(p1)
+  r = f32[1024]{0} abs(q)
+  ROOT t = (f32[256]{0}, f32[1024]{0}) tuple(b, r)
+}
+"""
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+def test_highest_priority_first_and_only_neighbours_repriced(incremental):
+    # priority(a) = 3048 ns; priority(q) = 1000 + 4096 + 4096 = 9192 ns: q goes first.
+    model = ToyModel()
+    r = _sim(ORDER, model, incremental=incremental)
+    assert list(r.steps.producer) == ["q", "a"]
+    assert list(r.steps.priority_s) == pytest.approx([9192 * NS, 3048 * NS])
+    # a and q were priced once each at the start; fusing q re-prices only the
+    # new fusion (root-bound, so no model call) and its operand p1 (a parameter):
+    # a is never priced again.
+    assert [c[0] for c in model.calls] == ["a", "q"]
+
+
+TIE = """HloModule tie
+ENTRY e {
+  p0 = f32[256]{0} parameter(0)
+  p1 = f32[256]{0} parameter(1)
+  a = f32[256]{0} negate(p0)
+  b = f32[256]{0} negate(p1)
+  ra = f32[256]{0} abs(a)
+  rb = f32[256]{0} abs(b)
+  ROOT t = (f32[256]{0}, f32[256]{0}) tuple(ra, rb)
+}
+"""
+
+
+def test_ties_go_to_the_larger_unique_id():
+    # a and b both have priority 3048 ns; b comes later in the module, so its id is larger.
+    r = _sim(TIE)
+    assert list(r.steps.producer) == ["b", "a"]
+    assert r.steps.priority_s[0] == r.steps.priority_s[1]
+
+
+REPRIORITIZE = """HloModule rep
+ENTRY e {
+  p0 = f32[256]{0} parameter(0)
+  x = f32[256]{0} exponential(p0)
+  y = f32[256]{0} negate(x)
+  ROOT z = f32[256]{0} add(x, y)
+}
+"""
+
+
+@pytest.mark.parametrize("incremental", [True, False])
+def test_operand_of_a_new_fusion_is_repriced(incremental):
+    # priority(y) = T(y) + T(z) - T(y->z) = 3048 + 4072 - 3048 = 4072 ns
+    #   (the fused y+z reads x once: 1000 + 1024 + 1024);
+    # priority(x) = 3048 + (3048 + 4072) - (3048 + 4072) = 3048 ns.
+    # y goes first; x is then an operand of the new fusion F (its only user):
+    # priority(x) = 3048 + T(F) - T(x->F) = 3048 + 3048 - 3048 = 3048 ns.
+    r = _sim(REPRIORITIZE, incremental=incremental)
+    assert list(r.steps.producer) == ["y", "x"]
+    assert list(r.steps.priority_s) == pytest.approx([4072 * NS, 3048 * NS])
+    assert list(r.steps.time_unfused_s) == pytest.approx([7120 * NS, 6096 * NS])
+    assert list(r.steps.time_fused_s) == pytest.approx([3048 * NS, 3048 * NS])
+    root = r.module.entry.root
+    assert root.opcode == "fusion" and root.name == "fusion" and root.fusion_kind == "kLoop"
+    assert sorted(i.opcode for i in root.fused_computation.instructions) == ["add", "exponential", "negate", "parameter"]
+    assert r.time_before_s == pytest.approx((3048 + 3048 + 4072) * NS)
+    assert r.time_after_s == pytest.approx(3048 * NS)
+    assert r.kernels_after == 1
+
+
+BITCAST = """HloModule bc
+ENTRY e {
+  p0 = f32[256]{0} parameter(0)
+  e1 = f32[256]{0} exponential(p0)
+  bc = f32[16,16]{1,0} bitcast(e1)
+  ROOT n = f32[16,16]{1,0} negate(bc)
+}
+"""
+
+
+def test_bitcasts_go_first_and_are_never_fused_into():
+    r = _sim(BITCAST)
+    # e1 has only a bitcast user: not queued; the bitcast has priority +inf.
+    assert list(r.steps.producer) == ["bc", "e1"]
+    assert math.isinf(r.steps.priority_s[0]) and r.steps.priority_s[0] > 0
+    assert "bitcast" in r.steps.reason[0]
+    # then e1 feeds the new fusion: 3048 + 3048 - 3048
+    assert r.steps.priority_s[1] == pytest.approx(3048 * NS)
+    assert r.kernels_after == 1
+
+
+CONSTANTS = """HloModule consts
+ENTRY e {
+  p0 = f32[256]{0} parameter(0)
+  c = f32[] constant(2)
+  b = f32[256]{0} broadcast(c), dimensions={}
+  m = f32[256]{0} multiply(p0, b)
+  k = f32[256]{0} constant({...})
+  ROOT a = f32[256]{0} add(m, k)
+}
+"""
+
+
+def test_small_constants_fused_at_the_end_large_ones_never():
+    text = CONSTANTS.replace("{...}", "{" + ", ".join(["1"] * 256) + "}")
+    r = _sim(text)
+    producers = list(r.steps.producer)
+    # b then m go through the queue; constants never do (priority -inf) ...
+    assert producers[-1] == "c" and "small constant" in r.steps.reason.iloc[-1]
+    assert "k" not in producers and "c" not in producers[:-1]
+    entry = r.module.entry
+    assert "c" not in entry and "k" in entry  # the scalar went into its users, the array stayed
+    root = entry.root
+    assert root.opcode == "fusion"
+    assert any(i.opcode == "constant" for i in root.fused_computation.instructions)
+    assert entry.instruction("k") in root.operands
+
+
+def test_input_module_is_never_modified():
+    m = load_hlo(FIXTURES / "layernorm_softmax.pre.hlo")
+    before = m.to_text()
+    r = simulate_fusion(m, model=ToyModel())
+    assert m.to_text() == before
+    assert r.module is not m and all(i.opcode != "fusion" for _, i in m.instructions())
+
+
+def test_kinds_and_names_of_fused_module():
+    m = load_hlo(FIXTURES / "layernorm_softmax.pre.hlo")
+    r = simulate_fusion(m, model=ToyModel())
+    fusions = [i for i in r.module.entry.instructions if i.opcode == "fusion"]
+    assert fusions
+    for f in fusions:
+        assert f.name == "fusion" or f.name.startswith("fusion.")
+        body = f.fused_computation
+        assert body.name == "fused_computation" or body.name.startswith("fused_computation.")
+        has_reduce = any(i.opcode == "reduce" for i in body.instructions)
+        # a reduction stays a reduction (kInput); no epilogue turns it into a loop
+        assert f.fusion_kind == ("kInput" if has_reduce else "kLoop")
+    # reducers are never fused into
+    assert {c.name for c in fusible_computations(r.module)} == {"main.5"}
+    for name in ("region_0.1", "region_1.2", "region_2.3", "region_3.4"):
+        assert len(r.module.computation(name).instructions) == 3
+
+
+def test_result_tables_and_html():
+    r = _sim(DUPLICATE)
+    assert isinstance(r, FusionResult)
+    assert list(r.steps.columns)[:4] == ["step", "computation", "producer", "producer_opcode"]
+    for col in ("consumers", "priority_s", "time_unfused_s", "time_fused_s", "reason"):
+        assert col in r.steps.columns
+    assert list(r.rejected.columns) == ["computation", "producer", "opcode", "consumer", "rule", "detail"]
+    html = r._repr_html_()
+    assert "Priority fusion" in html and "consumer-not-fusible" in html
+    assert r.summary()["kernels_after"] == 2
+    assert "FusionResult(" in repr(r)
+
+
+def test_model_by_name_and_unknown_model():
+    from xla_costmodel.models import model_names
+
+    with pytest.raises(ValueError, match="unknown cost model"):
+        _sim(DUPLICATE, model="no-such-model")
+    for name in [n for n in ("xla-gpu", "roofline") if n in model_names()]:
+        r = simulate_fusion(parse_hlo(DUPLICATE), device="h100-sxm", model=name)
+        assert r.model == name and r.kernels_after == 2
+
+
+def test_quantized_priorities_tie_exactly():
+    assert quantize_priority(1e-6 + 1e-18) == quantize_priority(1e-6)
+    assert quantize_priority(0.3e-9) == 0.25e-9
+    assert math.isinf(quantize_priority(math.inf))
+
+
+def test_compare_with_xla_by_hand():
+    ours = parse_hlo(
+        """HloModule c
+fc {
+  q0 = f32[8]{0} parameter(0)
+  e1 = f32[8]{0} exponential(q0), metadata={op_name="exp"}
+  ROOT n1 = f32[8]{0} negate(e1), metadata={op_name="neg"}
+}
+ENTRY e {
+  p0 = f32[8]{0} parameter(0)
+  f = f32[8]{0} fusion(p0), kind=kLoop, calls=fc
+  ROOT a1 = f32[8]{0} abs(f), metadata={op_name="abs"}
+}
+"""
+    )
+    same = compare_with_xla(ours, ours)
+    assert same.ari == 1.0 and same.matched == 3 and same.kernels_ours == same.kernels_xla == 2
+    # XLA renamed everything and grouped exp alone, negate with abs
+    theirs = parse_hlo(
+        """HloModule x
+g1 {
+  r0 = f32[8]{0} parameter(0)
+  ROOT x1 = f32[8]{0} exponential(r0), metadata={op_name="exp"}
+}
+g2 {
+  r1 = f32[8]{0} parameter(0)
+  x2 = f32[8]{0} negate(r1), metadata={op_name="neg"}
+  ROOT x3 = f32[8]{0} abs(x2), metadata={op_name="abs"}
+}
+ENTRY e {
+  p0 = f32[8]{0} parameter(0)
+  k1 = f32[8]{0} fusion(p0), kind=kLoop, calls=g1
+  ROOT k2 = f32[8]{0} fusion(k1), kind=kLoop, calls=g2
+}
+"""
+    )
+    c = compare_with_xla(ours, theirs)
+    assert c.matched == 3 and c.matched_by_op_name == 3
+    # labels ours {e1,n1}{a1} vs xla {e1}{n1,a1}: pairs agree nowhere -> ARI = -0.5
+    assert c.ari == pytest.approx(-0.5)
+    assert set(c.table.columns) >= {"instruction", "kernel_ours", "kernel_xla"}
+
+
+@pytest.mark.parametrize("name", ["layernorm_softmax", "mlp_grad"])
+def test_pair_cache_gives_the_models_own_priorities(name):
+    """Priorities composed from cached pair prices equal one `estimate_fusion(P, users)` call per producer."""
+    from xla_costmodel.models import model_names
+
+    m = load_hlo(FIXTURES / f"{name}.pre.hlo")
+    for model in [n for n in ("xla-gpu", "roofline") if n in model_names()] + [ToyModel(ns_per_element_op=1)]:
+        a = simulate_fusion(m, model=model, price_totals=False)
+        b = simulate_fusion(m, model=model, price_totals=False, incremental=False)
+        assert list(a.steps.producer) == list(b.steps.producer)
+        assert list(a.steps.consumers) == list(b.steps.consumers)
+        assert list(a.steps.priority_s) == pytest.approx(list(b.steps.priority_s), rel=1e-9, nan_ok=True)
+
+
+def test_compare_with_xla_on_a_real_module():
+    """Against XLA's own CPU fusion of the same program (the committed post-optimization fixture)."""
+    import jax
+
+    from xla_costmodel.zoo import get_program
+
+    fn, args = get_program("layernorm_softmax").build()
+    # lowered with metadata, so that instructions can be matched to XLA's renamed ones
+    pre = parse_hlo(jax.jit(fn).lower(*args).as_text(dialect="hlo", debug_info=True))
+    post = FIXTURES / "layernorm_softmax.post.hlo"
+    unfused = compare_with_xla(pre, post)
+    fused = compare_with_xla(simulate_fusion(pre, model=ToyModel()), post)
+    assert unfused.ari == pytest.approx(0.0, abs=1e-9)  # one kernel per instruction agrees with nothing
+    assert fused.matched >= 15 and fused.matched_by_op_name >= 15
+    assert fused.ari > 0.5
+    assert fused.kernels_ours < unfused.kernels_ours
+    assert "Kernel grouping" in fused._repr_html_()
+
+
+def test_model_that_prices_only_whole_producers():
+    """A model that fills only time_unfused_s / time_fused_s is asked once per producer, same result."""
+    from dataclasses import dataclass
+
+    from xla_costmodel.models import FusionEstimate
+
+    @dataclass(frozen=True)
+    class Whole(ToyModel):
+        def estimate_fusion(self, producer, consumers, device):
+            e = ToyModel.estimate_fusion(self, producer, consumers, device)
+            return FusionEstimate(time_unfused_s=e.time_unfused_s, time_fused_s=e.time_fused_s)
+
+    r = _sim(REPRIORITIZE, Whole())
+    assert list(r.steps.producer) == ["y", "x"]
+    assert list(r.steps.priority_s) == pytest.approx([4072 * NS, 3048 * NS])

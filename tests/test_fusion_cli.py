@@ -1,0 +1,65 @@
+"""`xla-costmodel fuse`: step log, output file (accepted by XLA's parser), refusals."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from xla_costmodel import _jaxlib_oracle as oracle
+from xla_costmodel.cli import main
+from xla_costmodel.models import model_names
+
+from conftest import FIXTURES
+
+SRC = FIXTURES / "layernorm_softmax.pre.hlo"
+MODEL = "xla-gpu" if "xla-gpu" in model_names() else "roofline"
+
+
+def test_fuse_writes_module_and_prints_steps(tmp_path, capsys):
+    out = tmp_path / "fused.hlo"
+    assert main(["fuse", str(SRC), "--device", "h100-sxm", "--model", MODEL, "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "producer" in text and "priority_us" in text and f"wrote {out}" in text
+    assert "48 -> 5 kernels" in text
+    oracle.xla_parse(out.read_text())
+    assert "fusion(" in out.read_text()
+
+
+def test_fuse_json(tmp_path, capsys):
+    out = tmp_path / "fused.hlo"
+    assert main(["fuse", str(SRC), "--model", MODEL, "-o", str(out), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["summary"]["kernels_after"] == 5 and data["summary"]["output"] == str(out)
+    assert {"step", "producer", "consumers", "priority_s", "time_unfused_s", "time_fused_s", "reason"} <= set(data["steps"][0])
+    assert isinstance(data["rejected"], list)
+
+
+def test_fuse_refuses_to_overwrite_its_input(tmp_path, capsys):
+    src = tmp_path / "in.hlo"
+    shutil.copy(SRC, src)
+    before = src.read_text()
+    assert main(["fuse", str(src), "--model", MODEL, "-o", str(src)]) == 2
+    assert "input file" in capsys.readouterr().err
+    # also through another spelling of the same path
+    assert main(["fuse", str(src), "--model", MODEL, "-o", str(tmp_path / "." / "in.hlo")]) == 2
+    assert src.read_text() == before
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--model", "nope"], "unknown model"),
+        (["--device", "nope"], "unknown device"),
+    ],
+)
+def test_fuse_bad_options(tmp_path, capsys, argv, message):
+    assert main(["fuse", str(SRC), "-o", str(tmp_path / "o.hlo"), *argv]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "o.hlo").exists()
+
+
+def test_fuse_missing_input(tmp_path, capsys):
+    assert main(["fuse", str(tmp_path / "missing.hlo"), "-o", str(tmp_path / "o.hlo")]) == 2
+    assert "no such file" in capsys.readouterr().err

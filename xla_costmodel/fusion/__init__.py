@@ -1,0 +1,20 @@
+"""Priority fusion: XLA's GPU fusion pass, simulated over our HLO graph and driven by any cost model.
+
+- `simulate_fusion(module, device=..., model=...)`: the fused module, the
+  step log and the producers left unfused (`FusionResult`).
+- `compare_with_xla(result_or_module, xla_optimized_module)`: how far a
+  kernel grouping agrees with the one XLA made (adjusted Rand index).
+- `RULES`: the legality rules (names used in the logs).
+"""
+
+from ._legality import RULES as RULES
+from ._legality import LegalityChecker as LegalityChecker
+from ._legality import Rejection as Rejection
+from ._legality import emitter_kind as emitter_kind
+from ._simulate import FusionResult as FusionResult
+from ._simulate import fusible_computations as fusible_computations
+from ._simulate import kernels_of as kernels_of
+from ._simulate import simulate_fusion as simulate_fusion
+from ._compare import FusionComparison as FusionComparison
+from ._compare import compare_with_xla as compare_with_xla
+from ._compare import kernel_assignment as kernel_assignment

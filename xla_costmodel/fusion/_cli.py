@@ -1,0 +1,105 @@
+"""`xla-costmodel fuse FILE --device D --model M -o OUT.hlo [--json]`: simulate priority fusion."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+from pathlib import Path
+
+from xla_costmodel.cli import UsageError, command, print_table
+
+_COLUMNS = ["step", "producer", "producer_opcode", "consumers", "priority_us", "unfused_us", "fused_us", "reason"]
+
+
+def _configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="unfused HLO text file (e.g. JAX's lowered module)")
+    p.add_argument("--device", default="h100-sxm", help="device name (default h100-sxm)")
+    p.add_argument("--model", default="xla-gpu", help="cost model that sets the priorities (default xla-gpu)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.hlo", help="where to write the fused module")
+    p.add_argument("--json", action="store_true", help="print the step log and summary as JSON")
+
+
+def _us(seconds: float) -> float:
+    return seconds * 1e6 if math.isfinite(seconds) else seconds
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (b.exists() and os.path.samefile(a, b))
+    except OSError:
+        return False
+
+
+@command("fuse", "simulate XLA's priority fusion on an HLO module and write the fused module", _configure)
+def _fuse(args: argparse.Namespace) -> int:
+    import warnings
+
+    from xla_costmodel.devices import device_names, get_device
+    from xla_costmodel.hlo import load_hlo
+    from xla_costmodel.models import get_model, model_names
+
+    from ._simulate import simulate_fusion
+
+    src, out = Path(args.file), Path(args.output)
+    if not src.exists():
+        raise UsageError(f"{src}: no such file")
+    if src.is_dir():
+        raise UsageError(f"{src}: is a directory, expected an HLO text file")
+    if _same_file(src, out):
+        raise UsageError(f"{out}: is the input file; refusing to overwrite it (choose another -o)")
+    if out.is_dir():
+        raise UsageError(f"{out}: is a directory; give a file name for the fused module")
+    try:
+        device = get_device(args.device)
+    except ValueError:
+        raise UsageError(f"unknown device {args.device!r}; valid names: {', '.join(device_names())}") from None
+    try:
+        model = get_model(args.model)
+    except ValueError:
+        raise UsageError(f"unknown model {args.model!r}; valid names: {', '.join(model_names())}") from None
+    if getattr(model, "name", "") == "xla-gpu" and getattr(device, "kind", "gpu") != "gpu":
+        raise UsageError(f"the xla-gpu model prices GPUs; device {device.name!r} is a {device.kind} (use --model roofline)")
+    module = load_hlo(src)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = simulate_fusion(module, device=device, model=model)
+    out.write_text(result.module.to_text())
+
+    steps = result.steps
+    if args.json:
+        records = json.loads(steps.to_json(orient="records"))
+        summary = result.summary()
+        summary["output"] = str(out)
+        print(json.dumps({"summary": summary, "steps": records,
+                          "rejected": json.loads(result.rejected.to_json(orient="records"))}, indent=1))
+        return 0
+    import pandas as pd
+
+    table = pd.DataFrame(
+        {
+            "step": steps["step"],
+            "producer": steps["producer"],
+            "producer_opcode": steps["producer_opcode"],
+            "consumers": steps["consumers"],
+            "priority_us": steps["priority_s"].map(_us),
+            "unfused_us": steps["time_unfused_s"].map(_us),
+            "fused_us": steps["time_fused_s"].map(_us),
+            "reason": steps["reason"],
+        },
+        columns=_COLUMNS,
+    )
+    if len(table):
+        print_table(table)
+    s = result.summary()
+    print(
+        f"\n{s['fusion_steps']} steps: {s['kernels_before']} -> {s['kernels_after']} kernels, "
+        f"predicted {s['time_before_s'] * 1e6:,.3f} us -> {s['time_after_s'] * 1e6:,.3f} us "
+        f"({s['model']} on {s['device']}); {s['rejected']} producers left unfused"
+    )
+    by_rule = result.rejected_by_rule()
+    if len(by_rule):
+        print("  unfused by rule: " + ", ".join(f"{rule} {n}" for rule, n in by_rule.items()))
+    print(f"wrote {out}")
+    return 0

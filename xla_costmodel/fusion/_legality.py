@@ -1,0 +1,943 @@
+"""What XLA's priority fusion may fuse: fusibility, emitter kinds and the pair rules of `CanFuse`.
+
+Facts from XLA's GPU backend (`priority_fusion.cc`, `gpu_fusible.cc`,
+`ir_emission_utils.cc`, `reduction_utils.cc`, `gpu_hlo_cost_analysis.cc`,
+`instruction_fusion.cc`), re-implemented over our HLO graph:
+
+- `is_fusible(instr)`: may the pass fuse this instruction at all (4.3).
+- `emitter_kind(kernel)`: which emitter a kernel (a fusion, or a lone
+  instruction taken as a fusion of one) would use: "loop", "reduction",
+  "transpose", "concatenate", "scatter", "sort"; `fusion_kind_for` maps that to
+  the fusion kind XLA's `ChooseKind` writes (kLoop / kInput).
+- `LegalityChecker.can_fuse(producer, consumer)`: the first rule of `CanFuse`
+  that forbids the pair, as a `Rejection`, or None (4.4), with the per-kernel
+  facts (shared memory, IR size, ...) cached per instruction object.
+
+Rules are identified by short names (`RULES`), used in the fusion log.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..hlo import HloComputation, HloInstruction
+from ..hlo._edit import _ordered, hypothetical_fusion
+
+__all__ = [
+    "RULES",
+    "LegalityChecker",
+    "Rejection",
+    "emitter_kind",
+    "fusion_kind_for",
+    "hlo_is_fusible",
+    "is_fusible",
+    "is_real_reduction",
+]
+
+# Rule name -> what it forbids (the order is `CanFuse`'s order).
+RULES: dict[str, str] = {
+    "root": "the producer is its computation's root instruction",
+    "producer-not-fusible": "the producer is not fusible (4.3)",
+    "consumer-not-fusible": "the consumer is not fusible (4.3)",
+    "bitcast-consumer": "not fusing into a single bitcast as consumer",
+    "scatter-output": "do not fuse into the output of a scatter",
+    "scatter-in-place-operand": "do not fuse into the in-place operand of a scatter",
+    "scatter-in-place-reader": "the producer reads the in-place operand of a scatter",
+    "reduce-into-reduce": "both the producer and the consumer contain a significant reduce",
+    "reduction-epilogue": "fusion into the output of a reduction would create a loop fusion",
+    "shared-memory": "shared memory of the fusion would exceed the per-block budget",
+    "unnested-reductions": "more than 8 unnested (tiled) reductions in one fusion",
+    "operand-limit": "more than 96 operands and outputs",
+    "code-size": "the fusion would be too large (IR size above 10,000 or > 10 basic-block splits)",
+    "in-place": "in-place safety (ShouldFuseInPlaceOp)",
+    # Producer-level (all consumers or none, 4.5) and cost decisions:
+    "no-users": "the producer has no users",
+    "only-bitcast-users": "the producer has only bitcast users",
+    "negative-priority": "fusing would not save time (priority < 0)",
+    "unpriced": "the cost model could not price the fusion",
+}
+
+WARP_SIZE = 32
+MAX_OPERANDS_AND_OUTPUTS = 96  # MaxOperandsAndOutputsPerFusion
+MAX_UNNESTED_REDUCTIONS = 8  # kMaxUnnestedReductionOutputsPerFusion
+MAX_IR_SIZE = 10_000  # GpuHloCostAnalysis::kMaxIRSize
+MAX_BASIC_BLOCK_SPLITS = 10  # kMaxBasicBlockSplitsPerFusion
+DEFAULT_SHARED_MEMORY_PER_BLOCK = 48 * 1024
+SIGNIFICANT_REDUCTION_SIZE = 16
+
+ELEMENTWISE_UNARY = frozenset(
+    {
+        "abs", "cbrt", "ceil", "clz", "convert", "copy", "cosine", "erf", "exponential",
+        "exponential-minus-one", "floor", "imag", "is-finite", "log", "log-plus-one", "logistic",
+        "negate", "not", "popcnt", "real", "reduce-precision", "round-nearest-afz",
+        "round-nearest-even", "rsqrt", "sign", "sine", "sqrt", "tan", "tanh", "stochastic-convert",
+    }
+)
+ELEMENTWISE_BINARY = frozenset(
+    {
+        "add", "and", "atan2", "compare", "complex", "divide", "maximum", "minimum", "multiply",
+        "or", "power", "remainder", "shift-left", "shift-right-arithmetic", "shift-right-logical",
+        "subtract", "xor",
+    }
+)
+ELEMENTWISE = ELEMENTWISE_UNARY | ELEMENTWISE_BINARY | frozenset({"select", "clamp", "map"})
+
+# HloInstruction::IsFusible is false for these (plus side-effecting ops).
+_NEVER_FUSIBLE = frozenset(
+    {
+        "domain", "parameter", "while", "conditional", "call", "send", "send-done", "recv",
+        "recv-done", "infeed", "outfeed", "after-all", "add-dependency", "rng-get-and-update-state",
+        "all-reduce", "all-reduce-start", "all-reduce-done", "all-gather", "all-gather-start",
+        "all-gather-done", "all-to-all", "collective-permute", "collective-permute-start",
+        "collective-permute-done", "reduce-scatter", "async-start", "async-update", "async-done",
+        "copy-start", "copy-done", "custom-call", "partition-id", "replica-id", "optimization-barrier",
+    }
+)
+# The pass's own list of fusible non-elementwise opcodes (4.3).
+_FUSIBLE_NON_ELEMENTWISE = frozenset(
+    {
+        "copy", "iota", "constant", "reduce", "bitcast", "broadcast", "concatenate", "dynamic-slice",
+        "dynamic-update-slice", "gather", "pad", "reduce-window", "reshape", "reverse", "scatter",
+        "slice", "transpose",
+    }
+)
+# ElementalIrEmitter::OpInvalidatesCache
+_SPLITS_BASIC_BLOCK = frozenset({"concatenate", "dot", "dynamic-update-slice", "pad", "reduce", "reduce-window"})
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """Why a producer-consumer pair (or a producer) may not be fused.
+
+    `rule`: a key of `RULES`; `detail`: the specifics (shapes, counts).
+    """
+
+    rule: str
+    detail: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.rule}: {self.detail}" if self.detail else self.rule
+
+
+# ---------------------------------------------------------------------------
+# Single instructions
+
+
+def _bits(shape) -> int:
+    return shape.element_bits
+
+
+def is_elementwise(instr: HloInstruction) -> bool:
+    """`HloInstruction::IsElementwise`: elementwise opcodes; bitcast-convert only when widths match."""
+    op = instr.opcode
+    if op in ELEMENTWISE:
+        return True
+    if op == "bitcast-convert":
+        return bool(instr.operands) and _bits(instr.operands[0].shape) == _bits(instr.shape)
+    return False
+
+
+def hlo_is_fusible(instr: HloInstruction) -> bool:
+    """`HloInstruction::IsFusible`: false for parameters, control flow, calls, side effects; rng only with ≤ 1 user."""
+    op = instr.opcode
+    if op in _NEVER_FUSIBLE:
+        return False
+    if op == "rng":
+        return len(instr.users) <= 1
+    return True
+
+
+def is_fusible(instr: HloInstruction) -> bool:
+    """The priority-fusion pass's `IsFusible` (4.3)."""
+    if not hlo_is_fusible(instr):
+        return False
+    if is_elementwise(instr):
+        return True
+    op = instr.opcode
+    if op == "fusion":
+        return instr.fusion_kind != "kCustom"
+    if op == "bitcast":
+        # At XLA HEAD a bitcast that changes the element bit width is not fusible.
+        return not instr.operands or _bits(instr.operands[0].shape) == _bits(instr.shape)
+    return op in _FUSIBLE_NON_ELEMENTWISE
+
+
+def _nondegenerate_physical(shape) -> list[int]:
+    """Dimensions of size > 1, most major first, in the layout's order."""
+    return [d for d in reversed(shape.minor_to_major) if shape.dims[d] != 1]
+
+
+def reshape_is_bitcast(operand_shape, shape) -> bool:
+    """A reshape between two layouts that are row-major on their non-trivial dims moves no data."""
+    for s in (operand_shape, shape):
+        phys = _nondegenerate_physical(s)
+        if phys != sorted(phys):
+            return False
+    return True
+
+
+def transpose_is_bitcast(operand_shape, shape, dimensions) -> bool:
+    """`ShapeUtil::TransposeIsBitcast`: the physical order of the non-trivial dims is kept."""
+    if len(dimensions) != len(shape.dims) or len(operand_shape.dims) != len(shape.dims):
+        return False
+    out_order = [dimensions[d] for d in reversed(shape.minor_to_major) if shape.dims[d] != 1]
+    in_order = [d for d in reversed(operand_shape.minor_to_major) if operand_shape.dims[d] != 1]
+    return out_order == in_order
+
+
+def is_intermediate(instr: HloInstruction, allowed_operands: int = 1) -> bool:
+    """`IsIntermediate`: elementwise (layout-keeping copies only) or bitcast-like, with 1..N operands."""
+    n = len(instr.operands)
+    if n == 0 or n > allowed_operands:
+        return False
+    if is_elementwise(instr):
+        if instr.opcode == "copy":
+            return instr.shape == instr.operands[0].shape
+        return True
+    op = instr.opcode
+    if op == "bitcast":
+        return True
+    if op == "reshape":
+        return reshape_is_bitcast(instr.operands[0].shape, instr.shape)
+    if op == "transpose":
+        return transpose_is_bitcast(instr.operands[0].shape, instr.shape, instr.attribute("dimensions", ()))
+    return False
+
+
+def _dims_consecutive(shape, dims) -> bool:
+    """`LayoutUtil::AreDimensionsConsecutive`: positions of `dims` in minor_to_major are contiguous."""
+    if not dims:
+        return True
+    m2m = shape.minor_to_major
+    pos = sorted(m2m.index(d) for d in dims)
+    return pos[-1] - pos[0] == len(pos) - 1
+
+
+def _partition(shape, middle) -> tuple[int, int, int]:
+    """`PartitionShapeByMiddleDimensions`: sizes of the dims more major than, in, and more minor than `middle`."""
+    major = mid = minor = 1
+    seen_middle = False
+    for d in reversed(shape.minor_to_major):  # major to minor
+        size = shape.dims[d]
+        if d in middle:
+            seen_middle = True
+            mid *= size
+        elif seen_middle:
+            minor *= size
+        else:
+            major *= size
+    return major, mid, minor
+
+
+def reduction_dimensions(reduce: HloInstruction) -> tuple[bool, tuple[int, int, int]]:
+    """`GetReductionKindAndContiguousComponents`: (is_row_reduction, 3 sizes)."""
+    shape = reduce.operands[0].shape
+    reduced = set(reduce.attribute("dimensions", ()))
+    keep = [d for d in range(len(shape.dims)) if d not in reduced]
+    if not keep:
+        return True, (1, 1, shape.num_elements)
+    if _dims_consecutive(shape, keep):
+        major, mid, minor = _partition(shape, set(keep))
+        if mid == 1:
+            return True, (1, 1, major * minor)
+        if minor == 1:
+            return False, (1, major, mid)
+        return True, (major, mid, minor)
+    major, mid, minor = _partition(shape, reduced)
+    if minor == 1:
+        return True, (1, major, mid)
+    return False, (major, mid, minor)
+
+
+def is_reduction_from_or_to_contiguous_dimensions(instr: HloInstruction) -> bool:
+    """A reduce the tiled reduction emitter handles (and that is faster than the elemental one)."""
+    if instr.opcode != "reduce" or not instr.operands:
+        return False
+    shape = instr.operands[0].shape
+    if not shape.is_array:
+        return False
+    reduced = tuple(instr.attribute("dimensions", ()))
+    keep = [d for d in range(len(shape.dims)) if d not in reduced]
+    if not (_dims_consecutive(shape, keep) or _dims_consecutive(shape, reduced)):
+        return False
+    is_row, dims = reduction_dimensions(instr)
+    if is_row:
+        return dims[2] >= WARP_SIZE or (dims[2] > 0 and WARP_SIZE % dims[2] == 0)
+    major, minor = dims[1], dims[2]
+    prefer_elemental = (
+        major < WARP_SIZE
+        or (major < 2 * WARP_SIZE and minor < WARP_SIZE)
+        or (major < 4 * WARP_SIZE and minor < 8)
+        or (major < 8 * WARP_SIZE and minor < 3)
+    )
+    return not prefer_elemental
+
+
+def _reduction_is_race_free(reduce: HloInstruction) -> bool:
+    is_row, dims = reduction_dimensions(reduce)
+    if is_row:
+        return dims[2] <= 1024 * 16 and dims[0] <= 8
+    return dims[1] <= WARP_SIZE * 128
+
+
+def is_real_reduction(root: HloInstruction, hero: HloInstruction) -> bool:
+    """`IsRealReductionHero`: a tiled reduce that is the root, or reaches it alone and race-free."""
+    if hero.opcode != "reduce" or not is_reduction_from_or_to_contiguous_dimensions(hero):
+        return False
+    return hero is root or (len(hero.users) == 1 and _reduction_is_race_free(hero))
+
+
+def tiled_transpose(instr: HloInstruction) -> bool:
+    """Whether `instr` is a transpose (or copy) the shared-memory transpose emitter would tile.
+
+    The operand's most-minor non-trivial dimension must leave the minor
+    position, and both minor dims be ≥ 16 (or ≥ 8 with ≥ 64·128 elements),
+    as `GetDescriptionForTiledTransposeEmitter` requires after normalizing.
+    """
+    if instr.opcode not in ("transpose", "copy") or not instr.operands:
+        return False
+    src, dst = instr.operands[0].shape, instr.shape
+    if not (src.is_array and dst.is_array) or len(src.dims) != len(dst.dims):
+        return False
+    if instr.opcode == "transpose":
+        perm = tuple(instr.attribute("dimensions", ()))
+        if transpose_is_bitcast(src, dst, perm):
+            return False
+    else:
+        if src.minor_to_major == dst.minor_to_major:
+            return False
+        perm = tuple(range(len(dst.dims)))
+    src_phys = _nondegenerate_physical(src)
+    # output dims in physical order, named by the operand dim they read
+    dst_phys = [perm[d] for d in reversed(dst.minor_to_major) if dst.dims[d] != 1]
+    if len(src_phys) < 2 or not dst_phys or src_phys[-1] == dst_phys[-1]:
+        return False
+    a = src.dims[src_phys[-1]]
+    b = src.dims[dst_phys[-1]]
+    if a >= 16 and b >= 16:
+        return True
+    return a >= 8 and b >= 8 and src.num_elements >= 64 * 128
+
+
+# ---------------------------------------------------------------------------
+# Emitter kinds
+
+
+def _fusion_roots(comp: HloComputation) -> list[HloInstruction]:
+    root = comp.root
+    if root.opcode == "tuple":
+        out: list[HloInstruction] = []
+        for o in root.operands:
+            while o.opcode == "get-tuple-element" and o.operands:
+                o = o.operands[0]
+            if o not in out:
+                out.append(o)
+        return out
+    return [root]
+
+
+def _search_hero(start: HloInstruction, predicate, inside) -> HloInstruction | None:
+    """Breadth-first from `start` up through intermediate ops (≤ 3 operands) for the one node matching `predicate`."""
+    hero = None
+    seen = {id(start)}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        if predicate(node):
+            if hero is not None:
+                return None
+            hero = node
+            continue
+        if not is_intermediate(node, 3):
+            continue
+        for o in node.operands:
+            if id(o) not in seen and inside(o):
+                seen.add(id(o))
+                queue.append(o)
+    if hero is None:
+        return None
+    # No non-trivial op may be reachable from the hero towards the root.
+    stack = list(hero.users)
+    seen = set()
+    while stack:
+        u = stack.pop()
+        if id(u) in seen or not inside(u):
+            continue
+        seen.add(id(u))
+        if u.opcode not in ("tuple", "parameter") and not is_intermediate(u, 3):
+            return None
+        stack.extend(u.users)
+    return hero
+
+
+def find_hero(root: HloInstruction, inside, transposes: bool = True, concats: bool = True) -> HloInstruction:
+    """`FindNonTrivialHero`: the op that decides the emitter for `root`.
+
+    `transposes` / `concats`: False when the kernel has none (skips the searches).
+    """
+    hero = root
+    while is_intermediate(hero, 1) and inside(hero.operands[0]):
+        hero = hero.operands[0]
+    if transposes:
+        found = _search_hero(hero, tiled_transpose, inside)
+        if found is not None:
+            return found
+    if concats:
+        found = _search_hero(hero, lambda n: n.opcode == "concatenate", inside)
+        if found is not None:
+            return found
+    return hero if hero.opcode == "reduce" else root
+
+
+def emitter_kind(kernel: HloInstruction, facts: "KernelFacts | None" = None) -> str:
+    """The emitter XLA's GPU backend would use for `kernel` (`GetEmitterFusionKind`).
+
+    **Arguments:** a fusion, or any instruction (taken as a fusion of one);
+    `facts`: its `KernelFacts` if known (saves searching for heroes it lacks).
+    **Returns:** "reduction", "transpose", "loop", "scatter", "sort" or "concatenate".
+    """
+    fused = kernel.fused_computation
+    if fused is not None:
+        roots = _fusion_roots(fused)
+
+        def inside(x):
+            return x.computation is fused and x.opcode != "parameter"
+
+    else:
+        roots = [kernel]
+
+        def inside(x):
+            return x is kernel
+
+    tr = facts is None or facts.tiled_transposes > 0
+    cc = facts is None or facts.concatenates > 0
+    heroes = [find_hero(r, inside, tr, cc) for r in roots]
+    for r, h in zip(roots, heroes):
+        if is_real_reduction(r, h):
+            return "reduction"
+    for h in heroes:
+        if tiled_transpose(h):
+            return "transpose"
+    if len(roots) > 1:
+        return "loop"
+    root = roots[0]
+    if root.opcode == "scatter":
+        return "scatter"
+    if root.opcode == "sort":
+        return "sort"
+    if heroes[0].opcode == "concatenate" and len(heroes[0].operands) <= 4:
+        return "concatenate"
+    return "loop"
+
+
+def fused_emitter_is_loop(producer: HloInstruction, consumer: HloInstruction, facts: "KernelFacts | None" = None):
+    """Whether fusing `producer` into `consumer` would give the loop emitter, without building the fusion.
+
+    Walks the would-be fused graph in place (a consumer parameter bound to the
+    producer continues at the producer's root). Returns None where that walk
+    is not enough (transpose or concatenate heroes, tuple roots): build the
+    fusion then.
+    """
+    if facts is not None and (facts.tiled_transposes or facts.concatenates):
+        return None
+    if facts is None:
+        return None
+    cf, pf = consumer.fused_computation, producer.fused_computation
+    p_root = pf.root if pf is not None else producer
+    if p_root.opcode == "tuple":
+        return None
+    if cf is not None:
+        roots = _fusion_roots(cf)
+        bound = [p for p in cf.parameters if consumer.operands[p.parameter_number] is producer]
+        bound_ids = {id(p) for p in bound}
+        if any(r.opcode == "parameter" for r in roots):
+            return None
+    else:
+        roots = [consumer]
+        bound, bound_ids = [], set()
+
+    def up(x):
+        o = x.operands[0]
+        if x is consumer:
+            return p_root if o is producer else None
+        if o.opcode == "parameter":
+            if cf is not None and o.computation is cf:
+                return p_root if id(o) in bound_ids else None
+            return None
+        if x is producer:
+            return None
+        return o
+
+    def fused_users(x) -> int:
+        if x is p_root:
+            if cf is None:
+                return 1
+            return len({id(u) for p in bound for u in p.users})
+        return len(x.users)
+
+    for r in roots:
+        hero = r
+        while is_intermediate(hero, 1):
+            nxt = up(hero)
+            if nxt is None:
+                break
+            hero = nxt
+        if hero.opcode == "reduce" and is_reduction_from_or_to_contiguous_dimensions(hero):
+            if hero is r or (fused_users(hero) == 1 and _reduction_is_race_free(hero)):
+                return False
+    if len(roots) > 1:
+        return True
+    return roots[0].opcode not in ("scatter", "sort")
+
+
+_KIND = {
+    "loop": "kLoop",
+    "reduction": "kInput",
+    "transpose": "kInput",
+    "concatenate": "kInput",
+    "scatter": "kInput",
+    "sort": "kInput",
+}
+
+
+def fusion_kind_for(kernel: HloInstruction) -> str:
+    """The fusion kind XLA's `ChooseKind` gives `kernel`'s emitter: kLoop or kInput."""
+    return _KIND[emitter_kind(kernel)]
+
+
+# ---------------------------------------------------------------------------
+# Per-kernel facts for FusionFitsInBudget and ProducerConsumerMergedTooLarge
+
+
+def _body_instructions(instr: HloInstruction) -> list[HloInstruction]:
+    fused = instr.fused_computation
+    return fused.instructions if fused is not None else [instr]
+
+
+def _shared_memory_of(instr: HloInstruction) -> int:
+    if instr.opcode == "reduce" and is_reduction_from_or_to_contiguous_dimensions(instr):
+        is_row, _ = reduction_dimensions(instr)
+        n_inputs = max(1, len(instr.operands) // 2)
+        size_sum = sum(max(1, instr.operands[i].shape.element_bits // 8) for i in range(n_inputs))
+        return 32 * size_sum if is_row else 32 * (4 * 32 + 1) * size_sum
+    if tiled_transpose(instr):
+        return 32 * 33 * max(1, instr.shape.element_bits // 8)
+    return 0
+
+
+def shared_memory_usage(instr: HloInstruction) -> int:
+    """`SharedMemoryUsage`: tiled reductions and transposes in the kernel, in bytes."""
+    return sum(_shared_memory_of(i) for i in _body_instructions(instr))
+
+
+def unnested_reductions(instr: HloInstruction) -> int:
+    """Tiled (contiguous-dimension) reduces in the kernel."""
+    return sum(1 for i in _body_instructions(instr) if is_reduction_from_or_to_contiguous_dimensions(i))
+
+
+def contains_significant_reduce(instr: HloInstruction) -> bool:
+    """An array-shaped reduce with ≥ 16 input elements per output element."""
+    for i in _body_instructions(instr):
+        if i.opcode == "reduce" and i.shape.is_array:
+            out = i.shape.num_elements
+            if out and i.operands[0].shape.num_elements // out >= SIGNIFICANT_REDUCTION_SIZE:
+                return True
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class KernelFacts:
+    """Sums over a kernel's instructions that `CanFuse` needs; a fused pair's facts are the sum of both sides'."""
+
+    shared_memory: int = 0
+    unnested_reductions: int = 0
+    significant_reduce: bool = False
+    tiled_transposes: int = 0
+    concatenates: int = 0
+
+    def __add__(self, other: "KernelFacts") -> "KernelFacts":
+        return KernelFacts(
+            self.shared_memory + other.shared_memory,
+            self.unnested_reductions + other.unnested_reductions,
+            self.significant_reduce or other.significant_reduce,
+            self.tiled_transposes + other.tiled_transposes,
+            self.concatenates + other.concatenates,
+        )
+
+
+def kernel_facts(instr: HloInstruction) -> KernelFacts:
+    """Shared memory, tiled reductions, significant reduces, tiled transposes and concatenates in the kernel."""
+    smem = nred = ntr = ncat = 0
+    sig = False
+    for i in _body_instructions(instr):
+        op = i.opcode
+        if op == "parameter":
+            continue
+        if op == "reduce":
+            if is_reduction_from_or_to_contiguous_dimensions(i):
+                nred += 1
+                smem += _shared_memory_of(i)
+            if i.shape.is_array:
+                out = i.shape.num_elements
+                if out and i.operands[0].shape.num_elements // out >= SIGNIFICANT_REDUCTION_SIZE:
+                    sig = True
+        elif op in ("transpose", "copy"):
+            if tiled_transpose(i):
+                ntr += 1
+                smem += _shared_memory_of(i)
+        elif op == "concatenate":
+            ncat += 1
+    return KernelFacts(smem, nred, sig, ntr, ncat)
+
+
+def _subshape_count(shape) -> int:
+    if shape.is_tuple:
+        return 1 + sum(_subshape_count(s) for s in shape.tuple_shapes)
+    return 1
+
+
+@dataclass(frozen=True, slots=True)
+class IrSize:
+    """`GpuHloCostAnalysis` IR size and basic-block splits of a kernel, and per fused parameter."""
+
+    size: int
+    splits: int
+    param_size: tuple[int, ...] = ()
+
+
+def ir_size(instr: HloInstruction) -> IrSize:
+    """How many times each instruction of the kernel is emitted, summed (`FusionCalculateUtilizations`).
+
+    Walking from the root towards the parameters, an instruction is emitted
+    once per use by an elementwise chain ending at an "elementwise root" and,
+    for every non-elementwise user, as many times as that user is emitted.
+    """
+    fused = instr.fused_computation
+    if fused is None:
+        return IrSize(1, int(instr.opcode in _SPLITS_BASIC_BLOCK))
+    order = _ordered(fused)
+    empty: frozenset = frozenset()
+    ew: dict[int, frozenset] = {}
+    root_size: dict[int, float] = {}
+    times: dict[int, float] = {}
+    root = fused.root
+    ew[id(root)] = frozenset((id(root),))
+    root_size[id(root)] = 1
+    total = 0.0
+    splits = 0.0
+    for i in reversed(order):
+        iid = id(i)
+        roots = ew.get(iid, empty)
+        t = 0.0
+        for r in roots:
+            t += root_size.get(r, 0)
+        times[iid] = t
+        total += t
+        if i.opcode in _SPLITS_BASIC_BLOCK:
+            splits += t
+        if not i.operands:
+            continue
+        passes = is_elementwise(i) or i.opcode in ("tuple", "get-tuple-element")
+        for o in i.operands:
+            oid = id(o)
+            cur = ew.get(oid, empty)
+            if passes:
+                if not cur:
+                    ew[oid] = roots
+                elif not roots <= cur:
+                    ew[oid] = cur | roots
+            else:
+                if oid not in cur:
+                    ew[oid] = cur | {oid}
+                root_size[oid] = root_size.get(oid, 0) + t
+    return IrSize(int(total), int(splits), tuple(int(times.get(id(p), 0)) for p in fused.parameters))
+
+
+# ---------------------------------------------------------------------------
+# In-place rules
+
+
+def _in_place_operands(instr: HloInstruction) -> list[tuple[int, HloInstruction | None]]:
+    """Operand numbers whose buffer `instr` updates in place, with the in-place op (inside a fusion)."""
+    op = instr.opcode
+    if op == "dynamic-update-slice":
+        return [(0, instr)]
+    if op == "scatter":
+        n = max(1, (len(instr.operands) - 1) // 2)
+        return [(i, instr) for i in range(n)]
+    fused = instr.fused_computation
+    if fused is None:
+        return []
+    out = []
+    for root in _fusion_roots(fused):
+        node = root
+        while node.opcode == "bitcast" and node.operands:
+            node = node.operands[0]
+        if node.opcode not in ("dynamic-update-slice", "scatter"):
+            continue
+        in_place = node
+        n = 1 if node.opcode == "dynamic-update-slice" else max(1, (len(node.operands) - 1) // 2)
+        for k in range(n):
+            src = node.operands[k]
+            while src.opcode in ("bitcast", "dynamic-update-slice", "scatter") and src.operands:
+                src = src.operands[0]
+            if src.opcode == "parameter":
+                out.append((src.parameter_number, in_place))
+    return out
+
+
+def _non_elementwise(instr: HloInstruction) -> list[HloInstruction]:
+    return [
+        i
+        for i in _body_instructions(instr)
+        if i.opcode not in ("fusion", "bitcast", "parameter") and not is_elementwise(i)
+    ]
+
+
+def _constant_int(instr: HloInstruction) -> int | None:
+    if instr.opcode != "constant" or instr.literal_text is None:
+        return None
+    text = instr.literal_text.strip().strip("{}").split(",")[0].strip()
+    try:
+        return int(text)
+    except ValueError:
+        try:
+            return int(float(text))
+        except ValueError:
+            return None
+
+
+def _real_operand(kernel: HloInstruction, operand: HloInstruction) -> HloInstruction:
+    if kernel.opcode == "fusion" and operand.opcode == "parameter":
+        return kernel.operands[operand.parameter_number]
+    return operand
+
+
+def _reachable(start: HloInstruction, targets: set[int]) -> bool:
+    stack, seen = [start], set()
+    while stack:
+        x = stack.pop()
+        if id(x) in targets:
+            return True
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        stack.extend(x.users)
+    return False
+
+
+def should_fuse_in_place_op(producer: HloInstruction, consumer: HloInstruction) -> Rejection | None:
+    """`InstructionFusion::ShouldFuseInPlaceOp`: keep in-place updates of the consumer safe."""
+    for number, in_place_op in _in_place_operands(consumer):
+        buffer = consumer.operands[number]
+        for i, o in enumerate(consumer.operands):
+            if i != number and o is buffer:
+                return Rejection("in-place", f"'{consumer.name}' reads its in-place buffer '{buffer.name}' twice")
+        if not (buffer is producer or buffer in producer.operands):
+            continue
+        nonelem = _non_elementwise(producer)
+        if len(nonelem) > 1:
+            return Rejection("in-place", "the producer has several non-elementwise ops and touches the in-place buffer")
+        if not nonelem:
+            fused = consumer.fused_computation
+            if fused is None:
+                return None
+            others = {id(i) for i in _non_elementwise(consumer) if i is not in_place_op}
+            if producer in consumer.operands:
+                param = fused.parameter(consumer.operands.index(producer))
+                if others and _reachable(param, others):
+                    return Rejection("in-place", "non-elementwise ops in the consumer would conflict in place")
+            return None
+        dus_ops = [i for i in _body_instructions(consumer) if i.opcode == "dynamic-update-slice"]
+        if not dus_ops:
+            return None
+        if len(dus_ops) > 1:
+            return Rejection("in-place", "several dynamic-update-slices in the consumer")
+        dus = dus_ops[0]
+        x = nonelem[0]
+        rank = len(dus.shape.dims)
+        if x.opcode == "slice":
+            if x.shape != dus.operands[1].shape:
+                return Rejection("in-place", "slice shape differs from the update shape")
+            starts = x.attribute("slice", ())
+            for d in range(rank):
+                c = _constant_int(_real_operand(consumer, dus.operands[2 + d]))
+                if c is None or d >= len(starts) or c != starts[d][0] or starts[d][2] != 1:
+                    return Rejection("in-place", "dynamic-update-slice and slice index mismatch")
+            return None
+        if x.opcode == "dynamic-slice":
+            if x.shape != dus.operands[1].shape:
+                return Rejection("in-place", "dynamic-slice shape differs from the update shape")
+            for d in range(rank):
+                a = _real_operand(producer, x.operands[1 + d])
+                b = _real_operand(consumer, dus.operands[2 + d])
+                ca, cb = _constant_int(a), _constant_int(b)
+                if ca != cb or (ca is None and a is not b):
+                    return Rejection("in-place", "dynamic-update-slice and dynamic-slice index mismatch")
+            return None
+        return Rejection("in-place", f"unrecognized in-place update pair ({x.opcode})")
+    return None
+
+
+def _is_input_fusible_scatter(instr: HloInstruction) -> bool:
+    if instr.opcode == "scatter":
+        return True
+    fused = instr.fused_computation
+    return fused is not None and instr.fusion_kind == "kInput" and fused.root.opcode == "scatter"
+
+
+def can_emit_input_fused_scatter(producer: HloInstruction, consumer: HloInstruction) -> Rejection | None:
+    """`CanEmitInputFusedScatter`."""
+    if _is_input_fusible_scatter(producer):
+        return Rejection("scatter-output", f"'{producer.name}' is a scatter")
+    if not _is_input_fusible_scatter(consumer):
+        return None
+    fused = consumer.fused_computation
+    if fused is not None:
+        first = fused.root.operands[0]
+        in_place = consumer.operands[first.parameter_number] if first.opcode == "parameter" else None
+    else:
+        in_place = consumer.operands[0]
+    if in_place is producer:
+        return Rejection("scatter-in-place-operand", f"'{producer.name}' is the buffer '{consumer.name}' updates")
+    if in_place is not None and in_place in producer.operands:
+        return Rejection("scatter-in-place-reader", f"'{producer.name}' reads '{in_place.name}'")
+    return None
+
+
+# ---------------------------------------------------------------------------
+# The pair check, with per-instruction caches
+
+
+class LegalityChecker:
+    """`CanFuse` with XLA's caches: per-kernel facts are computed once per instruction version.
+
+    **Arguments:** `shared_memory_per_block`: the device's budget in bytes;
+    `version`: maps an instruction to a number that changes whenever it
+    changes in place (default: instructions never change).
+    """
+
+    def __init__(self, shared_memory_per_block: int = DEFAULT_SHARED_MEMORY_PER_BLOCK, version=None):
+        self.shared_memory_per_block = shared_memory_per_block or DEFAULT_SHARED_MEMORY_PER_BLOCK
+        self._version = version if version is not None else (lambda instr: 0)
+        self._kind: dict = {}
+        self._facts: dict = {}
+        self._ir: dict = {}
+        self._pair: dict = {}
+
+    def _key(self, instr: HloInstruction):
+        return (instr, self._version(instr))
+
+    def facts(self, instr: HloInstruction) -> KernelFacts:
+        key = self._key(instr)
+        f = self._facts.get(key)
+        if f is None:
+            f = self._facts[key] = kernel_facts(instr)
+        return f
+
+    def set_facts(self, instr: HloInstruction, facts: KernelFacts) -> None:
+        """Record facts known otherwise (a fused pair's: the sum of both sides')."""
+        self._facts[self._key(instr)] = facts
+
+    def emitter_kind(self, instr: HloInstruction) -> str:
+        key = self._key(instr)
+        k = self._kind.get(key)
+        if k is None:
+            k = self._kind[key] = emitter_kind(instr, self.facts(instr))
+        return k
+
+    def fusion_kind(self, instr: HloInstruction) -> str:
+        """kLoop or kInput, as `ChooseKind` gives for `instr`'s emitter."""
+        return _KIND[self.emitter_kind(instr)]
+
+    def _ir_size(self, instr: HloInstruction) -> IrSize:
+        key = self._key(instr)
+        v = self._ir.get(key)
+        if v is None:
+            v = self._ir[key] = ir_size(instr)
+        return v
+
+    def can_fuse(self, producer: HloInstruction, consumer: HloInstruction) -> Rejection | None:
+        """The first rule of XLA's `CanFuse` that forbids fusing `producer` into `consumer`, or None (cached)."""
+        key = (producer, self._version(producer), consumer, self._version(consumer))
+        try:
+            return self._pair[key]
+        except KeyError:
+            r = self._pair[key] = self._can_fuse(producer, consumer)
+            return r
+
+    def _can_fuse(self, producer: HloInstruction, consumer: HloInstruction) -> Rejection | None:
+        comp = producer.computation
+        # 1. Never across the root (instructions after it may feed side effects).
+        if comp is not None and comp.root is producer:
+            return Rejection("root", f"'{producer.name}' is the root of '{comp.name}'")
+        # 2. Fusibility (4.3).
+        if not is_fusible(producer):
+            return Rejection("producer-not-fusible", f"{producer.opcode} '{producer.name}'")
+        if not is_fusible(consumer):
+            return Rejection("consumer-not-fusible", f"{consumer.opcode} '{consumer.name}'")
+        # 3. (Triton: no generic Triton fusions are simulated.)
+        # 4. Never into a lone bitcast.
+        if consumer.opcode == "bitcast":
+            return Rejection("bitcast-consumer", f"'{consumer.name}' is a bitcast")
+        # 5. Scatter.
+        r = can_emit_input_fused_scatter(producer, consumer)
+        if r is not None:
+            return r
+        # 6. No significant reduce into a significant reduce.
+        pf, cf = self.facts(producer), self.facts(consumer)
+        if pf.significant_reduce and cf.significant_reduce:
+            return Rejection("reduce-into-reduce", f"'{producer.name}' and '{consumer.name}' both reduce")
+        # 7. No epilogue that would turn a reduction into a loop fusion.
+        if self.emitter_kind(producer) == "reduction":
+            is_loop = fused_emitter_is_loop(producer, consumer, pf + cf)
+            if is_loop is None:
+                is_loop = emitter_kind(hypothetical_fusion(producer, consumer, "kLoop")) == "loop"
+            if is_loop:
+                return Rejection("reduction-epilogue", f"'{consumer.name}' after reduction '{producer.name}'")
+        # 8. FusionFitsInBudget(consumer, producer).
+        r = self._fits_in_budget(consumer, producer, cf, pf)
+        if r is not None:
+            return r
+        # 9. Code size.
+        r = self._merged_too_large(producer, consumer)
+        if r is not None:
+            return r
+        # 10. In-place safety.
+        return should_fuse_in_place_op(producer, consumer)
+
+    def _fits_in_budget(self, consumer, producer, cf: KernelFacts, pf: KernelFacts) -> Rejection | None:
+        smem = cf.shared_memory + pf.shared_memory
+        if smem > self.shared_memory_per_block:
+            return Rejection("shared-memory", f"{smem} B > {self.shared_memory_per_block} B per block")
+        nred = cf.unnested_reductions + pf.unnested_reductions
+        if nred > MAX_UNNESTED_REDUCTIONS:
+            return Rejection("unnested-reductions", f"{nred} > {MAX_UNNESTED_REDUCTIONS}")
+        n_out = _subshape_count(consumer.shape) + _subshape_count(producer.shape)
+        if len(consumer.operands) + len(producer.operands) - 1 + n_out <= MAX_OPERANDS_AND_OUTPUTS:
+            return None
+        operands = {id(o) for o in consumer.operands} | {id(o) for o in producer.operands}
+        operands.discard(id(consumer))
+        operands.discard(id(producer))
+        if len(operands) <= len(consumer.operands):
+            return None
+        if len(operands) + n_out > MAX_OPERANDS_AND_OUTPUTS:
+            return Rejection(
+                "operand-limit", f"{len(operands)} operands + {n_out} outputs > {MAX_OPERANDS_AND_OUTPUTS}"
+            )
+        return None
+
+    def _merged_too_large(self, producer: HloInstruction, consumer: HloInstruction) -> Rejection | None:
+        p = self._ir_size(producer)
+        c = self._ir_size(consumer)
+        replication = 1
+        if consumer.fused_computation is not None and c.param_size:
+            idx = consumer.operands.index(producer)
+            replication = c.param_size[idx] if idx < len(c.param_size) else 1
+        n_splits = replication * p.splits + c.splits
+        if n_splits > MAX_BASIC_BLOCK_SPLITS:
+            return Rejection("code-size", f"{n_splits} basic-block splits > {MAX_BASIC_BLOCK_SPLITS}")
+        merged = (p.size * replication + c.size) * (1 << n_splits)
+        if merged > MAX_IR_SIZE:
+            return Rejection("code-size", f"IR size {merged} > {MAX_IR_SIZE}")
+        return None

@@ -1,0 +1,436 @@
+"""XLA's priority-fusion loop over one computation, driven by any cost model.
+
+What `PriorityFusionQueue` + `PriorityFusion::Run` do (`priority_fusion.cc`):
+
+- Candidates: every instruction except parameters, instructions without
+  users (the root among them), `!IsFusible()` ones, tuples and
+  get-tuple-elements, in post-order.
+- Priority of a producer P: +inf for a bitcast, -inf for a constant, -inf
+  unless every non-bitcast user passes `CanFuse` (all consumers or none),
+  else `time_unfused - time_fused` over *all* users from the cost model
+  (`FusionEstimate`: each kernel's time includes its launch, so fusing saves
+  P's launch). Priorities are durations in XLA (quarter-nanosecond ticks);
+  they are rounded to that grid here so that equal work ties exactly.
+- A max-queue keyed by (priority, unique id); negative priorities are not
+  queued, zero is. Ties go to the larger unique id: new fusions get fresh,
+  larger ids; a fusion that grows keeps its id.
+- Each step pops the top producer, fuses it into every user (duplicating it
+  where it has several; a bitcast only into the users `CanFuse` allows;
+  never into a lone bitcast), deletes it once unused, and recomputes the
+  priorities of the new fusions and of their operands only.
+- At the end, constants of at most one element are fused into every
+  fusible user.
+
+Priorities are computed from per-(producer, consumer) prices cached as XLA
+caches them (`incremental=True`: priority = P + Σ consumer − Σ fused, with
+each pair priced once per pair of instruction objects), or by one call of
+`model.estimate_fusion(P, users)` per producer (`incremental=False`).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from ..hlo import HloComputation, HloInstruction
+from ..hlo._edit import FusionEditor, NameUniquifier, hypothetical_fusion
+from ._legality import (
+    LegalityChecker,
+    Rejection,
+    can_emit_input_fused_scatter,
+    hlo_is_fusible,
+    is_fusible,
+)
+
+__all__ = ["PriorityFusionRun", "StepRecord", "quantize_priority"]
+
+INF = math.inf
+_TICK = 0.25e-9  # absl::Duration resolution
+
+
+def quantize_priority(seconds: float) -> float:
+    """A priority on XLA's duration grid (a quarter nanosecond); inf and NaN pass through."""
+    if math.isnan(seconds) or math.isinf(seconds):
+        return seconds
+    return round(seconds / _TICK) * _TICK
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """One dequeued producer: what was fused where, and why."""
+
+    step: int
+    computation: str
+    producer: str
+    producer_opcode: str
+    consumers: tuple[str, ...]
+    fusions: tuple[str, ...]
+    priority_s: float
+    time_unfused_s: float
+    time_fused_s: float
+    reason: str
+
+
+class _MaxQueue:
+    """XLA's ordered map keyed by (priority, unique id), top = largest; lazy deletion."""
+
+    __slots__ = ("_heap", "_live", "_seq")
+
+    def __init__(self):
+        self._heap: list = []
+        self._live: dict[HloInstruction, tuple[float, int, int]] = {}
+        self._seq = 0
+
+    def __contains__(self, instr) -> bool:
+        return instr in self._live
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def key(self, instr):
+        k = self._live.get(instr)
+        return None if k is None else k[:2]
+
+    def set(self, instr: HloInstruction, priority: float, uid: int) -> None:
+        old = self._live.get(instr)
+        if old is not None and old[0] == priority and old[1] == uid:
+            return
+        if not priority >= 0:  # negative or NaN: out of the queue
+            if old is not None:
+                del self._live[instr]
+            return
+        self._seq += 1
+        self._live[instr] = (priority, uid, self._seq)
+        heapq.heappush(self._heap, (-priority, -uid, self._seq, instr))
+
+    def remove(self, instr: HloInstruction) -> None:
+        self._live.pop(instr, None)
+
+    def pop(self) -> tuple[HloInstruction, float] | None:
+        heap, live = self._heap, self._live
+        while heap:
+            neg_p, _neg_uid, seq, instr = heapq.heappop(heap)
+            k = live.get(instr)
+            if k is not None and k[2] == seq:
+                del live[instr]
+                return instr, -neg_p
+        return None
+
+
+def _prices_by_materializing(model) -> bool:
+    """Whether `model.estimate_fusion` is `FusionByMaterializing`'s (so pair prices can reuse kernel prices)."""
+    try:
+        from ..models import FusionByMaterializing
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(model, FusionByMaterializing) and (
+        type(model).estimate_fusion is FusionByMaterializing.estimate_fusion
+    )
+
+
+def is_candidate(instr: HloInstruction) -> bool:
+    """Whether the queue considers `instr` as a producer at all."""
+    return (
+        instr.opcode not in ("parameter", "tuple", "get-tuple-element")
+        and bool(instr.users)
+        and hlo_is_fusible(instr)
+    )
+
+
+def is_small_constant(instr: HloInstruction) -> bool:
+    """A constant of at most one element (fused into its users at the end)."""
+    return instr.opcode == "constant" and instr.shape.is_array and instr.shape.num_elements <= 1
+
+
+class PriorityFusionRun:
+    """Priority fusion of one computation, in place.
+
+    **Arguments:** `computation` (of the module being fused); `model`, a
+    `CostModel`; `device`; `checker`, a `LegalityChecker`; `names`, the
+    module's `NameUniquifier`; `uids`, unique ids by instruction (shared
+    across computations; new fusions get `next_uid()`); `incremental`: price
+    per pair with caches (see module doc); `origin`: provenance map filled
+    with clone -> input instruction name; `step0`: number of the first step.
+    """
+
+    def __init__(
+        self,
+        computation: HloComputation,
+        model: Any,
+        device: Any,
+        checker: LegalityChecker,
+        names: NameUniquifier,
+        uids: dict[HloInstruction, int],
+        next_uid,
+        *,
+        incremental: bool = True,
+        origin: dict | None = None,
+        step0: int = 0,
+        pair_cache: dict | None = None,
+        version: dict | None = None,
+    ):
+        self.comp = computation
+        self.model = model
+        self.device = device
+        self.checker = checker
+        self.uids = uids
+        self.next_uid = next_uid
+        self.incremental = incremental
+        self.editor = FusionEditor(computation, names, origin=origin, version=version)
+        self._version = self.editor.version
+        self._invalidate = getattr(model, "invalidate", None)
+        self._materializing = _prices_by_materializing(model)
+        self._kernels: dict = {}
+        self.queue = _MaxQueue()
+        self.steps: list[StepRecord] = []
+        self.step_no = step0
+        # producer -> its latest rejection (rule) and its latest estimate
+        self.rejections: dict[HloInstruction, tuple[HloInstruction | None, Rejection]] = {}
+        self.estimates: dict[HloInstruction, tuple[float, float]] = {}
+        self._pairs: dict = {} if pair_cache is None else pair_cache
+        self._to_update: dict[HloInstruction, None] = {}
+        self.model_calls = 0
+
+    # -- pricing ------------------------------------------------------------
+    def _pair(self, producer: HloInstruction, consumer: HloInstruction) -> tuple[float, float, float]:
+        version = self._version
+        key = (producer, version.get(producer, 0), consumer, version.get(consumer, 0))
+        v = self._pairs.get(key)
+        if v is None and self._materializing:
+            # FusionByMaterializing's own rule, with each kernel priced once per version.
+            p = self._kernel(producer)
+            c = self._kernel(consumer)
+            f = self.model.estimate(hypothetical_fusion(producer, consumer), self.device).time_s
+            self.model_calls += 1
+            v = self._pairs[key] = (p, c, f)
+        if v is None:
+            est = self.model.estimate_fusion(producer, [consumer], self.device)
+            self.model_calls += 1
+            p = est.producer_s
+            if p is None or math.isnan(p):
+                if math.isnan(est.time_unfused_s) or math.isnan(est.time_fused_s):
+                    v = self._pairs[key] = (math.nan, math.nan, math.nan)  # unpriced
+                    return v
+                # The model does not split its price by kernel: price whole producers.
+                self.incremental = False
+                return (math.nan, math.nan, math.nan)
+            c = est.consumers_s[0] if est.consumers_s else est.time_unfused_s - p
+            v = self._pairs[key] = (p, c, est.time_fused_s)
+        return v
+
+    def _kernel(self, instr: HloInstruction) -> float:
+        key = (instr, self._version.get(instr, 0))
+        t = self._kernels.get(key)
+        if t is None:
+            t = self._kernels[key] = self.model.estimate(instr, self.device).time_s
+        return t
+
+    def _times(self, producer: HloInstruction, users: list[HloInstruction]) -> tuple[float, float]:
+        if self.incremental:
+            p = math.nan
+            consumers = fused = 0.0
+            for u in users:
+                pp, c, f = self._pair(producer, u)
+                if not self.incremental:
+                    break
+                p = pp
+                consumers += c
+                fused += f
+            else:
+                return p + consumers, fused
+        est = self.model.estimate_fusion(producer, list(users), self.device)
+        self.model_calls += 1
+        return est.time_unfused_s, est.time_fused_s
+
+    def _reject(self, producer: HloInstruction, consumer: HloInstruction | None, why: Rejection) -> None:
+        self.rejections[producer] = (consumer, why)
+
+    def priority(self, producer: HloInstruction) -> float:
+        """`CalculateProducerPriority` (records why a producer is not queued)."""
+        op = producer.opcode
+        if op == "bitcast":
+            return INF
+        if op == "constant":
+            return -INF
+        users = producer.users
+        if not users:
+            self._reject(producer, None, Rejection("no-users"))
+            return -INF
+        has_non_bitcast = False
+        can_fuse = self.checker.can_fuse
+        for u in users:
+            if u.opcode == "bitcast":
+                continue
+            has_non_bitcast = True
+            r = can_fuse(producer, u)
+            if r is not None:
+                self._reject(producer, u, r)
+                return -INF
+        if not has_non_bitcast:
+            self._reject(producer, None, Rejection("only-bitcast-users"))
+            return -INF
+        unfused, fused = self._times(producer, users)
+        self.estimates[producer] = (unfused, fused)
+        priority = quantize_priority(unfused - fused)
+        if math.isnan(priority):
+            self._reject(producer, None, Rejection("unpriced", "the model returned NaN"))
+            return -INF
+        if priority < 0:
+            self._reject(
+                producer, None,
+                Rejection("negative-priority", f"unfused {unfused * 1e6:.3f} us < fused {fused * 1e6:.3f} us"),
+            )
+        else:
+            self.rejections.pop(producer, None)
+        return priority
+
+    def _set_priority(self, instr: HloInstruction) -> None:
+        uid = self.uids.get(instr)
+        if uid is None:
+            uid = self.uids[instr] = self.next_uid()
+        self.queue.set(instr, self.priority(instr), uid)
+
+    # -- the loop -------------------------------------------------------------
+    def run(self) -> list[StepRecord]:
+        order = self.comp.post_order()
+        for instr in order:
+            if instr not in self.uids:
+                self.uids[instr] = self.next_uid()
+        for instr in order:
+            if is_candidate(instr):
+                self._set_priority(instr)
+        while True:
+            top = self._dequeue()
+            if top is None:
+                break
+            producer, consumers, priority = top
+            self._step(producer, consumers, priority)
+        self._fuse_small_constants()
+        self.editor.finish()
+        return self.steps
+
+    def _dequeue(self):
+        while True:
+            item = self.queue.pop()
+            if item is None:
+                return None
+            producer, priority = item
+            consumers = list(producer.users)
+            if producer.opcode == "bitcast":
+                consumers = [c for c in consumers if self.checker.can_fuse(producer, c) is None]
+            if consumers:
+                return producer, consumers, priority
+
+    def _fuse(self, producer: HloInstruction, consumer: HloInstruction) -> HloInstruction:
+        checker = self.checker
+        facts = checker.facts(producer) + checker.facts(consumer)
+        in_place = consumer.opcode == "fusion"
+        fusion = self.editor.fuse(producer, consumer, kind="kLoop")
+        checker.set_facts(fusion, facts)
+        kind = checker.fusion_kind(fusion)
+        if kind != "kLoop":
+            fusion.set_attribute("kind", kind)
+        if in_place:
+            # A fusion grows in place and keeps its unique id, as in XLA.
+            if self._invalidate is not None:
+                self._invalidate(fusion)
+        else:
+            self.uids[fusion] = self.next_uid()
+        return fusion
+
+    def _step(self, producer: HloInstruction, consumers: list[HloInstruction], priority: float) -> None:
+        fused_into: list[str] = []
+        fusions: list[str] = []
+        to_update = self._to_update
+        for consumer in consumers:
+            if consumer.opcode == "bitcast":
+                continue
+            fused_into.append(consumer.name)
+            fusion = self._fuse(producer, consumer)
+            fusions.append(fusion.name)
+            # OnFusingInstruction
+            self.queue.remove(consumer)
+            to_update.pop(consumer, None)
+            for o in fusion.operands:
+                if o is producer or o.opcode in ("constant", "get-tuple-element") or not hlo_is_fusible(o):
+                    continue
+                to_update[o] = None
+            to_update[fusion] = None
+        kept = len(producer.users)
+        if not producer.users and producer is not self.comp.root:
+            self.queue.remove(producer)
+            to_update.pop(producer, None)
+            self.editor.remove(producer)
+        for instr in list(to_update):
+            self._set_priority(instr)
+        to_update.clear()
+        unfused, fused = self.estimates.get(producer, (math.nan, math.nan))
+        n = len(fused_into)
+        if producer.opcode == "bitcast":
+            reason = f"bitcast: fused first (priority +inf) into {n} consumer{'s' if n != 1 else ''}"
+        elif n > 1:
+            reason = f"duplicated into all {n} consumers"
+        else:
+            reason = "fused into its only consumer"
+        if kept:
+            reason += f"; kept for {kept} bitcast user{'s' if kept != 1 else ''}"
+        self.step_no += 1
+        self.steps.append(
+            StepRecord(
+                step=self.step_no,
+                computation=self.comp.name,
+                producer=producer.name,
+                producer_opcode=producer.opcode,
+                consumers=tuple(fused_into),
+                fusions=tuple(fusions),
+                priority_s=priority,
+                time_unfused_s=unfused,
+                time_fused_s=fused,
+                reason=reason,
+            )
+        )
+
+    def _fuse_small_constants(self) -> None:
+        ed = self.editor
+        for const in [i for i in ed.instructions if is_small_constant(i)]:
+            users = list(const.users)
+            fused_into, fusions = [], []
+            for user in users:
+                if is_fusible(user) and can_emit_input_fused_scatter(const, user) is None:
+                    fused_into.append(user.name)
+                    fusions.append(self._fuse(const, user).name)
+            if not fused_into:
+                continue
+            if not const.users and const is not self.comp.root:
+                ed.remove(const)
+            self.step_no += 1
+            self.steps.append(
+                StepRecord(
+                    step=self.step_no,
+                    computation=self.comp.name,
+                    producer=const.name,
+                    producer_opcode="constant",
+                    consumers=tuple(fused_into),
+                    fusions=tuple(fusions),
+                    priority_s=-INF,
+                    time_unfused_s=math.nan,
+                    time_fused_s=math.nan,
+                    reason="small constant (<= 1 element): fused into every fusible user at the end",
+                )
+            )
+
+    def live_rejections(self) -> list[tuple[HloInstruction, HloInstruction | None, Rejection]]:
+        """Producers still in the graph, unfused, with the rule that last blocked each."""
+        out = []
+        for producer in self.editor.instructions:
+            if not is_candidate(producer) or producer.opcode in ("constant", "bitcast"):
+                continue
+            if producer not in self.rejections:
+                # Changed after its last pricing (small constants fused at the end): ask again.
+                self.priority(producer)
+            entry = self.rejections.get(producer)
+            if entry is not None:
+                out.append((producer, entry[0], entry[1]))
+        return out

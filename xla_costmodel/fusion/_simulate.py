@@ -1,0 +1,315 @@
+"""`simulate_fusion`: XLA's priority fusion on a copy of a module, driven by any cost model."""
+
+from __future__ import annotations
+
+import gc
+import html
+import itertools
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import pandas as pd
+
+from ..hlo import HloComputation, HloModule
+from ..hlo._edit import NameUniquifier, copy_module, inline_calls as _inline_calls
+from ._legality import RULES, LegalityChecker
+from ._priority import PriorityFusionRun
+
+__all__ = ["FusionResult", "fusible_computations", "kernels_of", "simulate_fusion"]
+
+STEP_COLUMNS = [
+    "step", "computation", "producer", "producer_opcode", "consumers", "fusions",
+    "priority_s", "time_unfused_s", "time_fused_s", "reason",
+]
+REJECTED_COLUMNS = ["computation", "producer", "opcode", "consumer", "rule", "detail"]
+
+# Instructions that launch no kernel of their own.
+_NOT_KERNELS = frozenset(
+    {
+        "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "while", "conditional", "call",
+        "after-all", "add-dependency", "partition-id", "replica-id", "domain", "opt-barrier",
+        "optimization-barrier",
+    }
+)
+# Callers whose computations are control flow (fused like the entry), not embedded code.
+_CONTROL_FLOW = frozenset({"while", "conditional"})
+
+
+def fusible_computations(module: HloModule) -> list[HloComputation]:
+    """`GetFusibleComputations`: computations priority fusion works on, callees first.
+
+    Every computation except fusion bodies and computations called from
+    embedded contexts (reducers, scatter/sort/map combiners, custom calls,
+    `call` bodies without `_xla_stream_annotation`); while and conditional
+    bodies are kept.
+    """
+    embedded: set[int] = set()
+    for comp in module.computations:
+        for instr in comp.instructions:
+            called = instr.called_computations
+            if not called:
+                continue
+            if instr.opcode in _CONTROL_FLOW:
+                continue
+            if instr.opcode == "call" and "_xla_stream_annotation" in instr.raw_attributes.get("frontend_attributes", ""):
+                continue
+            embedded.update(id(c) for c in called)
+    return [c for c in module.computations if id(c) not in embedded]
+
+
+def kernels_of(module: HloModule, computations: list[HloComputation] | None = None):
+    """Top-level instructions that run as kernels (fusions and unfused ops) in `computations`."""
+    comps = fusible_computations(module) if computations is None else computations
+    for comp in comps:
+        for instr in comp.instructions:
+            if instr.opcode not in _NOT_KERNELS:
+                yield instr
+
+
+def _price(model, device, kernels, cache: dict) -> tuple[float, int, int]:
+    total = 0.0
+    n = unpriced = 0
+    for k in kernels:
+        t = cache.get(k)
+        if t is None:
+            t = cache[k] = model.estimate(k, device).time_s
+        n += 1
+        if math.isnan(t):
+            unpriced += 1
+        else:
+            total += t
+    return total, n, unpriced
+
+
+@dataclass(frozen=True)
+class FusionResult:
+    """What `simulate_fusion` did.
+
+    **Attributes:**
+
+    - `module`: the fused module (a new object; fusions are kLoop / kInput,
+      named `fusion`, `fusion.1`, ... with bodies `fused_computation`, ...).
+    - `steps`: one row per dequeued producer: `step`, `computation`,
+      `producer`, `producer_opcode`, `consumers` (comma-separated), `fusions`
+      (the fusions it went into), `priority_s`, `time_unfused_s`,
+      `time_fused_s` (over all its users, launches included) and `reason`.
+    - `rejected`: producers left unfused, with the rule that last blocked
+      each (`rule` is a key of `RULES`; `negative-priority` when fusing would
+      not pay), the consumer it concerned and a `detail`.
+    - `time_before_s`, `time_after_s`: the model's total over all kernels of
+      the fusible computations, before and after (NaN when not priced);
+      `kernels_before`, `kernels_after`; `unpriced_before`, `unpriced_after`:
+      kernels the model could not price (left out of the totals).
+    - `model`, `device`: names; `elapsed_s`: time spent fusing (totals excluded);
+      `model_calls`: `estimate_fusion` calls made.
+    - `origin`: instruction name in `module` -> name of the input instruction
+      it was cloned from (only for names that differ).
+    """
+
+    module: HloModule
+    steps: pd.DataFrame
+    rejected: pd.DataFrame
+    time_before_s: float
+    time_after_s: float
+    kernels_before: int
+    kernels_after: int
+    unpriced_before: int
+    unpriced_after: int
+    model: str
+    device: str
+    elapsed_s: float
+    model_calls: int = 0
+    origin: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    @property
+    def speedup(self) -> float:
+        """time_before_s / time_after_s."""
+        return self.time_before_s / self.time_after_s if self.time_after_s else math.nan
+
+    def summary(self) -> dict[str, Any]:
+        """The headline numbers as a dict."""
+        return {
+            "module": self.module.name,
+            "model": self.model,
+            "device": self.device,
+            "fusion_steps": int(len(self.steps)),
+            "kernels_before": self.kernels_before,
+            "kernels_after": self.kernels_after,
+            "time_before_s": self.time_before_s,
+            "time_after_s": self.time_after_s,
+            "unpriced_before": self.unpriced_before,
+            "unpriced_after": self.unpriced_after,
+            "rejected": int(len(self.rejected)),
+            "elapsed_s": self.elapsed_s,
+        }
+
+    def rejected_by_rule(self) -> pd.Series:
+        """How many producers each rule left unfused."""
+        if self.rejected.empty:
+            return pd.Series(dtype=int, name="producers")
+        return self.rejected["rule"].value_counts().rename("producers")
+
+    def __repr__(self) -> str:
+        return (
+            f"FusionResult({self.module.name!r}, model={self.model!r}, device={self.device!r}, "
+            f"steps={len(self.steps)}, kernels {self.kernels_before} -> {self.kernels_after}, "
+            f"time {self.time_before_s * 1e6:.3f} us -> {self.time_after_s * 1e6:.3f} us)"
+        )
+
+    def _repr_html_(self) -> str:
+        s = self.summary()
+        rows = [
+            ("module", s["module"]),
+            ("model / device", f"{s['model']} / {s['device']}"),
+            ("fusion steps", s["fusion_steps"]),
+            ("kernels", f"{s['kernels_before']} &rarr; {s['kernels_after']}"),
+            ("predicted time", f"{s['time_before_s'] * 1e6:,.3f} &micro;s &rarr; {s['time_after_s'] * 1e6:,.3f} &micro;s"),
+            ("unpriced kernels", f"{s['unpriced_before']} &rarr; {s['unpriced_after']}"),
+            ("producers left unfused", s["rejected"]),
+            ("simulation time", f"{s['elapsed_s']:.3f} s"),
+        ]
+        table = "".join(f"<tr><th style='text-align:left'>{html.escape(str(k))}</th><td>{v}</td></tr>" for k, v in rows)
+        by_rule = self.rejected_by_rule()
+        rules = "".join(
+            f"<tr><td>{html.escape(rule)}</td><td>{n}</td><td>{html.escape(RULES.get(rule, ''))}</td></tr>"
+            for rule, n in by_rule.items()
+        )
+        steps = self.steps.head(20).to_html(index=False, float_format=lambda x: f"{x:.4g}")
+        return (
+            f"<div><b>Priority fusion</b><table>{table}</table>"
+            f"<p><b>Unfused producers by rule</b></p><table><tr><th>rule</th><th>producers</th><th>meaning</th></tr>{rules}</table>"
+            f"<p><b>First steps</b> (of {len(self.steps)})</p>{steps}</div>"
+        )
+
+
+def _getter(versions: dict):
+    get = versions.get
+    return lambda instr: get(instr, 0)
+
+
+def simulate_fusion(
+    module: HloModule | str | Path,
+    device: Any = "h100-sxm",
+    model: Any = "xla-gpu",
+    *,
+    inline_calls: bool = True,
+    incremental: bool = True,
+    price_totals: bool = True,
+) -> FusionResult:
+    """Run XLA's GPU priority-fusion pass on a copy of `module`, priced by `model`.
+
+    **Arguments:**
+
+    - `module`: an unfused `HloModule` (e.g. `from_jax(fn, *args, optimized=False)`),
+      or a path to HLO text. It is never modified.
+    - `device`: a `DeviceSpec` or a device name (`xla_costmodel.devices.device_names()`).
+    - `model`: a `CostModel` or a registered model name (`xla_costmodel.models.model_names()`).
+    - `inline_calls`: inline `call`s first, as XLA's `CallInliner` does before fusion.
+    - `incremental`: price each (producer, consumer) pair once and compose
+      priorities from the cached pair prices, as XLA does (needs models that
+      fill `FusionEstimate.producer_s`; others are priced per producer anyway).
+    - `price_totals`: price every kernel before and after (for `time_before_s`
+      / `time_after_s`); False skips that.
+
+    **Returns:** a `FusionResult` (fused module, step log, rejections, totals).
+    """
+    from ..devices import get_device
+    from ..models import get_model
+
+    if isinstance(module, (str, Path)):
+        from ..hlo import load_hlo
+
+        module = load_hlo(module)
+    if not isinstance(module, HloModule):
+        raise TypeError(f"simulate_fusion: expected an HloModule or a path, got {type(module).__name__}")
+    dev = get_device(device) if isinstance(device, str) else device
+    cost_model = get_model(model) if isinstance(model, str) else model
+
+    # The pass allocates many small, long-lived objects; Python's cyclic
+    # collector would rescan all of them again and again (quadratic time).
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _simulate(module, dev, cost_model, inline_calls, incremental, price_totals)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals) -> FusionResult:
+    model_name = getattr(cost_model, "name", type(cost_model).__name__)
+    t0 = time.perf_counter()
+    work = copy_module(module)
+    if inline_calls and any(i.opcode == "call" for _, i in work.instructions()):
+        work = _inline_calls(work, copy=False)
+    comps = fusible_computations(work)
+    elapsed = time.perf_counter() - t0
+
+    price_cache: dict = {}
+    if price_totals:
+        before, n_before, unpriced_before = _price(cost_model, dev, list(kernels_of(work, comps)), price_cache)
+    else:
+        before, n_before, unpriced_before = math.nan, sum(1 for _ in kernels_of(work, comps)), 0
+
+    t0 = time.perf_counter()
+    names = NameUniquifier(work)
+    versions: dict = {}
+    checker = LegalityChecker(getattr(dev, "shared_memory_per_block_bytes", 0), version=_getter(versions))
+    counter = itertools.count()
+    uids = {instr: next(counter) for _, instr in work.instructions()}
+    origin: dict = {}
+    pair_cache: dict = {}
+    steps, rejected = [], []
+    calls = 0
+    for comp in comps:
+        run = PriorityFusionRun(
+            comp, cost_model, dev, checker, names, uids, counter.__next__,
+            incremental=incremental, origin=origin, step0=len(steps), pair_cache=pair_cache, version=versions,
+        )
+        steps.extend(run.run())
+        calls += run.model_calls
+        for producer, consumer, why in run.live_rejections():
+            rejected.append(
+                (comp.name, producer.name, producer.opcode, consumer.name if consumer is not None else "",
+                 why.rule, why.detail)
+            )
+    elapsed += time.perf_counter() - t0
+
+    if price_totals:
+        after, n_after, unpriced_after = _price(cost_model, dev, list(kernels_of(work, comps)), price_cache)
+    else:
+        after, n_after, unpriced_after = math.nan, sum(1 for _ in kernels_of(work, comps)), 0
+
+    live_origin = {}
+    for clone, name in origin.items():
+        if clone.computation is not None and clone.computation.module is work and clone.name != name:
+            live_origin[clone.name] = name
+    steps_df = pd.DataFrame(
+        [
+            (s.step, s.computation, s.producer, s.producer_opcode, ", ".join(s.consumers), ", ".join(s.fusions),
+             s.priority_s, s.time_unfused_s, s.time_fused_s, s.reason)
+            for s in steps
+        ],
+        columns=STEP_COLUMNS,
+    )
+    rejected_df = pd.DataFrame(rejected, columns=REJECTED_COLUMNS)
+    return FusionResult(
+        module=work,
+        steps=steps_df,
+        rejected=rejected_df,
+        time_before_s=before,
+        time_after_s=after,
+        kernels_before=n_before,
+        kernels_after=n_after,
+        unpriced_before=unpriced_before,
+        unpriced_after=unpriced_after,
+        model=model_name,
+        device=getattr(dev, "name", str(dev)),
+        elapsed_s=elapsed,
+        model_calls=calls,
+        origin=MappingProxyType(live_origin),
+    )
