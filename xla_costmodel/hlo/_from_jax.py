@@ -14,7 +14,9 @@ def hlo_text_of(fn, *args, optimized: bool = True, **kwargs) -> str:
     lowered = jitted.lower(*args, **kwargs)
     if optimized:
         return lowered.compile().as_text()
-    return lowered.as_text(dialect="hlo")
+    # debug_info keeps each instruction's op_name metadata, which is what ties an
+    # unfused instruction to the kernel XLA later puts it in.
+    return lowered.as_text(dialect="hlo", debug_info=True)
 
 
 def from_jax(fn, *args, optimized: bool = True, **kwargs) -> HloModule:

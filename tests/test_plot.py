@@ -1,0 +1,312 @@
+"""Figures of `xla_costmodel.plot`, inspected through their artists (Agg backend, no images)."""
+
+from __future__ import annotations
+
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.collections import PathCollection, PolyCollection  # noqa: E402
+
+from xla_costmodel import get_device, plot  # noqa: E402
+
+# Worked by hand: ratios pred/meas are 2, 1/2, 1, 4.
+#   |ln r| = ln2, ln2, 0, 2 ln2 -> mean ln2 -> geo-mean relative error e^ln2 - 1 = 100 %
+#   within 2x: 3 of 4; ranks of pred: 2, 1, 3, 4 -> one discordant pair of 6 -> Kendall tau (5 - 1) / 6 = 2/3
+HAND_MEASURED = np.array([1e-6, 2e-6, 4e-6, 8e-6])
+HAND_PREDICTED = np.array([2e-6, 1e-6, 4e-6, 32e-6])
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    plt.close("all")
+
+
+def by_gid(ax, gid):
+    found = [a for a in ax.get_children() if a.get_gid() == gid]
+    assert len(found) == 1, f"expected one artist with gid {gid!r}, found {len(found)}"
+    return found[0]
+
+
+def synthetic(n=120, seed=0):
+    rng = np.random.default_rng(seed)
+    measured = 10 ** rng.uniform(-6, -3, n)
+    predicted = measured * np.exp(rng.normal(0, 0.4, n))
+    kind = rng.choice(["kLoop", "kInput", "kCustom"], n)
+    return measured, predicted, kind
+
+
+# ---------------------------------------------------------------------------
+# predicted_vs_measured
+
+
+def test_scatter_has_identity_band_one_collection_per_kind_and_log_axes():
+    measured, predicted, kind = synthetic()
+    ax = plot.predicted_vs_measured(measured, predicted, kind, title="synthetic")
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert ax.get_xlim() == ax.get_ylim()
+    lo, hi = ax.get_xlim()
+    # Whole decades around all the data.
+    assert lo <= min(measured.min(), predicted.min()) < 10 * lo
+    assert hi / 10 < max(measured.max(), predicted.max()) <= hi
+    assert math.log10(lo) == pytest.approx(round(math.log10(lo))) and math.log10(hi) == pytest.approx(round(math.log10(hi)))
+    assert ax.get_aspect() == 1.0
+    assert ax.get_title() == "synthetic"
+
+    line = by_gid(ax, "identity")
+    np.testing.assert_allclose(line.get_xdata(), line.get_ydata())
+    np.testing.assert_allclose(line.get_xdata(), [lo, hi])
+
+    band = by_gid(ax, "band_2x")
+    assert isinstance(band, PolyCollection)
+    verts = band.get_paths()[0].vertices
+    ratios = verts[:, 1] / verts[:, 0]
+    assert ratios.min() == pytest.approx(0.5) and ratios.max() == pytest.approx(2.0)
+    assert verts[:, 0].min() == pytest.approx(lo) and verts[:, 0].max() == pytest.approx(hi)
+
+    points = [c for c in ax.collections if isinstance(c, PathCollection)]
+    assert sorted(c.get_gid() for c in points) == ["points:kCustom", "points:kInput", "points:kLoop"]
+    for c in points:
+        k = c.get_gid().split(":", 1)[1]
+        sel = kind == k
+        np.testing.assert_allclose(c.get_offsets(), np.column_stack([measured[sel], predicted[sel]]))
+    assert len({tuple(c.get_facecolor()[0]) for c in points}) == 3
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(t.startswith(f"kLoop (n={int((kind == 'kLoop').sum())}") for t in legend)
+
+
+def test_scatter_annotation_is_numerically_right_on_hand_example():
+    ax = plot.predicted_vs_measured(HAND_MEASURED, HAND_PREDICTED, ["a", "b", "a", "b"])
+    text = by_gid(ax, "metrics").get_text()
+    assert "N = 4" in text
+    assert "geo-mean rel. error = 100.0%" in text
+    assert "within 2×: 75.0%" in text
+    assert "Kendall τ = 0.667" in text
+    assert "median bias = ×1.41" in text  # median of ln r = (0 + ln2) / 2
+    # Per-kind error in the legend: kind a has ratios 2 and 1 -> e^(ln2/2) - 1 = 41 %.
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "a (n=2, err 41%)" in legend
+
+
+def test_scatter_annotation_of_a_perfect_prediction():
+    ax = plot.predicted_vs_measured([1e-6, 3e-6, 2e-5], [1e-6, 3e-6, 2e-5])
+    text = by_gid(ax, "metrics").get_text()
+    assert "geo-mean rel. error = 0.0%" in text and "within 2×: 100.0%" in text and "Kendall τ = 1.000" in text
+
+
+def test_scatter_leaves_out_times_that_cannot_be_on_log_axes():
+    ax = plot.predicted_vs_measured([1e-6, 0.0, 2e-6, float("nan")], [1e-6, 1e-6, -1.0, 3e-6])
+    text = by_gid(ax, "metrics").get_text()
+    assert "N = 1 (3 dropped" in text
+    (points,) = [c for c in ax.collections if isinstance(c, PathCollection)]
+    assert points.get_gid() == "points:all" and len(points.get_offsets()) == 1
+
+
+def test_scatter_draws_on_the_given_axes_and_checks_lengths():
+    fig, (a, b) = plt.subplots(1, 2)
+    assert plot.predicted_vs_measured([1e-5, 2e-5], [2e-5, 2e-5], ax=b) is b
+    assert not a.collections
+    with pytest.raises(ValueError, match="measured has 2 values but predicted has 3"):
+        plot.predicted_vs_measured([1, 2], [1, 2, 3])
+    with pytest.raises(ValueError, match="kind has 1 values"):
+        plot.predicted_vs_measured([1, 2], [1, 2], kind=["x"])
+
+
+# ---------------------------------------------------------------------------
+# roofline
+
+
+def kernel_table():
+    return pd.DataFrame({
+        "kernel": ["dot", "add", "copy", "param", "tiny"],
+        "flops": [2e9, 1e6, 0.0, 0.0, 10.0],
+        "bytes_accessed": [1e7, 1.2e7, 8e6, 0.0, 12.0],
+        "time_s": [1e-4, 4e-6, 3e-6, 0.0, 1e-6],
+        "bound": ["compute", "memory", "memory", "free", "launch"],
+    })
+
+
+def test_roofline_roof_is_min_of_peak_and_bandwidth_times_intensity():
+    dev = get_device("h100-sxm")
+    ax = plot.roofline(kernel_table(), dev)
+    # H100 SXM: 132 SMs × 128 FP32 units × 2 flops × 1.98 GHz; 3.35232 TB/s.
+    peak = 2 * 1.98e9 * 128 * 132
+    bw = 3.35232e12
+    roof = by_gid(ax, "roof")
+    x, y = np.asarray(roof.get_xdata()), np.asarray(roof.get_ydata())
+    np.testing.assert_allclose(y, np.minimum(peak, bw * x), rtol=1e-12)
+    ridge = by_gid(ax, "ridge")
+    assert ridge.get_xdata()[0] == pytest.approx(peak / bw)
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    # bf16 tensor cores (989 TFLOP/s dense) are a dashed ceiling above the FP32 roof.
+    ceilings = [a for a in ax.get_lines() if str(a.get_gid()).startswith("ceiling:")]
+    assert any("bf16" in c.get_gid() and max(c.get_ydata()) == pytest.approx(dev.peak_matmul_flops_per_s["bf16"])
+               for c in ceilings)
+
+
+def test_roofline_places_kernels_by_intensity_and_flops_per_second():
+    ax = plot.roofline(kernel_table(), "h100-sxm")
+    compute = by_gid(ax, "kernels:compute")
+    np.testing.assert_allclose(compute.get_offsets(), [[200.0, 2e13]])
+    memory = by_gid(ax, "kernels:memory")  # the copy has no FLOPs: left out
+    np.testing.assert_allclose(memory.get_offsets(), [[1e6 / 1.2e7, 2.5e11]])
+    np.testing.assert_allclose(by_gid(ax, "kernels:launch").get_offsets(), [[10 / 12, 1e7]])
+    assert "1 kernel(s) without FLOPs" in ax.get_title()  # the copy; the free parameter is not counted
+
+
+def test_roofline_prefers_measured_time_and_names_missing_columns():
+    df = kernel_table().assign(measured_s=[2e-4, 8e-6, 3e-6, 0.0, 2e-6])
+    ax = plot.roofline(df, "h100-sxm", hue=None)
+    np.testing.assert_allclose(by_gid(ax, "kernels:all").get_offsets()[0], [200.0, 1e13])
+    assert "measured" in ax.get_ylabel()
+    with pytest.raises(KeyError, match="flops"):
+        plot.roofline(pd.DataFrame({"time_s": [1.0]}), "h100-sxm")
+
+
+def test_roofline_of_an_analyze_table():
+    import jax.numpy as jnp
+
+    from xla_costmodel import analyze, from_jax
+
+    def f(a, b):
+        return jnp.tanh(a @ b).sum(axis=0)
+
+    module = from_jax(f, jnp.ones((64, 128)), jnp.ones((128, 32)), optimized=False)
+    table = analyze(module, device="h100-sxm", model="xla-gpu")
+    ax = plot.roofline(table, "h100-sxm")
+    placed = sum(len(c.get_offsets()) for c in ax.collections if str(c.get_gid()).startswith("kernels:"))
+    with_flops = table[(table["bound"] != "free") & (table["flops"] > 0) & (table["bytes_accessed"] > 0)]
+    assert placed == len(with_flops) >= 2
+    assert "xla-gpu" in ax.get_title()
+
+
+# ---------------------------------------------------------------------------
+# error_by_model, fusion_savings
+
+
+def test_error_by_model_one_bar_per_model_in_percent():
+    df = pd.DataFrame({"gmre": [1.5, 0.25], "kendall_tau": [0.5, 0.9]},
+                      index=pd.Index(["roofline", "fitted"], name="model"))
+    ax = plot.error_by_model(df)
+    heights = {c.get_label(): [p.get_height() for p in c.patches] for c in ax.containers}
+    assert heights == {"roofline": [pytest.approx(150.0)], "fitted": [pytest.approx(25.0)]}
+    assert "%" in ax.get_ylabel()
+    labels = [t.get_text() for t in ax.texts]
+    assert "150%" in labels and "25%" in labels
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["roofline", "fitted"]
+
+
+def test_error_by_model_grouped_by_kernel_class():
+    df = pd.DataFrame({
+        "model": ["roofline", "fitted", "roofline", "fitted"],
+        "kernel_class": ["matmul", "matmul", "elementwise", "elementwise"],
+        "kendall_tau": [0.4, 0.8, 0.6, 0.9],
+    })
+    ax = plot.error_by_model(df, metric="kendall_tau")
+    heights = {c.get_label(): [p.get_height() for p in c.patches] for c in ax.containers}
+    np.testing.assert_allclose(heights["roofline"], [0.4, 0.6])
+    np.testing.assert_allclose(heights["fitted"], [0.8, 0.9])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["matmul", "elementwise"]
+    with pytest.raises(KeyError, match="no error metric"):
+        plot.error_by_model(pd.DataFrame({"model": ["a"], "x": [1.0]}))
+
+
+def test_fusion_savings_bars_and_predicted_time_after_each_step():
+    steps = pd.DataFrame({
+        "step": [1, 2, 3],
+        "producer": ["exp.1", "add.2", "mul.3"],
+        "consumers": [("add.2",), ("mul.3",), ("reduce.4",)],
+        "priority_s": [5e-6, 3e-6, -1e-6],
+        "time_unfused_s": [8e-6, 6e-6, 2e-6],
+        "time_fused_s": [3e-6, 3e-6, 3e-6],
+        "reason": ["", "", ""],
+    })
+    ax = plot.fusion_savings(steps, total_s=20e-6)
+    bars = [p for p in ax.patches if p.get_gid() == "savings"]
+    np.testing.assert_allclose([p.get_height() for p in bars], [5e-6, 3e-6, -1e-6])
+    assert bars[2].get_facecolor() != bars[0].get_facecolor()  # a step that costs time stands out
+    line = by_gid(ax.cumulative_ax, "cumulative")
+    np.testing.assert_allclose(line.get_ydata(), [20e-6, 15e-6, 12e-6, 13e-6])
+    assert "7 µs saved by priority" in ax.get_title()
+    assert [t.get_text() for t in ax.get_xticklabels()][0] == "1: exp.1"
+
+    ax2 = plot.fusion_savings(steps)
+    np.testing.assert_allclose(by_gid(ax2.cumulative_ax, "cumulative").get_ydata(), [5e-6, 8e-6, 7e-6])
+
+
+def test_fusion_savings_leaves_out_unpriced_steps_and_marks_the_repriced_time():
+    steps = pd.DataFrame({
+        "step": [1, 2, 3],
+        "producer": ["exp.1", "constant.2", "add.3"],
+        "priority_s": [4e-6, float("-inf"), 1e-6],
+    })
+    ax = plot.fusion_savings(steps, total_s=10e-6, after_s=6e-6)
+    bars = [p for p in ax.patches if p.get_gid() == "savings"]
+    np.testing.assert_allclose([p.get_height() for p in bars], [4e-6, 1e-6])
+    np.testing.assert_allclose(by_gid(ax.cumulative_ax, "cumulative").get_ydata(), [10e-6, 6e-6, 5e-6])
+    np.testing.assert_allclose(by_gid(ax.cumulative_ax, "after").get_ydata(), [6e-6, 6e-6])
+    assert "1 step(s) without a finite priority" in ax.get_title()
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1: exp.1", "3: add.3"]
+
+
+def test_scatter_box_avoids_the_crowded_corner():
+    over = plot.predicted_vs_measured([1e-6, 2e-6, 3e-6], [5e-6, 9e-6, 2e-6])  # 2 of 3 over-predicted
+    assert by_gid(over, "metrics").get_position() == (0.97, 0.03)
+    under = plot.predicted_vs_measured([1e-6, 2e-6, 3e-6], [5e-7, 9e-7, 2e-5])
+    assert by_gid(under, "metrics").get_position() == (0.03, 0.97)
+
+
+# ---------------------------------------------------------------------------
+# notebooks: the committed .ipynb files are the build of their percent-format sources
+
+
+def _build_notebooks_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "build_notebooks.py"
+    spec = importlib.util.spec_from_file_location("build_notebooks", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_percent_format_converter(tmp_path):
+    build = _build_notebooks_module()
+    src = tmp_path / "x.py"
+    text = (
+        "# ---\n# jupyter:\n#   kernelspec:\n#     display_name: Py\n#     language: python\n#     name: py3\n# ---\n\n"
+        "# %% [markdown]\n# # Title\n#\n# text\n\n"
+        "# %%\nimport math\n\nprint(math.pi)\n\n\n"
+        '# %% tags=["raises-exception"]\n1 / 0\n'
+    )
+    nb = build.percent_to_notebook(text, src)
+    assert nb.metadata["kernelspec"] == {"display_name": "Py", "language": "python", "name": "py3"}
+    assert [c.cell_type for c in nb.cells] == ["markdown", "code", "code"]
+    assert nb.cells[0].source == "# Title\n\ntext"
+    assert nb.cells[1].source == "import math\n\nprint(math.pi)"
+    assert nb.cells[2].metadata["tags"] == ["raises-exception"]
+    # Same source, same bytes: cell ids come from the file name and position.
+    assert build.notebook_text(nb) == build.notebook_text(build.percent_to_notebook(text, src))
+    with pytest.raises(build.PercentFormatError, match=r"x\.py:1: text before the first"):
+        build.percent_to_notebook("print(1)\n# %%\n", src)
+
+
+def test_committed_notebooks_match_their_sources():
+    build = _build_notebooks_module()
+    sources = sorted(build.NOTEBOOKS.glob("[0-9]*.py"))
+    built = [s for s in sources if s.with_suffix(".ipynb").exists()]
+    if not built:
+        pytest.skip("no notebooks built")
+    for src in built:
+        expected = build.notebook_text(build.percent_to_notebook(src.read_text(encoding="utf-8"), src))
+        assert src.with_suffix(".ipynb").read_text(encoding="utf-8") == expected, (
+            f"{src.with_suffix('.ipynb').name} is out of date: run scripts/build_notebooks.py"
+        )

@@ -1,0 +1,68 @@
+"""Helpers shared by the figures: axes creation, SI tick labels, decade limits."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# Colours for categories in first-seen order (matplotlib's tab10 without its grey).
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
+           "#e377c2", "#bcbd22", "#17becf", "#7f7f7f")
+
+
+def get_ax(ax):
+    """`ax`, or the Axes of a new figure (pyplot is imported only then)."""
+    if ax is not None:
+        return ax
+    import matplotlib.pyplot as plt
+
+    _, ax = plt.subplots(figsize=(6.0, 5.0), layout="constrained")
+    return ax
+
+
+def fmt_seconds(value: float, _pos=None) -> str:
+    """`3e-6` -> `"3 µs"`; for tick labels and annotations."""
+    if value is None or not math.isfinite(value):
+        return str(value)
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    v = abs(value)
+    for factor, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
+        if v >= factor * 0.9999 or unit == "ns":
+            return f"{sign}{v / factor:.3g} {unit}"
+    return f"{value:.3g} s"  # pragma: no cover
+
+
+def fmt_si(value: float, unit: str = "", _pos=None) -> str:
+    """`1.5e12, "FLOP/s"` -> `"1.5 TFLOP/s"`."""
+    if value is None or not math.isfinite(value) or value == 0:
+        return f"{value:g} {unit}".strip()
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"), (1.0, ""),
+                           (1e-3, "m"), (1e-6, "µ"), (1e-9, "n")):
+        if abs(value) >= factor * 0.9999:
+            return f"{value / factor:.3g} {prefix}{unit}".strip()
+    return f"{value:.3g} {unit}".strip()
+
+
+def decade_limits(*arrays: np.ndarray) -> tuple[float, float]:
+    """Whole-decade limits around every positive finite value (at least one decade apart)."""
+    vals = np.concatenate([np.asarray(a, dtype=float).ravel() for a in arrays]) if arrays else np.array([])
+    vals = vals[np.isfinite(vals) & (vals > 0)]
+    if vals.size == 0:
+        return 1e-6, 1e-3
+    lo = 10.0 ** math.floor(math.log10(vals.min()) + 1e-9)
+    hi = 10.0 ** math.ceil(math.log10(vals.max()) - 1e-9)
+    if hi <= lo:
+        hi = lo * 10.0
+    return lo, hi
+
+
+def colours_for(categories) -> dict:
+    """A stable colour for each category, in first-seen order."""
+    out: dict = {}
+    for c in categories:
+        if c not in out:
+            out[c] = PALETTE[len(out) % len(PALETTE)]
+    return out
