@@ -531,6 +531,49 @@ ENTRY e {
 }
 """)
 
+_add("dynamic_shape", """
+ENTRY e {
+  p0 = f32[<=8,4]{1,0} parameter(0)
+  ROOT n = f32[<=8,4]{1,0} negate(p0)
+}
+""")
+
+_add("element_types", """
+ENTRY e {
+  a = s4[33]{0} parameter(0)
+  b = u4[33]{0} parameter(1)
+  c = bf16[7]{0} parameter(2)
+  d = c128[3]{0} parameter(3)
+  e = pred[5]{0} parameter(4)
+  f = f8e4m3fn[9]{0} parameter(5)
+  g = s4[33]{0:E(4)} parameter(6)
+  a2 = s4[33]{0} add(a, a)
+  b2 = u4[33]{0} add(b, b)
+  c2 = bf16[7]{0} add(c, c)
+  d2 = c128[3]{0} add(d, d)
+  e2 = pred[5]{0} and(e, e)
+  f2 = f8e4m3fn[9]{0} add(f, f)
+  g2 = s4[33]{0:E(4)} add(g, g)
+  ROOT t = (s4[33]{0}, u4[33]{0}, bf16[7]{0}, c128[3]{0}, pred[5]{0}, f8e4m3fn[9]{0}, s4[33]{0:E(4)}) tuple(a2, b2, c2, d2, e2, f2, g2)
+}
+""")
+
+_add("send_recv_feeds", """
+ENTRY e {
+  tok = token[] after-all()
+  r = (f32[16]{0}, u32[], token[]) recv(tok), channel_id=1
+  rd = (f32[16]{0}, token[]) recv-done(r), channel_id=1
+  d = f32[16]{0} get-tuple-element(rd), index=0
+  snd = (f32[16]{0}, u32[], token[]) send(d, tok), channel_id=2
+  sd = token[] send-done(snd), channel_id=2
+  i = ((f32[16]{0}, s32[2]{0}), token[]) infeed(tok)
+  dd = (f32[16]{0}, s32[2]{0}) get-tuple-element(i), index=0
+  t2 = token[] get-tuple-element(i), index=1
+  o = token[] outfeed(dd, t2), outfeed_shape=(f32[16]{0}, s32[2]{0})
+  ROOT x = f32[16]{0} negate(d)
+}
+""")
+
 _add("big_dot_f32_rounding", """
 ENTRY e {
   a = f32[1023,1001]{1,0} parameter(0)

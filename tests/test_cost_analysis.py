@@ -248,6 +248,22 @@ def test_cost_analysis_dataframe():
     assert not df.unpriced.any()
 
 
+def test_shared_costs_of_look_alike_computations_change_nothing(monkeypatch):
+    """Identical reducers and fusions are costed once; every record must equal a from-scratch costing."""
+    from xla_costmodel.analysis import _cost
+
+    for name in ("transformer_grad.post", "transformer_grad.pre", "cnn_grad.post", "gather_scatter.post"):
+        module = xc.load_hlo(FIXTURES / f"{name}.hlo")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CostAnalysisWarning)
+            shared = cost_analysis(module)
+            monkeypatch.setattr(_cost.Analysis, "cache_fusions", False)
+            monkeypatch.setattr(_cost, "_SMALL_COMPUTATION", -1)
+            fresh = cost_analysis(module)
+            monkeypatch.undo()
+        assert shared.equals(fresh), name
+
+
 def test_instruction_cost_adds_like_xla_properties():
     a = InstructionCost(flops=2, bytes_accessed=10, output_bytes_accessed=4, operand_bytes_accessed=(6,),
                         operand_utilization=(1.0,))

@@ -5,7 +5,13 @@
   reports), plus trip-count-aware totals.
 - `gpu_cost_analysis(module, device)`: XLA's `GpuHloCostAnalysis`, the input
   of XLA's GPU performance model.
+- `instruction_costs(module)`: every instruction's properties as a frozen
+  `InstructionCost` (they add up with `+`, key by key, as XLA's do).
+- `kernel_cost(instr, variant, device_profile)`: the costs of one kernel
+  (a fusion or a lone instruction), detached fusions included: what cost
+  models and fusion passes need.
 - `module_stats(module)`: counts and totals for `xla-costmodel stats`.
+- `while_trip_count(instr)`: a loop's trip count, when it can be known.
 - `cost_rule`: the decorator that fills the per-opcode rule registry.
 """
 
@@ -17,6 +23,8 @@ from ._cost import module_cost as module_cost
 from ._cost import while_trip_count as while_trip_count
 from ._gpu import GpuCostAnalysis as GpuCostAnalysis
 from ._gpu import gpu_cost_analysis as gpu_cost_analysis
+from ._kernel import KernelCost as KernelCost
+from ._kernel import kernel_cost as kernel_cost
 from ._rules import ELEMENTWISE_OPCODES as ELEMENTWISE_OPCODES
 from ._rules import TRANSCENDENTAL_OPCODES as TRANSCENDENTAL_OPCODES
 from ._rules import CostRule as CostRule

@@ -1,20 +1,26 @@
 """The cost interpreter: XLA's `HloCostAnalysis` over our HLO graph.
 
-`Analysis` walks a computation the way XLA's `HloComputation::Accept` does
-(unreachable roots first, then the root; operands depth-first, in order, then
-control predecessors), fills each instruction's property record with the
-defaults of `HloCostAnalysis::Preprocess`, applies the opcode's rule from
-`_rules`, and keeps the record. Sub-computations (fusion bodies, reducers,
-loop bodies, branches) are costed on demand, once each, and their sums are
-what the calling instruction's rule sees, as with XLA's
-`ProcessSubcomputation`. The module totals are the sum over the entry
-computation, as `hlo_module_cost_analysis` and `Compiled.cost_analysis()`
-report them.
+`Analysis` costs each instruction the way XLA does: it fills a property
+record with the defaults of `HloCostAnalysis::Preprocess`, applies the
+opcode's rule from `_rules` (XLA's `Handle<Op>`), and keeps the record.
+Sub-computations (fusion bodies, reducers, loop bodies, branches) are costed
+on demand, once each, and their sums are what the calling instruction's rule
+sees, as with XLA's `ProcessSubcomputation`. The module totals are the sum
+over the entry computation, which is what `hlo_module_cost_analysis` and
+`Compiled.cost_analysis()` report.
 
-XLA keeps every property as a 32-bit float and adds them in visit order; sums
-that an IEEE double could hold exactly but a float could not (above 2**24, or
+XLA keeps every property as a 32-bit float and adds them in the order
+`HloComputation::Accept` visits instructions (depth-first from the root,
+operands in order). Sums that float32 could not hold exactly (above 2**24, or
 fractional) are re-added in float32 in that order, so the totals are XLA's
-bit for bit rather than "close".
+bit for bit rather than "close". For the other sums the order does not
+matter, and instructions are simply taken in text order.
+
+Large models repeat themselves: identical reducer computations and
+structurally identical fusions (same instructions, shapes, wiring and
+attributes) are costed once and their records shared (`_small_computation`,
+`_fusion_key`), which is what makes a 10^5-instruction module take a few
+times XLA's C++ time rather than a hundred.
 """
 
 from __future__ import annotations
@@ -23,9 +29,9 @@ import contextlib
 import gc
 import math
 import warnings
-from itertools import chain
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import chain
 from types import MappingProxyType
 from typing import Any
 
@@ -59,6 +65,7 @@ __all__ = [
     "CostAnalysisWarning",
     "InstructionCost",
     "cost_analysis",
+    "instruction_costs",
     "module_cost",
     "while_trip_count",
 ]
@@ -66,6 +73,15 @@ __all__ = [
 _F32_EXACT = float(1 << 24)
 # Computations this small are looked up by structure first (see `Analysis._small_computation`).
 _SMALL_COMPUTATION = 8
+# Opcodes whose rules read only shapes, operand wiring and the attributes `_fusion_key` records.
+_FUSION_CACHE_SAFE = frozenset(
+    R.ELEMENTWISE_OPCODES
+    | {
+        "parameter", "constant", "get-tuple-element", "bitcast", "broadcast", "reshape", "copy", "pad",
+        "reverse", "iota", "concatenate", "slice", "dynamic-slice", "dynamic-update-slice", "gather",
+        "tuple", "dot", "transpose", "reduce",
+    }
+)
 
 
 class CostAnalysisWarning(UserWarning):
@@ -271,6 +287,11 @@ def _sum_small(records: list[list]) -> list:
 
 
 def _all_small_ints(acc: list) -> bool:
+    """True when every sum is an integer below 2**24 (float32 adds those exactly, in any order).
+
+    A per-operand list is checked value by value: fractional utilizations can
+    sum to an integer in double precision and to something else in float32.
+    """
     for k in (FLOPS, TRANS, BYTES, OUT, UTIL, IR):
         v = acc[k]
         if v != int(v) or v >= _F32_EXACT or v <= -_F32_EXACT:
@@ -429,6 +450,38 @@ def _control_successor_names(comp) -> set[str]:
 # The analysis
 
 
+_RULE_TABLES: dict[tuple, tuple[dict, dict]] = {}
+
+
+def rule_tables(variant: str, count_multiple_input_accesses: bool, overrides=None) -> tuple[dict, dict]:
+    """`(opcode -> rule function, opcode -> inline code)` of a variant, built once and shared (read-only).
+
+    Opcodes whose rule is one of the trivial ones are handled inline in
+    `Analysis._analyze_loop` (a function call costs as much as the rest of the
+    visit); `overrides` (`{opcode: fn}`) replace rules of the variant.
+    """
+    key = (variant, bool(count_multiple_input_accesses), R.registry_version(),
+           tuple(sorted(overrides.items())) if overrides else ())
+    tables = _RULE_TABLES.get(key)
+    if tables is not None:
+        return tables
+    table = {op: r.fn for op, r in R.rules(variant).items()}
+    if overrides:
+        table.update(overrides)
+    inline: dict[str, int] = {}
+    for op, fn in table.items():
+        if fn is R.default_rule or (fn is R.broadcast_rule and not count_multiple_input_accesses):
+            inline[op] = 0
+        elif fn is R.elementwise_rule:
+            inline[op] = 2 if op in R.TRANSCENDENTAL_OPCODES else 1
+        elif fn is R.leaf_rule:
+            inline[op] = 3
+        elif fn is R.gte_rule:
+            inline[op] = 4
+    tables = _RULE_TABLES[key] = (table, inline)
+    return tables
+
+
 class Analysis:
     """One run of XLA's `HloCostAnalysis` (or, in `_gpu`, `GpuHloCostAnalysis`) over a module.
 
@@ -438,29 +491,21 @@ class Analysis:
     - `count_multiple_input_accesses`: XLA's option of that name (False in
       `HloCostAnalysis`'s default and through jaxlib; True in the GPU pipeline).
     - `warn`: warn (`CostAnalysisWarning`) about unpriced opcodes.
+    - `overrides`: `{opcode: rule}` replacing the variant's rules (see `kernel_cost`).
     """
 
     variant = "xla"
     immediate_constant_max_elements = 1
+    # Reuse the costs of structurally identical fusions (see `_fusion_key`).
+    cache_fusions = True
 
-    def __init__(self, module, *, count_multiple_input_accesses: bool = False, warn: bool = True):
+    def __init__(self, module, *, count_multiple_input_accesses: bool = False, warn: bool = True,
+                 overrides=None):
         self.module = module
         self.count_multiple_input_accesses = bool(count_multiple_input_accesses)
         self.gpu = self.variant == "gpu"
         self.warn = warn
-        self._rules = {op: r.fn for op, r in R.rules(self.variant).items()}
-        # Opcodes whose rule is one of the two trivial ones are handled inline in
-        # `visit` (a function call costs as much as the rest of the visit).
-        self._inline: dict[str, int] = {}
-        for op, fn in self._rules.items():
-            if fn is R.default_rule or (fn is R.broadcast_rule and not self.count_multiple_input_accesses):
-                self._inline[op] = 0
-            elif fn is R.elementwise_rule:
-                self._inline[op] = 2 if op in R.TRANSCENDENTAL_OPCODES else 1
-            elif fn is R.leaf_rule:
-                self._inline[op] = 3
-            elif fn is R.gte_rule:
-                self._inline[op] = 4
+        self._rules, self._inline = rule_tables(self.variant, self.count_multiple_input_accesses, overrides)
         # Records by instruction (HloInstruction hashes by identity).
         self._records: dict[Any, list] = {}
         self._ir0 = 1.0 if self.gpu else 0.0
@@ -470,6 +515,7 @@ class Analysis:
         self._out_cache: dict[int, tuple[int, int]] = {}
         self._keep: list = []  # keeps shapes alive so that id() keys stay valid
         self._small_cache: dict[tuple, Any] = {}
+        self._fusion_cache: dict[tuple, Any] = {}
         self._unpriced: dict[str, int] = {}
         self._first_seen: dict[str, str] = {}
         self._warned = False
@@ -567,8 +613,8 @@ class Analysis:
                     p[3] = 0
                     if inline == 4:
                         opb[0] = 0
-            records[instr] = p
             append(p)
+        records.update(zip(instrs, recs))
         total = sum_records(recs)
         if total[-1]:
             # Some sum is not exact in float32: redo it in XLA's visit order.
@@ -696,6 +742,15 @@ class Analysis:
                 if h.opcode == "scatter":
                     R.scatter_rule(self, h, p)
                     return
+        key = self._fusion_key(instr, comp) if self.cache_fusions else None
+        if key is not None:
+            hit = self._fusion_cache.get(key)
+            if hit is not None:
+                inner, sub, result = hit
+                self._records.update(zip(comp.instructions, inner))
+                self._subs[id(comp)] = sub
+                p[:] = copy_record(result)
+                return
         # Not through `subcomputation`: its cache of small computations shares
         # records between look-alikes, and the fusion writes into these.
         sub = self._subs.get(id(comp))
@@ -708,6 +763,47 @@ class Analysis:
         if constants:
             self._fusion_constants(constants, p)
         self._fusion_operand_bytes(params, p)
+        if key is not None:
+            records = self._records
+            self._fusion_cache[key] = ([records[h] for h in comp.instructions], sub, copy_record(p))
+
+    def _fusion_key(self, instr, comp) -> tuple | None:
+        """A key equal for fusions whose costs are certainly equal, or None.
+
+        A model repeats the same fusions layer after layer (the 48-layer
+        transformer has ~50 distinct ones among ~3000). Two fusions get the
+        same key when their fused computations have the same instructions
+        (opcode, shape, operand wiring, parameter numbers and every attribute
+        a rule reads) and the fusions the same shape and kind; only opcodes
+        whose rules read nothing else are admitted. Look-alikes then share
+        their fused instructions' records (nothing edits those afterwards in
+        the base analysis).
+        """
+        safe = _FUSION_CACHE_SAFE
+        position: dict = {}
+        parts = [id(instr.shape), _word_attribute(instr, "kind"), len(instr.operands)]
+        for k, h in enumerate(comp.instructions):
+            op = h.opcode
+            if op not in safe:
+                return None
+            position[h] = k
+            try:
+                wiring = tuple([position[o] for o in h.operands])
+            except KeyError:  # operands listed after their user: let the general path handle it
+                return None
+            extra = None
+            if op == "parameter":
+                extra = h.parameter_number
+            elif op == "dot" or op == "transpose":
+                extra = R._attr_tuple(h, "lhs_contracting_dims" if op == "dot" else "dimensions")
+            elif op == "reduce":
+                # Identical reducers share one cached sum (see `_small_computation`).
+                extra = id(self.subcomputation(h.attribute("to_apply")))
+            elif op == "get-tuple-element":
+                extra = _word_attribute(h, "index")
+            parts.append((op, id(h.shape), wiring, extra))
+        parts.append(position.get(comp.root))
+        return tuple(parts)
 
     def _set_out(self, p: list, index: tuple, value: float) -> None:
         if index:

@@ -94,6 +94,7 @@ def int_list_attribute(instr, name: str, default=()):
 
 
 _WORD_PATTERNS: dict[str, re.Pattern] = {}
+_WORD = re.compile(r"[\w$.\-]+")
 
 
 def word_attribute(instr, name: str, default=None):
@@ -112,5 +113,14 @@ def word_attribute(instr, name: str, default=None):
             return m.group(1)
         if text.find(name, start, end) < 0:
             return default
-    value = instr.attribute(name, default)
-    return value
+    else:
+        store = getattr(instr, "_raw_store", None)
+        if isinstance(store, dict):
+            raw = store.get(name)
+            if raw is None and name not in store:
+                return default
+            if isinstance(raw, str):
+                word = raw.strip()
+                if _WORD.fullmatch(word):
+                    return word
+    return instr.attribute(name, default)

@@ -97,6 +97,11 @@ __all__ = ["GpuCostAnalysis", "gpu_cost_analysis"]
 MAX_IR_SIZE = 10_000
 _DEFAULT_CYCLES = 3
 _f32 = np.float32
+_F32_EXACT = float(1 << 24)
+# Opcodes that pass their elementwise use roots on to their operands (`_passes_roots`), and those
+# for which that depends on more than the opcode.
+_MAYBE_PASSES_ROOTS = frozenset({"bitcast-convert", "bitcast", "fusion"})
+_PASSES_ROOTS = (R.IS_ELEMENTWISE | {"tuple", "get-tuple-element"}) - _MAYBE_PASSES_ROOTS
 
 
 # ---------------------------------------------------------------------------
@@ -390,17 +395,110 @@ def _same_shape_ignoring_type(a, b) -> bool:
 class _GpuAnalysis(Analysis):
     variant = "gpu"
     immediate_constant_max_elements = 8
+    # The GPU analysis keeps per-fusion state (elementwise use roots) for every fused instruction.
+    cache_fusions = False
 
     def __init__(self, module, op_profile: Mapping[tuple[str, str], float], **kwargs):
-        self.op_profile = dict(op_profile)
+        # `kernel_cost` passes a table it resolved once and shares; anything else is copied.
+        self.op_profile = op_profile if type(op_profile) is dict else dict(op_profile)
         super().__init__(module, **kwargs)
         self.ew_roots: dict[Any, set] = {}
         self.root_util: dict[Any, float] = {}
 
     def fusion_utilizations(self, instr, comp, p: list) -> tuple[list, list]:
         """`GpuHloCostAnalysis::FusionCalculateUtilizations` (float32 arithmetic, as in XLA)."""
-        records = self._records
         order = list(reversed(self._post_order(comp)))
+        done = self._integral_utilizations(comp, order, p)
+        if done is not None:
+            return done
+        return self._f32_utilizations(comp, order, p)
+
+    def _passes_roots(self, h) -> bool:
+        return (
+            _is_elementwise(h)
+            or (h.opcode == "bitcast" and _same_shape_ignoring_type(h.operands[0].shape, h.shape))
+            or h.opcode in ("tuple", "get-tuple-element")
+        )
+
+    def _integral_utilizations(self, comp, order: list, p: list) -> tuple[list, list] | None:
+        """The common case in plain floats: while every utilization, IR size and flop sum is an
+        integer below 2**24, float32 arithmetic is exact and gives the same numbers. None (and
+        nothing kept) as soon as a value is not such an integer; then the float32 path runs."""
+        records = self._records
+        root = comp.root
+        ew_roots: dict = {h: set() for h in order}
+        root_util: dict = dict.fromkeys(order, 0.0)
+        root_ir: dict = {}
+        root_util[root] = 1.0
+        root_ir[root] = 1.0
+        ew_roots[root].add(root)
+        flops = 0.0
+        ir_total = 0.0
+        utils: list = []
+        limit = _F32_EXACT
+        passes = _PASSES_ROOTS
+        maybe = _MAYBE_PASSES_ROOTS
+        for h in order:
+            r = records[h]
+            roots_h = ew_roots[h]
+            if len(roots_h) == 1:
+                for rt in roots_h:
+                    util = root_util[rt]
+                    ir = root_ir.get(rt, 0.0)
+            else:
+                util = 0.0
+                ir = 0.0
+                for rt in roots_h:
+                    util += root_util[rt]
+                    ir += root_ir.get(rt, 0.0)
+            f = r[FLOPS]
+            if f:
+                term = util * f
+                flops += term
+                if term != int(term) or not (-limit < term < limit) or not (-limit < flops < limit):
+                    return None
+            ir_total += ir
+            if ir_total >= limit or util >= limit:
+                return None
+            utils.append((r, util, ir))
+            op = h.opcode
+            if op in passes or (op in maybe and self._passes_roots(h)):
+                for operand in h.operands:
+                    ew_roots[operand].update(roots_h)
+                continue
+            opu_list = r[OPU]
+            for k, operand in enumerate(h.operands):
+                ew_roots[operand].add(operand)
+                opu = opu_list[k] if k < len(opu_list) else 0.0
+                if opu != int(opu):
+                    return None
+                # An integral utilization times an integral operand utilization: ceil(x n) / n = x.
+                cur = util * opu if elements_recursive(operand.shape) else 0.0
+                value = root_util[operand] + cur
+                value_ir = root_ir.get(operand, 0.0) + ir
+                if not (-limit < value < limit) or value_ir >= limit:
+                    return None
+                root_util[operand] = value
+                root_ir[operand] = value_ir
+        params = []
+        constants = []
+        for h, (r, util, ir) in zip(order, utils):
+            r[UTIL] = util
+            r[IR] = ir
+            op = h.opcode
+            if op == "parameter":
+                params.append(h)
+            elif op == "constant":
+                constants.append(h)
+        self.ew_roots.update(ew_roots)
+        self.root_util.update(root_util)
+        p[FLOPS] = flops
+        p[IR] = ir_total
+        params.sort(key=lambda h: h.parameter_number)
+        return params, constants
+
+    def _f32_utilizations(self, comp, order: list, p: list) -> tuple[list, list]:
+        records = self._records
         root = comp.root
         root_ir: dict[Any, float] = {}
         params = []

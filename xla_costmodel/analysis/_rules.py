@@ -291,6 +291,12 @@ class CostRule:
 
 
 _REGISTRY: dict[str, dict[str, CostRule]] = {"xla": {}, "gpu": {}}
+# Bumped by every registration, so that tables built from the registry know they are stale.
+_VERSION = [0]
+
+
+def registry_version() -> int:
+    return _VERSION[0]
 
 
 def cost_rule(*opcodes: str, variant: str = "xla", complete: bool = True, note: str = ""):
@@ -308,6 +314,7 @@ def cost_rule(*opcodes: str, variant: str = "xla", complete: bool = True, note: 
     def register(fn):
         for op in opcodes:
             _REGISTRY[variant][op] = CostRule(op, fn, variant, complete, note)
+        _VERSION[0] += 1
         return fn
 
     return register
@@ -483,8 +490,12 @@ def broadcast_rule(an, instr, p):
         p[OPU][0] = _ratio(elements(instr.shape), elements(instr.operands[0].shape))
 
 
-def transpose_is_bitcast(instr) -> bool:
-    """`ShapeUtil::TransposeIsBitcast`: the permutation only relabels the layout."""
+def transpose_is_bitcast(instr, *, ignore_unit_dims: bool = False) -> bool:
+    """`ShapeUtil::TransposeIsBitcast`: the permutation only relabels the layout.
+
+    With `ignore_unit_dims`, dimensions of size 1 may move freely (what the
+    GPU backend's layout normalisation later turns into a bitcast as well).
+    """
     src = instr.operands[0].shape
     dst = instr.shape
     if src.element_type != dst.element_type:
@@ -494,6 +505,8 @@ def transpose_is_bitcast(instr) -> bool:
     m2m_src = src.minor_to_major
     if len(perm) != len(m2m_dst) or len(m2m_src) != len(m2m_dst):
         return False
+    if ignore_unit_dims:
+        return [perm[d] for d in m2m_dst if dst.dims[d] != 1] == [d for d in m2m_src if src.dims[d] != 1]
     return all(perm[d] == s for d, s in zip(m2m_dst, m2m_src))
 
 

@@ -15,7 +15,7 @@ def module_stats(module, *, warn: bool = False) -> dict[str, Any]:
 
     **Arguments:** `module`, an `HloModule`; `warn`: warn about unpriced opcodes.
 
-    **Returns:** a dict with `name`, `computations` (count), `instructions`
+    **Returns:** a dict with `module` (its name), `computations` (count), `instructions`
     (count, all computations), `entry_instructions`, `opcodes` (`{opcode:
     count}` over all computations, most frequent first), `flops`,
     `transcendentals`, `bytes_accessed` (XLA's `HloCostAnalysis` totals, as
@@ -27,7 +27,7 @@ def module_stats(module, *, warn: bool = False) -> dict[str, Any]:
     an = _analysis_for(module, warn=warn)
     cost = _module_cost_from(an, trip_counts=True)
     return {
-        "name": module.name,
+        "module": module.name,
         "computations": len(module.computations),
         "instructions": sum(counts.values()),
         "entry_instructions": len(module.entry.instructions),
