@@ -13,3 +13,7 @@ from ._xla_gpu import XlaGpuModel as XlaGpuModel
 from ._roofline import RooflineModel as RooflineModel
 from ._analyze import KernelTable as KernelTable
 from ._analyze import analyze as analyze
+# Combined models ("min(xla-gpu,roofline)", ...) and plugin errors (models/_combined.py, models/_plugins.py).
+from ._combined import CombinedModel as CombinedModel
+from ._combined import ScaledModel as ScaledModel
+from ._plugins import ModelPluginError as ModelPluginError

@@ -221,8 +221,14 @@ def get_model(model: "str | CostModel", **params) -> CostModel:
 
     **Arguments:** `model`: a name from `model_names()` or a model object;
     `**params`: constructor arguments (constants) for the model.
+    A name may also combine models (`models/_combined.py`):
+    `"min(xla-gpu,roofline)"`, `"max-savings(xla-gpu,roofline)"`,
+    `"scaled-min(roofline,fitted)"`, `"scaled-max-savings(...)"`,
+    `"scaled(roofline)"`; combinations nest.
 
-    **Returns:** the model. **Raises:** `ValueError` listing valid names.
+    **Returns:** the model. **Raises:** `ValueError` listing valid names (or
+    saying where a combination name cannot be read); `ModelPluginError` (an
+    `ImportError`) naming a plugin whose entry point fails to load.
     """
     if not isinstance(model, str):
         if params:
@@ -231,10 +237,21 @@ def get_model(model: "str | CostModel", **params) -> CostModel:
     _load_builtins()
     factory = _MODELS.get(model)
     if factory is None:
+        # --- combined models (models/_combined.py): a name with parentheses is a
+        # combination such as "min(xla-gpu,roofline)" or "scaled-min(roofline,fitted)".
+        if "(" in model:
+            from ._combined import parse_model_name
+
+            return parse_model_name(model, **params)
+        # --- end combined models
         ep = _entry_points().get(model)
         if ep is None:
             raise ValueError(f"unknown cost model {model!r}; valid names: {', '.join(model_names())}")
-        factory = ep.load()
+        # --- plugins (models/_plugins.py): a failing plugin names itself and its entry point.
+        from ._plugins import load_plugin
+
+        factory = load_plugin(ep)
+        # --- end plugins
         _MODELS[model] = factory
     return factory(**params)
 

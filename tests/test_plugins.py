@@ -1,0 +1,167 @@
+"""Cost-model plugins through the entry-point group `xla_costmodel.models`.
+
+The example plugin (`tests/plugin_example/`) is made visible to
+`importlib.metadata` without pip: a temporary `*.dist-info` with its entry
+points on a temporary `sys.path` entry (`plugin_example/temp_install.py`).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+import xla_costmodel as xc
+from xla_costmodel.devices import get_device
+from xla_costmodel.models import CostModel, ModelPluginError, RooflineModel, get_model, model_names
+from xla_costmodel.models import _base
+
+HERE = Path(__file__).resolve().parent
+
+
+def load_temp_install():
+    """`tests/plugin_example/temp_install.py` as a module (tests/ is not a package)."""
+    name = "_xla_costmodel_plugin_temp_install"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, HERE / "plugin_example" / "temp_install.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
+
+
+TI = load_temp_install()
+
+ADD = """HloModule t
+ENTRY e {
+  a = f32[1024,1024]{1,0} parameter(0)
+  b = f32[1024,1024]{1,0} parameter(1)
+  ROOT c = f32[1024,1024]{1,0} add(a, b)
+}"""
+
+
+@pytest.fixture
+def plugin(tmp_path):
+    with TI.installed(tmp_path) as names:
+        yield names
+
+
+def test_pyproject_declares_the_example_entry_point():
+    assert TI.entry_points() == {"example-streaming": "xla_costmodel_example_plugin:StreamingModel"}
+    assert TI.pyproject()["project"]["name"] == "xla-costmodel-example-plugin"
+
+
+def test_example_plugin_is_found_through_importlib_metadata(plugin):
+    eps = {ep.name: ep for ep in importlib.metadata.entry_points(group=_base.ENTRY_POINT_GROUP)}
+    assert eps["example-streaming"].value == "xla_costmodel_example_plugin:StreamingModel"
+    assert eps["example-streaming"].dist.name == "xla-costmodel-example-plugin"
+    names = model_names()
+    assert "example-streaming" in names
+    assert names[: len(names) - 1] == tuple(n for n in names if n != "example-streaming")  # plugins come last
+    # listing does not import the plugin
+    assert TI.PACKAGE not in sys.modules
+    m = get_model("example-streaming")
+    assert isinstance(m, CostModel) and m.name == "example-streaming"
+    assert type(m).__module__ == TI.PACKAGE
+    assert get_model("example-streaming", flops_per_element=2.0).flops_per_element == 2.0
+
+
+def test_plugin_is_gone_after_the_temporary_install(tmp_path):
+    with TI.installed(tmp_path):
+        get_model("example-streaming")
+    assert "example-streaming" not in model_names()
+    assert TI.PACKAGE not in sys.modules
+    with pytest.raises(ValueError, match="unknown cost model 'example-streaming'"):
+        get_model("example-streaming")
+
+
+def test_analyze_accepts_the_plugin_by_name(plugin):
+    h100 = get_device("h100-sxm")
+    table = xc.analyze(ADD, device="h100-sxm", model="example-streaming")
+    assert table.model_name == "example-streaming"
+    row = table[table["kernel"] == "c"].iloc[0]
+    # 3 x 4 MiB streamed at 3.35232e12 B/s = 3.7534937 us; 1,048,576 elements at
+    # 6.690816e13 flop/s = 15.67 ns; plus h100-sxm's 1 us launch (numbers worked by hand).
+    assert h100.memory_bandwidth_bytes_per_s == 3.35232e12 and h100.kernel_launch_overhead_s == 1e-6
+    assert row["memory_s"] == pytest.approx(3.7534937e-6, rel=1e-6)
+    assert row["compute_s"] == pytest.approx(15.6719e-9, rel=1e-4)
+    assert row["time_s"] == pytest.approx(4.7534937e-6, rel=1e-6)
+    assert row["bound"] == "memory"
+    # the host CPU works too, and every kernel of a real module is priced
+    t = xc.analyze("hlo_fixtures/mlp_fwd.post.hlo", device="host", model="example-streaming")
+    kernels = t[t["bound"] != "free"]
+    assert len(kernels) and kernels["priced"].all() and (kernels["time_s"] > 0).all()
+
+
+def test_simulate_fusion_accepts_the_plugin_by_name(plugin):
+    if not hasattr(xc, "simulate_fusion"):
+        pytest.skip("xla_costmodel.simulate_fusion does not exist (fusion simulation not built yet)")
+    r = xc.simulate_fusion("hlo_fixtures/mlp_fwd.pre.hlo", device="h100-sxm", model="example-streaming")
+    assert r.model == "example-streaming"
+    assert r.kernels_after < r.kernels_before
+    assert r.time_after_s < r.time_before_s
+
+
+def test_plugin_in_a_combined_model(plugin):
+    m = get_model("min(example-streaming,roofline)")
+    assert m.name == "min(example-streaming,roofline)"
+    table = xc.analyze(ADD, device="h100-sxm", model="min(example-streaming,roofline)")
+    e = table.estimates["c"]
+    # both models stream 12 MiB here; the roofline also charges 1 flop per element: equal times
+    assert e.details["model"] in ("example-streaming", "roofline")
+    assert e.time_s == pytest.approx(4.7534937e-6, rel=1e-6)
+
+
+BROKEN = {
+    "broken-plugins": {
+        "broken-missing-module": "xla_costmodel_no_such_module:Model",
+        "broken-missing-attr": "xla_costmodel_example_plugin:NoSuchModel",
+        "broken-raises": "xla_costmodel_broken_plugin_mod:Model",
+        "broken-not-callable": "xla_costmodel_example_plugin:__all__",
+        "broken-not-a-model": "builtins:dict",
+    }
+}
+
+
+@pytest.mark.parametrize(
+    "name, cause",
+    [
+        ("broken-missing-module", "ModuleNotFoundError"),
+        ("broken-missing-attr", "AttributeError"),
+        ("broken-raises", "RuntimeError: plugin import failed on purpose"),
+        ("broken-not-callable", "names a list, not a model class or factory"),
+        ("broken-not-a-model", "built a dict without name, estimate, estimate_fusion"),
+    ],
+)
+def test_a_failing_plugin_names_itself_and_its_entry_point(tmp_path, name, cause):
+    (tmp_path / "xla_costmodel_broken_plugin_mod.py").write_text(
+        "raise RuntimeError('plugin import failed on purpose')\n", encoding="utf-8")
+    with TI.installed(tmp_path, extra=BROKEN):
+        # listing never imports, so broken plugins are listed and the others still work
+        assert name in model_names()
+        assert isinstance(get_model("roofline"), RooflineModel)
+        with pytest.raises(ModelPluginError) as info:
+            get_model(name)
+        msg = str(info.value)
+        assert f"cost-model plugin {name!r}" in msg
+        assert BROKEN["broken-plugins"][name] in msg  # the entry point, as declared
+        assert "distribution 'broken-plugins" in msg
+        assert "xla_costmodel.models" in msg
+        assert cause in msg
+        assert isinstance(info.value, ImportError)
+        # and through the places that take a model name
+        with pytest.raises(ModelPluginError, match=name):
+            xc.analyze(ADD, device="h100-sxm", model=name)
+        with pytest.raises(ModelPluginError, match=name):
+            get_model(f"min(roofline,{name})")
+    sys.modules.pop("xla_costmodel_broken_plugin_mod", None)
+
+
+def test_a_builtin_name_wins_over_a_plugin_of_the_same_name(tmp_path):
+    with TI.installed(tmp_path, extra={"shadowing-plugin": {"roofline": "builtins:dict"}}):
+        assert model_names().count("roofline") == 1
+        assert isinstance(get_model("roofline"), RooflineModel)
+    assert isinstance(get_model("roofline"), RooflineModel)
