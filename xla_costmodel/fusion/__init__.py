@@ -5,6 +5,9 @@
 - `compare_with_xla(result_or_module, xla_optimized_module)`: how far a
   kernel grouping agrees with the one XLA made (adjusted Rand index).
 - `RULES`: the legality rules (names used in the logs).
+- `search_fusion(module, ...)`: the best legal fusion plan under a cost model
+  (exact or annealed) and greedy's gap to it (`SearchResult`);
+  `check_plan_validity(original, fused)`: jaxlib parser / cost analysis / CPU-run checks.
 """
 
 from ._legality import RULES as RULES
@@ -18,3 +21,7 @@ from ._simulate import simulate_fusion as simulate_fusion
 from ._compare import FusionComparison as FusionComparison
 from ._compare import compare_with_xla as compare_with_xla
 from ._compare import kernel_assignment as kernel_assignment
+from ._search import SearchResult as SearchResult
+from ._search import search_fusion as search_fusion
+from ._validity import ValidityReport as ValidityReport
+from ._validity import check_plan_validity as check_plan_validity

@@ -19,6 +19,12 @@ def _configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="xla-gpu", help="cost model that sets the priorities (default xla-gpu)")
     p.add_argument("-o", "--output", required=True, metavar="OUT.hlo", help="where to write the fused module")
     p.add_argument("--json", action="store_true", help="print the step log and summary as JSON")
+    # --- fusion search (search_fusion) ---
+    p.add_argument("--search", action="store_true",
+                   help="search the legal fusion plans for the lowest predicted time instead of running greedy "
+                        "priority fusion alone; writes the best plan found and prints greedy's gap to it")
+    p.add_argument("--budget", type=float, default=10.0, metavar="SECONDS",
+                   help="time budget of --search in seconds (default 10)")
 
 
 def _us(seconds: float) -> float:
@@ -62,6 +68,8 @@ def _fuse(args: argparse.Namespace) -> int:
     if getattr(model, "name", "") == "xla-gpu" and getattr(device, "kind", "gpu") != "gpu":
         raise UsageError(f"the xla-gpu model prices GPUs; device {device.name!r} is a {device.kind} (use --model roofline)")
     module = load_hlo(src)
+    if args.search:
+        return _search(args, module, device, model, out)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = simulate_fusion(module, device=device, model=model)
@@ -101,5 +109,35 @@ def _fuse(args: argparse.Namespace) -> int:
     by_rule = result.rejected_by_rule()
     if len(by_rule):
         print("  unfused by rule: " + ", ".join(f"{rule} {n}" for rule, n in by_rule.items()))
+    print(f"wrote {out}")
+    return 0
+
+
+# --- fusion search (`fuse --search [--budget SECONDS]`) ---
+def _search(args: argparse.Namespace, module, device, model, out: Path) -> int:
+    import warnings
+
+    from ._search import search_fusion
+
+    if not args.budget > 0:
+        raise UsageError(f"--budget must be a positive number of seconds, got {args.budget}")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = search_fusion(module, device=device, model=model, budget_s=args.budget)
+    out.write_text(result.module.to_text())
+    summary = result.summary()
+    summary["output"] = str(out)
+    if args.json:
+        print(json.dumps({"summary": summary,
+                          "computations": json.loads(result.computations.to_json(orient="records"))}, indent=1))
+        return 0
+    print_table(result.computations.assign(
+        greedy_us=result.computations["greedy_s"].map(_us), best_us=result.computations["best_s"].map(_us),
+    ).drop(columns=["greedy_s", "best_s"]))
+    print(
+        f"\nfusion search ({result.method}, {result.plans_evaluated} plans in {result.elapsed_s:.2f} s): "
+        f"greedy {result.greedy_time_s * 1e6:,.3f} us, best {result.time_s * 1e6:,.3f} us, "
+        f"gap {result.gap_pct:.2f}% ({summary['model']} on {summary['device']}); {result.kernels} kernels"
+    )
     print(f"wrote {out}")
     return 0

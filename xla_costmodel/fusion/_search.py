@@ -1,0 +1,704 @@
+"""`search_fusion`: the best legal fusion plan of a module under a cost model, and greedy's distance to it.
+
+**The plan space.** XLA's priority fusion fuses a producer into *all* its
+non-bitcast users or into none (`CanFuseWithAllNonBitcastUsers`, 4.5), so a
+plan is one yes/no per candidate producer (the producers priority fusion would
+queue: fusible, with users, not the root; constants and bitcasts are not
+choices, see below). Fusing a producer P into its users fuses every
+producer→consumer edge out of P: P is duplicated into each kernel that uses
+it. A plan is legal when XLA's `CanFuse` rules (`LegalityChecker`) allow every
+one of those fusions.
+
+Plans are decoded in one canonical order: consumers first (reverse post-order
+of each fusible computation). When P comes up, its users have all been
+decided, so the kernels P would be fused into are known (the kernels its
+users were fused into, or the users themselves); P is fused into all of them
+if `CanFuse(P, kernel)` holds for each non-bitcast one, else P stays a kernel
+of its own. A decision only depends on decisions made before it, so
+
+- any yes/no vector decodes to a legal plan (a "yes" that is illegal at its
+  turn is read as "no": the repair a genetic search needs), and every legal
+  plan is the decoding of itself;
+- the legal plans are the leaves of a decision tree (branch only where fusing
+  is legal), which exact enumeration walks with one decode per legal plan.
+
+As in XLA's pass: a bitcast is fused into every kernel `CanFuse` allows (its
+priority is +inf) and kept for the others; after all producers, constants of
+at most one element are fused into every fusible user; large constants are
+never fused. This equals greedy's semantics up to the order fusions are made
+in (greedy may fuse a producer that is already a fusion, here a producer is
+always plain); `SearchResult.greedy_reproduced` says whether greedy's own
+plan decodes to the same predicted time.
+
+**The objective** (`plan_time`) is the sum, over the kernels (fusions and
+unfused ops) of the fusible computations, each counted once, of the model's
+`estimate(kernel).time_s` (launch overhead included; kernels the model cannot
+price are left out). Greedy's fused module is priced the same way, so the gap
+compares like with like (whatever totals `simulate_fusion` itself reports). Kernels are built detached
+(`hypothetical_fusion`) and priced once per content (root instruction + set
+of fused instructions), so a plan costs one pass over its computation plus
+the kernels never seen before. Fusible computations are independent: each is
+searched on its own and the totals add up.
+
+**Search.** Per computation: exact enumeration of all legal plans when it has
+at most `exact_max_edges` candidate producers (and the budget lasts);
+otherwise simulated annealing over the producer decisions, started from
+the better of greedy's plan and "fuse everything legal" (each move flips one
+producer whose decision is live, i.e. legal at its turn; worse plans are
+accepted with probability exp(-Δ/T), T falling linearly to 0 over 60% of the
+computation's share of the budget; restarts from the best plan now and then),
+then a first-improvement descent (single flips) from the best plan for the
+rest of the share. The plan found is built into a module (with
+the same fusion code as `simulate_fusion`) and priced again; greedy's result
+is returned instead if the search found nothing better.
+"""
+
+from __future__ import annotations
+
+import gc
+import html
+import itertools
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from ..hlo import HloComputation, HloInstruction, HloModule
+from ..hlo._edit import NameUniquifier, copy_module, hypothetical_fusion, inline_calls as _inline_calls
+from ._legality import LegalityChecker, can_emit_input_fused_scatter, is_fusible
+from ._priority import PriorityFusionRun, is_candidate, is_small_constant
+from ._simulate import fusible_computations, simulate_fusion
+
+__all__ = ["SearchResult", "plan_time", "search_fusion"]
+
+# Instructions that launch no kernel of their own (as `simulate_fusion` has them).
+_NOT_KERNELS = frozenset(
+    {
+        "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "while", "conditional", "call",
+        "after-all", "add-dependency", "partition-id", "replica-id", "domain", "opt-barrier",
+        "optimization-barrier",
+    }
+)
+
+
+def _getter(versions: dict):
+    get = versions.get
+    return lambda instr: get(instr, 0)
+
+
+def plan_time(module: HloModule, device, model) -> tuple[float, int, int]:
+    """The search's objective for a fused module: `(Σ kernel time_s, kernels, unpriced kernels)`.
+
+    Every kernel (fusion or unfused op) of each fusible computation counted
+    once (a `while` body is not multiplied by its trip count), priced by
+    `model.estimate(kernel, device).time_s` (launch included); kernels the
+    model cannot price (NaN) are left out of the sum and counted.
+    """
+    total = 0.0
+    n = unpriced = 0
+    for comp in fusible_computations(module):
+        for k in comp.instructions:
+            if k.opcode in _NOT_KERNELS:
+                continue
+            n += 1
+            t = model.estimate(k, device).time_s
+            if math.isnan(t):
+                unpriced += 1
+            else:
+                total += t
+    return total, n, unpriced
+
+
+COMPUTATION_COLUMNS = [
+    "computation", "producers", "method", "plans", "greedy_s", "best_s", "seconds",
+]
+
+
+# ---------------------------------------------------------------------------
+# Kernels and their prices, by content
+
+
+class _Kernel:
+    """A kernel being built: its root instruction, the instructions fused into it, and the detached instruction."""
+
+    __slots__ = ("root", "members", "instr")
+
+    def __init__(self, root: HloInstruction):
+        self.root = root
+        self.members: frozenset = frozenset()
+        self.instr: HloInstruction = root
+
+
+class _Pricer:
+    """Detached kernels and their prices, cached by content (root, fused instructions)."""
+
+    def __init__(self, model, device, checker: LegalityChecker):
+        self.model = model
+        self.device = device
+        self.checker = checker
+        self._kernels: dict = {}
+        self._prices: dict = {}
+        self.model_calls = 0
+
+    def grow(self, k: _Kernel, producer: HloInstruction) -> None:
+        """Fuse `producer` (an operand of `k`'s instruction) into `k`, as `PriorityFusionRun._fuse` does."""
+        members = k.members | {producer}
+        key = (k.root, members)
+        instr = self._kernels.get(key)
+        if instr is None:
+            checker = self.checker
+            facts = checker.facts(producer) + checker.facts(k.instr)
+            instr = hypothetical_fusion(producer, k.instr, "kLoop")
+            checker.set_facts(instr, facts)
+            kind = checker.fusion_kind(instr)
+            if kind != "kLoop":
+                instr.set_attribute("kind", kind)
+            self._kernels[key] = instr
+        k.members = members
+        k.instr = instr
+
+    def price(self, k: _Kernel) -> float:
+        key = (k.root, k.members)
+        t = self._prices.get(key)
+        if t is None:
+            t = self._prices[key] = self.model.estimate(k.instr, self.device).time_s
+            self.model_calls += 1
+        return t
+
+
+# ---------------------------------------------------------------------------
+# One computation: decisions, decoding
+
+
+_FIXED, _BITCAST, _DECISION = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class _Decoded:
+    total_s: float  # sum over priced kernels
+    unpriced: int
+    kernels: int
+    fused: frozenset  # decision producers fused
+    points: tuple  # decision producers that were legal at their turn
+
+
+class _Problem:
+    """The fusion decisions of one fusible computation."""
+
+    def __init__(self, comp: HloComputation, pricer: _Pricer):
+        self.comp = comp
+        self.pricer = pricer
+        order = comp.post_order()
+        self.order = order[::-1]  # consumers first
+        root = comp.root
+        self.kind: dict[HloInstruction, int] = {}
+        for x in self.order:
+            if x is root or not is_candidate(x) or x.opcode == "constant":
+                self.kind[x] = _FIXED
+            elif x.opcode == "bitcast":
+                self.kind[x] = _BITCAST
+            elif is_fusible(x):
+                self.kind[x] = _DECISION
+            else:
+                self.kind[x] = _FIXED  # CanFuse's rule 2 rejects it whatever its users
+        self.decisions = [x for x in self.order if self.kind[x] == _DECISION]
+        self.small_constants = [x for x in comp.instructions if is_small_constant(x)]
+        self.users = {x: list(dict.fromkeys(x.users)) for x in self.order}
+        self._memo: dict[frozenset, _Decoded] = {}
+        self.seen: set[frozenset] = set()  # distinct plans decoded
+
+    def decode(self, choose: Callable[[HloInstruction, int], bool]) -> _Decoded:
+        """Decode a plan: `choose(producer, k)` is asked at the k-th producer that may legally fuse."""
+        pricer = self.pricer
+        can_fuse = pricer.checker.can_fuse
+        grow = pricer.grow
+        kind_of = self.kind
+        users_of = self.users
+        homes: dict[HloInstruction, tuple] = {}
+        own: list[_Kernel] = []
+        fused: list[HloInstruction] = []
+        points: list[HloInstruction] = []
+        for x in self.order:
+            kind = kind_of[x]
+            if kind == _FIXED:
+                k = _Kernel(x)
+                own.append(k)
+                homes[x] = (k,)
+                continue
+            seen: dict[int, _Kernel] = {}
+            for u in users_of[x]:
+                for k in homes[u]:
+                    seen.setdefault(id(k), k)
+            targets = list(seen.values())
+            if kind == _BITCAST:
+                into = [k for k in targets if can_fuse(x, k.instr) is None]
+                kept = len(into) < len(targets)
+            else:
+                into = [k for k in targets if k.instr.opcode != "bitcast"]
+                legal = bool(into) and all(can_fuse(x, k.instr) is None for k in into)
+                if legal:
+                    points.append(x)
+                if not (legal and choose(x, len(points) - 1)):
+                    k = _Kernel(x)
+                    own.append(k)
+                    homes[x] = (k,)
+                    continue
+                fused.append(x)
+                kept = len(into) < len(targets)
+            for k in into:
+                grow(k, x)
+            if kept or not into:
+                k = _Kernel(x)
+                own.append(k)
+                homes[x] = tuple(into) + (k,)
+            else:
+                homes[x] = tuple(into)
+        # Small constants go into every fusible user at the end (`_fuse_small_constants`).
+        for c in self.small_constants:
+            seen = {}
+            for u in users_of[c]:
+                for k in homes[u]:
+                    seen.setdefault(id(k), k)
+            for k in seen.values():
+                if is_fusible(k.instr) and can_emit_input_fused_scatter(c, k.instr) is None:
+                    grow(k, c)
+        total = 0.0
+        unpriced = n = 0
+        price = pricer.price
+        for k in own:
+            if k.instr.opcode in _NOT_KERNELS:
+                continue
+            n += 1
+            t = price(k)
+            if math.isnan(t):
+                unpriced += 1
+            else:
+                total += t
+        plan = frozenset(fused)
+        self.seen.add(plan)
+        return _Decoded(total, unpriced, n, plan, tuple(points))
+
+    def decode_set(self, plan: frozenset) -> _Decoded:
+        """Decode the plan that fuses the producers in `plan` (those legal at their turn); memoized."""
+        d = self._memo.get(plan)
+        if d is None:
+            d = self.decode(lambda x, k: x in plan)
+            self._memo[plan] = self._memo[d.fused] = d
+        return d
+
+
+# ---------------------------------------------------------------------------
+# Search strategies
+
+
+class _Clock:
+    def __init__(self, budget_s: float):
+        self.t0 = time.perf_counter()
+        self.deadline = self.t0 + budget_s
+
+    def left(self) -> float:
+        return self.deadline - time.perf_counter()
+
+
+def _enumerate(problem: _Problem, deadline: float) -> tuple[_Decoded | None, int, bool]:
+    """All legal plans, one decode each (leaf = a prefix of choices, then "no" to the rest).
+
+    **Returns:** (best plan, plans decoded, complete).
+    """
+    best: _Decoded | None = None
+    n = 0
+    stack: list[tuple] = [()]
+    while stack:
+        if time.perf_counter() > deadline:
+            return best, n, False
+        prefix = stack.pop()
+        m = len(prefix)
+        d = problem.decode(lambda x, k: k < m and prefix[k])
+        n += 1
+        if best is None or d.total_s < best.total_s:
+            best = d
+        for j in range(m, len(d.points)):
+            stack.append(prefix + (False,) * (j - m) + (True,))
+    return best, n, True
+
+
+def _anneal(problem: _Problem, start: _Decoded, deadline: float, rng: random.Random) -> tuple[_Decoded, int]:
+    """Simulated annealing over producer decisions from `start` (60% of the time), then first-improvement
+    descent from the best plan (the rest). **Returns:** (best plan, plans decoded)."""
+    cur = best = start
+    n = 0
+    t_start = time.perf_counter()
+    span = max(deadline - t_start, 1e-9)
+    anneal_end = t_start + 0.6 * span
+    # Temperature scale: a typical |change| of one flip, measured on the first moves.
+    scale = None
+    deltas: list[float] = []
+    since_best = 0
+    while True:
+        now = time.perf_counter()
+        if now > anneal_end or not cur.points:
+            break
+        x = rng.choice(cur.points)
+        plan = cur.fused - {x} if x in cur.fused else cur.fused | {x}
+        d = problem.decode_set(plan)
+        n += 1
+        delta = d.total_s - cur.total_s
+        if scale is None:
+            if delta:
+                deltas.append(abs(delta))
+            if len(deltas) >= 8 or n >= 32:
+                scale = (sum(deltas) / len(deltas)) if deltas else 1e-9
+        temp = (scale or 0.0) * 0.5 * max(0.0, 1.0 - (now - t_start) / (0.6 * span))
+        if delta <= 0 or (temp > 0 and rng.random() < math.exp(-delta / temp)):
+            cur = d
+        if cur.total_s < best.total_s:
+            best = cur
+            since_best = 0
+        else:
+            since_best += 1
+            if since_best > 20 * max(len(problem.decisions), 10):
+                cur, since_best = best, 0
+    # First-improvement descent from the best plan, in random order: a local optimum if time allows.
+    improved = True
+    while improved and time.perf_counter() < deadline:
+        improved = False
+        order = list(best.points)
+        rng.shuffle(order)
+        for x in order:
+            if time.perf_counter() > deadline:
+                break
+            plan = best.fused - {x} if x in best.fused else best.fused | {x}
+            d = problem.decode_set(plan)
+            n += 1
+            if d.total_s < best.total_s:
+                best, improved = d, True
+    return best, n
+
+
+# ---------------------------------------------------------------------------
+# Building a plan into a module
+
+
+def _greedy_plan(result) -> set[str]:
+    """Names of the input instructions greedy fused into a consumer (from its fused module)."""
+    origin = result.origin
+    names: set[str] = set()
+    for comp in fusible_computations(result.module):
+        for k in comp.instructions:
+            body = k.fused_computation if k.opcode == "fusion" else None
+            if body is None:
+                continue
+            for i in body.instructions:
+                if i is body.root or i.opcode == "parameter":
+                    continue
+                names.add(origin.get(i.name, i.name))
+    return names
+
+
+def _build(work: HloModule, plans: dict[str, frozenset], model, dev) -> tuple[HloModule, int]:
+    """A copy of `work` with `plans` (computation name -> names of fused producers) applied.
+
+    Uses `PriorityFusionRun`'s own fusion step (kinds, names) and its small-constant pass.
+    **Returns:** (module, fusions the rules refused when redone on the real graph: 0 when consistent).
+    """
+    out = copy_module(work)
+    names = NameUniquifier(out)
+    versions: dict = {}
+    checker = LegalityChecker(getattr(dev, "shared_memory_per_block_bytes", 0), version=_getter(versions))
+    counter = itertools.count()
+    uids = {instr: next(counter) for _, instr in out.instructions()}
+    refused = 0
+    for comp in fusible_computations(out):
+        plan = plans.get(comp.name, frozenset())
+        run = PriorityFusionRun(comp, model, dev, checker, names, uids, counter.__next__, version=versions)
+        root = comp.root
+        for x in comp.post_order()[::-1]:
+            is_bitcast = x.opcode == "bitcast" and is_candidate(x) and x is not root
+            if x.name not in plan and not is_bitcast:
+                continue
+            targets = list(dict.fromkeys(x.users))
+            if is_bitcast:
+                into = [u for u in targets if checker.can_fuse(x, u) is None]
+            else:
+                into = [u for u in targets if u.opcode != "bitcast"]
+                if not into or any(checker.can_fuse(x, u) is not None for u in into):
+                    refused += 1
+                    continue
+            for u in into:
+                run._fuse(x, u)
+            if not x.users and x is not root:
+                run.editor.remove(x)
+        run._fuse_small_constants()
+        run.editor.finish()
+    return out, refused
+
+
+# ---------------------------------------------------------------------------
+# The result
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """What `search_fusion` found.
+
+    **Attributes:**
+
+    - `module`: the best plan's fused module (a new object).
+    - `time_s`: its predicted total (`plan_time`: sum of kernel times,
+      launches included, over the fusible computations, each kernel once).
+    - `greedy_time_s`: `plan_time` of `simulate_fusion`'s fused module for
+      the same module, model and device; `gap`: greedy_time_s / time_s - 1 (how much
+      slower greedy's plan is predicted to be; 0 when the search found
+      nothing better); `gap_pct` = 100 × gap.
+    - `method`: "exact" (every computation enumerated completely: the best
+      plan is optimal in the plan space), "heuristic" (some computation was
+      annealed, or its enumeration ran out of budget) or "greedy" (nothing
+      better than greedy's own result was found; `module` is greedy's).
+    - `plans_evaluated`: plans decoded and priced; `elapsed_s`: wall time;
+      `model_calls`: kernels priced (each content once).
+    - `plan`: names of the producers fused (all-consumers); `greedy_plan`:
+      those greedy fused; `greedy_reproduced`: greedy's plan decoded here
+      prices as greedy's module does (False: greedy's fusion order made a
+      plan the canonical order does not, see the module docs).
+    - `kernels`: kernels in `module`; `unpriced`: kernels the model could not price.
+    - `computations`: per fusible computation: `producers` (decisions),
+      `method`, `plans`, `greedy_s` (greedy's plan decoded here), `best_s`, `seconds`.
+    - `refused`: fusions of the plan the rules refused when the plan was
+      built on the real graph (0: the plan is legal as built).
+    - `model`, `device`: names.
+    """
+
+    module: HloModule
+    time_s: float
+    greedy_time_s: float
+    method: str
+    plans_evaluated: int
+    elapsed_s: float
+    plan: frozenset
+    greedy_plan: frozenset
+    greedy_reproduced: bool
+    kernels: int
+    unpriced: int
+    computations: pd.DataFrame = field(repr=False)
+    model: str = ""
+    device: str = ""
+    model_calls: int = 0
+    refused: int = 0
+    greedy_module: HloModule | None = field(default=None, repr=False)
+
+    @property
+    def gap(self) -> float:
+        """greedy_time_s / time_s - 1."""
+        return self.greedy_time_s / self.time_s - 1.0 if self.time_s else math.nan
+
+    @property
+    def gap_pct(self) -> float:
+        return 100.0 * self.gap
+
+    def summary(self) -> dict[str, Any]:
+        """The headline numbers as a dict."""
+        return {
+            "module": self.module.name,
+            "model": self.model,
+            "device": self.device,
+            "greedy_time_s": self.greedy_time_s,
+            "best_time_s": self.time_s,
+            "gap_pct": self.gap_pct,
+            "method": self.method,
+            "plans_evaluated": self.plans_evaluated,
+            "producers_fused": len(self.plan),
+            "greedy_producers_fused": len(self.greedy_plan),
+            "kernels": self.kernels,
+            "greedy_reproduced": self.greedy_reproduced,
+            "elapsed_s": self.elapsed_s,
+        }
+
+    def validate(self, original: HloModule, **kwargs):
+        """`check_plan_validity(original, self.module, **kwargs)`."""
+        from ._validity import check_plan_validity
+
+        return check_plan_validity(original, self.module, **kwargs)
+
+    def __repr__(self) -> str:
+        return (
+            f"SearchResult({self.module.name!r}, {self.method}, best {self.time_s * 1e6:.3f} us, "
+            f"greedy {self.greedy_time_s * 1e6:.3f} us, gap {self.gap_pct:.2f}%, "
+            f"{self.plans_evaluated} plans in {self.elapsed_s:.2f} s)"
+        )
+
+    def _repr_html_(self) -> str:
+        s = self.summary()
+        rows = [
+            ("module", html.escape(s["module"])),
+            ("model / device", html.escape(f"{s['model']} / {s['device']}")),
+            ("greedy (priority fusion)", f"{s['greedy_time_s'] * 1e6:,.3f} &micro;s"),
+            ("best plan found", f"{s['best_time_s'] * 1e6:,.3f} &micro;s"),
+            ("gap", f"{s['gap_pct']:.2f} %"),
+            ("method", html.escape(s["method"])),
+            ("plans evaluated", f"{s['plans_evaluated']:,}"),
+            ("producers fused (best / greedy)", f"{s['producers_fused']} / {s['greedy_producers_fused']}"),
+            ("kernels", s["kernels"]),
+            ("search time", f"{s['elapsed_s']:.2f} s"),
+        ]
+        table = "".join(f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>" for k, v in rows)
+        comps = self.computations.to_html(index=False, float_format=lambda x: f"{x:.4g}")
+        return f"<div><b>Fusion search</b><table>{table}</table><p><b>Per computation</b></p>{comps}</div>"
+
+
+# ---------------------------------------------------------------------------
+# Entry point
+
+
+def search_fusion(
+    module: HloModule | str | Path,
+    device: Any = "h100-sxm",
+    model: Any = "xla-gpu",
+    *,
+    budget_s: float = 10.0,
+    exact_max_edges: int = 14,
+    seed: int = 0,
+    inline_calls: bool = True,
+) -> SearchResult:
+    """Search the legal fusion plans of `module` for the lowest predicted total time.
+
+    **Arguments:**
+
+    - `module`: an unfused `HloModule` or a path to HLO text (never modified).
+    - `device`, `model`: as for `simulate_fusion` (names or objects).
+    - `budget_s`: wall-clock budget for the search itself (greedy's own run,
+      the first plans decoded and the final build come on top).
+    - `exact_max_edges`: enumerate every legal plan of a computation with at
+      most this many candidate producers (each producer's edges to all its
+      consumers are one decision, all-consumers-or-none); larger ones are annealed.
+    - `seed`: for the annealing's random moves.
+    - `inline_calls`: inline `call`s first, as `simulate_fusion` does.
+
+    **Returns:** a `SearchResult`; its `module` is never predicted slower than greedy's.
+    """
+    from ..devices import get_device
+    from ..models import get_model
+
+    if isinstance(module, (str, Path)):
+        from ..hlo import load_hlo
+
+        module = load_hlo(module)
+    if not isinstance(module, HloModule):
+        raise TypeError(f"search_fusion: expected an HloModule or a path, got {type(module).__name__}")
+    if not budget_s > 0:
+        raise ValueError(f"search_fusion: budget_s must be > 0, got {budget_s!r}")
+    dev = get_device(device) if isinstance(device, str) else device
+    cost_model = get_model(model) if isinstance(model, str) else model
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _search(module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _search(module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls) -> SearchResult:
+    t0 = time.perf_counter()
+    work = copy_module(module)
+    if inline_calls and any(i.opcode == "call" for _, i in work.instructions()):
+        work = _inline_calls(work, copy=False)
+    greedy = simulate_fusion(work, device=dev, model=cost_model, inline_calls=False, price_totals=False)
+    greedy_names = _greedy_plan(greedy)
+    greedy_time, greedy_kernels, greedy_unpriced = plan_time(greedy.module, dev, cost_model)
+
+    clock = _Clock(budget_s)
+    checker = LegalityChecker(getattr(dev, "shared_memory_per_block_bytes", 0))
+    pricer = _Pricer(cost_model, dev, checker)
+    rng = random.Random(seed)
+    problems = [_Problem(c, pricer) for c in fusible_computations(work)]
+
+    starts: list[_Decoded] = []
+    greedy_sum = 0.0
+    for p in problems:
+        plan = frozenset(x for x in p.decisions if x.name in greedy_names)
+        d = p.decode_set(plan)
+        starts.append(d)
+        greedy_sum += d.total_s
+    greedy_plan = frozenset(x.name for p in problems for x in p.decisions if x.name in greedy_names)
+    reproduced = math.isclose(greedy_sum, greedy_time, rel_tol=1e-9, abs_tol=1e-15)
+
+    # Small computations first (exact), the rest share what is left in proportion to their size.
+    rows = []
+    best: list[_Decoded] = list(starts)
+    methods: list[str] = [""] * len(problems)
+    plans = [0] * len(problems)
+    seconds = [0.0] * len(problems)
+    exact_idx = [i for i, p in enumerate(problems) if len(p.decisions) <= exact_max_edges]
+    heur_idx = [i for i, p in enumerate(problems) if len(p.decisions) > exact_max_edges]
+    for i in exact_idx:
+        p = problems[i]
+        ts = time.perf_counter()
+        if not p.decisions:
+            methods[i] = "exact"
+            seconds[i] = time.perf_counter() - ts
+            continue
+        found, n, complete = _enumerate(p, clock.deadline)
+        if found is not None and found.total_s < best[i].total_s:
+            best[i] = found
+        if complete:
+            methods[i] = "exact"
+        else:
+            heur_idx.append(i)
+        seconds[i] = time.perf_counter() - ts
+    weights = {i: max(len(problems[i].decisions), 1) for i in heur_idx}
+    for j, i in enumerate(heur_idx):
+        p = problems[i]
+        ts = time.perf_counter()
+        left = clock.left()
+        share = left * weights[i] / sum(weights[k] for k in heur_idx[j:]) if left > 0 else 0.0
+        cand = [best[i]]
+        all_in = p.decode(lambda x, k: True)
+        cand.append(all_in)
+        start = min(cand, key=lambda d: d.total_s)
+        found, n = _anneal(p, start, time.perf_counter() + share, rng)
+        if found.total_s < best[i].total_s:
+            best[i] = found
+        methods[i] = "heuristic"
+        seconds[i] += time.perf_counter() - ts
+
+    for i, p in enumerate(problems):
+        plans[i] = len(p.seen)
+        rows.append((p.comp.name, len(p.decisions), methods[i], plans[i], starts[i].total_s, best[i].total_s, seconds[i]))
+    comps_df = pd.DataFrame(rows, columns=COMPUTATION_COLUMNS)
+
+    found_sum = sum(d.total_s for d in best)
+    plan_names = {p.comp.name: frozenset(x.name for x in best[i].fused) for i, p in enumerate(problems)}
+    fused, refused = _build(work, plan_names, cost_model, dev)
+    time_s, n_kernels, unpriced = plan_time(fused, dev, cost_model)
+    method = "exact" if all(m == "exact" for m in methods) else "heuristic"
+    if not (time_s < greedy_time or (math.isclose(time_s, greedy_time, rel_tol=1e-12) and not refused)):
+        # Nothing better than greedy (or greedy's plan lies outside the canonical order's space): keep greedy's.
+        fused, time_s = greedy.module, greedy_time
+        n_kernels, unpriced = greedy_kernels, greedy_unpriced
+        method = "greedy"
+        plan_names = {"": greedy_plan}
+        refused = 0
+    plan = frozenset().union(*plan_names.values()) if plan_names else frozenset()
+    return SearchResult(
+        module=fused,
+        time_s=time_s,
+        greedy_time_s=greedy_time,
+        method=method,
+        plans_evaluated=sum(plans),
+        elapsed_s=time.perf_counter() - t0,
+        plan=plan,
+        greedy_plan=greedy_plan,
+        greedy_reproduced=reproduced,
+        kernels=n_kernels,
+        unpriced=unpriced,
+        computations=comps_df,
+        model=getattr(cost_model, "name", type(cost_model).__name__),
+        device=getattr(dev, "name", str(dev)),
+        model_calls=pricer.model_calls,
+        refused=refused,
+        greedy_module=greedy.module,
+    )
