@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import math
-import re
 import sys
 import warnings
 from pathlib import Path
@@ -61,29 +60,12 @@ ALL = NAMES + COMBINED
 DEVICES = ("h100-sxm", "host")
 
 # Contract violations of existing models, found by this test (see the report in the tests' history).
-KNOWN_VIOLATIONS = {
-    ("frozen", "roofline-calibrated"): "CalibratedModel is a plain class: neither a frozen dataclass nor a "
-                                       "scikit-learn estimator (no BaseEstimator, get_params/clone)",
-    ("frozen", "xla-gpu-calibrated"): "CalibratedModel is a plain class: neither a frozen dataclass nor a "
-                                      "scikit-learn estimator (no BaseEstimator, get_params/clone)",
-    ("negative-part", "fitted"): "FittedModel documents non-negative weights, but scipy's BVLS leaves some at "
-                                 "-1e-30 or so, giving parts like compute_s = -1.6e-24 s (clip the solution at its "
-                                 "lower bound in fit_relative_least_squares)",
-}
 
 
 @pytest.fixture(scope="module", autouse=True)
 def example_plugin(tmp_path_factory):
     with TI.installed(tmp_path_factory.mktemp("plugins")) as names:
         yield names
-
-
-def _known(check: str, name: str) -> None:
-    """xfail (with the reason) when `name`, or a member named in a combination, has a known violation of `check`."""
-    for n in (name, *re.findall(r"[^\s(),]+", name)):
-        why = KNOWN_VIOLATIONS.get((check, n))
-        if why:
-            pytest.xfail(f"{n}: {why}")
 
 
 # --------------------------------------------------------------------------- kernels
@@ -346,8 +328,6 @@ def test_frozen_dataclass_or_sklearn_estimator(name):
     assert m.name == name
     frozen = dataclasses.is_dataclass(m) and m.__dataclass_params__.frozen
     estimator = isinstance(m, BaseEstimator)
-    if not (frozen or estimator):
-        _known("frozen", name)
     assert frozen or estimator, f"{name}: {type(m).__name__} is neither a frozen dataclass nor a scikit-learn estimator"
     if frozen:
         f = dataclasses.fields(m)[0]
@@ -399,8 +379,6 @@ def test_ordinary_kernels_finite_positive_bound_and_rule(usable, name, device_na
         named = {"compute": e.compute_s, "memory": e.memory_s, "launch": e.launch_s}[e.bound]
         assert named >= max(e.compute_s, e.memory_s, e.launch_s) * (1 - 1e-9), f"{where}: bound {e.bound} is not the largest part"
         _check_rule(model, e, where, dev)
-    if tiny_negative:
-        _known("negative-part", name)
     assert not tiny_negative, "negative parts: " + "; ".join(tiny_negative)
 
 

@@ -154,4 +154,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run through the importable module, so that subcommands registered by the
+    # subpackages (which import `xla_costmodel.cli`) land in the same table.
+    from xla_costmodel.cli import main as _main
+
+    sys.exit(_main())

@@ -1,0 +1,243 @@
+#!/usr/bin/env python
+"""Measure every kernel of the zoo's real programs (held-out data) and the supplementary measurement kernels.
+
+    .venv/bin/python scripts/measure_programs.py                      # remake calibration/host_cpu_programs.parquet (~3 min)
+    .venv/bin/python scripts/measure_programs.py --only mlp_grad fft  # some programs, appended
+    .venv/bin/python scripts/measure_programs.py --no-programs --only-extra 'x_conv*'   # some supplementary kernels, appended
+
+Each zoo program (`xla_costmodel.zoo`) is measured per kernel with
+`xla_costmodel.measure.measure_program` (30 runs, 4 discarded as warm-up) in
+`--rounds` passes over all programs, the samples of a program pooled over
+the passes, exactly as the measurement suite does; glibc's allocator is put
+in its steady state first (`steady_allocator`). Rows have the calibration
+dataset's schema (`read_dataset` reads them) with:
+
+- `kernel_class` = `program` for the program as XLA compiles it, and
+  `program-unfused` for the same program compiled with XLA's fusion passes
+  disabled (`xla_disable_hlo_passes=fusion`: every instruction its own
+  kernel). The pair gives one real fusion decision per program (is the
+  fused program faster than the unfused one, and by how much), which
+  `xla_costmodel.compare` scores.
+- `kernel` = the program's name, `case` = `<program>` or `<program>/unfused`,
+  `source` = `zoo`, `params` = `{"program": ..., "fusion": true|false}`.
+- `hlo_text`: the kernel's instruction and every computation it calls, so
+  features can be recomputed.
+
+The same file also holds the supplementary measurement kernels of
+`xla_costmodel.compare._extra_suite` (small sizes and the operations the
+main suite lacks, each measured in a chain of kernels): `kernel_class`
+`extra-<class>`, `source` `extra`. They are *training* data; `compare` and
+`calibrate` never fit to the `program` / `program-unfused` rows.
+
+Without any selection option the output file is replaced (written fresh,
+atomically); with `--only`, `--only-extra`, `--no-programs`, `--no-extra` or
+`--no-unfused`, rows are appended.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import uuid
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+DEFAULT_OUT = ROOT / "calibration" / "host_cpu_programs.parquet"
+UNFUSED_OPTIONS = {"xla_disable_hlo_passes": "fusion"}
+
+
+class _CompileWith:
+    """A jitted function whose `lower(...).compile()` passes XLA compiler options.
+
+    `measure_program` compiles with `fn.lower(*args).compile()`; this shim lets
+    it measure the same program compiled differently (here: without fusion).
+    """
+
+    def __init__(self, fn, options: dict):
+        import jax
+
+        self._jitted = jax.jit(fn)
+        self._options = dict(options)
+        self.__name__ = getattr(fn, "__name__", "program")
+
+    def lower(self, *args):
+        lowered = self._jitted.lower(*args)
+        options = self._options
+
+        class _Lowered:
+            def compile(self_inner):
+                return lowered.compile(compiler_options=options)
+
+        return _Lowered()
+
+
+def measure_zoo(names, *, rounds: int, repeats: int, discard: int, unfused: bool, progress: bool = True):
+    """Dataset rows for the kernels of the named zoo programs (fused, and unfused if asked)."""
+    import pandas as pd
+
+    from xla_costmodel.measure import ConcurrentKernelsWarning, measure_program, merge_measurements, steady_allocator
+    from xla_costmodel.measure._dataset import DATASET_COLUMNS
+    from xla_costmodel.measure._suite import measurement_rows
+    from xla_costmodel.zoo import get_program
+
+    steady_allocator()
+    variants = [("program", True)] + ([("program-unfused", False)] if unfused else [])
+    jobs = [(name, cls, fused) for name in names for cls, fused in variants]
+    parts: dict[tuple, list] = {(n, c): [] for n, c, _ in jobs}
+    failed: dict[tuple, str] = {}
+    suite_run = uuid.uuid4().hex[:12]
+    for r in range(rounds):
+        for name, cls, fused in jobs:
+            if (name, cls) in failed:
+                continue
+            if progress:
+                print(f"[round {r + 1}/{rounds}] {name}{'' if fused else ' (unfused)'}", file=sys.stderr, flush=True)
+            fn, args = get_program(name).build()
+            target = fn if fused else _CompileWith(fn, UNFUSED_OPTIONS)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ConcurrentKernelsWarning)
+                    parts[(name, cls)].append(measure_program(target, *args, repeats=repeats, discard=discard, check="warn"))
+            except Exception as exc:  # one program failing must not lose the others
+                failed[(name, cls)] = f"{type(exc).__name__}: {exc}"
+                print(f"  skipped {name} ({cls}): {failed[(name, cls)]}", file=sys.stderr)
+    rows: list[dict] = []
+    for name, cls, fused in jobs:
+        if (name, cls) in failed or not parts[(name, cls)]:
+            continue
+        m = merge_measurements(parts[(name, cls)])
+        rows.extend(
+            measurement_rows(
+                m,
+                case=name if fused else f"{name}/unfused",
+                kernel=name,
+                kernel_class=cls,
+                dtype="",
+                size=0,
+                params={"program": name, "fusion": fused},
+                source="zoo",
+                suite_run=suite_run,
+            )
+        )
+    df = pd.DataFrame(rows)
+    if len(df):
+        # The launch cost of this run: the fastest kernel of any program (a
+        # one-element broadcast or copy), the same notion as the suite's.
+        df["launch_overhead_s"] = float(df["min_s"].min())
+        df = df[list(DATASET_COLUMNS)]
+    df.attrs["failed"] = failed
+    return df
+
+
+def measure_extra(only, *, rounds: int, repeats: int, discard: int, progress: bool = True):
+    """Dataset rows for the supplementary measurement kernels (`xla_costmodel.compare._extra_suite`)."""
+    import jax
+    import numpy as np
+    import pandas as pd
+
+    from xla_costmodel.compare._extra_suite import extra_cases
+    from xla_costmodel.measure import ConcurrentKernelsWarning, measure_program, merge_measurements, steady_allocator
+    from xla_costmodel.measure._dataset import DATASET_COLUMNS
+    from xla_costmodel.measure._suite import measurement_rows
+
+    steady_allocator()
+    cases = extra_cases(only)
+    parts: dict[int, list] = {i: [] for i in range(len(cases))}
+    failed: dict[str, str] = {}
+    suite_run = uuid.uuid4().hex[:12]
+    for r in range(rounds):
+        for i, (name, cls, size, build) in enumerate(cases):
+            case = f"{name}/{size}"
+            if case in failed:
+                continue
+            if progress:
+                print(f"[round {r + 1}/{rounds}] {case}", file=sys.stderr, flush=True)
+            rng = np.random.default_rng([7, i])
+            try:
+                with jax.enable_x64("f64" in name), warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ConcurrentKernelsWarning)
+                    fn, args = build(size, rng)
+                    parts[i].append(measure_program(fn, *args, repeats=repeats, discard=discard, check="warn"))
+            except Exception as exc:  # one case failing must not lose the others
+                failed[case] = f"{type(exc).__name__}: {exc}"
+                print(f"  skipped {case}: {failed[case]}", file=sys.stderr)
+    rows: list[dict] = []
+    for i, (name, cls, size, build) in enumerate(cases):
+        case = f"{name}/{size}"
+        if case in failed or not parts[i]:
+            continue
+        rows.extend(measurement_rows(
+            merge_measurements(parts[i]), case=case, kernel=name, kernel_class=f"extra-{cls}",
+            dtype="float64" if "f64" in name else "float32", size=size,
+            params={"chain": True, "size_meaning": "elements (matmul/conv/sort/fft: side)"},
+            source="extra", suite_run=suite_run,
+        ))
+    df = pd.DataFrame(rows)
+    if len(df):
+        df["launch_overhead_s"] = float(df["min_s"].min())
+        df = df[list(DATASET_COLUMNS)]
+    df.attrs["failed"] = failed
+    return df
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--only", nargs="+", metavar="PROGRAM", help="zoo programs to measure (default: all)")
+    p.add_argument("--out", default=str(DEFAULT_OUT), help=f"dataset file (default {DEFAULT_OUT.relative_to(ROOT)})")
+    p.add_argument("--rounds", type=int, default=3, help="passes over all programs, samples pooled (default 3)")
+    p.add_argument("--repeats", type=int, default=30)
+    p.add_argument("--discard", type=int, default=4)
+    p.add_argument("--no-unfused", action="store_true", help="skip the programs compiled without fusion")
+    p.add_argument("--no-programs", action="store_true", help="skip the zoo programs")
+    p.add_argument("--no-extra", action="store_true", help="skip the supplementary measurement kernels")
+    p.add_argument("--only-extra", nargs="+", metavar="PATTERN", help="supplementary kernels to run (glob patterns)")
+    args = p.parse_args(argv)
+
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    from xla_costmodel.measure import append_dataset
+    from xla_costmodel.zoo import program_names
+
+    import pandas as pd
+
+    names = [] if args.no_programs else (args.only or program_names())
+    t0 = time.perf_counter()
+    frames = []
+    failed = {}
+    if names:
+        zoo = measure_zoo(names, rounds=args.rounds, repeats=args.repeats, discard=args.discard,
+                          unfused=not args.no_unfused)
+        frames.append(zoo)
+        failed.update({f"{n} ({c})": w for (n, c), w in zoo.attrs.get("failed", {}).items()})
+    if not args.no_extra and not args.only:
+        extra = measure_extra(args.only_extra, rounds=args.rounds, repeats=args.repeats, discard=args.discard)
+        frames.append(extra)
+        failed.update(extra.attrs.get("failed", {}))
+    df = pd.concat([f for f in frames if len(f)], ignore_index=True) if frames else pd.DataFrame()
+    partial = bool(args.only or args.only_extra or args.no_programs or args.no_extra or args.no_unfused)
+    out = Path(args.out)
+    if not partial and out.exists():
+        # A fresh file: write next to it, then replace (append_dataset is atomic).
+        tmp = out.with_name(f".{out.stem}.new{out.suffix}")
+        if tmp.exists():
+            tmp.unlink()
+        append_dataset(df, tmp)
+        os.replace(tmp, out)
+        total = len(df)
+    else:
+        total = append_dataset(df, out)
+    elapsed = time.perf_counter() - t0
+    by = df.groupby("kernel_class").size().to_dict() if len(df) else {}
+    print(f"measured {len(names)} programs and the supplementary kernels in {elapsed:.0f} s: {by}; "
+          f"{out} holds {total} rows")
+    for what, why in failed.items():
+        print(f"  failed: {what}: {why}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,203 @@
+"""Kernel features, each checked against counts worked out by hand from the HLO."""
+
+from __future__ import annotations
+
+import pytest
+
+from xla_costmodel import parse_hlo
+from xla_costmodel.compare import FEATURES, FeatureError, kernel_features
+from xla_costmodel.compare._features import features_of, kernel_from_row
+from xla_costmodel.devices import DeviceSpec
+
+CPU = DeviceSpec(
+    name="test-cpu", kind="cpu", core_count=2, fpus_per_core=8, clock_rate_ghz=2.0,
+    memory_bandwidth_bytes_per_s=1e10, l1_cache_bytes_per_core=32768, l2_cache_bytes=1 << 20,
+    l3_cache_bytes=32 << 20, kernel_launch_overhead_s=3e-7,
+)
+
+
+def _kernel(text: str, name: str):
+    return parse_hlo(text).entry.instruction(name)
+
+
+def _nonzero(x: dict) -> dict:
+    return {k: v for k, v in x.items() if v}
+
+
+def test_strided_slice_scale_add():
+    # a * x[::2] + y[::2]: the scalar is broadcast (uniform, s0), the slices read
+    # every second element of their footprint (stride 2, utilization 1/2 -> 1of2).
+    text = """HloModule m
+%f (p0: f32[2048], p1: f32[2048], p2: f32[]) -> f32[1024] {
+  %p2 = f32[] parameter(2)
+  %b = f32[1024]{0} broadcast(%p2), dimensions={}
+  %p1 = f32[2048]{0} parameter(1)
+  %sl1 = f32[1024]{0} slice(%p1), slice={[0:2048:2]}
+  %m = f32[1024]{0} multiply(%b, %sl1)
+  %p0 = f32[2048]{0} parameter(0)
+  %sl0 = f32[1024]{0} slice(%p0), slice={[0:2048:2]}
+  ROOT %a = f32[1024]{0} add(%m, %sl0)
+}
+ENTRY %e (y: f32[2048], x: f32[2048], a: f32[]) -> f32[1024] {
+  %y = f32[2048]{0} parameter(0)
+  %x = f32[2048]{0} parameter(1)
+  %a = f32[] parameter(2)
+  ROOT %k = f32[1024]{0} fusion(%y, %x, %a), kind=kLoop, calls=%f
+}"""
+    x = _nonzero(features_of(_kernel(text, "k"), CPU))
+    assert x == {
+        "ld_32b_s0": 1024.0,  # one read of the scalar per output element (XLA's bytes accessed)
+        "ld_32b_1of2": 2048.0,
+        "st_32b_s1": 1024.0,
+        "minldst_32b": 1024.0,
+        "op_mul_f32": 1024.0,
+        "op_add_f32": 1024.0,
+        "launch": 1.0,
+        "kernel_thunk": 1.0,
+        "alone": 1.0,  # the only kernel of its module
+    }
+
+
+def test_transpose_reads_strided_and_large_outputs_split_into_tasks():
+    # A physical transpose of 512x512 f32 (1 MiB out): reads with a stride of 512
+    # elements, every element used (4of4); 1 MiB // 256 KiB = 4 tasks, capped at 2 cores.
+    text = """HloModule m
+%f (p: f32[512,512]) -> f32[512,512] {
+  %p = f32[512,512]{1,0} parameter(0)
+  %t = f32[512,512]{0,1} transpose(%p), dimensions={1,0}
+  ROOT %c = f32[512,512]{1,0} copy(%t)
+}
+ENTRY %e (x: f32[512,512]) -> f32[512,512] {
+  %x = f32[512,512]{1,0} parameter(0)
+  ROOT %k = f32[512,512]{1,0} fusion(%x), kind=kLoop, calls=%f
+}"""
+    x = _nonzero(features_of(_kernel(text, "k"), CPU))
+    n = 512 * 512
+    # Per-thread counts are halved; L3 and DRAM bytes (shared) are not.
+    assert x["ld_32b_4of4"] == n / 2 and x["st_32b_s1"] == n / 2
+    assert x["bytes_l2"] == 8 * n / 2  # footprint 2 MiB > L1 and > L2
+    assert x["bytes_l3"] == 8 * n and "bytes_dram" not in x  # < 32 MiB L3
+    assert x["tasks"] == 1.0 and x["launch"] == 1.0 and x["kernel_thunk"] == 1.0 and x["alone"] == 1.0
+
+
+def test_gather_bf16_reduce_and_convert():
+    text = """HloModule m
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+%g (p0: bf16[100], p1: s32[64,1]) -> bf16[64] {
+  %p0 = bf16[100]{0} parameter(0)
+  %p1 = s32[64,1]{1,0} parameter(1)
+  %gt = bf16[64,1]{1,0} gather(%p0, %p1), offset_dims={1}, collapsed_slice_dims={}, start_index_map={0}, index_vector_dim=1, slice_sizes={1}
+  ROOT %bc = bf16[64]{0} bitcast(%gt)
+}
+%r (p: bf16[32,16]) -> f32[32] {
+  %p = bf16[32,16]{1,0} parameter(0)
+  %cv = f32[32,16]{1,0} convert(%p)
+  %z = f32[] constant(0)
+  ROOT %red = f32[32]{0} reduce(%cv, %z), dimensions={1}, to_apply=%add
+}
+ENTRY %e (x: bf16[100], i: s32[64,1], y: bf16[32,16]) -> (bf16[64], f32[32]) {
+  %x = bf16[100]{0} parameter(0)
+  %i = s32[64,1]{1,0} parameter(1)
+  %y = bf16[32,16]{1,0} parameter(2)
+  %kg = bf16[64]{0} fusion(%x, %i), kind=kLoop, calls=%g
+  %kr = f32[32]{0} fusion(%y), kind=kLoop, calls=%r
+  ROOT %t = (bf16[64], f32[32]) tuple(%kg, %kr)
+}"""
+    g = _nonzero(features_of(_kernel(text, "kg"), CPU))  # two kernels in the module: not alone
+    assert g == {"ld_16b_gather": 64.0, "ld_32b_s1": 64.0, "st_16b_s1": 64.0, "minldst_16b": 64.0, "launch": 1.0,
+                 "kernel_thunk": 1.0}
+    r = _nonzero(features_of(_kernel(text, "kr"), CPU))
+    # 512 converts (counted in the wider type), 512 - 32 = 480 reducer adds.
+    assert r == {"ld_16b_s1": 512.0, "st_32b_s1": 32.0, "op_other_f32": 512.0, "red_f32": 480.0, "launch": 1.0,
+                 "kernel_thunk": 1.0}
+
+
+def test_library_dot_and_standalone_dot():
+    # A YNNPACK fusion and an Eigen dot (A^T B): library calls move elements
+    # (no stride classes) and carry their own fixed cost; a matrix-vector dot is
+    # emitted as a loop of multiply-adds.
+    text = """HloModule m
+%mm (p0: f32[8,16], p1: f32[16,4]) -> f32[8,4] {
+  %p0 = f32[8,16]{1,0} parameter(0)
+  %p1 = f32[16,4]{1,0} parameter(1)
+  ROOT %d = f32[8,4]{1,0} dot(%p0, %p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+ENTRY %e (a: f32[8,16], b: f32[16,4], c: f32[16,8], v: f32[16]) -> (f32[8,4], f32[8,4], f32[8]) {
+  %a = f32[8,16]{1,0} parameter(0)
+  %b = f32[16,4]{1,0} parameter(1)
+  %c = f32[16,8]{1,0} parameter(2)
+  %v = f32[16]{0} parameter(3)
+  %y = f32[8,4]{1,0} fusion(%a, %b), kind=kCustom, calls=%mm, backend_config={"fusion_config":{"kind":"__ynn_fusion"}}
+  %z = f32[8,4]{1,0} dot(%c, %b), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  %mv = f32[8]{0} dot(%a, %v), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %t = (f32[8,4], f32[8,4], f32[8]) tuple(%y, %z, %mv)
+}"""
+    y = _nonzero(features_of(_kernel(text, "y"), CPU))
+    assert y == {"matmul_f32": 2 * 8 * 4 * 16, "matmul_batch": 1.0, "lib_elements": 8 * 16 + 16 * 4 + 8 * 4,
+                 "launch": 1.0, "lib_ynn": 1.0}
+    z = _nonzero(features_of(_kernel(text, "z"), CPU))
+    assert z == {"dot_flops": 2 * 8 * 4 * 16, "matmul_batch": 1.0, "lib_elements": 16 * 8 + 16 * 4 + 8 * 4,
+                 "launch": 1.0, "lib_eigen": 1.0}
+    mv = _nonzero(features_of(_kernel(text, "mv"), CPU))
+    assert mv["op_mul_f32"] == mv["op_add_f32"] == 8 * 16 and mv["kernel_thunk"] == 1.0 and "dot_flops" not in mv
+
+
+def test_eigen_convolution_windows_and_groups():
+    text = """HloModule m
+ENTRY %e (x: f32[2,8,8,16], w: f32[3,3,1,16]) -> f32[2,8,8,16] {
+  %x = f32[2,8,8,16]{3,2,1,0} parameter(0)
+  %w = f32[3,3,1,16]{3,2,1,0} parameter(1)
+  ROOT %c = f32[2,8,8,16]{3,2,1,0} convolution(%x, %w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=16
+}"""
+    x = _nonzero(features_of(_kernel(text, "c"), CPU))
+    windows = 2 * 8 * 8 * 9
+    assert x["conv_windows"] == windows and x["conv_groups"] == 16 * windows
+    # XLA counts only window positions inside the input: 8*3 - 2 padded = 22 per
+    # spatial dimension; one input feature per group; 2 flops per multiply-add.
+    assert x["conv_flops"] == 2 * 2 * 16 * 22 * 22 * 1
+    assert x["lib_eigen"] == 1.0
+
+
+def test_not_a_kernel_and_free():
+    text = """HloModule m
+%c (t: (s32[])) -> pred[] {
+  %t = (s32[]) parameter(0)
+  ROOT %f = pred[] constant(false)
+}
+ENTRY %e (x: s32[]) -> (s32[]) {
+  %x = s32[] parameter(0)
+  %tp = (s32[]) tuple(%x)
+  ROOT %w = (s32[]) while(%tp), condition=%c, body=%c
+}"""
+    with pytest.raises(FeatureError, match="not a kernel"):
+        features_of(_kernel(text, "w"), CPU)
+    assert _nonzero(features_of(_kernel(text, "tp"), CPU)) == {"launch": 1.0}
+
+
+def test_rows_from_hlo_text_alone_match_the_module():
+    module_text = """HloModule m
+%f (p0: f32[256], p1: f32[256]) -> f32[256] {
+  %p0 = f32[256]{0} parameter(0)
+  %p1 = f32[256]{0} parameter(1)
+  ROOT %d = f32[256]{0} divide(%p0, %p1)
+}
+ENTRY %e (x: f32[256], y: f32[256]) -> f32[256] {
+  %x = f32[256]{0} parameter(0)
+  %y = f32[256]{0} parameter(1)
+  ROOT %k = f32[256]{0} fusion(%x, %y), kind=kLoop, calls=%f
+}"""
+    hlo_text = ("ROOT %k = f32[256]{0} fusion(%x, %y), kind=kLoop, calls=%f\n\n"
+                "%f (p0: f32[256], p1: f32[256]) -> f32[256] {\n  %p0 = f32[256]{0} parameter(0)\n"
+                "  %p1 = f32[256]{0} parameter(1)\n  ROOT %d = f32[256]{0} divide(%p0, %p1)\n}")
+    from_text = kernel_features({"hlo_op": "k", "hlo_text": hlo_text}, CPU)
+    from_module = kernel_features({"hlo_op": "k", "hlo_text": hlo_text, "module_text": module_text}, CPU)
+    direct = kernel_features(_kernel(module_text, "k"), CPU)
+    assert list(from_text.columns) == list(FEATURES)
+    assert from_text.to_numpy().tolist() == from_module.to_numpy().tolist() == direct.to_numpy().tolist()
+    assert from_text.iloc[0]["op_div_f32"] == 256.0
+    with pytest.raises(FeatureError, match="row"):
+        kernel_from_row({"hlo_op": "k", "hlo_text": "not hlo"})

@@ -1,0 +1,107 @@
+"""`xla-costmodel compare` and `xla-costmodel calibrate`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..cli import UsageError, command, print_table
+
+_SHOWN = ("model", "split", "n", "unpriced", "gmre", "mape", "median_abs_log", "within_2x", "bias",
+          "kendall_tau", "spearman", "fusion_n", "fusion_order_acc", "fusion_gain_gmre", "fusion_gain_tau")
+
+
+def _compare_configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--models", nargs="+", default=None, metavar="MODEL",
+                   help="models to compare (default: fitted learned roofline-calibrated xla-gpu-calibrated "
+                        "roofline xla-gpu)")
+    p.add_argument("--split", default="program", help="program (default), program-cv, class, cv or none")
+    p.add_argument("--dataset", nargs="+", default=None, metavar="PATH",
+                   help="data to score (default calibration/host_cpu_programs.parquet; the suite for class/cv)")
+    p.add_argument("--train", nargs="+", default=None, metavar="PATH",
+                   help="training data of the program splits (default calibration/host_cpu.parquet)")
+    p.add_argument("--device", default="host", help="device (default host)")
+    p.add_argument("--folds", type=int, default=5, help="folds of program-cv and cv (default 5)")
+    p.add_argument("--predictions", metavar="PATH", help="also write the per-kernel predictions (.csv or .parquet)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--json", action="store_true", help="print JSON records")
+    g.add_argument("--csv", action="store_true", help="print CSV")
+
+
+def _paths(values):
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else list(values)
+
+
+@command("compare", "score cost models against measured kernel times on held-out data", _compare_configure)
+def _compare(args: argparse.Namespace) -> int:
+    from ..measure import DatasetError
+    from ._compare import DEFAULT_MODELS, SPLITS, compare
+    from ._store import CalibrationError
+
+    if args.split not in SPLITS:
+        raise UsageError(f"unknown split {args.split!r}; splits: {', '.join(SPLITS)}")
+    try:
+        table = compare(args.models or DEFAULT_MODELS, _paths(args.dataset), args.split,
+                        train=_paths(args.train), device=args.device, folds=args.folds)
+    except (DatasetError, CalibrationError, FileNotFoundError) as exc:
+        raise UsageError(str(exc)) from None
+    except ValueError as exc:
+        if "unknown" in str(exc) or "split" in str(exc):
+            raise UsageError(str(exc)) from None
+        raise
+    if args.predictions:
+        pred = table.predictions
+        if args.predictions.endswith(".parquet"):
+            pred.to_parquet(args.predictions, index=False)
+        else:
+            pred.to_csv(args.predictions, index=False)
+    shown = table[[c for c in _SHOWN if c in table.columns]].copy()
+    if not (args.json or args.csv):
+        shown = shown.round(3)
+    print_table(shown, as_json=args.json, as_csv=args.csv)
+    return 0
+
+
+def _calibrate_configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="host", help="device to calibrate (default host)")
+    p.add_argument("--quick", action="store_true", help="run the quick suite (with no --dataset)")
+    p.add_argument("--dataset", nargs="+", default=None, metavar="PATH",
+                   help="fit to these measurements instead of running the suite")
+    p.add_argument("--models", nargs="+", default=None, metavar="MODEL",
+                   help="models to fit (default: fitted learned roofline-calibrated xla-gpu-calibrated)")
+    p.add_argument("--out", default=None, metavar="DIR", help="where to write (default calibration/)")
+    p.add_argument("--weights", action="store_true", help="also print the fitted model's weights table")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--json", action="store_true", help="print JSON records")
+    g.add_argument("--csv", action="store_true", help="print CSV")
+
+
+@command("calibrate", "fit the fitted, learned and calibrated models to measurements and save them", _calibrate_configure)
+def _calibrate(args: argparse.Namespace) -> int:
+    from ..measure import DatasetError
+    from ._calibrate import FITTABLE_MODELS, calibrate
+
+    try:
+        result = calibrate(args.device, quick=args.quick, dataset=_paths(args.dataset),
+                           models=tuple(args.models or FITTABLE_MODELS), out_dir=args.out, progress=True)
+    except (DatasetError, FileNotFoundError) as exc:
+        raise UsageError(str(exc)) from None
+    except ValueError as exc:
+        if "cannot calibrate" in str(exc) or "unknown device" in str(exc):
+            raise UsageError(str(exc)) from None
+        raise
+    print_table(result if (args.json or args.csv) else result.round(4), as_json=args.json, as_csv=args.csv)
+    if args.weights and "fitted" in set(result["model"]):
+        from ._fitted import FittedModel
+        from ._store import DIR_ENV
+
+        import os
+
+        if args.out:
+            os.environ[DIR_ENV] = args.out
+        table = FittedModel.from_calibration(args.device).weights_table()
+        print(file=sys.stdout)
+        print_table(table, as_json=args.json, as_csv=args.csv)
+    return 0

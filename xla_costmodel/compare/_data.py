@@ -1,0 +1,130 @@
+"""Calibration-dataset rows as training and test data: selection, times, kernels and features."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ._features import FEATURES, FeatureError, features_of, kernel_from_row
+from ._store import calibration_dir
+
+__all__ = ["NOT_KERNELS", "PROGRAM_CLASSES", "Prepared", "default_dataset", "default_training", "kernel_rows",
+           "load_rows", "measured_times", "prepare", "programs_dataset", "training_rows"]
+
+NOT_KERNELS = frozenset({"while", "conditional", "call", "async-start", "async-update", "async-done"})
+#: `kernel_class` of rows measured from real programs (`scripts/measure_programs.py`).
+PROGRAM_CLASSES = ("program", "program-unfused")
+
+
+def default_dataset(device="host") -> Path:
+    """The suite dataset of a device: `calibration/host_cpu.parquet` for the host."""
+    name = device if isinstance(device, str) else getattr(device, "name", "host")
+    return calibration_dir() / ("host_cpu.parquet" if name == "host" else f"{name}.parquet")
+
+
+def programs_dataset(device="host") -> Path:
+    """The real-program dataset of a device: `calibration/host_cpu_programs.parquet` for the host."""
+    name = device if isinstance(device, str) else getattr(device, "name", "host")
+    return calibration_dir() / ("host_cpu_programs.parquet" if name == "host" else f"{name}_programs.parquet")
+
+
+def default_training(device="host") -> list[Path]:
+    """The training datasets of a device: the suite, plus the real-program file for its `extra-*` rows."""
+    paths = [default_dataset(device)]
+    extra = programs_dataset(device)
+    if extra.is_file():
+        paths.append(extra)
+    return paths
+
+
+def training_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` without the rows of real programs (`kernel_class` program / program-unfused): held-out data."""
+    if "kernel_class" not in df:
+        return df
+    return df[~df["kernel_class"].isin(PROGRAM_CLASSES)]
+
+
+def load_rows(dataset) -> pd.DataFrame:
+    """A dataset as a DataFrame: a path, a list of paths (concatenated), or a DataFrame (as is)."""
+    from ..measure import read_dataset
+
+    if isinstance(dataset, pd.DataFrame):
+        return dataset
+    if isinstance(dataset, (str, os.PathLike)):
+        df = read_dataset(dataset)
+        df.attrs["paths"] = [str(dataset)]
+        return df
+    paths = list(dataset)
+    frames = [read_dataset(p) for p in paths]
+    df = pd.concat(frames, ignore_index=True)
+    df.attrs["paths"] = [str(p) for p in paths]
+    return df
+
+
+def kernel_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows that are kernels with a usable time: not control flow, positive finite `min_s`, HLO text."""
+    ok = df["min_s"].apply(lambda v: np.isfinite(v) and v > 0)
+    if "opcode" in df:
+        ok &= ~df["opcode"].isin(NOT_KERNELS)
+    if "hlo_text" in df:
+        ok &= df["hlo_text"].fillna("").astype(str).str.len() > 0
+    return df[ok]
+
+
+def measured_times(df: pd.DataFrame) -> np.ndarray:
+    """Seconds per launch: `min_s` (per run, summed over launches) / launches per run."""
+    launches = df["launches"].to_numpy(float) if "launches" in df else np.ones(len(df))
+    launches = np.where(np.isfinite(launches) & (launches >= 1), launches, 1.0)
+    return df["min_s"].to_numpy(float) / launches
+
+
+@dataclass
+class Prepared:
+    """Rows with their kernels (parsed once) and feature table.
+
+    `rows` (the kept rows), `kernels` (one `HloInstruction` each), `X` (the
+    `kernel_features` table, same index), `y` (seconds per launch),
+    `skipped` (row index → why it could not be read).
+    """
+
+    rows: pd.DataFrame
+    kernels: list
+    X: pd.DataFrame
+    y: np.ndarray
+    skipped: dict = field(default_factory=dict)
+
+    def subset(self, mask) -> "Prepared":
+        mask = np.asarray(mask, dtype=bool)
+        idx = np.flatnonzero(mask)
+        return Prepared(self.rows.iloc[idx], [self.kernels[i] for i in idx], self.X.iloc[idx], self.y[idx], self.skipped)
+
+
+def prepare(df: pd.DataFrame, device, *, task_bytes: int | None = None) -> Prepared:
+    """Parse and featurize the kernel rows of `df` (rows that cannot be read are skipped, with a warning)."""
+    from ._features import TASK_BYTES, _device
+
+    device = _device(device)
+    rows = kernel_rows(df)
+    kernels, feats, keep, skipped = [], [], [], {}
+    for idx, row in rows.iterrows():
+        where = f"row {idx}" + (f" ({row['case']}: {row.get('hlo_op', '')})" if "case" in row else "")
+        try:
+            k = kernel_from_row(row, where=where)
+            x = features_of(k, device, task_bytes=task_bytes or TASK_BYTES)
+        except (FeatureError, ValueError, KeyError) as exc:
+            skipped[idx] = str(exc)
+            continue
+        kernels.append(k)
+        feats.append(x)
+        keep.append(idx)
+    if skipped:
+        warnings.warn(f"{len(skipped)} dataset row(s) could not be read and are left out; first: "
+                      f"{next(iter(skipped.values()))}", RuntimeWarning, stacklevel=2)
+    rows = rows.loc[keep]
+    X = pd.DataFrame(feats, index=rows.index, columns=list(FEATURES), dtype=float)
+    return Prepared(rows, kernels, X, measured_times(rows), skipped)

@@ -1,0 +1,242 @@
+"""Supplementary measurement kernels: small sizes and the operations the main suite lacks.
+
+The measurement suite (`xla_costmodel.measure.SUITE`) sweeps from 2^14
+elements up and covers copies, strided access, elementwise ops, square
+matmuls, two convolutions and a scatter, each compiled as a program of one
+kernel. Real programs are dominated by much smaller kernels, and a kernel
+launched alone costs more (about 0.31 µs here) than the same kernel among
+others (about 0.22 µs), so these kernels are
+
+- measured in context: every case is a *chain* of `REPS` instances of the
+  kernel, each fed through an `optimization_barrier` together with the
+  previous one's result, so that they run one after the other as separate
+  kernels (one dataset row each);
+- small: sizes from 1 element to 2^15;
+- of the kinds the suite lacks: broadcasts, small reductions and
+  transposes, small, transposed and batched matmuls (YNNPACK or Eigen),
+  small convolutions, sorts, FFTs, cumulative sums (reduce-window),
+  integer bit operations, conversions, gathers, scatters, concatenation,
+  padding, iota/compare/select.
+
+Each entry: `(name, kernel_class, sizes, build)` with
+`build(size, rng) -> (fn, args)`. The rows they give are training data
+(`kernel_class` `extra-<class>`, `source` `extra`); they are written by
+`scripts/measure_programs.py` next to the real-program rows.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+__all__ = ["EXTRA_SUITE", "REPS", "extra_cases"]
+
+REPS = 4
+_SIZES = (1, 8, 64, 512, 4096, 32768)
+_SMALL = (16, 64, 256, 1024)
+
+
+def _f32(rng, shape, lo=0.5, hi=2.0):
+    import jax.numpy as jnp
+
+    return jnp.asarray(rng.uniform(lo, hi, size=shape), dtype=jnp.float32)
+
+
+def _chain(op: Callable, inputs: list[tuple]) -> Callable:
+    """A function running `op` on each input tuple in turn, each after the previous one finished."""
+
+    def run(*flat):
+        import jax
+
+        outs = []
+        prev = None
+        k = 0
+        for args in inputs:
+            n = len(args)
+            cur = tuple(flat[k:k + n])
+            k += n
+            if prev is not None:
+                prev, cur = jax.lax.optimization_barrier((prev, cur))
+            prev = op(*cur)
+            outs.append(prev)
+        return outs
+
+    flat = tuple(a for args in inputs for a in args)
+    return run, flat
+
+
+def _named(fn, name):
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
+def _case(name: str, make_args: Callable, op: Callable):
+    def build(size, rng):
+        inputs = [make_args(size, rng) for _ in range(REPS)]
+        fn, flat = _chain(op, inputs)
+        return _named(fn, name), flat
+
+    return build
+
+
+def _ew(opname):
+    import operator
+
+    import jax.numpy as jnp
+
+    ops = {"add": operator.add, "mul": operator.mul, "div": operator.truediv, "exp": lambda x, y: jnp.exp(x),
+           "tanh": lambda x, y: jnp.tanh(x), "log": lambda x, y: jnp.log(x), "max": jnp.maximum}
+    return ops[opname]
+
+
+def _side(n: int) -> int:
+    return max(1, int(round(n ** 0.5)))
+
+
+def _entries() -> list[tuple[str, str, tuple, Callable]]:
+    import jax
+    import jax.numpy as jnp
+
+    out: list[tuple[str, str, tuple, Callable]] = []
+    for opname in ("add", "mul", "div", "exp", "tanh", "log", "max"):
+        out.append((f"x_ew_{opname}", "elementwise", _SIZES,
+                    _case(f"x_ew_{opname}", lambda n, r: (_f32(r, (n,)), _f32(r, (n,))), _ew(opname))))
+    out.append(("x_ew_f64_add", "elementwise", _SIZES, _case(
+        "x_ew_f64_add", lambda n, r: (jnp.asarray(r.uniform(0.5, 2, n)), jnp.asarray(r.uniform(0.5, 2, n))),
+        lambda x, y: x + y)))
+    out.append(("x_bcast_add", "broadcast", _SIZES, _case(
+        "x_bcast_add", lambda n, r: (_f32(r, (max(n // 16, 1), 16)), _f32(r, (16,))), lambda x, b: x + b[None, :])))
+    out.append(("x_bcast_scalar_mul", "broadcast", _SIZES, _case(
+        "x_bcast_scalar_mul", lambda n, r: (_f32(r, (n,)), _f32(r, ())), lambda x, a: x * a)))
+    out.append(("x_reduce_row", "reduce", _SIZES, _case(
+        "x_reduce_row", lambda n, r: (_f32(r, (max(n // 16, 1), 16)),), lambda x: x.sum(axis=1))))
+    out.append(("x_reduce_col", "reduce", _SIZES, _case(
+        "x_reduce_col", lambda n, r: (_f32(r, (16, max(n // 16, 1))),), lambda x: x.sum(axis=0))))
+    out.append(("x_reduce_max", "reduce", _SIZES, _case(
+        "x_reduce_max", lambda n, r: (_f32(r, (max(n // 16, 1), 16)),), lambda x: x.max(axis=1))))
+    out.append(("x_softmax_row", "reduce", _SIZES, _case(
+        "x_softmax_row", lambda n, r: (_f32(r, (max(n // 16, 1), 16)),), lambda x: jax.nn.softmax(x, axis=-1))))
+    # Reductions fused with elementwise work: XLA emits these as loops (reduce-window
+    # partial sums, then a reduce), not as YNNPACK calls.
+    out.append(("x_sumsq_row", "reduce", _SIZES, _case(
+        "x_sumsq_row", lambda n, r: (_f32(r, (max(n // 32, 1), 32)),), lambda x: (x * x).sum(axis=1))))
+    out.append(("x_var_row", "reduce", _SIZES, _case(
+        "x_var_row", lambda n, r: (_f32(r, (max(n // 64, 1), 64)),), lambda x: x.var(axis=1))))
+    out.append(("x_argmax_row", "reduce", _SIZES, _case(
+        "x_argmax_row", lambda n, r: (_f32(r, (max(n // 16, 1), 16)),), lambda x: jnp.argmax(x, axis=1))))
+    out.append(("x_logsumexp_row", "reduce", _SIZES, _case(
+        "x_logsumexp_row", lambda n, r: (_f32(r, (max(n // 32, 1), 32)),),
+        lambda x: jax.nn.logsumexp(x, axis=1))))
+    out.append(("x_transpose", "transpose", _SIZES, _case(
+        "x_transpose", lambda n, r: (_f32(r, (_side(n), _side(n) + 1)),), lambda x: x.T)))
+    out.append(("x_transpose3", "transpose", _SIZES, _case(
+        "x_transpose3", lambda n, r: (_f32(r, (2, max(n // 32, 1), 16)),), lambda x: jnp.transpose(x, (1, 0, 2)))))
+    for kind, op in (("nn", lambda a, b: a @ b), ("tn", lambda a, b: a.T @ b), ("nt", lambda a, b: a @ b.T)):
+        out.append((f"x_matmul_{kind}", "matmul", (2, 4, 8, 16, 32, 64), _case(
+            f"x_matmul_{kind}", lambda m, r: (_f32(r, (m, m), -1, 1), _f32(r, (m, m), -1, 1)), op)))
+    out.append(("x_matmul_rect", "matmul", (2, 4, 8, 16, 32, 64), _case(
+        "x_matmul_rect", lambda m, r: (_f32(r, (2 * m, m), -1, 1), _f32(r, (m, 4 * m), -1, 1)), lambda a, b: a @ b)))
+    out.append(("x_matmul_batched", "matmul", (2, 4, 8, 16, 32), _case(
+        "x_matmul_batched", lambda m, r: (_f32(r, (4, m, m), -1, 1), _f32(r, (4, m, m), -1, 1)),
+        lambda a, b: jnp.einsum("bij,bjk->bik", a, b))))
+    out.append(("x_matvec", "matmul", (4, 16, 64, 256), _case(
+        "x_matvec", lambda m, r: (_f32(r, (m, m), -1, 1), _f32(r, (m,), -1, 1)), lambda a, v: a @ v)))
+
+    def conv(x, w):
+        return jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+    for c in (4, 8):
+        out.append((f"x_conv3x3_c{c}", "conv", (4, 8, 16), _case(
+            f"x_conv3x3_c{c}", lambda s, r, c=c: (_f32(r, (2, s, s, c), -1, 1), _f32(r, (3, 3, c, c), -1, 1)), conv)))
+    out.append(("x_conv3x3_c3", "conv", (4, 8, 16), _case(
+        "x_conv3x3_c3", lambda s, r: (_f32(r, (2, s, s, 3), -1, 1), _f32(r, (3, 3, 3, 8), -1, 1)), conv)))
+
+    def depthwise(x, w):
+        return jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                                            feature_group_count=x.shape[-1])
+
+    for c in (4, 16):
+        out.append((f"x_conv_depthwise_c{c}", "conv", (4, 8, 16), _case(
+            f"x_conv_depthwise_c{c}", lambda s, r, c=c: (_f32(r, (2, s, s, c), -1, 1), _f32(r, (3, 3, 1, c), -1, 1)),
+            depthwise)))
+    out.append(("x_sort", "sort", (16, 64, 256, 1024, 4096), _case(
+        "x_sort", lambda n, r: (_f32(r, (n,)),), lambda x: jnp.sort(x))))
+    out.append(("x_sort_rows", "sort", (16, 64, 256, 1024), _case(
+        "x_sort_rows", lambda n, r: (_f32(r, (8, n)),), lambda x: jnp.sort(x, axis=-1))))
+    out.append(("x_argsort", "sort", (16, 64, 256, 1024), _case(
+        "x_argsort", lambda n, r: (_f32(r, (n,)),), lambda x: jnp.argsort(x))))
+    out.append(("x_rfft", "fft", (16, 64, 256, 1024), _case(
+        "x_rfft", lambda n, r: (_f32(r, (8, n)),), lambda x: jnp.fft.rfft(x))))
+    out.append(("x_fft", "fft", (16, 64, 256, 1024), _case(
+        "x_fft", lambda n, r: (_f32(r, (8, n)).astype(jnp.complex64),), lambda x: jnp.fft.fft(x))))
+    out.append(("x_cumsum", "reduce-window", (16, 64, 256, 1024), _case(
+        "x_cumsum", lambda n, r: (_f32(r, (4, n)),), lambda x: jnp.cumsum(x, axis=-1))))
+    out.append(("x_maxpool", "reduce-window", (4, 8, 16, 32), _case(
+        "x_maxpool", lambda s, r: (_f32(r, (2, s, s, 8)),),
+        lambda x: jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID"))))
+
+    def u32(n, r):
+        return (jnp.asarray(r.integers(0, 2**31, size=n).astype(np.uint32)),
+                jnp.asarray(r.integers(0, 2**31, size=n).astype(np.uint32)))
+
+    out.append(("x_int_xor_shift", "integer", _SIZES, _case(
+        "x_int_xor_shift", u32, lambda a, b: (a ^ b) >> jnp.uint32(3))))
+    out.append(("x_int_add", "integer", _SIZES, _case("x_int_add", u32, lambda a, b: a + b)))
+    out.append(("x_convert_bf16", "convert", _SIZES, _case(
+        "x_convert_bf16", lambda n, r: (_f32(r, (n,)),), lambda x: x.astype(jnp.bfloat16))))
+    out.append(("x_convert_s32", "convert", _SIZES, _case(
+        "x_convert_s32", lambda n, r: (_f32(r, (n,), 0, 100),), lambda x: x.astype(jnp.int32))))
+
+    def gather_args(n, r):
+        return _f32(r, (n,)), jnp.asarray(r.integers(0, n, size=n).astype(np.int32))
+
+    out.append(("x_gather", "gather", _SIZES, _case("x_gather", gather_args,
+                                                     lambda x, i: jnp.take(x, i, mode="clip"))))
+    out.append(("x_scatter_add", "gather", _SIZES, _case(
+        "x_scatter_add", gather_args, lambda x, i: x.at[i].add(1.0, mode="drop"))))
+    out.append(("x_concat", "data-movement", _SIZES, _case(
+        "x_concat", lambda n, r: (_f32(r, (n,)), _f32(r, (n,))), lambda a, b: jnp.concatenate([a, b]))))
+    out.append(("x_pad", "data-movement", _SIZES, _case(
+        "x_pad", lambda n, r: (_f32(r, (max(n // 16, 1), 16)),), lambda x: jnp.pad(x, ((1, 1), (2, 2))))))
+    out.append(("x_slice", "data-movement", _SIZES, _case(
+        "x_slice", lambda n, r: (_f32(r, (2 * n,)),), lambda x: x[1:x.shape[0] // 2 + 1])))
+    out.append(("x_dynamic_slice", "data-movement", _SIZES, _case(
+        "x_dynamic_slice", lambda n, r: (_f32(r, (2 * n,)), jnp.asarray(np.int32(r.integers(0, n)))),
+        lambda x, i: jax.lax.dynamic_slice_in_dim(x, i, x.shape[0] // 2))))
+    out.append(("x_mask_select", "select", _SIZES, _case(
+        "x_mask_select", lambda n, r: (_f32(r, (max(n // 16, 1), 16)),),
+        lambda x: jnp.where(jnp.arange(x.shape[1])[None, :] <= jnp.arange(x.shape[0])[:, None] % 16, x, -1e9))))
+    return out
+
+
+class _Lazy:
+    _cache: list | None = None
+
+    def get(self) -> list:
+        if self._cache is None:
+            self._cache = _entries()
+        return self._cache
+
+
+_LAZY = _Lazy()
+
+
+def extra_cases(only: str | list[str] | None = None) -> list[tuple[str, str, int, Callable]]:
+    """`(name, kernel_class, size, build)` for every supplementary case (`only`: glob patterns of names)."""
+    import fnmatch
+
+    pats = [only] if isinstance(only, str) else list(only or [])
+    cases = []
+    for name, cls, sizes, build in _LAZY.get():
+        if pats and not any(fnmatch.fnmatchcase(name, p) for p in pats):
+            continue
+        for s in sizes:
+            cases.append((name, cls, int(s), build))
+    return cases
+
+
+def EXTRA_SUITE() -> list[str]:  # noqa: N802 - reads like the suite's constant
+    """Names of the supplementary kernels."""
+    return [e[0] for e in _LAZY.get()]
+

@@ -1,0 +1,141 @@
+"""What the `fitted` and `learned` models share: pricing one HLO kernel from its features.
+
+Both are scikit-learn estimators on the feature table of `kernel_features`
+and implement the `CostModel` protocol on top: `estimate(kernel, device)`
+computes the kernel's features and predicts. An estimator that was not
+fitted loads the saved calibration for the device it is asked about
+(`calibration/<device>_<model>.json`, made by `xla_costmodel.calibrate`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..models._base import FusionByMaterializing, KernelEstimate, dominant_bound
+from ._features import FeatureError, features_of
+
+# Instructions that run no code, and instructions that are not kernels.
+_FREE = frozenset(
+    {"parameter", "constant", "bitcast", "tuple", "get-tuple-element", "after-all", "add-dependency",
+     "opt-barrier", "domain"}
+)
+_NOT_KERNELS = frozenset({"while", "conditional", "call", "async-start", "async-update", "async-done"})
+#: Smallest time a model predicts (seconds): a relative-error model must never predict 0 or less.
+TIME_FLOOR_S = 1e-9
+
+
+def resolve_device(device):
+    if device is None or isinstance(device, str):
+        from ..devices import get_device
+
+        return get_device(device or "host")
+    return device
+
+
+def flops_and_bytes(kernel) -> tuple[float, float]:
+    """HloCostAnalysis-style flops (transcendentals included) and bytes accessed of a kernel."""
+    try:
+        from ..analysis import kernel_cost
+
+        c = kernel_cost(kernel, "base")
+        return float(c.flops + c.transcendentals), float(c.bytes_read + c.bytes_written)
+    except Exception:  # details only; a kernel the analysis cannot read still gets a price
+        return math.nan, math.nan
+
+
+class FeatureCostModel(FusionByMaterializing):
+    """Mixin: `estimate` for an estimator with `predict` over `FEATURES` (see module docstring)."""
+
+    name = "feature-model"
+
+    # -- to provide: `_calibration_model_name`, `from_calibration(device)`, `_explain(x)`.
+    def _fitted_for(self, device):
+        """This estimator if it is fitted, else the saved calibration for `device` (cached)."""
+        from sklearn.utils.validation import check_is_fitted
+        from sklearn.exceptions import NotFittedError
+
+        try:
+            check_is_fitted(self)
+            return self
+        except NotFittedError:
+            pass
+        cache = self.__dict__.setdefault("_by_device", {})
+        key = getattr(device, "name", str(device))
+        if key not in cache:
+            cache[key] = type(self).from_calibration(device)
+        return cache[key]
+
+    def feature_vector(self, kernel, device) -> dict[str, float]:
+        """The kernel's features as this model computes them (its `task_bytes`)."""
+        return features_of(kernel, device, task_bytes=getattr(self, "task_bytes", None) or _default_task_bytes())
+
+    def estimate(self, kernel, device) -> KernelEstimate:
+        """Price one kernel: its features, then the model's prediction.
+
+        **Arguments:** `kernel`, an `HloInstruction` run as one kernel;
+        `device`, a `DeviceSpec` or name. A model that was not fitted uses the
+        device's saved calibration.
+
+        **Returns:** a `KernelEstimate`: `compute_s`, `memory_s`, `launch_s`
+        are the parts of the prediction due to arithmetic, data movement and
+        launching; `details` has `features` (the nonzero ones),
+        `contributions` (seconds per feature, for the linear model),
+        `flops`, `bytes_accessed`, and `unsupported`: features this kernel
+        has that no training kernel had (their cost is not modelled; `note`
+        says so).
+
+        **Raises:** `CalibrationError` when the model is not fitted and the
+        device has no (valid) saved calibration.
+        """
+        from ..models._base import warn_unpriced
+
+        dev = resolve_device(device)
+        op = kernel.opcode
+        if op in _FREE:
+            return KernelEstimate.free(f"{op} runs no code")
+        if op in _NOT_KERNELS:
+            why = f"'{op}' is control flow, not a kernel: price the computations it runs"
+            warn_unpriced(self.name, kernel, why)
+            return KernelEstimate.unpriced(why)
+        model = self._fitted_for(dev)
+        try:
+            x = model.feature_vector(kernel, dev)
+        except FeatureError as exc:
+            warn_unpriced(self.name, kernel, str(exc))
+            return KernelEstimate.unpriced(str(exc))
+        compute, memory, launch, time_s, contrib = model._explain(x)
+        time_s = max(float(time_s), TIME_FLOOR_S)
+        unsupported = model.unsupported_features(x)
+        flops, nbytes = flops_and_bytes(kernel)
+        note = ("no training kernel had " + ", ".join(unsupported) + ": their cost is not modelled") if unsupported else ""
+        details: dict[str, Any] = {
+            "flops": flops,
+            "bytes_accessed": nbytes,
+            "features": {k: v for k, v in x.items() if v},
+            "unsupported": unsupported,
+        }
+        if contrib is not None:
+            details["contributions"] = contrib
+        return KernelEstimate(
+            compute_s=compute,
+            memory_s=memory,
+            launch_s=launch,
+            time_s=time_s,
+            bound=dominant_bound(compute, memory, launch),
+            note=note,
+            details=details,
+        )
+
+    def unsupported_features(self, x: dict[str, float]) -> list[str]:
+        support = getattr(self, "support_", None)
+        names = getattr(self, "feature_names_", None)
+        if support is None or names is None:
+            return []
+        return [n for n, s in zip(names, support) if s == 0 and x.get(n, 0.0)]
+
+
+def _default_task_bytes() -> int:
+    from ._features import TASK_BYTES
+
+    return TASK_BYTES
