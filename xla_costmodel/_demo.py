@@ -119,6 +119,45 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
         f"roofline (uncalibrated host) predicts {joined['roofline_s'].sum() * 1e6:.1f} µs"
     )
     _done(t0)
+
+    t0 = _stage("5. Quick measurement suite on this CPU, models fitted to it, compared on real programs' kernels")
+    from .compare import compare
+    from .measure import append_dataset, run_suite
+    from .plot import predicted_vs_measured
+
+    quick = run_suite(quick=True, progress=True)
+    quick_path = folder / "quick_suite.parquet"
+    if quick_path.exists():
+        quick_path.unlink()  # our own output of an earlier run
+    append_dataset(quick, quick_path)
+    root = Path(__file__).resolve().parent.parent / "calibration"
+    train = [p for p in (root / "host_cpu.parquet", root / "host_cpu_programs.parquet") if p.exists()]
+    test = root / "host_cpu_programs.parquet"
+    print(f"   quick suite: {len(quick)} kernels measured; training on it plus {', '.join(p.name for p in train)}")
+    models = ["fitted", "learned", "roofline-calibrated", "roofline"]
+    table = compare(models, dataset=test, split="program", train=[quick_path, *train])
+    table.to_csv(folder / "comparison.csv", index=False)
+    cols = ["model", "n", "gmre", "within_2x", "kendall_tau", "spearman", "fusion_order_acc"]
+    print(pd.DataFrame(table)[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    preds = table.predictions
+    preds = preds[preds["kernel_class"] == "program"]  # the scored kernels (unfused variants feed fusion metrics)
+    best = preds[preds["model"] == "fitted"]
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5.5))
+    roof = preds[preds["model"] == "roofline"]
+    predicted_vs_measured(roof["measured_s"], roof["predicted_s"], kind=roof["program"], ax=axes[0],
+                          title="roofline, uncalibrated host")
+    predicted_vs_measured(best["measured_s"], best["predicted_s"], kind=best["program"], ax=axes[1],
+                          title="fitted (Stevens & Klöckner), held-out programs")
+    fig.tight_layout()
+    fig.savefig(folder / "predicted_vs_measured.png", dpi=110)
+    plt.close(fig)
+    print(f"   scatter: {folder / 'predicted_vs_measured.png'}")
+    _done(t0)
     print(f"\nwrote {sorted(p.name for p in folder.iterdir())} to {folder}")
     return 0
 
