@@ -233,3 +233,22 @@ def test_roofline_flops_equal_xla_cost_analysis_on_unfused_modules(modules):
         assert flops == pytest.approx(ref.get("flops", 0.0) + ref.get("transcendentals", 0.0), rel=1e-9), path.name
         checked += 1
     assert checked >= 10
+
+
+def test_html_and_summary_of_a_column_subset(modules):
+    # A notebook showing `table[["kernel", "time_s"]]` used to raise KeyError('total_s').
+    table = xc.analyze(modules["layernorm_softmax.post.hlo"], device="h100-sxm")
+    for cols in (["kernel", "time_s"], ["kernel", "bound"], ["kernel", "bound", "priced", "total_s"], ["total_s"]):
+        sub = table[cols]
+        assert isinstance(sub, KernelTable)
+        html = sub._repr_html_()
+        assert html == pd.DataFrame(sub)._repr_html_()  # plain DataFrame HTML, no summary line
+        s = sub.summary()
+        assert s["kernels"] + s["free"] == len(table)
+    s = table[["kernel", "time_s"]].summary()
+    assert math.isnan(s["total_s"]) and s["time_by_bound_s"] == {} and s["unpriced"] == 0
+    s = table[["kernel", "bound", "priced", "total_s"]].summary()
+    assert s["total_s"] == pytest.approx(table.total_time_s)
+    assert s["kernels"] == table.summary()["kernels"] and s["time_by_bound_s"] == table.summary()["time_by_bound_s"]
+    # the full table still has its summary line
+    assert table._repr_html_().startswith("<p><b>")

@@ -362,3 +362,36 @@ def test_model_that_prices_only_whole_producers():
     r = _sim(REPRIORITIZE, Whole())
     assert list(r.steps.producer) == ["y", "x"]
     assert list(r.steps.priority_s) == pytest.approx([4072 * NS, 3048 * NS])
+
+
+@pytest.mark.parametrize("name", ["transformer_fwd", "layernorm_softmax", "while_loop", "cond_switch", "scan_rnn"])
+@pytest.mark.parametrize("model", ["xla-gpu", "roofline"])
+def test_totals_are_analyze_of_the_input_and_of_the_fused_module(name, model):
+    """`time_before_s` / `time_after_s` and the kernel counts are `analyze`'s, free instructions
+    (bitcast-like reshapes among them) and loop trip counts included."""
+    from xla_costmodel import analyze
+
+    m = load_hlo(FIXTURES / f"{name}.pre.hlo")
+    with __import__("warnings").catch_warnings():
+        __import__("warnings").simplefilter("ignore")
+        r = simulate_fusion(m, device=DEVICE, model=model)
+        before = analyze(m, device=DEVICE, model=model)
+        after = analyze(r.module, device=DEVICE, model=model)
+    assert r.time_before_s == pytest.approx(before.total_time_s, rel=1e-12)
+    assert r.time_after_s == pytest.approx(after.total_time_s, rel=1e-12)
+    assert (r.kernels_before, r.unpriced_before) == (before.summary()["kernels"], before.summary()["unpriced"])
+    assert (r.kernels_after, r.unpriced_after) == (after.summary()["kernels"], after.summary()["unpriced"])
+    # without pricing, the same kernel counts
+    q = simulate_fusion(m, device=DEVICE, model=model, price_totals=False)
+    assert math.isnan(q.time_before_s) and (q.kernels_before, q.kernels_after) == (r.kernels_before, r.kernels_after)
+
+
+def test_reshapes_that_are_bitcasts_are_not_kernels_and_priorities_are_local():
+    """transformer_fwd: 18 kernels after fusion as `analyze` counts them (its 3 bitcast-like reshapes are
+    free); the step priorities (local estimates, as in XLA) add up to more than the re-priced saving."""
+    r = simulate_fusion(load_hlo(FIXTURES / "transformer_fwd.pre.hlo"), device=DEVICE, model="xla-gpu")
+    assert r.kernels_after == 18
+    reshapes = [i for i in r.module.entry.instructions if i.opcode == "reshape"]
+    assert len(reshapes) == 3
+    finite = r.steps.priority_s[r.steps.priority_s.map(math.isfinite)]
+    assert finite.sum() > r.time_before_s - r.time_after_s > 0

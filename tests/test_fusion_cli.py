@@ -22,7 +22,7 @@ def test_fuse_writes_module_and_prints_steps(tmp_path, capsys):
     assert main(["fuse", str(SRC), "--device", "h100-sxm", "--model", MODEL, "-o", str(out)]) == 0
     text = capsys.readouterr().out
     assert "producer" in text and "priority_us" in text and f"wrote {out}" in text
-    assert "48 -> 5 kernels" in text
+    assert "35 -> 5 kernels" in text  # kernels as analyze counts them (bitcast-like reshapes are free)
     oracle.xla_parse(out.read_text())
     assert "fusion(" in out.read_text()
 

@@ -1,4 +1,10 @@
-"""xla_costmodel: predict how long XLA kernels take, explain why, and check against measured time."""
+"""xla_costmodel: predict how long XLA kernels take, explain why, and check against measured time.
+
+The public API, in the order data flows: HLO front end (`parse_hlo`, `load_hlo`,
+`from_jax`) → cost analysis (`cost_analysis`, `module_cost`) → devices and models
+(`get_device`, `get_model`, `analyze`) → fusion (`simulate_fusion`, `search_fusion`)
+→ measurement (`measure`) → fitting and comparison (`calibrate`, `compare`, `plot`).
+"""
 
 from .hlo import HloComputation as HloComputation
 from .hlo import HloInstruction as HloInstruction
@@ -21,7 +27,11 @@ from .models import analyze as analyze
 from .models import get_model as get_model
 from .models import model_names as model_names
 from .fusion import FusionResult as FusionResult
+from .fusion import SearchResult as SearchResult
+from .fusion import compare_with_xla as compare_with_xla
+from .fusion import search_fusion as search_fusion
 from .fusion import simulate_fusion as simulate_fusion
+from .measure import measure as measure
 from . import plot as plot
 from .compare import calibrate as calibrate
 from .compare import compare as compare

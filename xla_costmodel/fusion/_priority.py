@@ -182,6 +182,9 @@ class PriorityFusionRun:
         self._version = self.editor.version
         self._invalidate = getattr(model, "invalidate", None)
         self._materializing = _prices_by_materializing(model)
+        # A model's own pair pricer (per-instruction records kept per version), if it has one.
+        make_pricer = getattr(model, "fusion_pricer", None) if incremental else None
+        self._pricer = make_pricer(device, version=self._version_of) if make_pricer is not None else None
         self._kernels: dict = {}
         self.queue = _MaxQueue()
         self.steps: list[StepRecord] = []
@@ -194,10 +197,19 @@ class PriorityFusionRun:
         self.model_calls = 0
 
     # -- pricing ------------------------------------------------------------
+    def _version_of(self, instr: HloInstruction) -> int:
+        return self._version.get(instr, 0)
+
     def _pair(self, producer: HloInstruction, consumer: HloInstruction) -> tuple[float, float, float]:
         version = self._version
         key = (producer, version.get(producer, 0), consumer, version.get(consumer, 0))
         v = self._pairs.get(key)
+        if v is None and self._pricer is not None:
+            p, c, f = self._pricer.pair(producer, consumer)
+            self.model_calls += 1
+            if math.isnan(p):
+                c = f = math.nan  # unpriced, as `_pair` treats `estimate_fusion`'s NaN producer
+            v = self._pairs[key] = (p, c, f)
         if v is None and self._materializing:
             # FusionByMaterializing's own rule, with each kernel priced once per version.
             p = self._kernel(producer)
@@ -336,6 +348,8 @@ class PriorityFusionRun:
             # A fusion grows in place and keeps its unique id, as in XLA.
             if self._invalidate is not None:
                 self._invalidate(fusion)
+            if self._pricer is not None:
+                self._pricer.invalidate(fusion)
         else:
             self.uids[fusion] = self.next_uid()
         return fusion

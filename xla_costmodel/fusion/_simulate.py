@@ -85,6 +85,16 @@ def _price(model, device, kernels, cache: dict) -> tuple[float, int, int]:
     return total, n, unpriced
 
 
+def _totals(module, dev, cost_model, price: bool, cache: dict, versions: dict) -> tuple[float, int, int]:
+    """`(time, kernels, unpriced kernels)` of `module` as `analyze` prices it (NaN time when not `price`)."""
+    from ..models._analyze import is_free_site, kernel_sites, price_module
+
+    if not price:
+        return math.nan, sum(1 for site in kernel_sites(module) if not is_free_site(site[0])), 0
+    s = price_module(module, dev, cost_model, cache=cache, version=_getter(versions), warn_stacklevel=4).summary()
+    return s["total_s"], s["kernels"], s["unpriced"]
+
+
 @dataclass(frozen=True)
 class FusionResult:
     """What `simulate_fusion` did.
@@ -100,10 +110,23 @@ class FusionResult:
     - `rejected`: producers left unfused, with the rule that last blocked
       each (`rule` is a key of `RULES`; `negative-priority` when fusing would
       not pay), the consumer it concerned and a `detail`.
-    - `time_before_s`, `time_after_s`: the model's total over all kernels of
-      the fusible computations, before and after (NaN when not priced);
-      `kernels_before`, `kernels_after`; `unpriced_before`, `unpriced_after`:
+    - `time_before_s`, `time_after_s`: the predicted time of one execution of
+      the module before and after, priced exactly as `analyze` prices it
+      (`analyze(module, device=, model=).total_time_s` of the input and of
+      `module`: the same free instructions, bitcast-like reshapes and
+      transposes included; `while` bodies times their trip counts); NaN when
+      not priced. `kernels_before`, `kernels_after`: `analyze`'s kernel
+      counts (rows that are not free); `unpriced_before`, `unpriced_after`:
       kernels the model could not price (left out of the totals).
+
+      The step priorities need not add up to `time_before_s - time_after_s`.
+      Like XLA's, each priority is a local estimate made when its producer is
+      dequeued: the producer against its users as they are at that moment
+      (`EstimateRunTimes`), each fused pair priced on its own. Later steps
+      change those users again (they grow, absorb other producers, share
+      operands), so what a step was expected to save is not what the final
+      kernels save; only re-pricing the fused module, as here, gives the
+      module's time.
     - `model`, `device`: names; `elapsed_s`: time spent fusing (totals excluded);
       `model_calls`: `estimate_fusion` calls made.
     - `origin`: instruction name in `module` -> name of the input instruction
@@ -249,15 +272,12 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals) 
     comps = fusible_computations(work)
     elapsed = time.perf_counter() - t0
 
+    versions: dict = {}
     price_cache: dict = {}
-    if price_totals:
-        before, n_before, unpriced_before = _price(cost_model, dev, list(kernels_of(work, comps)), price_cache)
-    else:
-        before, n_before, unpriced_before = math.nan, sum(1 for _ in kernels_of(work, comps)), 0
+    before, n_before, unpriced_before = _totals(work, dev, cost_model, price_totals, price_cache, versions)
 
     t0 = time.perf_counter()
     names = NameUniquifier(work)
-    versions: dict = {}
     checker = LegalityChecker(getattr(dev, "shared_memory_per_block_bytes", 0), version=_getter(versions))
     counter = itertools.count()
     uids = {instr: next(counter) for _, instr in work.instructions()}
@@ -279,10 +299,7 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals) 
             )
     elapsed += time.perf_counter() - t0
 
-    if price_totals:
-        after, n_after, unpriced_after = _price(cost_model, dev, list(kernels_of(work, comps)), price_cache)
-    else:
-        after, n_after, unpriced_after = math.nan, sum(1 for _ in kernels_of(work, comps)), 0
+    after, n_after, unpriced_after = _totals(work, dev, cost_model, price_totals, price_cache, versions)
 
     live_origin = {}
     for clone, name in origin.items():

@@ -71,24 +71,38 @@ class KernelTable(pd.DataFrame):
         return float(self["total_s"].fillna(0.0).sum())
 
     def summary(self) -> dict[str, Any]:
-        """Totals: time, kernels (priced, unpriced, free), time by bound."""
+        """Totals: time, kernels (priced, unpriced, free), time by bound.
+
+        Works on a column subset too (`table[["kernel", "time_s"]]`): figures
+        whose columns are missing are NaN (times) or counted without them.
+        """
         df = pd.DataFrame(self)
-        kernels = df[df["bound"] != "free"] if "bound" in df else df
-        priced = kernels[kernels["priced"]] if "priced" in kernels else kernels
-        by_bound = priced.groupby("bound")["total_s"].sum().to_dict() if len(priced) else {}
+        cols = df.columns
+        kernels = df[df["bound"] != "free"] if "bound" in cols else df
+        priced = kernels[kernels["priced"].astype(bool)] if "priced" in cols else kernels
+        by_bound = (
+            priced.groupby("bound")["total_s"].sum().to_dict() if len(priced) and {"bound", "total_s"} <= set(cols)
+            else {}
+        )
         return {
             "module": getattr(self, "module_name", None),
             "device": getattr(self, "device_name", None),
             "model": getattr(self, "model_name", None),
             "total_s": self.total_time_s,
             "kernels": int(len(kernels)),
-            "unpriced": int((~kernels["priced"]).sum()) if "priced" in kernels else 0,
+            "unpriced": int((~kernels["priced"].astype(bool)).sum()) if "priced" in cols else 0,
             "free": int(len(df) - len(kernels)),
-            "assumed_counts": int((~kernels["executions_known"]).sum()) if "executions_known" in kernels else 0,
+            "assumed_counts": (
+                int((~kernels["executions_known"].astype(bool)).sum()) if "executions_known" in cols else 0
+            ),
             "time_by_bound_s": {k: float(v) for k, v in by_bound.items()},
         }
 
     def _repr_html_(self) -> str:
+        plain = pd.DataFrame(self)._repr_html_()
+        if not _SUMMARY_COLUMNS <= set(self.columns):
+            # A column subset (`table[["kernel", "time_s"]]`): no totals to show, just the table.
+            return plain
         s = self.summary()
         unpriced = f", <b style='color:#b00'>{s['unpriced']} unpriced</b>" if s["unpriced"] else ""
         assumed = f", {s['assumed_counts']} with assumed execution counts" if s["assumed_counts"] else ""
@@ -100,7 +114,11 @@ class KernelTable(pd.DataFrame):
             + (f"<br>by bound: {html.escape(bounds)}" if bounds else "")
             + "</p>"
         )
-        return head + pd.DataFrame(self)._repr_html_()
+        return head + (plain or "")
+
+
+# Columns the summary line of `KernelTable._repr_html_` needs.
+_SUMMARY_COLUMNS = frozenset({"bound", "priced", "total_s", "executions_known"})
 
 
 def _fmt_time(seconds: float) -> str:
@@ -194,21 +212,98 @@ def analyze(
             f"the xla-gpu model prices GPU kernels; device '{dev.name}' is a {dev.kind} (use model='roofline')"
         )
 
+    return price_module(module, dev, cost_model, unknown_trip_count=unknown_trip_count, warn_stacklevel=3)
+
+
+def is_free_site(instr) -> bool:
+    """Whether `analyze` gives `instr` a free row without asking the model (runs no code)."""
+    return is_free(instr) or instr.opcode in _ASYNC_BOOKKEEPING
+
+
+def kernel_sites(module, unknown_trip_count: int = 1) -> list[tuple]:
+    """Every top-level instruction `analyze` makes a row of, in execution order.
+
+    **Returns:** `(instruction, computation, executions, executions_known, note)`
+    tuples: the entry computation, with `while` bodies and conditions,
+    `conditional` branches, `call`ed computations and async computations
+    expanded in place (see `analyze`).
+    """
+    sites: list[tuple] = []
+
+    def visit(comp, executions: float, known: bool, note: str, depth: int = 0) -> None:
+        if depth > 64:
+            raise RecursionError(f"computations nested more than 64 deep at '{comp.name}'")
+        for instr in comp.instructions:
+            op = instr.opcode
+            if op == "while":
+                n, source = _trip_count(instr)
+                k = known
+                why = note
+                if n is None:
+                    n = unknown_trip_count
+                    k = False
+                    why = "; ".join(x for x in (note, f"trip count of '{instr.name}' unknown: assumed {n}") if x)
+                visit(instr.attribute("condition"), executions * (n + 1), k, why, depth + 1)
+                visit(instr.attribute("body"), executions * n, k, why, depth + 1)
+            elif op == "conditional":
+                branches = _branches(instr)
+                share = 1.0 / max(len(branches), 1)
+                why = "; ".join(x for x in (note, f"branch of '{instr.name}': assumed taken 1/{len(branches)} of the time") if x)
+                for b in branches:
+                    visit(b, executions * share, False, why, depth + 1)
+            elif op == "call":
+                visit(instr.attribute("to_apply"), executions, known, note, depth + 1)
+            elif op == "async-start":
+                for c in instr.called_computations:
+                    visit(c, executions, known, note, depth + 1)
+            else:
+                sites.append((instr, comp, executions, known, note))
+
+    visit(module.entry, 1.0, True, "")
+    return sites
+
+
+def price_module(
+    module,
+    dev,
+    cost_model,
+    *,
+    unknown_trip_count: int = 1,
+    cache: dict | None = None,
+    version=None,
+    warn: bool = True,
+    warn_stacklevel: int = 2,
+) -> KernelTable:
+    """`analyze` of an `HloModule` with a resolved device and model (what `simulate_fusion` totals use).
+
+    **Arguments:** `module`; `dev`, a `DeviceSpec`; `cost_model`, a model
+    object; `unknown_trip_count` (see `analyze`); `cache`: a dict reused
+    across calls, `(instruction, version) -> KernelEstimate`, with `version`
+    (`instruction -> int`, default 0) telling when an instruction changed in
+    place; `warn`: one `CostModelWarning` naming the unpriced kernels.
+
+    **Returns:** the `KernelTable`.
+    """
     rows: list[dict] = []
     estimates: dict[str, KernelEstimate] = {}
     unpriced: list[str] = []
 
     def row(instr, comp, executions: float, known: bool, note: str) -> None:
         op = instr.opcode
-        if is_free(instr) or op in _ASYNC_BOOKKEEPING:
+        if is_free_site(instr):
             est = KernelEstimate.free(f"{op} runs no code")
             kind = "free"
         else:
-            try:
-                est = cost_model.estimate(instr, dev)
-            except (ArithmeticError, LookupError, TypeError, AttributeError) as exc:
-                # An HLO construct the model's rules do not handle: flag the kernel, keep going.
-                est = KernelEstimate.unpriced(f"model error: {type(exc).__name__}: {exc}")
+            key = (instr, version(instr) if version is not None else 0)
+            est = cache.get(key) if cache is not None else None
+            if est is None:
+                try:
+                    est = cost_model.estimate(instr, dev)
+                except (ArithmeticError, LookupError, TypeError, AttributeError) as exc:
+                    # An HLO construct the model's rules do not handle: flag the kernel, keep going.
+                    est = KernelEstimate.unpriced(f"model error: {type(exc).__name__}: {exc}")
+                if cache is not None:
+                    cache[key] = est
             kind = instr.fusion_kind if op == "fusion" else "unfused"
             if est.bound == "free":
                 kind = "free"
@@ -247,51 +342,23 @@ def analyze(
             "note": notes,
         })
 
-    def visit(comp, executions: float, known: bool, note: str, depth: int = 0) -> None:
-        if depth > 64:
-            raise RecursionError(f"computations nested more than 64 deep at '{comp.name}'")
-        for instr in comp.instructions:
-            op = instr.opcode
-            if op == "while":
-                n, source = _trip_count(instr)
-                k = known
-                why = note
-                if n is None:
-                    n = unknown_trip_count
-                    k = False
-                    why = "; ".join(x for x in (note, f"trip count of '{instr.name}' unknown: assumed {n}") if x)
-                visit(instr.attribute("condition"), executions * (n + 1), k, why, depth + 1)
-                visit(instr.attribute("body"), executions * n, k, why, depth + 1)
-            elif op == "conditional":
-                branches = _branches(instr)
-                share = 1.0 / max(len(branches), 1)
-                why = "; ".join(x for x in (note, f"branch of '{instr.name}': assumed taken 1/{len(branches)} of the time") if x)
-                for b in branches:
-                    visit(b, executions * share, False, why, depth + 1)
-            elif op == "call":
-                visit(instr.attribute("to_apply"), executions, known, note, depth + 1)
-            elif op == "async-start":
-                for c in instr.called_computations:
-                    visit(c, executions, known, note, depth + 1)
-            else:
-                row(instr, comp, executions, known, note)
-
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CostModelWarning)
-        visit(module.entry, 1.0, True, "")
+        for site in kernel_sites(module, unknown_trip_count):
+            row(*site)
 
     table = KernelTable(rows, columns=list(COLUMNS))
     table["coalesced"] = table["coalesced"].astype("boolean")
     table.module_name = module.name
-    table.device_name = dev.name
+    table.device_name = getattr(dev, "name", str(dev))
     table.model_name = getattr(cost_model, "name", type(cost_model).__name__)
     table.estimates = estimates
-    if unpriced:
+    if unpriced and warn:
         shown = ", ".join(unpriced[:10]) + (f", and {len(unpriced) - 10} more" if len(unpriced) > 10 else "")
         warnings.warn(
             f"{table.model_name} could not price {len(unpriced)} kernel(s) of module '{module.name}' "
             f"(flagged priced=False, left out of the total): {shown}",
             CostModelWarning,
-            stacklevel=2,
+            stacklevel=warn_stacklevel,
         )
     return table

@@ -45,6 +45,23 @@ from ..analysis._rules import elements_recursive as elements_recursive  # noqa: 
 from ..analysis._rules import shape_size as shape_size
 from ..analysis._rules import transpose_is_bitcast as _xla_transpose_is_bitcast
 
+# Shapes are immutable and shared by many instructions: their sizes are computed once
+# (keyed by id, the shape kept alive with its size so that the id is not reused).
+_SHAPE_SIZES: dict[int, tuple[object, int]] = {}
+
+
+def shape_size_cached(shape) -> int:
+    """`shape_size(shape)`, remembered per shape object."""
+    hit = _SHAPE_SIZES.get(id(shape))
+    if hit is not None and hit[0] is shape:
+        return hit[1]
+    n = shape_size(shape)
+    if len(_SHAPE_SIZES) > 200_000:
+        _SHAPE_SIZES.clear()
+    _SHAPE_SIZES[id(shape)] = (shape, n)
+    return n
+
+
 # ---------------------------------------------------------------------------
 # What is a kernel
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ._base import FusionByMaterializing, KernelEstimate, dominant_bound, register_model, warn_unpriced
-from ._kernel_costs import COLLECTIVE_OPCODES, CONTROL_FLOW_OPCODES, CostContext, is_free, kernel_costs, shape_size
+from ._kernel_costs import COLLECTIVE_OPCODES, CONTROL_FLOW_OPCODES, CostContext, is_free, kernel_costs, shape_size_cached
 
 _INT_PREFIXES = ("s", "u", "pred")
 
@@ -103,7 +103,7 @@ class RooflineModel(FusionByMaterializing):
             compute += mm / rate
         read = 0.0
         for operand, total in zip(kernel.operands, costs.operand_bytes):
-            read += min(float(shape_size(operand.shape)), float(total))
+            read += min(float(shape_size_cached(operand.shape)), float(total))
         written = float(costs.bytes_written)
         nbytes = read + written
         memory = nbytes / device.memory_bandwidth_bytes_per_s

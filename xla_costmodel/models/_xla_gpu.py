@@ -45,7 +45,7 @@ from ._kernel_costs import (
     KernelCosts,
     is_free,
     kernel_costs,
-    shape_size,
+    shape_size_cached,
 )
 from ._launch import LaunchDimensions, launch_dimensions
 
@@ -193,7 +193,7 @@ class XlaGpuModel:
         uncoalesced: dict[str, str] = {}
         for i, operand in enumerate(kernel.operands):
             n_total = int(costs.operand_bytes[i]) if i < len(costs.operand_bytes) else 0
-            n_net = min(shape_size(operand.shape), n_total)
+            n_net = min(shape_size_cached(operand.shape), n_total)
             bytes_read += n_total
             rate = utilization_rate(operand.shape, coal.coalesced[i], device)
             t = self.read_time(device, ld.num_blocks, n_net, n_total, rate)
@@ -341,15 +341,16 @@ class XlaGpuModel:
             return 1.0
         return 0.0
 
-    def _shared_operand_bytes(self, pc, producer, cc, consumer, operand) -> int:
-        """XLA's `GetSharedOperandBytesAccessed`."""
-        u = self._operand_utilization(cc, consumer, producer)
+    def _shared_operand_bytes(self, pc, producer, cc, consumer, operand, u: float | None = None) -> int:
+        """XLA's `GetSharedOperandBytesAccessed` (`u`: `GetOperandUtilization(consumer, producer)` if known)."""
+        if u is None:
+            u = self._operand_utilization(cc, consumer, producer)
         by_producer = self._operand_bytes(pc, producer, operand)
         by_consumer = self._operand_bytes(cc, consumer, operand)
         common = 0.0
         if operand in producer.operands:
             common = self._common_utilization(pc, producer, producer.operands.index(operand), cc, consumer)
-        size = shape_size(operand.shape)
+        size = shape_size_cached(operand.shape)
         total = _round_half_away(by_producer * u) + by_consumer - _round_half_away(size * common)
         return int(max(total, 0))
 
@@ -378,17 +379,30 @@ class XlaGpuModel:
         """
         self._check(device)
         cache = {} if _cache is None else _cache
-        launch = device.kernel_launch_overhead_s
-        pe, prt = (producer_estimate, None) if producer_estimate is not None else self._kernel_time(producer, device, cache)
-        ce, crt = (consumer_estimate, None) if consumer_estimate is not None else self._kernel_time(consumer, device, cache)
-        if math.isinf(pe.time_s) or math.isinf(ce.time_s):
-            inf = math.inf
-            return KernelEstimate(compute_s=inf, memory_s=inf, launch_s=launch, time_s=inf, bound="unknown",
-                                  note="infinite producer or consumer runtime")
-        if not (pe.priced and ce.priced):
-            return KernelEstimate.unpriced("; ".join(x for x in (pe.note, ce.note) if x) or "unpriced kernel")
+        pe = producer_estimate if producer_estimate is not None else self._kernel_time(producer, device, cache)[0]
+        ce = consumer_estimate if consumer_estimate is not None else self._kernel_time(consumer, device, cache)[0]
+        early = self._fused_short_cut(pe, ce, device)
+        if early is not None:
+            return early
         pc = self._costs(producer, device, cache)
         cc = self._costs(consumer, device, cache)
+        return self._fused(producer, consumer, device, pc, cc, producer_writes_side_output)
+
+    @staticmethod
+    def _fused_short_cut(pe: KernelEstimate, ce: KernelEstimate, device) -> KernelEstimate | None:
+        """The fused estimate when one side is infinite or unpriced (else None)."""
+        if math.isinf(pe.time_s) or math.isinf(ce.time_s):
+            inf = math.inf
+            return KernelEstimate(compute_s=inf, memory_s=inf, launch_s=device.kernel_launch_overhead_s, time_s=inf,
+                                  bound="unknown", note="infinite producer or consumer runtime")
+        if not (pe.priced and ce.priced):
+            return KernelEstimate.unpriced("; ".join(x for x in (pe.note, ce.note) if x) or "unpriced kernel")
+        return None
+
+    def _fused(self, producer, consumer, device, pc: KernelCosts, cc: KernelCosts,
+               producer_writes_side_output: bool = False) -> KernelEstimate:
+        """`EstimateRunTimeForFusion` from the two kernels' own cost records."""
+        launch = device.kernel_launch_overhead_s
         u = 0.0
         for i, o in enumerate(consumer.operands):
             if o is producer or (o.opcode == "get-tuple-element" and o.operands and o.operands[0] is producer):
@@ -418,9 +432,10 @@ class XlaGpuModel:
         bytes_read = 0
         per_operand: dict[str, float] = {}
         uncoalesced: dict[str, str] = {}
+        u_pc = self._operand_utilization(cc, consumer, producer)
         for x in operands:
-            n_total = self._shared_operand_bytes(pc, producer, cc, consumer, x)
-            n_net = min(shape_size(x.shape), n_total)
+            n_total = self._shared_operand_bytes(pc, producer, cc, consumer, x, u_pc)
+            n_net = min(shape_size_cached(x.shape), n_total)
             bytes_read += n_total
             ok = heuristic_ok and id(x) not in access
             if not ok:
@@ -494,3 +509,76 @@ class XlaGpuModel:
             consumers_s=(ce.time_s,),
             fused_consumers_s=(fe.time_s,),
         )
+
+    def fusion_pricer(self, device, version=None) -> "XlaGpuPairPricer":
+        """A pricer of (producer, consumer) pairs for a fusion pass: XLA's `GpuPerformanceModelCache`.
+
+        **Arguments:** `device`; `version`: `instruction -> int`, bumped by the
+        pass whenever an instruction changes in place (a fusion that grows);
+        default: instructions never change.
+
+        **Returns:** an `XlaGpuPairPricer`; its `pair(producer, consumer)` gives
+        exactly `estimate_fusion(producer, [consumer])`'s
+        `(producer_s, consumers_s[0], fused_consumers_s[0])`.
+        """
+        self._check(device)
+        return XlaGpuPairPricer(self, device, version)
+
+
+class XlaGpuPairPricer:
+    """Pair prices from per-instruction records, as XLA's `GpuPerformanceModelCache` keeps them.
+
+    Each instruction's record (its `KernelEstimate` as `EstimateRunTimes` sees
+    it, and its `GpuHloCostAnalysis` counts) is computed once per version of
+    the instruction; a pair's fused price is then `EstimateRunTimeForFusion`
+    from the two records (§1.8 of the reference: flops and bytes from the
+    producer's and consumer's own counts and utilizations; launch dimensions
+    and coalescing from the fused pair). `invalidate(instr)` drops a record.
+    """
+
+    __slots__ = ("model", "device", "_version", "_records", "_costs")
+
+    def __init__(self, model: XlaGpuModel, device, version=None):
+        self.model = model
+        self.device = device
+        self._version = version if version is not None else (lambda instr: 0)
+        self._records: dict = {}
+        self._costs: dict = {}
+
+    def invalidate(self, instr) -> None:
+        """Forget `instr`'s record (it changed in place)."""
+        self._records.pop(instr, None)
+        self._costs.pop(instr, None)
+
+    def kernel(self, instr) -> KernelEstimate:
+        """`instr`'s own estimate as `EstimateRunTimes` sees it (free instructions pay a launch)."""
+        v = self._version(instr)
+        hit = self._records.get(instr)
+        if hit is not None and hit[0] == v:
+            return hit[1]
+        cache: dict = {}
+        est, rt = self.model._kernel_time(instr, self.device, cache)
+        self._records[instr] = (v, est)
+        if rt is not None:
+            self._costs[instr] = (v, rt.costs)
+        return est
+
+    def costs(self, instr) -> KernelCosts:
+        """`instr`'s `GpuHloCostAnalysis` counts."""
+        v = self._version(instr)
+        hit = self._costs.get(instr)
+        if hit is not None and hit[0] == v:
+            return hit[1]
+        c = self.model._costs(instr, self.device)
+        self._costs[instr] = (v, c)
+        return c
+
+    def pair(self, producer, consumer) -> tuple[float, float, float]:
+        """`(T(producer), T(consumer), T_fused(producer, consumer))`, launches included."""
+        pe = self.kernel(producer)
+        ce = self.kernel(consumer)
+        model = self.model
+        fe = model._fused_short_cut(pe, ce, self.device)
+        if fe is None:
+            fe = model._fused(producer, consumer, self.device, self.costs(producer), self.costs(consumer))
+        return pe.time_s, ce.time_s, fe.time_s

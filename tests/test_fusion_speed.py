@@ -1,0 +1,109 @@
+"""The fast pricing paths of `simulate_fusion` give exactly what the slow ones give.
+
+- `XlaGpuModel.fusion_pricer` (per-instruction records kept per version, pair
+  prices from the two records, as XLA's `GpuPerformanceModelCache` does) against
+  `XlaGpuModel.estimate_fusion(P, [C])` (every kernel re-analysed) on every
+  producer-consumer pair of every fixture, before and after fusion;
+- whole simulations with the pricer against the same model seen only through
+  `estimate` / `estimate_fusion`: same steps, priorities, fused module, totals.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+import pytest
+
+from xla_costmodel import simulate_fusion
+from xla_costmodel.devices import get_device
+from xla_costmodel.fusion import fusible_computations
+from xla_costmodel.hlo import load_hlo
+from xla_costmodel.models import XlaGpuModel
+
+from conftest import fixture_paths
+
+DEVICE = get_device("h100-sxm")
+PRE = fixture_paths("*.pre.hlo")
+
+
+def _pairs(module):
+    for comp in fusible_computations(module):
+        for producer in comp.instructions:
+            if producer.opcode in ("parameter", "tuple", "get-tuple-element"):
+                continue
+            for consumer in producer.users:
+                if consumer.opcode not in ("tuple", "get-tuple-element", "parameter"):
+                    yield producer, consumer
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+@pytest.mark.parametrize("path", PRE, ids=lambda p: p.name.split(".")[0])
+def test_pair_pricer_equals_estimate_fusion_on_every_fixture_pair(path):
+    model = XlaGpuModel()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        unfused = load_hlo(path)
+        fused = simulate_fusion(unfused, device=DEVICE, model=model, price_totals=False).module
+        n = 0
+        for module in (unfused, fused):  # plain pairs, then pairs with fusions on either side
+            pricer = model.fusion_pricer(DEVICE)
+            for producer, consumer in _pairs(module):
+                est = model.estimate_fusion(producer, [consumer], DEVICE)
+                fast = pricer.pair(producer, consumer)
+                slow = (est.producer_s, est.consumers_s[0], est.fused_consumers_s[0])
+                assert all(_same(a, b) for a, b in zip(fast, slow)), (producer.name, consumer.name, fast, slow)
+                n += 1
+    assert n > 0
+
+
+@dataclass(frozen=True)
+class _SlowPath:
+    """The same model seen only through the `CostModel` protocol (no pair pricer)."""
+
+    model: object
+    name: str = "slow"
+
+    def estimate(self, kernel, device):
+        return self.model.estimate(kernel, device)
+
+    def estimate_fusion(self, producer, consumers, device):
+        return self.model.estimate_fusion(producer, consumers, device)
+
+
+@pytest.mark.parametrize(
+    "name", ["transformer_fwd", "layernorm_softmax", "mlp_grad", "cnn_grad", "gather_scatter", "reductions",
+             "dtypes_mixed", "while_loop"],
+)
+def test_simulation_with_the_pricer_equals_the_slow_path(name):
+    m = load_hlo(fixture_paths(f"{name}.pre.hlo")[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fast = simulate_fusion(m, device=DEVICE, model="xla-gpu")
+        slow = simulate_fusion(m, device=DEVICE, model=_SlowPath(XlaGpuModel()))
+    assert fast.steps.equals(slow.steps)
+    assert fast.rejected.equals(slow.rejected)
+    assert fast.module.to_text() == slow.module.to_text()
+    assert dict(fast.origin) == dict(slow.origin)
+    for field in ("time_before_s", "time_after_s", "kernels_before", "kernels_after", "unpriced_before",
+                  "unpriced_after", "model_calls"):
+        assert getattr(fast, field) == getattr(slow, field), field
+
+
+def test_pricer_records_follow_versions():
+    """A record is reused while the instruction's version stays, recomputed when it changes."""
+    m = load_hlo(fixture_paths("layernorm_softmax.pre.hlo")[0])
+    model = XlaGpuModel()
+    versions: dict = {}
+    pricer = model.fusion_pricer(DEVICE, version=lambda i: versions.get(i, 0))
+    producer, consumer = next(_pairs(m))
+    first = pricer.kernel(consumer)
+    assert pricer.kernel(consumer) is first
+    versions[consumer] = 1
+    assert pricer.kernel(consumer) is not first and pricer.kernel(consumer) == first
+    pricer.invalidate(consumer)
+    assert pricer.kernel(consumer) == first
