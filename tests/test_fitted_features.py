@@ -201,3 +201,31 @@ ENTRY %e (x: f32[256], y: f32[256]) -> f32[256] {
     assert from_text.iloc[0]["op_div_f32"] == 256.0
     with pytest.raises(FeatureError, match="row"):
         kernel_from_row({"hlo_op": "k", "hlo_text": "not hlo"})
+
+
+def test_f32_transcendentals_counted_by_kind_on_top_of_the_lumped_kind():
+    # atan2 and sine in f32: each counts in `op_special_f32` (the lumped kind) and in
+    # its own kind (the extra cost over it); exp only in `op_exp_f32`, log in both
+    # `op_exp_f32` and `op_log_f32`; a bf16 tanh stays lumped in `op_special_f16`.
+    text = """HloModule m
+%f (a: f32[256], b: f32[256], h: bf16[256]) -> (f32[256], bf16[256]) {
+  %a = f32[256]{0} parameter(0)
+  %b = f32[256]{0} parameter(1)
+  %h = bf16[256]{0} parameter(2)
+  %t = f32[256]{0} atan2(%a, %b)
+  %s = f32[256]{0} sine(%t)
+  %e = f32[256]{0} exponential(%s)
+  %l = f32[256]{0} log(%e)
+  %th = bf16[256]{0} tanh(%h)
+  ROOT %r = (f32[256]{0}, bf16[256]{0}) tuple(%l, %th)
+}
+ENTRY %e (a: f32[256], b: f32[256], h: bf16[256]) -> (f32[256], bf16[256]) {
+  %a = f32[256]{0} parameter(0)
+  %b = f32[256]{0} parameter(1)
+  %h = bf16[256]{0} parameter(2)
+  ROOT %k = (f32[256]{0}, bf16[256]{0}) fusion(%a, %b, %h), kind=kLoop, calls=%f
+}"""
+    x = features_of(_kernel(text, "k"), CPU)
+    ops = {k: v for k, v in _nonzero(x).items() if k.startswith("op_")}
+    assert ops == {"op_special_f32": 512.0, "op_atan2_f32": 256.0, "op_trig_f32": 256.0,
+                   "op_exp_f32": 512.0, "op_log_f32": 256.0, "op_special_f16": 256.0}

@@ -15,8 +15,11 @@ others (about 0.22 µs), so these kernels are
 - of the kinds the suite lacks: broadcasts, small reductions and
   transposes, small, transposed and batched matmuls (YNNPACK or Eigen),
   small convolutions, sorts, FFTs, cumulative sums (reduce-window),
-  integer bit operations, conversions, gathers, scatters, concatenation,
-  padding, iota/compare/select.
+  integer bit operations, multiplies and divisions, boolean results,
+  complex arithmetic, Cholesky and triangular solves, conversions, gathers, scatters, concatenation,
+  padding, iota/compare/select, and each transcendental the zoo's programs
+  use (`TRANSCENDENTALS`: expm1, log1p, pow, sqrt, rsqrt, cbrt,
+  sin, cos, atan2, erf), so that each has its own per-element cost.
 
 Each entry: `(name, kernel_class, sizes, build)` with
 `build(size, rng) -> (fn, args)`. The rows they give are training data
@@ -30,9 +33,11 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["EXTRA_SUITE", "REPS", "extra_cases"]
+__all__ = ["EXTRA_SUITE", "REPS", "TRANSCENDENTALS", "extra_cases"]
 
 REPS = 4
+#: Elementwise transcendentals measured one by one (`kernel_class` `extra-transcendental`).
+TRANSCENDENTALS = ("expm1", "log1p", "pow", "sqrt", "rsqrt", "cbrt", "sin", "cos", "atan2", "erf")
 _SIZES = (1, 8, 64, 512, 4096, 32768)
 _SMALL = (16, 64, 256, 1024)
 
@@ -85,8 +90,16 @@ def _ew(opname):
 
     import jax.numpy as jnp
 
+    import jax
+
     ops = {"add": operator.add, "mul": operator.mul, "div": operator.truediv, "exp": lambda x, y: jnp.exp(x),
-           "tanh": lambda x, y: jnp.tanh(x), "log": lambda x, y: jnp.log(x), "max": jnp.maximum}
+           "tanh": lambda x, y: jnp.tanh(x), "log": lambda x, y: jnp.log(x), "max": jnp.maximum,
+           # One kernel per transcendental the zoo's programs use, so that each gets its own
+           # per-element cost (atan2 costs ~50x what tanh does on this CPU).
+           "expm1": lambda x, y: jnp.expm1(x), "log1p": lambda x, y: jnp.log1p(x), "pow": lambda x, y: x ** y,
+           "logistic": lambda x, y: jax.nn.sigmoid(x), "sqrt": lambda x, y: jnp.sqrt(x),
+           "rsqrt": lambda x, y: jax.lax.rsqrt(x), "cbrt": lambda x, y: jnp.cbrt(x), "sin": lambda x, y: jnp.sin(x),
+           "cos": lambda x, y: jnp.cos(x), "atan2": jnp.arctan2, "erf": lambda x, y: jax.lax.erf(x)}
     return ops[opname]
 
 
@@ -101,6 +114,9 @@ def _entries() -> list[tuple[str, str, tuple, Callable]]:
     out: list[tuple[str, str, tuple, Callable]] = []
     for opname in ("add", "mul", "div", "exp", "tanh", "log", "max"):
         out.append((f"x_ew_{opname}", "elementwise", _SIZES,
+                    _case(f"x_ew_{opname}", lambda n, r: (_f32(r, (n,)), _f32(r, (n,))), _ew(opname))))
+    for opname in TRANSCENDENTALS:
+        out.append((f"x_ew_{opname}", "transcendental", _SIZES,
                     _case(f"x_ew_{opname}", lambda n, r: (_f32(r, (n,)), _f32(r, (n,))), _ew(opname))))
     out.append(("x_ew_f64_add", "elementwise", _SIZES, _case(
         "x_ew_f64_add", lambda n, r: (jnp.asarray(r.uniform(0.5, 2, n)), jnp.asarray(r.uniform(0.5, 2, n))),
@@ -183,6 +199,31 @@ def _entries() -> list[tuple[str, str, tuple, Callable]]:
     out.append(("x_int_xor_shift", "integer", _SIZES, _case(
         "x_int_xor_shift", u32, lambda a, b: (a ^ b) >> jnp.uint32(3))))
     out.append(("x_int_add", "integer", _SIZES, _case("x_int_add", u32, lambda a, b: a + b)))
+    # Operation kinds the kernels above lack but programs use: integer multiply and
+    # divide (random bits, index arithmetic), boolean results, complex arithmetic.
+    out.append(("x_int_mul", "integer", _SIZES, _case("x_int_mul", u32, lambda a, b: a * b + jnp.uint32(7))))
+    out.append(("x_int_div", "integer", _SIZES, _case(
+        "x_int_div", u32, lambda a, b: a // (b | jnp.uint32(1)))))
+    out.append(("x_compare", "select", _SIZES, _case(
+        "x_compare", lambda n, r: (_f32(r, (n,)), _f32(r, (n,))), lambda a, b: a < b)))
+
+    def c64(n, r):
+        return (_f32(r, (n,)).astype(jnp.complex64) * (1 + 1j), _f32(r, (n,)).astype(jnp.complex64))
+
+    out.append(("x_complex_mul_add", "complex", _SIZES, _case("x_complex_mul_add", c64, lambda a, b: a * b + a)))
+
+    def spd(m, r):
+        a = r.uniform(-1, 1, size=(m, m))
+        return (jnp.asarray(a @ a.T + m * np.eye(m), dtype=jnp.float32),)
+
+    out.append(("x_cholesky", "linalg", (4, 8, 16, 32, 64), _case("x_cholesky", spd, jnp.linalg.cholesky)))
+
+    def tri(m, r):
+        a = np.tril(r.uniform(0.5, 1, size=(m, m))) + m * np.eye(m)
+        return jnp.asarray(a, dtype=jnp.float32), _f32(r, (m, 8))
+
+    out.append(("x_trisolve", "linalg", (4, 8, 16, 32, 64), _case(
+        "x_trisolve", tri, lambda a, b: jax.scipy.linalg.solve_triangular(a, b, lower=True))))
     out.append(("x_convert_bf16", "convert", _SIZES, _case(
         "x_convert_bf16", lambda n, r: (_f32(r, (n,)),), lambda x: x.astype(jnp.bfloat16))))
     out.append(("x_convert_s32", "convert", _SIZES, _case(

@@ -28,7 +28,12 @@ kernel (a fusion, or an instruction run as its own kernel):
   power and their variants), `special` (tanh, rsqrt, sqrt, logistic,
   trigonometric, erf, ...), `other` (compare, select, min/max, convert,
   bitwise, ...); dtype `f32`, `f64`, `f16` (bf16/f16/fp8), `int` (and
-  pred), `c` (complex). `matmul_<dtype>`: flops of dots and convolutions
+  pred), `c` (complex). f32 transcendentals (whose costs per element
+  differ fifty-fold) are also counted by kind, for their extra cost over
+  `op_exp_f32` / `op_special_f32`: `op_log_f32` (log, log1p),
+  `op_pow_f32` (power, cbrt), `op_tanh_f32`, `op_sqrt_f32` (sqrt, rsqrt),
+  `op_trig_f32` (sine, cosine, tan), `op_atan2_f32` (atan2 and the
+  inverse trigonometric and hyperbolic functions), `op_erf_f32`. `matmul_<dtype>`: flops of dots and convolutions
   inside fusions (YNNPACK on XLA:CPU; 2 per multiply-add); `dot_flops`,
   `conv_flops`: the same for a dot or convolution run as its own kernel
   (Eigen on XLA:CPU, a different rate), with `conv_windows` (batch ×
@@ -83,6 +88,9 @@ LOAD_CLASSES = ("s0", "s1", "1of2", "2of2", "1of3", "2of3", "3of3", "1of4", "2of
 STORE_CLASSES = ("s1", "scatter")
 OP_KINDS = ("add", "mul", "div", "exp", "special", "other")
 OP_DTYPES = ("f32", "f64", "f16", "int", "c")
+#: f32 transcendentals priced one kind at a time (their costs differ ~50x: tanh vs atan2);
+#: in other dtypes they stay lumped into `exp` / `special`.
+TRANSCENDENTAL_KINDS = ("log", "pow", "tanh", "sqrt", "trig", "atan2", "erf")
 MATMUL_DTYPES = ("f32", "f64", "f16", "int")
 
 #: Default bytes of output per parallel task of an emitted loop (XLA's 256 KiB).
@@ -99,6 +107,7 @@ def _feature_names() -> tuple[str, ...]:
     names += ["bytes_l2", "bytes_l3", "bytes_dram"]
     for k in OP_KINDS:
         names += [f"op_{k}_{d}" for d in OP_DTYPES]
+    names += [f"op_{k}_f32" for k in TRANSCENDENTAL_KINDS]
     names += [f"red_{d}" for d in OP_DTYPES]
     names += [f"matmul_{d}" for d in MATMUL_DTYPES]
     names += ["matmul_batch", "dot_flops", "conv_flops", "conv_windows", "conv_groups", "sort_cmp", "fft_flops",
@@ -163,6 +172,29 @@ _LIBRARY_OPCODES = frozenset(
 )
 # Not kernels: their time is that of the kernels they run.
 _NOT_KERNELS = frozenset({"while", "conditional", "call", "async-start", "async-update", "async-done"})
+
+
+# The f32 kind of each transcendental (others: "exp" for exp/expm1, "special" for the rest).
+_F32_KIND = {
+    "log": "log", "log-plus-one": "log", "power": "pow", "cbrt": "pow", "tanh": "tanh",
+    "sqrt": "sqrt", "rsqrt": "sqrt", "sine": "trig", "cosine": "trig", "tan": "trig",
+    "atan2": "atan2", "acos": "atan2", "asin": "atan2", "atanh": "atan2", "acosh": "atan2", "asinh": "atan2",
+    "erf": "erf",
+}
+
+
+def _add_op(acc: dict, opcode: str, dtype_group: str, n: float) -> None:
+    """Count `n` elementwise `opcode` operations in a dtype group.
+
+    An f32 transcendental counts both in its lumped kind (`op_exp_f32` or
+    `op_special_f32`) and in its own kind (`op_atan2_f32`, ...), whose
+    non-negative weight is the extra cost over the lumped one: an op the
+    training kernels lack is still priced at the lumped rate (this beat
+    separate kinds alone in cross-validation over the training kernels).
+    """
+    _add(acc, f"op_{_kind(opcode)}_{dtype_group}", n)
+    if dtype_group == "f32" and opcode in _F32_KIND:
+        _add(acc, f"op_{_F32_KIND[opcode]}_f32", n)
 
 
 def _kind(opcode: str) -> str:
@@ -409,8 +441,10 @@ def _computation_ops(comp, acc: dict, scale: float, depth: int = 0, reducer: boo
             kind = _kind(h.opcode)
             # Cheap combining ops (add, multiply, min/max, select) are the running
             # reduction; transcendentals and divisions cost what they cost anywhere.
-            key = f"red_{dt}" if (reducer and kind in ("add", "mul", "other")) else f"op_{kind}_{dt}"
-            _add(acc, key, scale * max(_elements(h.shape), 1))
+            if reducer and kind in ("add", "mul", "other"):
+                _add(acc, f"red_{dt}", scale * max(_elements(h.shape), 1))
+            else:
+                _add_op(acc, h.opcode, dt, scale * max(_elements(h.shape), 1))
         for c in _called(h):
             _computation_ops(c, acc, scale, depth + 1, reducer)
 
@@ -432,7 +466,7 @@ def _instruction_ops(h, acc: dict, util: float) -> None:
     """Operations of one instruction inside a kernel, `util` evaluations per element."""
     op = h.opcode
     if op in _ELEMENTWISE:
-        _add(acc, f"op_{_kind(op)}_{_dtype_group(_compute_dtype(h))}", util * _elements(h.shape))
+        _add_op(acc, op, _dtype_group(_compute_dtype(h)), util * _elements(h.shape))
         return
     if op in ("dot", "scaled-dot", "ragged-dot", "convolution"):
         lhs = h.operands[0].shape
