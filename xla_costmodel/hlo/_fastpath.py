@@ -11,6 +11,7 @@ token parser builds; `tests/test_hlo_fuzz.py` checks that on mutated text.
 
 from __future__ import annotations
 
+import gc
 import re
 
 from ._attributes import COMPUTATION_ATTRS, COMPUTATION_LIST_ATTRS, ComputationRef, parse_attribute
@@ -80,7 +81,7 @@ _OPERAND_NAME = re.compile(_NAME)
 _PNAME = re.compile(r"%[A-Za-z0-9_.\-]+")
 # Every `, key=` in an attribute list, at any depth: a superset of the top-level keys.
 _ANY_KEY = re.compile(rf",[ \t]*({_KEY})=")
-_CALLED_MARKERS = tuple(f"{key}=" for key in sorted(_CALLED))
+_CALLED_MARKER = re.compile("|".join(re.escape(f"{key}=") for key in sorted(_CALLED)))
 _OPERAND_WITH_SHAPE = re.compile(rf"[ \t]*(?:{_COMMENT}[ \t]*)?(?:({_ARRAY_SHAPE})[ \t]+)?({_NAME})[ \t]*")
 _INT = re.compile(r"[ \t]*(-?[0-9][0-9_]*)[ \t]*")
 _LITERAL = re.compile(r"(?:[A-Za-z0-9_.+{}(), \t]|-(?=[0-9A-Za-z.]))*+")
@@ -181,6 +182,7 @@ class _FastReader:
         operand_name = _OPERAND_NAME.fullmatch
         value_is_name = _PNAME.fullmatch
         key_findall = _ANY_KEY.findall
+        called_marker = _CALLED_MARKER.search
         deferred = self.deferred
         src = (text, self.source)
         for k in range(first, len(lines)):
@@ -288,7 +290,7 @@ class _FastReader:
             raw: dict[str, str] = {}
             instr._lazy = None
             tail = m.group(6)
-            if tail and checked and not any(c in tail for c in _CALLED_MARKERS):
+            if tail and checked and called_marker(tail) is None:
                 keys = key_findall(tail)
                 if len(keys) == len(set(keys)):
                     # No computation references and no repeated key: the list is
@@ -384,7 +386,15 @@ def split_lazy_attributes(instr: HloInstruction) -> None:
 
 def fast_parse(text: str, source: str) -> HloModule | None:
     """The module, or None when the text needs the token parser."""
+    # The graph is full of reference cycles (instruction <-> computation), so
+    # the cyclic collector would rescan it again and again while it grows;
+    # nothing here creates garbage worth collecting before we return.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         return _FastReader(text, source).read()
     except _GiveUp:
         return None
+    finally:
+        if collecting:
+            gc.enable()
