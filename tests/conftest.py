@@ -2,13 +2,34 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "hlo_fixtures"
+
+# One memory-bound elementwise kernel (8 MiB read, 4 MiB written), priced by several test modules.
+ADD = """HloModule t
+ENTRY e {
+  a = f32[1024,1024]{1,0} parameter(0)
+  b = f32[1024,1024]{1,0} parameter(1)
+  ROOT c = f32[1024,1024]{1,0} add(a, b)
+}"""
+
+
+def load_temp_install():
+    """`tests/plugin_example/temp_install.py` as a module (tests/ is not a package)."""
+    name = "_xla_costmodel_plugin_temp_install"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "plugin_example" / "temp_install.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return sys.modules[name]
 
 
 def fixture_paths(pattern: str = "*.hlo") -> list[Path]:

@@ -28,16 +28,10 @@ from xla_costmodel.models import (
     get_model,
 )
 from xla_costmodel.models._combined import fit_log_scale, measured_kernels
+from conftest import ADD
 
 H100 = get_device("h100-sxm")
 NAN = math.nan
-
-ADD = """HloModule t
-ENTRY e {
-  a = f32[1024,1024]{1,0} parameter(0)
-  b = f32[1024,1024]{1,0} parameter(1)
-  ROOT c = f32[1024,1024]{1,0} add(a, b)
-}"""
 
 PAIR = """HloModule t
 ENTRY e {

@@ -24,9 +24,7 @@ models are marked xfail with the reason (they pass again once fixed).
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import math
-import sys
 import warnings
 from pathlib import Path
 
@@ -35,22 +33,13 @@ import pytest
 import xla_costmodel as xc
 from xla_costmodel.devices import get_device
 from xla_costmodel.models import BOUNDS, CombinedModel, CostModel, CostModelWarning, ScaledModel, get_model, model_names
+from conftest import load_temp_install
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 
-def _load_temp_install():
-    name = "_xla_costmodel_plugin_temp_install"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, HERE / "plugin_example" / "temp_install.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
-
-
-TI = _load_temp_install()
+TI = load_temp_install()
 PLUGINS = tuple(TI.entry_points())
 COMBINED = ("min(xla-gpu,roofline)", "max-savings(xla-gpu,roofline)", "scaled-min(roofline,fitted)",
             "max-savings(min(roofline,example-streaming),scaled(roofline))")

@@ -9,6 +9,7 @@ import pytest
 import xla_costmodel as xc
 from xla_costmodel.devices import DeviceSpec, get_device
 from xla_costmodel.models import RooflineModel, get_model
+from conftest import ADD
 
 H100 = get_device("h100-sxm")
 MODEL = get_model("roofline")
@@ -20,13 +21,6 @@ BW = 3.35232e12
 def _root(text: str):
     return xc.parse_hlo(text).entry.root
 
-
-ADD = """HloModule t
-ENTRY e {
-  a = f32[1024,1024]{1,0} parameter(0)
-  b = f32[1024,1024]{1,0} parameter(1)
-  ROOT c = f32[1024,1024]{1,0} add(a, b)
-}"""
 
 DOT = """HloModule t
 ENTRY e {

@@ -8,9 +8,7 @@ points on a temporary `sys.path` entry (`plugin_example/temp_install.py`).
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -18,29 +16,10 @@ import xla_costmodel as xc
 from xla_costmodel.devices import get_device
 from xla_costmodel.models import CostModel, ModelPluginError, RooflineModel, get_model, model_names
 from xla_costmodel.models import _base
-
-HERE = Path(__file__).resolve().parent
-
-
-def load_temp_install():
-    """`tests/plugin_example/temp_install.py` as a module (tests/ is not a package)."""
-    name = "_xla_costmodel_plugin_temp_install"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, HERE / "plugin_example" / "temp_install.py")
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
-    return sys.modules[name]
+from conftest import ADD, load_temp_install
 
 
 TI = load_temp_install()
-
-ADD = """HloModule t
-ENTRY e {
-  a = f32[1024,1024]{1,0} parameter(0)
-  b = f32[1024,1024]{1,0} parameter(1)
-  ROOT c = f32[1024,1024]{1,0} add(a, b)
-}"""
 
 
 @pytest.fixture

@@ -39,6 +39,28 @@ def _load(path: str):
         raise UsageError(f"{path}: is a directory, expected an HLO text file") from None
 
 
+def resolve_device_and_model(args: argparse.Namespace):
+    """The `DeviceSpec` and cost model named by `args.device` / `args.model`.
+
+    **Returns:** `(device, model)`; raises `UsageError` for an unknown name or
+    the xla-gpu model on a device that is not a GPU.
+    """
+    from .devices import device_names, get_device
+    from .models import get_model, model_names
+
+    try:
+        device = get_device(args.device)
+    except ValueError:
+        raise UsageError(f"unknown device {args.device!r}; valid names: {', '.join(device_names())}") from None
+    try:
+        model = get_model(args.model)
+    except ValueError:
+        raise UsageError(f"unknown model {args.model!r}; valid names: {', '.join(model_names())}") from None
+    if getattr(model, "name", "") == "xla-gpu" and getattr(device, "kind", "gpu") != "gpu":
+        raise UsageError(f"the xla-gpu model prices GPUs; device {device.name!r} is a {device.kind} (use --model roofline)")
+    return device, model
+
+
 def print_table(df, as_json: bool = False, as_csv: bool = False) -> None:
     """Print a DataFrame as a text table, JSON records or CSV."""
     if as_json:

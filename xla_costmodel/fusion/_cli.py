@@ -8,7 +8,7 @@ import math
 import os
 from pathlib import Path
 
-from xla_costmodel.cli import UsageError, command, print_table
+from xla_costmodel.cli import UsageError, command, print_table, resolve_device_and_model
 
 _COLUMNS = ["step", "producer", "producer_opcode", "consumers", "priority_us", "unfused_us", "fused_us", "reason"]
 
@@ -42,9 +42,7 @@ def _same_file(a: Path, b: Path) -> bool:
 def _fuse(args: argparse.Namespace) -> int:
     import warnings
 
-    from xla_costmodel.devices import device_names, get_device
     from xla_costmodel.hlo import load_hlo
-    from xla_costmodel.models import get_model, model_names
 
     from ._simulate import simulate_fusion
 
@@ -57,16 +55,7 @@ def _fuse(args: argparse.Namespace) -> int:
         raise UsageError(f"{out}: is the input file; refusing to overwrite it (choose another -o)")
     if out.is_dir():
         raise UsageError(f"{out}: is a directory; give a file name for the fused module")
-    try:
-        device = get_device(args.device)
-    except ValueError:
-        raise UsageError(f"unknown device {args.device!r}; valid names: {', '.join(device_names())}") from None
-    try:
-        model = get_model(args.model)
-    except ValueError:
-        raise UsageError(f"unknown model {args.model!r}; valid names: {', '.join(model_names())}") from None
-    if getattr(model, "name", "") == "xla-gpu" and getattr(device, "kind", "gpu") != "gpu":
-        raise UsageError(f"the xla-gpu model prices GPUs; device {device.name!r} is a {device.kind} (use --model roofline)")
+    device, model = resolve_device_and_model(args)
     module = load_hlo(src)
     if args.search:
         return _search(args, module, device, model, out)

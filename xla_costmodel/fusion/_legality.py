@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from ..hlo import HloComputation, HloInstruction
 from ..hlo._edit import _ordered, hypothetical_fusion
+from ..models._launch import _faster_than_elemental, _find_hero_matching
 
 __all__ = [
     "RULES",
@@ -185,6 +186,16 @@ def transpose_is_bitcast(operand_shape, shape, dimensions) -> bool:
     return out_order == in_order
 
 
+# `models._launch` has its own `is_intermediate`, `reduction_dimensions`,
+# `tiled_transpose`, `fused_roots` and `emitter_kind`. They are not the same
+# logic, so both stay: the pass's versions here test bitcast-ness on the
+# physical layout with unit dims ignored (the models' need default layouts),
+# count width-keeping bitcast-converts as elementwise, count shapes with
+# `num_elements` (the models with `elements`), detect tiled transposes before
+# normalizing (no "021" transposes that keep the minor dim), strip
+# get-tuple-elements from fusion roots, and need only the emitter kinds that
+# `ChooseKind` and `CanFuse` look at (no device, no per-root shape checks).
+# Swapping either set for the other changes which pairs the pass fuses.
 def is_intermediate(instr: HloInstruction, allowed_operands: int = 1) -> bool:
     """`IsIntermediate`: elementwise (layout-keeping copies only) or bitcast-like, with 1..N operands."""
     n = len(instr.operands)
@@ -261,16 +272,7 @@ def is_reduction_from_or_to_contiguous_dimensions(instr: HloInstruction) -> bool
     if not (_dims_consecutive(shape, keep) or _dims_consecutive(shape, reduced)):
         return False
     is_row, dims = reduction_dimensions(instr)
-    if is_row:
-        return dims[2] >= WARP_SIZE or (dims[2] > 0 and WARP_SIZE % dims[2] == 0)
-    major, minor = dims[1], dims[2]
-    prefer_elemental = (
-        major < WARP_SIZE
-        or (major < 2 * WARP_SIZE and minor < WARP_SIZE)
-        or (major < 4 * WARP_SIZE and minor < 8)
-        or (major < 8 * WARP_SIZE and minor < 3)
-    )
-    return not prefer_elemental
+    return _faster_than_elemental(is_row, dims, WARP_SIZE)
 
 
 def _reduction_is_race_free(reduce: HloInstruction) -> bool:
@@ -336,40 +338,6 @@ def _fusion_roots(comp: HloComputation) -> list[HloInstruction]:
     return [root]
 
 
-def _search_hero(start: HloInstruction, predicate, inside) -> HloInstruction | None:
-    """Breadth-first from `start` up through intermediate ops (≤ 3 operands) for the one node matching `predicate`."""
-    hero = None
-    seen = {id(start)}
-    queue = [start]
-    while queue:
-        node = queue.pop(0)
-        if predicate(node):
-            if hero is not None:
-                return None
-            hero = node
-            continue
-        if not is_intermediate(node, 3):
-            continue
-        for o in node.operands:
-            if id(o) not in seen and inside(o):
-                seen.add(id(o))
-                queue.append(o)
-    if hero is None:
-        return None
-    # No non-trivial op may be reachable from the hero towards the root.
-    stack = list(hero.users)
-    seen = set()
-    while stack:
-        u = stack.pop()
-        if id(u) in seen or not inside(u):
-            continue
-        seen.add(id(u))
-        if u.opcode not in ("tuple", "parameter") and not is_intermediate(u, 3):
-            return None
-        stack.extend(u.users)
-    return hero
-
-
 def find_hero(root: HloInstruction, inside, transposes: bool = True, concats: bool = True) -> HloInstruction:
     """`FindNonTrivialHero`: the op that decides the emitter for `root`.
 
@@ -379,11 +347,11 @@ def find_hero(root: HloInstruction, inside, transposes: bool = True, concats: bo
     while is_intermediate(hero, 1) and inside(hero.operands[0]):
         hero = hero.operands[0]
     if transposes:
-        found = _search_hero(hero, tiled_transpose, inside)
+        found = _find_hero_matching(hero, tiled_transpose, inside, is_intermediate)
         if found is not None:
             return found
     if concats:
-        found = _search_hero(hero, lambda n: n.opcode == "concatenate", inside)
+        found = _find_hero_matching(hero, lambda n: n.opcode == "concatenate", inside, is_intermediate)
         if found is not None:
             return found
     return hero if hero.opcode == "reduce" else root

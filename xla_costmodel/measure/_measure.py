@@ -12,7 +12,6 @@ from __future__ import annotations
 import html
 import math
 import os
-import platform
 import re
 import tempfile
 import time
@@ -124,22 +123,13 @@ def device_description() -> dict[str, str]:
     backend = dev.platform
     kind = str(getattr(dev, "device_kind", backend))
     if backend == "cpu":
-        model = _cpu_model() or platform.processor() or platform.machine()
+        from ..devices._host import _cpu_model
+
+        model = _cpu_model()
         desc = f"cpu: {model}, {os.cpu_count()} cores"
     else:
         desc = f"{backend}: {kind}"
     return {"backend": backend, "device_kind": kind, "device": desc}
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return ""
 
 
 def disable_gpu_command_buffers() -> None:

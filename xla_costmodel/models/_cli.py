@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from xla_costmodel.cli import UsageError, command, print_table
+from xla_costmodel.cli import UsageError, _load, command, print_table, resolve_device_and_model
 
 _TABLE_COLUMNS = ["kernel", "kind", "emitter", "executions", "flops", "bytes_accessed", "compute_s", "memory_s",
                   "time_s", "total_s", "bound", "coalesced", "note"]
@@ -37,30 +37,13 @@ def _analyze(args: argparse.Namespace) -> int:
     import sys
     import warnings
 
-    from xla_costmodel.devices import device_names, get_device
-    from xla_costmodel.hlo import load_hlo
-
     from ._analyze import analyze
-    from ._base import CostModelWarning, get_model, model_names
+    from ._base import CostModelWarning
 
-    try:
-        device = get_device(args.device)
-    except ValueError:
-        raise UsageError(f"unknown device {args.device!r}; valid names: {', '.join(device_names())}") from None
-    try:
-        model = get_model(args.model)
-    except ValueError:
-        raise UsageError(f"unknown model {args.model!r}; valid names: {', '.join(model_names())}") from None
-    if getattr(model, "name", "") == "xla-gpu" and device.kind != "gpu":
-        raise UsageError(f"the xla-gpu model prices GPUs; device {device.name!r} is a {device.kind} (use --model roofline)")
+    device, model = resolve_device_and_model(args)
     if args.unknown_trip_count < 0:
         raise UsageError("--unknown-trip-count must be >= 0")
-    try:
-        module = load_hlo(args.file)
-    except FileNotFoundError:
-        raise UsageError(f"{args.file}: no such file") from None
-    except IsADirectoryError:
-        raise UsageError(f"{args.file}: is a directory, expected an HLO text file") from None
+    module = _load(args.file)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CostModelWarning)
         table = analyze(module, device=device, model=model, unknown_trip_count=args.unknown_trip_count)

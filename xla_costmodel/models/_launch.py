@@ -109,9 +109,13 @@ def is_intermediate(instr, allowed_operands: int = 1) -> bool:
     return False
 
 
-def _find_hero_matching(start, predicate, in_kernel):
+def _find_hero_matching(start, predicate, in_kernel, intermediate=is_intermediate):
     """XLA's `FindNonTrivialHero(root, predicate)`: one matching op reachable through
-    intermediate ops (up to 3 operands), with only intermediate ops between it and the root."""
+    intermediate ops (up to 3 operands), with only intermediate ops between it and the root.
+
+    `intermediate`: the `IsIntermediate` test to walk through (the fusion
+    simulator passes its own, see `fusion._legality.is_intermediate`).
+    """
     hero = None
     seen = {id(start)}
     queue = [start]
@@ -122,7 +126,7 @@ def _find_hero_matching(start, predicate, in_kernel):
                 return None
             hero = node
             continue
-        if not is_intermediate(node, 3):
+        if not intermediate(node, 3):
             continue
         for o in node.operands:
             if in_kernel(o) and id(o) not in seen:
@@ -138,7 +142,7 @@ def _find_hero_matching(start, predicate, in_kernel):
         if id(u) in seen or not in_kernel(u):
             continue
         seen.add(id(u))
-        if u.opcode not in ("tuple", "parameter") and not is_intermediate(u, 3):
+        if u.opcode not in ("tuple", "parameter") and not intermediate(u, 3):
             return None
         stack.extend(u.users)
     return hero
