@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # Bit width of every primitive type XLA's lexer knows. `token`/`opaque` carry no data.
 PRIMITIVE_BITS: dict[str, int] = {
@@ -87,6 +87,8 @@ class Shape:
     dynamic: tuple[bool, ...] = ()
     layout: Layout | None = None
     tuple_shapes: tuple["Shape", ...] = ()
+    # `byte_size`, computed on first use (shapes are immutable and shared by many instructions).
+    _byte_size: int | None = field(default=None, init=False, repr=False, compare=False, hash=False)
 
     @staticmethod
     def array(element_type: str, dims, layout: Layout | tuple[int, ...] | None = None) -> "Shape":
@@ -125,9 +127,14 @@ class Shape:
     @property
     def byte_size(self) -> int:
         """Bytes of an array's data (sub-byte types packed); for a tuple, the sum over leaves."""
-        if self.is_tuple:
-            return sum(s.byte_size for s in self.tuple_shapes)
-        return (self.num_elements * self.element_bits + 7) // 8
+        n = self._byte_size
+        if n is None:
+            if self.is_tuple:
+                n = sum(s.byte_size for s in self.tuple_shapes)
+            else:
+                n = (self.num_elements * self.element_bits + 7) // 8
+            object.__setattr__(self, "_byte_size", n)
+        return n
 
     def leaves(self):
         """Yield `(index_path, array_shape)` for every non-tuple subshape."""

@@ -465,13 +465,20 @@ def _smallest_input_bits(kernel) -> int | None:
     return min(bits) if bits else None
 
 
-def loop_launch(kernel, roots, device, shape=None, max_unroll: int = 4) -> tuple[int, int, int]:
-    """`ComputeLoopFusionConfig` + `CalculateLaunchDimensions`: (blocks, threads, unroll)."""
+def loop_launch(kernel, roots, device, shape=None, max_unroll: int = 4,
+                may_prevent_vectorization: bool | None = None) -> tuple[int, int, int]:
+    """`ComputeLoopFusionConfig` + `CalculateLaunchDimensions`: (blocks, threads, unroll).
+
+    `may_prevent_vectorization`: `_may_prevent_vectorization(kernel)` when already
+    known (`kernel` is then not looked at).
+    """
     if shape is None:
         shape = first_array(roots[0].shape)
     n = elements(shape)
     unroll = 1
-    if n >= device.threads_per_core_limit * device.core_count and not _may_prevent_vectorization(kernel):
+    if n >= device.threads_per_core_limit * device.core_count and not (
+        _may_prevent_vectorization(kernel) if may_prevent_vectorization is None else may_prevent_vectorization
+    ):
         f = max_unroll
         while f > 1 and n % f:
             f //= 2
@@ -603,6 +610,30 @@ def fallback_launch(roots) -> tuple[int, int]:
     return max(_ceil(n, FALLBACK_THREADS), 1), FALLBACK_THREADS
 
 
+def _loop_fusion_roots(kernel) -> list | None:
+    """The roots of a fusion that `emitter_kind` certainly gives the loop emitter, found
+    without looking for heroes; None when that takes the full analysis.
+
+    With no reduce, concatenate or tiled transpose in the body, every root is its own
+    hero, so only a single scatter, sort or dynamic-update-slice root picks another emitter.
+    """
+    if kernel.opcode != "fusion":
+        return None
+    comp = kernel.fused_computation
+    if comp is None or kernel.fusion_kind == "kCustom":
+        return None
+    for h in comp.instructions:
+        op = h.opcode
+        if op == "reduce" or op == "concatenate":
+            return None
+        if (op == "transpose" or op == "copy") and tiled_transpose(h) is not None:
+            return None
+    roots = fused_roots(kernel)
+    if not roots or (len(roots) == 1 and roots[0].opcode in ("scatter", "sort", "dynamic-update-slice")):
+        return None
+    return roots
+
+
 def launch_dimensions(kernel, device, *, max_unroll: int = 4) -> LaunchDimensions:
     """The emitter XLA:GPU would pick for `kernel` and its launch grid.
 
@@ -611,6 +642,10 @@ def launch_dimensions(kernel, device, *, max_unroll: int = 4) -> LaunchDimension
 
     **Returns:** `LaunchDimensions`.
     """
+    roots = _loop_fusion_roots(kernel)
+    if roots is not None:
+        blocks, threads, unroll = loop_launch(kernel, roots, device, max_unroll=max_unroll)
+        return LaunchDimensions("loop", blocks, threads, unroll, roots[0].name)
     kind, roots, heroes = emitter_kind(kernel, device)
     if kind == "loop":
         blocks, threads, unroll = loop_launch(kernel, roots, device, max_unroll=max_unroll)

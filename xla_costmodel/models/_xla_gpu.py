@@ -47,11 +47,64 @@ from ._kernel_costs import (
     kernel_costs,
     shape_size_cached,
 )
-from ._launch import LaunchDimensions, launch_dimensions
+from ._launch import LaunchDimensions, _may_prevent_vectorization, launch_dimensions, loop_launch, tiled_transpose
 
 
 def _round_half_away(x: float) -> float:
     return math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5)
+
+
+def kernel_facts(instr) -> tuple[bool, bool, bool]:
+    """What a fused pair's launch grid and coalescing need from one side of it, without building the fusion:
+    `(special, access, no_vectorize)`.
+
+    `special`: a reduce, concatenate or tiled transpose is in it (it could become the
+    fused kernel's hero); `access`: a gather or slice is in it (a per-operand access
+    rule could apply); `no_vectorize`: `_may_prevent_vectorization`.
+    """
+    comp = instr.fused_computation if instr.opcode == "fusion" else None
+    if instr.opcode == "fusion" and comp is None:
+        return True, True, True
+    special = access = False
+    for h in comp.instructions if comp is not None else (instr,):
+        op = h.opcode
+        if op == "reduce" or op == "concatenate":
+            special = True
+        elif op == "transpose" or op == "copy":
+            if tiled_transpose(h) is not None:
+                special = True
+        elif op == "gather" or op == "slice":
+            access = True
+    return special, access, _may_prevent_vectorization(instr)
+
+
+def fused_loop_launch(producer, consumer, device, pf, cf, max_unroll: int) -> LaunchDimensions | None:
+    """`launch_dimensions(materialize_fusion(producer, consumer))` when that is the loop emitter's
+    and can be told from the two sides' `kernel_facts` (`pf`, `cf`) alone; else None.
+
+    With no reduce, concatenate or tiled transpose on either side, every hero is its
+    root, so the emitter is decided by the consumer's roots (the fused kernel's roots)
+    and the loop grid by their shapes and whether either side prevents vectorization.
+    """
+    if pf[0] or cf[0] or consumer.opcode == "tuple":
+        return None
+    if not any(o is producer for o in consumer.operands):
+        return None  # read through get-tuple-elements
+    if consumer.opcode == "fusion":
+        root = consumer.fused_computation.root
+        roots = list(root.operands) if root.opcode == "tuple" else [root]
+    else:
+        roots = [consumer]
+    if not roots:
+        return None
+    for r in roots:
+        if r.opcode == "parameter":
+            return None
+    if len(roots) == 1 and roots[0].opcode in ("scatter", "sort", "dynamic-update-slice"):
+        return None
+    blocks, threads, unroll = loop_launch(None, roots, device, max_unroll=max_unroll,
+                                          may_prevent_vectorization=pf[2] or cf[2])
+    return LaunchDimensions("loop", blocks, threads, unroll, roots[0].name)
 
 
 def _is_multi_output(instr) -> bool:
@@ -400,15 +453,24 @@ class XlaGpuModel:
         return None
 
     def _fused(self, producer, consumer, device, pc: KernelCosts, cc: KernelCosts,
-               producer_writes_side_output: bool = False) -> KernelEstimate:
-        """`EstimateRunTimeForFusion` from the two kernels' own cost records."""
+               producer_writes_side_output: bool = False, facts=None, read_cache: dict | None = None) -> KernelEstimate:
+        """`EstimateRunTimeForFusion` from the two kernels' own cost records.
+
+        `facts`: the two sides' `kernel_facts` when known: the fused kernel is then
+        built only where its launch grid or coalescing cannot be told from them;
+        `read_cache`: read times by `(blocks, net bytes, total bytes, rate)`, for one device.
+        """
         launch = device.kernel_launch_overhead_s
         u = 0.0
         for i, o in enumerate(consumer.operands):
             if o is producer or (o.opcode == "get-tuple-element" and o.operands and o.operands[0] is producer):
                 u += cc.operand_utilization[i]
-        fused = materialize_fusion(producer, consumer)
-        ld = launch_dimensions(fused, device, max_unroll=self.max_unroll_factor)
+        fused = ld = None
+        if facts is not None:
+            ld = fused_loop_launch(producer, consumer, device, facts[0], facts[1], self.max_unroll_factor)
+        if ld is None:
+            fused = materialize_fusion(producer, consumer)
+            ld = launch_dimensions(fused, device, max_unroll=self.max_unroll_factor)
         flops = int(pc.flops * u + cc.flops)
         mm = pc.matmul_flops * u + cc.matmul_flops
         compute = self.compute_time(device, flops, mm, pc.matmul_dtype or cc.matmul_dtype,
@@ -416,14 +478,18 @@ class XlaGpuModel:
 
         # Operands of the pair: the producer's, then the consumer's other ones.
         operands: list = []
+        seen: set = set()
         for o in list(producer.operands) + list(consumer.operands):
             if o is producer or (o.opcode == "get-tuple-element" and o.operands and o.operands[0] is producer):
                 continue
-            if not any(o is x for x in operands):
+            if id(o) not in seen:
+                seen.add(id(o))
                 operands.append(o)
         heuristic_ok, heuristic_why = read_coalesced_heuristic(ld.emitter, producer, consumer, device)
         access = {}
-        if self.access_patterns and heuristic_ok:
+        if self.access_patterns and heuristic_ok and (facts is None or facts[0][1] or facts[1][1]):
+            if fused is None:
+                fused = materialize_fusion(producer, consumer)
             coal = kernel_coalescing(fused, ld.emitter, device, producer=producer, consumer=consumer)
             for o, ok, why in zip(fused.operands, coal.coalesced, coal.reasons):
                 if not ok:
@@ -433,14 +499,36 @@ class XlaGpuModel:
         per_operand: dict[str, float] = {}
         uncoalesced: dict[str, str] = {}
         u_pc = self._operand_utilization(cc, consumer, producer)
+        # First position of each operand on either side (`_shared_operand_bytes` without its scans).
+        p_at: dict = {}
+        for i, o in enumerate(producer.operands):
+            p_at.setdefault(id(o), i)
+        c_at: dict = {}
+        for i, o in enumerate(consumer.operands):
+            c_at.setdefault(id(o), i)
+        num_blocks = ld.num_blocks
         for x in operands:
-            n_total = self._shared_operand_bytes(pc, producer, cc, consumer, x, u_pc)
-            n_net = min(shape_size_cached(x.shape), n_total)
+            size = shape_size_cached(x.shape)
+            i = p_at.get(id(x))
+            j = c_at.get(id(x))
+            by_producer = float(pc.operand_bytes[i]) if i is not None else 0.0
+            by_consumer = float(cc.operand_bytes[j]) if j is not None else 0.0
+            common = self._common_utilization(pc, producer, i, cc, consumer) if i is not None else 0.0
+            total = _round_half_away(by_producer * u_pc) + by_consumer - _round_half_away(size * common)
+            n_total = int(max(total, 0))
+            n_net = min(size, n_total)
             bytes_read += n_total
             ok = heuristic_ok and id(x) not in access
             if not ok:
                 uncoalesced[x.name] = heuristic_why if not heuristic_ok else access[id(x)]
-            t = self.read_time(device, ld.num_blocks, n_net, n_total, utilization_rate(x.shape, ok, device))
+            rate = utilization_rate(x.shape, ok, device)
+            if read_cache is None:
+                t = self.read_time(device, num_blocks, n_net, n_total, rate)
+            else:
+                key = (num_blocks, n_net, n_total, rate)
+                t = read_cache.get(key)
+                if t is None:
+                    t = read_cache[key] = self.read_time(device, num_blocks, n_net, n_total, rate)
             read += t
             per_operand[x.name] = t
         bytes_written = int(cc.bytes_written)
@@ -536,7 +624,7 @@ class XlaGpuPairPricer:
     and coalescing from the fused pair). `invalidate(instr)` drops a record.
     """
 
-    __slots__ = ("model", "device", "_version", "_records", "_costs")
+    __slots__ = ("model", "device", "_version", "_records", "_costs", "_facts", "_reads")
 
     def __init__(self, model: XlaGpuModel, device, version=None):
         self.model = model
@@ -544,11 +632,24 @@ class XlaGpuPairPricer:
         self._version = version if version is not None else (lambda instr: 0)
         self._records: dict = {}
         self._costs: dict = {}
+        self._facts: dict = {}
+        self._reads: dict = {}
 
     def invalidate(self, instr) -> None:
         """Forget `instr`'s record (it changed in place)."""
         self._records.pop(instr, None)
         self._costs.pop(instr, None)
+        self._facts.pop(instr, None)
+
+    def facts(self, instr) -> tuple[bool, bool, bool]:
+        """`instr`'s `kernel_facts`."""
+        v = self._version(instr)
+        hit = self._facts.get(instr)
+        if hit is not None and hit[0] == v:
+            return hit[1]
+        f = kernel_facts(instr)
+        self._facts[instr] = (v, f)
+        return f
 
     def kernel(self, instr) -> KernelEstimate:
         """`instr`'s own estimate as `EstimateRunTimes` sees it (free instructions pay a launch)."""
@@ -580,5 +681,6 @@ class XlaGpuPairPricer:
         model = self.model
         fe = model._fused_short_cut(pe, ce, self.device)
         if fe is None:
-            fe = model._fused(producer, consumer, self.device, self.costs(producer), self.costs(consumer))
+            fe = model._fused(producer, consumer, self.device, self.costs(producer), self.costs(consumer),
+                              facts=(self.facts(producer), self.facts(consumer)), read_cache=self._reads)
         return pe.time_s, ce.time_s, fe.time_s
