@@ -25,8 +25,6 @@ times XLA's C++ time rather than a hundred.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import math
 import warnings
 from collections.abc import Mapping
@@ -36,6 +34,8 @@ from types import MappingProxyType
 from typing import Any
 
 import numpy as np
+
+from .._gc import gc_paused
 
 from . import _rules as R
 from ._frontend import may_have_attribute as _may_have_attribute
@@ -1189,19 +1189,6 @@ def _loop_multipliers(module, an: Analysis) -> dict[int, float]:
 
 # ---------------------------------------------------------------------------
 # Public API
-
-
-@contextlib.contextmanager
-def gc_paused():
-    """Pause the cyclic garbage collector: the analysis allocates many small lists and
-    no cycles, and collections triggered by them would each walk the whole module."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def check_module(module) -> None:

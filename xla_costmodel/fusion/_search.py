@@ -55,7 +55,6 @@ is returned instead if the search found nothing better.
 
 from __future__ import annotations
 
-import gc
 import html
 import itertools
 import math
@@ -67,6 +66,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from .._gc import gc_paused
 from ..hlo import HloComputation, HloInstruction, HloModule
 from ..hlo._edit import NameUniquifier, copy_module, hypothetical_fusion, inline_calls as _inline_calls
 from ._legality import LegalityChecker, can_emit_input_fused_scatter, is_fusible
@@ -592,13 +592,8 @@ def search_fusion(
         raise ValueError(f"search_fusion: budget_s must be > 0, got {budget_s!r}")
     dev = get_device(device) if isinstance(device, str) else device
     cost_model = get_model(model) if isinstance(model, str) else model
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():  # see xla_costmodel._gc
         return _search(module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def _search(module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls) -> SearchResult:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import html
 import itertools
 import math
@@ -14,6 +13,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from .._gc import gc_paused
 from ..hlo import HloComputation, HloModule
 from ..hlo._edit import NameUniquifier, copy_module, inline_calls as _inline_calls
 from ._legality import RULES, LegalityChecker
@@ -252,15 +252,8 @@ def simulate_fusion(
     dev = get_device(device) if isinstance(device, str) else device
     cost_model = get_model(model) if isinstance(model, str) else model
 
-    # The pass allocates many small, long-lived objects; Python's cyclic
-    # collector would rescan all of them again and again (quadratic time).
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():  # see xla_costmodel._gc
         return _simulate(module, dev, cost_model, inline_calls, incremental, price_totals)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals) -> FusionResult:

@@ -11,9 +11,9 @@ token parser builds; `tests/test_hlo_fuzz.py` checks that on mutated text.
 
 from __future__ import annotations
 
-import gc
 import re
 
+from .._gc import gc_paused
 from ._attributes import COMPUTATION_ATTRS, COMPUTATION_LIST_ATTRS, ComputationRef, parse_attribute
 from ._ir import HloComputation, HloInstruction, HloModule, resolve_refs
 from ._shape import PRIMITIVE_BITS, Shape
@@ -386,15 +386,8 @@ def split_lazy_attributes(instr: HloInstruction) -> None:
 
 def fast_parse(text: str, source: str) -> HloModule | None:
     """The module, or None when the text needs the token parser."""
-    # The graph is full of reference cycles (instruction <-> computation), so
-    # the cyclic collector would rescan it again and again while it grows;
-    # nothing here creates garbage worth collecting before we return.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        return _FastReader(text, source).read()
-    except _GiveUp:
-        return None
-    finally:
-        if collecting:
-            gc.enable()
+    with gc_paused():  # a growing cyclic graph: see xla_costmodel._gc
+        try:
+            return _FastReader(text, source).read()
+        except _GiveUp:
+            return None

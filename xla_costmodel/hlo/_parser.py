@@ -16,11 +16,11 @@ are read at once.
 
 from __future__ import annotations
 
-import gc
 import os
 import re
 from pathlib import Path
 
+from .._gc import gc_paused
 from ._attributes import COMPUTATION_ATTRS, COMPUTATION_LIST_ATTRS, parse_attribute
 from ._errors import HloParseError
 from ._fastpath import fast_parse
@@ -517,15 +517,11 @@ def parse_hlo(text: str, *, source: str = "<string>") -> HloModule:
 
 def parse_hlo_tokens(text: str, *, source: str = "<string>") -> HloModule:
     """`parse_hlo` without the line-oriented fast path (the reference reading)."""
-    collecting = gc.isenabled()
-    gc.disable()  # see fast_parse: a growing cyclic graph, no garbage to collect
     try:
-        return _Parser(text, source).module()
+        with gc_paused():  # a growing cyclic graph: see xla_costmodel._gc
+            return _Parser(text, source).module()
     except RecursionError:
         raise HloParseError("input nested too deeply", text=text, pos=0, source=source) from None
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def load_hlo(path: str | os.PathLike) -> HloModule:
