@@ -6,7 +6,11 @@ the serialized proto in an `XlaComputation`, convert it to an MHLO/StableHLO
 module (`jaxlib._jax.mlir.xla_computation_to_mlir_module`) and hand that to
 `Client.compile_and_load`. Modules holding `fusion` instructions must be
 unfused first (`unfuse_for_execution`): XLA's CPU backend aborts the process
-on fusions it did not make itself.
+on fusions it did not make itself. Nor does that path take `bitcast`s (the
+MHLO import rejects them), which `simulate_fusion` makes out of layout-only
+reshapes and transposes: `run_on_cpu` rewrites each back into the
+transpose/reshape/transpose that computes the same values
+(`bitcasts_to_logical`).
 """
 
 from __future__ import annotations
@@ -55,12 +59,85 @@ def random_arguments(module, seed: int = 0) -> list[np.ndarray]:
     return out
 
 
+def _physical_order(shape) -> tuple[int, ...]:
+    """Dimensions major to minor (the order the elements lie in memory)."""
+    return tuple(reversed(shape.minor_to_major))
+
+
+def bitcasts_to_logical(module) -> int:
+    """Rewrite every array `bitcast` of `module` (our `HloModule`, in place) into logical ops.
+
+    A bitcast keeps the bytes in memory and relabels them. With the same element
+    type that is: transpose the operand into its physical (major-to-minor) order,
+    reshape (row-major, so the linear order is kept) to the result's physical
+    dims, transpose into the result's logical order. Identity steps are left
+    out, so a bitcast between row-major layouts becomes one `reshape`. The
+    instruction keeps its name; helpers get fresh names.
+
+    **Returns:** how many bitcasts were rewritten.
+    **Raises:** `ValueError` for a bitcast that changes the element type (no logical equivalent here).
+    """
+    from ..hlo import HloInstruction, Shape
+
+    n = 0
+    for comp in module.computations:
+        for instr in list(comp.instructions):
+            if instr.opcode != "bitcast":
+                continue
+            src_instr = instr.operands[0]
+            src, dst = src_instr.shape, instr.shape
+            if not (src.is_array and dst.is_array):
+                continue
+            if src.element_type != dst.element_type:
+                raise ValueError(
+                    f"bitcast '{instr.name}' changes {src.element_type} to {dst.element_type}: cannot run it as a reshape"
+                )
+            operand = src_instr
+            ty = src.element_type
+            # 1. operand into its physical order, as a row-major array
+            order = _physical_order(src)
+            if order != tuple(range(len(src.dims))):
+                shape = Shape.array(ty, [src.dims[d] for d in order])
+                t = HloInstruction(module.unique_name(f"{instr.name}.physical"), "transpose", shape, [operand])
+                t.set_attribute("dimensions", "{" + ",".join(map(str, order)) + "}")
+                comp.add_instruction(t, before=instr)
+                operand = t
+            # 2. the result's physical dims, then 3. the result's logical order
+            rank = len(dst.dims)
+            m2m = dst.minor_to_major
+            perm = tuple(rank - 1 - m2m.index(i) for i in range(rank))
+            phys = Shape.array(ty, [dst.dims[d] for d in _physical_order(dst)])
+            for key in list(instr.raw_attributes):
+                instr.remove_attribute(key)
+            if perm == tuple(range(rank)):
+                instr.opcode = "reshape"
+                instr.replace_operand(0, operand)
+            else:
+                if tuple(operand.shape.dims) != tuple(phys.dims):
+                    r = HloInstruction(module.unique_name(f"{instr.name}.linear"), "reshape", phys, [operand])
+                    comp.add_instruction(r, before=instr)
+                    operand = r
+                instr.opcode = "transpose"
+                instr.replace_operand(0, operand)
+                instr.set_attribute("dimensions", "{" + ",".join(map(str, perm)) + "}")
+            n += 1
+    return n
+
+
 def run_on_cpu(text: str, args: Sequence[Any]) -> list[np.ndarray]:
     """Compile HLO text with jaxlib's CPU client and run it once.
 
-    **Arguments:** `text`, a module without foreign fusions; `args`, one array per entry parameter.
+    **Arguments:** `text`, a module without foreign fusions (its `bitcast`s are
+    run as the logical ops they stand for, see `bitcasts_to_logical`); `args`,
+    one array per entry parameter.
     **Returns:** the outputs (a tuple result is flattened).
     """
+    if "bitcast(" in text:
+        from ..hlo import parse_hlo
+
+        module = parse_hlo(text)
+        if bitcasts_to_logical(module):
+            text = module.to_text()
     import jax
     import jaxlib._hlo as hlo
     from jax._src.lib import xla_client as xc

@@ -71,7 +71,7 @@ from ..hlo import HloComputation, HloInstruction, HloModule
 from ..hlo._edit import NameUniquifier, copy_module, hypothetical_fusion, inline_calls as _inline_calls
 from ._legality import LegalityChecker, can_emit_input_fused_scatter, is_fusible
 from ._priority import PriorityFusionRun, is_candidate, is_small_constant
-from ._simulate import fusible_computations, simulate_fusion
+from ._simulate import fusible_computations, layout_changes_to_bitcasts, simulate_fusion
 
 __all__ = ["SearchResult", "plan_time", "search_fusion"]
 
@@ -562,6 +562,7 @@ def search_fusion(
     exact_max_edges: int = 14,
     seed: int = 0,
     inline_calls: bool = True,
+    bitcast_layout_changes: bool = True,
 ) -> SearchResult:
     """Search the legal fusion plans of `module` for the lowest predicted total time.
 
@@ -576,6 +577,9 @@ def search_fusion(
       consumers are one decision, all-consumers-or-none); larger ones are annealed.
     - `seed`: for the annealing's random moves.
     - `inline_calls`: inline `call`s first, as `simulate_fusion` does.
+    - `bitcast_layout_changes`: turn layout-only reshapes/transposes into
+      `bitcast`s first, as `simulate_fusion` does (the search, greedy and the
+      built plan all see that same graph).
 
     **Returns:** a `SearchResult`; its `module` is never predicted slower than greedy's.
     """
@@ -593,15 +597,22 @@ def search_fusion(
     dev = get_device(device) if isinstance(device, str) else device
     cost_model = get_model(model) if isinstance(model, str) else model
     with gc_paused():  # see xla_costmodel._gc
-        return _search(module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls)
+        return _search(module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls, bitcast_layout_changes)
 
 
-def _search(module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls) -> SearchResult:
+def _search(
+    module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls, to_bitcasts=True
+) -> SearchResult:
     t0 = time.perf_counter()
     work = copy_module(module)
     if inline_calls and any(i.opcode == "call" for _, i in work.instructions()):
         work = _inline_calls(work, copy=False)
-    greedy = simulate_fusion(work, device=dev, model=cost_model, inline_calls=False, price_totals=False)
+    if to_bitcasts:
+        layout_changes_to_bitcasts(work)
+    # `work` already has its bitcasts (or was asked to keep its reshapes): greedy must not rewrite it again.
+    greedy = simulate_fusion(
+        work, device=dev, model=cost_model, inline_calls=False, price_totals=False, bitcast_layout_changes=False
+    )
     greedy_names = _greedy_plan(greedy)
     greedy_time, greedy_kernels, greedy_unpriced = plan_time(greedy.module, dev, cost_model)
 

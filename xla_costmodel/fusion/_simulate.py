@@ -19,7 +19,7 @@ from ..hlo._edit import NameUniquifier, copy_module, inline_calls as _inline_cal
 from ._legality import RULES, LegalityChecker
 from ._priority import PriorityFusionRun
 
-__all__ = ["FusionResult", "fusible_computations", "kernels_of", "simulate_fusion"]
+__all__ = ["FusionResult", "fusible_computations", "kernels_of", "layout_changes_to_bitcasts", "simulate_fusion"]
 
 STEP_COLUMNS = [
     "step", "computation", "producer", "producer_opcode", "consumers", "fusions",
@@ -59,6 +59,38 @@ def fusible_computations(module: HloModule) -> list[HloComputation]:
                 continue
             embedded.update(id(c) for c in called)
     return [c for c in module.computations if id(c) not in embedded]
+
+
+def layout_changes_to_bitcasts(module: HloModule) -> int:
+    """Turn every layout-only reshape/transpose of `module` into a `bitcast`, in place.
+
+    What XLA's `AlgebraicSimplifier` does (layout-sensitive, before fusion) with
+    `ReshapeIsBitcast` / `TransposeIsBitcast`: the instruction keeps its name,
+    shape and operand and loses its attributes. "Layout-only" is decided by the
+    models' `reshape_is_bitcast` / `transpose_is_bitcast`, the rules `analyze`
+    uses to price them as free, so pricing before fusion does not change.
+    Priority fusion then treats them as bitcasts (priority +inf, fused along
+    into consumers, never a consumer of their own), as XLA does.
+
+    **Returns:** how many instructions were rewritten.
+    """
+    from ..models._kernel_costs import reshape_is_bitcast, transpose_is_bitcast
+
+    n = 0
+    for comp in module.computations:
+        for instr in comp.instructions:
+            op = instr.opcode
+            if op not in ("reshape", "transpose") or len(instr.operands) != 1:
+                continue
+            if not (instr.shape.is_array and instr.operands[0].shape.is_array):
+                continue
+            if not (reshape_is_bitcast(instr) if op == "reshape" else transpose_is_bitcast(instr)):
+                continue
+            for key in list(instr.raw_attributes):
+                instr.remove_attribute(key)
+            instr.opcode = "bitcast"
+            n += 1
+    return n
 
 
 def kernels_of(module: HloModule, computations: list[HloComputation] | None = None):
@@ -222,6 +254,7 @@ def simulate_fusion(
     inline_calls: bool = True,
     incremental: bool = True,
     price_totals: bool = True,
+    bitcast_layout_changes: bool = True,
 ) -> FusionResult:
     """Run XLA's GPU priority-fusion pass on a copy of `module`, priced by `model`.
 
@@ -237,6 +270,10 @@ def simulate_fusion(
       fill `FusionEstimate.producer_s`; others are priced per producer anyway).
     - `price_totals`: price every kernel before and after (for `time_before_s`
       / `time_after_s`); False skips that.
+    - `bitcast_layout_changes`: first turn reshapes and transposes that only
+      relabel the layout into `bitcast`s (`layout_changes_to_bitcasts`), as XLA's
+      algebraic simplifier does before fusion; False fuses them as the
+      reshapes/transposes JAX lowered.
 
     **Returns:** a `FusionResult` (fused module, step log, rejections, totals).
     """
@@ -253,15 +290,17 @@ def simulate_fusion(
     cost_model = get_model(model) if isinstance(model, str) else model
 
     with gc_paused():  # see xla_costmodel._gc
-        return _simulate(module, dev, cost_model, inline_calls, incremental, price_totals)
+        return _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, bitcast_layout_changes)
 
 
-def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals) -> FusionResult:
+def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, to_bitcasts=True) -> FusionResult:
     model_name = getattr(cost_model, "name", type(cost_model).__name__)
     t0 = time.perf_counter()
     work = copy_module(module)
     if inline_calls and any(i.opcode == "call" for _, i in work.instructions()):
         work = _inline_calls(work, copy=False)
+    if to_bitcasts:
+        layout_changes_to_bitcasts(work)
     comps = fusible_computations(work)
     elapsed = time.perf_counter() - t0
 
