@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 

@@ -676,7 +676,6 @@ def _search(
         rows.append((p.comp.name, len(p.decisions), methods[i], plans[i], starts[i].total_s, best[i].total_s, seconds[i]))
     comps_df = pd.DataFrame(rows, columns=COMPUTATION_COLUMNS)
 
-    found_sum = sum(d.total_s for d in best)
     plan_names = {p.comp.name: frozenset(x.name for x in best[i].fused) for i, p in enumerate(problems)}
     fused, refused = _build(work, plan_names, cost_model, dev)
     time_s, n_kernels, unpriced = plan_time(fused, dev, cost_model)

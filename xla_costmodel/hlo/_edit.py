@@ -522,7 +522,6 @@ def _extend_fusion(
         if id(o) not in kept and consumer in o.users:
             o.users.remove(consumer)
     # parameters first, then the producer's clones (they read only parameters), then the rest
-    new_ids = {id(i) for i in new_instrs}
     rest = [i for i in fused.instructions[:n_before] if i.opcode != "parameter"]
     fused.instructions = (
         keep_params

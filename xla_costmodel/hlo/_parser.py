@@ -25,7 +25,7 @@ from ._attributes import COMPUTATION_ATTRS, COMPUTATION_LIST_ATTRS, parse_attrib
 from ._errors import HloParseError
 from ._fastpath import fast_parse
 from ._ir import HloComputation, HloInstruction, HloModule, resolve_refs
-from ._lexer import ARROW, DIMLABELS, ERROR, LEQ, PNAME, PUNCT, STRING, WORD, Tokens, unquote
+from ._lexer import ARROW, ERROR, LEQ, PNAME, PUNCT, STRING, WORD, Tokens, unquote
 from ._shape import PRIMITIVE_BITS, Layout, Shape
 
 _CALLED = COMPUTATION_ATTRS | COMPUTATION_LIST_ATTRS
