@@ -777,24 +777,47 @@ def can_emit_input_fused_scatter(producer: HloInstruction, consumer: HloInstruct
 # The pair check, with per-instruction caches
 
 
+_MISSING = object()
+
+
+class _CallableVersions:
+    """A `version(instr)` function seen through `dict.get`'s signature."""
+
+    __slots__ = ("_fn",)
+
+    def __init__(self, fn):
+        self._fn = fn
+
+    def get(self, instr, default=0):
+        return self._fn(instr)
+
+
 class LegalityChecker:
     """`CanFuse` with XLA's caches: per-kernel facts are computed once per instruction version.
 
     **Arguments:** `shared_memory_per_block`: the device's budget in bytes;
     `version`: maps an instruction to a number that changes whenever it
-    changes in place (default: instructions never change).
+    changes in place, as a function or as a dict read live with `.get(instr, 0)`
+    (default: instructions never change).
     """
 
     def __init__(self, shared_memory_per_block: int = DEFAULT_SHARED_MEMORY_PER_BLOCK, version=None):
         self.shared_memory_per_block = shared_memory_per_block or DEFAULT_SHARED_MEMORY_PER_BLOCK
-        self._version = version if version is not None else (lambda instr: 0)
+        if version is None:
+            versions = {}  # every instruction at version 0
+        elif isinstance(version, dict):
+            versions = version  # read live: the pass bumps it as fusions grow
+        else:
+            versions = _CallableVersions(version)
+        self._vget = versions.get
+        self._version = lambda instr: self._vget(instr, 0)
         self._kind: dict = {}
         self._facts: dict = {}
         self._ir: dict = {}
         self._pair: dict = {}
 
     def _key(self, instr: HloInstruction):
-        return (instr, self._version(instr))
+        return (instr, self._vget(instr, 0))
 
     def facts(self, instr: HloInstruction) -> KernelFacts:
         key = self._key(instr)
@@ -827,12 +850,34 @@ class LegalityChecker:
 
     def can_fuse(self, producer: HloInstruction, consumer: HloInstruction) -> Rejection | None:
         """The first rule of XLA's `CanFuse` that forbids fusing `producer` into `consumer`, or None (cached)."""
-        key = (producer, self._version(producer), consumer, self._version(consumer))
-        try:
-            return self._pair[key]
-        except KeyError:
+        vget = self._vget
+        key = (producer, vget(producer, 0), consumer, vget(consumer, 0))
+        r = self._pair.get(key, _MISSING)
+        if r is _MISSING:
             r = self._pair[key] = self._can_fuse(producer, consumer)
-            return r
+        return r
+
+    def first_rejection(self, producer: HloInstruction, users) -> tuple[bool, HloInstruction | None, Rejection | None]:
+        """`can_fuse(producer, u)` over `users` in order, skipping bitcast users, up to the first rejection.
+
+        **Returns:** `(whether any user is not a bitcast, the rejecting user, its Rejection)`;
+        the last two are None when every non-bitcast user passes.
+        """
+        vget = self._vget
+        pair = self._pair
+        pv = vget(producer, 0)
+        has_non_bitcast = False
+        for u in users:
+            if u.opcode == "bitcast":
+                continue
+            has_non_bitcast = True
+            key = (producer, pv, u, vget(u, 0))
+            r = pair.get(key, _MISSING)
+            if r is _MISSING:
+                r = pair[key] = self._can_fuse(producer, u)
+            if r is not None:
+                return True, u, r
+        return has_non_bitcast, None, None
 
     def _can_fuse(self, producer: HloInstruction, consumer: HloInstruction) -> Rejection | None:
         comp = producer.computation

@@ -270,16 +270,10 @@ class PriorityFusionRun:
         if not users:
             self._reject(producer, None, Rejection("no-users"))
             return -INF
-        has_non_bitcast = False
-        can_fuse = self.checker.can_fuse
-        for u in users:
-            if u.opcode == "bitcast":
-                continue
-            has_non_bitcast = True
-            r = can_fuse(producer, u)
-            if r is not None:
-                self._reject(producer, u, r)
-                return -INF
+        has_non_bitcast, u, r = self.checker.first_rejection(producer, users)
+        if r is not None:
+            self._reject(producer, u, r)
+            return -INF
         if not has_non_bitcast:
             self._reject(producer, None, Rejection("only-bitcast-users"))
             return -INF

@@ -310,7 +310,7 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
 
     t0 = time.perf_counter()
     names = NameUniquifier(work)
-    checker = LegalityChecker(getattr(dev, "shared_memory_per_block_bytes", 0), version=_getter(versions))
+    checker = LegalityChecker(getattr(dev, "shared_memory_per_block_bytes", 0), version=versions)
     counter = itertools.count()
     uids = {instr: next(counter) for _, instr in work.instructions()}
     origin: dict = {}

@@ -453,8 +453,11 @@ class XlaGpuModel:
         return None
 
     def _fused(self, producer, consumer, device, pc: KernelCosts, cc: KernelCosts,
-               producer_writes_side_output: bool = False, facts=None, read_cache: dict | None = None) -> KernelEstimate:
+               producer_writes_side_output: bool = False, facts=None, read_cache: dict | None = None,
+               time_only: bool = False) -> KernelEstimate | float:
         """`EstimateRunTimeForFusion` from the two kernels' own cost records.
+
+        `time_only`: return just the fused kernel's `time_s` (launch included), without its details.
 
         `facts`: the two sides' `kernel_facts` when known: the fused kernel is then
         built only where its launch grid or coalescing cannot be told from them;
@@ -519,7 +522,7 @@ class XlaGpuModel:
             n_net = min(size, n_total)
             bytes_read += n_total
             ok = heuristic_ok and id(x) not in access
-            if not ok:
+            if not ok and not time_only:
                 uncoalesced[x.name] = heuristic_why if not heuristic_ok else access[id(x)]
             rate = utilization_rate(x.shape, ok, device)
             if read_cache is None:
@@ -530,13 +533,16 @@ class XlaGpuModel:
                 if t is None:
                     t = read_cache[key] = self.read_time(device, num_blocks, n_net, n_total, rate)
             read += t
-            per_operand[x.name] = t
+            if not time_only:
+                per_operand[x.name] = t
         bytes_written = int(cc.bytes_written)
         write = self.write_time(device, bytes_written)
         if producer_writes_side_output:
             bytes_written += int(pc.bytes_written)
             write += self.write_time(device, int(pc.bytes_written))
         exec_s = self.combine(compute, read + write)
+        if time_only:
+            return exec_s + launch
         memory = read + write
         return KernelEstimate(
             compute_s=compute,
@@ -680,7 +686,8 @@ class XlaGpuPairPricer:
         ce = self.kernel(consumer)
         model = self.model
         fe = model._fused_short_cut(pe, ce, self.device)
-        if fe is None:
-            fe = model._fused(producer, consumer, self.device, self.costs(producer), self.costs(consumer),
-                              facts=(self.facts(producer), self.facts(consumer)), read_cache=self._reads)
-        return pe.time_s, ce.time_s, fe.time_s
+        if fe is not None:
+            return pe.time_s, ce.time_s, fe.time_s
+        t = model._fused(producer, consumer, self.device, self.costs(producer), self.costs(consumer),
+                         facts=(self.facts(producer), self.facts(consumer)), read_cache=self._reads, time_only=True)
+        return pe.time_s, ce.time_s, t
