@@ -97,3 +97,18 @@ def module_signature(module) -> tuple:
             )
         comps.append((comp.name, comp.is_entry, comp.execution_thread, comp.root.name, tuple(instrs)))
     return (module.name, tuple(module.header_attributes.items()), module._stack_frame_text, module.entry.name, tuple(comps))
+
+
+def _test_cpu():
+    from xla_costmodel.devices import DeviceSpec
+
+    return DeviceSpec(
+        name="test-cpu", kind="cpu", core_count=2, fpus_per_core=8, clock_rate_ghz=2.0,
+        memory_bandwidth_bytes_per_s=1e10, l1_cache_bytes_per_core=32768, l2_cache_bytes=1 << 20,
+        l3_cache_bytes=32 << 20, kernel_launch_overhead_s=3e-7,
+        peak_matmul_flops_per_s={"f32": 1e11},
+    )
+
+
+# A small made-up CPU for the fitting tests (fixed numbers, unlike the measured host).
+TEST_CPU = _test_cpu()

@@ -12,16 +12,11 @@ import pytest
 from xla_costmodel import analyze, calibrate, parse_hlo
 from xla_costmodel.compare import CalibratedModel, CalibrationError, FEATURES, FittedModel, LearnedModel, kernel_features
 from xla_costmodel.compare._calibrated import host_as_gpu
-from xla_costmodel.devices import DeviceSpec
 from xla_costmodel.measure import read_dataset
+from conftest import TEST_CPU
 
 ROOT = Path(__file__).resolve().parents[1]
-CPU = DeviceSpec(
-    name="test-cpu", kind="cpu", core_count=2, fpus_per_core=8, clock_rate_ghz=2.0,
-    memory_bandwidth_bytes_per_s=1e10, l1_cache_bytes_per_core=32768, l2_cache_bytes=1 << 20,
-    l3_cache_bytes=32 << 20, kernel_launch_overhead_s=3e-7,
-    peak_matmul_flops_per_s={"f32": 1e11},
-)
+CPU = TEST_CPU
 MODULE = """HloModule m
 %f (p0: f32[4096], p1: f32[4096]) -> f32[4096] {
   %p0 = f32[4096]{0} parameter(0)

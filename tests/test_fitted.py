@@ -13,14 +13,10 @@ import pytest
 from xla_costmodel import parse_hlo
 from xla_costmodel.compare import FEATURES, CalibrationError, FittedModel, LearnedModel
 from xla_costmodel.compare._fitted import fit_relative_least_squares
-from xla_costmodel.devices import DeviceSpec
 from xla_costmodel.models import CostModel, get_model, model_names
+from conftest import TEST_CPU
 
-CPU = DeviceSpec(
-    name="test-cpu", kind="cpu", core_count=2, fpus_per_core=8, clock_rate_ghz=2.0,
-    memory_bandwidth_bytes_per_s=1e10, l1_cache_bytes_per_core=32768, l2_cache_bytes=1 << 20,
-    l3_cache_bytes=32 << 20, kernel_launch_overhead_s=3e-7,
-)
+CPU = TEST_CPU.replace(peak_matmul_flops_per_s={})  # no matrix units: everything on the vector path
 
 FUSION_HLO = """HloModule m
 

@@ -148,12 +148,6 @@ class FittedModel(FeatureCostModel, RegressorMixin, BaseEstimator):
         self.task_bytes = task_bytes
 
     # ------------------------------------------------------------------ sklearn
-    def _names(self, n: int) -> list[str]:
-        names = getattr(self, "feature_names_in_", None)
-        if names is not None:
-            return [str(x) for x in names]
-        return list(FEATURES) if n == len(FEATURES) else [f"x{i}" for i in range(n)]
-
     def _selected(self, names: list[str]) -> np.ndarray:
         if self.features is None:
             return np.ones(len(names), dtype=bool)

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from ..models._base import FusionByMaterializing, KernelEstimate, dominant_bound
-from ._features import FeatureError, features_of
+from ._features import FEATURES, FeatureError, features_of
 
 # Instructions that run no code, and instructions that are not kernels.
 _FREE = frozenset(
@@ -50,6 +50,13 @@ class FeatureCostModel(FusionByMaterializing):
     name = "feature-model"
 
     # -- to provide: `_calibration_model_name`, `from_calibration(device)`, `_explain(x)`.
+    def _names(self, n: int) -> list[str]:
+        """Feature names of the `n` columns the estimator was fitted on."""
+        names = getattr(self, "feature_names_in_", None)
+        if names is not None:
+            return [str(x) for x in names]
+        return list(FEATURES) if n == len(FEATURES) else [f"x{i}" for i in range(n)]
+
     def _fitted_for(self, device):
         """This estimator if it is fitted, else the saved calibration for `device` (cached)."""
         from sklearn.utils.validation import check_is_fitted

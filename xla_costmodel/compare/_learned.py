@@ -21,7 +21,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._features import FEATURE_GROUPS, FEATURES, TASK_BYTES
+from ._features import FEATURE_GROUPS, TASK_BYTES
 from ._kernel_model import TIME_FLOOR_S, FeatureCostModel
 
 __all__ = ["LearnedModel"]
@@ -56,12 +56,6 @@ class LearnedModel(FeatureCostModel, RegressorMixin, BaseEstimator):
         self.random_state = random_state
         self.baseline = baseline
         self.task_bytes = task_bytes
-
-    def _names(self, n: int) -> list[str]:
-        names = getattr(self, "feature_names_in_", None)
-        if names is not None:
-            return [str(x) for x in names]
-        return list(FEATURES) if n == len(FEATURES) else [f"x{i}" for i in range(n)]
 
     def fit(self, X, y, sample_weight=None):
         """Fit the trees to log(y). **Arguments:** `X` features, `y` seconds (> 0). **Returns:** self."""

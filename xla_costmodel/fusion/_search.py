@@ -68,26 +68,13 @@ import pandas as pd
 
 from .._gc import gc_paused
 from ..hlo import HloComputation, HloInstruction, HloModule
-from ..hlo._edit import NameUniquifier, copy_module, hypothetical_fusion, inline_calls as _inline_calls
+from ..hlo._edit import NameUniquifier, copy_module, hypothetical_fusion
 from ._legality import LegalityChecker, can_emit_input_fused_scatter, is_fusible
 from ._priority import PriorityFusionRun, is_candidate, is_small_constant
-from ._simulate import fusible_computations, layout_changes_to_bitcasts, simulate_fusion
+from ._simulate import _NOT_KERNELS, _getter, fusible_computations, resolve_inputs, simulate_fusion, working_copy
 
 __all__ = ["SearchResult", "plan_time", "search_fusion"]
 
-# Instructions that launch no kernel of their own (as `simulate_fusion` has them).
-_NOT_KERNELS = frozenset(
-    {
-        "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "while", "conditional", "call",
-        "after-all", "add-dependency", "partition-id", "replica-id", "domain", "opt-barrier",
-        "optimization-barrier",
-    }
-)
-
-
-def _getter(versions: dict):
-    get = versions.get
-    return lambda instr: get(instr, 0)
 
 
 def plan_time(module: HloModule, device, model) -> tuple[float, int, int]:
@@ -583,19 +570,9 @@ def search_fusion(
 
     **Returns:** a `SearchResult`; its `module` is never predicted slower than greedy's.
     """
-    from ..devices import get_device
-    from ..models import get_model
-
-    if isinstance(module, (str, Path)):
-        from ..hlo import load_hlo
-
-        module = load_hlo(module)
-    if not isinstance(module, HloModule):
-        raise TypeError(f"search_fusion: expected an HloModule or a path, got {type(module).__name__}")
+    module, dev, cost_model = resolve_inputs("search_fusion", module, device, model)
     if not budget_s > 0:
         raise ValueError(f"search_fusion: budget_s must be > 0, got {budget_s!r}")
-    dev = get_device(device) if isinstance(device, str) else device
-    cost_model = get_model(model) if isinstance(model, str) else model
     with gc_paused():  # see xla_costmodel._gc
         return _search(module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls, bitcast_layout_changes)
 
@@ -604,11 +581,7 @@ def _search(
     module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls, to_bitcasts=True
 ) -> SearchResult:
     t0 = time.perf_counter()
-    work = copy_module(module)
-    if inline_calls and any(i.opcode == "call" for _, i in work.instructions()):
-        work = _inline_calls(work, copy=False)
-    if to_bitcasts:
-        layout_changes_to_bitcasts(work)
+    work = working_copy(module, inline_calls, to_bitcasts)
     # `work` already has its bitcasts (or was asked to keep its reshapes): greedy must not rewrite it again.
     greedy = simulate_fusion(
         work, device=dev, model=cost_model, inline_calls=False, price_totals=False, bitcast_layout_changes=False

@@ -246,6 +246,32 @@ def _getter(versions: dict):
     return lambda instr: get(instr, 0)
 
 
+def resolve_inputs(caller: str, module, device, model):
+    """(module, DeviceSpec, CostModel) from what a user may pass: a module or a path, names or objects."""
+    from ..devices import get_device
+    from ..models import get_model
+
+    if isinstance(module, (str, Path)):
+        from ..hlo import load_hlo
+
+        module = load_hlo(module)
+    if not isinstance(module, HloModule):
+        raise TypeError(f"{caller}: expected an HloModule or a path, got {type(module).__name__}")
+    dev = get_device(device) if isinstance(device, str) else device
+    cost_model = get_model(model) if isinstance(model, str) else model
+    return module, dev, cost_model
+
+
+def working_copy(module: HloModule, inline_calls: bool, to_bitcasts: bool) -> HloModule:
+    """The copy a fusion pass works on: calls inlined and layout-only changes made bitcasts, as XLA has it."""
+    work = copy_module(module)
+    if inline_calls and any(i.opcode == "call" for _, i in work.instructions()):
+        work = _inline_calls(work, copy=False)
+    if to_bitcasts:
+        layout_changes_to_bitcasts(work)
+    return work
+
+
 def simulate_fusion(
     module: HloModule | str | Path,
     device: Any = "h100-sxm",
@@ -277,18 +303,7 @@ def simulate_fusion(
 
     **Returns:** a `FusionResult` (fused module, step log, rejections, totals).
     """
-    from ..devices import get_device
-    from ..models import get_model
-
-    if isinstance(module, (str, Path)):
-        from ..hlo import load_hlo
-
-        module = load_hlo(module)
-    if not isinstance(module, HloModule):
-        raise TypeError(f"simulate_fusion: expected an HloModule or a path, got {type(module).__name__}")
-    dev = get_device(device) if isinstance(device, str) else device
-    cost_model = get_model(model) if isinstance(model, str) else model
-
+    module, dev, cost_model = resolve_inputs("simulate_fusion", module, device, model)
     with gc_paused():  # see xla_costmodel._gc
         return _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, bitcast_layout_changes)
 
@@ -296,11 +311,7 @@ def simulate_fusion(
 def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, to_bitcasts=True) -> FusionResult:
     model_name = getattr(cost_model, "name", type(cost_model).__name__)
     t0 = time.perf_counter()
-    work = copy_module(module)
-    if inline_calls and any(i.opcode == "call" for _, i in work.instructions()):
-        work = _inline_calls(work, copy=False)
-    if to_bitcasts:
-        layout_changes_to_bitcasts(work)
+    work = working_copy(module, inline_calls, to_bitcasts)
     comps = fusible_computations(work)
     elapsed = time.perf_counter() - t0
 
