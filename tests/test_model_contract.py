@@ -17,8 +17,7 @@ GPU preset and the measured host):
 
 Fittable models without a usable saved calibration for a device are fitted
 on a small slice of the host suite dataset; models that need measurements
-that do not exist are skipped with the reason. Known violations of existing
-models are marked xfail with the reason (they pass again once fixed).
+that do not exist are skipped with the reason.
 """
 
 from __future__ import annotations

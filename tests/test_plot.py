@@ -302,10 +302,9 @@ def test_percent_format_converter(tmp_path):
 def test_committed_notebooks_match_their_sources():
     build = _build_notebooks_module()
     sources = sorted(build.NOTEBOOKS.glob("[0-9]*.py"))
-    built = [s for s in sources if s.with_suffix(".ipynb").exists()]
-    if not built:
-        pytest.skip("no notebooks built")
-    for src in built:
+    assert sources, "notebooks/ has no percent-format sources"
+    for src in sources:
+        assert src.with_suffix(".ipynb").exists(), f"{src.name} has no committed .ipynb (scripts/build_notebooks.py)"
         expected = build.notebook_text(build.percent_to_notebook(src.read_text(encoding="utf-8"), src))
         assert src.with_suffix(".ipynb").read_text(encoding="utf-8") == expected, (
             f"{src.with_suffix('.ipynb').name} is out of date: run scripts/build_notebooks.py"
