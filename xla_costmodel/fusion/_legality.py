@@ -21,7 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..hlo import HloComputation, HloInstruction
-from ..hlo._edit import _ordered, hypothetical_fusion
+from ..hlo._edit import _ordered, discard_fusion, hypothetical_fusion
+from ..hlo._structure import ContentIds
 from ..models._launch import _faster_than_elemental, _find_hero_matching
 
 __all__ = [
@@ -798,10 +799,12 @@ class LegalityChecker:
     **Arguments:** `shared_memory_per_block`: the device's budget in bytes;
     `version`: maps an instruction to a number that changes whenever it
     changes in place, as a function or as a dict read live with `.get(instr, 0)`
-    (default: instructions never change).
+    (default: instructions never change); `content`: a `ContentIds` over the
+    same versions, to share per-kernel facts between kernels of equal content.
     """
 
-    def __init__(self, shared_memory_per_block: int = DEFAULT_SHARED_MEMORY_PER_BLOCK, version=None):
+    def __init__(self, shared_memory_per_block: int = DEFAULT_SHARED_MEMORY_PER_BLOCK, version=None,
+                 content: ContentIds | None = None):
         self.shared_memory_per_block = shared_memory_per_block or DEFAULT_SHARED_MEMORY_PER_BLOCK
         if version is None:
             versions = {}  # every instruction at version 0
@@ -810,11 +813,20 @@ class LegalityChecker:
         else:
             versions = _CallableVersions(version)
         self._vget = versions.get
-        self._version = lambda instr: self._vget(instr, 0)
+        vget = self._vget
+        self._version = lambda instr: vget(instr, 0)  # not through self: no cycle back to the checker
         self._kind: dict = {}
         self._facts: dict = {}
         self._ir: dict = {}
         self._pair: dict = {}
+        # Per-kernel facts depend on the kernel's content only: with content ids,
+        # kernels repeated across layers share one entry, and so does the verdict
+        # "rules 2-9 pass" for a pair (rules 1 and 10 look beyond the pair: always run).
+        self._pair_key = None
+        self._content_passes: set = set()
+        if content is not None:
+            self._key = content.kernel
+            self._pair_key = content.pair
 
     def _key(self, instr: HloInstruction):
         return (instr, self._vget(instr, 0))
@@ -884,6 +896,22 @@ class LegalityChecker:
         # 1. Never across the root (instructions after it may feed side effects).
         if comp is not None and comp.root is producer:
             return Rejection("root", f"'{producer.name}' is the root of '{comp.name}'")
+        content_key = None
+        if self._pair_key is not None and producer.opcode != "rng" and consumer.opcode != "rng":
+            # (an rng's fusibility depends on its user count: not a matter of content)
+            content_key = self._pair_key(producer, consumer)
+            if content_key in self._content_passes:
+                return should_fuse_in_place_op(producer, consumer)
+        r = self._content_rules(producer, consumer)
+        if r is not None:
+            return r
+        if content_key is not None:
+            self._content_passes.add(content_key)
+        # 10. In-place safety.
+        return should_fuse_in_place_op(producer, consumer)
+
+    def _content_rules(self, producer: HloInstruction, consumer: HloInstruction) -> Rejection | None:
+        """Rules 2-9: what the pair's content decides (the Rejection names the instructions)."""
         # 2. Fusibility (4.3).
         if not is_fusible(producer):
             return Rejection("producer-not-fusible", f"{producer.opcode} '{producer.name}'")
@@ -905,7 +933,9 @@ class LegalityChecker:
         if self.emitter_kind(producer) == "reduction":
             is_loop = fused_emitter_is_loop(producer, consumer, pf + cf)
             if is_loop is None:
-                is_loop = emitter_kind(hypothetical_fusion(producer, consumer, "kLoop")) == "loop"
+                fused = hypothetical_fusion(producer, consumer, "kLoop")
+                is_loop = emitter_kind(fused) == "loop"
+                discard_fusion(fused)
             if is_loop:
                 return Rejection("reduction-epilogue", f"'{consumer.name}' after reduction '{producer.name}'")
         # 8. FusionFitsInBudget(consumer, producer).
@@ -913,11 +943,7 @@ class LegalityChecker:
         if r is not None:
             return r
         # 9. Code size.
-        r = self._merged_too_large(producer, consumer)
-        if r is not None:
-            return r
-        # 10. In-place safety.
-        return should_fuse_in_place_op(producer, consumer)
+        return self._merged_too_large(producer, consumer)
 
     def _fits_in_budget(self, consumer, producer, cf: KernelFacts, pf: KernelFacts) -> Rejection | None:
         smem = cf.shared_memory + pf.shared_memory

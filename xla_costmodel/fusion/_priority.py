@@ -35,7 +35,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..hlo import HloComputation, HloInstruction
-from ..hlo._edit import FusionEditor, NameUniquifier, hypothetical_fusion
+from ..hlo._edit import FusionEditor, NameUniquifier, discard_fusion, hypothetical_fusion
+from ..hlo._structure import ContentIds
 from ._legality import (
     LegalityChecker,
     Rejection,
@@ -170,6 +171,8 @@ class PriorityFusionRun:
         step0: int = 0,
         pair_cache: dict | None = None,
         version: dict | None = None,
+        content: ContentIds | None = None,
+        content_cache: dict | None = None,
     ):
         self.comp = computation
         self.model = model
@@ -184,7 +187,12 @@ class PriorityFusionRun:
         self._materializing = _prices_by_materializing(model)
         # A model's own pair pricer (per-instruction records kept per version), if it has one.
         make_pricer = getattr(model, "fusion_pricer", None) if incremental else None
-        self._pricer = make_pricer(device, version=self._version_of) if make_pricer is not None else None
+        # (A closure over the version dict, not a bound method: the run holds the pricer, and a
+        # cycle back to the run would leave all its caches to the cyclic garbage collector.)
+        versions = self._version
+        self._pricer = (
+            make_pricer(device, version=lambda instr: versions.get(instr, 0)) if make_pricer is not None else None
+        )
         self._kernels: dict = {}
         self.queue = _MaxQueue()
         self.steps: list[StepRecord] = []
@@ -193,60 +201,95 @@ class PriorityFusionRun:
         self.rejections: dict[HloInstruction, tuple[HloInstruction | None, Rejection]] = {}
         self.estimates: dict[HloInstruction, tuple[float, float]] = {}
         self._pairs: dict = {} if pair_cache is None else pair_cache
+        # Content ids (`hlo._structure`) of the kernels: new fusions get ids derived from their pair;
+        # pair prices are cached by content for models that price kernels by content only.
+        self._ids = content
+        self._content = content if getattr(model, "prices_by_content", False) else None
+        self._by_content: dict = {} if content_cache is None else content_cache
         self._to_update: dict[HloInstruction, None] = {}
         self.model_calls = 0
 
     # -- pricing ------------------------------------------------------------
-    def _version_of(self, instr: HloInstruction) -> int:
-        return self._version.get(instr, 0)
-
     def _pair(self, producer: HloInstruction, consumer: HloInstruction) -> tuple[float, float, float]:
         version = self._version
         key = (producer, version.get(producer, 0), consumer, version.get(consumer, 0))
         v = self._pairs.get(key)
-        if v is None and self._pricer is not None:
+        if v is not None:
+            return v
+        ckey = None
+        if self._content is not None:
+            ckey = self._content.pair(producer, consumer)
+            v = self._by_content.get(ckey)
+            if v is not None:
+                self._pairs[key] = v
+                return v
+        v = self._price_pair(producer, consumer)
+        if v is not None:
+            self._pairs[key] = v
+            if ckey is not None:
+                self._by_content[ckey] = v
+            return v
+        return (math.nan, math.nan, math.nan)
+
+    def _price_pair(self, producer: HloInstruction, consumer: HloInstruction) -> tuple[float, float, float] | None:
+        """`(T(producer), T(consumer), T_fused)` from the model; None when the model cannot split
+        its price by kernel (then `incremental` is switched off)."""
+        if self._pricer is not None:
             p, c, f = self._pricer.pair(producer, consumer)
             self.model_calls += 1
             if math.isnan(p):
-                c = f = math.nan  # unpriced, as `_pair` treats `estimate_fusion`'s NaN producer
-            v = self._pairs[key] = (p, c, f)
-        if v is None and self._materializing:
+                c = f = math.nan  # unpriced, as `estimate_fusion`'s NaN producer below
+            return (p, c, f)
+        if self._materializing:
             # FusionByMaterializing's own rule, with each kernel priced once per version.
             p = self._kernel(producer)
             c = self._kernel(consumer)
-            f = self.model.estimate(hypothetical_fusion(producer, consumer), self.device).time_s
+            fused = hypothetical_fusion(producer, consumer)
+            f = self.model.estimate(fused, self.device).time_s
+            discard_fusion(fused)
             self.model_calls += 1
-            v = self._pairs[key] = (p, c, f)
-        if v is None:
-            est = self.model.estimate_fusion(producer, [consumer], self.device)
-            self.model_calls += 1
-            p = est.producer_s
-            if p is None or math.isnan(p):
-                if math.isnan(est.time_unfused_s) or math.isnan(est.time_fused_s):
-                    v = self._pairs[key] = (math.nan, math.nan, math.nan)  # unpriced
-                    return v
-                # The model does not split its price by kernel: price whole producers.
-                self.incremental = False
-                return (math.nan, math.nan, math.nan)
-            c = est.consumers_s[0] if est.consumers_s else est.time_unfused_s - p
-            v = self._pairs[key] = (p, c, est.time_fused_s)
-        return v
+            return (p, c, f)
+        est = self.model.estimate_fusion(producer, [consumer], self.device)
+        self.model_calls += 1
+        p = est.producer_s
+        if p is None or math.isnan(p):
+            if math.isnan(est.time_unfused_s) or math.isnan(est.time_fused_s):
+                return (math.nan, math.nan, math.nan)  # unpriced
+            # The model does not split its price by kernel: price whole producers.
+            self.incremental = False
+            return None
+        c = est.consumers_s[0] if est.consumers_s else est.time_unfused_s - p
+        return (p, c, est.time_fused_s)
 
     def _kernel(self, instr: HloInstruction) -> float:
         key = (instr, self._version.get(instr, 0))
         t = self._kernels.get(key)
         if t is None:
-            t = self._kernels[key] = self.model.estimate(instr, self.device).time_s
+            if self._content is not None:
+                ckey = ("kernel", self._content.kernel(instr))
+                t = self._by_content.get(ckey)
+                if t is None:
+                    t = self._by_content[ckey] = self.model.estimate(instr, self.device).time_s
+            else:
+                t = self.model.estimate(instr, self.device).time_s
+            self._kernels[key] = t
         return t
 
     def _times(self, producer: HloInstruction, users: list[HloInstruction]) -> tuple[float, float]:
         if self.incremental:
             p = math.nan
             consumers = fused = 0.0
+            # `_pair`'s cache lookup inlined: producers with many users are re-prioritized often.
+            vget = self._version.get
+            pv = vget(producer, 0)
+            pairs = self._pairs
             for u in users:
-                pp, c, f = self._pair(producer, u)
-                if not self.incremental:
-                    break
+                v = pairs.get((producer, pv, u, vget(u, 0)))
+                if v is None:
+                    v = self._pair(producer, u)
+                    if not self.incremental:
+                        break
+                pp, c, f = v
                 p = pp
                 consumers += c
                 fused += f
@@ -333,7 +376,10 @@ class PriorityFusionRun:
         checker = self.checker
         facts = checker.facts(producer) + checker.facts(consumer)
         in_place = consumer.opcode == "fusion"
+        pair_key = self._ids.pair(producer, consumer) if self._ids is not None else None
         fusion = self.editor.fuse(producer, consumer, kind="kLoop")
+        if pair_key is not None:
+            self._ids.record_fused(fusion, pair_key)
         checker.set_facts(fusion, facts)
         kind = checker.fusion_kind(fusion)
         if kind != "kLoop":

@@ -16,6 +16,7 @@ import pandas as pd
 from .._gc import gc_paused
 from ..hlo import HloComputation, HloModule
 from ..hlo._edit import NameUniquifier, copy_module, inline_calls as _inline_calls
+from ..hlo._structure import ContentIds
 from ._legality import RULES, LegalityChecker
 from ._priority import PriorityFusionRun
 
@@ -117,14 +118,20 @@ def _price(model, device, kernels, cache: dict) -> tuple[float, int, int]:
     return total, n, unpriced
 
 
-def _totals(module, dev, cost_model, price: bool, cache: dict, versions: dict) -> tuple[float, int, int]:
-    """`(time, kernels, unpriced kernels)` of `module` as `analyze` prices it (NaN time when not `price`)."""
-    from ..models._analyze import is_free_site, kernel_sites, price_module
+def _totals(module, dev, cost_model, price: bool, cache: dict, versions: dict,
+            content: ContentIds | None = None) -> tuple[float, int, int]:
+    """`(time, kernels, unpriced kernels)` of `module` as `analyze` prices it (NaN time when not `price`).
+
+    With `content`, kernels of the same content share one estimate (only the totals are kept,
+    so an estimate's details naming another copy's operands do not matter here).
+    """
+    from ..models._analyze import is_free_site, kernel_sites, module_time
 
     if not price:
         return math.nan, sum(1 for site in kernel_sites(module) if not is_free_site(site[0])), 0
-    s = price_module(module, dev, cost_model, cache=cache, version=_getter(versions), warn_stacklevel=4).summary()
-    return s["total_s"], s["kernels"], s["unpriced"]
+    version = _getter(versions)
+    key = (lambda instr: ("kernel", content.kernel(instr))) if content is not None else None
+    return module_time(module, dev, cost_model, cache=cache, version=version, key=key, warn_stacklevel=4)
 
 
 @dataclass(frozen=True)
@@ -316,12 +323,18 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
     elapsed = time.perf_counter() - t0
 
     versions: dict = {}
+    # Content ids of kernels (`hlo._structure`): legality facts are shared between kernels of equal
+    # content, and so are prices when the model allows it (repeated layers then cost one model call).
+    content = ContentIds()  # every in-place change goes through PriorityFusionRun._fuse (record_fused)
+    priced_by_content = content if getattr(cost_model, "prices_by_content", False) else None
+    content_cache: dict = {}
     price_cache: dict = {}
-    before, n_before, unpriced_before = _totals(work, dev, cost_model, price_totals, price_cache, versions)
+    before, n_before, unpriced_before = _totals(work, dev, cost_model, price_totals, price_cache, versions,
+                                                priced_by_content)
 
     t0 = time.perf_counter()
     names = NameUniquifier(work)
-    checker = LegalityChecker(getattr(dev, "shared_memory_per_block_bytes", 0), version=versions)
+    checker = LegalityChecker(getattr(dev, "shared_memory_per_block_bytes", 0), version=versions, content=content)
     counter = itertools.count()
     uids = {instr: next(counter) for _, instr in work.instructions()}
     origin: dict = {}
@@ -332,6 +345,7 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
         run = PriorityFusionRun(
             comp, cost_model, dev, checker, names, uids, counter.__next__,
             incremental=incremental, origin=origin, step0=len(steps), pair_cache=pair_cache, version=versions,
+            content=content, content_cache=content_cache,
         )
         steps.extend(run.run())
         calls += run.model_calls
@@ -342,7 +356,8 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
             )
     elapsed += time.perf_counter() - t0
 
-    after, n_after, unpriced_after = _totals(work, dev, cost_model, price_totals, price_cache, versions)
+    after, n_after, unpriced_after = _totals(work, dev, cost_model, price_totals, price_cache, versions,
+                                             priced_by_content)
 
     live_origin = {}
     for clone, name in origin.items():

@@ -40,6 +40,7 @@ __all__ = [
     "default_fusion_kind",
     "fuse",
     "hypothetical_fusion",
+    "discard_fusion",
     "inline_calls",
     "inline_fusions",
     "make_fusion",
@@ -410,6 +411,19 @@ def hypothetical_fusion(
     return fusion
 
 
+def discard_fusion(fusion: HloInstruction) -> None:
+    """Free a detached fusion from `hypothetical_fusion` once priced (it must not be used afterwards).
+
+    Its body is unlinked (`_dismantle`), so it goes away with its last
+    reference instead of being left to the cyclic garbage collector; a
+    fusion pass builds thousands of these.
+    """
+    body = fusion.fused_computation
+    if body is not None:
+        _dismantle(body)
+    fusion.operands = []
+
+
 def _init_fusion(fusion: HloInstruction, name: str, shape, comp: HloComputation, kind: str, like: HloInstruction):
     fusion.name = name
     fusion.opcode = "fusion"
@@ -698,6 +712,22 @@ def inline_calls(module: HloModule, *, copy: bool = True) -> HloModule:
 # Batch editing (for fusion passes)
 
 
+def _dismantle(body: HloComputation) -> None:
+    """Unlink a dropped fused computation's instructions from each other and from it.
+
+    A body is a web of reference cycles (operands <-> users, instruction <->
+    computation); unlinked, it is freed as soon as the last reference goes
+    instead of waiting for (and slowing down) the cyclic garbage collector.
+    """
+    for i in body.instructions:
+        i.operands = []
+        i.users = []
+        i.computation = None
+    body.instructions = []
+    body._by_name = {}
+    body.root = None
+
+
 class FusionEditor:
     """Many fusions in one computation, each O(size of the fusion), not O(size of the computation).
 
@@ -802,6 +832,9 @@ class FusionEditor:
             if instr in users:
                 users.remove(instr)
         instr.computation = None
+        # Gone from the graph: drop its own links too, so that removed instructions
+        # do not keep each other in reference cycles (see `_dismantle`).
+        instr.operands = []
 
     def remove(self, instr: HloInstruction) -> None:
         """Delete an instruction nothing uses (and its fused computation)."""
@@ -820,6 +853,7 @@ class FusionEditor:
             self.names.release_computation(fused.name)
             for i in fused.instructions:
                 self.names.release_instruction(i.name)
+            _dismantle(fused)
 
     def _add_body(self, body: HloComputation) -> None:
         module = self.module

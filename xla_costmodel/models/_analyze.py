@@ -260,6 +260,7 @@ def kernel_sites(module, unknown_trip_count: int = 1) -> list[tuple]:
                 sites.append((instr, comp, executions, known, note))
 
     visit(module.entry, 1.0, True, "")
+    visit = None  # noqa: F841 -- break the closure's cycle (visit -> its cell -> visit), which holds `sites`
     return sites
 
 
@@ -271,6 +272,7 @@ def price_module(
     unknown_trip_count: int = 1,
     cache: dict | None = None,
     version=None,
+    key=None,
     warn: bool = True,
     warn_stacklevel: int = 2,
 ) -> KernelTable:
@@ -280,7 +282,10 @@ def price_module(
     object; `unknown_trip_count` (see `analyze`); `cache`: a dict reused
     across calls, `(instruction, version) -> KernelEstimate`, with `version`
     (`instruction -> int`, default 0) telling when an instruction changed in
-    place; `warn`: one `CostModelWarning` naming the unpriced kernels.
+    place; `key`: `instruction -> hashable`, the cache key instead of
+    `(instruction, version)` (e.g. a content id, so that kernels with the
+    same content share one estimate); `warn`: one `CostModelWarning` naming
+    the unpriced kernels.
 
     **Returns:** the `KernelTable`.
     """
@@ -290,23 +295,11 @@ def price_module(
 
     def row(instr, comp, executions: float, known: bool, note: str) -> None:
         op = instr.opcode
-        if is_free_site(instr):
-            est = KernelEstimate.free(f"{op} runs no code")
+        est = _site_estimate(instr, dev, cost_model, cache, version, key)
+        if is_free_site(instr) or est.bound == "free":
             kind = "free"
         else:
-            key = (instr, version(instr) if version is not None else 0)
-            est = cache.get(key) if cache is not None else None
-            if est is None:
-                try:
-                    est = cost_model.estimate(instr, dev)
-                except (ArithmeticError, LookupError, TypeError, AttributeError) as exc:
-                    # An HLO construct the model's rules do not handle: flag the kernel, keep going.
-                    est = KernelEstimate.unpriced(f"model error: {type(exc).__name__}: {exc}")
-                if cache is not None:
-                    cache[key] = est
             kind = instr.fusion_kind if op == "fusion" else "unfused"
-            if est.bound == "free":
-                kind = "free"
         d = est.details or {}
         if est.bound == "free":
             flops, nbytes = 0.0, 0.0
@@ -354,11 +347,66 @@ def price_module(
     table.model_name = getattr(cost_model, "name", type(cost_model).__name__)
     table.estimates = estimates
     if unpriced and warn:
-        shown = ", ".join(unpriced[:10]) + (f", and {len(unpriced) - 10} more" if len(unpriced) > 10 else "")
-        warnings.warn(
-            f"{table.model_name} could not price {len(unpriced)} kernel(s) of module '{module.name}' "
-            f"(flagged priced=False, left out of the total): {shown}",
-            CostModelWarning,
-            stacklevel=warn_stacklevel,
-        )
+        _warn_unpriced_kernels(table.model_name, module.name, unpriced, warn_stacklevel + 1)
     return table
+
+
+def _warn_unpriced_kernels(model_name: str, module_name: str, unpriced: list[str], stacklevel: int) -> None:
+    shown = ", ".join(unpriced[:10]) + (f", and {len(unpriced) - 10} more" if len(unpriced) > 10 else "")
+    warnings.warn(
+        f"{model_name} could not price {len(unpriced)} kernel(s) of module '{module_name}' "
+        f"(flagged priced=False, left out of the total): {shown}",
+        CostModelWarning,
+        stacklevel=stacklevel,
+    )
+
+
+def _site_estimate(instr, dev, cost_model, cache: dict | None, version, key) -> KernelEstimate:
+    """One kernel site's estimate, through `cache` (see `price_module`); model errors become unpriced."""
+    if is_free_site(instr):
+        return KernelEstimate.free(f"{instr.opcode} runs no code")
+    if key is not None:
+        ckey = key(instr)
+    else:
+        ckey = (instr, version(instr) if version is not None else 0)
+    est = cache.get(ckey) if cache is not None else None
+    if est is None:
+        try:
+            est = cost_model.estimate(instr, dev)
+        except (ArithmeticError, LookupError, TypeError, AttributeError) as exc:
+            # An HLO construct the model's rules do not handle: flag the kernel, keep going.
+            est = KernelEstimate.unpriced(f"model error: {type(exc).__name__}: {exc}")
+        if cache is not None:
+            cache[ckey] = est
+    return est
+
+
+def module_time(
+    module, dev, cost_model, *, cache: dict | None = None, version=None, key=None, warn_stacklevel: int = 2,
+) -> tuple[float, int, int]:
+    """`(total_s, kernels, unpriced)` of `price_module(...).summary()`, without building the table.
+
+    For callers that price whole modules many times (fusion passes): the same
+    sites, estimates, warning and summation order (pandas' sum over the
+    `total_s` column), so the figures are identical.
+    """
+    totals: list[float] = []
+    kernels = 0
+    unpriced: list[str] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CostModelWarning)
+        for instr, _comp, executions, _known, _note in kernel_sites(module):
+            est = _site_estimate(instr, dev, cost_model, cache, version, key)
+            if est.bound == "free":
+                totals.append(0.0 * executions)
+                continue
+            kernels += 1
+            if est.priced:
+                totals.append(est.time_s * executions)
+            else:
+                totals.append(0.0)
+                unpriced.append(f"'{instr.name}' ({est.note})")
+    if unpriced:
+        _warn_unpriced_kernels(getattr(cost_model, "name", type(cost_model).__name__), module.name, unpriced,
+                               warn_stacklevel + 1)
+    return float(pd.Series(totals, dtype=float).sum()), kernels, len(unpriced)

@@ -107,6 +107,12 @@ class CostModel(Protocol):
     - `estimate_fusion(producer, consumers, device)`: price fusing `producer`
       into every one of `consumers` (for priority fusion). Models without an
       analytical rule for this can inherit `FusionByMaterializing`.
+
+    Optional: `prices_by_content = True` promises that a kernel's time depends
+    only on its content (opcode, shapes, attributes other than metadata,
+    called computations, operand shapes and which operands coincide), never on
+    names or on instructions outside the kernel. Fusion passes then price
+    each distinct kernel once (`xla_costmodel.hlo._structure.ContentIds`).
     """
 
     name: str

@@ -243,6 +243,11 @@ class ScaledModel:
     def name(self) -> str:
         return f"scaled({_model_name(self.model)})"
 
+    @property
+    def prices_by_content(self) -> bool:
+        """A scale keeps the member's promise (see `CostModel`)."""
+        return bool(getattr(self.model, "prices_by_content", False))
+
     # ------------------------------------------------------------------ scale
     def _fit(self, dataset, device) -> tuple[float, float]:
         kernels, measured, _ = measured_kernels(dataset)
@@ -405,6 +410,11 @@ class CombinedModel:
             object.__setattr__(self, "members", tuple(members))
         else:
             object.__setattr__(self, "members", models)
+
+    @property
+    def prices_by_content(self) -> bool:
+        """True when every member prices by content (see `CostModel`)."""
+        return all(getattr(m, "prices_by_content", False) for m in self.members)
 
     @property
     def name(self) -> str:

@@ -44,6 +44,8 @@ class RooflineModel(FusionByMaterializing):
     """
 
     name: ClassVar[str] = "roofline"
+    # A kernel's price depends on its content only (not names, metadata or neighbours): see CostModel.
+    prices_by_content: ClassVar[bool] = True
 
     transcendental_flops: float = 1.0
     matrix_units: bool = True

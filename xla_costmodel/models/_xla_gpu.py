@@ -35,6 +35,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
+from ..hlo._edit import discard_fusion
 from ._base import FusionEstimate, KernelEstimate, dominant_bound, materialize_fusion, register_model, warn_unpriced
 from ._coalescing import kernel_coalescing, read_coalesced_heuristic, utilization_rate
 from ._kernel_costs import (
@@ -154,6 +155,8 @@ class XlaGpuModel:
     """
 
     name: ClassVar[str] = "xla-gpu"
+    # A kernel's price depends on its content only (not names, metadata or neighbours): see CostModel.
+    prices_by_content: ClassVar[bool] = True
 
     l2_cache_speedup: float = 2.5
     l1_cache_speedup: float = 8.0
@@ -497,6 +500,8 @@ class XlaGpuModel:
             for o, ok, why in zip(fused.operands, coal.coalesced, coal.reasons):
                 if not ok:
                     access[id(o)] = why
+        if fused is not None:
+            discard_fusion(fused)  # built here, priced: free it now (see hlo._edit.discard_fusion)
         read = 0.0
         bytes_read = 0
         per_operand: dict[str, float] = {}
