@@ -8,10 +8,17 @@ smallest size) and XLA's CPU compile of the same lowered module
 (`lowered.compile()`: XLA's whole CPU pipeline, its own fusion included), and
 prints the ratio and how the time grows with the number of instructions.
 
-A second row per size uses a tiny analytic model defined here (launch +
-bytes / bandwidth, priced without building any fusion): the cost of the
-simulation machinery itself (queue, legality rules, graph edits), with next
-to no model cost.
+Models that promise to price kernels by content (`prices_by_content`, as
+`xla-gpu` and `roofline` do) are asked once per distinct kernel: the 48
+layers repeat the same kernels, so the model cost stays flat with depth. Two
+more rows per size show what a program without repeated kernels would cost:
+
+- `<model>/instr`: the same model with content pricing off (every kernel
+  object priced once per version, as before content ids);
+- `bytes`: a tiny analytic model defined here (launch + bytes / bandwidth,
+  priced without building any fusion, no content pricing): the cost of the
+  simulation machinery itself (queue, legality rules, graph edits), with
+  next to no model cost.
 
     .venv/bin/python scripts/bench_fusion.py [--layers 6 12 24 48] [--model NAME] [--repeats 1] [--json]
 
@@ -66,6 +73,25 @@ class BytesModel:
             fs.append(self._t(ops.values(), c))
         return FusionEstimate(time_unfused_s=p + sum(cs), time_fused_s=sum(fs), producer_s=p,
                               consumers_s=tuple(cs), fused_consumers_s=tuple(fs))
+
+
+class PerInstruction:
+    """`model` with content-keyed pricing off: every kernel object is priced (once per version)."""
+
+    def __init__(self, model):
+        self.model = model
+        self.name = f"{getattr(model, 'name', model)}/instr"
+
+    def estimate(self, kernel, device):
+        return self.model.estimate(kernel, device)
+
+    def estimate_fusion(self, producer, consumers, device):
+        return self.model.estimate_fusion(producer, consumers, device)
+
+    def __getattr__(self, item):  # the model's pair pricer and cache hooks, but not its promise
+        if item == "prices_by_content":
+            raise AttributeError(item)
+        return getattr(self.model, item)
 
 
 def best_of(fn, repeats: int):
@@ -123,8 +149,11 @@ def main() -> int:
     else:
         model, picked = args.model, "given"
 
+    from xla_costmodel.models import get_model
+
+    per_instruction = PerInstruction(get_model(model))
     rows = []
-    for label, m in ((model, model), ("bytes", BytesModel())):
+    for label, m in ((model, model), (per_instruction.name, per_instruction), ("bytes", BytesModel())):
         for n in sizes:
             secs, result = best_of(lambda: sim(n, m), args.repeats)
             instructions = sum(len(c.instructions) for c in modules[n].computations)
@@ -134,7 +163,7 @@ def main() -> int:
                 "simulate_s": secs, "xla_cpu_compile_s": compile_s[n], "ratio": secs / compile_s[n],
             })
     growth = {}
-    for label in (model, "bytes"):
+    for label in (model, per_instruction.name, "bytes"):
         rs = [r for r in rows if r["model"] == label]
         growth[label] = slope([r["instructions"] for r in rs], [r["simulate_s"] for r in rs])
         for prev, cur in zip(rs, rs[1:]):
@@ -144,12 +173,12 @@ def main() -> int:
         print(json.dumps({"model": model, "picked_by": picked, "rows": rows, "loglog_slope": growth}, indent=1))
         return 0
     print(f"jax {jax.__version__}; device {args.device}; model {model} (fastest of: {picked})")
-    head = (f"{'model':<10} {'layers':>6} {'instr':>7} {'steps':>6} {'kernels':>7} {'calls':>7} "
+    head = (f"{'model':<14} {'layers':>6} {'instr':>7} {'steps':>6} {'kernels':>7} {'calls':>7} "
             f"{'simulate s':>10} {'XLA CPU compile s':>17} {'ratio':>6} {'growth':>7}")
     print(head)
     for r in rows:
         g = r.get("growth")
-        print(f"{r['model'][:10]:<10} {r['layers']:>6} {r['instructions']:>7} {r['steps']:>6} {r['kernels_after']:>7} "
+        print(f"{r['model'][:14]:<14} {r['layers']:>6} {r['instructions']:>7} {r['steps']:>6} {r['kernels_after']:>7} "
               f"{r['model_calls']:>7} {r['simulate_s']:>10.3f} {r['xla_cpu_compile_s']:>17.3f} {r['ratio']:>6.2f} "
               f"{'' if g is None else f'{g:.2f}':>7}")
     print("growth: (time ratio) / (size ratio) between consecutive sizes; 1.00 = linear")

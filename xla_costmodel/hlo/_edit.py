@@ -442,7 +442,7 @@ def _init_fusion(fusion: HloInstruction, name: str, shape, comp: HloComputation,
     fusion.set_attribute("kind", kind)
     fusion.set_attribute("calls", comp)
     # XLA gives a new fusion the metadata of the instruction it was made from.
-    md = like.raw_attributes.get("metadata")
+    md = like._raw.get("metadata")
     if md is not None:
         fusion.set_attribute("metadata", md)
 
@@ -499,7 +499,17 @@ def _extend_fusion(
     """
     fused = consumer.fused_computation
     body = _Body(fused, names, attach=True, origin=origin)
-    for p in fused.parameters:
+    n_params = None
+    if fused in _TOPOLOGICAL:
+        # Built here: parameters come first, in number order (no scan and sort of the whole body).
+        instrs = fused.instructions
+        n_params = 0
+        while n_params < len(instrs) and instrs[n_params].opcode == "parameter":
+            n_params += 1
+        params = instrs[:n_params]
+    else:
+        params = fused.parameters
+    for p in params:
         body.params.append(p)
         outer = consumer.operands[p.parameter_number]
         body.operands.append(outer)
@@ -536,7 +546,10 @@ def _extend_fusion(
         if id(o) not in kept and consumer in o.users:
             o.users.remove(consumer)
     # parameters first, then the producer's clones (they read only parameters), then the rest
-    rest = [i for i in fused.instructions[:n_before] if i.opcode != "parameter"]
+    if n_params is not None:
+        rest = fused.instructions[n_params:n_before]
+    else:
+        rest = [i for i in fused.instructions[:n_before] if i.opcode != "parameter"]
     fused.instructions = (
         keep_params
         + [i for i in new_instrs if i.opcode != "parameter"]
