@@ -19,7 +19,10 @@ dataset's schema (`read_dataset` reads them) with:
   fused program faster than the unfused one, and by how much), which
   `xla_costmodel.compare` scores.
 - `kernel` = the program's name, `case` = `<program>` or `<program>/unfused`,
-  `source` = `zoo`, `params` = `{"program": ..., "fusion": true|false}`.
+  `source` = `zoo`, `params` = `{"program": ..., "fusion": true|false,
+  "rounds": ..., "repeats": ..., "discard": ...}` (files made before the
+  last three were recorded used the defaults 3, 30, 4). `samples_s` holds
+  the kept samples of the rounds in order, `repeats − discard` per round.
 - `hlo_text`: the kernel's instruction and every computation it calls, so
   features can be recomputed.
 
@@ -119,7 +122,9 @@ def measure_zoo(names, *, rounds: int, repeats: int, discard: int, unfused: bool
                 kernel_class=cls,
                 dtype="",
                 size=0,
-                params={"program": name, "fusion": fused},
+                # rounds/repeats/discard tell which pooled sample came from which pass
+                # (`xla_costmodel.compare._ceiling` splits them for the noise ceiling).
+                params={"program": name, "fusion": fused, "rounds": rounds, "repeats": repeats, "discard": discard},
                 source="zoo",
                 suite_run=suite_run,
             )
@@ -174,7 +179,8 @@ def measure_extra(only, *, rounds: int, repeats: int, discard: int, progress: bo
         rows.extend(measurement_rows(
             merge_measurements(parts[i]), case=case, kernel=name, kernel_class=f"extra-{cls}",
             dtype="float64" if "f64" in name else "float32", size=size,
-            params={"chain": True, "size_meaning": "elements (matmul/conv/sort/fft: side)"},
+            params={"chain": True, "size_meaning": "elements (matmul/conv/sort/fft: side)",
+                    "rounds": rounds, "repeats": repeats, "discard": discard},
             source="extra", suite_run=suite_run,
         ))
     df = pd.DataFrame(rows)

@@ -12,6 +12,7 @@ import pytest
 from scipy.stats import kendalltau, spearmanr
 
 from xla_costmodel.compare import accuracy, compare, fusion_metrics
+from xla_costmodel.compare._metrics import SK_FLOOR, sk_gmre
 from xla_costmodel.measure import read_dataset
 from conftest import TEST_CPU
 
@@ -35,6 +36,27 @@ def test_accuracy_by_hand():
     assert acc["kendall_tau"] == pytest.approx(kendalltau(pred, meas).statistic)
     assert acc["spearman"] == pytest.approx(spearmanr(pred, meas).statistic)
     assert acc["n"] == 4 and acc["unpriced"] == 0
+
+
+def test_sk_gmre_by_hand():
+    # Relative errors |p - m| / m: 0.5 (over), 0.5 (under: 1 vs 2), 0.1, 0.4 -> geometric mean.
+    pred = np.array([3.0, 1.0, 1.1, 0.6])
+    meas = np.array([2.0, 2.0, 1.0, 1.0])
+    expected = (0.5 * 0.5 * 0.1 * 0.4) ** 0.25
+    acc = accuracy(pred, meas)
+    assert acc["sk_gmre"] == pytest.approx(expected)
+    assert sk_gmre(pred, meas) == pytest.approx(expected)
+    # The ratio error is stricter: 1.5, 2, 1.1, 1/0.6 -> exp(mean ln) - 1.
+    assert acc["gmre"] == pytest.approx((1.5 * 2 * 1.1 / 0.6) ** 0.25 - 1)
+    assert acc["sk_gmre"] < acc["gmre"]
+
+
+def test_sk_gmre_floors_exact_predictions():
+    # One exact kernel counts as SK_FLOOR, not as 0 (which would zero the geometric mean).
+    assert sk_gmre([1.0, 2.0], [1.0, 1.0]) == pytest.approx(math.sqrt(SK_FLOOR * 1.0))
+    assert sk_gmre([5.0], [5.0]) == pytest.approx(SK_FLOOR)
+    assert math.isnan(sk_gmre([], []))
+    assert accuracy([np.nan, 1.5], [1.0, 1.0])["sk_gmre"] == pytest.approx(0.5)  # unpriced left out
 
 
 def test_accuracy_leaves_out_unpriced():

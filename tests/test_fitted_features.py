@@ -54,7 +54,7 @@ ENTRY %e (y: f32[2048], x: f32[2048], a: f32[]) -> f32[1024] {
         "op_add_f32": 1024.0,
         "launch": 1.0,
         "kernel_thunk": 1.0,
-        "alone": 1.0,  # the only kernel of its module
+        "first": 1.0,  # the only kernel of its module, so the first
     }
 
 
@@ -77,7 +77,7 @@ ENTRY %e (x: f32[512,512]) -> f32[512,512] {
     assert x["ld_32b_4of4"] == n / 2 and x["st_32b_s1"] == n / 2
     assert x["bytes_l2"] == 8 * n / 2  # footprint 2 MiB > L1 and > L2
     assert x["bytes_l3"] == 8 * n and "bytes_dram" not in x  # < 32 MiB L3
-    assert x["tasks"] == 1.0 and x["launch"] == 1.0 and x["kernel_thunk"] == 1.0 and x["alone"] == 1.0
+    assert x["tasks"] == 1.0 and x["launch"] == 1.0 and x["kernel_thunk"] == 1.0 and x["first"] == 1.0
 
 
 def test_gather_bf16_reduce_and_convert():
@@ -107,10 +107,10 @@ ENTRY %e (x: bf16[100], i: s32[64,1], y: bf16[32,16]) -> (bf16[64], f32[32]) {
   %kr = f32[32]{0} fusion(%y), kind=kLoop, calls=%r
   ROOT %t = (bf16[64], f32[32]) tuple(%kg, %kr)
 }"""
-    g = _nonzero(features_of(_kernel(text, "kg"), CPU))  # two kernels in the module: not alone
+    g = _nonzero(features_of(_kernel(text, "kg"), CPU))  # the first of two kernels in the entry's schedule
     assert g == {"ld_16b_gather": 64.0, "ld_32b_s1": 64.0, "st_16b_s1": 64.0, "minldst_16b": 64.0, "launch": 1.0,
-                 "kernel_thunk": 1.0}
-    r = _nonzero(features_of(_kernel(text, "kr"), CPU))
+                 "kernel_thunk": 1.0, "first": 1.0}
+    r = _nonzero(features_of(_kernel(text, "kr"), CPU))  # the second: no `first`
     # 512 converts (counted in the wider type), 512 - 32 = 480 reducer adds.
     assert r == {"ld_16b_s1": 512.0, "st_32b_s1": 32.0, "op_other_f32": 512.0, "red_f32": 480.0, "launch": 1.0,
                  "kernel_thunk": 1.0}
@@ -138,7 +138,7 @@ ENTRY %e (a: f32[8,16], b: f32[16,4], c: f32[16,8], v: f32[16]) -> (f32[8,4], f3
 }"""
     y = _nonzero(features_of(_kernel(text, "y"), CPU))
     assert y == {"matmul_f32": 2 * 8 * 4 * 16, "matmul_batch": 1.0, "lib_elements": 8 * 16 + 16 * 4 + 8 * 4,
-                 "launch": 1.0, "lib_ynn": 1.0}
+                 "launch": 1.0, "lib_ynn": 1.0, "first": 1.0}  # the entry's first kernel
     z = _nonzero(features_of(_kernel(text, "z"), CPU))
     assert z == {"dot_flops": 2 * 8 * 4 * 16, "matmul_batch": 1.0, "lib_elements": 16 * 8 + 16 * 4 + 8 * 4,
                  "launch": 1.0, "lib_eigen": 1.0}

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._features import FEATURES, FeatureError, kernel_features
     from ._fitted import FittedModel
     from ._learned import LearnedModel
-    from ._metrics import accuracy, fusion_metrics
+    from ._metrics import accuracy, fusion_metrics, sk_gmre
     from ._store import CalibrationError, load_calibration
 
 _LAZY = {
@@ -48,6 +48,7 @@ _LAZY = {
     "LearnedModel": ("._learned", "LearnedModel"),
     "accuracy": ("._metrics", "accuracy"),
     "fusion_metrics": ("._metrics", "fusion_metrics"),
+    "sk_gmre": ("._metrics", "sk_gmre"),
     "CalibrationError": ("._store", "CalibrationError"),
     "load_calibration": ("._store", "load_calibration"),
     "calibration_path": ("._store", "calibration_path"),

@@ -7,7 +7,7 @@ import sys
 
 from ..cli import UsageError, command, print_table
 
-_SHOWN = ("model", "split", "n", "unpriced", "gmre", "mape", "median_abs_log", "within_2x", "bias",
+_SHOWN = ("model", "split", "n", "unpriced", "gmre", "sk_gmre", "mape", "median_abs_log", "within_2x", "bias",
           "kendall_tau", "spearman", "fusion_n", "fusion_order_acc", "fusion_gain_gmre", "fusion_gain_tau")
 
 

@@ -54,7 +54,7 @@ _UNITS = {
     "conv_windows": "window position",
     "conv_groups": "group window position",
     "kernel_thunk": "launch",
-    "alone": "launch",
+    "first": "launch",
     "launch": "launch",
     "tasks": "parallel task",
 }

@@ -17,6 +17,8 @@ def metrics_text(m: dict, dropped: int = 0) -> str:
     lines = [
         f"N = {m['n']}" + (f" ({dropped} dropped: time <= 0 or NaN)" if dropped else ""),
         f"geo-mean rel. error = {100 * m['gmre']:.1f}%",
+        # Stevens & Klöckner's figure, geo-mean of |p - m| / m: lower than the ratio error above.
+        f"S&K error (gm |p-m|/m) = {100 * m['sk_gmre']:.1f}%",
         f"median bias = ×{m['bias']:.3g}",
         f"within 2×: {100 * m['within_2x']:.1f}%",
         f"Kendall τ = {m['kendall_tau']:.3f}",
@@ -32,7 +34,8 @@ def predicted_vs_measured(measured, predicted, kind=None, ax=None, title=None):
     scatter per kernel kind, its legend entry giving the count and the
     kind's geometric-mean relative error (the legend sits right of the axes);
     a text box (in the off-diagonal corner with fewer points) with N, the
-    geometric-mean relative error `exp(mean|ln(pred/meas)|) - 1`, the median
+    geometric-mean relative error `exp(mean|ln(pred/meas)|) - 1`, Stevens &
+    Klöckner's error `exp(mean ln(|pred - meas| / meas))` (`sk_gmre`), the median
     bias `exp(median ln(pred/meas))`, the share within 2x and Kendall's tau
     over all kernels, computed by `xla_costmodel.compare.accuracy` (the
     numbers of `compare`'s table). Pairs with a non-positive or non-finite

@@ -1,0 +1,81 @@
+"""The measurement noise ceiling (`xla_costmodel.compare._ceiling`), worked by hand on tiny rows."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from xla_costmodel.compare._ceiling import noise_ceiling, round_minima, rounds_of, run_pair
+from xla_costmodel.compare._metrics import accuracy
+
+
+def _rows(samples, launches=None, case="p", ops=None, rounds=None):
+    n = len(samples)
+    params = json.dumps({"program": case, **({"rounds": rounds} if rounds else {})})
+    return pd.DataFrame({
+        "case": [case] * n,
+        "hlo_op": ops or [f"k{i}" for i in range(n)],
+        "opcode": ["fusion"] * n,
+        "hlo_text": ["%k = f32[1] fusion()"] * n,
+        "samples_s": [list(s) for s in samples],
+        "min_s": [min(s) for s in samples],
+        "launches": launches or [1] * n,
+        "params": [params] * n,
+    })
+
+
+def test_round_minima_split_samples_in_pass_order_and_divide_by_launches():
+    # Kernel 0: passes [4, 2] and [3, 5] -> minima 2, 3; kernel 1 (2 launches): [8, 6], [10, 12] -> 3, 5.
+    rows = _rows([[4, 2, 3, 5], [8, 6, 10, 12]], launches=[1, 2])
+    m = round_minima(rows, 2)
+    assert m.tolist() == [[2.0, 3.0], [3.0, 5.0]]
+    with pytest.raises(ValueError, match="multiple of 3"):
+        round_minima(rows, 3)
+
+
+def test_noise_ceiling_round_pairs_are_accuracy_of_one_pass_against_another():
+    rows = _rows([[1, 2, 3], [4, 8, 2], [9, 6, 6]])  # three passes of one sample each
+    table = noise_ceiling(rows, rounds=3)
+    assert list(table["comparison"]) == ["round 1 vs round 2", "round 1 vs round 3", "round 2 vs round 3",
+                                         "mean of round pairs"]
+    first = table.iloc[0]
+    # Round 1 = (1, 4, 9), round 2 = (2, 8, 6): ratios 1/2, 1/2, 3/2.
+    expected = math.exp((2 * math.log(2) + math.log(1.5)) / 3) - 1
+    assert first["gmre"] == pytest.approx(expected)
+    assert first["gmre"] == pytest.approx(accuracy([1, 4, 9], [2, 8, 6])["gmre"])
+    assert first["ties"] == 0.0
+    # Round 2 vs round 3 = (2, 8, 6) vs (3, 2, 6): one kernel timed identically.
+    assert table.iloc[2]["ties"] == pytest.approx(1 / 3)
+    assert table.iloc[3]["gmre"] == pytest.approx(table.iloc[:3]["gmre"].mean())
+
+
+def test_run_pair_matches_kernels_by_case_and_op():
+    a = _rows([[1.0], [2.0], [4.0]], ops=["x", "y", "z"])
+    b = _rows([[2.0], [1.0]], ops=["y", "x"])
+    ta, tb, missing = run_pair(a, b)
+    assert sorted(zip(ta.tolist(), tb.tolist())) == [(1.0, 1.0), (2.0, 2.0)] and missing == 1
+    table = noise_ceiling(a, other=b)
+    assert table["comparison"].iloc[0].startswith("run 1 vs run 2") and "1 unmatched" in table["comparison"].iloc[0]
+    assert table["gmre"].iloc[0] == pytest.approx(0.0) and table["ties"].iloc[0] == 1.0
+
+
+def test_rounds_of_reads_params_or_falls_back():
+    assert rounds_of(_rows([[1, 2]], rounds=2)) == 2
+    assert rounds_of(_rows([[1, 2]])) == 3  # files from before `rounds` was recorded
+    mixed = pd.concat([_rows([[1, 2]], rounds=2), _rows([[1, 2, 3]], rounds=3)])
+    with pytest.raises(ValueError, match="different numbers of rounds"):
+        rounds_of(mixed)
+
+
+def test_noise_ceiling_of_the_committed_programs_has_every_kernel():
+    from xla_costmodel.compare._data import kernel_rows, load_rows, programs_dataset
+
+    rows = load_rows(programs_dataset("host"))
+    rows = rows[rows["kernel_class"] == "program"]
+    table = noise_ceiling(rows, rounds_of(rows))
+    assert (table["n"] == len(kernel_rows(rows))).all()
+    assert np.isfinite(table[["gmre", "sk_gmre", "kendall_tau"]].to_numpy()).all()
