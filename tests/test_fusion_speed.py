@@ -75,16 +75,14 @@ class _SlowPath:
         return self.model.estimate_fusion(producer, consumers, device)
 
 
-@pytest.mark.parametrize(
-    "name", ["transformer_fwd", "layernorm_softmax", "mlp_grad", "cnn_grad", "gather_scatter", "reductions",
-             "dtypes_mixed", "while_loop"],
-)
-def test_simulation_with_the_pricer_equals_the_slow_path(name):
+def _fast_and_slow(name: str, model, slow_model):
+    """`simulate_fusion` of fixture `name` with `model` and with `slow_model` seen through `_SlowPath`;
+    asserts that everything but the number of model calls is the same. **Returns:** both results."""
     m = load_hlo(fixture_paths(f"{name}.pre.hlo")[0])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        fast = simulate_fusion(m, device=DEVICE, model="xla-gpu")
-        slow = simulate_fusion(m, device=DEVICE, model=_SlowPath(XlaGpuModel()))
+        fast = simulate_fusion(m, device=DEVICE, model=model)
+        slow = simulate_fusion(m, device=DEVICE, model=_SlowPath(slow_model))
     assert fast.steps.equals(slow.steps)
     assert fast.rejected.equals(slow.rejected)
     assert fast.module.to_text() == slow.module.to_text()
@@ -92,6 +90,15 @@ def test_simulation_with_the_pricer_equals_the_slow_path(name):
     for field in ("time_before_s", "time_after_s", "kernels_before", "kernels_after", "unpriced_before",
                   "unpriced_after"):
         assert getattr(fast, field) == getattr(slow, field), field
+    return fast, slow
+
+
+@pytest.mark.parametrize(
+    "name", ["transformer_fwd", "layernorm_softmax", "mlp_grad", "cnn_grad", "gather_scatter", "reductions",
+             "dtypes_mixed", "while_loop"],
+)
+def test_simulation_with_the_pricer_equals_the_slow_path(name):
+    fast, slow = _fast_and_slow(name, "xla-gpu", XlaGpuModel())
     # The fast path prices each distinct kernel content once (`prices_by_content`).
     assert 0 < fast.model_calls <= slow.model_calls
 
@@ -101,15 +108,7 @@ def test_roofline_priced_by_content_equals_priced_per_instruction(name):
     """The materializing path (roofline) with and without content-keyed price caches."""
     from xla_costmodel.models import RooflineModel
 
-    m = load_hlo(fixture_paths(f"{name}.pre.hlo")[0])
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fast = simulate_fusion(m, device=DEVICE, model="roofline")
-        slow = simulate_fusion(m, device=DEVICE, model=_SlowPath(RooflineModel()))
-    assert fast.steps.equals(slow.steps)
-    assert fast.rejected.equals(slow.rejected)
-    assert fast.module.to_text() == slow.module.to_text()
-    assert (fast.time_before_s, fast.time_after_s) == (slow.time_before_s, slow.time_after_s)
+    _fast_and_slow(name, "roofline", RooflineModel())
 
 
 def test_combined_model_priced_by_content_equals_priced_per_instruction():
@@ -117,13 +116,7 @@ def test_combined_model_priced_by_content_equals_priced_per_instruction():
 
     model = get_model("min(xla-gpu,roofline)")
     assert model.prices_by_content
-    m = load_hlo(fixture_paths("transformer_fwd.pre.hlo")[0])  # two equal layers
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fast = simulate_fusion(m, device=DEVICE, model=model)
-        slow = simulate_fusion(m, device=DEVICE, model=_SlowPath(model))
-    assert fast.steps.equals(slow.steps)
-    assert fast.module.to_text() == slow.module.to_text()
+    fast, slow = _fast_and_slow("transformer_fwd", model, model)  # two equal layers
     assert fast.model_calls <= slow.model_calls  # (min() cannot split its price by kernel: priced per producer)
 
 

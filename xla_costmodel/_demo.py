@@ -137,7 +137,7 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
     models = ["fitted", "learned", "roofline-calibrated", "roofline"]
     table = compare(models, dataset=test, split="program", train=[quick_path, *train])
     table.to_csv(folder / "comparison.csv", index=False)
-    cols = ["model", "n", "gmre", "within_2x", "kendall_tau", "spearman", "fusion_order_acc"]
+    cols = ["model", "n", "gmre", "sk_gmre", "within_2x", "kendall_tau", "spearman", "fusion_order_acc"]
     print(pd.DataFrame(table)[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     preds = table.predictions
     preds = preds[preds["kernel_class"] == "program"]  # the scored kernels (unfused variants feed fusion metrics)

@@ -167,7 +167,9 @@ class FusionResult:
       kernels save; only re-pricing the fused module, as here, gives the
       module's time.
     - `model`, `device`: names; `elapsed_s`: time spent fusing (totals excluded);
-      `model_calls`: `estimate_fusion` calls made.
+      `model_calls`: pair prices asked of the model (a model with
+      `prices_by_content` is asked once per distinct pair of kernel contents,
+      so repeated layers add none).
     - `origin`: instruction name in `module` -> name of the input instruction
       it was cloned from (only for names that differ).
     """

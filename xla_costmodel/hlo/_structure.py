@@ -151,8 +151,13 @@ class ContentIds:
         only change when a kernel does (a fusion grows) or when an operand is replaced
         everywhere by an equal-shaped fusion, which keeps the wiring.
         """
-        kp = self.kernel(producer)
-        kc = self.kernel(consumer)
+        kernels = self._kernels
+        kp = kernels.get(producer)
+        if kp is None:
+            kp = self.kernel(producer)
+        kc = kernels.get(consumer)
+        if kc is None:
+            kc = self.kernel(consumer)
         memo = self._pairs.get((producer, consumer))
         if memo is not None and memo[0] == kp and memo[1] == kc:
             return memo
