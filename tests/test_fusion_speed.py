@@ -178,3 +178,18 @@ def test_simulation_leaves_no_cyclic_garbage_of_instructions():
     inlined = {i.name for c in m.computations if c.name in callees for i in c.instructions}
     assert callees
     assert {i.name for i in leaked} <= inlined, sorted({i.name for i in leaked} - inlined)[:10]
+
+
+@pytest.mark.parametrize("path", PRE, ids=lambda p: p.name.split(".")[0])
+def test_lean_module_totals_equal_the_kernel_table(path):
+    """`simulate_fusion`'s totals (`module_time`, no table) are what `price_module(...).summary()` gives."""
+    from xla_costmodel.models import RooflineModel
+    from xla_costmodel.models._analyze import module_time, price_module
+
+    m = load_hlo(path)
+    for model in (XlaGpuModel(), RooflineModel()):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            s = price_module(m, DEVICE, model).summary()
+            total, kernels, unpriced = module_time(m, DEVICE, model)
+        assert (total, kernels, unpriced) == (s["total_s"], s["kernels"], s["unpriced"])

@@ -651,26 +651,33 @@ def _drop_uncalled(module: HloModule, candidates: Iterable[HloComputation]) -> N
             module.remove_computation(c)
 
 
+def _inline_sites(module: HloModule, copy: bool, callee_of) -> HloModule:
+    """Inline every instruction for which `callee_of(instr)` gives a computation, then drop the
+    callees nothing calls any more. Callees come before callers in a module, so walking the
+    computations in order inlines inner sites before their bodies are copied into callers."""
+    if copy:
+        module = copy_module(module)
+    names = NameUniquifier(module)
+    callees = []
+    for comp in list(module.computations):
+        for instr in list(comp.instructions):
+            if instr.computation is not comp:
+                continue
+            callee = callee_of(instr)
+            if isinstance(callee, HloComputation):
+                _inline_at(instr, callee, names)
+                callees.append(callee)
+    _drop_uncalled(module, callees)
+    return module
+
+
 def inline_fusions(module: HloModule, *, copy: bool = True) -> HloModule:
     """The module with every `fusion` replaced by its fused instructions.
 
     **Arguments:** `module`; `copy`: work on a copy (default) or in place.
     **Returns:** the module without fusions (unused fused computations removed).
     """
-    if copy:
-        module = copy_module(module)
-    names = NameUniquifier(module)
-    bodies = []
-    for comp in list(module.computations):
-        for instr in list(comp.instructions):
-            if instr.opcode == "fusion" and instr.computation is comp:
-                fused = instr.fused_computation
-                if fused is None:
-                    continue
-                _inline_at(instr, fused, names)
-                bodies.append(fused)
-    _drop_uncalled(module, bodies)
-    return module
+    return _inline_sites(module, copy, lambda i: i.fused_computation if i.opcode == "fusion" else None)
 
 
 def unfuse_for_execution(module: HloModule, *, mode: str = "inline") -> HloModule:
@@ -703,22 +710,7 @@ def inline_calls(module: HloModule, *, copy: bool = True) -> HloModule:
     Calls nested in called computations are inlined too (innermost first).
     **Returns:** the module (a copy unless `copy=False`).
     """
-    if copy:
-        module = copy_module(module)
-    names = NameUniquifier(module)
-    callees = []
-    # Callees come before callers in a module, so walking computations in order
-    # inlines inner calls before their bodies are copied into callers.
-    for comp in list(module.computations):
-        for instr in list(comp.instructions):
-            if instr.opcode == "call" and instr.computation is comp:
-                callee = instr.attribute("to_apply", None)
-                if not isinstance(callee, HloComputation):
-                    continue
-                _inline_at(instr, callee, names)
-                callees.append(callee)
-    _drop_uncalled(module, callees)
-    return module
+    return _inline_sites(module, copy, lambda i: i.attribute("to_apply", None) if i.opcode == "call" else None)
 
 
 # ---------------------------------------------------------------------------
