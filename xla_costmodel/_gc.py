@@ -23,4 +23,13 @@ def gc_paused():
         yield
     finally:
         if was_enabled:
+            # Everything allocated in the block sits in the youngest generation; the first
+            # allocation after `enable()` would start a collection that walks all of it (on
+            # a big module, tens of milliseconds). The graph built here is long-lived, so it
+            # goes straight to the oldest generation instead, as surviving young collections
+            # would take it there: `freeze` + `unfreeze` moves every tracked object there
+            # without walking any. Cyclic garbage among them is found by the next full
+            # collection, as usual.
+            gc.freeze()
             gc.enable()
+            gc.unfreeze()

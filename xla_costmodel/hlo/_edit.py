@@ -67,12 +67,14 @@ class NameUniquifier:
     `add.3.1`: its numeric suffix is dropped and the next free `add.N` is used.
     """
 
-    __slots__ = ("_instr", "_comp", "_next")
+    __slots__ = ("_instr", "_comp", "_next", "_keys")
 
     def __init__(self, module: HloModule | None = None):
         self._instr: set[str] = set()
         self._comp: set[str] = set()
         self._next: dict[tuple[bool, str], int] = {}
+        # per namespace (instructions, computations): prefix -> (is_comp, prefix less its .N suffix)
+        self._keys: tuple[dict, dict] = ({}, {})
         if module is not None:
             for comp in module.computations:
                 self._comp.add(comp.name)
@@ -82,9 +84,12 @@ class NameUniquifier:
         if prefix not in taken:
             taken.add(prefix)
             return prefix
-        m = _SUFFIX.match(prefix)
-        root = m.group(1) if m else prefix
-        key = (is_comp, root)
+        keys = self._keys[is_comp]
+        key = keys.get(prefix)
+        if key is None:
+            m = _SUFFIX.match(prefix)
+            key = keys[prefix] = (is_comp, m.group(1) if m else prefix)
+        root = key[1]
         n = self._next.get(key, 0)
         while True:
             n += 1
@@ -629,13 +634,15 @@ def _inline_at(
     """Replace `site` (a fusion or call) by clones of `callee`'s body, in place."""
     comp = site.computation
     mapping: dict[int, HloInstruction] = {}
+    clones = []
     for instr in callee.post_order():
         if instr.opcode == "parameter":
             mapping[id(instr)] = site.operands[instr.parameter_number]
             continue
         c = clone_instruction(instr, [mapping[id(o)] for o in instr.operands], name=names.instruction(instr.name))
-        comp.add_instruction(c, before=site)
+        clones.append(c)
         mapping[id(instr)] = c
+    comp.insert_instructions(clones, before=site)
     value = mapping[id(callee.root)]
     was_root = comp.root is site
     site.replace_all_uses_with(value)

@@ -147,6 +147,12 @@ class ContentIds:
         their operands connect (the producer among the consumer's operands, directly or
         through get-tuple-elements, and operands the two share).
 
+        Each kernel's id already records which of its own operands are the same
+        instruction, so the key only adds, per consumer operand, what it is to the
+        producer: the producer itself (-1), one of its get-tuple-elements, the
+        producer's first operand that is the same instruction (its position), or none
+        of these (-3).
+
         Memoized per pair of objects while both kernels keep their ids: operand lists
         only change when a kernel does (a fusion grows) or when an operand is replaced
         everywhere by an equal-shaped fusion, which keeps the wiring.
@@ -161,16 +167,23 @@ class ContentIds:
         memo = self._pairs.get((producer, consumer))
         if memo is not None and memo[0] == kp and memo[1] == kc:
             return memo
-        slots: dict[int, int] = {}
+        position: dict = {}  # the producer's operands: first position of each
+        for i, o in enumerate(producer.operands):
+            if o not in position:
+                position[o] = i
+        get = position.get
         wiring = []
-        for o in producer.operands:
-            wiring.append(slots.setdefault(id(o), len(slots)))
-        for o in consumer.operands:
-            if o is producer:
-                wiring.append(-1)
-            elif o.opcode == "get-tuple-element" and o.operands and o.operands[0] is producer:
-                wiring.append((-2, self.kernel(o)))
-            else:
-                wiring.append(slots.setdefault(id(o), len(slots)))
-        key = self._pairs[(producer, consumer)] = (kp, kc, tuple(wiring))
+        if producer.shape.element_type != "tuple":
+            for o in consumer.operands:
+                wiring.append(-1 if o is producer else get(o, -3))
+        else:
+            for o in consumer.operands:
+                if o is producer:
+                    wiring.append(-1)
+                elif o.opcode == "get-tuple-element" and o.operands[0] is producer:
+                    wiring.append((-2, self.kernel(o)))
+                else:
+                    wiring.append(get(o, -3))
+        wiring = tuple(wiring)
+        key = self._pairs[(producer, consumer)] = (kp, kc, wiring)
         return key
