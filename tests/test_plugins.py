@@ -139,6 +139,20 @@ def test_a_failing_plugin_names_itself_and_its_entry_point(tmp_path, name, cause
 
 def test_a_builtin_name_wins_over_a_plugin_of_the_same_name(tmp_path):
     with TI.installed(tmp_path, extra={"shadowing-plugin": {"roofline": "builtins:dict"}}):
-        assert model_names().count("roofline") == 1
+        with pytest.warns(xc.models.CostModelWarning, match=r"plugin 'roofline' .*shadowing-plugin.* hidden by the built-in"):
+            assert model_names().count("roofline") == 1
         assert isinstance(get_model("roofline"), RooflineModel)
     assert isinstance(get_model("roofline"), RooflineModel)
+
+
+def test_two_distributions_declaring_one_name_is_an_error_naming_both(tmp_path):
+    clash = {"xla-costmodel-other-plugin": {"example-streaming": "other_package:OtherModel"}}
+    with TI.installed(tmp_path, extra=clash):
+        assert model_names().count("example-streaming") == 1
+        with pytest.raises(ModelPluginError) as err:
+            get_model("example-streaming")
+    msg = str(err.value)
+    assert "declared by 2 entry points" in msg
+    assert "xla_costmodel_example_plugin:StreamingModel" in msg and "other_package:OtherModel" in msg
+    assert "xla-costmodel-other-plugin" in msg and "Uninstall all but one" in msg
+

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_checkable
 
@@ -193,6 +194,7 @@ class FusionByMaterializing:
 # Registry
 
 _MODELS: dict[str, Callable[..., CostModel]] = {}
+_FROM_PLUGINS: set[str] = set()  # names in _MODELS that `get_model` loaded from entry points
 ENTRY_POINT_GROUP = "xla_costmodel.models"
 
 
@@ -208,17 +210,40 @@ def register_model(name: str):
     return register
 
 
-def _entry_points() -> dict[str, Any]:
+def _entry_points() -> dict[str, list[Any]]:
+    """Installed plugins: {model name: its entry points} (more than one when distributions clash)."""
     from importlib.metadata import entry_points
 
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    found: dict[str, list[Any]] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        same = found.setdefault(ep.name, [])
+        if not any(e.value == ep.value for e in same):  # the same target seen twice is no clash
+            same.append(ep)
+    return found
 
 
 def model_names() -> tuple[str, ...]:
-    """Names `get_model` accepts: built-in models, then installed plugins."""
+    """Names `get_model` accepts: built-in models, then installed plugins.
+
+    Warns (`CostModelWarning`) about a plugin that a built-in model of the same
+    name hides.
+    """
     _load_builtins()
-    names = list(_MODELS)
-    names += [n for n in _entry_points() if n not in _MODELS]
+    names = [n for n in _MODELS if n not in _FROM_PLUGINS]
+    for name, eps in _entry_points().items():
+        if name not in _MODELS:
+            names.append(name)
+        elif name in _FROM_PLUGINS:
+            names.append(name)  # loaded already (`get_model` keeps what it loaded in the registry)
+        else:
+            from ._plugins import describe_entry_point
+
+            warnings.warn(
+                f"cost-model plugin {name!r} (entry point {describe_entry_point(eps[0])}) is hidden by the "
+                f"built-in model of the same name; rename the entry point to use it",
+                CostModelWarning,
+                stacklevel=2,
+            )
     return tuple(names)
 
 
@@ -250,15 +275,22 @@ def get_model(model: "str | CostModel", **params) -> CostModel:
 
             return parse_model_name(model, **params)
         # --- end combined models
-        ep = _entry_points().get(model)
-        if ep is None:
+        eps = _entry_points().get(model)
+        if not eps:
             raise ValueError(f"unknown cost model {model!r}; valid names: {', '.join(model_names())}")
         # --- plugins (models/_plugins.py): a failing plugin names itself and its entry point.
-        from ._plugins import load_plugin
+        from ._plugins import ModelPluginError, describe_entry_point, load_plugin
 
-        factory = load_plugin(ep)
+        if len(eps) > 1:
+            raise ModelPluginError(
+                f"cost-model plugin {model!r} is declared by {len(eps)} entry points: "
+                + "; ".join(describe_entry_point(ep) for ep in eps)
+                + ". Uninstall all but one of these distributions, or rename an entry point"
+            )
+        factory = load_plugin(eps[0])
         # --- end plugins
         _MODELS[model] = factory
+        _FROM_PLUGINS.add(model)
     return factory(**params)
 
 

@@ -8,7 +8,9 @@ A distribution adds a model by declaring, in its `pyproject.toml`,
 where `MyModel` is a class or factory: `MyModel(**params)` must return an
 object with the `CostModel` protocol (`name`, `estimate`, `estimate_fusion`).
 `get_model("my-model")` imports it on first use; `model_names()` lists it
-without importing it. Built-in names win over plugins of the same name.
+without importing it. Built-in names win over plugins of the same name
+(`model_names()` warns about the hidden plugin); two distributions declaring
+one name make `get_model(name)` raise `ModelPluginError` naming both.
 
 A plugin that cannot be imported, or that builds something that is not a
 cost model, raises `ModelPluginError` naming the plugin, its entry point and
