@@ -67,7 +67,8 @@ def test_entry_point_plugins(monkeypatch):
         def load(self):
             return Constant
 
-    monkeypatch.setattr(_base, "_entry_points", lambda: {"constant-plugin": EP()})
+    monkeypatch.setattr(_base, "_entry_points", lambda: {"constant-plugin": [EP()]})
+    monkeypatch.setattr(_base, "_FROM_PLUGINS", set())
     monkeypatch.delitem(_base._MODELS, "constant-plugin", raising=False)
     assert "constant-plugin" in model_names()
     m = get_model("constant-plugin", seconds=2e-3)
