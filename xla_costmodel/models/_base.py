@@ -231,10 +231,8 @@ def model_names() -> tuple[str, ...]:
     _load_builtins()
     names = [n for n in _MODELS if n not in _FROM_PLUGINS]
     for name, eps in _entry_points().items():
-        if name not in _MODELS:
+        if name not in _MODELS or name in _FROM_PLUGINS:  # (`get_model` keeps the plugins it loaded)
             names.append(name)
-        elif name in _FROM_PLUGINS:
-            names.append(name)  # loaded already (`get_model` keeps what it loaded in the registry)
         else:
             from ._plugins import describe_entry_point
 
