@@ -29,7 +29,11 @@ def gc_paused():
             # goes straight to the oldest generation instead, as surviving young collections
             # would take it there: `freeze` + `unfreeze` moves every tracked object there
             # without walking any. Cyclic garbage among them is found by the next full
-            # collection, as usual.
-            gc.freeze()
-            gc.enable()
-            gc.unfreeze()
+            # collection, as usual. (Not when the program has frozen objects of its own:
+            # `unfreeze` would release those too.)
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.enable()
+                gc.unfreeze()
+            else:
+                gc.enable()
