@@ -27,6 +27,9 @@ Tables printed:
    (`calibration/host_cpu_programs_rerun.parquet`, when present, or
    `--rerun PATH`), both with the target's estimator. No model can be
    expected to agree with the measurement better than it agrees with itself.
+5. Kendall tau within bands of measured time (below and above 1 us), per
+   model and for the measurement itself (run 1 against run 2): where the
+   ordering is lost, against what the noise allows in the same band.
 
 Two error figures are shown, and they differ a lot:
 
@@ -49,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 import warnings
@@ -87,6 +91,37 @@ def _ceiling(rerun: Path | None):
         other = load_rows(Path(rerun))
         other = other[other["kernel_class"] == "program"]
     return noise_ceiling(rows, rounds_of(rows), other)
+
+
+#: Kernel-time bands for the banded tau: where the ordering is lost, against the noise there.
+BANDS = (("< 1 us", 0.0, 1e-6), (">= 1 us", 1e-6, math.inf))
+
+
+def _tau_by_size(table, rerun: Path | None):
+    """Kendall tau of each model within each band of measured time, and the measurement's own."""
+    import pandas as pd
+
+    from xla_costmodel.compare._ceiling import run_pair
+    from xla_costmodel.compare._data import kernel_rows, load_rows, programs_dataset
+    from xla_costmodel.compare._metrics import accuracy
+
+    pred = table.predictions[table.predictions["scored"]]
+    pairs = [(model, g["predicted_s"].to_numpy(), g["measured_s"].to_numpy()) for model, g in pred.groupby("model", sort=False)]
+    if rerun is not None and rerun.is_file():
+        rows = load_rows(programs_dataset("host"))
+        other = load_rows(rerun)
+        first, second, _ = run_pair(kernel_rows(rows[rows["kernel_class"] == "program"]),
+                                    kernel_rows(other[other["kernel_class"] == "program"]))
+        pairs.append(("noise (run 2 vs run 1)", second, first))
+    out = []
+    for label, p, m in pairs:
+        row = {"model": label}
+        for band, lo, hi in BANDS:
+            inside = (m >= lo) & (m < hi)
+            row[f"n {band}"] = int(inside.sum())
+            row[f"tau {band}"] = accuracy(p[inside], m[inside])["kendall_tau"]
+        out.append(row)
+    return pd.DataFrame(out)
 
 
 def _goals(t, ceiling) -> list[tuple[str, bool, str]]:
@@ -169,6 +204,12 @@ def main(argv: list[str] | None = None) -> int:
     print("   (both sides are noisy: a model predicting the noise-free time would be off from the measurement by\n"
           "    less, roughly 1/sqrt(2) of these log errors; `ties`: kernels timed identically (10 ns clock), which\n"
           "    sk_gmre floors at 1e-6)")
+
+    by_size = _tau_by_size(main_table, None if args.rerun == "none" else Path(args.rerun))
+    results["tau_by_size"] = by_size
+    print("\n== Kendall tau within kernel-time bands (program split; `noise`: run 1 against run 2, banded by run 1)")
+    with pd.option_context("display.width", 200, "display.max_columns", 30):
+        print(by_size.round(3).to_string(index=False))
 
     t = main_table.set_index("model")
     goals = _goals(t, ceiling)
