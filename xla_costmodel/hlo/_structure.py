@@ -180,7 +180,7 @@ class ContentIds:
             for o in consumer.operands:
                 if o is producer:
                     wiring.append(-1)
-                elif o.opcode == "get-tuple-element" and o.operands[0] is producer:
+                elif o.opcode == "get-tuple-element" and o.operands and o.operands[0] is producer:
                     wiring.append((-2, self.kernel(o)))
                 else:
                     wiring.append(get(o, -3))
