@@ -19,7 +19,11 @@ others (about 0.22 µs), so these kernels are
   complex arithmetic, Cholesky and triangular solves, conversions, gathers, scatters, concatenation,
   padding, iota/compare/select, and each transcendental the zoo's programs
   use (`TRANSCENDENTALS`: expm1, log1p, pow, sqrt, rsqrt, cbrt,
-  sin, cos, atan2, erf), so that each has its own per-element cost.
+  sin, cos, atan2, erf), so that each has its own per-element cost;
+- and kernels of the kinds real programs run that the above lack
+  (`_program_like_entries`: scans and reductions with transcendental
+  reducers, max-pool gradients, fused pools, attention-shaped batched dots,
+  causal-masked softmax, top-k, inverse and 2-D FFTs).
 
 Each entry: `(name, kernel_class, sizes, build)` with
 `build(size, rng) -> (fn, args)`. The rows they give are training data
@@ -248,6 +252,78 @@ def _entries() -> list[tuple[str, str, tuple, Callable]]:
     out.append(("x_mask_select", "select", _SIZES, _case(
         "x_mask_select", lambda n, r: (_f32(r, (max(n // 16, 1), 16)),),
         lambda x: jnp.where(jnp.arange(x.shape[1])[None, :] <= jnp.arange(x.shape[0])[:, None] % 16, x, -1e9))))
+    out += _program_like_entries()
+    return out
+
+
+def _program_like_entries() -> list[tuple[str, str, tuple, Callable]]:
+    """Kernel kinds that real programs run and the cases above lack, at swept sizes.
+
+    Found by where the fitted model went wrong on held-out programs, but each
+    case is a generic kernel of its kind, not a copy of a zoo program, and its
+    sizes are a sweep: reducers with transcendentals (scalar code: a
+    log-sum-exp scan costs ~15x a vectorized exp per element), argmax pooling
+    and the other kernels of a max-pool gradient (variadic reduce-windows,
+    select-and-scatter), pools fused with an activation (YNNPACK), batched
+    dots with the batch dimensions in front and the contraction in the
+    middle (attention's score and weight-gradient products, run by Eigen),
+    causal-masked softmax (iota, compare, select and exp in one loop fusion),
+    top-k, inverse and 2-D FFTs.
+    """
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    out: list[tuple[str, str, tuple, Callable]] = []
+    rows = (16, 64, 256, 1024)
+    out.append(("x_cumlogsumexp", "reduce-window", rows, _case(
+        "x_cumlogsumexp", lambda n, r: (_f32(r, (4, n)),), lambda x: lax.cumlogsumexp(x, axis=1))))
+    out.append(("x_cummax", "reduce-window", rows, _case(
+        "x_cummax", lambda n, r: (_f32(r, (4, n)),), lambda x: lax.cummax(x, axis=1))))
+    out.append(("x_reduce_logaddexp", "reduce", _SIZES, _case(
+        "x_reduce_logaddexp", lambda n, r: (_f32(r, (max(n // 16, 1), 16)),),
+        lambda x: lax.reduce(x, np.float32(-np.inf), jnp.logaddexp, (1,)))))
+
+    def maxpool(x):
+        return lax.reduce_window(x, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+
+    pool_sides = (4, 8, 12, 24)
+    out.append(("x_maxpool_grad", "reduce-window", pool_sides, _case(
+        "x_maxpool_grad", lambda s, r: (_f32(r, (2, s, s, 4), -1, 1),),
+        jax.grad(lambda x: jnp.sum(maxpool(x) ** 2)))))
+    out.append(("x_relu_maxpool", "reduce-window", pool_sides, _case(
+        "x_relu_maxpool", lambda s, r: (_f32(r, (2, s, s, 4), -1, 1),), lambda x: maxpool(jax.nn.relu(x)))))
+    out.append(("x_avgpool", "reduce-window", pool_sides, _case(
+        "x_avgpool", lambda s, r: (_f32(r, (2, s, s, 4), -1, 1),),
+        lambda x: lax.reduce_window(x, 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") / 4.0)))
+
+    def heads(t, r, d=8):
+        return _f32(r, (2, t, 2, d), -1, 1), _f32(r, (2, t, 2, d), -1, 1)
+
+    seq = (4, 8, 24, 48)
+    out.append(("x_attn_scores", "matmul", seq, _case(
+        "x_attn_scores", heads, lambda q, k: jnp.einsum("bthd,bshd->bhts", q, k))))
+    out.append(("x_attn_values", "matmul", seq, _case(
+        "x_attn_values", lambda t, r: (_f32(r, (2, 2, t, t), -1, 1), _f32(r, (2, t, 2, 8), -1, 1)),
+        lambda w, v: jnp.einsum("bhts,bshd->bthd", w, v))))
+    out.append(("x_attn_weight_grad", "matmul", seq, _case(
+        "x_attn_weight_grad", lambda t, r: (_f32(r, (2, 2, t, t), -1, 1), _f32(r, (2, t, 2, 8), -1, 1)),
+        lambda g, v: jnp.einsum("bhts,bthd->bshd", g, v))))
+
+    def causal_softmax(x):
+        t = x.shape[-1]
+        keep = lax.broadcasted_iota(jnp.int32, (t, t), 0) >= lax.broadcasted_iota(jnp.int32, (t, t), 1)
+        return jax.nn.softmax(jnp.where(keep, x * 0.25, jnp.finfo(x.dtype).min), axis=-1)
+
+    out.append(("x_causal_softmax", "reduce", seq, _case(
+        "x_causal_softmax", lambda t, r: (_f32(r, (2, 2, t, t), -1, 1),), causal_softmax)))
+    out.append(("x_top_k", "sort", (16, 64, 256, 1024), _case(
+        "x_top_k", lambda n, r: (_f32(r, (4, n)),), lambda x: lax.top_k(x, 4))))
+    out.append(("x_irfft", "fft", (16, 64, 256), _case(
+        "x_irfft", lambda n, r: (_f32(r, (4, n // 2 + 1)).astype(jnp.complex64),),
+        lambda z: jnp.fft.irfft(z, n=z.shape[-1] * 2 - 2))))
+    out.append(("x_fft2", "fft", (4, 8, 16, 32), _case(
+        "x_fft2", lambda n, r: (_f32(r, (2, n, n)).astype(jnp.complex64),), jnp.fft.fft2)))
     return out
 
 
