@@ -30,6 +30,10 @@ Tables printed:
 5. Kendall tau within bands of measured time (below and above 1 us), per
    model and for the measurement itself (run 1 against run 2): where the
    ordering is lost, against what the noise allows in the same band.
+6. Each fittable model's fit to its own training kernels (the program
+   split's training set, predicted after fitting to it): what the model
+   can represent at all. A model that orders its training kernels with tau
+   t cannot be expected to order unseen kernels better.
 
 Two error figures are shown, and they differ a lot:
 
@@ -124,6 +128,25 @@ def _tau_by_size(table, rerun: Path | None):
     return pd.DataFrame(out)
 
 
+def _training_fit(device):
+    """Each fittable model scored on the kernels it was fitted to (its capacity, not its generalization)."""
+    import pandas as pd
+
+    from xla_costmodel.compare import FittedModel, LearnedModel
+    from xla_costmodel.compare._data import default_training, load_rows, prepare, training_rows
+    from xla_costmodel.compare._metrics import accuracy
+
+    train = prepare(training_rows(load_rows(default_training("host"))), device)
+    y = train.y.to_numpy() if hasattr(train.y, "to_numpy") else train.y
+    out = []
+    for name, model in (("fitted", FittedModel()), ("learned", LearnedModel())):
+        p = model.fit(train.X, train.y).predict(train.X)
+        m = accuracy(p, y)
+        out.append({"model": name, "n": len(y), "gmre": m["gmre"], "sk_gmre": m["sk_gmre"],
+                    "within_2x": m["within_2x"], "kendall_tau": m["kendall_tau"]})
+    return pd.DataFrame(out)
+
+
 def _goals(t, ceiling) -> list[tuple[str, bool, str]]:
     """The issue's goals for the fitted model, each `(what, met, value shown)`."""
     f = t.loc["fitted"]
@@ -210,6 +233,12 @@ def main(argv: list[str] | None = None) -> int:
     print("\n== Kendall tau within kernel-time bands (program split; `noise`: run 1 against run 2, banded by run 1)")
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         print(by_size.round(3).to_string(index=False))
+
+    fit = _training_fit(device)
+    results["training_fit"] = fit
+    print("\n== each fittable model on its own training kernels (fitted and scored on the same rows: capacity)")
+    with pd.option_context("display.width", 200, "display.max_columns", 30):
+        print(fit.round(3).to_string(index=False))
 
     t = main_table.set_index("model")
     goals = _goals(t, ceiling)
