@@ -1,0 +1,47 @@
+"""The supplementary measurement kernels: each one traces, chains its instances, and has measured rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from xla_costmodel.compare._extra_suite import EXTRA_SUITE, REPS, extra_cases
+
+
+def _smallest_cases():
+    seen = {}
+    for name, cls, size, build in extra_cases():
+        if name not in seen or size < seen[name][2]:
+            seen[name] = (name, cls, size, build)
+    return sorted(seen.values())
+
+
+@pytest.mark.parametrize("case", _smallest_cases(), ids=lambda c: c[0])
+def test_case_lowers_to_a_chain_of_instances(case):
+    import jax
+
+    name, cls, size, build = case
+    fn, args = build(size, np.random.default_rng(0))
+    assert fn.__name__ == name
+    outs = jax.eval_shape(fn, *args)
+    # One result per instance: the chain runs the kernel REPS times, each after the previous one.
+    assert len(outs) == REPS
+    text = jax.jit(fn).lower(*args).as_text(dialect="hlo")
+    assert text.count("opt-barrier") == REPS - 1
+
+
+def test_every_case_has_measured_training_rows():
+    from xla_costmodel.compare._data import load_rows, programs_dataset
+
+    path = programs_dataset("host")
+    if not path.is_file():
+        pytest.skip(f"{path} is not there")
+    rows = load_rows(path)
+    extra = rows[rows["source"] == "extra"]
+    measured = set(extra["case"].str.split("/").str[0])
+    missing = [n for n in EXTRA_SUITE() if n not in measured]
+    assert not missing, (
+        f"supplementary kernels without measurements: {missing}; measure them with "
+        "scripts/measure_programs.py --no-programs --no-unfused --only-extra NAME"
+    )
+    assert set(extra["kernel_class"].str.removeprefix("extra-")) == {e[1] for e in extra_cases()}
