@@ -1,0 +1,49 @@
+"""`scripts/bench_models.py --quick` runs end to end on the committed data and writes consistent tables."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_models", ROOT / "scripts" / "bench_models.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_quick_benchmark_tables_and_goals(tmp_path, capsys):
+    if not (ROOT / "calibration" / "host_cpu_programs.parquet").is_file():
+        pytest.skip("no measured programs")
+    bench = _bench()
+    out = tmp_path / "bench.json"
+    assert bench.main(["--quick", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    payload = json.loads(out.read_text())
+
+    program = {row["model"]: row for row in payload["program"]}
+    assert set(program) == set(bench.MODELS)
+    for row in program.values():
+        assert row["n"] > 100 and -1 <= row["kendall_tau"] <= 1 and row["sk_gmre"] <= row["gmre"]
+    # The goals are judged on the printed table's own numbers, and each is printed.
+    goals = {g["goal"]: g for g in payload["goals"]}
+    tau_goal = next(g for name, g in goals.items() if "Kendall tau" in name)
+    assert tau_goal["met"] == (program["fitted"]["kendall_tau"] >= 0.9)
+    assert f"{program['fitted']['kendall_tau']:.3f}" in tau_goal["value"]
+    for name, g in goals.items():
+        assert f"{'PASS' if g['met'] else 'MISS'}  {name}" in printed
+    # Scored on their own training rows: trees follow those more closely than the linear model.
+    fit = {row["model"]: row for row in payload["training_fit"]}
+    assert set(fit) == {"fitted", "learned"} and all(row["n"] > 1000 for row in fit.values())
+    assert fit["learned"]["gmre"] < fit["fitted"]["gmre"]
+    assert all(math.isfinite(row["kendall_tau"]) for row in fit.values())
+    if "tau_against_runs" in payload:
+        runs = {row["model"]: row for row in payload["tau_against_runs"]}
+        assert runs["fitted"]["tau vs run 1"] == pytest.approx(program["fitted"]["kendall_tau"], abs=1e-9)
