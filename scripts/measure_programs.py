@@ -4,6 +4,7 @@
     .venv/bin/python scripts/measure_programs.py                      # remake calibration/host_cpu_programs.parquet (~3 min)
     .venv/bin/python scripts/measure_programs.py --only mlp_grad fft  # some programs, appended
     .venv/bin/python scripts/measure_programs.py --no-programs --only-extra 'x_conv*'   # some supplementary kernels, appended
+    .venv/bin/python scripts/measure_programs.py --large              # calibration/host_cpu_programs_large.parquet (~1 min)
 
 Each zoo program (`xla_costmodel.zoo`) is measured per kernel with
 `xla_costmodel.measure.measure_program` (30 runs, 4 discarded as warm-up) in
@@ -32,6 +33,13 @@ main suite lacks, each measured in a chain of kernels): `kernel_class`
 `extra-<class>`, `source` `extra`. They are *training* data; `compare` and
 `calibrate` never fit to the `program` / `program-unfused` rows.
 
+`--large` measures instead the zoo's transformers at the sizes of a small
+real model (`LARGE`: width 256, sequence 64, batch 4; their kernels take
+microseconds to milliseconds, where the bundled programs' kernels mostly
+take under one): a second held-out test set, written to its own file
+(`calibration/host_cpu_programs_large.parquet`, `kernel_class` `program`,
+`case` `<program>@large`), which no training set includes.
+
 Without any selection option the output file is replaced (written fresh,
 atomically); with `--only`, `--only-extra`, `--no-programs`, `--no-extra` or
 `--no-unfused`, rows are appended.
@@ -51,6 +59,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 DEFAULT_OUT = ROOT / "calibration" / "host_cpu_programs.parquet"
+LARGE_OUT = ROOT / "calibration" / "host_cpu_programs_large.parquet"
+#: Zoo programs at the sizes of a small real model (`--large`): case name -> (zoo builder, its arguments).
+_LARGE_SIZES = {"num_layers": 2, "d_model": 256, "num_heads": 4, "d_ff": 1024, "seq_len": 64, "batch": 4}
+LARGE = {
+    "transformer_fwd@large": ("transformer_fwd", _LARGE_SIZES),
+    "transformer_grad@large": ("transformer_grad", _LARGE_SIZES),
+}
 UNFUSED_OPTIONS = {"xla_disable_hlo_passes": "fusion"}
 
 
@@ -79,6 +94,16 @@ class _CompileWith:
         return _Lowered()
 
 
+def _builder(name: str):
+    """`() -> (fn, args)` of a zoo program, or of a `LARGE` one."""
+    from xla_costmodel import zoo
+
+    if name in LARGE:
+        program, sizes = LARGE[name]
+        return lambda: getattr(zoo, program)(**sizes)
+    return zoo.get_program(name).build
+
+
 def measure_zoo(names, *, rounds: int, repeats: int, discard: int, unfused: bool, progress: bool = True):
     """Dataset rows for the kernels of the named zoo programs (fused, and unfused if asked)."""
     import pandas as pd
@@ -86,7 +111,6 @@ def measure_zoo(names, *, rounds: int, repeats: int, discard: int, unfused: bool
     from xla_costmodel.measure import ConcurrentKernelsWarning, measure_program, merge_measurements, steady_allocator
     from xla_costmodel.measure._dataset import DATASET_COLUMNS
     from xla_costmodel.measure._suite import measurement_rows
-    from xla_costmodel.zoo import get_program
 
     steady_allocator()
     variants = [("program", True)] + ([("program-unfused", False)] if unfused else [])
@@ -100,7 +124,7 @@ def measure_zoo(names, *, rounds: int, repeats: int, discard: int, unfused: bool
                 continue
             if progress:
                 print(f"[round {r + 1}/{rounds}] {name}{'' if fused else ' (unfused)'}", file=sys.stderr, flush=True)
-            fn, args = get_program(name).build()
+            fn, args = _builder(name)()
             target = fn if fused else _CompileWith(fn, UNFUSED_OPTIONS)
             try:
                 with warnings.catch_warnings():
@@ -124,7 +148,8 @@ def measure_zoo(names, *, rounds: int, repeats: int, discard: int, unfused: bool
                 size=0,
                 # rounds/repeats/discard tell which pooled sample came from which pass
                 # (`xla_costmodel.compare._ceiling` splits them for the noise ceiling).
-                params={"program": name, "fusion": fused, "rounds": rounds, "repeats": repeats, "discard": discard},
+                params={"program": name, "fusion": fused, "rounds": rounds, "repeats": repeats, "discard": discard,
+                        **({"sizes": LARGE[name][1]} if name in LARGE else {})},
                 source="zoo",
                 suite_run=suite_run,
             )
@@ -202,7 +227,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-programs", action="store_true", help="skip the zoo programs")
     p.add_argument("--no-extra", action="store_true", help="skip the supplementary measurement kernels")
     p.add_argument("--only-extra", nargs="+", metavar="PATTERN", help="supplementary kernels to run (glob patterns)")
+    p.add_argument("--large", action="store_true",
+                   help=f"measure the LARGE programs (fused only) into {LARGE_OUT.relative_to(ROOT)} instead")
     args = p.parse_args(argv)
+    if args.large:
+        if args.only or args.only_extra or args.no_programs:
+            p.error("--large measures the LARGE programs alone: no --only, --only-extra or --no-programs")
+        args.only, args.no_extra, args.no_unfused = list(LARGE), True, True
+        if args.out == str(DEFAULT_OUT):
+            args.out = str(LARGE_OUT)
 
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     from xla_costmodel.measure import append_dataset
@@ -224,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
         frames.append(extra)
         failed.update(extra.attrs.get("failed", {}))
     df = pd.concat([f for f in frames if len(f)], ignore_index=True) if frames else pd.DataFrame()
-    partial = bool(args.only or args.only_extra or args.no_programs or args.no_extra or args.no_unfused)
+    partial = not args.large and bool(args.only or args.only_extra or args.no_programs or args.no_extra
+                                      or args.no_unfused)
     out = Path(args.out)
     if not partial and out.exists():
         # A fresh file: write next to it, then replace (append_dataset is atomic).

@@ -44,6 +44,9 @@ def test_quick_benchmark_tables_and_goals(tmp_path, capsys):
     assert set(fit) == {"fitted", "learned"} and all(row["n"] > 1000 for row in fit.values())
     assert fit["learned"]["gmre"] < fit["fitted"]["gmre"]
     assert all(math.isfinite(row["kendall_tau"]) for row in fit.values())
+    if (ROOT / "calibration" / "host_cpu_programs_large.parquet").is_file():
+        large = {row["model"]: row for row in payload["program_large"]}
+        assert set(large) == set(bench.MODELS) and all(row["n"] > 50 for row in large.values())
     if "tau_against_runs" in payload:
         runs = {row["model"]: row for row in payload["tau_against_runs"]}
         assert runs["fitted"]["tau vs run 1"] == pytest.approx(program["fitted"]["kendall_tau"], abs=1e-9)
