@@ -170,7 +170,7 @@ def measure_extra(only, *, rounds: int, repeats: int, discard: int, progress: bo
     import numpy as np
     import pandas as pd
 
-    from xla_costmodel.compare._extra_suite import extra_cases
+    from xla_costmodel.compare._extra_suite import extra_cases, is_chain
     from xla_costmodel.measure import ConcurrentKernelsWarning, measure_program, merge_measurements, steady_allocator
     from xla_costmodel.measure._dataset import DATASET_COLUMNS
     from xla_costmodel.measure._suite import measurement_rows
@@ -204,7 +204,8 @@ def measure_extra(only, *, rounds: int, repeats: int, discard: int, progress: bo
         rows.extend(measurement_rows(
             merge_measurements(parts[i]), case=case, kernel=name, kernel_class=f"extra-{cls}",
             dtype="float64" if "f64" in name else "float32", size=size,
-            params={"chain": True, "size_meaning": "elements (matmul/conv/sort/fft: side)",
+            params={"chain": is_chain(name),
+                    "size_meaning": "elements (matmul/conv/sort/fft: side; programs: width)",
                     "rounds": rounds, "repeats": repeats, "discard": discard},
             source="extra", suite_run=suite_run,
         ))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from xla_costmodel.compare._extra_suite import EXTRA_SUITE, REPS, extra_cases
+from xla_costmodel.compare._extra_suite import EXTRA_SUITE, REPS, extra_cases, is_chain
 
 
 def _smallest_cases():
@@ -23,6 +23,14 @@ def test_case_lowers_to_a_chain_of_instances(case):
     name, cls, size, build = case
     fn, args = build(size, np.random.default_rng(0))
     assert fn.__name__ == name
+    if not is_chain(name):
+        # A whole training program, none of the held-out zoo programs: a loss and its gradient.
+        from xla_costmodel.zoo import program_names
+
+        assert cls == "program" and name.removeprefix("p_") not in program_names()
+        loss, grads = jax.eval_shape(fn, *args)
+        assert loss.shape == () and jax.tree_util.tree_structure(grads) == jax.tree_util.tree_structure(args[0])
+        return
     outs = jax.eval_shape(fn, *args)
     # One result per instance: the chain runs the kernel REPS times, each after the previous one.
     assert len(outs) == REPS

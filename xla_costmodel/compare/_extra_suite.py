@@ -23,10 +23,15 @@ others (about 0.22 µs), so these kernels are
 - and kernels of the kinds real programs run that the above lack
   (`_program_like_entries`: scans and reductions with transcendental
   reducers, max-pool gradients, fused pools, attention-shaped batched dots,
-  causal-masked softmax, top-k, inverse and 2-D FFTs).
+  causal-masked softmax, top-k, inverse and 2-D FFTs);
+- and whole training programs at the sizes of small real models (names
+  `p_*`, `kernel_class` `extra-program`, measured as they are, not as
+  chains: `_training_program_entries`), architectures that none of the
+  held-out programs is: an MLP-Mixer, a convolutional network, a GRU and a
+  deep MLP with layer norm, each loss with gradient at widths 64 to 512.
 
 Each entry: `(name, kernel_class, sizes, build)` with
-`build(size, rng) -> (fn, args)`. The rows they give are training data
+`build(size, rng) -> (fn, args)` (`is_chain(name)`: a chain of one kernel). The rows they give are training data
 (`kernel_class` `extra-<class>`, `source` `extra`); they are written by
 `scripts/measure_programs.py` next to the real-program rows.
 """
@@ -37,7 +42,7 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["EXTRA_SUITE", "REPS", "TRANSCENDENTALS", "extra_cases"]
+__all__ = ["EXTRA_SUITE", "PROGRAM_PREFIX", "REPS", "TRANSCENDENTALS", "extra_cases", "is_chain"]
 
 REPS = 4
 #: Elementwise transcendentals measured one by one (`kernel_class` `extra-transcendental`).
@@ -253,7 +258,113 @@ def _entries() -> list[tuple[str, str, tuple, Callable]]:
         "x_mask_select", lambda n, r: (_f32(r, (max(n // 16, 1), 16)),),
         lambda x: jnp.where(jnp.arange(x.shape[1])[None, :] <= jnp.arange(x.shape[0])[:, None] % 16, x, -1e9))))
     out += _program_like_entries()
+    out += _training_program_entries()
     return out
+
+
+#: Prefix of the whole training programs (measured as they are, not as chains of one kernel).
+PROGRAM_PREFIX = "p_"
+
+
+def is_chain(name: str) -> bool:
+    """Whether supplementary case `name` is a chain of one kernel (else a whole training program)."""
+    return not name.startswith(PROGRAM_PREFIX)
+
+
+def _training_program_entries() -> list[tuple[str, str, tuple, Callable]]:
+    """Whole programs at the sizes of small real models, as training data (`kernel_class` `extra-program`).
+
+    Real programs' kernels are fusions of many ops on tensors of tens of
+    kilobytes to megabytes, read in the layouts the previous kernels wrote;
+    the one-kernel chains above cover the kinds, these cover how they come
+    together. The architectures differ from the held-out zoo programs and
+    the held-out realistic-size transformers: an MLP-Mixer (token mixing
+    through transposes), a convolutional network (convolutions, pooling and
+    their gradients), a GRU unrolled over a few steps, and a deep MLP with
+    layer norm and GELU; each loss with its gradient, at two sizes (`size`
+    is the width).
+    """
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    def normal(r, shape, scale=1.0):
+        return jnp.asarray(r.standard_normal(shape) * scale, dtype=jnp.float32)
+
+    def layernorm(x, g):
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) * lax.rsqrt(var + 1e-5) * g
+
+    def grad_of(loss):
+        return jax.value_and_grad(loss)
+
+    def mixer(width, r):
+        b, patches = 4, width // 2
+        params = {"g1": jnp.ones((width,)), "t1": normal(r, (patches, 2 * patches), patches ** -0.5),
+                  "t2": normal(r, (2 * patches, patches), patches ** -0.5), "g2": jnp.ones((width,)),
+                  "c1": normal(r, (width, 2 * width), width ** -0.5), "c2": normal(r, (2 * width, width), width ** -0.5)}
+        x = normal(r, (b, patches, width))
+
+        def loss(p, x):
+            y = jnp.swapaxes(layernorm(x, p["g1"]), 1, 2)  # token mixing runs along the patches
+            x = x + jnp.swapaxes(jax.nn.gelu(y @ p["t1"]) @ p["t2"], 1, 2)
+            x = x + jax.nn.gelu(layernorm(x, p["g2"]) @ p["c1"]) @ p["c2"]
+            return jnp.mean(x ** 2)
+
+        return _named(grad_of(loss), "p_mixer_grad"), (params, x)
+
+    def convnet(width, r):
+        dn = ("NHWC", "HWIO", "NHWC")
+        c = width // 8
+        params = {"k1": normal(r, (3, 3, 3, c), 0.2), "k2": normal(r, (3, 3, c, 2 * c), 0.1),
+                  "w": normal(r, (2 * c * 16, 10), 0.05)}
+        x, labels = normal(r, (8, 32, 32, 3)), jnp.asarray(r.integers(0, 10, 8), jnp.int32)
+
+        def loss(p, x, labels):
+            h = jax.nn.relu(lax.conv_general_dilated(x, p["k1"], (1, 1), "SAME", dimension_numbers=dn))
+            h = lax.reduce_window(h, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+            h = jax.nn.relu(lax.conv_general_dilated(h, p["k2"], (2, 2), "SAME", dimension_numbers=dn))
+            h = lax.reduce_window(h, 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") / 4.0
+            logits = h.reshape(h.shape[0], -1) @ p["w"]
+            return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), labels[:, None], axis=1))
+
+        return _named(grad_of(loss), "p_convnet_grad"), (params, x, labels)
+
+    def gru(width, r):
+        b, steps = 32, 4
+        params = {k: normal(r, (width, width), width ** -0.5) for k in ("wz", "uz", "wr", "ur", "wh", "uh")}
+        xs = normal(r, (steps, b, width))
+
+        def loss(p, xs):
+            h = jnp.zeros((b, width))
+            for t in range(steps):
+                z = jax.nn.sigmoid(xs[t] @ p["wz"] + h @ p["uz"])
+                rr = jax.nn.sigmoid(xs[t] @ p["wr"] + h @ p["ur"])
+                h = (1 - z) * h + z * jnp.tanh(xs[t] @ p["wh"] + (rr * h) @ p["uh"])
+            return jnp.mean(h ** 2)
+
+        return _named(grad_of(loss), "p_gru_grad"), (params, xs)
+
+    def deep_mlp(width, r):
+        params = [{"w": normal(r, (width, width), width ** -0.5), "g": jnp.ones((width,)), "b": jnp.zeros((width,))}
+                  for _ in range(3)]
+        x, y = normal(r, (128, width)), normal(r, (128, width))
+
+        def loss(p, x, y):
+            for layer in p:
+                x = x + jax.nn.gelu(layernorm(x, layer["g"]) @ layer["w"] + layer["b"])
+            return jnp.mean((x - y) ** 2)
+
+        return _named(grad_of(loss), "p_deep_mlp_grad"), (params, x, y)
+
+    widths = (64, 128, 256, 512)
+    return [
+        ("p_mixer_grad", "program", widths, mixer),
+        ("p_convnet_grad", "program", widths, convnet),
+        ("p_gru_grad", "program", widths, gru),
+        ("p_deep_mlp_grad", "program", widths, deep_mlp),
+    ]
 
 
 def _program_like_entries() -> list[tuple[str, str, tuple, Callable]]:
