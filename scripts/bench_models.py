@@ -143,17 +143,14 @@ def _tau_against_runs(table, rerun: Path | None):
     import numpy as np
     import pandas as pd
 
-    from xla_costmodel.compare._ceiling import _launches
+    from xla_costmodel.compare._ceiling import kernel_times
     from xla_costmodel.compare._data import kernel_rows, load_rows
     from xla_costmodel.compare._metrics import accuracy
 
     if rerun is None or not rerun.is_file():
         return None
     other = kernel_rows(load_rows(rerun))
-    other = other[other["kernel_class"] == "program"]
-    second = pd.Series(other["min_s"].to_numpy(float) / _launches(other),
-                       index=pd.MultiIndex.from_arrays([other["case"].astype(str), other["hlo_op"].astype(str)]))
-    second = second[~second.index.duplicated(keep="first")]
+    second = kernel_times(other[other["kernel_class"] == "program"])
     pred = table.predictions[table.predictions["scored"]]
     out = []
     for model, g in pred.groupby("model", sort=False):

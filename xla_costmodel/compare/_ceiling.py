@@ -37,7 +37,7 @@ import pandas as pd
 from ._data import kernel_rows
 from ._metrics import METRIC_COLUMNS, accuracy
 
-__all__ = ["noise_ceiling", "round_minima", "round_pairs", "rounds_of", "run_pair"]
+__all__ = ["kernel_times", "noise_ceiling", "round_minima", "round_pairs", "rounds_of", "run_pair"]
 
 #: Passes of `scripts/measure_programs.py` when a file does not record them (its default).
 DEFAULT_ROUNDS = 3
@@ -98,6 +98,13 @@ def round_pairs(rows: pd.DataFrame, rounds: int) -> list[tuple[str, np.ndarray, 
             for a, b in itertools.combinations(range(rounds), 2)]
 
 
+def kernel_times(rows: pd.DataFrame) -> pd.Series:
+    """The target time (`min_s / launches`) of each kernel, indexed by `(case, hlo_op)` (first row of each)."""
+    t = rows["min_s"].to_numpy(float) / _launches(rows)
+    s = pd.Series(t, index=pd.MultiIndex.from_arrays([rows["case"].astype(str), rows["hlo_op"].astype(str)]))
+    return s[~s.index.duplicated(keep="first")]
+
+
 def run_pair(rows: pd.DataFrame, other: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
     """The pooled targets (`min_s / launches`) of two measurement runs, matched on `case` and `hlo_op`.
 
@@ -105,12 +112,7 @@ def run_pair(rows: pd.DataFrame, other: pd.DataFrame) -> tuple[np.ndarray, np.nd
 
     **Returns:** `(times in rows, times in other, kernels of rows without a match)`.
     """
-    def keyed(df: pd.DataFrame) -> pd.Series:
-        t = df["min_s"].to_numpy(float) / _launches(df)
-        s = pd.Series(t, index=pd.MultiIndex.from_arrays([df["case"].astype(str), df["hlo_op"].astype(str)]))
-        return s[~s.index.duplicated(keep="first")]
-
-    a, b = keyed(rows), keyed(other)
+    a, b = kernel_times(rows), kernel_times(other)
     common = a.index.intersection(b.index)
     return a.loc[common].to_numpy(), b.loc[common].to_numpy(), int(len(a) - len(common))
 

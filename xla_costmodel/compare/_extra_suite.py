@@ -288,8 +288,7 @@ def _training_program_entries() -> list[tuple[str, str, tuple, Callable]]:
     import jax.numpy as jnp
     from jax import lax
 
-    def normal(r, shape, scale=1.0):
-        return jnp.asarray(r.standard_normal(shape) * scale, dtype=jnp.float32)
+    from ..zoo._programs import _normal as normal
 
     def layernorm(x, g):
         mean = x.mean(-1, keepdims=True)
