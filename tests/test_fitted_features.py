@@ -146,6 +146,37 @@ ENTRY %e (a: f32[8,16], b: f32[16,4], c: f32[16,8], v: f32[16]) -> (f32[8,4], f3
     assert mv["op_mul_f32"] == mv["op_add_f32"] == 8 * 16 and mv["kernel_thunk"] == 1.0 and "dot_flops" not in mv
 
 
+def test_library_fusion_runs_each_op_once():
+    # A YNNPACK fusion of a dot and the log-softmax start after it (max over each row, subtracted
+    # back): the library computes the dot once. XLA's utilization counts the dot once per element
+    # that re-reads its row maximum (a loop would recompute it); a library call does not.
+    text = """HloModule m
+%max (x: f32[], y: f32[]) -> f32[] {
+  %x = f32[] parameter(0)
+  %y = f32[] parameter(1)
+  ROOT %m = f32[] maximum(%x, %y)
+}
+%mm (p0: f32[4,8], p1: f32[8,10]) -> f32[4,10] {
+  %p0 = f32[4,8]{1,0} parameter(0)
+  %p1 = f32[8,10]{1,0} parameter(1)
+  %d = f32[4,10]{1,0} dot(%p0, %p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %c = f32[] constant(-inf)
+  %r = f32[4]{0} reduce(%d, %c), dimensions={1}, to_apply=%max
+  %b = f32[4,10]{1,0} broadcast(%r), dimensions={0}
+  ROOT %s = f32[4,10]{1,0} subtract(%d, %b)
+}
+ENTRY %e (a: f32[4,8], w: f32[8,10]) -> f32[4,10] {
+  %a = f32[4,8]{1,0} parameter(0)
+  %w = f32[8,10]{1,0} parameter(1)
+  ROOT %y = f32[4,10]{1,0} fusion(%a, %w), kind=kCustom, calls=%mm, backend_config={"fusion_config":{"kind":"__ynn_fusion"}}
+}"""
+    y = _nonzero(features_of(_kernel(text, "y"), CPU))
+    assert y["matmul_f32"] == 2 * 4 * 10 * 8  # once, not once per element of the subtraction
+    assert y["op_add_f32"] == 4 * 10  # the subtraction, once per element
+    assert y["lib_elements"] == 4 * 8 + 8 * 10 + 4 * 10  # each operand read once, the result written once
+    assert y["lib_ynn"] == 1.0 and "kernel_thunk" not in y
+
+
 def test_eigen_convolution_windows_and_groups():
     text = """HloModule m
 ENTRY %e (x: f32[2,8,8,16], w: f32[3,3,1,16]) -> f32[2,8,8,16] {

@@ -47,7 +47,9 @@ kernel (a fusion, or an instruction run as its own kernel):
   triangular solves.
 - **library calls**: a kernel XLA:CPU hands to a runtime library (see
   `emitter`) has no stride classes: `lib_elements` counts the elements it
-  reads and writes, its reductions are not counted as `red_*`, and
+  reads and writes (each operand once), each op of a library fusion counts
+  once per element (not XLA's utilization, which counts the re-computation
+  an emitted loop would do), its reductions are not counted as `red_*`, and
   `matmul_batch` counts the matrix products of a batched dot (a per-matrix
   cost).
 - **launch**: `launch` = 1 per kernel launch (the model's constant; one row
@@ -671,11 +673,19 @@ def features_of(kernel, device=None, *, task_bytes: int = TASK_BYTES) -> dict[st
     load_bytes = store_bytes = 0.0
     if comp is not None:
         costs, util = _utilization(kernel, comp)
+        if library:
+            # A library runs the fused graph op by op, each once, and reads each operand once:
+            # the elemental re-computation XLA's utilization counts (a value broadcast back over
+            # the elements it was reduced from) happens only in emitted loops.
+            util = {h: 1.0 for h in util}
         _fusion_ops(comp, util, acc)
         params = comp.parameters
         classes = _parameter_classes(comp.root, lambda h: h.opcode == "parameter" and h.computation is comp)
         for i, p in enumerate(params):
-            nbytes = float(costs.operand_bytes[i]) if i < len(costs.operand_bytes) else 0.0
+            if library:
+                nbytes = float(p.shape.byte_size)
+            else:
+                nbytes = float(costs.operand_bytes[i]) if i < len(costs.operand_bytes) else 0.0
             for leaf in _leaves(p.shape):
                 bits = max(leaf.element_bits, 1)
                 w, k = _width(bits)
