@@ -27,8 +27,10 @@ others (about 0.22 µs), so these kernels are
 - and whole training programs at the sizes of small real models (names
   `p_*`, `kernel_class` `extra-program`, measured as they are, not as
   chains: `_training_program_entries`), architectures that none of the
-  held-out programs is: an MLP-Mixer, a convolutional network, a GRU and a
-  deep MLP with layer norm, each loss with gradient at widths 64 to 512.
+  held-out programs is: an MLP-Mixer, a convolutional network, a GRU, a
+  deep MLP with layer norm, a patch-embedding classifier, an embedding
+  classifier, an MLP with batch norm and a convolutional autoencoder, each
+  loss with gradient at widths 64 to 512.
 
 Each entry: `(name, kernel_class, sizes, build)` with
 `build(size, rng) -> (fn, args)` (`is_chain(name)`: a chain of one kernel). The rows they give are training data
@@ -280,9 +282,11 @@ def _training_program_entries() -> list[tuple[str, str, tuple, Callable]]:
     together. The architectures differ from the held-out zoo programs and
     the held-out realistic-size transformers: an MLP-Mixer (token mixing
     through transposes), a convolutional network (convolutions, pooling and
-    their gradients), a GRU unrolled over a few steps, and a deep MLP with
-    layer norm and GELU; each loss with its gradient, at two sizes (`size`
-    is the width).
+    their gradients), a GRU unrolled over a few steps, a deep MLP with
+    layer norm and GELU, a patch-embedding classifier, an embedding
+    classifier (gather, scatter-add), an MLP with batch norm (reductions over
+    the batch) and a convolutional autoencoder (transposed convolution,
+    concatenation); each loss with its gradient, at four widths (`size`).
     """
     import jax
     import jax.numpy as jnp
@@ -357,12 +361,78 @@ def _training_program_entries() -> list[tuple[str, str, tuple, Callable]]:
 
         return _named(grad_of(loss), "p_deep_mlp_grad"), (params, x, y)
 
+    def vit(width, r):
+        # Patch embedding (a reshape and transpose of the image), mean pooling, a classifier.
+        b, side, patch = 4, 32, 4
+        n = (side // patch) ** 2
+        params = {"embed": normal(r, (patch * patch * 3, width), 0.1), "g": jnp.ones((width,)),
+                  "w1": normal(r, (width, width), width ** -0.5), "head": normal(r, (width, 10), width ** -0.5)}
+        x, labels = normal(r, (b, side, side, 3)), jnp.asarray(r.integers(0, 10, b), jnp.int32)
+
+        def loss(p, x, labels):
+            t = x.reshape(b, side // patch, patch, side // patch, patch, 3).transpose(0, 1, 3, 2, 4, 5)
+            h = t.reshape(b, n, patch * patch * 3) @ p["embed"]
+            h = h + jax.nn.gelu(layernorm(h, p["g"]) @ p["w1"])
+            logits = h.mean(axis=1) @ p["head"]
+            return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), labels[:, None], axis=1))
+
+        return _named(grad_of(loss), "p_vit_grad"), (params, x, labels)
+
+    def embedding_classifier(width, r):
+        # Token embeddings (a gather; its gradient a scatter-add), mean over the sequence, softmax.
+        vocab, b, seq = 1000, 16, 32
+        params = {"table": normal(r, (vocab, width), 0.1), "w": normal(r, (width, vocab), width ** -0.5)}
+        ids, labels = (jnp.asarray(r.integers(0, vocab, shape), jnp.int32) for shape in ((b, seq), (b,)))
+
+        def loss(p, ids, labels):
+            h = jnp.tanh(p["table"][ids].mean(axis=1))
+            logits = h @ p["w"]
+            return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), labels[:, None], axis=1))
+
+        return _named(grad_of(loss), "p_embedding_classifier_grad"), (params, ids, labels)
+
+    def batchnorm_mlp(width, r):
+        # Batch normalization: statistics over the batch (reductions over the major dimension).
+        params = [{"w": normal(r, (width, width), width ** -0.5), "g": jnp.ones((width,)), "b": jnp.zeros((width,))}
+                  for _ in range(2)]
+        x, y = normal(r, (256, width)), normal(r, (256, width))
+
+        def loss(p, x, y):
+            for layer in p:
+                h = x @ layer["w"]
+                mean, var = h.mean(axis=0), h.var(axis=0)
+                x = jax.nn.relu((h - mean) * lax.rsqrt(var + 1e-5) * layer["g"] + layer["b"])
+            return jnp.mean((x - y) ** 2)
+
+        return _named(grad_of(loss), "p_batchnorm_mlp_grad"), (params, x, y)
+
+    def conv_autoencoder(width, r):
+        # Strided convolution down, transposed convolution (lhs dilation) up, a skip concatenation.
+        dn = ("NHWC", "HWIO", "NHWC")
+        c = max(width // 16, 2)
+        params = {"down": normal(r, (3, 3, 3, c), 0.2), "up": normal(r, (3, 3, c, c), 0.2),
+                  "out": normal(r, (1, 1, c + 3, 3), 0.2)}
+        x = normal(r, (4, 32, 32, 3))
+
+        def loss(p, x):
+            h = jax.nn.relu(lax.conv_general_dilated(x, p["down"], (2, 2), "SAME", dimension_numbers=dn))
+            u = jax.nn.relu(lax.conv_transpose(h, p["up"], (2, 2), "SAME", dimension_numbers=dn))
+            y = lax.conv_general_dilated(jnp.concatenate([u, x], axis=-1), p["out"], (1, 1), "SAME",
+                                         dimension_numbers=dn)
+            return jnp.mean((y - x) ** 2)
+
+        return _named(grad_of(loss), "p_conv_autoencoder_grad"), (params, x)
+
     widths = (64, 128, 256, 512)
     return [
         ("p_mixer_grad", "program", widths, mixer),
         ("p_convnet_grad", "program", widths, convnet),
         ("p_gru_grad", "program", widths, gru),
         ("p_deep_mlp_grad", "program", widths, deep_mlp),
+        ("p_vit_grad", "program", widths, vit),
+        ("p_embedding_classifier_grad", "program", widths, embedding_classifier),
+        ("p_batchnorm_mlp_grad", "program", widths, batchnorm_mlp),
+        ("p_conv_autoencoder_grad", "program", widths, conv_autoencoder),
     ]
 
 
