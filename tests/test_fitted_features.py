@@ -80,6 +80,34 @@ ENTRY %e (x: f32[512,512]) -> f32[512,512] {
     assert x["tasks"] == 1.0 and x["launch"] == 1.0 and x["kernel_thunk"] == 1.0 and x["first"] == 1.0
 
 
+def test_transposed_read_through_a_bitcast_stays_strided():
+    # The operand is bitcast to three dimensions, then transposed: along the output's minor
+    # dimension the reads step through the bitcast's dimension 1, i.e. 32 elements apart in the
+    # operand's memory (its dimension 0). A bitcast keeps memory order, so the load is strided
+    # (4of4), not contiguous; a contiguous copy through the same bitcast stays s1.
+    text = """HloModule m
+%f (p: f32[64,32]) -> f32[32,2,32] {
+  %p = f32[64,32]{1,0} parameter(0)
+  %b = f32[2,32,32]{2,1,0} bitcast(%p)
+  ROOT %t = f32[32,2,32]{2,1,0} transpose(%b), dimensions={2,0,1}
+}
+%g (q: f32[64,32]) -> f32[2,32,32] {
+  %q = f32[64,32]{1,0} parameter(0)
+  %b = f32[2,32,32]{2,1,0} bitcast(%q)
+  ROOT %n = f32[2,32,32]{2,1,0} negate(%b)
+}
+ENTRY %e (x: f32[64,32]) -> (f32[32,2,32], f32[2,32,32]) {
+  %x = f32[64,32]{1,0} parameter(0)
+  %k = f32[32,2,32]{2,1,0} fusion(%x), kind=kLoop, calls=%f
+  %c = f32[2,32,32]{2,1,0} fusion(%x), kind=kLoop, calls=%g
+  ROOT %r = (f32[32,2,32], f32[2,32,32]) tuple(%k, %c)
+}"""
+    k = _nonzero(features_of(_kernel(text, "k"), CPU))
+    assert k["ld_32b_4of4"] == 64 * 32 and "ld_32b_s1" not in k
+    c = _nonzero(features_of(_kernel(text, "c"), CPU))
+    assert c["ld_32b_s1"] == 64 * 32 and "ld_32b_4of4" not in c
+
+
 def test_gather_bf16_reduce_and_convert():
     text = """HloModule m
 %add (a: f32[], b: f32[]) -> f32[] {

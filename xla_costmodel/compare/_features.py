@@ -281,6 +281,11 @@ def _minor_dims(shape) -> list[int]:
     return [d for d in shape.minor_to_major if d < len(shape.dims) and shape.dims[d] > 1]
 
 
+def _row_major(shape) -> bool:
+    """Whether `shape`'s layout is the default one (dimension 0 major, the last minor)."""
+    return tuple(shape.minor_to_major) == tuple(range(len(shape.dims) - 1, -1, -1))
+
+
 def _physical_stride(shape, dim: int | None) -> int:
     """Elements between neighbours along logical dimension `dim` in `shape`'s layout (0: uniform)."""
     if dim is None:
@@ -331,9 +336,16 @@ def _operand_inner(h, idx: int, inner: int | None):
             return perm[inner], 1, 1.0, ""
         return inner, 1, 1.0, ""
     if op in ("reshape", "bitcast"):
-        # A reshape keeps the minor-most non-trivial dimension minor in the usual case.
-        if inner is not None and (_minor_dims(h.shape) or [None])[0] == inner:
-            return (_minor_dims(o.shape) or [None])[0], 1, 1.0, ""
+        # A bitcast keeps the order of the elements in memory (so does a reshape between
+        # row-major layouts): the operand dimension that steps through memory the way the
+        # inner dimension does is the one with the same physical stride. (Mapping every
+        # dimension to the operand's minor one read a transposed load through a bitcast as
+        # contiguous.)
+        if inner is not None and (op == "bitcast" or (_row_major(h.shape) and _row_major(o.shape))):
+            stride = _physical_stride(h.shape, inner)
+            for d in _minor_dims(o.shape):
+                if _physical_stride(o.shape, d) == stride:
+                    return d, 1, 1.0, ""
         return (_minor_dims(o.shape) or [None])[0], 1, 1.0, ""
     if op == "slice":
         sl = _attr(h, "slice", None)
