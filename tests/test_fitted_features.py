@@ -108,6 +108,23 @@ ENTRY %e (x: f32[64,32]) -> (f32[32,2,32], f32[2,32,32]) {
     assert c["ld_32b_s1"] == 64 * 32 and "ld_32b_4of4" not in c
 
 
+def test_lone_copy_is_a_memcpy_unless_it_changes_the_layout():
+    # XLA:CPU runs a lone copy as a copy thunk, no compiled kernel: one that keeps the layout
+    # is a memcpy (bytes in and out), one that changes it a transpose (strided reads).
+    text = """HloModule m
+ENTRY %e (x: f32[64,32]) -> (f32[64,32], f32[64,32]) {
+  %x = f32[64,32]{1,0} parameter(0)
+  %same = f32[64,32]{1,0} copy(%x)
+  %moved = f32[64,32]{0,1} copy(%x)
+  ROOT %r = (f32[64,32], f32[64,32]{0,1}) tuple(%same, %moved)
+}"""
+    same = _nonzero(features_of(_kernel(text, "same"), CPU))
+    assert same == {"memcpy_bytes": 2 * 64 * 32 * 4, "launch": 1.0, "first": 1.0}
+    moved = _nonzero(features_of(_kernel(text, "moved"), CPU))
+    assert "memcpy_bytes" not in moved and "kernel_thunk" not in moved
+    assert moved["ld_32b_4of4"] == 64 * 32 and moved["st_32b_s1"] == 64 * 32
+
+
 def test_gather_bf16_reduce_and_convert():
     text = """HloModule m
 %add (a: f32[], b: f32[]) -> f32[] {

@@ -52,10 +52,14 @@ kernel (a fusion, or an instruction run as its own kernel):
   an emitted loop would do), its reductions are not counted as `red_*`, and
   `matmul_batch` counts the matrix products of a batched dot (a per-matrix
   cost).
+- **copies**: XLA:CPU runs a lone copy as a copy thunk, not a compiled
+  kernel. One that keeps the layout is a memcpy: `memcpy_bytes` counts the
+  bytes it reads and writes, with no per-element load and store counts;
+  one that changes the layout (a transpose) keeps its stride classes.
 - **launch**: `launch` = 1 per kernel launch (the model's constant; one row
   is one launch, so the paper's separate constant and launch count coincide);
   `kernel_thunk` = 1 for a kernel XLA:CPU compiles (every emitted loop but a
-  lone copy, which is a memcpy thunk): the extra cost of calling it;
+  lone copy, which is a copy thunk): the extra cost of calling it;
   `first` = 1 for the first kernel of its program's entry (the run's
   first thunk, which pays the per-run costs); `lib_ynn`, `lib_eigen`, `lib_other` = 1 for a YNNPACK fusion, an Eigen
   dot/convolution, another runtime call (FFT, sort, LAPACK, top-k): the
@@ -115,7 +119,7 @@ def _feature_names() -> tuple[str, ...]:
     names += [f"matmul_{d}" for d in MATMUL_DTYPES]
     names += ["matmul_batch", "dot_flops", "conv_flops", "conv_windows", "conv_groups", "sort_cmp", "fft_flops",
               "solver_flops"]
-    names += ["lib_elements"]
+    names += ["lib_elements", "memcpy_bytes"]
     names += ["launch", "kernel_thunk", "first", "lib_ynn", "lib_eigen", "lib_other", "tasks"]
     return tuple(names)
 
@@ -128,7 +132,7 @@ _LAUNCH_FEATURES = ("launch", "kernel_thunk", "first", "lib_ynn", "lib_eigen", "
 
 
 def _group(name: str) -> str:
-    if name.startswith(("ld_", "st_", "minldst_", "bytes_")) or name == "lib_elements":
+    if name.startswith(("ld_", "st_", "minldst_", "bytes_")) or name in ("lib_elements", "memcpy_bytes"):
         return "memory"
     if name in _LAUNCH_FEATURES:
         return "launch"
@@ -673,7 +677,7 @@ def features_of(kernel, device=None, *, task_bytes: int = TASK_BYTES) -> dict[st
     if library:
         acc[f"lib_{how}"] = 1.0
     elif op != "copy":
-        # XLA:CPU runs a lone copy as a memcpy thunk; everything else it emits
+        # XLA:CPU runs a lone copy as a copy thunk; everything else it emits
         # is a compiled kernel, whose call costs a little more.
         acc["kernel_thunk"] = 1.0
     if _first_kernel(kernel):
@@ -749,7 +753,13 @@ def features_of(kernel, device=None, *, task_bytes: int = TASK_BYTES) -> dict[st
             _add(acc, f"st_{w}b_{cls}", n * k)
             stores[w] = stores.get(w, 0.0) + n * k
             store_bytes += n * bits / 8.0
-    if library:
+    if op == "copy" and kernel.operands and kernel.operands[0].shape == kernel.shape:
+        # A lone copy that keeps the layout is a memcpy thunk: bytes moved at memcpy's own rate.
+        for f in list(acc):
+            if f.startswith(("ld_", "st_", "minldst_")):
+                del acc[f]
+        _add(acc, "memcpy_bytes", load_bytes + store_bytes)
+    elif library:
         # A library call moves its operands its own way: one count of elements
         # in and out, no stride classes; its reductions are its own business.
         _add(acc, "lib_elements", sum(loads.values()) + sum(stores.values()))
