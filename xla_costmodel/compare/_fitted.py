@@ -40,6 +40,7 @@ _UNITS = {
     "st_": "element stored",
     "minldst_": "min(loads, stores)",
     "bytes_": "byte",
+    "memcpy_bytes": "byte",
     "op_": "operation",
     "matmul_batch": "matrix product",
     "matmul_": "flop",
