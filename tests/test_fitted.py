@@ -232,3 +232,10 @@ def test_features_are_the_published_list():
     for name in ("launch", "kernel_thunk", "lib_ynn", "lib_eigen", "lib_other", "tasks", "ld_32b_1of2", "ld_64b_gather", "st_16b_scatter", "minldst_32b",
                  "op_exp_f64", "red_f32", "matmul_f32", "dot_flops", "sort_cmp"):
         assert name in FEATURES
+
+
+def test_every_feature_has_a_unit_in_the_weights_table():
+    from xla_costmodel.compare._features import FEATURES
+    from xla_costmodel.compare._fitted import _unit
+
+    assert [f for f in FEATURES if _unit(f) == "unit"] == []
