@@ -688,12 +688,13 @@ def features_of(kernel, device=None, *, task_bytes: int = TASK_BYTES) -> dict[st
     stores: dict[int, float] = {}
     load_bytes = store_bytes = 0.0
     if comp is not None:
-        costs, util = _utilization(kernel, comp)
         if library:
             # A library runs the fused graph op by op, each once, and reads each operand once:
             # the elemental re-computation XLA's utilization counts (a value broadcast back over
             # the elements it was reduced from) happens only in emitted loops.
-            util = {h: 1.0 for h in util}
+            costs, util = None, dict.fromkeys(comp.instructions, 1.0)
+        else:
+            costs, util = _utilization(kernel, comp)
         _fusion_ops(comp, util, acc)
         params = comp.parameters
         classes = _parameter_classes(comp.root, lambda h: h.opcode == "parameter" and h.computation is comp)
