@@ -4,7 +4,7 @@
     .venv/bin/python scripts/measure_programs.py                      # remake calibration/host_cpu_programs.parquet (~3 min)
     .venv/bin/python scripts/measure_programs.py --only mlp_grad fft  # some programs, appended
     .venv/bin/python scripts/measure_programs.py --no-programs --only-extra 'x_conv*'   # some supplementary kernels, appended
-    .venv/bin/python scripts/measure_programs.py --large              # calibration/host_cpu_programs_large.parquet (~1 min)
+    .venv/bin/python scripts/measure_programs.py --large              # calibration/host_cpu_programs_large.parquet (~10 s)
 
 Each zoo program (`xla_costmodel.zoo`) is measured per kernel with
 `xla_costmodel.measure.measure_program` (30 runs, 4 discarded as warm-up) in
