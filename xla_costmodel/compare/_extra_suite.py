@@ -292,6 +292,7 @@ def _training_program_entries() -> list[tuple[str, str, tuple, Callable]]:
     import jax.numpy as jnp
     from jax import lax
 
+    from ..zoo._programs import _cross_entropy as cross_entropy
     from ..zoo._programs import _normal as normal
 
     def layernorm(x, g):
@@ -329,8 +330,7 @@ def _training_program_entries() -> list[tuple[str, str, tuple, Callable]]:
             h = lax.reduce_window(h, -jnp.inf, lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
             h = jax.nn.relu(lax.conv_general_dilated(h, p["k2"], (2, 2), "SAME", dimension_numbers=dn))
             h = lax.reduce_window(h, 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") / 4.0
-            logits = h.reshape(h.shape[0], -1) @ p["w"]
-            return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), labels[:, None], axis=1))
+            return cross_entropy(h.reshape(h.shape[0], -1) @ p["w"], labels)
 
         return _named(grad_of(loss), "p_convnet_grad"), (params, x, labels)
 
@@ -373,8 +373,7 @@ def _training_program_entries() -> list[tuple[str, str, tuple, Callable]]:
             t = x.reshape(b, side // patch, patch, side // patch, patch, 3).transpose(0, 1, 3, 2, 4, 5)
             h = t.reshape(b, n, patch * patch * 3) @ p["embed"]
             h = h + jax.nn.gelu(layernorm(h, p["g"]) @ p["w1"])
-            logits = h.mean(axis=1) @ p["head"]
-            return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), labels[:, None], axis=1))
+            return cross_entropy(h.mean(axis=1) @ p["head"], labels)
 
         return _named(grad_of(loss), "p_vit_grad"), (params, x, labels)
 
@@ -386,8 +385,7 @@ def _training_program_entries() -> list[tuple[str, str, tuple, Callable]]:
 
         def loss(p, ids, labels):
             h = jnp.tanh(p["table"][ids].mean(axis=1))
-            logits = h @ p["w"]
-            return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), labels[:, None], axis=1))
+            return cross_entropy(h @ p["w"], labels)
 
         return _named(grad_of(loss), "p_embedding_classifier_grad"), (params, ids, labels)
 
