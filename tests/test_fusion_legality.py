@@ -140,6 +140,33 @@ def test_no_epilogue_that_turns_a_reduction_into_a_loop():
     assert list(rejected.values()).count("reduction-epilogue") == 1
 
 
+def test_verdicts_shared_by_content_name_their_own_pair():
+    """Two pairs of equal content (a repeated layer) get one rule evaluation, but each
+    rejection names its own instructions, as a fresh check would."""
+    from xla_costmodel.hlo._structure import ContentIds
+
+    m = _module("""  p0 = f32[64,64]{1,0} parameter(0)
+  p1 = f32[64]{0} parameter(1)
+  c0 = f32[] constant(0)
+  r = f32[64]{0} reduce(p0, c0), dimensions={1}, to_apply=add_f32
+  a = f32[64]{0} add(r, p1)
+  r2 = f32[64]{0} reduce(p0, c0), dimensions={1}, to_apply=add_f32
+  a2 = f32[64]{0} add(r2, p1)
+  ROOT t = (f32[64]{0}, f32[64]{0}) tuple(a, a2)""", ADD)
+    e = m.entry
+    shared = LegalityChecker(content=ContentIds())
+    calls = []
+    rules = shared._content_rules
+    shared._content_rules = lambda p, c: calls.append((p.name, c.name)) or rules(p, c)
+    first = shared.can_fuse(e.instruction("r"), e.instruction("a"))
+    second = shared.can_fuse(e.instruction("r2"), e.instruction("a2"))
+    fresh = LegalityChecker().can_fuse(e.instruction("r2"), e.instruction("a2"))
+    assert calls == [("r", "a")]  # the second pair's verdict came from the first's content
+    assert first.rule == second.rule == fresh.rule == "reduction-epilogue"
+    assert second.detail == fresh.detail == "'a2' after reduction 'r2'"
+    assert first.detail == "'a' after reduction 'r'"
+
+
 def test_shared_memory_budget():
     m = _module("""  p0 = f32[64,64]{1,0} parameter(0)
   t = f32[64,64]{1,0} transpose(p0), dimensions={1,0}

@@ -793,6 +793,27 @@ class _CallableVersions:
         return self._fn(instr)
 
 
+# Content rules whose Rejection detail only names the pair: (producer, consumer) -> detail.
+_NAMED_DETAILS = {
+    "reduce-into-reduce": lambda p, c: f"'{p.name}' and '{c.name}' both reduce",
+    "reduction-epilogue": lambda p, c: f"'{c.name}' after reduction '{p.name}'",
+}
+
+
+def _fusibility_rules(producer: HloInstruction, consumer: HloInstruction) -> Rejection | None:
+    """Rules 2-4 of `CanFuse`: both sides fusible, and the consumer not a lone bitcast."""
+    # 2. Fusibility (4.3).
+    if not is_fusible(producer):
+        return Rejection("producer-not-fusible", f"{producer.opcode} '{producer.name}'")
+    if not is_fusible(consumer):
+        return Rejection("consumer-not-fusible", f"{consumer.opcode} '{consumer.name}'")
+    # 3. (Triton: no generic Triton fusions are simulated.)
+    # 4. Never into a lone bitcast.
+    if consumer.opcode == "bitcast":
+        return Rejection("bitcast-consumer", f"'{consumer.name}' is a bitcast")
+    return None
+
+
 class LegalityChecker:
     """`CanFuse` with XLA's caches: per-kernel facts are computed once per instruction version.
 
@@ -824,6 +845,8 @@ class LegalityChecker:
         # "rules 2-9 pass" for a pair (rules 1 and 10 look beyond the pair: always run).
         self._pair_key = None
         self._content_passes: set = set()
+        # ... and a rejection whose detail only names the pair (`_NAMED_DETAILS`): its rule.
+        self._content_rejections: dict = {}
         if content is not None:
             self._key = content.kernel
             self._pair_key = content.pair
@@ -896,14 +919,24 @@ class LegalityChecker:
         # 1. Never across the root (instructions after it may feed side effects).
         if comp is not None and comp.root is producer:
             return Rejection("root", f"'{producer.name}' is the root of '{comp.name}'")
+        # Rules 2 and 4 first: cheap, and a pair they reject needs no content key (the verdict
+        # is the same whichever is asked first, as a content pass implies both hold).
+        r = _fusibility_rules(producer, consumer)
+        if r is not None:
+            return r
         content_key = None
         if self._pair_key is not None and producer.opcode != "rng" and consumer.opcode != "rng":
             # (an rng's fusibility depends on its user count: not a matter of content)
             content_key = self._pair_key(producer, consumer)
             if content_key in self._content_passes:
                 return should_fuse_in_place_op(producer, consumer)
+            rule = self._content_rejections.get(content_key)
+            if rule is not None:
+                return Rejection(rule, _NAMED_DETAILS[rule](producer, consumer))
         r = self._content_rules(producer, consumer)
         if r is not None:
+            if content_key is not None and r.rule in _NAMED_DETAILS:
+                self._content_rejections[content_key] = r.rule
             return r
         if content_key is not None:
             self._content_passes.add(content_key)
@@ -911,16 +944,8 @@ class LegalityChecker:
         return should_fuse_in_place_op(producer, consumer)
 
     def _content_rules(self, producer: HloInstruction, consumer: HloInstruction) -> Rejection | None:
-        """Rules 2-9: what the pair's content decides (the Rejection names the instructions)."""
-        # 2. Fusibility (4.3).
-        if not is_fusible(producer):
-            return Rejection("producer-not-fusible", f"{producer.opcode} '{producer.name}'")
-        if not is_fusible(consumer):
-            return Rejection("consumer-not-fusible", f"{consumer.opcode} '{consumer.name}'")
-        # 3. (Triton: no generic Triton fusions are simulated.)
-        # 4. Never into a lone bitcast.
-        if consumer.opcode == "bitcast":
-            return Rejection("bitcast-consumer", f"'{consumer.name}' is a bitcast")
+        """Rules 5-9 (2-4 are `_fusibility_rules`): what the pair's content decides (the Rejection
+        names the instructions)."""
         # 5. Scatter.
         r = can_emit_input_fused_scatter(producer, consumer)
         if r is not None:
@@ -928,7 +953,7 @@ class LegalityChecker:
         # 6. No significant reduce into a significant reduce.
         pf, cf = self.facts(producer), self.facts(consumer)
         if pf.significant_reduce and cf.significant_reduce:
-            return Rejection("reduce-into-reduce", f"'{producer.name}' and '{consumer.name}' both reduce")
+            return Rejection("reduce-into-reduce", _NAMED_DETAILS["reduce-into-reduce"](producer, consumer))
         # 7. No epilogue that would turn a reduction into a loop fusion.
         if self.emitter_kind(producer) == "reduction":
             is_loop = fused_emitter_is_loop(producer, consumer, pf + cf)
@@ -937,7 +962,7 @@ class LegalityChecker:
                 is_loop = emitter_kind(fused) == "loop"
                 discard_fusion(fused)
             if is_loop:
-                return Rejection("reduction-epilogue", f"'{consumer.name}' after reduction '{producer.name}'")
+                return Rejection("reduction-epilogue", _NAMED_DETAILS["reduction-epilogue"](producer, consumer))
         # 8. FusionFitsInBudget(consumer, producer).
         r = self._fits_in_budget(consumer, producer, cf, pf)
         if r is not None:
