@@ -43,6 +43,14 @@ Tables printed:
    split's training set, predicted after fitting to it): what the model
    can represent at all. A model that orders its training kernels with tau
    t cannot be expected to order unseen kernels better.
+9. Where each model's wrong orderings are (program split): the share of
+   kernel pairs it orders against the measurement, and how those pairs
+   split by how far apart their measured times are. Then the tau that
+   features alone allow: a model sees only a kernel's features, so kernels
+   with equal features get equal predictions; predicting each test kernel
+   as the geometric mean of the measured times of the test kernels with
+   its feature vector is about the best such a model can do (it reads the
+   test set's times, so it is a ceiling, not a model).
 
 Two error figures are shown, and they differ a lot:
 
@@ -184,6 +192,47 @@ def _training_fit(device):
     return pd.DataFrame(out)
 
 
+#: Measured-time ratios of the discordant pairs (table 9).
+RATIO_BANDS = (("within 1.2x", 1.0, 1.2), ("1.2-2x", 1.2, 2.0), ("2-4x", 2.0, 4.0), ("over 4x", 4.0, math.inf))
+
+
+def _discordance(table):
+    """Per model: the share of kernel pairs ordered against the measurement, and how they split by measured ratio."""
+    import numpy as np
+    import pandas as pd
+
+    pred = table.predictions[table.predictions["scored"]]
+    out = []
+    for model, g in pred.groupby("model", sort=False):
+        lp, lm = np.log(g["predicted_s"].to_numpy(float)), np.log(g["measured_s"].to_numpy(float))
+        i, j = np.triu_indices(len(lm), 1)
+        dm = lm[i] - lm[j]
+        wrong = (lp[i] - lp[j]) * dm < 0  # opposite order (ties on either side are not counted)
+        ratio = np.exp(np.abs(dm[wrong]))
+        row = {"model": model, "pairs": len(dm), "ordered wrong": wrong.mean()}
+        for band, lo, hi in RATIO_BANDS:
+            row[f"of those, {band}"] = ((ratio >= lo) & (ratio < hi)).mean() if wrong.any() else math.nan
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def _same_features_ceiling(device) -> dict:
+    """Tau of the per-feature-vector geometric mean of the test kernels' measured times (table 9)."""
+    import numpy as np
+    import pandas as pd
+
+    from xla_costmodel.compare._data import load_rows, prepare, programs_dataset
+    from xla_costmodel.compare._metrics import accuracy
+
+    rows = load_rows(programs_dataset("host"))
+    test = prepare(rows[rows["kernel_class"] == "program"], device)
+    y = np.asarray(test.y, float)
+    key = pd.util.hash_pandas_object(test.X.astype(float), index=False).to_numpy()
+    best = np.exp(pd.Series(np.log(y)).groupby(key).transform("mean").to_numpy())
+    return {"kernels": len(y), "distinct feature vectors": len(set(key)),
+            "kendall_tau": accuracy(best, y)["kendall_tau"]}
+
+
 def _goals(t, ceiling) -> list[tuple[str, bool, str]]:
     """The issue's goals for the fitted model, each `(what, met, value shown)`."""
     f = t.loc["fitted"]
@@ -289,6 +338,18 @@ def main(argv: list[str] | None = None) -> int:
     print("\n== each fittable model on its own training kernels (fitted and scored on the same rows: capacity)")
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         print(fit.round(3).to_string(index=False))
+
+    wrong = _discordance(main_table)
+    results["discordance"] = wrong
+    same = _same_features_ceiling(device)
+    results["same_features_ceiling"] = pd.DataFrame([same])
+    print("\n== where the wrong orderings are (program split): pairs ordered against the measurement, "
+          "by how far apart their measured times are")
+    with pd.option_context("display.width", 200, "display.max_columns", 30):
+        print(wrong.round(3).to_string(index=False))
+    print(f"   features alone allow about tau {same['kendall_tau']:.3f}: each test kernel predicted as the geometric "
+          f"mean of the measured times\n   of the test kernels with its feature vector "
+          f"({same['distinct feature vectors']} distinct among {same['kernels']}; it reads the test set's times)")
 
     t = main_table.set_index("model")
     goals = _goals(t, ceiling)

@@ -47,6 +47,13 @@ def test_quick_benchmark_tables_and_goals(tmp_path, capsys):
     if (ROOT / "calibration" / "host_cpu_programs_large.parquet").is_file():
         large = {row["model"]: row for row in payload["program_large"]}
         assert set(large) == set(bench.MODELS) and all(row["n"] > 50 for row in large.values())
+    # Table 9: the wrong orderings split into measured-ratio bands that cover them all.
+    for row in payload["discordance"]:
+        assert 0 < row["ordered wrong"] < 0.5
+        assert sum(row[f"of those, {band}"] for band, _, _ in bench.RATIO_BANDS) == pytest.approx(1.0)
+    same = payload["same_features_ceiling"][0]
+    assert same["distinct feature vectors"] <= same["kernels"] == program["fitted"]["n"]
+    assert program["fitted"]["kendall_tau"] < same["kendall_tau"] <= 1
     if "tau_against_runs" in payload:
         runs = {row["model"]: row for row in payload["tau_against_runs"]}
         assert runs["fitted"]["tau vs run 1"] == pytest.approx(program["fitted"]["kendall_tau"], abs=1e-9)
