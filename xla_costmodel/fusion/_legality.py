@@ -919,8 +919,8 @@ class LegalityChecker:
         # 1. Never across the root (instructions after it may feed side effects).
         if comp is not None and comp.root is producer:
             return Rejection("root", f"'{producer.name}' is the root of '{comp.name}'")
-        # Rules 2 and 4 first: cheap, and a pair they reject needs no content key (the verdict
-        # is the same whichever is asked first, as a content pass implies both hold).
+        # Rules 2-4 first: cheap, and a pair they reject needs no content key (the verdict is
+        # the same whichever is asked first, as a content pass implies they hold).
         r = _fusibility_rules(producer, consumer)
         if r is not None:
             return r
