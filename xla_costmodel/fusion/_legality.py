@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..hlo import HloComputation, HloInstruction
+from ..hlo._deferred import root_opcode
 from ..hlo._edit import _ordered, discard_fusion, hypothetical_fusion
 from ..hlo._structure import ContentIds
 from ..models._launch import _faster_than_elemental, _find_hero_matching
@@ -752,7 +753,7 @@ def _is_input_fusible_scatter(instr: HloInstruction) -> bool:
     if instr.opcode == "scatter":
         return True
     fused = instr.fused_computation
-    return fused is not None and instr.fusion_kind == "kInput" and fused.root.opcode == "scatter"
+    return fused is not None and instr.fusion_kind == "kInput" and root_opcode(fused) == "scatter"
 
 
 def can_emit_input_fused_scatter(producer: HloInstruction, consumer: HloInstruction) -> Rejection | None:
@@ -840,6 +841,7 @@ class LegalityChecker:
         self._facts: dict = {}
         self._ir: dict = {}
         self._pair: dict = {}
+        self._updates_in_place: dict = {}
         # Per-kernel facts depend on the kernel's content only: with content ids,
         # kernels repeated across layers share one entry, and so does the verdict
         # "rules 2-9 pass" for a pair (rules 1 and 10 look beyond the pair: always run).
@@ -929,7 +931,7 @@ class LegalityChecker:
             # (an rng's fusibility depends on its user count: not a matter of content)
             content_key = self._pair_key(producer, consumer)
             if content_key in self._content_passes:
-                return should_fuse_in_place_op(producer, consumer)
+                return self._in_place_safety(producer, consumer)
             rule = self._content_rejections.get(content_key)
             if rule is not None:
                 return Rejection(rule, _NAMED_DETAILS[rule](producer, consumer))
@@ -941,6 +943,19 @@ class LegalityChecker:
         if content_key is not None:
             self._content_passes.add(content_key)
         # 10. In-place safety.
+        return self._in_place_safety(producer, consumer)
+
+    def _in_place_safety(self, producer: HloInstruction, consumer: HloInstruction) -> Rejection | None:
+        """Rule 10, `should_fuse_in_place_op`. It looks into a fusion consumer's body only when that
+        body updates a buffer in place, which is a matter of content: known once per kernel, a body
+        that does not need not be built (`hlo._deferred`)."""
+        if consumer.opcode == "fusion":
+            key = self._key(consumer)
+            updates = self._updates_in_place.get(key)
+            if updates is None:
+                updates = self._updates_in_place[key] = bool(_in_place_operands(consumer))
+            if not updates:
+                return None
         return should_fuse_in_place_op(producer, consumer)
 
     def _content_rules(self, producer: HloInstruction, consumer: HloInstruction) -> Rejection | None:

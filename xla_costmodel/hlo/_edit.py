@@ -29,6 +29,7 @@ import re
 import weakref
 from typing import Iterable
 
+from ._deferred import DeferredBody, Frozen, Fused, Leaf, is_deferred, replay
 from ._ir import HloComputation, HloInstruction, HloModule
 
 __all__ = [
@@ -280,15 +281,20 @@ def default_fusion_kind(fused: HloComputation) -> str:
 
 
 class _Body:
-    """A fused computation under construction: parameters keyed by outer operand."""
+    """A fused computation under construction: parameters keyed by outer operand.
 
-    __slots__ = ("comp", "operands", "params", "param_of", "names", "attach", "origin")
+    With `names`, instructions get module-wide unique names; without, names
+    unique in the body only, and each new instruction is added to `made` (if
+    given) for its owner to name later.
+    """
+
+    __slots__ = ("comp", "operands", "params", "param_of", "names", "made", "origin")
 
     def __init__(
         self,
         comp: HloComputation,
         names: NameUniquifier | None,
-        attach: bool,
+        made: set | None = None,
         origin: dict | None = None,
     ):
         self.comp = comp
@@ -296,7 +302,7 @@ class _Body:
         self.params: list[HloInstruction] = []
         self.param_of: dict[int, HloInstruction] = {}
         self.names = names
-        self.attach = attach
+        self.made = made
         # clone -> name of the instruction it was first cloned from (provenance)
         self.origin = origin
 
@@ -317,6 +323,8 @@ class _Body:
             number = len(self.params)
             p = _new_parameter(number, outer, self.name(f"param_{number}"))
             self.comp.add_instruction(p)
+            if self.made is not None:
+                self.made.add(p)
             self.params.append(p)
             self.operands.append(outer)
             self.param_of[id(outer)] = p
@@ -325,6 +333,8 @@ class _Body:
     def clone_into(self, instr: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
         c = clone_instruction(instr, operands, name=self.name(instr.name))
         self.comp.add_instruction(c)
+        if self.made is not None:
+            self.made.add(c)
         origin = self.origin
         if origin is not None:
             origin[c] = origin.get(instr, instr.name)
@@ -353,24 +363,17 @@ def _build_fused_body(
     producer, then the producer's operands that are new, in operand order.
     """
     fused = consumer.fused_computation
-    if fused is not None:
-        for p in fused.parameters:
-            outer = consumer.operands[p.parameter_number]
-            if outer is not producer:
-                body.param_for(outer)
-    else:
-        for o in consumer.operands:
-            if o is not producer:
-                body.param_for(o)
-    pfused = producer.fused_computation
-    if pfused is not None:
-        value = body.inline(pfused, producer.operands)
-    else:
-        value = body.clone_into(producer, [body.param_for(o) for o in producer.operands])
+    # A fusion's parameter i is its operand i: the consumer's parameters first, in order.
+    for o in consumer.operands:
+        if o is not producer:
+            body.param_for(o)
+    value = _producer_value(producer, body)
 
     def outer(o: HloInstruction) -> HloInstruction:
         return value if o is producer else body.param_for(o)
 
+    if is_deferred(fused):
+        return replay(fused.recipe, [outer(o) for o in consumer.operands], body.clone_into)
     if fused is not None:
         mapping: dict[int, HloInstruction] = {}
         for instr in _ordered(fused):
@@ -380,6 +383,17 @@ def _build_fused_body(
                 mapping[id(instr)] = body.clone_into(instr, [mapping[id(o)] for o in instr.operands])
         return mapping[id(fused.root)]
     return body.clone_into(consumer, [outer(o) for o in consumer.operands])
+
+
+def _producer_value(producer: HloInstruction, body: _Body) -> HloInstruction:
+    """Clone `producer` (a fusion's whole body) into `body`, its operands bound to `body`'s
+    parameters (new ones appended in operand order); return the clone of its root."""
+    pfused = producer.fused_computation
+    if pfused is None:
+        return body.clone_into(producer, [body.param_for(o) for o in producer.operands])
+    if is_deferred(pfused):
+        return replay(pfused.recipe, [body.param_for(o) for o in producer.operands], body.clone_into)
+    return body.inline(pfused, producer.operands)
 
 
 def _params_first(comp: HloComputation) -> None:
@@ -404,7 +418,7 @@ def hypothetical_fusion(
     if producer not in consumer.operands:
         raise ValueError(f"'{producer.name}' is not an operand of '{consumer.name}'")
     comp = HloComputation("fused_computation")
-    body = _Body(comp, None, attach=False)
+    body = _Body(comp, None)
     root = _build_fused_body(producer, consumer, body)
     comp.root = root
     _params_first(comp)
@@ -477,7 +491,7 @@ def make_fusion(
     module = comp.module
     names = _names_for(module, names)
     fused = HloComputation(names.computation("fused_computation"))
-    body = _Body(fused, names, attach=True)
+    body = _Body(fused, names)
     root = body.clone_into(instr, [body.param_for(o) for o in instr.operands])
     fused.root = root
     _params_first(fused)
@@ -494,7 +508,11 @@ def make_fusion(
 
 
 def _extend_fusion(
-    producer: HloInstruction, consumer: HloInstruction, names: NameUniquifier, origin: dict | None = None
+    producer: HloInstruction,
+    consumer: HloInstruction,
+    names: NameUniquifier | None,
+    origin: dict | None = None,
+    made: set | None = None,
 ) -> None:
     """Fuse `producer` into the fusion `consumer`, in place (XLA's `FuseInstruction` / `MergeFusionInstruction`).
 
@@ -503,7 +521,7 @@ def _extend_fusion(
     topologically ordered (parameters, the producer's clones, the rest).
     """
     fused = consumer.fused_computation
-    body = _Body(fused, names, attach=True, origin=origin)
+    body = _Body(fused, names, made, origin)
     n_params = None
     if fused in _TOPOLOGICAL:
         # Built here: parameters come first, in number order (no scan and sort of the whole body).
@@ -521,10 +539,7 @@ def _extend_fusion(
         body.param_of[id(outer)] = p
     producer_params = [p for p in body.params if body.operands[p.parameter_number] is producer]
     n_before = len(fused.instructions)
-    if producer.fused_computation is not None:
-        value = body.inline(producer.fused_computation, producer.operands)
-    else:
-        value = body.clone_into(producer, [body.param_for(o) for o in producer.operands])
+    value = _producer_value(producer, body)
     new_instrs = fused.instructions[n_before:]
     # New fusion operands (appended by param_for)
     for o in body.operands[len(consumer.operands):]:
@@ -538,7 +553,8 @@ def _extend_fusion(
         if id(p) in drop:
             del fused._by_name[p.name]
             p.computation = None
-            names.release_instruction(p.name)
+            if names is not None:
+                names.release_instruction(p.name)
         else:
             keep_params.append(p)
             keep_ops.append(o)
@@ -740,6 +756,86 @@ def _dismantle(body: HloComputation) -> None:
     body.root = None
 
 
+def _recipe_of(instr: HloInstruction, origin: dict | None):
+    """`(recipe, its operand list)` for `instr` as a fusion producer or consumer (see `hlo._deferred`)."""
+    body = instr.fused_computation
+    if body is None:
+        ops: list[HloInstruction] = []
+        index: dict[int, int] = {}
+        args = []
+        for o in instr.operands:
+            j = index.get(id(o))
+            if j is None:
+                j = index[id(o)] = len(ops)
+                ops.append(o)
+            args.append(j)
+        return Leaf(instr, tuple(args)), ops
+    if is_deferred(body):
+        return body.recipe, instr.operands
+    return _snapshot(body, origin), instr.operands
+
+
+def _snapshot(body: HloComputation, origin: dict | None) -> Frozen:
+    """A detached copy of a built fused body, for a recipe: the body itself may grow or go later."""
+    mapping: dict[int, HloInstruction] = {}
+    instructions = []
+    for instr in _ordered(body):
+        c = clone_instruction(instr, [mapping[id(o)] for o in instr.operands], register_users=False)
+        instructions.append(c)
+        if origin is not None and instr.opcode != "parameter":
+            origin[c] = origin.get(instr, instr.name)
+        mapping[id(instr)] = c
+    return Frozen(instructions, mapping[id(body.root)])
+
+
+def _fused_operands(producer: HloInstruction, consumer_ops, producer_ops):
+    """The operands of `producer` fused into a consumer, as XLA orders them (the consumer's,
+    less the producer, then the producer's new ones), and where each side's operands went
+    (`-1`: the producer's value). **Returns:** `(operands, producer_args, consumer_args)`."""
+    ops: list[HloInstruction] = []
+    index: dict[int, int] = {}
+    consumer_args = []
+    for o in consumer_ops:
+        if o is producer:
+            consumer_args.append(-1)
+            continue
+        j = index.get(id(o))
+        if j is None:
+            j = index[id(o)] = len(ops)
+            ops.append(o)
+        consumer_args.append(j)
+    producer_args = []
+    for o in producer_ops:
+        j = index.get(id(o))
+        if j is None:
+            j = index[id(o)] = len(ops)
+            ops.append(o)
+        producer_args.append(j)
+    return ops, tuple(producer_args), tuple(consumer_args)
+
+
+class _BodyBuilder:
+    """Builds the `DeferredBody`s of one editor, with names unique in the body only (the editor
+    names them module-wide in `finish`, so that names do not depend on when a body was built)."""
+
+    __slots__ = ("made", "origin")
+
+    def __init__(self, made: set, origin: dict | None):
+        self.made = made
+        self.origin = origin
+
+    def materialize(self, body: DeferredBody) -> None:
+        recipe, fusion = body.recipe, body.fusion
+        body.recipe = body.fusion = body.builder = None
+        body.instructions = []
+        body._by_name = {}
+        body.root = None
+        b = _Body(body, None, self.made, self.origin)
+        params = [b.param_for(o) for o in fusion.operands]
+        body.root = replay(recipe, params, b.clone_into)
+        _TOPOLOGICAL.add(body)
+
+
 class FusionEditor:
     """Many fusions in one computation, each O(size of the fusion), not O(size of the computation).
 
@@ -751,6 +847,12 @@ class FusionEditor:
     Fusing into a plain instruction replaces it by a new fusion; fusing into
     a fusion extends it in place (as XLA does) and bumps `version[fusion]`,
     so that caches can key on `(instruction, version)`.
+
+    Fused bodies are recipes (`hlo._deferred`) until someone reads them, so a
+    kernel is built once, not once per fusion step. Instructions in bodies
+    get their module-wide names in `finish()`: until then they are unique in
+    their body only, and the final names do not depend on which bodies were
+    read during the pass.
 
     **Arguments:** `computation` (in a module); `names`: the module's
     `NameUniquifier` (one is made if omitted); `origin`, `version`: dicts to
@@ -778,6 +880,11 @@ class FusionEditor:
         # fusion -> how many times it changed in place (absent: never); for caches
         self.version: dict[HloInstruction, int] = {} if version is None else version
         self._clock = max(self.version.values(), default=0)
+        # Fused bodies are kept as recipes (`hlo._deferred`) and built when first read, or by finish().
+        # Instructions made in bodies get module-wide names in finish(), in order: until then their
+        # names are unique in their body only, so the names do not depend on when bodies were built.
+        self._unnamed: set[HloInstruction] = set()
+        self._builder = _BodyBuilder(self._unnamed, self.origin)
 
     @property
     def instructions(self) -> list[HloInstruction]:
@@ -803,27 +910,33 @@ class FusionEditor:
         if producer not in consumer.operands:
             raise ValueError(f"'{producer.name}' is not an operand of '{consumer.name}'")
         names = self.names
-        if consumer.fused_computation is not None:
-            _extend_fusion(producer, consumer, names, self.origin)
+        fused = consumer.fused_computation
+        if fused is not None:
+            if is_deferred(fused):
+                self._extend_deferred(producer, consumer, fused)
+            else:
+                _extend_fusion(producer, consumer, None, self.origin, self._unnamed)
             if kind is not None:
                 consumer.set_attribute("kind", kind)
             self._clock += 1
             self.version[consumer] = self._clock
             return consumer
-        body_comp = HloComputation(names.computation("fused_computation"))
-        body = _Body(body_comp, names, attach=True, origin=self.origin)
-        # The consumer leaves the computation: its copy in the body keeps its name.
+        p_recipe, p_ops = _recipe_of(producer, self.origin)
+        c_recipe, c_ops = _recipe_of(consumer, self.origin)
+        ops, p_args, c_args = _fused_operands(producer, c_ops, p_ops)
+        body_comp = DeferredBody(
+            names.computation("fused_computation"), Fused(p_recipe, c_recipe, p_args, c_args), None, self._builder
+        )
+        # The consumer leaves the computation: its copy in the body will take its name, if still free.
         names.release_instruction(consumer.name)
-        root = _build_fused_body(producer, consumer, body)
-        body_comp.root = root
-        _params_first(body_comp)
-        _TOPOLOGICAL.add(body_comp)
         fusion = HloInstruction.__new__(HloInstruction)
-        _init_fusion(fusion, names.instruction("fusion"), consumer.shape, body_comp,
-                     kind or default_fusion_kind(body_comp), consumer)
-        for o in body.operands:
+        body_comp.fusion = fusion
+        _init_fusion(fusion, names.instruction("fusion"), consumer.shape, body_comp, kind or "kLoop", consumer)
+        for o in ops:
             fusion.operands.append(o)
             o.users.append(fusion)
+        if kind is None:  # (builds the body now: the default kind looks at its root)
+            fusion.set_attribute("kind", default_fusion_kind(body_comp))
         self._add_body(body_comp)
         # The fusion takes the consumer's place, uses and root status.
         fusion.computation = comp
@@ -836,6 +949,22 @@ class FusionEditor:
         del comp._by_name[consumer.name]
         comp._by_name[fusion.name] = fusion
         return fusion
+
+    def _extend_deferred(self, producer: HloInstruction, consumer: HloInstruction, body: DeferredBody) -> None:
+        """`_extend_fusion` for a body not built yet: one more recipe node, and the new operands."""
+        p_recipe, p_ops = _recipe_of(producer, self.origin)
+        old_ops = consumer.operands
+        ops, p_args, c_args = _fused_operands(producer, old_ops, p_ops)
+        body.recipe = Fused(p_recipe, body.recipe, p_args, c_args)
+        consumer.operands = ops
+        old = {id(o) for o in old_ops}
+        for o in ops:
+            if id(o) not in old and consumer not in o.users:
+                o.users.append(consumer)
+        kept = {id(o) for o in ops}
+        for o in old_ops:
+            if id(o) not in kept and consumer in o.users:
+                o.users.remove(consumer)
 
     @staticmethod
     def _detach(instr: HloInstruction) -> None:
@@ -863,9 +992,13 @@ class FusionEditor:
         if fused is not None:
             self._drop_body(fused)
             self.names.release_computation(fused.name)
-            for i in fused.instructions:
-                self.names.release_instruction(i.name)
-            _dismantle(fused)
+            if is_deferred(fused):
+                fused.drop()  # recipes that took it stay valid: they never point back at it
+            else:
+                for i in fused.instructions:
+                    if i not in self._unnamed:
+                        self.names.release_instruction(i.name)
+                _dismantle(fused)
 
     def _add_body(self, body: HloComputation) -> None:
         module = self.module
@@ -884,10 +1017,32 @@ class FusionEditor:
         elif body.module is module:
             module.remove_computation(body)
 
+    def _name_bodies(self) -> None:
+        """Build the bodies still deferred and give every instruction made in a body its
+        module-wide name: fusions in order, each body in order; a clone is named after the
+        input instruction it copies, a parameter `param_N`, as XLA names them."""
+        unnamed, names, origin = self._unnamed, self.names, self.origin
+        for instr in self.computation.instructions:
+            fused = instr.fused_computation
+            if fused is None:
+                continue
+            if is_deferred(fused):
+                self._builder.materialize(fused)
+            renamed = False
+            for i in fused.instructions:
+                if i in unnamed:
+                    base = f"param_{i.parameter_number}" if i.opcode == "parameter" else origin.get(i, i.name)
+                    i.name = names.instruction(base)
+                    renamed = True
+            if renamed:
+                fused._by_name = {i.name: i for i in fused.instructions}
+        unnamed.clear()
+
     def finish(self) -> HloComputation:
         """Write the instruction order back (and place new fused computations before their caller)."""
         comp = self.computation
         comp.instructions = self.instructions
+        self._name_bodies()
         if self._bodies:
             module = self.module
             idx = module.computations.index(comp)
