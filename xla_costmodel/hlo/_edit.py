@@ -331,13 +331,17 @@ class _Body:
         return p
 
     def clone_into(self, instr: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
-        c = clone_instruction(instr, operands, name=self.name(instr.name))
+        origin = self.origin
+        if origin is None:
+            c = clone_instruction(instr, operands, name=self.name(instr.name))
+        else:
+            # named after the input instruction it copies (a clone of a clone too)
+            base = origin.get(instr, instr.name)
+            c = clone_instruction(instr, operands, name=self.name(base))
+            origin[c] = base
         self.comp.add_instruction(c)
         if self.made is not None:
             self.made.add(c)
-        origin = self.origin
-        if origin is not None:
-            origin[c] = origin.get(instr, instr.name)
         return c
 
     def inline(self, fused: HloComputation, outer_operands: list[HloInstruction], stop: HloInstruction | None = None):
@@ -824,13 +828,14 @@ class _BodyBuilder:
         self.made = made
         self.origin = origin
 
-    def materialize(self, body: DeferredBody) -> None:
+    def materialize(self, body: DeferredBody, names: NameUniquifier | None = None) -> None:
+        """Build `body`; with `names`, its instructions get their final, module-wide names now."""
         recipe, fusion = body.recipe, body.fusion
         body.recipe = body.fusion = body.builder = None
         body.instructions = []
         body._by_name = {}
         body.root = None
-        b = _Body(body, None, self.made, self.origin)
+        b = _Body(body, names, self.made if names is None else None, self.origin)
         params = [b.param_for(o) for o in fusion.operands]
         body.root = replay(recipe, params, b.clone_into)
         _TOPOLOGICAL.add(body)
@@ -1027,7 +1032,9 @@ class FusionEditor:
             if fused is None:
                 continue
             if is_deferred(fused):
-                self._builder.materialize(fused)
+                # Built now, in this order, with the names the renaming below would give.
+                self._builder.materialize(fused, names)
+                continue
             renamed = False
             for i in fused.instructions:
                 if i in unnamed:
