@@ -888,10 +888,15 @@ class LegalityChecker:
     def can_fuse(self, producer: HloInstruction, consumer: HloInstruction) -> Rejection | None:
         """The first rule of XLA's `CanFuse` that forbids fusing `producer` into `consumer`, or None (cached)."""
         vget = self._vget
-        key = (producer, vget(producer, 0), consumer, vget(consumer, 0))
-        r = self._pair.get(key, _MISSING)
-        if r is _MISSING:
-            r = self._pair[key] = self._can_fuse(producer, consumer)
+        pv, cv = vget(producer, 0), vget(consumer, 0)
+        verdicts = self._pair.get(producer)
+        if verdicts is None:
+            verdicts = self._pair[producer] = {}
+        e = verdicts.get(consumer)
+        if e is not None and e[1] == cv and e[0] == pv:
+            return e[2]
+        r = self._can_fuse(producer, consumer)
+        verdicts[consumer] = (pv, cv, r)
         return r
 
     def first_rejection(self, producer: HloInstruction, users) -> tuple[bool, HloInstruction | None, Rejection | None]:
@@ -901,17 +906,24 @@ class LegalityChecker:
         the last two are None when every non-bitcast user passes.
         """
         vget = self._vget
-        pair = self._pair
         pv = vget(producer, 0)
+        # verdicts by producer, then by consumer: (producer version, consumer version, verdict);
+        # one entry per pair, replaced when either side changes (versions only grow)
+        verdicts = self._pair.get(producer)
+        if verdicts is None:
+            verdicts = self._pair[producer] = {}
         has_non_bitcast = False
         for u in users:
             if u.opcode == "bitcast":
                 continue
             has_non_bitcast = True
-            key = (producer, pv, u, vget(u, 0))
-            r = pair.get(key, _MISSING)
-            if r is _MISSING:
-                r = pair[key] = self._can_fuse(producer, u)
+            uv = vget(u, 0)
+            e = verdicts.get(u)
+            if e is not None and e[1] == uv and e[0] == pv:
+                r = e[2]
+            else:
+                r = self._can_fuse(producer, u)
+                verdicts[u] = (pv, uv, r)
             if r is not None:
                 return True, u, r
         return has_non_bitcast, None, None

@@ -212,20 +212,23 @@ class PriorityFusionRun:
     # -- pricing ------------------------------------------------------------
     def _pair(self, producer: HloInstruction, consumer: HloInstruction) -> tuple[float, float, float]:
         version = self._version
-        key = (producer, version.get(producer, 0), consumer, version.get(consumer, 0))
-        v = self._pairs.get(key)
-        if v is not None:
-            return v
+        pv, cv = version.get(producer, 0), version.get(consumer, 0)
+        prices = self._pairs.get(producer)
+        if prices is None:
+            prices = self._pairs[producer] = {}
+        e = prices.get(consumer)
+        if e is not None and e[1] == cv and e[0] == pv:
+            return e[2]
         ckey = None
         if self._content is not None:
             ckey = self._content.pair(producer, consumer)
             v = self._by_content.get(ckey)
             if v is not None:
-                self._pairs[key] = v
+                prices[consumer] = (pv, cv, v)
                 return v
         v = self._price_pair(producer, consumer)
         if v is not None:
-            self._pairs[key] = v
+            prices[consumer] = (pv, cv, v)
             if ckey is not None:
                 self._by_content[ckey] = v
             return v
@@ -282,10 +285,14 @@ class PriorityFusionRun:
             # `_pair`'s cache lookup inlined: producers with many users are re-prioritized often.
             vget = self._version.get
             pv = vget(producer, 0)
-            pairs = self._pairs
+            prices = self._pairs.get(producer)
+            if prices is None:
+                prices = self._pairs[producer] = {}
             for u in users:
-                v = pairs.get((producer, pv, u, vget(u, 0)))
-                if v is None:
+                e = prices.get(u)
+                if e is not None and e[1] == vget(u, 0) and e[0] == pv:
+                    v = e[2]
+                else:
                     v = self._pair(producer, u)
                     if not self.incremental:
                         break
