@@ -193,3 +193,18 @@ def test_lean_module_totals_equal_the_kernel_table(path):
             s = price_module(m, DEVICE, model).summary()
             total, kernels, unpriced = module_time(m, DEVICE, model)
         assert (total, kernels, unpriced) == (s["total_s"], s["kernels"], s["unpriced"])
+
+
+def test_pair_cache_entries_hold_for_one_version_of_each_side():
+    from xla_costmodel.fusion._pair_cache import PairCache
+
+    m = load_hlo(fixture_paths("layernorm_softmax.pre.hlo")[0])
+    producer, consumer = next(_pairs(m))
+    cache = PairCache()
+    assert cache.get(producer, 0, consumer, 0) is None
+    cache.put(producer, 0, consumer, 0, "v0")
+    assert cache.get(producer, 0, consumer, 0) == "v0"
+    assert cache.get(producer, 0, consumer, 1, "miss") == "miss"  # the consumer grew
+    assert cache.get(producer, 1, consumer, 0, "miss") == "miss"  # the producer grew
+    cache.put(producer, 0, consumer, 1, "v1")  # replaces, does not pile up
+    assert cache.entries(producer) == {consumer: (0, 1, "v1")}

@@ -25,6 +25,7 @@ from ..hlo._deferred import root_opcode
 from ..hlo._edit import _ordered, discard_fusion, hypothetical_fusion
 from ..hlo._structure import ContentIds
 from ..models._launch import _faster_than_elemental, _find_hero_matching
+from ._pair_cache import PairCache
 
 __all__ = [
     "RULES",
@@ -840,7 +841,7 @@ class LegalityChecker:
         self._kind: dict = {}
         self._facts: dict = {}
         self._ir: dict = {}
-        self._pair: dict = {}
+        self._pair = PairCache()  # verdicts
         self._updates_in_place: dict = {}
         # Per-kernel facts depend on the kernel's content only: with content ids,
         # kernels repeated across layers share one entry, and so does the verdict
@@ -889,14 +890,10 @@ class LegalityChecker:
         """The first rule of XLA's `CanFuse` that forbids fusing `producer` into `consumer`, or None (cached)."""
         vget = self._vget
         pv, cv = vget(producer, 0), vget(consumer, 0)
-        verdicts = self._pair.get(producer)
-        if verdicts is None:
-            verdicts = self._pair[producer] = {}
-        e = verdicts.get(consumer)
-        if e is not None and e[1] == cv and e[0] == pv:
-            return e[2]
-        r = self._can_fuse(producer, consumer)
-        verdicts[consumer] = (pv, cv, r)
+        r = self._pair.get(producer, pv, consumer, cv, _MISSING)
+        if r is _MISSING:
+            r = self._can_fuse(producer, consumer)
+            self._pair.put(producer, pv, consumer, cv, r)
         return r
 
     def first_rejection(self, producer: HloInstruction, users) -> tuple[bool, HloInstruction | None, Rejection | None]:
@@ -907,11 +904,7 @@ class LegalityChecker:
         """
         vget = self._vget
         pv = vget(producer, 0)
-        # verdicts by producer, then by consumer: (producer version, consumer version, verdict);
-        # one entry per pair, replaced when either side changes (versions only grow)
-        verdicts = self._pair.get(producer)
-        if verdicts is None:
-            verdicts = self._pair[producer] = {}
+        verdicts = self._pair.entries(producer)
         has_non_bitcast = False
         for u in users:
             if u.opcode == "bitcast":

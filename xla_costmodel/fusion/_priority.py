@@ -44,6 +44,7 @@ from ._legality import (
     hlo_is_fusible,
     is_fusible,
 )
+from ._pair_cache import PairCache
 
 __all__ = ["PriorityFusionRun", "StepRecord", "quantize_priority"]
 
@@ -169,7 +170,7 @@ class PriorityFusionRun:
         incremental: bool = True,
         origin: dict | None = None,
         step0: int = 0,
-        pair_cache: dict | None = None,
+        pair_cache: PairCache | None = None,
         version: dict | None = None,
         content: ContentIds | None = None,
         content_cache: dict | None = None,
@@ -200,7 +201,7 @@ class PriorityFusionRun:
         # producer -> its latest rejection (rule) and its latest estimate
         self.rejections: dict[HloInstruction, tuple[HloInstruction | None, Rejection]] = {}
         self.estimates: dict[HloInstruction, tuple[float, float]] = {}
-        self._pairs: dict = {} if pair_cache is None else pair_cache
+        self._pairs = PairCache() if pair_cache is None else pair_cache  # prices
         # Content ids (`hlo._structure`) of the kernels: new fusions get ids derived from their pair;
         # pair prices are cached by content for models that price kernels by content only.
         self._ids = content
@@ -213,22 +214,19 @@ class PriorityFusionRun:
     def _pair(self, producer: HloInstruction, consumer: HloInstruction) -> tuple[float, float, float]:
         version = self._version
         pv, cv = version.get(producer, 0), version.get(consumer, 0)
-        prices = self._pairs.get(producer)
-        if prices is None:
-            prices = self._pairs[producer] = {}
-        e = prices.get(consumer)
-        if e is not None and e[1] == cv and e[0] == pv:
-            return e[2]
+        v = self._pairs.get(producer, pv, consumer, cv)
+        if v is not None:
+            return v
         ckey = None
         if self._content is not None:
             ckey = self._content.pair(producer, consumer)
             v = self._by_content.get(ckey)
             if v is not None:
-                prices[consumer] = (pv, cv, v)
+                self._pairs.put(producer, pv, consumer, cv, v)
                 return v
         v = self._price_pair(producer, consumer)
         if v is not None:
-            prices[consumer] = (pv, cv, v)
+            self._pairs.put(producer, pv, consumer, cv, v)
             if ckey is not None:
                 self._by_content[ckey] = v
             return v
@@ -285,9 +283,7 @@ class PriorityFusionRun:
             # `_pair`'s cache lookup inlined: producers with many users are re-prioritized often.
             vget = self._version.get
             pv = vget(producer, 0)
-            prices = self._pairs.get(producer)
-            if prices is None:
-                prices = self._pairs[producer] = {}
+            prices = self._pairs.entries(producer)
             for u in users:
                 e = prices.get(u)
                 if e is not None and e[1] == vget(u, 0) and e[0] == pv:

@@ -18,6 +18,7 @@ from ..hlo import HloComputation, HloModule
 from ..hlo._edit import NameUniquifier, copy_module, inline_calls as _inline_calls
 from ..hlo._structure import ContentIds
 from ._legality import RULES, LegalityChecker
+from ._pair_cache import PairCache
 from ._priority import PriorityFusionRun
 
 __all__ = ["FusionResult", "fusible_computations", "kernels_of", "layout_changes_to_bitcasts", "simulate_fusion"]
@@ -340,7 +341,7 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
     counter = itertools.count()
     uids = {instr: next(counter) for _, instr in work.instructions()}
     origin: dict = {}
-    pair_cache: dict = {}
+    pair_cache = PairCache()
     steps, rejected = [], []
     calls = 0
     for comp in comps:
