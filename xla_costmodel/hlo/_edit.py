@@ -760,20 +760,23 @@ def _dismantle(body: HloComputation) -> None:
     body.root = None
 
 
+def _place(o: HloInstruction, ops: list[HloInstruction], index: dict[int, int]) -> int:
+    """The position of `o` in `ops` (`index`: id -> position), appended if new."""
+    j = index.get(id(o))
+    if j is None:
+        j = index[id(o)] = len(ops)
+        ops.append(o)
+    return j
+
+
 def _recipe_of(instr: HloInstruction, origin: dict | None):
     """`(recipe, its operand list)` for `instr` as a fusion producer or consumer (see `hlo._deferred`)."""
     body = instr.fused_computation
     if body is None:
         ops: list[HloInstruction] = []
         index: dict[int, int] = {}
-        args = []
-        for o in instr.operands:
-            j = index.get(id(o))
-            if j is None:
-                j = index[id(o)] = len(ops)
-                ops.append(o)
-            args.append(j)
-        return Leaf(instr, tuple(args)), ops
+        args = tuple([_place(o, ops, index) for o in instr.operands])
+        return Leaf(instr, args), ops
     if is_deferred(body):
         return body.recipe, instr.operands
     return _snapshot(body, origin), instr.operands
@@ -798,24 +801,9 @@ def _fused_operands(producer: HloInstruction, consumer_ops, producer_ops):
     (`-1`: the producer's value). **Returns:** `(operands, producer_args, consumer_args)`."""
     ops: list[HloInstruction] = []
     index: dict[int, int] = {}
-    consumer_args = []
-    for o in consumer_ops:
-        if o is producer:
-            consumer_args.append(-1)
-            continue
-        j = index.get(id(o))
-        if j is None:
-            j = index[id(o)] = len(ops)
-            ops.append(o)
-        consumer_args.append(j)
-    producer_args = []
-    for o in producer_ops:
-        j = index.get(id(o))
-        if j is None:
-            j = index[id(o)] = len(ops)
-            ops.append(o)
-        producer_args.append(j)
-    return ops, tuple(producer_args), tuple(consumer_args)
+    consumer_args = tuple([-1 if o is producer else _place(o, ops, index) for o in consumer_ops])
+    producer_args = tuple([_place(o, ops, index) for o in producer_ops])
+    return ops, producer_args, consumer_args
 
 
 class _BodyBuilder:
