@@ -57,8 +57,9 @@ def _run(plan, read_midway: bool):
     for producer, consumer in plan:
         p, c = live[producer], live[consumer]
         fusion = ed.fuse(p, c, kind="kLoop")
+        if fusion is not c:  # a new fusion took the consumer's place
+            del live[consumer]
         live[fusion.name] = fusion
-        live.pop(consumer if fusion is not c else "", None)
         if read_midway:
             assert fusion.fused_computation.instructions  # builds it now
         if not p.users and p is not e.root:
