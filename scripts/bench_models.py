@@ -240,7 +240,7 @@ def _same_features_ceiling(test) -> dict:
             "kendall_tau": accuracy(best, y)["kendall_tau"]}
 
 
-def _form_ceiling(sets: dict) -> "pd.DataFrame":
+def _form_ceiling(sets: dict):
     """Each fittable model fitted to held-out kernels and scored on the same kernels (table 10).
 
     **Arguments:** `sets`: label -> `prepare`d kernels (features `X`, measured times `y`).
