@@ -57,7 +57,10 @@ Tables printed:
     table 7) and scored on them. This reads the test set's times, so it is a
     ceiling on the form, not a model: if the linear model fitted to these
     very kernels orders them with tau t, no training set can make it order
-    them better than about t.
+    them better than about t. For the linear model the table also gives the
+    tau of non-negative weights fitted to the kernels' order instead of their
+    relative error (a smooth pairwise loss), so that the limit is seen to be
+    the form's, not the objective's.
 
 Two error figures are shown, and they differ a lot:
 
@@ -240,13 +243,57 @@ def _same_features_ceiling(test) -> dict:
             "kendall_tau": accuracy(best, y)["kendall_tau"]}
 
 
+def _order_fitted_weights(X, y, start):
+    """Non-negative linear weights fitted for the order of `y` rather than its relative error (table 10).
+
+    Minimises a smooth stand-in for the share of misordered pairs: the
+    logistic loss of `sharpness · (ln p_i − ln p_j)` over every pair with
+    `y_i > y_j`, for weights `exp(v) ≥ 0`, from `start` (the relative
+    least-squares weights), at a few sharpnesses; returns the predictions
+    with the best Kendall tau. A check that the linear model's tau on these
+    kernels is a limit of its form, not of the objective it is fitted by.
+    """
+    import numpy as np
+    from scipy.optimize import minimize
+
+    from xla_costmodel.compare._metrics import accuracy
+
+    X, ly = np.asarray(X, float), np.log(np.asarray(y, float))
+    used = np.flatnonzero(np.any(X != 0, axis=0))
+    Xs = X[:, used] / X[:, used].max(axis=0)  # unit columns: one step size suits every weight
+    v0 = np.log(np.maximum(np.asarray(start, float)[used] * X[:, used].max(axis=0), 1e-12))
+    i, j = np.triu_indices(len(ly), 1)
+    sign = np.sign(ly[i] - ly[j])
+    i, j, sign = i[sign != 0], j[sign != 0], sign[sign != 0]
+    best = Xs @ np.exp(v0)
+    best_tau = accuracy(best, np.exp(ly))["kendall_tau"]
+    for sharpness in (5.0, 20.0, 50.0):
+        def loss(v, sharpness=sharpness):
+            w = np.exp(v)
+            p = Xs @ w
+            z = sharpness * sign * (np.log(p[i]) - np.log(p[j]))
+            dz = -sharpness * sign / (1.0 + np.exp(z)) / len(z)
+            dlp = np.bincount(i, dz, len(ly)) - np.bincount(j, dz, len(ly))
+            return np.logaddexp(0.0, -z).mean(), Xs.T @ (dlp / p) * w
+
+        v = minimize(loss, v0, jac=True, method="L-BFGS-B", options={"maxiter": 2000}).x
+        p = Xs @ np.exp(v)
+        tau = accuracy(p, np.exp(ly))["kendall_tau"]
+        if tau > best_tau:
+            best, best_tau = p, tau
+    return best
+
+
 def _form_ceiling(sets: dict):
     """Each fittable model fitted to held-out kernels and scored on the same kernels (table 10).
 
     **Arguments:** `sets`: label -> `prepare`d kernels (features `X`, measured times `y`).
 
-    **Returns:** one row per set and model: `n`, `gmre`, `within_2x`, `kendall_tau`.
+    **Returns:** one row per set and model: `n`, `gmre`, `within_2x`, `kendall_tau`; for the
+    linear model also `kendall_tau, weights fitted for order` (`_order_fitted_weights`).
     """
+    import math
+
     import numpy as np
     import pandas as pd
 
@@ -258,8 +305,12 @@ def _form_ceiling(sets: dict):
         y = np.asarray(prepared.y, float)
         for name, model in (("fitted", FittedModel()), ("learned", LearnedModel())):
             m = accuracy(model.fit(prepared.X, y).predict(prepared.X), y)
-            out.append({"kernels": label, "model": name, "n": len(y), "gmre": m["gmre"],
-                        "within_2x": m["within_2x"], "kendall_tau": m["kendall_tau"]})
+            row = {"kernels": label, "model": name, "n": len(y), "gmre": m["gmre"], "within_2x": m["within_2x"],
+                   "kendall_tau": m["kendall_tau"], "kendall_tau, weights fitted for order": math.nan}
+            if name == "fitted":
+                ordered = _order_fitted_weights(prepared.X, y, model.coef_)
+                row["kendall_tau, weights fitted for order"] = accuracy(ordered, y)["kendall_tau"]
+            out.append(row)
     return pd.DataFrame(out)
 
 
@@ -281,7 +332,8 @@ def _goals(t, ceiling, form=None) -> list[tuple[str, bool, str]]:
     note = f"  [measurement's own tau, {ref['comparison'].iloc[0]}: {ref['kendall_tau'].iloc[0]:.3f}]" if len(ref) else ""
     if form is not None and len(form):
         own = form[(form["model"] == "fitted")].iloc[0]
-        note += f" [the linear form fitted to these kernels' own times: {own['kendall_tau']:.3f}]"
+        note += (f" [the linear form fitted to these kernels' own times: {own['kendall_tau']:.3f}; "
+                 f"fitted to their order: {own['kendall_tau, weights fitted for order']:.3f}]")
     goals.append(("fitted Kendall tau >= 0.9", f["kendall_tau"] >= 0.9, f"{f['kendall_tau']:.3f}{note}"))
     return goals
 

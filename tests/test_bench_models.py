@@ -61,6 +61,22 @@ def test_quick_benchmark_tables_and_goals(tmp_path, capsys):
     assert all(row["n"] == program["fitted"]["n"] for row in own)
     assert own[1]["gmre"] < program["learned"]["gmre"] and own[1]["kendall_tau"] > own[0]["kendall_tau"]
     assert f"the linear form fitted to these kernels' own times: {own[0]['kendall_tau']:.3f}" in tau_goal["value"]
+    # Weights fitted to the order start from the relative least-squares ones and keep the better tau.
+    assert own[0]["kendall_tau, weights fitted for order"] >= own[0]["kendall_tau"] - 1e-3
+    assert math.isnan(own[1]["kendall_tau, weights fitted for order"])
     if "tau_against_runs" in payload:
         runs = {row["model"]: row for row in payload["tau_against_runs"]}
         assert runs["fitted"]["tau vs run 1"] == pytest.approx(program["fitted"]["kendall_tau"], abs=1e-9)
+
+
+def test_order_fitted_weights_recover_an_order_the_start_misses():
+    import numpy as np
+    from scipy.stats import kendalltau
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0.0, 1.0, size=(60, 3))
+    y = X @ np.array([1e-7, 3e-7, 2e-8])
+    start = np.array([1e-7, 0.0, 1e-6])  # weights that order these rows badly
+    before = kendalltau(X @ start, y)[0]
+    after = kendalltau(_bench()._order_fitted_weights(X, y, start), y)[0]
+    assert before < 0.7 and after > 0.95
