@@ -114,7 +114,7 @@ LARGE = ROOT / "calibration" / "host_cpu_programs_large.parquet"
 def _ceiling(rerun: Path | None):
     """The noise-ceiling table of the test kernels (see the module docstring, table 4)."""
     from xla_costmodel.compare._ceiling import noise_ceiling, rounds_of
-    from xla_costmodel.compare._data import load_rows, programs_dataset
+    from xla_costmodel.fit._data import load_rows, programs_dataset
 
     rows = load_rows(programs_dataset("host"))
     rows = rows[rows["kernel_class"] == "program"]
@@ -134,8 +134,8 @@ def _tau_by_size(table, rerun: Path | None):
     import pandas as pd
 
     from xla_costmodel.compare._ceiling import run_pair
-    from xla_costmodel.compare._data import kernel_rows, load_rows, programs_dataset
-    from xla_costmodel.compare._metrics import accuracy
+    from xla_costmodel.fit._data import kernel_rows, load_rows, programs_dataset
+    from xla_costmodel.fit._metrics import accuracy
 
     pred = table.predictions[table.predictions["scored"]]
     pairs = [(model, g["predicted_s"].to_numpy(), g["measured_s"].to_numpy()) for model, g in pred.groupby("model", sort=False)]
@@ -162,8 +162,8 @@ def _tau_against_runs(table, rerun: Path | None):
     import pandas as pd
 
     from xla_costmodel.compare._ceiling import kernel_times
-    from xla_costmodel.compare._data import kernel_rows, load_rows
-    from xla_costmodel.compare._metrics import accuracy
+    from xla_costmodel.fit._data import kernel_rows, load_rows
+    from xla_costmodel.fit._metrics import accuracy
 
     if rerun is None or not rerun.is_file():
         return None
@@ -187,9 +187,9 @@ def _training_fit(device):
     """Each fittable model scored on the kernels it was fitted to (its capacity, not its generalization)."""
     import pandas as pd
 
-    from xla_costmodel.compare import FittedModel, LearnedModel
-    from xla_costmodel.compare._data import default_training, load_rows, prepare, training_rows
-    from xla_costmodel.compare._metrics import accuracy
+    from xla_costmodel.fit import FittedModel, LearnedModel
+    from xla_costmodel.fit._data import default_training, load_rows, prepare, training_rows
+    from xla_costmodel.fit._metrics import accuracy
 
     train = prepare(training_rows(load_rows(default_training("host"))), device)
     y = train.y.to_numpy() if hasattr(train.y, "to_numpy") else train.y
@@ -237,7 +237,7 @@ def _same_features_ceiling(test) -> dict:
     import numpy as np
     import pandas as pd
 
-    from xla_costmodel.compare._metrics import accuracy
+    from xla_costmodel.fit._metrics import accuracy
 
     y = np.asarray(test.y, float)
     key = pd.util.hash_pandas_object(test.X.astype(float), index=False).to_numpy()
@@ -259,7 +259,7 @@ def _order_fitted_weights(X, y, start):
     import numpy as np
     from scipy.optimize import minimize
 
-    from xla_costmodel.compare._metrics import accuracy
+    from xla_costmodel.fit._metrics import accuracy
 
     X, ly = np.asarray(X, float), np.log(np.asarray(y, float))
     used = np.flatnonzero(np.any(X != 0, axis=0))
@@ -298,8 +298,8 @@ def _form_ceiling(sets: dict):
     import numpy as np
     import pandas as pd
 
-    from xla_costmodel.compare import FittedModel, LearnedModel
-    from xla_costmodel.compare._metrics import accuracy
+    from xla_costmodel.fit import FittedModel, LearnedModel
+    from xla_costmodel.fit._metrics import accuracy
 
     out = []
     for label, prepared in sets.items():
@@ -341,8 +341,8 @@ def _goals(t, ceiling, form=None) -> list[tuple[str, bool, str]]:
 
 def _speed(test_kernels, device) -> dict:
     """Estimates per second of the fitted model against the roofline, on the same kernels."""
-    from xla_costmodel.compare import FittedModel
-    from xla_costmodel.compare._data import default_training, load_rows, prepare, training_rows
+    from xla_costmodel.fit import FittedModel
+    from xla_costmodel.fit._data import default_training, load_rows, prepare, training_rows
     from xla_costmodel.models import get_model
 
     train = prepare(training_rows(load_rows(default_training("host"))), device)
@@ -372,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from xla_costmodel import get_device
     from xla_costmodel.compare import compare
-    from xla_costmodel.compare._data import default_dataset, load_rows, prepare, programs_dataset
+    from xla_costmodel.fit._data import default_dataset, load_rows, prepare, programs_dataset
 
     device = get_device("host")
     t0 = time.perf_counter()

@@ -28,7 +28,7 @@ dataset's schema (`read_dataset` reads them) with:
   features can be recomputed.
 
 The same file also holds the supplementary measurement kernels of
-`xla_costmodel.compare._extra_suite` (small sizes and the operations the
+`xla_costmodel.measure._extra_suite` (small sizes and the operations the
 main suite lacks, each measured in a chain of kernels): `kernel_class`
 `extra-<class>`, `source` `extra`. They are *training* data; `compare` and
 `calibrate` never fit to the `program` / `program-unfused` rows.
@@ -165,12 +165,12 @@ def measure_zoo(names, *, rounds: int, repeats: int, discard: int, unfused: bool
 
 
 def measure_extra(only, *, rounds: int, repeats: int, discard: int, progress: bool = True):
-    """Dataset rows for the supplementary measurement kernels (`xla_costmodel.compare._extra_suite`)."""
+    """Dataset rows for the supplementary measurement kernels (`xla_costmodel.measure._extra_suite`)."""
     import jax
     import numpy as np
     import pandas as pd
 
-    from xla_costmodel.compare._extra_suite import extra_cases, is_chain
+    from xla_costmodel.measure._extra_suite import extra_cases, is_chain
     from xla_costmodel.measure import ConcurrentKernelsWarning, measure_program, merge_measurements, steady_allocator
     from xla_costmodel.measure._dataset import DATASET_COLUMNS
     from xla_costmodel.measure._suite import measurement_rows

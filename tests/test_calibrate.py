@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from xla_costmodel import analyze, calibrate, parse_hlo
-from xla_costmodel.compare import CalibratedModel, CalibrationError, FEATURES, FittedModel, LearnedModel, kernel_features
-from xla_costmodel.compare._calibrated import host_as_gpu
+from xla_costmodel.fit import CalibratedModel, CalibrationError, FEATURES, FittedModel, LearnedModel, kernel_features
+from xla_costmodel.fit._calibrated import host_as_gpu
 from xla_costmodel.measure import read_dataset
 from conftest import TEST_CPU
 

@@ -23,11 +23,11 @@ from xla_costmodel.models import (
     FusionEstimate,
     KernelEstimate,
     RooflineModel,
-    ScaledModel,
     XlaGpuModel,
     get_model,
 )
-from xla_costmodel.models._combined import fit_log_scale, measured_kernels
+from xla_costmodel.fit import ScaledModel
+from xla_costmodel.fit._scaled import fit_log_scale, measured_kernels
 from conftest import ADD
 
 H100 = get_device("h100-sxm")

@@ -12,7 +12,7 @@ import pytest
 from scipy.stats import kendalltau, spearmanr
 
 from xla_costmodel.compare import accuracy, compare, fusion_metrics
-from xla_costmodel.compare._metrics import SK_FLOOR, sk_gmre
+from xla_costmodel.fit._metrics import SK_FLOOR, sk_gmre
 from xla_costmodel.measure import read_dataset
 from conftest import TEST_CPU
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from xla_costmodel.compare._extra_suite import EXTRA_SUITE, REPS, extra_cases, is_chain
+from xla_costmodel.measure._extra_suite import EXTRA_SUITE, REPS, extra_cases, is_chain
 
 
 def _smallest_cases():
@@ -39,7 +39,7 @@ def test_case_lowers_to_a_chain_of_instances(case):
 
 
 def test_every_case_has_measured_training_rows():
-    from xla_costmodel.compare._data import load_rows, programs_dataset
+    from xla_costmodel.fit._data import load_rows, programs_dataset
 
     path = programs_dataset("host")
     if not path.is_file():

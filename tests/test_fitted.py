@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from xla_costmodel import parse_hlo
-from xla_costmodel.compare import FEATURES, CalibrationError, FittedModel, LearnedModel
-from xla_costmodel.compare._fitted import fit_relative_least_squares
+from xla_costmodel.fit import FEATURES, CalibrationError, FittedModel, LearnedModel
+from xla_costmodel.fit._fitted import fit_relative_least_squares
 from xla_costmodel.models import CostModel, get_model, model_names
 from conftest import TEST_CPU
 
@@ -235,7 +235,7 @@ def test_features_are_the_published_list():
 
 
 def test_every_feature_has_a_unit_in_the_weights_table():
-    from xla_costmodel.compare._features import FEATURES
-    from xla_costmodel.compare._fitted import _unit
+    from xla_costmodel.fit._features import FEATURES
+    from xla_costmodel.fit._fitted import _unit
 
     assert [f for f in FEATURES if _unit(f) == "unit"] == []

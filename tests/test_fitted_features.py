@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from xla_costmodel import parse_hlo
-from xla_costmodel.compare import FEATURES, FeatureError, kernel_features
-from xla_costmodel.compare._features import features_of, kernel_from_row
+from xla_costmodel.fit import FEATURES, FeatureError, kernel_features
+from xla_costmodel.fit._features import features_of, kernel_from_row
 from xla_costmodel.devices import DeviceSpec
 
 CPU = DeviceSpec(

@@ -31,7 +31,8 @@ import pytest
 
 import xla_costmodel as xc
 from xla_costmodel.devices import get_device
-from xla_costmodel.models import BOUNDS, CombinedModel, CostModel, CostModelWarning, ScaledModel, get_model, model_names
+from xla_costmodel.fit import ScaledModel
+from xla_costmodel.models import BOUNDS, CombinedModel, CostModel, CostModelWarning, get_model, model_names
 from conftest import load_temp_install
 
 HERE = Path(__file__).resolve().parent
@@ -133,7 +134,7 @@ def _is_calibration_error(exc: BaseException) -> bool:
 @pytest.fixture(scope="module")
 def small_dataset():
     """Every 8th kernel of the host suite (calibration/host_cpu.parquet), parsed and featurized."""
-    from xla_costmodel.compare._data import prepare
+    from xla_costmodel.fit._data import prepare
     from xla_costmodel.measure import read_dataset
 
     df = read_dataset(ROOT / "calibration" / "host_cpu.parquet")

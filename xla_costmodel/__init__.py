@@ -33,7 +33,7 @@ from .fusion import search_fusion as search_fusion
 from .fusion import simulate_fusion as simulate_fusion
 from .measure import measure as measure
 from . import plot as plot
-from .compare import calibrate as calibrate
+from .fit import calibrate as calibrate
 from .compare import compare as compare
 
 __version__ = "0.1.0"

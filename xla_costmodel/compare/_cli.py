@@ -38,7 +38,7 @@ def _paths(values):
 def _compare(args: argparse.Namespace) -> int:
     from ..measure import DatasetError
     from ._compare import DEFAULT_MODELS, SPLITS, compare
-    from ._store import CalibrationError
+    from ..fit._store import CalibrationError
 
     if args.split not in SPLITS:
         raise UsageError(f"unknown split {args.split!r}; splits: {', '.join(SPLITS)}")
@@ -81,7 +81,7 @@ def _calibrate_configure(p: argparse.ArgumentParser) -> None:
 @command("calibrate", "fit the fitted, learned and calibrated models to measurements and save them", _calibrate_configure)
 def _calibrate(args: argparse.Namespace) -> int:
     from ..measure import DatasetError
-    from ._calibrate import FITTABLE_MODELS, calibrate
+    from ..fit._calibrate import FITTABLE_MODELS, calibrate
 
     try:
         result = calibrate(args.device, quick=args.quick, dataset=_paths(args.dataset),
@@ -94,8 +94,8 @@ def _calibrate(args: argparse.Namespace) -> int:
         raise
     print_table(result if (args.json or args.csv) else result.round(4), as_json=args.json, as_csv=args.csv)
     if args.weights and "fitted" in set(result["model"]):
-        from ._fitted import FittedModel
-        from ._store import DIR_ENV
+        from ..fit._fitted import FittedModel
+        from ..fit._store import DIR_ENV
 
         import os
 

@@ -23,7 +23,7 @@ Splits (what is fitted on what, what is scored):
 Fittable models (`fitted`, `learned`, `*-calibrated`) are refitted from
 scratch on each training part; the analytical models (`roofline`,
 `xla-gpu`) are used as they are (on a CPU, `xla-gpu` runs on
-`host_as_gpu(device)`). Metrics: see `xla_costmodel.compare._metrics`.
+`host_as_gpu(device)`). Metrics: see `xla_costmodel.fit._metrics`.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from ._data import PROGRAM_CLASSES, Prepared, default_training, load_rows, prepare, programs_dataset, training_rows
-from ._metrics import METRIC_COLUMNS, accuracy, fusion_metrics
+from ..fit._data import PROGRAM_CLASSES, Prepared, default_training, load_rows, prepare, programs_dataset, training_rows
+from ..fit._metrics import METRIC_COLUMNS, accuracy, fusion_metrics
 
 __all__ = ["compare", "Comparison", "DEFAULT_MODELS", "SPLITS", "make_model"]
 
@@ -74,9 +74,9 @@ class Comparison(pd.DataFrame):
 def make_model(name_or_model, device):
     """A model object for `compare`: registry names, with `xla-gpu` pinned to `host_as_gpu` on a CPU."""
     from ..models import get_model
-    from ._calibrated import AnalyticalOnDevice, CalibratedModel, host_as_gpu
-    from ._fitted import FittedModel
-    from ._learned import LearnedModel
+    from ..fit._calibrated import AnalyticalOnDevice, CalibratedModel, host_as_gpu
+    from ..fit._fitted import FittedModel
+    from ..fit._learned import LearnedModel
 
     if not isinstance(name_or_model, str):
         return name_or_model
@@ -104,7 +104,7 @@ def _fittable(model) -> bool:
 def _fit(model, prep: Prepared, device):
     from sklearn.base import clone
 
-    from ._calibrated import CalibratedModel
+    from ..fit._calibrated import CalibratedModel
 
     fresh = clone(model)
     if isinstance(model, CalibratedModel):
@@ -113,7 +113,7 @@ def _fit(model, prep: Prepared, device):
 
 
 def _predict(model, prep: Prepared, device) -> np.ndarray:
-    from ._kernel_model import FeatureCostModel
+    from ..fit._kernel_model import FeatureCostModel
 
     if len(prep.y) == 0:
         return np.zeros(0)
@@ -232,7 +232,7 @@ def compare(models: Sequence = DEFAULT_MODELS, dataset=None, split: str = "progr
 
     **Returns:** a `Comparison` (a DataFrame, one row per model; see there).
     """
-    from ._kernel_model import resolve_device
+    from ..fit._kernel_model import resolve_device
 
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
@@ -300,6 +300,6 @@ def compare(models: Sequence = DEFAULT_MODELS, dataset=None, split: str = "progr
 
 
 def _empty(dev) -> Prepared:
-    from ._features import FEATURES
+    from ..fit._features import FEATURES
 
     return Prepared(pd.DataFrame(), [], pd.DataFrame(columns=list(FEATURES), dtype=float), np.zeros(0))

@@ -14,6 +14,8 @@ from ._roofline import RooflineModel as RooflineModel
 from ._analyze import KernelTable as KernelTable
 from ._analyze import analyze as analyze
 # Combined models ("min(xla-gpu,roofline)", ...) and plugin errors (models/_combined.py, models/_plugins.py).
+# (`scaled(...)` models are fitted: `xla_costmodel.fit.ScaledModel`.)
 from ._combined import CombinedModel as CombinedModel
-from ._combined import ScaledModel as ScaledModel
+from ._combined import ScaledCostModel as ScaledCostModel
+from ._combined import register_combinator as register_combinator
 from ._plugins import ModelPluginError as ModelPluginError

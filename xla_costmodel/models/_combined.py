@@ -12,9 +12,13 @@ pricing the same fusion decision, and two ways to combine them:
 
 "A linear regression may be needed to make models comparable": the
 `scaled-` combinations first put every model on the scale of measured times
-(`ScaledModel`: log t_measured ≈ a + b · log t_model, fitted by least squares
-over a calibration dataset; b = 1 unless `fit_slope`, so by default a model
-only gets a scale factor exp(a)).
+(`xla_costmodel.fit.ScaledModel`: log t_measured ≈ a + b · log t_model,
+fitted by least squares over a calibration dataset).
+
+Combinations are spelled in model names through a registry of combinators
+(`register_combinator`): `min` and `max-savings` are registered here; the
+`scaled` ones by `xla_costmodel.fit`, which fits them (so that this package
+never imports the one above it).
 
 Spelled as model names, wherever a name is accepted (`get_model`,
 `analyze(..., model=...)`, `simulate_fusion(..., model=...)`, `compare`):
@@ -42,32 +46,72 @@ import dataclasses
 import math
 import os
 import re
-import warnings
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Sequence
+from typing import Callable, Protocol, Sequence, runtime_checkable
 
-from ._base import CostModelWarning, FusionEstimate, KernelEstimate, get_model
+from ._base import CostModel, FusionEstimate, KernelEstimate, get_model
 
 __all__ = [
     "COMBINATIONS",
     "RULES",
     "CombinedModel",
-    "ScaledModel",
-    "fit_log_scale",
-    "measured_kernels",
+    "Combinator",
+    "ScaledCostModel",
     "parse_model_name",
+    "register_combinator",
 ]
 
 RULES = ("min", "max-savings")
-#: Combination names accepted in model names: name → (rule, scaled); `scaled` takes one model.
-COMBINATIONS: dict[str, tuple[str | None, bool]] = {
-    "min": ("min", False),
-    "max-savings": ("max-savings", False),
-    "scaled-min": ("min", True),
-    "scaled-max-savings": ("max-savings", True),
-    "scaled": (None, True),
-}
+
+
+@runtime_checkable
+class ScaledCostModel(CostModel, Protocol):
+    """A model put on the scale of measured times (`xla_costmodel.fit.ScaledModel`).
+
+    - `model`: the model it scales;
+    - `scale_for(device)`: `(log_offset, log_slope)` it uses on `device`;
+    - `fitted_to(dataset, device)`: a copy with the scale fitted to `dataset`.
+    """
+
+    model: CostModel
+
+    def scale_for(self, device) -> tuple[float, float]: ...
+
+    def fitted_to(self, dataset, device=...) -> "ScaledCostModel": ...
+
+
+@dataclass(frozen=True, slots=True)
+class Combinator:
+    """A combination spelled in model names: `build(models, **params)` makes the model;
+    `arity`: how many models it takes (None: one or more)."""
+
+    build: Callable[..., CostModel]
+    arity: int | None = None
+
+
+#: Combinations accepted in model names, by name, in the order they were registered.
+COMBINATIONS: dict[str, Combinator] = {}
+
+
+def register_combinator(name: str, *, arity: int | None = None):
+    """Decorator: `build(models: tuple, **params) -> CostModel` spells `name(a, b, ...)` in model names."""
+
+    def register(build):
+        if name in COMBINATIONS and COMBINATIONS[name].build is not build:
+            raise ValueError(f"a model combination named {name!r} is already registered")
+        COMBINATIONS[name] = Combinator(build, arity)
+        return build
+
+    return register
+
+
+def _scaled_model(model, **params) -> ScaledCostModel:
+    """`model` on the scale of measured times, by the registered `scaled` combinator."""
+    combinator = COMBINATIONS.get("scaled")
+    if combinator is None:
+        # `xla_costmodel.fit` registers it; importing the package imports it.
+        raise ValueError("scaled combinations need xla_costmodel.fit (import xla_costmodel)")
+    return combinator.build((model,), **params)
 
 
 def _device(device):
@@ -95,257 +139,6 @@ def _dataset_path(dataset, owner: str) -> str | None:
                     f"{type(dataset).__name__} use .fitted_to(dataset, device)")
 
 
-def _calibration_error(message: str) -> Exception:
-    # compare's CalibrationError (a ValueError) when available, so that `compare` reports it as such.
-    try:
-        from ..compare._store import CalibrationError
-    except ImportError:  # pragma: no cover - compare is part of the package
-        return ValueError(message)
-    return CalibrationError(message)
-
-
-# ---------------------------------------------------------------------------
-# Measured kernels of a calibration dataset
-
-_MEASURED: dict = {}
-
-
-def _dataset_key(dataset):
-    if isinstance(dataset, (str, os.PathLike)):
-        p = Path(dataset).resolve()
-        try:
-            st = p.stat()
-        except OSError:
-            return None
-        return (str(p), st.st_mtime_ns, st.st_size)
-    return None
-
-
-def measured_kernels(dataset) -> tuple[list, "Any", dict]:
-    """The kernels of a calibration dataset with their measured times.
-
-    Each kernel row's `hlo_text` (or `module_text`) is parsed and the
-    instruction named `hlo_op` found (`compare`'s `kernel_from_row`); the
-    time is `min_s` per launch. Rows that are not kernels (control flow, no
-    time, no HLO) are left out, and so are rows that do not parse.
-
-    **Arguments:** `dataset`: a path (`calibration/host_cpu.parquet`), a list
-    of paths, or a DataFrame with the dataset's columns.
-
-    **Returns:** `(kernels, seconds, skipped)`: a list of `HloInstruction`s,
-    a numpy array of seconds, and {row index: why it was left out}.
-    Results for files are cached while the file is unchanged.
-    """
-    import numpy as np
-
-    from ..compare._data import kernel_rows, load_rows, measured_times
-    from ..compare._features import kernel_from_row
-
-    key = _dataset_key(dataset)
-    if key is not None and key in _MEASURED:
-        return _MEASURED[key]
-    df = load_rows(dataset)
-    missing = [c for c in ("min_s", "hlo_op") if c not in df]
-    if missing or not ({"hlo_text", "module_text"} & set(df.columns)):
-        where = dataset if isinstance(dataset, (str, os.PathLike)) else "the dataset"
-        raise ValueError(f"{where}: not a calibration dataset (needs min_s, hlo_op and hlo_text or module_text; "
-                         f"missing {', '.join(missing) or 'hlo_text'})")
-    rows = kernel_rows(df)
-    kernels, keep, skipped = [], [], {}
-    for idx, row in rows.iterrows():
-        try:
-            kernels.append(kernel_from_row(row, where=f"row {idx}"))
-        except (ValueError, KeyError) as exc:
-            skipped[idx] = str(exc)
-            continue
-        keep.append(idx)
-    seconds = np.asarray(measured_times(rows.loc[keep]), dtype=float)
-    out = (kernels, seconds, skipped)
-    if key is not None:
-        _MEASURED[key] = out
-    return out
-
-
-def fit_log_scale(predicted, measured, *, fit_slope: bool = False) -> tuple[float, float, int]:
-    """Least squares in log space: log(measured) ≈ a + b · log(predicted).
-
-    **Arguments:** `predicted`, `measured`: seconds (pairs where either is
-    not finite and positive are left out); `fit_slope`: fit `b` too (else
-    b = 1 and exp(a) is a plain scale factor: the geometric mean of
-    measured / predicted).
-
-    **Returns:** `(a, b, n)` with `n` the pairs used. **Raises:** `ValueError`
-    when fewer than 1 (2 with `fit_slope`, and distinct predictions) pairs remain.
-    """
-    import numpy as np
-
-    p = np.asarray(predicted, dtype=float)
-    m = np.asarray(measured, dtype=float)
-    ok = np.isfinite(p) & np.isfinite(m) & (p > 0) & (m > 0)
-    x, y = np.log(p[ok]), np.log(m[ok])
-    n = int(ok.sum())
-    if not fit_slope:
-        if n < 1:
-            raise ValueError("no kernel with a positive predicted and measured time to fit a scale on")
-        return float(np.mean(y - x)), 1.0, n
-    if n < 2 or float(np.ptp(x)) == 0.0:
-        raise ValueError(f"fitting a slope needs at least 2 kernels with different predicted times (have {n})")
-    b, a = np.polyfit(x, y, 1)
-    return float(a), float(b), n
-
-
-# ---------------------------------------------------------------------------
-# One model on the scale of measured times
-
-
-@dataclass(frozen=True, slots=True)
-class ScaledModel:
-    """`scaled(model)`: a model's times put on the scale of measured times.
-
-    time' = exp(a) · time^b (seconds), the same factor time'/time applied to
-    every part, so the model's own combination rule still holds between the
-    scaled parts (for b = 1 exactly; for b ≠ 1 per kernel). Free (0) and
-    unpriced (NaN) kernels stay so.
-
-    **Arguments:**
-
-    - `model`: the model (or its name).
-    - `log_offset` (a), `log_slope` (b): the scale; `log_offset=None` fits
-      them, per device, on first use, to the device's calibration dataset
-      (`dataset`, default `calibration/host_cpu.parquet` for `host`, else
-      `calibration/<device>.parquet`) by `fit_log_scale`.
-    - `fit_slope`: fit b too (else b = 1).
-    - `dataset`: path of the measurements to fit on (default: see above).
-
-    `fitted_to(dataset, device)` returns a copy with the scale fixed.
-    `estimate` details add `scale` (time'/time), `unscaled_s`, `log_offset`, `log_slope`.
-    """
-
-    model: Any
-    log_offset: float | None = None
-    log_slope: float = 1.0
-    fit_slope: bool = False
-    dataset: str | None = None
-    _fits: dict = field(default_factory=dict, init=False, repr=False, compare=False, hash=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "model", _model(self.model))
-        if self.log_offset is not None:
-            object.__setattr__(self, "log_offset", float(self.log_offset))
-            if not math.isfinite(self.log_offset):
-                raise ValueError(f"scaled({_model_name(self.model)}): log_offset must be finite, not {self.log_offset}")
-        object.__setattr__(self, "log_slope", float(self.log_slope))
-        if not (math.isfinite(self.log_slope) and self.log_slope > 0):
-            raise ValueError(f"scaled({_model_name(self.model)}): log_slope must be positive, not {self.log_slope}")
-        object.__setattr__(self, "dataset", _dataset_path(self.dataset, self.name))
-
-    @property
-    def name(self) -> str:
-        return f"scaled({_model_name(self.model)})"
-
-    @property
-    def prices_by_content(self) -> bool:
-        """A scale keeps the member's promise (see `CostModel`)."""
-        return bool(getattr(self.model, "prices_by_content", False))
-
-    # ------------------------------------------------------------------ scale
-    def _fit(self, dataset, device) -> tuple[float, float]:
-        kernels, measured, _ = measured_kernels(dataset)
-        pred = []
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", CostModelWarning)
-            for k in kernels:
-                try:
-                    pred.append(self.model.estimate(k, device).time_s)
-                except (ArithmeticError, LookupError, TypeError, AttributeError):
-                    pred.append(math.nan)  # a kernel the model's rules do not handle: left out
-        try:
-            a, b, _ = fit_log_scale(pred, measured, fit_slope=self.fit_slope)
-        except ValueError as exc:
-            raise _calibration_error(
-                f"{self.name}: cannot fit the scale on {dataset if isinstance(dataset, (str, os.PathLike)) else 'the dataset'} "
-                f"for device '{device.name}': {exc}"
-            ) from None
-        return a, b
-
-    def scale_for(self, device) -> tuple[float, float]:
-        """`(log_offset, log_slope)` used on `device` (fitted on first use when not given)."""
-        if self.log_offset is not None:
-            return self.log_offset, self.log_slope
-        dev = _device(device)
-        key = (dev.name, self.dataset)
-        if key not in self._fits:
-            if self.dataset is not None:
-                path = Path(self.dataset)
-            else:
-                from ..compare._data import default_dataset
-
-                path = default_dataset(dev.name)
-            if not path.is_file():
-                raise _calibration_error(
-                    f"{self.name}: no measured times for device '{dev.name}' to put the model on one scale "
-                    f"({path} does not exist); give a dataset=..., fixed log_offset=..., or use "
-                    f"fitted_to(dataset, device)"
-                )
-            self._fits[key] = self._fit(path, dev)
-        return self._fits[key]
-
-    def fitted_to(self, dataset, device="host") -> "ScaledModel":
-        """A copy with the scale fitted to `dataset` (path(s) or DataFrame) as priced on `device`."""
-        dev = _device(device)
-        a, b = self._fit(dataset, dev)
-        return dataclasses.replace(self, log_offset=a, log_slope=b)
-
-    def _apply(self, t: float, a: float, b: float) -> float:
-        if not math.isfinite(t) or t <= 0:
-            return t
-        return math.exp(a + b * math.log(t))
-
-    # ------------------------------------------------------------- CostModel
-    def estimate(self, kernel, device) -> KernelEstimate:
-        """The model's estimate with every time scaled (see the class docstring)."""
-        dev = _device(device)
-        e = self.model.estimate(kernel, dev)
-        if not e.priced or e.bound == "free" or not math.isfinite(e.time_s) or e.time_s <= 0:
-            return e
-        a, b = self.scale_for(dev)
-        t = self._apply(e.time_s, a, b)
-        r = t / e.time_s
-        return KernelEstimate(
-            compute_s=e.compute_s * r,
-            memory_s=e.memory_s * r,
-            launch_s=e.launch_s * r,
-            time_s=t,
-            bound=e.bound,
-            note=e.note,
-            details={**e.details, "scale": r, "unscaled_s": e.time_s, "log_offset": a, "log_slope": b},
-        )
-
-    def estimate_fusion(self, producer, consumers: Sequence, device) -> FusionEstimate:
-        """The model's fusion estimate, each kernel's time scaled.
-
-        With b = 1 every time is multiplied by exp(a). With b ≠ 1 each kernel
-        is scaled on its own when the model splits its price by kernel
-        (`producer_s`, `consumers_s`, `fused_consumers_s`), else the totals are.
-        """
-        dev = _device(device)
-        fe = self.model.estimate_fusion(producer, consumers, dev)
-        a, b = self.scale_for(dev)
-        f = lambda t: self._apply(t, a, b)  # noqa: E731
-        n = len(consumers)
-        split = (math.isfinite(fe.producer_s) and len(fe.consumers_s) == n and len(fe.fused_consumers_s) == n)
-        if b == 1.0 or split:
-            p = f(fe.producer_s)
-            cs = tuple(f(c) for c in fe.consumers_s)
-            fs = tuple(f(x) for x in fe.fused_consumers_s)
-            if b == 1.0:
-                return FusionEstimate(time_unfused_s=f(fe.time_unfused_s), time_fused_s=f(fe.time_fused_s),
-                                      producer_s=p, consumers_s=cs, fused_consumers_s=fs)
-            return FusionEstimate(time_unfused_s=p + sum(cs), time_fused_s=sum(fs), producer_s=p,
-                                  consumers_s=cs, fused_consumers_s=fs)
-        return FusionEstimate(time_unfused_s=f(fe.time_unfused_s), time_fused_s=f(fe.time_fused_s))
-
-
 # ---------------------------------------------------------------------------
 # Several models
 
@@ -360,9 +153,9 @@ class CombinedModel:
     - `rule`: `"min"` (priority = min unfused − min fused) or `"max-savings"`
       (priority = max of unfused − fused).
     - `scaled`: put every member on the scale of measured times first
-      (each member becomes a `ScaledModel`).
+      (each member becomes a `xla_costmodel.fit.ScaledModel`).
     - `scales`: for `scaled`, fixed `(log_offset, log_slope)` per member;
-      None fits them on first use per device (see `ScaledModel`).
+      None: each member uses its device's calibration dataset (see `ScaledModel`).
     - `fit_slope`, `dataset`: passed to the `ScaledModel`s.
 
     **Estimates:** `estimate` gives the member with the smallest time (its
@@ -400,13 +193,13 @@ class CombinedModel:
         if self.scaled:
             members = []
             for i, m in enumerate(models):
-                if isinstance(m, ScaledModel) and self.scales is None:
+                if isinstance(m, ScaledCostModel) and self.scales is None:
                     members.append(m)
                     continue
-                base = m.model if isinstance(m, ScaledModel) else m
+                base = m.model if isinstance(m, ScaledCostModel) else m
                 a, b = self.scales[i] if self.scales is not None else (None, 1.0)
-                members.append(ScaledModel(base, log_offset=a, log_slope=b, fit_slope=self.fit_slope,
-                                           dataset=self.dataset))
+                members.append(_scaled_model(base, log_offset=a, log_slope=b, fit_slope=self.fit_slope,
+                                             dataset=self.dataset))
             object.__setattr__(self, "members", tuple(members))
         else:
             object.__setattr__(self, "members", models)
@@ -593,13 +386,27 @@ class _NameParser:
                 return get_model(node.name, **params)
             except ValueError as exc:
                 raise ValueError(f"in cost-model name {self.text!r} at column {node.column + 1}: {exc}") from exc
-        rule, scaled = COMBINATIONS[node.name]
-        if rule is None and len(node.args) != 1:
-            raise self.error(f"'scaled' takes one model, got {len(node.args)}", node.column)
+        combinator = COMBINATIONS[node.name]
+        if combinator.arity is not None and len(node.args) != combinator.arity:
+            raise self.error(f"{node.name!r} takes {_count(combinator.arity)}, got {len(node.args)}", node.column)
         args = [self.build(a) for a in node.args]
-        if rule is None:  # scaled(model)
-            return ScaledModel(args[0], **params)
-        return CombinedModel(tuple(args), rule=rule, scaled=scaled, **params)
+        return combinator.build(tuple(args), **params)
+
+
+def _count(n: int) -> str:
+    return "one model" if n == 1 else f"{n} models"
+
+
+@register_combinator("min")
+def _min(models: tuple, **params) -> CombinedModel:
+    """`min(a, b, ...)`: each side of a fusion decision costs what its cheapest member says."""
+    return CombinedModel(models, rule="min", **params)
+
+
+@register_combinator("max-savings")
+def _max_savings(models: tuple, **params) -> CombinedModel:
+    """`max-savings(a, b, ...)`: a fusion saves what the member that likes it most says."""
+    return CombinedModel(models, rule="max-savings", **params)
 
 
 def parse_model_name(text: str, **params):
@@ -607,9 +414,9 @@ def parse_model_name(text: str, **params):
 
     **Arguments:** `text`: e.g. `"min(xla-gpu,roofline)"`,
     `"max-savings(xla-gpu,roofline)"`, `"scaled-min(roofline,fitted)"`,
-    `"scaled(roofline)"`; members are registry or plugin names or nested
-    combinations; blanks are ignored. `**params`: fields of the outer
-    `CombinedModel` (`scales`, `fit_slope`, `dataset`) or `ScaledModel`.
+    `"scaled(roofline)"` (any name of `COMBINATIONS`); members are registry or
+    plugin names or nested combinations; blanks are ignored. `**params`: fields
+    of the outer `CombinedModel` (`scales`, `fit_slope`, `dataset`) or `ScaledModel`.
 
     **Returns:** a `CombinedModel` or `ScaledModel`.
 

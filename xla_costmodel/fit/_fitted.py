@@ -253,7 +253,7 @@ class FittedModel(FeatureCostModel, RegressorMixin, BaseEstimator):
         """A fitted model with the given weights (seconds per unit, by feature name)."""
         unknown = [k for k in weights if k not in FEATURES]
         if unknown:
-            raise ValueError(f"unknown feature(s) {', '.join(unknown)}; features are xla_costmodel.compare.FEATURES")
+            raise ValueError(f"unknown feature(s) {', '.join(unknown)}; features are xla_costmodel.fit.FEATURES")
         m = cls(**params)
         m.feature_names_ = list(FEATURES)
         m.coef_ = np.array([float(weights.get(n, 0.0)) for n in FEATURES])

@@ -68,7 +68,7 @@ def host_as_gpu(device, template: str = "a100-40gb"):
         op_profile_name=None,
         op_profile={},
         peak_matmul_flops_per_s=dict(device.peak_matmul_flops_per_s),
-        source=f"xla_costmodel.compare.host_as_gpu({device.name!r})",
+        source=f"xla_costmodel.fit.host_as_gpu({device.name!r})",
     )
 
 

@@ -1,0 +1,110 @@
+"""Fitting cost models to measured kernel times: features, datasets, saved calibrations, fitted models.
+
+- `kernel_features(kernels_or_rows, device)`: the feature table of the
+  hardware-fitted models (Stevens & Klöckner's counts, read from HLO).
+- Datasets (`_data`): calibration-dataset rows as training and test data.
+- Saved calibrations (`_store`): one JSON file per (device, model) under
+  `calibration/`; `calibrate(device="host", quick=False, dataset=None)` fits
+  every fittable model to measurements and saves them there.
+- Models (registered with the cost-model registry, so `get_model(name)` and
+  `analyze(..., model=name)` find them): `fitted` (`FittedModel`: linear,
+  relative-error least squares), `learned` (`LearnedModel`: gradient-boosted
+  trees in log time), `roofline-calibrated` and `xla-gpu-calibrated`
+  (`CalibratedModel`: the analytical models with fitted device parameters),
+  and the model-name combinators `scaled(...)`, `scaled-min(...)`,
+  `scaled-max-savings(...)` (`ScaledModel`: a model on the scale of
+  measured times).
+- Metrics (`accuracy`, `fusion_metrics`, `sk_gmre`): how far predictions are
+  from measured times (what fitting reports and `compare` scores).
+
+Heavy modules (scikit-learn, scipy) load on first use.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..models import register_model
+from . import _scaled  # noqa: F401  (registers the `scaled` model-name combinators)
+from ._scaled import ScaledModel as ScaledModel
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._calibrate import FITTABLE_MODELS, calibrate
+    from ._calibrated import CalibratedModel, host_as_gpu
+    from ._features import FEATURE_GROUPS, FEATURES, FeatureError, kernel_features
+    from ._fitted import FittedModel
+    from ._learned import LearnedModel
+    from ._metrics import accuracy, fusion_metrics, sk_gmre
+    from ._store import CalibrationError, calibration_path, load_calibration
+
+_LAZY = {
+    "calibrate": ("._calibrate", "calibrate"),
+    "FITTABLE_MODELS": ("._calibrate", "FITTABLE_MODELS"),
+    "CalibratedModel": ("._calibrated", "CalibratedModel"),
+    "host_as_gpu": ("._calibrated", "host_as_gpu"),
+    "FEATURES": ("._features", "FEATURES"),
+    "FEATURE_GROUPS": ("._features", "FEATURE_GROUPS"),
+    "FeatureError": ("._features", "FeatureError"),
+    "kernel_features": ("._features", "kernel_features"),
+    "FittedModel": ("._fitted", "FittedModel"),
+    "LearnedModel": ("._learned", "LearnedModel"),
+    "accuracy": ("._metrics", "accuracy"),
+    "fusion_metrics": ("._metrics", "fusion_metrics"),
+    "sk_gmre": ("._metrics", "sk_gmre"),
+    "CalibrationError": ("._store", "CalibrationError"),
+    "load_calibration": ("._store", "load_calibration"),
+    "calibration_path": ("._store", "calibration_path"),
+}
+
+__all__ = sorted([*_LAZY, "ScaledModel"])
+
+
+def __getattr__(name: str):
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(target[0], __name__), target[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
+
+# ---------------------------------------------------------------------------
+# Registry entries: factories, so that importing the package stays cheap.
+
+
+@register_model("fitted")
+def _fitted(**params):
+    """The hardware-fitted linear model; unfitted, it uses the device's saved calibration."""
+    from ._fitted import FittedModel
+
+    return FittedModel(**params)
+
+
+@register_model("learned")
+def _learned(**params):
+    """Gradient-boosted trees on kernel features; unfitted, it refits from the device's saved calibration."""
+    from ._learned import LearnedModel
+
+    return LearnedModel(**params)
+
+
+@register_model("roofline-calibrated")
+def _roofline_calibrated(**params):
+    """The roofline on device parameters fitted to measurements (saved calibration)."""
+    from ._calibrated import CalibratedModel
+
+    return CalibratedModel("roofline", **params)
+
+
+@register_model("xla-gpu-calibrated")
+def _xla_gpu_calibrated(**params):
+    """XLA's GPU model on device parameters fitted to measurements (saved calibration)."""
+    from ._calibrated import CalibratedModel
+
+    return CalibratedModel("xla-gpu", **params)
