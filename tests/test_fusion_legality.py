@@ -328,3 +328,29 @@ def test_epilogue_rule_without_building_the_fusion_agrees():
                     assert walk == (emitter_kind(hypothetical_fusion(p, c)) == "loop"), (name, p.name, c.name)
                     checked += 1
     assert checked >= 20
+
+
+def test_every_elementwise_opcode_is_fusible_as_xla_spells_it():
+    # 4.3: the pass fuses "any elementwise op" (`HloInstruction::IsElementwise`). The pass used to keep
+    # its own list, which spelled count-leading-zeros "clz" (no HLO opcode: XLA prints kClz as
+    # count-leading-zeros) and lacked acos, acosh, asin, asinh, atanh, cosh and sinh, so it left them
+    # unfused ("producer-not-fusible"). XLA's parser checks the spellings.
+    from xla_costmodel.fusion._legality import is_fusible
+
+    unary = ("acos", "acosh", "asin", "asinh", "atanh", "cosh", "sinh")
+    lines = ["  p0 = f32[64]{0} parameter(0)", "  i0 = s32[64]{0} parameter(1)"]
+    lines += [f"  {op.replace('-', '_')} = f32[64]{{0}} {op}(p0)" for op in unary]
+    lines.append("  clz = s32[64]{0} count-leading-zeros(i0)")
+    lines.append("  c = f32[64]{0} convert(clz)")
+    acc = "c"
+    for op in unary:
+        lines.append(f"  s_{op} = f32[64]{{0}} add({acc}, {op})")
+        acc = f"s_{op}"
+    lines.append(f"  ROOT r = f32[64]{{0}} negate({acc})")
+    m = _module("\n".join(lines))
+    for op in (*unary, "clz"):
+        assert is_fusible(m.entry.instruction(op)), op
+    rejected, result = _rejected(m)
+    assert not any(rule == "producer-not-fusible" for rule in rejected.values()), rejected
+    kernels = [i for i in result.module.entry.instructions if i.opcode not in ("parameter", "tuple")]
+    assert [k.opcode for k in kernels] == ["fusion"]

@@ -17,7 +17,8 @@ import pytest
 import xla_costmodel as xc
 from xla_costmodel.devices import get_device
 from xla_costmodel.models import KernelEstimate, XlaGpuModel, get_model
-from xla_costmodel.models._launch import launch_dimensions, normalized_transpose, reduction_dimensions
+from xla_costmodel.analysis._emission import normalized_transpose, reduction_dimensions
+from xla_costmodel.models._launch import launch_dimensions
 
 DATA = Path(__file__).parent / "data" / "xla_conformance"
 PREFIX = "gpu_performance_model__"

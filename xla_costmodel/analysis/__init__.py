@@ -25,8 +25,8 @@ from ._gpu import GpuCostAnalysis as GpuCostAnalysis
 from ._gpu import gpu_cost_analysis as gpu_cost_analysis
 from ._kernel import KernelCost as KernelCost
 from ._kernel import kernel_cost as kernel_cost
-from ._rules import ELEMENTWISE_OPCODES as ELEMENTWISE_OPCODES
-from ._rules import TRANSCENDENTAL_OPCODES as TRANSCENDENTAL_OPCODES
+from ._opcodes import ELEMENTWISE_OPCODES as ELEMENTWISE_OPCODES
+from ._opcodes import TRANSCENDENTAL_OPCODES as TRANSCENDENTAL_OPCODES
 from ._rules import CostRule as CostRule
 from ._rules import cost_rule as cost_rule
 from ._rules import registered_opcodes as registered_opcodes

@@ -45,6 +45,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._frontend import int_list_attribute
+from ._opcodes import ELEMENTWISE_OPCODES as ELEMENTWISE_OPCODES
+from ._opcodes import IS_ELEMENTWISE as IS_ELEMENTWISE
+from ._opcodes import TRANSCENDENTAL_OPCODES as TRANSCENDENTAL_OPCODES
+from ._shapes import POINTER_SIZE as POINTER_SIZE
+from ._shapes import all_leaves as all_leaves
+from ._shapes import array_leaves as array_leaves
+from ._shapes import elements as elements
+from ._shapes import elements_recursive as elements_recursive
+from ._shapes import leaves_size as leaves_size
+from ._shapes import shape_size as shape_size
+from ._shapes import transpose_is_bitcast
 
 # ---------------------------------------------------------------------------
 # Property record layout
@@ -147,92 +158,7 @@ def merge_unpriced(a: tuple, b: tuple) -> tuple:
 
 
 # ---------------------------------------------------------------------------
-# Shape sizes: XLA's `ShapeUtil::ByteSizeOf(shape, pointer_size=8)` plus the
-# CPU/GPU rule for dynamic shapes (`CpuExecutable::ShapeSizeBytes`).
-
-POINTER_SIZE = 8
-
-
-def _bytes_per_element(shape) -> tuple[int, int]:
-    """(bits when packed via `E(n)`, else 0; bytes per element otherwise)."""
-    from ..hlo._shape import PRIMITIVE_BITS
-
-    layout = shape.layout
-    if layout is not None and layout.tail and "E(" in layout.tail:
-        bits = layout.element_size_bits
-        if bits:
-            return bits, 0
-    return 0, (PRIMITIVE_BITS.get(shape.element_type, 0) + 7) // 8
-
-
-def shape_size(shape) -> int:
-    """Bytes of the top level of `shape` (a tuple counts its pointer table)."""
-    et = shape.element_type
-    if et == "tuple":
-        return POINTER_SIZE * len(shape.tuple_shapes)
-    if et == "opaque":
-        return POINTER_SIZE
-    if et == "token":
-        return 0
-    n = 1
-    for d in shape.dims:
-        if d > 0:
-            n *= d
-        elif d == 0:
-            n = 0
-    bits, width = _bytes_per_element(shape)
-    size = (n * bits + 7) // 8 if bits else n * width
-    if shape.dynamic and any(shape.dynamic):
-        size += 4 * len(shape.dims)  # one s32 per dimension for the runtime sizes
-    return size
-
-
-def leaves_size(shape) -> int:
-    """Bytes of every array leaf of `shape` (XLA's output-bytes default)."""
-    if shape.element_type == "tuple":
-        return sum(leaves_size(s) for s in shape.tuple_shapes)
-    if shape.element_type in ("token",):
-        return 0
-    return shape_size(shape)
-
-
-def elements(shape) -> int:
-    """`ShapeUtil::ElementsIn` (array shapes; dynamic dimensions at their bound)."""
-    n = 1
-    for d in shape.dims:
-        n *= max(d, 0)
-    return n
-
-
-def elements_recursive(shape) -> int:
-    """`ShapeUtil::ElementsInRecursive`: elements summed over array leaves."""
-    if shape.element_type == "tuple":
-        return sum(elements_recursive(s) for s in shape.tuple_shapes)
-    if shape.element_type in ("token", "opaque"):
-        return 0
-    return elements(shape)
-
-
-def all_leaves(shape, prefix=()):
-    """`(index, leaf)` for every non-tuple leaf, tokens included (XLA's `ForEachLeafShape`)."""
-    if shape.element_type == "tuple":
-        for i, s in enumerate(shape.tuple_shapes):
-            yield from all_leaves(s, prefix + (i,))
-    else:
-        yield prefix, shape
-
-
-def array_leaves(shape, prefix=()):
-    """`(index, leaf)` for every array leaf, in XLA's pre-order."""
-    if shape.element_type == "tuple":
-        for i, s in enumerate(shape.tuple_shapes):
-            yield from array_leaves(s, prefix + (i,))
-    elif shape.element_type not in ("token", "opaque"):
-        yield prefix, shape
-
-
-# ---------------------------------------------------------------------------
-# Opcode tables
+# What XLA does with `optimal_seconds`
 
 # Instructions for which XLA skips the bottleneck-time pass, so that they keep
 # the `optimal_seconds` their handler set (-1 for a custom call, the sum of the
@@ -241,32 +167,6 @@ def array_leaves(shape, prefix=()):
 KEEPS_OPTIMAL_SECONDS = frozenset(
     "parameter constant get-tuple-element after-all add-dependency domain custom-call call while conditional".split()
 )
-
-# Elementwise opcodes and whether XLA counts them as transcendental
-# (`HloCostAnalysis::HandleElementwiseOp` in the XLA of jaxlib 0.10.2: one
-# transcendental per output element for these, else one flop per element).
-TRANSCENDENTAL_OPCODES = frozenset(
-    "acos acosh asin asinh atanh cosh sinh atan2 cbrt cosine erf exponential exponential-minus-one "
-    "log log-plus-one logistic power rsqrt sine sqrt tan tanh".split()
-)
-ELEMENTWISE_UNARY = frozenset(
-    "abs ceil floor count-leading-zeros convert bitcast-convert imag real is-finite negate not popcnt "
-    "round-nearest-afz round-nearest-even sign reduce-precision "
-    "acos acosh asin asinh atanh cosh sinh cbrt cosine erf exponential exponential-minus-one log "
-    "log-plus-one logistic rsqrt sine sqrt tan tanh".split()
-)
-ELEMENTWISE_BINARY = frozenset(
-    "add subtract multiply divide remainder maximum minimum and or xor shift-left shift-right-arithmetic "
-    "shift-right-logical complex compare stochastic-convert atan2 power mulhi".split()
-)
-ELEMENTWISE_TERNARY = frozenset({"select", "clamp"})
-ELEMENTWISE_OPCODES = ELEMENTWISE_UNARY | ELEMENTWISE_BINARY | ELEMENTWISE_TERNARY
-
-# `HloInstruction::IsElementwise()` (used by the GPU utilization propagation):
-# the arithmetic opcodes above plus copy and map. Bitcast-convert only when the
-# element width does not change; dynamic-update-slice is elementwise on
-# operand 0 only, which `IsElementwise()` does not count.
-IS_ELEMENTWISE = ELEMENTWISE_OPCODES | {"copy", "map"}
 
 
 # ---------------------------------------------------------------------------
@@ -490,30 +390,10 @@ def broadcast_rule(an, instr, p):
         p[OPU][0] = _ratio(elements(instr.shape), elements(instr.operands[0].shape))
 
 
-def transpose_is_bitcast(instr, *, ignore_unit_dims: bool = False) -> bool:
-    """`ShapeUtil::TransposeIsBitcast`: the permutation only relabels the layout.
-
-    With `ignore_unit_dims`, dimensions of size 1 may move freely (what the
-    GPU backend's layout normalisation later turns into a bitcast as well).
-    """
-    src = instr.operands[0].shape
-    dst = instr.shape
-    if src.element_type != dst.element_type:
-        return False
-    perm = _attr_tuple(instr, "dimensions")
-    m2m_dst = dst.minor_to_major
-    m2m_src = src.minor_to_major
-    if len(perm) != len(m2m_dst) or len(m2m_src) != len(m2m_dst):
-        return False
-    if ignore_unit_dims:
-        return [perm[d] for d in m2m_dst if dst.dims[d] != 1] == [d for d in m2m_src if src.dims[d] != 1]
-    return all(perm[d] == s for d, s in zip(m2m_dst, m2m_src))
-
-
 @cost_rule("transpose")
 def transpose_rule(an, instr, p):
     """Defaults, unless the transpose is a bitcast in its layouts (then 0 bytes)."""
-    if transpose_is_bitcast(instr):
+    if transpose_is_bitcast(instr.operands[0].shape, instr.shape, _attr_tuple(instr, "dimensions")):
         bitcast_rule(an, instr, p)
 
 

@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..analysis._opcodes import CONTROL_FLOW_OPCODES
 from ._features import FEATURES, FeatureError, features_of, kernel_from_row
 from ._store import calibration_dir
 
-__all__ = ["NOT_KERNELS", "PROGRAM_CLASSES", "Prepared", "default_dataset", "default_training", "kernel_rows",
+__all__ = ["PROGRAM_CLASSES", "Prepared", "default_dataset", "default_training", "kernel_rows",
            "load_rows", "measured_times", "prepare", "programs_dataset", "training_rows"]
 
-NOT_KERNELS = frozenset({"while", "conditional", "call", "async-start", "async-update", "async-done"})
 #: `kernel_class` of rows measured from real programs (`scripts/measure_programs.py`).
 PROGRAM_CLASSES = ("program", "program-unfused")
 
@@ -70,7 +70,7 @@ def kernel_rows(df: pd.DataFrame) -> pd.DataFrame:
     """The rows that are kernels with a usable time: not control flow, positive finite `min_s`, HLO text."""
     ok = df["min_s"].apply(lambda v: np.isfinite(v) and v > 0)
     if "opcode" in df:
-        ok &= ~df["opcode"].isin(NOT_KERNELS)
+        ok &= ~df["opcode"].isin(CONTROL_FLOW_OPCODES)
     if "hlo_text" in df:
         ok &= df["hlo_text"].fillna("").astype(str).str.len() > 0
     return df[ok]

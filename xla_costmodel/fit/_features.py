@@ -88,6 +88,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..analysis._opcodes import CONTROL_FLOW_OPCODES, NO_WORK_IN_KERNEL_OPCODES
+
 __all__ = ["FEATURES", "FEATURE_GROUPS", "kernel_features", "features_of", "kernel_from_row", "FeatureError"]
 
 WIDTHS = (8, 16, 32, 64)
@@ -167,18 +169,11 @@ _OTHER_ELEMENTWISE = frozenset(
     "shift-right-arithmetic shift-right-logical complex compare stochastic-convert select clamp".split()
 )
 _ELEMENTWISE = _ADD | _MUL | _DIV | _EXP | _SPECIAL | _OTHER_ELEMENTWISE
-# Instructions that move no data and run no arithmetic inside a kernel.
-_FREE = frozenset(
-    {"parameter", "constant", "bitcast", "tuple", "get-tuple-element", "after-all", "add-dependency",
-     "opt-barrier", "domain", "iota", "partition-id", "replica-id"}
-)
 # Runtime-library calls on XLA:CPU (not emitted loops).
 _LIBRARY_OPCODES = frozenset(
     {"dot", "convolution", "fft", "sort", "custom-call", "cholesky", "triangular-solve", "topk", "scaled-dot",
      "ragged-dot"}
 )
-# Not kernels: their time is that of the kernels they run.
-_NOT_KERNELS = frozenset({"while", "conditional", "call", "async-start", "async-update", "async-done"})
 
 
 # The f32 kind of each transcendental (others: "exp" for exp/expm1, "special" for the rest).
@@ -623,7 +618,7 @@ def _first_kernel(kernel) -> bool:
     if entry is not None and entry is not comp:
         return False
     for h in comp.instructions:
-        if h.opcode not in _FREE:
+        if h.opcode not in NO_WORK_IN_KERNEL_OPCODES:
             return h is kernel
     return False
 
@@ -666,11 +661,11 @@ def features_of(kernel, device=None, *, task_bytes: int = TASK_BYTES) -> dict[st
     """
     dev = _device(device)
     op = kernel.opcode
-    if op in _NOT_KERNELS:
+    if op in CONTROL_FLOW_OPCODES:
         raise FeatureError(f"'{kernel.name}' is a {op}, not a kernel: its time is that of the kernels it runs")
     acc: dict[str, float] = {}
     acc["launch"] = 1.0
-    if op in _FREE:
+    if op in NO_WORK_IN_KERNEL_OPCODES:
         return _finish(acc)
     how = emitter(kernel)
     library = how != "loop"

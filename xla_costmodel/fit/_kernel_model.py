@@ -12,15 +12,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..analysis._opcodes import CONTROL_FLOW_OPCODES, FREE_OPCODES
 from ..models._base import FusionByMaterializing, KernelEstimate, dominant_bound
 from ._features import FEATURES, FeatureError, features_of
 
-# Instructions that run no code, and instructions that are not kernels.
-_FREE = frozenset(
-    {"parameter", "constant", "bitcast", "tuple", "get-tuple-element", "after-all", "add-dependency",
-     "opt-barrier", "domain"}
-)
-_NOT_KERNELS = frozenset({"while", "conditional", "call", "async-start", "async-update", "async-done"})
 #: Smallest time a model predicts (seconds): a relative-error model must never predict 0 or less.
 TIME_FLOOR_S = 1e-9
 
@@ -99,9 +94,9 @@ class FeatureCostModel(FusionByMaterializing):
 
         dev = resolve_device(device)
         op = kernel.opcode
-        if op in _FREE:
+        if op in FREE_OPCODES:
             return KernelEstimate.free(f"{op} runs no code")
-        if op in _NOT_KERNELS:
+        if op in CONTROL_FLOW_OPCODES:
             why = f"'{op}' is control flow, not a kernel: price the computations it runs"
             warn_unpriced(self.name, kernel, why)
             return KernelEstimate.unpriced(why)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..models import CostModelWarning, FusionEstimate, KernelEstimate, get_model
+from ..models import CostModelWarning, FusionEstimate, KernelEstimate
 from ..models._combined import CombinedModel, _dataset_path, _device, _model, _model_name, register_combinator
 from ._store import CalibrationError
 

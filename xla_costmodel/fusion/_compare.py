@@ -10,13 +10,12 @@ from typing import Mapping
 
 import pandas as pd
 
+from ..analysis._opcodes import DATA_OPCODES
 from ..hlo import HloModule
 from ._simulate import FusionResult, fusible_computations
 
 __all__ = ["FusionComparison", "compare_with_xla", "kernel_assignment"]
 
-# Instructions that are data, not work: left out of the grouping.
-_NOT_WORK = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "after-all"})
 _CLONE = re.compile(r"(\.clone(\.\d+)?)+$")
 
 
@@ -34,7 +33,7 @@ def _members(instr):
     for i in fused.instructions:
         if i.opcode == "fusion":
             yield from _members(i)
-        elif i.opcode not in _NOT_WORK:
+        elif i.opcode not in DATA_OPCODES:
             yield i
 
 
@@ -54,7 +53,7 @@ def kernel_assignment(module: HloModule, origin: Mapping[str, str] | None = None
     rows = []
     for comp in fusible_computations(module):
         for k in comp.instructions:
-            if k.opcode in _NOT_WORK or k.opcode in ("while", "conditional", "call"):
+            if k.opcode in DATA_OPCODES or k.opcode in ("while", "conditional", "call"):
                 continue
             label = f"{comp.name}/{k.name}"
             for x in _members(k):

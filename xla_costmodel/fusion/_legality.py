@@ -20,11 +20,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..hlo import HloComputation, HloInstruction
+from ..analysis._emission import (
+    FUSION_KIND,
+    fusion_pass_emitter_kind,
+    fusion_pass_is_intermediate,
+    fusion_pass_is_tiled_transpose,
+    fusion_pass_roots,
+    is_contiguous_reduction,
+    reduction_dimensions,
+    reduction_is_race_free,
+)
+from ..analysis._opcodes import is_elementwise
+from ..hlo import HloInstruction
 from ..hlo._deferred import root_opcode
 from ..hlo._edit import _ordered, discard_fusion, hypothetical_fusion
 from ..hlo._structure import ContentIds
-from ..models._launch import _faster_than_elemental, _find_hero_matching
 from ._pair_cache import PairCache
 
 __all__ = [
@@ -35,7 +45,6 @@ __all__ = [
     "fusion_kind_for",
     "hlo_is_fusible",
     "is_fusible",
-    "is_real_reduction",
 ]
 
 # Rule name -> what it forbids (the order is `CanFuse`'s order).
@@ -61,30 +70,12 @@ RULES: dict[str, str] = {
     "unpriced": "the cost model could not price the fusion",
 }
 
-WARP_SIZE = 32
 MAX_OPERANDS_AND_OUTPUTS = 96  # MaxOperandsAndOutputsPerFusion
 MAX_UNNESTED_REDUCTIONS = 8  # kMaxUnnestedReductionOutputsPerFusion
 MAX_IR_SIZE = 10_000  # GpuHloCostAnalysis::kMaxIRSize
 MAX_BASIC_BLOCK_SPLITS = 10  # kMaxBasicBlockSplitsPerFusion
 DEFAULT_SHARED_MEMORY_PER_BLOCK = 48 * 1024
 SIGNIFICANT_REDUCTION_SIZE = 16
-
-ELEMENTWISE_UNARY = frozenset(
-    {
-        "abs", "cbrt", "ceil", "clz", "convert", "copy", "cosine", "erf", "exponential",
-        "exponential-minus-one", "floor", "imag", "is-finite", "log", "log-plus-one", "logistic",
-        "negate", "not", "popcnt", "real", "reduce-precision", "round-nearest-afz",
-        "round-nearest-even", "rsqrt", "sign", "sine", "sqrt", "tan", "tanh", "stochastic-convert",
-    }
-)
-ELEMENTWISE_BINARY = frozenset(
-    {
-        "add", "and", "atan2", "compare", "complex", "divide", "maximum", "minimum", "multiply",
-        "or", "power", "remainder", "shift-left", "shift-right-arithmetic", "shift-right-logical",
-        "subtract", "xor",
-    }
-)
-ELEMENTWISE = ELEMENTWISE_UNARY | ELEMENTWISE_BINARY | frozenset({"select", "clamp", "map"})
 
 # HloInstruction::IsFusible is false for these (plus side-effecting ops).
 _NEVER_FUSIBLE = frozenset(
@@ -127,20 +118,6 @@ class Rejection:
 # Single instructions
 
 
-def _bits(shape) -> int:
-    return shape.element_bits
-
-
-def is_elementwise(instr: HloInstruction) -> bool:
-    """`HloInstruction::IsElementwise`: elementwise opcodes; bitcast-convert only when widths match."""
-    op = instr.opcode
-    if op in ELEMENTWISE:
-        return True
-    if op == "bitcast-convert":
-        return bool(instr.operands) and _bits(instr.operands[0].shape) == _bits(instr.shape)
-    return False
-
-
 def hlo_is_fusible(instr: HloInstruction) -> bool:
     """`HloInstruction::IsFusible`: false for parameters, control flow, calls, side effects; rng only with ≤ 1 user."""
     op = instr.opcode
@@ -162,243 +139,21 @@ def is_fusible(instr: HloInstruction) -> bool:
         return instr.fusion_kind != "kCustom"
     if op == "bitcast":
         # At XLA HEAD a bitcast that changes the element bit width is not fusible.
-        return not instr.operands or _bits(instr.operands[0].shape) == _bits(instr.shape)
+        return not instr.operands or instr.operands[0].shape.element_bits == instr.shape.element_bits
     return op in _FUSIBLE_NON_ELEMENTWISE
 
 
-def _nondegenerate_physical(shape) -> list[int]:
-    """Dimensions of size > 1, most major first, in the layout's order."""
-    return [d for d in reversed(shape.minor_to_major) if shape.dims[d] != 1]
-
-
-def reshape_is_bitcast(operand_shape, shape) -> bool:
-    """A reshape between two layouts that are row-major on their non-trivial dims moves no data."""
-    for s in (operand_shape, shape):
-        phys = _nondegenerate_physical(s)
-        if phys != sorted(phys):
-            return False
-    return True
-
-
-def transpose_is_bitcast(operand_shape, shape, dimensions) -> bool:
-    """`ShapeUtil::TransposeIsBitcast`: the physical order of the non-trivial dims is kept."""
-    if len(dimensions) != len(shape.dims) or len(operand_shape.dims) != len(shape.dims):
-        return False
-    out_order = [dimensions[d] for d in reversed(shape.minor_to_major) if shape.dims[d] != 1]
-    in_order = [d for d in reversed(operand_shape.minor_to_major) if operand_shape.dims[d] != 1]
-    return out_order == in_order
-
-
-# `models._launch` has its own `is_intermediate`, `reduction_dimensions`,
-# `tiled_transpose`, `fused_roots` and `emitter_kind`. They are not the same
-# logic, so both stay: the pass's versions here test bitcast-ness on the
-# physical layout with unit dims ignored (the models' need default layouts),
-# count width-keeping bitcast-converts as elementwise, count shapes with
-# `num_elements` (the models with `elements`), detect tiled transposes before
-# normalizing (no "021" transposes that keep the minor dim), strip
-# get-tuple-elements from fusion roots, and need only the emitter kinds that
-# `ChooseKind` and `CanFuse` look at (no device, no per-root shape checks).
-# Swapping either set for the other changes which pairs the pass fuses.
-def is_intermediate(instr: HloInstruction, allowed_operands: int = 1) -> bool:
-    """`IsIntermediate`: elementwise (layout-keeping copies only) or bitcast-like, with 1..N operands."""
-    n = len(instr.operands)
-    if n == 0 or n > allowed_operands:
-        return False
-    if is_elementwise(instr):
-        if instr.opcode == "copy":
-            return instr.shape == instr.operands[0].shape
-        return True
-    op = instr.opcode
-    if op == "bitcast":
-        return True
-    if op == "reshape":
-        return reshape_is_bitcast(instr.operands[0].shape, instr.shape)
-    if op == "transpose":
-        return transpose_is_bitcast(instr.operands[0].shape, instr.shape, instr.attribute("dimensions", ()))
-    return False
-
-
-def _dims_consecutive(shape, dims) -> bool:
-    """`LayoutUtil::AreDimensionsConsecutive`: positions of `dims` in minor_to_major are contiguous."""
-    if not dims:
-        return True
-    m2m = shape.minor_to_major
-    pos = sorted(m2m.index(d) for d in dims)
-    return pos[-1] - pos[0] == len(pos) - 1
-
-
-def _partition(shape, middle) -> tuple[int, int, int]:
-    """`PartitionShapeByMiddleDimensions`: sizes of the dims more major than, in, and more minor than `middle`."""
-    major = mid = minor = 1
-    seen_middle = False
-    for d in reversed(shape.minor_to_major):  # major to minor
-        size = shape.dims[d]
-        if d in middle:
-            seen_middle = True
-            mid *= size
-        elif seen_middle:
-            minor *= size
-        else:
-            major *= size
-    return major, mid, minor
-
-
-def reduction_dimensions(reduce: HloInstruction) -> tuple[bool, tuple[int, int, int]]:
-    """`GetReductionKindAndContiguousComponents`: (is_row_reduction, 3 sizes)."""
-    shape = reduce.operands[0].shape
-    reduced = set(reduce.attribute("dimensions", ()))
-    keep = [d for d in range(len(shape.dims)) if d not in reduced]
-    if not keep:
-        return True, (1, 1, shape.num_elements)
-    if _dims_consecutive(shape, keep):
-        major, mid, minor = _partition(shape, set(keep))
-        if mid == 1:
-            return True, (1, 1, major * minor)
-        if minor == 1:
-            return False, (1, major, mid)
-        return True, (major, mid, minor)
-    major, mid, minor = _partition(shape, reduced)
-    if minor == 1:
-        return True, (1, major, mid)
-    return False, (major, mid, minor)
-
-
-def is_reduction_from_or_to_contiguous_dimensions(instr: HloInstruction) -> bool:
-    """A reduce the tiled reduction emitter handles (and that is faster than the elemental one)."""
-    if instr.opcode != "reduce" or not instr.operands:
-        return False
-    shape = instr.operands[0].shape
-    if not shape.is_array:
-        return False
-    reduced = tuple(instr.attribute("dimensions", ()))
-    keep = [d for d in range(len(shape.dims)) if d not in reduced]
-    if not (_dims_consecutive(shape, keep) or _dims_consecutive(shape, reduced)):
-        return False
-    is_row, dims = reduction_dimensions(instr)
-    return _faster_than_elemental(is_row, dims, WARP_SIZE)
-
-
-def _reduction_is_race_free(reduce: HloInstruction) -> bool:
-    is_row, dims = reduction_dimensions(reduce)
-    if is_row:
-        return dims[2] <= 1024 * 16 and dims[0] <= 8
-    return dims[1] <= WARP_SIZE * 128
-
-
-def is_real_reduction(root: HloInstruction, hero: HloInstruction) -> bool:
-    """`IsRealReductionHero`: a tiled reduce that is the root, or reaches it alone and race-free."""
-    if hero.opcode != "reduce" or not is_reduction_from_or_to_contiguous_dimensions(hero):
-        return False
-    return hero is root or (len(hero.users) == 1 and _reduction_is_race_free(hero))
-
-
-def tiled_transpose(instr: HloInstruction) -> bool:
-    """Whether `instr` is a transpose (or copy) the shared-memory transpose emitter would tile.
-
-    The operand's most-minor non-trivial dimension must leave the minor
-    position, and both minor dims be ≥ 16 (or ≥ 8 with ≥ 64·128 elements),
-    as `GetDescriptionForTiledTransposeEmitter` requires after normalizing.
-    """
-    if instr.opcode not in ("transpose", "copy") or not instr.operands:
-        return False
-    src, dst = instr.operands[0].shape, instr.shape
-    if not (src.is_array and dst.is_array) or len(src.dims) != len(dst.dims):
-        return False
-    if instr.opcode == "transpose":
-        perm = tuple(instr.attribute("dimensions", ()))
-        if transpose_is_bitcast(src, dst, perm):
-            return False
-    else:
-        if src.minor_to_major == dst.minor_to_major:
-            return False
-        perm = tuple(range(len(dst.dims)))
-    src_phys = _nondegenerate_physical(src)
-    # output dims in physical order, named by the operand dim they read
-    dst_phys = [perm[d] for d in reversed(dst.minor_to_major) if dst.dims[d] != 1]
-    if len(src_phys) < 2 or not dst_phys or src_phys[-1] == dst_phys[-1]:
-        return False
-    a = src.dims[src_phys[-1]]
-    b = src.dims[dst_phys[-1]]
-    if a >= 16 and b >= 16:
-        return True
-    return a >= 8 and b >= 8 and src.num_elements >= 64 * 128
-
-
-# ---------------------------------------------------------------------------
-# Emitter kinds
-
-
-def _fusion_roots(comp: HloComputation) -> list[HloInstruction]:
-    root = comp.root
-    if root.opcode == "tuple":
-        out: list[HloInstruction] = []
-        for o in root.operands:
-            while o.opcode == "get-tuple-element" and o.operands:
-                o = o.operands[0]
-            if o not in out:
-                out.append(o)
-        return out
-    return [root]
-
-
-def find_hero(root: HloInstruction, inside, transposes: bool = True, concats: bool = True) -> HloInstruction:
-    """`FindNonTrivialHero`: the op that decides the emitter for `root`.
-
-    `transposes` / `concats`: False when the kernel has none (skips the searches).
-    """
-    hero = root
-    while is_intermediate(hero, 1) and inside(hero.operands[0]):
-        hero = hero.operands[0]
-    if transposes:
-        found = _find_hero_matching(hero, tiled_transpose, inside, is_intermediate)
-        if found is not None:
-            return found
-    if concats:
-        found = _find_hero_matching(hero, lambda n: n.opcode == "concatenate", inside, is_intermediate)
-        if found is not None:
-            return found
-    return hero if hero.opcode == "reduce" else root
-
-
 def emitter_kind(kernel: HloInstruction, facts: "KernelFacts | None" = None) -> str:
-    """The emitter XLA's GPU backend would use for `kernel` (`GetEmitterFusionKind`).
+    """The emitter XLA's GPU backend would use for `kernel`, as the pass decides it
+    (`analysis._emission.fusion_pass_emitter_kind`).
 
     **Arguments:** a fusion, or any instruction (taken as a fusion of one);
     `facts`: its `KernelFacts` if known (saves searching for heroes it lacks).
     **Returns:** "reduction", "transpose", "loop", "scatter", "sort" or "concatenate".
     """
-    fused = kernel.fused_computation
-    if fused is not None:
-        roots = _fusion_roots(fused)
-
-        def inside(x):
-            return x.computation is fused and x.opcode != "parameter"
-
-    else:
-        roots = [kernel]
-
-        def inside(x):
-            return x is kernel
-
-    tr = facts is None or facts.tiled_transposes > 0
-    cc = facts is None or facts.concatenates > 0
-    heroes = [find_hero(r, inside, tr, cc) for r in roots]
-    for r, h in zip(roots, heroes):
-        if is_real_reduction(r, h):
-            return "reduction"
-    for h in heroes:
-        if tiled_transpose(h):
-            return "transpose"
-    if len(roots) > 1:
-        return "loop"
-    root = roots[0]
-    if root.opcode == "scatter":
-        return "scatter"
-    if root.opcode == "sort":
-        return "sort"
-    if heroes[0].opcode == "concatenate" and len(heroes[0].operands) <= 4:
-        return "concatenate"
-    return "loop"
+    if facts is None:
+        return fusion_pass_emitter_kind(kernel)
+    return fusion_pass_emitter_kind(kernel, facts.tiled_transposes > 0, facts.concatenates > 0)
 
 
 def fused_emitter_is_loop(producer: HloInstruction, consumer: HloInstruction, facts: "KernelFacts | None" = None):
@@ -418,7 +173,7 @@ def fused_emitter_is_loop(producer: HloInstruction, consumer: HloInstruction, fa
     if p_root.opcode == "tuple":
         return None
     if cf is not None:
-        roots = _fusion_roots(cf)
+        roots = fusion_pass_roots(cf)
         bound = [p for p in cf.parameters if consumer.operands[p.parameter_number] is producer]
         bound_ids = {id(p) for p in bound}
         if any(r.opcode == "parameter" for r in roots):
@@ -448,32 +203,22 @@ def fused_emitter_is_loop(producer: HloInstruction, consumer: HloInstruction, fa
 
     for r in roots:
         hero = r
-        while is_intermediate(hero, 1):
+        while fusion_pass_is_intermediate(hero, 1):
             nxt = up(hero)
             if nxt is None:
                 break
             hero = nxt
-        if hero.opcode == "reduce" and is_reduction_from_or_to_contiguous_dimensions(hero):
-            if hero is r or (fused_users(hero) == 1 and _reduction_is_race_free(hero)):
+        if hero.opcode == "reduce" and is_contiguous_reduction(hero):
+            if hero is r or (fused_users(hero) == 1 and reduction_is_race_free(*reduction_dimensions(hero))):
                 return False
     if len(roots) > 1:
         return True
     return roots[0].opcode not in ("scatter", "sort")
 
 
-_KIND = {
-    "loop": "kLoop",
-    "reduction": "kInput",
-    "transpose": "kInput",
-    "concatenate": "kInput",
-    "scatter": "kInput",
-    "sort": "kInput",
-}
-
-
 def fusion_kind_for(kernel: HloInstruction) -> str:
     """The fusion kind XLA's `ChooseKind` gives `kernel`'s emitter: kLoop or kInput."""
-    return _KIND[emitter_kind(kernel)]
+    return FUSION_KIND[emitter_kind(kernel)]
 
 
 # ---------------------------------------------------------------------------
@@ -486,12 +231,12 @@ def _body_instructions(instr: HloInstruction) -> list[HloInstruction]:
 
 
 def _shared_memory_of(instr: HloInstruction) -> int:
-    if instr.opcode == "reduce" and is_reduction_from_or_to_contiguous_dimensions(instr):
+    if instr.opcode == "reduce" and is_contiguous_reduction(instr):
         is_row, _ = reduction_dimensions(instr)
         n_inputs = max(1, len(instr.operands) // 2)
         size_sum = sum(max(1, instr.operands[i].shape.element_bits // 8) for i in range(n_inputs))
         return 32 * size_sum if is_row else 32 * (4 * 32 + 1) * size_sum
-    if tiled_transpose(instr):
+    if fusion_pass_is_tiled_transpose(instr):
         return 32 * 33 * max(1, instr.shape.element_bits // 8)
     return 0
 
@@ -503,7 +248,7 @@ def shared_memory_usage(instr: HloInstruction) -> int:
 
 def unnested_reductions(instr: HloInstruction) -> int:
     """Tiled (contiguous-dimension) reduces in the kernel."""
-    return sum(1 for i in _body_instructions(instr) if is_reduction_from_or_to_contiguous_dimensions(i))
+    return sum(1 for i in _body_instructions(instr) if is_contiguous_reduction(i))
 
 
 def contains_significant_reduce(instr: HloInstruction) -> bool:
@@ -545,7 +290,7 @@ def kernel_facts(instr: HloInstruction) -> KernelFacts:
         if op == "parameter":
             continue
         if op == "reduce":
-            if is_reduction_from_or_to_contiguous_dimensions(i):
+            if is_contiguous_reduction(i):
                 nred += 1
                 smem += _shared_memory_of(i)
             if i.shape.is_array:
@@ -553,7 +298,7 @@ def kernel_facts(instr: HloInstruction) -> KernelFacts:
                 if out and i.operands[0].shape.num_elements // out >= SIGNIFICANT_REDUCTION_SIZE:
                     sig = True
         elif op in ("transpose", "copy"):
-            if tiled_transpose(i):
+            if fusion_pass_is_tiled_transpose(i):
                 ntr += 1
                 smem += _shared_memory_of(i)
         elif op == "concatenate":
@@ -640,7 +385,7 @@ def _in_place_operands(instr: HloInstruction) -> list[tuple[int, HloInstruction 
     if fused is None:
         return []
     out = []
-    for root in _fusion_roots(fused):
+    for root in fusion_pass_roots(fused):
         node = root
         while node.opcode == "bitcast" and node.operands:
             node = node.operands[0]
@@ -877,7 +622,7 @@ class LegalityChecker:
 
     def fusion_kind(self, instr: HloInstruction) -> str:
         """kLoop or kInput, as `ChooseKind` gives for `instr`'s emitter."""
-        return _KIND[self.emitter_kind(instr)]
+        return FUSION_KIND[self.emitter_kind(instr)]
 
     def _ir_size(self, instr: HloInstruction) -> IrSize:
         key = self._key(instr)

@@ -67,11 +67,12 @@ from typing import Any, Callable
 import pandas as pd
 
 from .._gc import gc_paused
+from ..analysis._opcodes import NOT_KERNELS_IN_FUSION_PASS
 from ..hlo import HloComputation, HloInstruction, HloModule
 from ..hlo._edit import NameUniquifier, copy_module, hypothetical_fusion
 from ._legality import LegalityChecker, can_emit_input_fused_scatter, is_fusible
 from ._priority import PriorityFusionRun, is_candidate, is_small_constant
-from ._simulate import _NOT_KERNELS, _getter, fusible_computations, resolve_inputs, simulate_fusion, working_copy
+from ._simulate import _getter, fusible_computations, resolve_inputs, simulate_fusion, working_copy
 
 __all__ = ["SearchResult", "plan_time", "search_fusion"]
 
@@ -89,7 +90,7 @@ def plan_time(module: HloModule, device, model) -> tuple[float, int, int]:
     n = unpriced = 0
     for comp in fusible_computations(module):
         for k in comp.instructions:
-            if k.opcode in _NOT_KERNELS:
+            if k.opcode in NOT_KERNELS_IN_FUSION_PASS:
                 continue
             n += 1
             t = model.estimate(k, device).time_s
@@ -257,7 +258,7 @@ class _Problem:
         unpriced = n = 0
         price = pricer.price
         for k in own:
-            if k.instr.opcode in _NOT_KERNELS:
+            if k.instr.opcode in NOT_KERNELS_IN_FUSION_PASS:
                 continue
             n += 1
             t = price(k)

@@ -14,6 +14,8 @@ from typing import Any, Mapping
 import pandas as pd
 
 from .._gc import gc_paused
+from ..analysis._opcodes import NOT_KERNELS_IN_FUSION_PASS
+from ..analysis._shapes import reshape_is_bitcast, transpose_is_bitcast
 from ..hlo import HloComputation, HloModule
 from ..hlo._edit import NameUniquifier, copy_module, inline_calls as _inline_calls
 from ..hlo._structure import ContentIds
@@ -29,14 +31,6 @@ STEP_COLUMNS = [
 ]
 REJECTED_COLUMNS = ["computation", "producer", "opcode", "consumer", "rule", "detail"]
 
-# Instructions that launch no kernel of their own.
-_NOT_KERNELS = frozenset(
-    {
-        "parameter", "constant", "tuple", "get-tuple-element", "bitcast", "while", "conditional", "call",
-        "after-all", "add-dependency", "partition-id", "replica-id", "domain", "opt-barrier",
-        "optimization-barrier",
-    }
-)
 # Callers whose computations are control flow (fused like the entry), not embedded code.
 _CONTROL_FLOW = frozenset({"while", "conditional"})
 
@@ -69,15 +63,14 @@ def layout_changes_to_bitcasts(module: HloModule) -> int:
     What XLA's `AlgebraicSimplifier` does (layout-sensitive, before fusion) with
     `ReshapeIsBitcast` / `TransposeIsBitcast`: the instruction keeps its name,
     shape and operand and loses its attributes. "Layout-only" is decided by the
-    models' `reshape_is_bitcast` / `transpose_is_bitcast`, the rules `analyze`
-    uses to price them as free, so pricing before fusion does not change.
+    rules `analyze` uses to price them as free (`analysis._opcodes.is_free`:
+    default layouts for a reshape, unit dimensions free for a transpose), so
+    pricing before fusion does not change.
     Priority fusion then treats them as bitcasts (priority +inf, fused along
     into consumers, never a consumer of their own), as XLA does.
 
     **Returns:** how many instructions were rewritten.
     """
-    from ..models._kernel_costs import reshape_is_bitcast, transpose_is_bitcast
-
     n = 0
     for comp in module.computations:
         for instr in comp.instructions:
@@ -86,7 +79,12 @@ def layout_changes_to_bitcasts(module: HloModule) -> int:
                 continue
             if not (instr.shape.is_array and instr.operands[0].shape.is_array):
                 continue
-            if not (reshape_is_bitcast(instr) if op == "reshape" else transpose_is_bitcast(instr)):
+            src, dst = instr.operands[0].shape, instr.shape
+            if op == "reshape":
+                relabels = reshape_is_bitcast(src, dst)
+            else:
+                relabels = transpose_is_bitcast(src, dst, instr.attribute("dimensions", ()), ignore_unit_dims=True)
+            if not relabels:
                 continue
             for key in list(instr.raw_attributes):
                 instr.remove_attribute(key)
@@ -100,7 +98,7 @@ def kernels_of(module: HloModule, computations: list[HloComputation] | None = No
     comps = fusible_computations(module) if computations is None else computations
     for comp in comps:
         for instr in comp.instructions:
-            if instr.opcode not in _NOT_KERNELS:
+            if instr.opcode not in NOT_KERNELS_IN_FUSION_PASS:
                 yield instr
 
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..analysis._opcodes import is_free
 from ._base import CostModelWarning, KernelEstimate, get_model
-from ._kernel_costs import is_free
 
 COLUMNS = (
     "kernel", "computation", "opcode", "kind", "emitter", "executions", "executions_known",

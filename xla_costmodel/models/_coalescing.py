@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._kernel_costs import IS_ELEMENTWISE, first_array
-from ._launch import is_input_fusible_reduction
+from ..analysis._emission import is_input_fusible_reduction, warp_size
+from ..analysis._opcodes import IS_ELEMENTWISE
+from ..analysis._shapes import first_array
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +105,8 @@ def read_coalesced_heuristic(emitter: str, producer, consumer, device) -> tuple[
     if (
         emitter == "reduction"
         and consumer is not None
-        and is_input_fusible_reduction(producer, device)
-        and is_input_fusible_reduction(consumer, device)
+        and is_input_fusible_reduction(producer, warp_size(device))
+        and is_input_fusible_reduction(consumer, warp_size(device))
     ):
         return False, "two tiled reductions fused"
     return True, ""

@@ -14,10 +14,10 @@ detached fusion from `hlo.hypothetical_fusion`) in the variant the model wants:
   transcendental per element, with the GPU analysis's fusion accounting
   (recomputation through broadcasts priced, repeated reads counted).
 
+Which instructions run no code and which are not kernels is
+`analysis._opcodes`'s (`is_free`, `FREE_OPCODES`, `CONTROL_FLOW_OPCODES`, ...).
 What is the models' own and lives here:
 
-- which instructions run no code (`is_free`: bitcasts, tuples, and reshapes or
-  transposes that only relabel the layout) and which are not kernels;
 - textbook flops where XLA reports "unknown" or 0: cuBLAS / cuDNN custom calls
   under any target name, LAPACK / cuSolver `potrf`, `getrf`, `trsm`, `TopK`
   custom calls and the `topk` opcode (passed to the analysis as rule
@@ -32,18 +32,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..analysis._kernel import KernelCost, kernel_cost
-from ..analysis._rules import ELEMENTWISE_OPCODES as ELEMENTWISE_OPCODES  # noqa: F401 (re-export)
+from ..analysis._opcodes import MATMUL_OPCODES
 from ..analysis._rules import FLOPS, OUT, BYTES, UNPRICED, FMA_FLOPS, merge_unpriced
-from ..analysis._rules import IS_ELEMENTWISE as IS_ELEMENTWISE
-from ..analysis._rules import _attr_tuple as _attr_tuple  # noqa: F401 (used by _launch)
-from ..analysis._rules import TRANSCENDENTAL_OPCODES as TRANSCENDENTAL_OPCODES  # noqa: F401 (re-export)
-from ..analysis._rules import array_leaves as array_leaves
-from ..analysis._rules import convolution_flops as convolution_flops
-from ..analysis._rules import dot_flops as dot_flops
-from ..analysis._rules import elements as elements
-from ..analysis._rules import elements_recursive as elements_recursive  # noqa: F401 (re-export)
-from ..analysis._rules import shape_size as shape_size
-from ..analysis._rules import transpose_is_bitcast as _xla_transpose_is_bitcast
+from ..analysis._rules import convolution_flops, dot_flops
+from ..analysis._shapes import elements, first_array, shape_size
 
 # Shapes are immutable and shared by many instructions: their sizes are computed once
 # (keyed by id, the shape kept alive with its size so that the id is not reused).
@@ -62,74 +54,10 @@ def shape_size_cached(shape) -> int:
     return n
 
 
-# ---------------------------------------------------------------------------
-# What is a kernel
-
-# Instructions that run no code of their own.
-FREE_OPCODES = frozenset(
-    {"parameter", "constant", "bitcast", "tuple", "get-tuple-element", "after-all", "add-dependency",
-     "opt-barrier", "domain"}
-)
-# Instructions that call other computations and are not kernels themselves.
-CONTROL_FLOW_OPCODES = frozenset({"while", "conditional", "call", "async-start", "async-update", "async-done"})
-COLLECTIVE_OPCODES = frozenset(
-    {"all-reduce", "all-reduce-start", "all-reduce-done", "all-gather", "all-gather-start", "all-gather-done",
-     "reduce-scatter", "all-to-all", "ragged-all-to-all", "collective-permute", "collective-permute-start",
-     "collective-permute-done", "collective-broadcast", "send", "send-done", "recv", "recv-done"}
-)
-# Instructions XLA:GPU hands to a library (cuBLAS, cuDNN, cuFFT, cuSolver) when not fused.
-LIBRARY_OPCODES = frozenset(
-    {"dot", "scaled-dot", "ragged-dot", "convolution", "fft", "cholesky", "triangular-solve", "custom-call"}
-)
-# Work done on matrix units (tensor cores) when there are some.
-MATMUL_OPCODES = frozenset({"dot", "scaled-dot", "ragged-dot", "convolution", "triangular-solve", "cholesky"})
 # Instructions whose flops are those of a called computation (priced by its element types).
 _CALLERS = frozenset({"reduce", "reduce-window", "map", "scatter", "select-and-scatter"})
 # Instructions whose work is typed by operand 0 rather than by the output.
 _OPERAND_TYPED = frozenset({"fft", "sort", "topk", "custom-call"})
-
-
-def first_array(shape):
-    """The first array leaf of a shape (the shape itself when it is an array)."""
-    for _, leaf in array_leaves(shape):
-        return leaf
-    return shape
-
-
-def element_bits(shape) -> int:
-    """Bits of the element type of an array (pred counts 8)."""
-    return max(int(shape.element_bits), 1) if shape.element_type not in ("tuple", "token", "opaque") else 32
-
-
-def reshape_is_bitcast(instr) -> bool:
-    """A reshape between row-major (default) layouts only relabels the data."""
-    src, dst = instr.operands[0].shape, instr.shape
-    if src.element_type != dst.element_type or src.element_type == "tuple":
-        return False
-
-    def default(s):
-        return tuple(s.minor_to_major) == tuple(range(len(s.dims) - 1, -1, -1))
-
-    return default(src) and default(dst)
-
-
-def transpose_is_bitcast(instr) -> bool:
-    """The permutation only relabels the layout, dimensions of size 1 moving freely."""
-    return _xla_transpose_is_bitcast(instr, ignore_unit_dims=True)
-
-
-def is_free(instr) -> bool:
-    """Runs no code: bitcast, tuple, get-tuple-element, parameter, constant, ordering
-    tokens, and reshapes or transposes that only relabel the layout (XLA turns them
-    into bitcasts)."""
-    op = instr.opcode
-    if op in FREE_OPCODES:
-        return True
-    if op == "reshape" and instr.operands:
-        return reshape_is_bitcast(instr)
-    if op == "transpose" and instr.operands:
-        return transpose_is_bitcast(instr)
-    return False
 
 
 # ---------------------------------------------------------------------------

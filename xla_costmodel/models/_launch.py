@@ -1,6 +1,7 @@
-"""Which XLA:GPU emitter a kernel gets, and its launch dimensions.
+"""The launch dimensions of a kernel under the XLA:GPU emitter it gets.
 
-Follows `HloFusionAnalysis::GetEmitterFusionKind` and the emitters' own
+The emitter is `analysis._emission.emitter_kind`'s (XLA's
+`HloFusionAnalysis::GetEmitterFusionKind`); the grid follows the emitters' own
 `launch_dimensions()` (loop with unrolling, row / multi-row / column / small
 column reductions, the shared-memory transpose, concatenate, scatter, in-place
 dynamic-update-slice), with XLA's fallback of 128 threads per block and one
@@ -15,34 +16,27 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ._kernel_costs import (
-    IS_ELEMENTWISE,
-    LIBRARY_OPCODES,
-    _attr_tuple,
-    array_leaves,
-    element_bits,
-    elements,
-    elements_recursive,
-    first_array,
-    reshape_is_bitcast,
-    transpose_is_bitcast,
+from ..analysis._emission import (
+    MIN_THREADS_X_ROW_REDUCTION,
+    ROW_REDUCTION_TILE_X,
+    TransposeDescription,
+    emitter_kind,
+    fused_roots,
+    is_real_reduction_hero,
+    may_prevent_vectorization,
+    reduction_dimensions,
+    tiled_transpose,
+    warp_size,
 )
+from ..analysis._shapes import array_leaves, element_bits, elements, elements_recursive, first_array
 
-# XLA constants (ir_emission_utils.h, reduction_utils.h, transpose.cc, launch_dimensions.cc)
-MIN_DIM_TO_TRANSPOSE_TILED = 16
-MIN_DIM_TO_TRANSPOSE_TILED2 = 8
-MIN_TOTAL_DIMS_TO_TRANSPOSE_TILED = 64 * 128
-MAX_BYTES_IN_MOST_MINOR_DIM = 8
+# XLA constants (transpose.cc, reduction_utils.h, launch_dimensions.cc); the emitter facts'
+# own (tiled transposes, race-free reductions) are in `analysis._emission`.
 TRANSPOSE_TILE = 32
 TRANSPOSE_ROWS = 8
-MIN_THREADS_X_ROW_REDUCTION = 1024
-BATCHED_REDUCTION_RACE_FREE_BOUND = 8
-ROW_REDUCTION_TILE_X = 16
-COLUMN_REDUCTION_TILE_Y = 128
 THREADS_PER_BLOCK_TARGET = 256
 WARP_SCHEDULERS = 4
 FALLBACK_THREADS = 128
-MAX_CONCAT_OPERANDS_FOR_UNROLLING = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,364 +58,12 @@ class LaunchDimensions:
     detail: str = ""
 
 
-def _warp(device) -> int:
-    return device.warp_size or 32
-
-
 def _ceil(a: int, b: int) -> int:
     return -(-a // b) if b else 0
 
 
 def _round_up(a: int, b: int) -> int:
     return _ceil(a, b) * b
-
-
-# ---------------------------------------------------------------------------
-# Roots and heroes
-
-
-def fused_roots(kernel) -> list:
-    comp = kernel.fused_computation if kernel.opcode == "fusion" else None
-    if comp is None:
-        return [kernel]
-    root = comp.root
-    if root.opcode == "tuple":
-        return list(root.operands)
-    return [root]
-
-
-def is_intermediate(instr, allowed_operands: int = 1) -> bool:
-    """XLA's `IsIntermediate`: elementwise or bitcast-like, with 1..allowed operands."""
-    n = len(instr.operands)
-    if n == 0 or n > allowed_operands:
-        return False
-    op = instr.opcode
-    if op in IS_ELEMENTWISE:
-        if op == "copy":
-            return instr.shape == instr.operands[0].shape
-        return True
-    if op == "bitcast":
-        return True
-    if op == "reshape":
-        return reshape_is_bitcast(instr)
-    if op == "transpose":
-        return transpose_is_bitcast(instr)
-    return False
-
-
-def _find_hero_matching(start, predicate, in_kernel, intermediate=is_intermediate):
-    """XLA's `FindNonTrivialHero(root, predicate)`: one matching op reachable through
-    intermediate ops (up to 3 operands), with only intermediate ops between it and the root.
-
-    `intermediate`: the `IsIntermediate` test to walk through (the fusion
-    simulator passes its own, see `fusion._legality.is_intermediate`).
-    """
-    hero = None
-    seen = {id(start)}
-    queue = [start]
-    while queue:
-        node = queue.pop(0)
-        if predicate(node):
-            if hero is not None:
-                return None
-            hero = node
-            continue
-        if not intermediate(node, 3):
-            continue
-        for o in node.operands:
-            if in_kernel(o) and id(o) not in seen:
-                seen.add(id(o))
-                queue.append(o)
-    if hero is None:
-        return None
-    # No non-trivial op may consume the hero on its way to the root.
-    stack = list(hero.users)
-    seen = set()
-    while stack:
-        u = stack.pop()
-        if id(u) in seen or not in_kernel(u):
-            continue
-        seen.add(id(u))
-        if u.opcode not in ("tuple", "parameter") and not intermediate(u, 3):
-            return None
-        stack.extend(u.users)
-    return hero
-
-
-def find_hero(root, kernel):
-    """XLA's `FindNonTrivialHero`: the op that decides the emitter for `root`."""
-    if kernel.opcode != "fusion":
-        return root
-    comp = kernel.fused_computation
-
-    def in_kernel(x):
-        return x.opcode != "parameter" and x.computation is comp
-
-    hero = root
-    while is_intermediate(hero, 1) and in_kernel(hero.operands[0]):
-        hero = hero.operands[0]
-    t = _find_hero_matching(hero, lambda n: tiled_transpose(n) is not None, in_kernel)
-    if t is not None:
-        return t
-    c = _find_hero_matching(hero, lambda n: n.opcode == "concatenate", in_kernel)
-    if c is not None:
-        return c
-    if hero.opcode != "reduce":
-        return root
-    return hero
-
-
-# ---------------------------------------------------------------------------
-# Reductions (reduction_utils.cc)
-
-
-def _consecutive(shape, dims) -> bool:
-    if not dims:
-        return True
-    pos = {d: i for i, d in enumerate(shape.minor_to_major)}
-    ps = sorted(pos[d] for d in dims)
-    return ps[-1] - ps[0] + 1 == len(ps)
-
-
-def _partition(shape, middle) -> list[int]:
-    """`PartitionShapeByMiddleDimensions`: [major, middle, minor] sizes."""
-    values = [1, 1, 1]
-    seg = 2  # minor
-    for d in shape.minor_to_major:
-        if seg != 0:
-            inside = d in middle
-            if seg == 2 and inside:
-                seg = 1
-            elif seg == 1 and not inside:
-                seg = 0
-        values[seg] *= shape.dims[d]
-    return values
-
-
-def reduction_dimensions(reduce) -> tuple[bool, tuple[int, int, int]]:
-    """XLA's `GetReductionKindAndContiguousComponents`: (is_row, (d0, d1, d2)).
-
-    Row: (major reduced, kept, minor reduced); column: (major kept, reduced, minor kept).
-    """
-    shape = reduce.operands[0].shape
-    reduced = set(_attr_tuple(reduce, "dimensions"))
-    keep = [d for d in range(len(shape.dims)) if d not in reduced]
-    if not keep:
-        return True, (1, 1, elements(shape))
-    if _consecutive(shape, keep):
-        p = _partition(shape, set(keep))
-        if p[1] == 1:
-            return True, (1, 1, p[0] * p[2])
-        if p[2] == 1:
-            return False, (1, p[0], p[1])
-        return True, (p[0], p[1], p[2])
-    p = _partition(shape, reduced)
-    if p[2] == 1:
-        return True, (1, p[0], p[1])
-    return False, (p[0], p[1], p[2])
-
-
-def _faster_than_elemental(is_row: bool, dims, warp: int) -> bool:
-    if is_row:
-        return dims[2] >= warp or (dims[2] > 0 and warp % dims[2] == 0)
-    major, minor = dims[1], dims[2]
-    prefer_elemental = (
-        major < warp
-        or (major < 2 * warp and minor < warp)
-        or (major < 4 * warp and minor < 8)
-        or (major < 8 * warp and minor < 3)
-    )
-    return not prefer_elemental
-
-
-def is_contiguous_reduction(instr, device) -> bool:
-    """XLA's `IsReductionFromOrToContiguousDimensions`."""
-    if instr.opcode != "reduce":
-        return False
-    shape = instr.operands[0].shape
-    reduced = set(_attr_tuple(instr, "dimensions"))
-    keep = [d for d in range(len(shape.dims)) if d not in reduced]
-    if not (_consecutive(shape, keep) or _consecutive(shape, sorted(reduced))):
-        return False
-    is_row, dims = reduction_dimensions(instr)
-    return _faster_than_elemental(is_row, dims, _warp(device))
-
-
-def reduction_is_race_free(is_row: bool, dims, device) -> bool:
-    if is_row:
-        return dims[2] <= MIN_THREADS_X_ROW_REDUCTION * ROW_REDUCTION_TILE_X and dims[0] <= BATCHED_REDUCTION_RACE_FREE_BOUND
-    return dims[1] <= _warp(device) * COLUMN_REDUCTION_TILE_Y
-
-
-def is_real_reduction_hero(root, hero, device) -> bool:
-    if not is_contiguous_reduction(hero, device):
-        return False
-    if root is hero:
-        return True
-    is_row, dims = reduction_dimensions(hero)
-    return reduction_is_race_free(is_row, dims, device)
-
-
-def is_input_fusible_reduction(instr, device) -> bool:
-    """XLA's `IsInputFusibleReduction`: a tiled reduce, or a fusion with a tiled-reduction root."""
-    if instr.opcode == "fusion" and instr.fused_computation is not None:
-        return any(is_real_reduction_hero(r, find_hero(r, instr), device) for r in fused_roots(instr))
-    return is_contiguous_reduction(instr, device)
-
-
-# ---------------------------------------------------------------------------
-# Transposes
-
-
-@dataclass(frozen=True, slots=True)
-class TransposeDescription:
-    """A physical transpose, normalized: output dims (major to minor) and, for each,
-    the index of the input dimension it comes from."""
-
-    dimensions: tuple[int, ...]
-    permutation: tuple[int, ...]
-    element_bytes: int
-
-    @property
-    def input_dimensions(self) -> tuple[int, ...]:
-        inv = [0] * len(self.permutation)
-        for i, p in enumerate(self.permutation):
-            inv[p] = i
-        return tuple(self.dimensions[inv[j]] for j in range(len(self.permutation)))
-
-
-def normalized_transpose(instr) -> TransposeDescription | None:
-    """The physical transpose a `transpose` or layout-changing `copy` does, with unit
-    dimensions dropped and runs of dimensions that stay together merged; None when it
-    moves no data (a bitcast)."""
-    if instr.opcode not in ("transpose", "copy") or not instr.operands:
-        return None
-    src, dst = instr.operands[0].shape, instr.shape
-    if src.element_type in ("tuple", "token") or len(src.dims) != len(dst.dims):
-        return None
-    perm = _attr_tuple(instr, "dimensions") if instr.opcode == "transpose" else tuple(range(len(dst.dims)))
-    if len(perm) != len(dst.dims):
-        return None
-    in_major = list(reversed(src.minor_to_major))
-    in_pos = {d: i for i, d in enumerate(in_major)}
-    out_major = [d for d in reversed(dst.minor_to_major) if dst.dims[d] != 1]
-    phys = [in_pos[perm[d]] for d in out_major]
-    sizes = [dst.dims[d] for d in out_major]
-    if not phys:
-        return None
-    # Rank the input positions densely, then merge runs of output dimensions that
-    # are also adjacent, in the same order, in the input.
-    rank = {p: i for i, p in enumerate(sorted(phys))}
-    phys = [rank[p] for p in phys]
-    groups: list[list[int]] = [[phys[0], sizes[0]]]
-    for p, s in zip(phys[1:], sizes[1:]):
-        if p == groups[-1][0] + 1:
-            groups[-1][0] = p
-            groups[-1][1] *= s
-        else:
-            groups.append([p, s])
-    rank = {p: i for i, p in enumerate(sorted(g[0] for g in groups))}
-    perm_out = tuple(rank[g[0]] for g in groups)
-    if list(perm_out) == sorted(perm_out):
-        return None
-    return TransposeDescription(tuple(g[1] for g in groups), perm_out, max((src.element_bits + 7) // 8, 1))
-
-
-def tiled_transpose(instr) -> TransposeDescription | None:
-    """XLA's `GetDescriptionForTiledTransposeEmitter` (the shared-memory transpose emitter)."""
-    tr = normalized_transpose(instr)
-    if tr is None:
-        return None
-    dims, perm = tr.dimensions, tr.permutation
-    in_dims = tr.input_dimensions
-    if len(dims) < 2:
-        return None
-    if perm[-1] == len(dims) - 1:
-        operand_minor = in_dims[-2]
-        width = tr.element_bytes * dims[-1]
-        if width <= MAX_BYTES_IN_MOST_MINOR_DIM and width * min(operand_minor, dims[-2]) >= MIN_DIM_TO_TRANSPOSE_TILED:
-            return tr
-        return None
-    operand_minor = in_dims[-1]
-    if (operand_minor >= MIN_DIM_TO_TRANSPOSE_TILED and dims[-1] >= MIN_DIM_TO_TRANSPOSE_TILED) or (
-        operand_minor >= MIN_DIM_TO_TRANSPOSE_TILED2
-        and dims[-1] >= MIN_DIM_TO_TRANSPOSE_TILED2
-        and operand_minor * dims[-1] >= MIN_TOTAL_DIMS_TO_TRANSPOSE_TILED
-    ):
-        return tr
-    return None
-
-
-# ---------------------------------------------------------------------------
-# Emitter kind
-
-
-def _custom_kind(kernel) -> str:
-    cfg = kernel.attribute("backend_config", None) if kernel.has_attribute("backend_config") else None
-    kind = ""
-    if isinstance(cfg, dict):
-        fc = cfg.get("fusion_backend_config") or cfg.get("fusion_config") or {}
-        if isinstance(fc, dict):
-            kind = str(fc.get("kind", ""))
-    if kind.startswith("__triton"):
-        return "triton"
-    if "cudnn" in kind:
-        return "cudnn"
-    return "custom"
-
-
-def emitter_kind(kernel, device) -> tuple[str, list, list]:
-    """(emitter, roots, heroes) for `kernel`, after `HloFusionAnalysis::GetEmitterFusionKind`."""
-    if kernel.opcode == "fusion":
-        if kernel.fused_computation is None:
-            return "custom", [kernel], [kernel]
-        if kernel.fusion_kind == "kCustom":
-            return _custom_kind(kernel), fused_roots(kernel), fused_roots(kernel)
-    elif kernel.opcode in LIBRARY_OPCODES:
-        return "library", [kernel], [kernel]
-    roots = fused_roots(kernel)
-    heroes = [find_hero(r, kernel) for r in roots]
-
-    reduce_hero = None
-    for r, h in zip(roots, heroes):
-        if is_real_reduction_hero(r, h, device):
-            reduce_hero = h
-            break
-    if reduce_hero is not None:
-        want = reduction_dimensions(reduce_hero)
-        n_in = elements(reduce_hero.operands[0].shape)
-        ok = True
-        for r, h in zip(roots, heroes):
-            if is_real_reduction_hero(r, h, device):
-                ok = ok and reduction_dimensions(h) == want
-            else:
-                ok = ok and elements_recursive(r.shape) == n_in
-        if ok:
-            return "reduction", roots, heroes
-
-    descs = [tiled_transpose(h) for h in heroes]
-    first = next((d for d in descs if d is not None), None)
-    if first is not None:
-        ok = all(
-            (d is not None and d.dimensions == first.dimensions and d.permutation == first.permutation)
-            or (d is None and elements_recursive(r.shape) == math.prod(first.dimensions))
-            for d, r in zip(descs, roots)
-        )
-        if ok:
-            return "transpose", roots, heroes
-
-    if len(roots) > 1:
-        return "loop", roots, heroes
-    root, hero = roots[0], heroes[0]
-    if root.opcode == "scatter":
-        return "scatter", roots, heroes
-    if root.opcode == "sort":
-        return "sort", roots, heroes
-    if hero.opcode == "concatenate" and len(hero.operands) <= 4 and not hero.shape.element_type == "tuple":
-        return "concatenate", roots, heroes
-    if root.opcode == "dynamic-update-slice":
-        return "dynamic-update-slice", roots, heroes
-    return "loop", roots, heroes
 
 
 # ---------------------------------------------------------------------------
@@ -433,26 +75,8 @@ def _calculate(num_elements: int, unroll: int, device) -> tuple[int, int]:
     if num_elements <= 1:
         return 1, 1
     n = _ceil(num_elements, max(unroll, 1))
-    threads = min(_warp(device) * WARP_SCHEDULERS, n)
+    threads = min(warp_size(device) * WARP_SCHEDULERS, n)
     return _ceil(n, threads), threads
-
-
-def _may_prevent_vectorization(kernel) -> bool:
-    comp = kernel.fused_computation if kernel.opcode == "fusion" else None
-    instrs = comp.instructions if comp is not None else [kernel]
-    for h in instrs:
-        op = h.opcode
-        if op in ("dot", "sort"):
-            return True
-        if op == "concatenate" and len(h.operands) > MAX_CONCAT_OPERANDS_FOR_UNROLLING:
-            return True
-        if op == "reduce" and h.shape.element_type == "tuple" and len(h.shape.tuple_shapes) > 1:
-            return True
-        if op == "reduce-window":
-            window = h.attribute("window", None)
-            if window is not None and math.prod(d.size for d in window.dimensions) > 8:
-                return True
-    return False
 
 
 def _smallest_output_bits(roots) -> int:
@@ -466,18 +90,18 @@ def _smallest_input_bits(kernel) -> int | None:
 
 
 def loop_launch(kernel, roots, device, shape=None, max_unroll: int = 4,
-                may_prevent_vectorization: bool | None = None) -> tuple[int, int, int]:
+                no_vectorize: bool | None = None) -> tuple[int, int, int]:
     """`ComputeLoopFusionConfig` + `CalculateLaunchDimensions`: (blocks, threads, unroll).
 
-    `may_prevent_vectorization`: `_may_prevent_vectorization(kernel)` when already
-    known (`kernel` is then not looked at).
+    `no_vectorize`: `may_prevent_vectorization(kernel)` when already known
+    (`kernel` is then not looked at).
     """
     if shape is None:
         shape = first_array(roots[0].shape)
     n = elements(shape)
     unroll = 1
     if n >= device.threads_per_core_limit * device.core_count and not (
-        _may_prevent_vectorization(kernel) if may_prevent_vectorization is None else may_prevent_vectorization
+        may_prevent_vectorization(kernel) if no_vectorize is None else no_vectorize
     ):
         f = max_unroll
         while f > 1 and n % f:
@@ -506,7 +130,7 @@ def _reduction_vector_size(kernel, minor: int, threads: int) -> int:
 def reduction_launch(kernel, roots, hero, device) -> tuple[int, int, str]:
     """(blocks, threads, description) of XLA's reduction emitters."""
     is_row, dims = reduction_dimensions(hero)
-    warp = _warp(device)
+    warp = warp_size(device)
     d0, d1, d2 = dims
     if is_row:
         mr = _multirow(kernel, roots, dims, device)
@@ -548,7 +172,7 @@ def _multirow(kernel, roots, dims, device):
     if largest >= 32:
         vec = min(128 // largest, vec)
     vec = max(vec, 1)
-    warp = _warp(device)
+    warp = warp_size(device)
     if d2 > warp * vec:
         return None
 
@@ -646,12 +270,12 @@ def launch_dimensions(kernel, device, *, max_unroll: int = 4) -> LaunchDimension
     if roots is not None:
         blocks, threads, unroll = loop_launch(kernel, roots, device, max_unroll=max_unroll)
         return LaunchDimensions("loop", blocks, threads, unroll, roots[0].name)
-    kind, roots, heroes = emitter_kind(kernel, device)
+    kind, roots, heroes = emitter_kind(kernel, warp_size(device))
     if kind == "loop":
         blocks, threads, unroll = loop_launch(kernel, roots, device, max_unroll=max_unroll)
         return LaunchDimensions(kind, blocks, threads, unroll, roots[0].name)
     if kind == "reduction":
-        hero = next(h for r, h in zip(roots, heroes) if is_real_reduction_hero(r, h, device))
+        hero = next(h for r, h in zip(roots, heroes) if is_real_reduction_hero(r, h, warp_size(device)))
         blocks, threads, detail = reduction_launch(kernel, roots, hero, device)
         return LaunchDimensions(kind, blocks, threads, 1, hero.name, detail)
     if kind == "transpose":

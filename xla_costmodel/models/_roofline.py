@@ -22,8 +22,9 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ..analysis._opcodes import COLLECTIVE_OPCODES, CONTROL_FLOW_OPCODES, is_free
 from ._base import FusionByMaterializing, KernelEstimate, dominant_bound, register_model, warn_unpriced
-from ._kernel_costs import COLLECTIVE_OPCODES, CONTROL_FLOW_OPCODES, CostContext, is_free, kernel_costs, shape_size_cached
+from ._kernel_costs import CostContext, kernel_costs, shape_size_cached
 
 _INT_PREFIXES = ("s", "u", "pred")
 

@@ -35,53 +35,23 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
+from ..analysis._emission import LaunchFacts, launch_facts
+from ..analysis._opcodes import COLLECTIVE_OPCODES, CONTROL_FLOW_OPCODES, IS_ELEMENTWISE, is_free
 from ..hlo._edit import discard_fusion
 from ._base import FusionEstimate, KernelEstimate, dominant_bound, materialize_fusion, register_model, warn_unpriced
 from ._coalescing import kernel_coalescing, read_coalesced_heuristic, utilization_rate
-from ._kernel_costs import (
-    COLLECTIVE_OPCODES,
-    CONTROL_FLOW_OPCODES,
-    IS_ELEMENTWISE,
-    CostContext,
-    KernelCosts,
-    is_free,
-    kernel_costs,
-    shape_size_cached,
-)
-from ._launch import LaunchDimensions, _may_prevent_vectorization, launch_dimensions, loop_launch, tiled_transpose
+from ._kernel_costs import CostContext, KernelCosts, kernel_costs, shape_size_cached
+from ._launch import LaunchDimensions, launch_dimensions, loop_launch
 
 
 def _round_half_away(x: float) -> float:
     return math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5)
 
 
-def kernel_facts(instr) -> tuple[bool, bool, bool]:
-    """What a fused pair's launch grid and coalescing need from one side of it, without building the fusion:
-    `(special, access, no_vectorize)`.
-
-    `special`: a reduce, concatenate or tiled transpose is in it (it could become the
-    fused kernel's hero); `access`: a gather or slice is in it (a per-operand access
-    rule could apply); `no_vectorize`: `_may_prevent_vectorization`.
-    """
-    comp = instr.fused_computation if instr.opcode == "fusion" else None
-    if instr.opcode == "fusion" and comp is None:
-        return True, True, True
-    special = access = False
-    for h in comp.instructions if comp is not None else (instr,):
-        op = h.opcode
-        if op == "reduce" or op == "concatenate":
-            special = True
-        elif op == "transpose" or op == "copy":
-            if tiled_transpose(h) is not None:
-                special = True
-        elif op == "gather" or op == "slice":
-            access = True
-    return special, access, _may_prevent_vectorization(instr)
-
-
-def fused_loop_launch(producer, consumer, device, pf, cf, max_unroll: int) -> LaunchDimensions | None:
+def fused_loop_launch(producer, consumer, device, pf: LaunchFacts, cf: LaunchFacts,
+                      max_unroll: int) -> LaunchDimensions | None:
     """`launch_dimensions(materialize_fusion(producer, consumer))` when that is the loop emitter's
-    and can be told from the two sides' `kernel_facts` (`pf`, `cf`) alone; else None.
+    and can be told from the two sides' `LaunchFacts` (`pf`, `cf`) alone; else None.
 
     With no reduce, concatenate or tiled transpose on either side, every hero is its
     root, so the emitter is decided by the consumer's roots (the fused kernel's roots)
@@ -104,7 +74,7 @@ def fused_loop_launch(producer, consumer, device, pf, cf, max_unroll: int) -> La
     if len(roots) == 1 and roots[0].opcode in ("scatter", "sort", "dynamic-update-slice"):
         return None
     blocks, threads, unroll = loop_launch(None, roots, device, max_unroll=max_unroll,
-                                          may_prevent_vectorization=pf[2] or cf[2])
+                                          no_vectorize=pf[2] or cf[2])
     return LaunchDimensions("loop", blocks, threads, unroll, roots[0].name)
 
 
@@ -462,7 +432,7 @@ class XlaGpuModel:
 
         `time_only`: return just the fused kernel's `time_s` (launch included), without its details.
 
-        `facts`: the two sides' `kernel_facts` when known: the fused kernel is then
+        `facts`: the two sides' `LaunchFacts` when known: the fused kernel is then
         built only where its launch grid or coalescing cannot be told from them;
         `read_cache`: read times by `(blocks, net bytes, total bytes, rate)`, for one device.
         """
@@ -652,13 +622,13 @@ class XlaGpuPairPricer:
         self._costs.pop(instr, None)
         self._facts.pop(instr, None)
 
-    def facts(self, instr) -> tuple[bool, bool, bool]:
-        """`instr`'s `kernel_facts`."""
+    def facts(self, instr) -> LaunchFacts:
+        """`instr`'s `LaunchFacts`."""
         v = self._version(instr)
         hit = self._facts.get(instr)
         if hit is not None and hit[0] == v:
             return hit[1]
-        f = kernel_facts(instr)
+        f = launch_facts(instr)
         self._facts[instr] = (v, f)
         return f
 
