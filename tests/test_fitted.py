@@ -239,3 +239,19 @@ def test_every_feature_has_a_unit_in_the_weights_table():
     from xla_costmodel.fit._fitted import _unit
 
     assert [f for f in FEATURES if _unit(f) == "unit"] == []
+
+
+def test_get_model_copies_an_estimator_with_other_hyper_parameters():
+    # `get_model(model, **params)` gives the fitted models scikit-learn's clone + set_params (a
+    # dataclasses.replace, as for the analytical models, does not apply to an estimator).
+    from sklearn.base import clone
+
+    model = FittedModel(signed=())
+    copy = get_model(model, signed=("minldst_*",), task_bytes=1024)
+    assert type(copy) is FittedModel and copy is not model
+    assert copy.get_params() == {**clone(model).get_params(), "signed": ("minldst_*",), "task_bytes": 1024}
+    assert model.signed == ()  # the original is left alone
+    learned = get_model(LearnedModel(), max_iter=7)
+    assert isinstance(learned, LearnedModel) and learned.max_iter == 7
+    with pytest.raises(ValueError, match="Invalid parameter"):
+        get_model(model, no_such_parameter=1)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..models import CostModelWarning, FusionEstimate, KernelEstimate
+from ..models import CostModelWarning, FusionEstimate, KernelEstimate, prices_by_content
 from ..models._combined import CombinedModel, _dataset_path, _device, _model, _model_name, register_combinator
 from ._store import CalibrationError
 
@@ -169,7 +169,7 @@ class ScaledModel:
     @property
     def prices_by_content(self) -> bool:
         """A scale keeps the member's promise (see `CostModel`)."""
-        return bool(getattr(self.model, "prices_by_content", False))
+        return prices_by_content(self.model)
 
     # ------------------------------------------------------------------ scale
     def _fit(self, dataset, device) -> tuple[float, float]:

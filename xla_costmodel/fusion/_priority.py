@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable
 
 from ..hlo import HloComputation, HloInstruction
 from ..hlo._edit import FusionEditor, NameUniquifier, discard_fusion, hypothetical_fusion
 from ..hlo._structure import ContentIds
+from ..models import CachesInstructions, CostModel, FusionPricing, fuses_by_materializing, prices_by_content
 from ._legality import (
     LegalityChecker,
     Rejection,
@@ -46,7 +47,10 @@ from ._legality import (
 )
 from ._pair_cache import PairCache
 
-__all__ = ["PriorityFusionRun", "StepRecord", "quantize_priority"]
+if TYPE_CHECKING:
+    from ..devices import DeviceSpec
+
+__all__ = ["FusionPass", "PriorityFusionRun", "StepRecord", "quantize_priority"]
 
 INF = math.inf
 _TICK = 0.25e-9  # absl::Duration resolution
@@ -121,15 +125,34 @@ class _MaxQueue:
         return None
 
 
-def _prices_by_materializing(model) -> bool:
-    """Whether `model.estimate_fusion` is `FusionByMaterializing`'s (so pair prices can reuse kernel prices)."""
-    try:
-        from ..models import FusionByMaterializing
-    except ImportError:  # pragma: no cover
-        return False
-    return isinstance(model, FusionByMaterializing) and (
-        type(model).estimate_fusion is FusionByMaterializing.estimate_fusion
-    )
+@dataclass(frozen=True, slots=True)
+class FusionPass:
+    """What the runs of one fusion pass over a module's computations share.
+
+    **Attributes:** `model` (the `CostModel` that sets priorities) and
+    `device`; `checker`, the `LegalityChecker`; `names`, the module's
+    `NameUniquifier`; `uids`, unique ids by instruction (new fusions get
+    `next_uid()`); `version`, instruction -> number bumped whenever it changes
+    in place; `incremental`: price per pair with caches (see the module
+    docstring); `origin`: provenance map filled with clone -> input instruction
+    name (None: not kept); `pair_cache`: pair prices by instruction versions;
+    `content`: content ids of the kernels (`hlo._structure.ContentIds`), or
+    None; `content_cache`: prices by content, for models that
+    `prices_by_content`.
+    """
+
+    model: CostModel
+    device: "DeviceSpec"
+    checker: LegalityChecker
+    names: NameUniquifier
+    uids: dict[HloInstruction, int]
+    next_uid: Callable[[], int]
+    version: dict[HloInstruction, int] = field(default_factory=dict)
+    incremental: bool = True
+    origin: dict | None = None
+    pair_cache: PairCache = field(default_factory=PairCache)
+    content: ContentIds | None = None
+    content_cache: dict = field(default_factory=dict)
 
 
 def is_candidate(instr: HloInstruction) -> bool:
@@ -149,50 +172,32 @@ def is_small_constant(instr: HloInstruction) -> bool:
 class PriorityFusionRun:
     """Priority fusion of one computation, in place.
 
-    **Arguments:** `computation` (of the module being fused); `model`, a
-    `CostModel`; `device`; `checker`, a `LegalityChecker`; `names`, the
-    module's `NameUniquifier`; `uids`, unique ids by instruction (shared
-    across computations; new fusions get `next_uid()`); `incremental`: price
-    per pair with caches (see module doc); `origin`: provenance map filled
-    with clone -> input instruction name; `step0`: number of the first step.
+    **Arguments:** `computation` (of the module being fused); `fusion_pass`,
+    what the runs over the module's computations share (`FusionPass`);
+    `step0`: number of the first step.
     """
 
-    def __init__(
-        self,
-        computation: HloComputation,
-        model: Any,
-        device: Any,
-        checker: LegalityChecker,
-        names: NameUniquifier,
-        uids: dict[HloInstruction, int],
-        next_uid,
-        *,
-        incremental: bool = True,
-        origin: dict | None = None,
-        step0: int = 0,
-        pair_cache: PairCache | None = None,
-        version: dict | None = None,
-        content: ContentIds | None = None,
-        content_cache: dict | None = None,
-    ):
+    def __init__(self, computation: HloComputation, fusion_pass: FusionPass, *, step0: int = 0):
+        model, device = fusion_pass.model, fusion_pass.device
         self.comp = computation
         self.model = model
         self.device = device
-        self.checker = checker
-        self.uids = uids
-        self.next_uid = next_uid
-        self.incremental = incremental
-        self.editor = FusionEditor(computation, names, origin=origin, version=version)
+        self.checker = fusion_pass.checker
+        self.uids = fusion_pass.uids
+        self.next_uid = fusion_pass.next_uid
+        self.incremental = fusion_pass.incremental
+        self.editor = FusionEditor(computation, fusion_pass.names, origin=fusion_pass.origin,
+                                   version=fusion_pass.version)
         self._version = self.editor.version
-        self._invalidate = getattr(model, "invalidate", None)
-        self._materializing = _prices_by_materializing(model)
+        self._invalidate = model.invalidate if isinstance(model, CachesInstructions) else None
+        self._materializing = fuses_by_materializing(model)
         # A model's own pair pricer (per-instruction records kept per version), if it has one.
-        make_pricer = getattr(model, "fusion_pricer", None) if incremental else None
         # (A closure over the version dict, not a bound method: the run holds the pricer, and a
         # cycle back to the run would leave all its caches to the cyclic garbage collector.)
         versions = self._version
         self._pricer = (
-            make_pricer(device, version=lambda instr: versions.get(instr, 0)) if make_pricer is not None else None
+            model.fusion_pricer(device, version=lambda instr: versions.get(instr, 0))
+            if self.incremental and isinstance(model, FusionPricing) else None
         )
         self._kernels: dict = {}
         self.queue = _MaxQueue()
@@ -201,12 +206,12 @@ class PriorityFusionRun:
         # producer -> its latest rejection (rule) and its latest estimate
         self.rejections: dict[HloInstruction, tuple[HloInstruction | None, Rejection]] = {}
         self.estimates: dict[HloInstruction, tuple[float, float]] = {}
-        self._pairs = PairCache() if pair_cache is None else pair_cache  # prices
+        self._pairs = fusion_pass.pair_cache  # prices
         # Content ids (`hlo._structure`) of the kernels: new fusions get ids derived from their pair;
         # pair prices are cached by content for models that price kernels by content only.
-        self._ids = content
-        self._content = content if getattr(model, "prices_by_content", False) else None
-        self._by_content: dict = {} if content_cache is None else content_cache
+        self._ids = fusion_pass.content
+        self._content = fusion_pass.content if prices_by_content(model) else None
+        self._by_content: dict = fusion_pass.content_cache
         self._to_update: dict[HloInstruction, None] = {}
         self.model_calls = 0
 

@@ -71,7 +71,7 @@ from ..analysis._opcodes import NOT_KERNELS_IN_FUSION_PASS
 from ..hlo import HloComputation, HloInstruction, HloModule
 from ..hlo._edit import NameUniquifier, copy_module, hypothetical_fusion
 from ._legality import LegalityChecker, can_emit_input_fused_scatter, is_fusible
-from ._priority import PriorityFusionRun, is_candidate, is_small_constant
+from ._priority import FusionPass, PriorityFusionRun, is_candidate, is_small_constant
 from ._simulate import _getter, fusible_computations, resolve_inputs, simulate_fusion, working_copy
 
 __all__ = ["SearchResult", "plan_time", "search_fusion"]
@@ -396,13 +396,14 @@ def _build(work: HloModule, plans: dict[str, frozenset], model, dev) -> tuple[Hl
     out = copy_module(work)
     names = NameUniquifier(out)
     versions: dict = {}
-    checker = LegalityChecker(getattr(dev, "shared_memory_per_block_bytes", 0), version=_getter(versions))
+    checker = LegalityChecker(dev.shared_memory_per_block_bytes, version=_getter(versions))
     counter = itertools.count()
     uids = {instr: next(counter) for _, instr in out.instructions()}
+    fusion_pass = FusionPass(model, dev, checker, names, uids, counter.__next__, version=versions)
     refused = 0
     for comp in fusible_computations(out):
         plan = plans.get(comp.name, frozenset())
-        run = PriorityFusionRun(comp, model, dev, checker, names, uids, counter.__next__, version=versions)
+        run = PriorityFusionRun(comp, fusion_pass)
         root = comp.root
         for x in comp.post_order()[::-1]:
             is_bitcast = x.opcode == "bitcast" and is_candidate(x) and x is not root
@@ -591,7 +592,7 @@ def _search(
     greedy_time, greedy_kernels, greedy_unpriced = plan_time(greedy.module, dev, cost_model)
 
     clock = _Clock(budget_s)
-    checker = LegalityChecker(getattr(dev, "shared_memory_per_block_bytes", 0))
+    checker = LegalityChecker(dev.shared_memory_per_block_bytes)
     pricer = _Pricer(cost_model, dev, checker)
     rng = random.Random(seed)
     problems = [_Problem(c, pricer) for c in fusible_computations(work)]
@@ -675,8 +676,8 @@ def _search(
         kernels=n_kernels,
         unpriced=unpriced,
         computations=comps_df,
-        model=getattr(cost_model, "name", type(cost_model).__name__),
-        device=getattr(dev, "name", str(dev)),
+        model=cost_model.name,
+        device=dev.name,
         model_calls=pricer.model_calls,
         refused=refused,
         greedy_module=greedy.module,

@@ -21,7 +21,8 @@ from ..hlo._edit import NameUniquifier, copy_module, inline_calls as _inline_cal
 from ..hlo._structure import ContentIds
 from ._legality import RULES, LegalityChecker
 from ._pair_cache import PairCache
-from ._priority import PriorityFusionRun
+from ..models import prices_by_content
+from ._priority import FusionPass, PriorityFusionRun
 
 __all__ = ["FusionResult", "fusible_computations", "kernels_of", "layout_changes_to_bitcasts", "simulate_fusion"]
 
@@ -317,7 +318,7 @@ def simulate_fusion(
 
 
 def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, to_bitcasts=True) -> FusionResult:
-    model_name = getattr(cost_model, "name", type(cost_model).__name__)
+    model_name = cost_model.name
     t0 = time.perf_counter()
     work = working_copy(module, inline_calls, to_bitcasts)
     comps = fusible_computations(work)
@@ -327,7 +328,7 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
     # Content ids of kernels (`hlo._structure`): legality facts are shared between kernels of equal
     # content, and so are prices when the model allows it (repeated layers then cost one model call).
     content = ContentIds()  # every in-place change goes through PriorityFusionRun._fuse (record_fused)
-    priced_by_content = content if getattr(cost_model, "prices_by_content", False) else None
+    priced_by_content = content if prices_by_content(cost_model) else None
     content_cache: dict = {}
     price_cache: dict = {}
     before, n_before, unpriced_before = _totals(work, dev, cost_model, price_totals, price_cache, versions,
@@ -335,19 +336,17 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
 
     t0 = time.perf_counter()
     names = NameUniquifier(work)
-    checker = LegalityChecker(getattr(dev, "shared_memory_per_block_bytes", 0), version=versions, content=content)
+    checker = LegalityChecker(dev.shared_memory_per_block_bytes, version=versions, content=content)
     counter = itertools.count()
     uids = {instr: next(counter) for _, instr in work.instructions()}
     origin: dict = {}
-    pair_cache = PairCache()
+    fusion_pass = FusionPass(cost_model, dev, checker, names, uids, counter.__next__, version=versions,
+                             incremental=incremental, origin=origin, pair_cache=PairCache(), content=content,
+                             content_cache=content_cache)
     steps, rejected = [], []
     calls = 0
     for comp in comps:
-        run = PriorityFusionRun(
-            comp, cost_model, dev, checker, names, uids, counter.__next__,
-            incremental=incremental, origin=origin, step0=len(steps), pair_cache=pair_cache, version=versions,
-            content=content, content_cache=content_cache,
-        )
+        run = PriorityFusionRun(comp, fusion_pass, step0=len(steps))
         steps.extend(run.run())
         calls += run.model_calls
         for producer, consumer, why in run.live_rejections():
@@ -384,7 +383,7 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
         unpriced_before=unpriced_before,
         unpriced_after=unpriced_after,
         model=model_name,
-        device=getattr(dev, "name", str(dev)),
+        device=dev.name,
         elapsed_s=elapsed,
         model_calls=calls,
         origin=MappingProxyType(live_origin),

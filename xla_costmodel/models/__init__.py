@@ -1,13 +1,20 @@
 """Cost models behind one interface (`CostModel`), and their registry."""
 
 from ._base import BOUNDS as BOUNDS
+from ._base import CachesInstructions as CachesInstructions
 from ._base import CostModel as CostModel
 from ._base import CostModelWarning as CostModelWarning
 from ._base import FusionByMaterializing as FusionByMaterializing
 from ._base import FusionEstimate as FusionEstimate
+from ._base import FusionPricing as FusionPricing
+from ._base import HasParams as HasParams
 from ._base import KernelEstimate as KernelEstimate
+from ._base import PairPricer as PairPricer
+from ._base import PricesByContent as PricesByContent
+from ._base import fuses_by_materializing as fuses_by_materializing
 from ._base import get_model as get_model
 from ._base import model_names as model_names
+from ._base import prices_by_content as prices_by_content
 from ._base import register_model as register_model
 from ._xla_gpu import XlaGpuModel as XlaGpuModel
 from ._roofline import RooflineModel as RooflineModel

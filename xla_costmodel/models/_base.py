@@ -109,11 +109,11 @@ class CostModel(Protocol):
       into every one of `consumers` (for priority fusion). Models without an
       analytical rule for this can inherit `FusionByMaterializing`.
 
-    Optional: `prices_by_content = True` promises that a kernel's time depends
-    only on its content (opcode, shapes, attributes other than metadata,
-    called computations, operand shapes and which operands coincide), never on
-    names or on instructions outside the kernel. Fusion passes then price
-    each distinct kernel once (`xla_costmodel.hlo._structure.ContentIds`).
+    What a model may offer besides, each declared by a protocol of its own
+    and found by `isinstance`, never by probing attributes: `PricesByContent`
+    (fusion passes then price each distinct kernel once), `FusionPricing`
+    (a fast pricer of producer-consumer pairs), `CachesInstructions` (told
+    when an instruction changes in place).
     """
 
     name: str
@@ -123,6 +123,66 @@ class CostModel(Protocol):
     def estimate_fusion(
         self, producer: "HloInstruction", consumers: Sequence["HloInstruction"], device: "DeviceSpec"
     ) -> FusionEstimate: ...
+
+
+@runtime_checkable
+class PricesByContent(Protocol):
+    """A model that may promise that a kernel's time depends only on its content.
+
+    `prices_by_content = True` promises: only on its opcode, shapes,
+    attributes other than metadata, called computations, operand shapes and
+    which operands coincide; never on names or on instructions outside the
+    kernel. Fusion passes then price each distinct kernel once
+    (`xla_costmodel.hlo._structure.ContentIds`). Use `prices_by_content(model)`.
+    """
+
+    prices_by_content: bool
+
+
+class PairPricer(Protocol):
+    """Prices of (producer, consumer) pairs for a fusion pass (see `FusionPricing`)."""
+
+    def pair(self, producer: "HloInstruction", consumer: "HloInstruction") -> tuple[float, float, float]:
+        """`(T(producer), T(consumer), T_fused(producer, consumer))`, launches included: exactly
+        `estimate_fusion(producer, [consumer])`'s `(producer_s, consumers_s[0], fused_consumers_s[0])`."""
+        ...
+
+    def invalidate(self, instr: "HloInstruction") -> None:
+        """Forget what is known of `instr` (it changed in place)."""
+        ...
+
+
+@runtime_checkable
+class FusionPricing(Protocol):
+    """A model with a pricer of producer-consumer pairs faster than `estimate_fusion`
+    (XLA's `GpuPerformanceModelCache`: per-instruction records kept per version)."""
+
+    def fusion_pricer(self, device: "DeviceSpec", version: Callable[["HloInstruction"], int] | None = None) -> PairPricer:
+        """A `PairPricer` for `device`; `version(instr)` changes whenever `instr` changes in place."""
+        ...
+
+
+@runtime_checkable
+class CachesInstructions(Protocol):
+    """A model that caches what it knows per instruction object: a fusion pass calls
+    `invalidate(instr)` when `instr` changes in place (a fusion that grows)."""
+
+    def invalidate(self, instr: "HloInstruction") -> None: ...
+
+
+@runtime_checkable
+class HasParams(Protocol):
+    """A model with scikit-learn's parameter API (the fitted models): `get_model(model, **params)`
+    copies it with `clone` and `set_params`."""
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]: ...
+
+    def set_params(self, **params: Any) -> Any: ...
+
+
+def prices_by_content(model: CostModel) -> bool:
+    """Whether `model` promises to price kernels by their content only (`PricesByContent`)."""
+    return isinstance(model, PricesByContent) and bool(model.prices_by_content)
 
 
 def dominant_bound(compute_s: float, memory_s: float, launch_s: float) -> str:
@@ -190,6 +250,15 @@ class FusionByMaterializing:
         )
 
 
+def fuses_by_materializing(model: CostModel) -> bool:
+    """Whether `model.estimate_fusion` is `FusionByMaterializing`'s rule (not overridden), so that a
+    fusion pass may compose pair prices from the model's own kernel prices and price each fused
+    kernel with `estimate` (the same figures, each kernel priced once)."""
+    return isinstance(model, FusionByMaterializing) and (
+        type(model).estimate_fusion is FusionByMaterializing.estimate_fusion
+    )
+
+
 # ---------------------------------------------------------------------------
 # Registry
 
@@ -249,7 +318,10 @@ def get_model(model: "str | CostModel", **params) -> CostModel:
     """A cost model by registry name (or pass a model through).
 
     **Arguments:** `model`: a name from `model_names()` or a model object;
-    `**params`: constructor arguments (constants) for the model.
+    `**params`: constructor arguments (constants) for the model; with a model
+    object, a copy with those changed (`dataclasses.replace` for the
+    dataclass models, scikit-learn's `clone` + `set_params` for estimators,
+    which drops what they were fitted to).
     A name may also combine models (`models/_combined.py`):
     `"min(xla-gpu,roofline)"`, `"max-savings(xla-gpu,roofline)"`,
     `"scaled-min(roofline,fitted)"`, `"scaled-max-savings(...)"`,
@@ -260,9 +332,16 @@ def get_model(model: "str | CostModel", **params) -> CostModel:
     `ImportError`) naming a plugin whose entry point fails to load.
     """
     if not isinstance(model, str):
-        if params:
+        if not params:
+            return model
+        if dataclasses.is_dataclass(model):
             return dataclasses.replace(model, **params)
-        return model
+        if isinstance(model, HasParams):
+            from sklearn.base import clone
+
+            return clone(model).set_params(**params)
+        raise TypeError(f"get_model: cannot set {', '.join(params)} on a {type(model).__name__} "
+                        f"(neither a dataclass nor an estimator with set_params)")
     _load_builtins()
     factory = _MODELS.get(model)
     if factory is None:

@@ -49,7 +49,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence, runtime_checkable
 
-from ._base import CostModel, FusionEstimate, KernelEstimate, get_model
+from ._base import CostModel, FusionEstimate, KernelEstimate, get_model, prices_by_content
 
 __all__ = [
     "COMBINATIONS",
@@ -207,7 +207,7 @@ class CombinedModel:
     @property
     def prices_by_content(self) -> bool:
         """True when every member prices by content (see `CostModel`)."""
-        return all(getattr(m, "prices_by_content", False) for m in self.members)
+        return all(prices_by_content(m) for m in self.members)
 
     @property
     def name(self) -> str:
