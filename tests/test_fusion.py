@@ -480,3 +480,30 @@ def test_search_fusion_sees_the_same_bitcasts():
                         bitcast_layout_changes=False)
     assert "bitcast" not in {x.opcode for _, x in old.module.instructions()}
     assert old.greedy_reproduced
+
+
+def test_fusion_passes_take_what_analyze_takes():
+    # One resolver (`models._resolve`) for analyze, simulate_fusion and search_fusion: a module, a
+    # path, HLO text, or a function with its arguments (traced as lowered: fusion starts unfused).
+    import jax.numpy as jnp
+
+    from xla_costmodel import from_jax, search_fusion
+
+    def f(x, w):
+        return jnp.tanh(x @ w).sum()
+
+    x, w = jnp.ones((16, 32)), jnp.ones((32, 8))
+    lowered = from_jax(f, x, w, optimized=False)
+    by_module = simulate_fusion(lowered, device=DEVICE, model="xla-gpu")
+    by_function = simulate_fusion(f, x, w, device=DEVICE, model="xla-gpu")
+    by_text = simulate_fusion(lowered.to_text(), device=DEVICE, model="xla-gpu")
+    assert by_function.module.to_text() == by_module.module.to_text() == by_text.module.to_text()
+    assert by_function.time_after_s == by_module.time_after_s
+    path = FIXTURES / "mlp_fwd.pre.hlo"
+    assert (simulate_fusion(str(path), device=DEVICE, model="roofline").module.to_text()
+            == simulate_fusion(path.read_text(), device=DEVICE, model="roofline").module.to_text())
+    assert search_fusion(f, x, w, device=DEVICE, model="xla-gpu", budget_s=0.5).kernels >= 1
+    with pytest.raises(TypeError, match="extra arguments are only for a function"):
+        simulate_fusion(lowered, x, device=DEVICE)
+    with pytest.raises(ValueError, match="device 'host' is a cpu"):  # checked before any tracing
+        simulate_fusion(f, x, w, device="host", model="xla-gpu")

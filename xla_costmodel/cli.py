@@ -45,19 +45,22 @@ def resolve_device_and_model(args: argparse.Namespace):
     **Returns:** `(device, model)`; raises `UsageError` for an unknown name or
     the xla-gpu model on a device that is not a GPU.
     """
-    from .devices import device_names, get_device
-    from .models import get_model, model_names
+    from .devices import device_names
+    from .models import model_names
+    from .models._resolve import check_prices_device, resolve_device, resolve_model
 
     try:
-        device = get_device(args.device)
+        device = resolve_device(args.device)
     except ValueError:
         raise UsageError(f"unknown device {args.device!r}; valid names: {', '.join(device_names())}") from None
     try:
-        model = get_model(args.model)
+        model = resolve_model(args.model)
     except ValueError:
         raise UsageError(f"unknown model {args.model!r}; valid names: {', '.join(model_names())}") from None
-    if getattr(model, "name", "") == "xla-gpu" and getattr(device, "kind", "gpu") != "gpu":
-        raise UsageError(f"the xla-gpu model prices GPUs; device {device.name!r} is a {device.kind} (use --model roofline)")
+    try:
+        check_prices_device(model, device)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     return device, model
 
 

@@ -72,29 +72,23 @@ class Comparison(pd.DataFrame):
 
 
 def make_model(name_or_model, device):
-    """A model object for `compare`: registry names, with `xla-gpu` pinned to `host_as_gpu` on a CPU."""
+    """A model object for `compare`: registry names, with a GPU-only model (`xla-gpu`) pinned to
+    `host_as_gpu` on a CPU."""
+    from ..fit._calibrated import AnalyticalOnDevice, host_as_gpu
     from ..models import get_model
-    from ..fit._calibrated import AnalyticalOnDevice, CalibratedModel, host_as_gpu
-    from ..fit._fitted import FittedModel
-    from ..fit._learned import LearnedModel
+    from ..models._resolve import PricesDeviceKinds
 
     if not isinstance(name_or_model, str):
         return name_or_model
-    name = name_or_model
-    if name == "fitted":
-        return FittedModel()
-    if name == "learned":
-        return LearnedModel()
-    if name in ("roofline-calibrated", "xla-gpu-calibrated"):
-        return CalibratedModel(name.removesuffix("-calibrated"))
-    model = get_model(name)
-    if getattr(model, "name", name) == "xla-gpu" and getattr(device, "kind", "gpu") != "gpu":
-        return AnalyticalOnDevice(model, host_as_gpu(device), "xla-gpu")
+    model = get_model(name_or_model)
+    if isinstance(model, PricesDeviceKinds) and device.kind not in model.device_kinds:
+        # (a GPU model on this CPU: priced on the CPU's rates in a GPU-shaped spec)
+        return AnalyticalOnDevice(model, host_as_gpu(device), model.name)
     return model
 
 
 def _label(model, given) -> str:
-    return given if isinstance(given, str) else str(getattr(model, "name", type(model).__name__))
+    return given if isinstance(given, str) else str(model.name)
 
 
 def _fittable(model) -> bool:
@@ -232,7 +226,7 @@ def compare(models: Sequence = DEFAULT_MODELS, dataset=None, split: str = "progr
 
     **Returns:** a `Comparison` (a DataFrame, one row per model; see there).
     """
-    from ..fit._kernel_model import resolve_device
+    from ..models._resolve import resolve_device
 
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")

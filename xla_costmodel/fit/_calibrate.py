@@ -44,9 +44,9 @@ def _rel(path: Path, base: Path) -> str:
 
 
 def _device_facts(dev) -> dict:
-    from ._features import _device
+    from ._features import device_facts
 
-    return dict(_device(dev))
+    return dict(device_facts(dev))
 
 
 def _train_accuracy(pred, y) -> dict:
@@ -106,7 +106,7 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
     Afterwards `analyze(..., device=device, model="fitted")` (and the other
     models) use these calibrations.
     """
-    from ..devices import get_device
+    from ..models._resolve import resolve_device
     from ._calibrated import CalibratedModel
     from ._fitted import FittedModel
     from ._learned import LearnedModel
@@ -114,7 +114,7 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
     unknown = [m for m in models if m not in FITTABLE_MODELS]
     if unknown:
         raise ValueError(f"cannot calibrate {', '.join(unknown)}; fittable models: {', '.join(FITTABLE_MODELS)}")
-    dev = get_device(device) if isinstance(device, str) else device
+    dev = resolve_device(device)
     out = Path(out_dir) if out_dir is not None else calibration_dir()
     out.mkdir(parents=True, exist_ok=True)
 
@@ -245,8 +245,8 @@ def refit_learned(device):
 
 
 def _refit_learned(data: dict, device):
-    from ._features import _device
-    from ._kernel_model import resolve_device
+    from ..models._resolve import resolve_device
+    from ._features import device_facts
     from ._learned import LearnedModel
 
     where = data.get("_path")
@@ -270,7 +270,7 @@ def _refit_learned(data: dict, device):
         raise CalibrationError(f"{where}: names no training dataset; {how}")
     df = pd.concat(frames, ignore_index=True)
     facts = data.get("device_facts")
-    dev = facts if isinstance(facts, dict) and facts else _device(resolve_device(device))
+    dev = facts if isinstance(facts, dict) and facts else device_facts(resolve_device(device))
     prep = prepare(df, dev)
     try:
         params = dict(data["params"])

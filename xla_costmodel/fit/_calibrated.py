@@ -34,6 +34,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from ..models._base import CostModelWarning, FusionEstimate, KernelEstimate
+from ..models._resolve import resolve_device
 
 __all__ = ["CalibratedModel", "AnalyticalOnDevice", "host_as_gpu", "BASES"]
 
@@ -95,7 +96,7 @@ class AnalyticalOnDevice:
     def __init__(self, model, spec, name: str | None = None):
         self.model = model
         self.spec = spec
-        self.name = name or getattr(model, "name", type(model).__name__)
+        self.name = name or model.name
 
     def estimate(self, kernel, device) -> KernelEstimate:
         return self.model.estimate(kernel, self.spec)
@@ -180,8 +181,6 @@ class CalibratedModel(BaseEstimator):
         """
         from scipy.optimize import least_squares
 
-        from ._kernel_model import resolve_device
-
         dev = resolve_device(device)
         spec0 = _spec_for(self.base, dev)
         model = _base_model(self.base)
@@ -232,7 +231,7 @@ class CalibratedModel(BaseEstimator):
             spec, constants = self.spec_, self.constants_
         else:
             cache = self.__dict__.setdefault("_by_device", {})
-            key = getattr(device, "name", str(device))
+            key = device.name
             if key not in cache:
                 cache[key] = CalibratedModel.from_calibration(self.base, device)
             loaded = cache[key]
@@ -242,14 +241,10 @@ class CalibratedModel(BaseEstimator):
     # ---------------------------------------------------------------- CostModel
     def estimate(self, kernel, device) -> KernelEstimate:
         """Price one kernel with the base model on the fitted device parameters."""
-        from ._kernel_model import resolve_device
-
         dev = resolve_device(device)
         return self._model_for(dev).estimate(kernel, dev)
 
     def estimate_fusion(self, producer, consumers, device) -> FusionEstimate:
-        from ._kernel_model import resolve_device
-
         dev = resolve_device(device)
         return self._model_for(dev).estimate_fusion(producer, consumers, dev)
 

@@ -106,9 +106,9 @@ class Prepared:
 
 def prepare(df: pd.DataFrame, device, *, task_bytes: int | None = None) -> Prepared:
     """Parse and featurize the kernel rows of `df` (rows that cannot be read are skipped, with a warning)."""
-    from ._features import TASK_BYTES, _device
+    from ._features import TASK_BYTES, device_facts
 
-    device = _device(device)
+    device = device_facts(device)
     rows = kernel_rows(df)
     kernels, feats, keep, skipped = [], [], [], {}
     for idx, row in rows.iterrows():

@@ -89,6 +89,7 @@ from typing import Any
 import pandas as pd
 
 from ..analysis._opcodes import CONTROL_FLOW_OPCODES, NO_WORK_IN_KERNEL_OPCODES
+from ..models._resolve import resolve_device
 
 __all__ = ["FEATURES", "FEATURE_GROUPS", "kernel_features", "features_of", "kernel_from_row", "FeatureError"]
 
@@ -647,7 +648,7 @@ def emitter(kernel) -> str:
     return "loop"
 
 
-def features_of(kernel, device=None, *, task_bytes: int = TASK_BYTES) -> dict[str, float]:
+def features_of(kernel, device="host", *, task_bytes: int = TASK_BYTES) -> dict[str, float]:
     """The feature counts of one kernel (see the module docstring).
 
     **Arguments:** `kernel`, an `HloInstruction` run as one kernel (a fusion or
@@ -659,7 +660,7 @@ def features_of(kernel, device=None, *, task_bytes: int = TASK_BYTES) -> dict[st
     **Raises:** `FeatureError` for an instruction that is not a kernel
     (`while`, `conditional`, `call`: their time is that of their kernels).
     """
-    dev = _device(device)
+    dev = device_facts(device)
     op = kernel.opcode
     if op in CONTROL_FLOW_OPCODES:
         raise FeatureError(f"'{kernel.name}' is a {op}, not a kernel: its time is that of the kernels it runs")
@@ -806,18 +807,18 @@ def _finish(acc: dict) -> dict[str, float]:
     return {f: float(acc.get(f, 0.0)) for f in FEATURES}
 
 
-def _device(device) -> dict:
-    if device is None or isinstance(device, str):
-        from ..devices import get_device
-
-        device = get_device(device or "host")
+def device_facts(device) -> dict:
+    """What the features read of a device: cache sizes (`l1`, `l2`, `l3`) and cores (1 but on a
+    CPU). `device`: a `DeviceSpec` or name (`models._resolve.resolve_device`), or such a dict
+    (a calibration file's `device_facts`), returned as it is."""
     if isinstance(device, dict):
         return device
+    device = resolve_device(device)
     return {
-        "l1": int(getattr(device, "l1_cache_bytes_per_core", 0) or 32 * 1024),
-        "l2": int(getattr(device, "l2_cache_bytes", 0) or 1 << 20),
-        "l3": int(getattr(device, "l3_cache_bytes", 0) or 0),
-        "cores": int(getattr(device, "core_count", 1) if getattr(device, "kind", "cpu") == "cpu" else 1),
+        "l1": int(device.l1_cache_bytes_per_core or 32 * 1024),
+        "l2": int(device.l2_cache_bytes or 1 << 20),
+        "l3": int(device.l3_cache_bytes or 0),
+        "cores": int(device.core_count if device.kind == "cpu" else 1),
     }
 
 
@@ -948,7 +949,7 @@ def kernel_from_row(row, where: str = "row"):
     return mod.entry.instruction(iname)
 
 
-def kernel_features(kernels, device=None, *, task_bytes: int = TASK_BYTES) -> pd.DataFrame:
+def kernel_features(kernels, device="host", *, task_bytes: int = TASK_BYTES) -> pd.DataFrame:
     """The feature table of kernels, one row per kernel, columns `FEATURES`.
 
     **Arguments:**
@@ -965,7 +966,7 @@ def kernel_features(kernels, device=None, *, task_bytes: int = TASK_BYTES) -> pd
 
     **Raises:** `FeatureError` naming the kernel or row that cannot be read.
     """
-    dev = _device(device)
+    dev = device_facts(device)
     if isinstance(kernels, pd.DataFrame):
         rows = []
         for idx, row in kernels.iterrows():

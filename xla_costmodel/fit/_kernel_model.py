@@ -14,18 +14,11 @@ from typing import Any
 
 from ..analysis._opcodes import CONTROL_FLOW_OPCODES, FREE_OPCODES
 from ..models._base import FusionByMaterializing, KernelEstimate, dominant_bound
+from ..models._resolve import resolve_device
 from ._features import FEATURES, FeatureError, features_of
 
 #: Smallest time a model predicts (seconds): a relative-error model must never predict 0 or less.
 TIME_FLOOR_S = 1e-9
-
-
-def resolve_device(device):
-    if device is None or isinstance(device, str):
-        from ..devices import get_device
-
-        return get_device(device or "host")
-    return device
 
 
 def flops_and_bytes(kernel) -> tuple[float, float]:
@@ -63,7 +56,7 @@ class FeatureCostModel(FusionByMaterializing):
         except NotFittedError:
             pass
         cache = self.__dict__.setdefault("_by_device", {})
-        key = getattr(device, "name", str(device))
+        key = device.name
         if key not in cache:
             cache[key] = type(self).from_calibration(device)
         return cache[key]

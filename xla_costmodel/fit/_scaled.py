@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..models import CostModelWarning, FusionEstimate, KernelEstimate, prices_by_content
-from ..models._combined import CombinedModel, _dataset_path, _device, _model, _model_name, register_combinator
+from ..models._combined import CombinedModel, _dataset_path, _model, _model_name, register_combinator
+from ..models._resolve import resolve_device
 from ._store import CalibrationError
 
 __all__ = ["ScaledModel", "default_scale", "fit_log_scale", "measured_kernels"]
@@ -201,11 +202,11 @@ class ScaledModel:
         """
         if self.log_offset is not None:
             return self.log_offset, self.log_slope
-        return default_scale(self, _device(device))
+        return default_scale(self, resolve_device(device))
 
     def fitted_to(self, dataset, device="host") -> "ScaledModel":
         """A copy with the scale fitted to `dataset` (path(s) or DataFrame) as priced on `device`."""
-        dev = _device(device)
+        dev = resolve_device(device)
         a, b = self._fit(dataset, dev)
         return dataclasses.replace(self, log_offset=a, log_slope=b)
 
@@ -217,7 +218,7 @@ class ScaledModel:
     # ------------------------------------------------------------- CostModel
     def estimate(self, kernel, device) -> KernelEstimate:
         """The model's estimate with every time scaled (see the class docstring)."""
-        dev = _device(device)
+        dev = resolve_device(device)
         e = self.model.estimate(kernel, dev)
         if not e.priced or e.bound == "free" or not math.isfinite(e.time_s) or e.time_s <= 0:
             return e
@@ -241,7 +242,7 @@ class ScaledModel:
         is scaled on its own when the model splits its price by kernel
         (`producer_s`, `consumers_s`, `fused_consumers_s`), else the totals are.
         """
-        dev = _device(device)
+        dev = resolve_device(device)
         fe = self.model.estimate_fusion(producer, consumers, dev)
         a, b = self.scale_for(dev)
         f = lambda t: self._apply(t, a, b)  # noqa: E731

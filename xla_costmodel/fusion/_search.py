@@ -61,7 +61,6 @@ import math
 import random
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
@@ -70,9 +69,10 @@ from .._gc import gc_paused
 from ..analysis._opcodes import NOT_KERNELS_IN_FUSION_PASS
 from ..hlo import HloComputation, HloInstruction, HloModule
 from ..hlo._edit import NameUniquifier, copy_module, hypothetical_fusion
+from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
 from ._legality import LegalityChecker, can_emit_input_fused_scatter, is_fusible
 from ._priority import FusionPass, PriorityFusionRun, is_candidate, is_small_constant
-from ._simulate import _getter, fusible_computations, resolve_inputs, simulate_fusion, working_copy
+from ._simulate import _getter, fusible_computations, simulate_fusion, working_copy
 
 __all__ = ["SearchResult", "plan_time", "search_fusion"]
 
@@ -543,22 +543,23 @@ class SearchResult:
 
 
 def search_fusion(
-    module: HloModule | str | Path,
-    device: Any = "h100-sxm",
-    model: Any = "xla-gpu",
-    *,
+    module: Any,
+    *args: Any,
+    device: Any = DEFAULT_DEVICE,
+    model: Any = DEFAULT_MODEL,
     budget_s: float = 10.0,
     exact_max_edges: int = 14,
     seed: int = 0,
     inline_calls: bool = True,
     bitcast_layout_changes: bool = True,
+    **kwargs: Any,
 ) -> SearchResult:
     """Search the legal fusion plans of `module` for the lowest predicted total time.
 
     **Arguments:**
 
-    - `module`: an unfused `HloModule` or a path to HLO text (never modified).
-    - `device`, `model`: as for `simulate_fusion` (names or objects).
+    - `module` (with `*args` / `**kwargs` for a function), `device`, `model`:
+      as for `simulate_fusion` (never modified).
     - `budget_s`: wall-clock budget for the search itself (greedy's own run,
       the first plans decoded and the final build come on top).
     - `exact_max_edges`: enumerate every legal plan of a computation with at
@@ -572,7 +573,8 @@ def search_fusion(
 
     **Returns:** a `SearchResult`; its `module` is never predicted slower than greedy's.
     """
-    module, dev, cost_model = resolve_inputs("search_fusion", module, device, model)
+    module, dev, cost_model = resolve_inputs("search_fusion", module, args, kwargs, device=device, model=model,
+                                             optimized=False)
     if not budget_s > 0:
         raise ValueError(f"search_fusion: budget_s must be > 0, got {budget_s!r}")
     with gc_paused():  # see xla_costmodel._gc

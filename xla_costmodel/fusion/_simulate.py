@@ -7,7 +7,6 @@ import itertools
 import math
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
@@ -19,9 +18,10 @@ from ..analysis._shapes import reshape_is_bitcast, transpose_is_bitcast
 from ..hlo import HloComputation, HloModule
 from ..hlo._edit import NameUniquifier, copy_module, inline_calls as _inline_calls
 from ..hlo._structure import ContentIds
+from ..models import prices_by_content
+from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
 from ._legality import RULES, LegalityChecker
 from ._pair_cache import PairCache
-from ..models import prices_by_content
 from ._priority import FusionPass, PriorityFusionRun
 
 __all__ = ["FusionResult", "fusible_computations", "kernels_of", "layout_changes_to_bitcasts", "simulate_fusion"]
@@ -255,22 +255,6 @@ def _getter(versions: dict):
     return lambda instr: get(instr, 0)
 
 
-def resolve_inputs(caller: str, module, device, model):
-    """(module, DeviceSpec, CostModel) from what a user may pass: a module or a path, names or objects."""
-    from ..devices import get_device
-    from ..models import get_model
-
-    if isinstance(module, (str, Path)):
-        from ..hlo import load_hlo
-
-        module = load_hlo(module)
-    if not isinstance(module, HloModule):
-        raise TypeError(f"{caller}: expected an HloModule or a path, got {type(module).__name__}")
-    dev = get_device(device) if isinstance(device, str) else device
-    cost_model = get_model(model) if isinstance(model, str) else model
-    return module, dev, cost_model
-
-
 def working_copy(module: HloModule, inline_calls: bool, to_bitcasts: bool) -> HloModule:
     """The copy a fusion pass works on: calls inlined and layout-only changes made bitcasts, as XLA has it."""
     work = copy_module(module)
@@ -282,23 +266,28 @@ def working_copy(module: HloModule, inline_calls: bool, to_bitcasts: bool) -> Hl
 
 
 def simulate_fusion(
-    module: HloModule | str | Path,
-    device: Any = "h100-sxm",
-    model: Any = "xla-gpu",
-    *,
+    module: Any,
+    *args: Any,
+    device: Any = DEFAULT_DEVICE,
+    model: Any = DEFAULT_MODEL,
     inline_calls: bool = True,
     incremental: bool = True,
     price_totals: bool = True,
     bitcast_layout_changes: bool = True,
+    **kwargs: Any,
 ) -> FusionResult:
     """Run XLA's GPU priority-fusion pass on a copy of `module`, priced by `model`.
 
     **Arguments:**
 
     - `module`: an unfused `HloModule` (e.g. `from_jax(fn, *args, optimized=False)`),
-      or a path to HLO text. It is never modified.
-    - `device`: a `DeviceSpec` or a device name (`xla_costmodel.devices.device_names()`).
-    - `model`: a `CostModel` or a registered model name (`xla_costmodel.models.model_names()`).
+      the path of an HLO text file, HLO text, or a function to trace with
+      `*args` / `**kwargs` (its module as lowered, unfused). Never modified.
+      (The same inputs `analyze` takes: `models._resolve`.)
+    - `device`: a `DeviceSpec` or a device name (`xla_costmodel.devices.device_names()`;
+      default `"h100-sxm"`).
+    - `model`: a `CostModel` or a registered model name (`xla_costmodel.models.model_names()`;
+      default `"xla-gpu"`).
     - `inline_calls`: inline `call`s first, as XLA's `CallInliner` does before fusion.
     - `incremental`: price each (producer, consumer) pair once and compose
       priorities from the cached pair prices, as XLA does (needs models that
@@ -312,7 +301,8 @@ def simulate_fusion(
 
     **Returns:** a `FusionResult` (fused module, step log, rejections, totals).
     """
-    module, dev, cost_model = resolve_inputs("simulate_fusion", module, device, model)
+    module, dev, cost_model = resolve_inputs("simulate_fusion", module, args, kwargs, device=device, model=model,
+                                             optimized=False)
     with gc_paused():  # see xla_costmodel._gc
         return _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, bitcast_layout_changes)
 

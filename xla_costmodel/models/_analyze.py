@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import html
 import math
-import os
 import warnings
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from ..analysis import while_trip_count
 from ..analysis._opcodes import is_free
-from ._base import CostModelWarning, KernelEstimate, get_model
+from ._base import CostModelWarning, KernelEstimate
+from ._resolve import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
 
 COLUMNS = (
     "kernel", "computation", "opcode", "kind", "emitter", "executions", "executions_known",
@@ -130,53 +130,17 @@ def _fmt_time(seconds: float) -> str:
     return f"{seconds / 1e-9:.4g} ns"
 
 
-def _resolve_module(module_or_fn, args, kwargs):
-    from ..hlo import HloModule, from_jax, load_hlo, parse_hlo
-
-    if isinstance(module_or_fn, HloModule):
-        if args or kwargs:
-            raise TypeError("analyze(module, ...): extra arguments are only for a function to trace")
-        return module_or_fn
-    if isinstance(module_or_fn, (str, os.PathLike)):
-        if args or kwargs:
-            raise TypeError("analyze(path_or_text, ...): extra arguments are only for a function to trace")
-        text = str(module_or_fn)
-        if isinstance(module_or_fn, os.PathLike) or ("\n" not in text and Path(text).exists()):
-            return load_hlo(text)
-        if "HloModule" in text:
-            return parse_hlo(text)
-        raise FileNotFoundError(f"{text}: no such file (and not HLO text)")
-    if callable(module_or_fn):
-        return from_jax(module_or_fn, *args, **kwargs)
-    raise TypeError(
-        f"analyze expects an HloModule, an HLO file or text, or a function to trace; got {type(module_or_fn).__name__}"
-    )
-
-
 def _branches(instr) -> list:
     if instr.has_attribute("branch_computations"):
         return list(instr.attribute("branch_computations"))
     return [c for c in (instr.attribute("true_computation", None), instr.attribute("false_computation", None)) if c is not None]
 
 
-def _trip_count(instr) -> tuple[int | None, str]:
-    try:
-        from ..analysis import while_trip_count
-    except ImportError:  # pragma: no cover - analysis is part of the package
-        while_trip_count = None
-    if while_trip_count is not None:
-        return while_trip_count(instr)
-    cfg = instr.attribute("backend_config", None) if instr.has_attribute("backend_config") else None
-    if isinstance(cfg, dict) and isinstance(cfg.get("known_trip_count"), dict):
-        return int(cfg["known_trip_count"]["n"]), "backend_config"
-    return None, "unknown"
-
-
 def analyze(
     module_or_fn,
     *args,
-    device="h100-sxm",
-    model="xla-gpu",
+    device=DEFAULT_DEVICE,
+    model=DEFAULT_MODEL,
     unknown_trip_count: int = 1,
     **kwargs,
 ) -> KernelTable:
@@ -187,8 +151,10 @@ def analyze(
     - `module_or_fn`: an `HloModule`, the path of an HLO text file, HLO text,
       or a function (jitted or not) to trace with `*args` / `**kwargs` (its
       module as XLA optimized it for the default backend, via `from_jax`).
-    - `device`: a `DeviceSpec` or a name for `get_device` (default `"h100-sxm"`).
-    - `model`: a cost model or a name for `get_model` (default `"xla-gpu"`).
+    - `device`: a `DeviceSpec` or a name for `get_device` (default
+      `DEFAULT_DEVICE`, `"h100-sxm"`: see `models._resolve`).
+    - `model`: a cost model or a name for `get_model` (default
+      `DEFAULT_MODEL`, `"xla-gpu"`).
     - `unknown_trip_count`: trip count assumed for a `while` loop whose count is
       not known (neither `known_trip_count` in its backend_config nor a
       recognisable induction variable); such rows get `executions_known=False`.
@@ -202,16 +168,7 @@ def analyze(
     **Raises:** `ValueError` for an unknown device or model, or a model that
     cannot price the device (`xla-gpu` on the host CPU).
     """
-    from ..devices import get_device
-
-    dev = get_device(device)
-    cost_model = get_model(model)
-    module = _resolve_module(module_or_fn, args, kwargs)
-    if getattr(cost_model, "name", "") == "xla-gpu" and dev.kind != "gpu":
-        raise ValueError(
-            f"the xla-gpu model prices GPU kernels; device '{dev.name}' is a {dev.kind} (use model='roofline')"
-        )
-
+    module, dev, cost_model = resolve_inputs("analyze", module_or_fn, args, kwargs, device=device, model=model)
     return price_module(module, dev, cost_model, unknown_trip_count=unknown_trip_count, warn_stacklevel=3)
 
 
@@ -236,7 +193,7 @@ def kernel_sites(module, unknown_trip_count: int = 1) -> list[tuple]:
         for instr in comp.instructions:
             op = instr.opcode
             if op == "while":
-                n, source = _trip_count(instr)
+                n, source = while_trip_count(instr)
                 k = known
                 why = note
                 if n is None:
@@ -343,8 +300,8 @@ def price_module(
     table = KernelTable(rows, columns=list(COLUMNS))
     table["coalesced"] = table["coalesced"].astype("boolean")
     table.module_name = module.name
-    table.device_name = getattr(dev, "name", str(dev))
-    table.model_name = getattr(cost_model, "name", type(cost_model).__name__)
+    table.device_name = dev.name
+    table.model_name = cost_model.name
     table.estimates = estimates
     if unpriced and warn:
         _warn_unpriced_kernels(table.model_name, module.name, unpriced, warn_stacklevel + 1)
@@ -407,6 +364,6 @@ def module_time(
                 totals.append(0.0)
                 unpriced.append(f"'{instr.name}' ({est.note})")
     if unpriced:
-        _warn_unpriced_kernels(getattr(cost_model, "name", type(cost_model).__name__), module.name, unpriced,
+        _warn_unpriced_kernels(cost_model.name, module.name, unpriced,
                                warn_stacklevel + 1)
     return float(pd.Series(totals, dtype=float).sum()), kernels, len(unpriced)

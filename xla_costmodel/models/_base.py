@@ -372,8 +372,8 @@ def get_model(model: "str | CostModel", **params) -> CostModel:
 
 
 def _load_builtins() -> None:
-    # Importing the package registers the built-in models.
-    from . import __name__ as _pkg  # noqa: F401
+    # Importing the package registers its models (importing `xla_costmodel` registers the fitted
+    # ones too: `xla_costmodel.fit`).
     import importlib
 
-    importlib.import_module("xla_costmodel.models")
+    importlib.import_module(__name__.rpartition(".")[0])

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence, runtime_checkable
 
 from ._base import CostModel, FusionEstimate, KernelEstimate, get_model, prices_by_content
+from ._resolve import resolve_device
 
 __all__ = [
     "COMBINATIONS",
@@ -112,14 +113,6 @@ def _scaled_model(model, **params) -> ScaledCostModel:
         # `xla_costmodel.fit` registers it; importing the package imports it.
         raise ValueError("scaled combinations need xla_costmodel.fit (import xla_costmodel)")
     return combinator.build((model,), **params)
-
-
-def _device(device):
-    if device is None or isinstance(device, str):
-        from ..devices import get_device
-
-        return get_device(device or "host")
-    return device
 
 
 def _model(m):
@@ -230,14 +223,14 @@ class CombinedModel:
         """`(log_offset, log_slope)` per member on `device` (scaled combinations only)."""
         if not self.scaled:
             raise ValueError(f"{self.name} is not a scaled combination")
-        dev = _device(device)
+        dev = resolve_device(device)
         return tuple(m.scale_for(dev) for m in self.members)
 
     def fitted_to(self, dataset, device="host") -> "CombinedModel":
         """A copy with every member's scale fitted to `dataset` (path(s) or DataFrame) on `device`."""
         if not self.scaled:
             raise ValueError(f"{self.name} is not a scaled combination; use 'scaled-{self.rule}(...)'")
-        dev = _device(device)
+        dev = resolve_device(device)
         scales = tuple(m.fitted_to(dataset, dev).scale_for(dev) for m in self.members)
         return dataclasses.replace(self, scales=scales)
 
@@ -258,7 +251,7 @@ class CombinedModel:
         **Raises:** what a member raises, e.g. `ValueError` when it refuses
         the device (noted with the member's name).
         """
-        dev = _device(device)
+        dev = resolve_device(device)
         ests = self._each("estimate", lambda m: m.estimate(kernel, dev))
         labels = self.labels
         times = {label: e.time_s for label, e in zip(labels, ests)}
@@ -285,7 +278,7 @@ class CombinedModel:
 
     def estimate_fusion_by_model(self, producer, consumers: Sequence, device) -> dict[str, FusionEstimate]:
         """Every member's `FusionEstimate` for fusing `producer` into `consumers`, by member name."""
-        dev = _device(device)
+        dev = resolve_device(device)
         fes = self._each("estimate_fusion", lambda m: m.estimate_fusion(producer, list(consumers), dev))
         return dict(zip(self.labels, fes))
 

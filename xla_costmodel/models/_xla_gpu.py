@@ -42,6 +42,7 @@ from ._base import FusionEstimate, KernelEstimate, dominant_bound, materialize_f
 from ._coalescing import kernel_coalescing, read_coalesced_heuristic, utilization_rate
 from ._kernel_costs import CostContext, KernelCosts, kernel_costs, shape_size_cached
 from ._launch import LaunchDimensions, launch_dimensions, loop_launch
+from ._resolve import check_prices_device
 
 
 def _round_half_away(x: float) -> float:
@@ -127,6 +128,8 @@ class XlaGpuModel:
     name: ClassVar[str] = "xla-gpu"
     # A kernel's price depends on its content only (not names, metadata or neighbours): see CostModel.
     prices_by_content: ClassVar[bool] = True
+    # XLA's GPU model prices GPUs only (`check_prices_device`).
+    device_kinds: ClassVar[tuple[str, ...]] = ("gpu",)
 
     l2_cache_speedup: float = 2.5
     l1_cache_speedup: float = 8.0
@@ -144,13 +147,8 @@ class XlaGpuModel:
             return seconds
         return _round_half_away(seconds / res) * res
 
-    @staticmethod
-    def _check(device) -> None:
-        if device.kind != "gpu":
-            raise ValueError(
-                f"the xla-gpu model prices GPU kernels; device '{device.name}' is a {device.kind} "
-                f"(use the 'roofline' model for it)"
-            )
+    def _check(self, device) -> None:
+        check_prices_device(self, device)
 
     def _flops_per_ns(self, device, blocks: int, threads: int) -> float:
         active_fpus = min(threads, device.fpus_per_core)
