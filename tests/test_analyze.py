@@ -11,7 +11,7 @@ import pytest
 
 import xla_costmodel as xc
 from xla_costmodel.devices import device_names, get_device
-from xla_costmodel.devices._host import measure_host
+from xla_costmodel.measure import measure_host
 from xla_costmodel.models import CostModelWarning, KernelTable
 from xla_costmodel.models._analyze import COLUMNS
 

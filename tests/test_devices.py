@@ -24,12 +24,12 @@ from xla_costmodel.devices import (
     device_names,
     get_device,
     load_op_profile,
-    measure_host,
     op_profile_name_for,
     op_profile_names,
     register_device,
 )
 from xla_costmodel.devices import _host, _registry
+from xla_costmodel.measure import measure_host
 
 KiB = 1024
 MiB = 1024 * 1024
@@ -351,7 +351,7 @@ def test_host_measurement_logs_each_benchmark(caplog):
 
 def test_host_cache_round_trip(cache_env, monkeypatch):
     path, spec = cache_env
-    monkeypatch.setattr(_host, "measure_host", _must_not_measure)
+    monkeypatch.setattr(_host, "_MEASURER", [_must_not_measure])
     assert get_device("host", fast=True) == spec
     assert _host.read_host_cache(path) == spec
 
@@ -364,7 +364,7 @@ def test_fast_cache_not_used_for_full_request(cache_env, monkeypatch):
         calls.append(fast)
         return spec
 
-    monkeypatch.setattr(_host, "measure_host", fake_measure)
+    monkeypatch.setattr(_host, "_MEASURER", [fake_measure])
     get_device("host", progress=False)
     assert calls == [False]
 
@@ -389,7 +389,7 @@ def test_host_cache_location(monkeypatch, tmp_path):
 )
 def test_corrupt_host_cache_names_the_file(monkeypatch, tmp_path, content, message):
     monkeypatch.setenv(_host.CACHE_DIR_ENV, str(tmp_path))
-    monkeypatch.setattr(_host, "measure_host", _must_not_measure)
+    monkeypatch.setattr(_host, "_MEASURER", [_must_not_measure])
     path = _host.host_cache_path()
     path.write_text(content)
     with pytest.raises(HostCacheError, match=message) as err:
@@ -403,8 +403,8 @@ def test_remeasure_replaces_corrupt_cache(monkeypatch, tmp_path, host_cache):
     monkeypatch.setenv(_host.CACHE_DIR_ENV, str(tmp_path))
     path = _host.host_cache_path()
     path.write_text("garbage")
-    monkeypatch.setattr(_host, "measure_host",
-                        lambda **kw: (_host._save(spec, _host.host_cache_path()), spec)[1])
+    monkeypatch.setattr(_host, "_MEASURER",
+                        [lambda **kw: (_host.save_host_cache(spec, _host.host_cache_path()), spec)[1]])
     assert get_device("host", remeasure=True, fast=True) == spec
     assert _host.read_host_cache(path) == spec
 

@@ -11,13 +11,13 @@ import pytest
 from xla_costmodel.measure import (
     DATASET_COLUMNS,
     SUITE,
-    cli_measure,
     noise_floor,
     read_dataset,
     run_suite,
     suite_cases,
 )
-from xla_costmodel.measure._cli import DEFAULT_DATASET
+from xla_costmodel.cli import main
+from xla_costmodel.cli._measure import DEFAULT_DATASET
 
 ELEMENTWISE_OPS = {"add", "sub", "mul", "div", "exp", "log", "tanh", "rsqrt", "pow"}
 
@@ -124,14 +124,14 @@ def test_noise_floor_numbers_by_hand():
 
 def test_cli_quick_suite_writes_only_when_asked(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    assert cli_measure(["--quick", "--only", "copy_s1", "launch_empty", "--no-progress"]) == 0
+    assert main(["measure", "--quick", "--only", "copy_s1", "launch_empty", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "launch overhead" in out and "access" in out
     assert not Path(DEFAULT_DATASET.format(backend="cpu")).exists()
 
     path = tmp_path / "cal" / "d.parquet"
-    assert cli_measure(["--quick", "--only", "copy_s1", "--no-progress", "--out", str(path)]) == 0
-    assert cli_measure(["--quick", "--only", "copy_s1", "--no-progress", "--rounds", "2", "--out", str(path)]) == 0
+    assert main(["measure", "--quick", "--only", "copy_s1", "--no-progress", "--out", str(path)]) == 0
+    assert main(["measure", "--quick", "--only", "copy_s1", "--no-progress", "--rounds", "2", "--out", str(path)]) == 0
     df = read_dataset(path)
     assert df["suite_run"].nunique() == 2 and set(df["kernel"]) == {"copy_s1"}
     assert sorted(df["n"]) == [10, 20]  # one round of 12 - 2 runs, then two rounds pooled
@@ -149,26 +149,26 @@ def test_cli_measures_a_user_program(tmp_path, monkeypatch, capsys):
         "    return 3\n"
     )
     out_file = tmp_path / "user.csv"
-    assert cli_measure(["--jax", f"{prog}:build", "--repeats", "6", "--discard", "2", "--out", str(out_file)]) == 0
+    assert main(["measure", "--jax", f"{prog}:build", "--repeats", "6", "--discard", "2", "--out", str(out_file)]) == 0
     out = capsys.readouterr().out
     assert "jit_user_fn" in out and "min_us" in out
     df = read_dataset(out_file)
     assert (df["source"] == "user").all() and (df["case"] == f"{prog}:build").all()
 
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert cli_measure(["--jax", "user_prog:build", "--repeats", "4", "--discard", "1"]) == 0
-    assert cli_measure(["--jax", "user_prog:wrong"]) == 2
+    assert main(["measure", "--jax", "user_prog:build", "--repeats", "4", "--discard", "1"]) == 0
+    assert main(["measure", "--jax", "user_prog:wrong"]) == 2
     assert "must return (fn, args)" in capsys.readouterr().err
-    assert cli_measure(["--jax", "user_prog:absent"]) == 2
-    assert cli_measure(["--jax", "no_such_module_xyz:build"]) == 2
-    assert cli_measure(["--jax", "nocolon"]) == 2
-    assert cli_measure(["--only", "nothing_matches", "--no-save", "--no-progress"]) == 2
+    assert main(["measure", "--jax", "user_prog:absent"]) == 2
+    assert main(["measure", "--jax", "no_such_module_xyz:build"]) == 2
+    assert main(["measure", "--jax", "nocolon"]) == 2
+    assert main(["measure", "--only", "nothing_matches", "--no-save", "--no-progress"]) == 2
 
 
 def test_cli_refuses_a_corrupt_dataset(tmp_path, capsys):
     bad = tmp_path / "bad.parquet"
     bad.write_bytes(b"not parquet at all")
-    assert cli_measure(["--quick", "--only", "launch_empty", "--no-progress", "--out", str(bad)]) == 1
+    assert main(["measure", "--quick", "--only", "launch_empty", "--no-progress", "--out", str(bad)]) == 1
     err = capsys.readouterr().err
     assert str(bad) in err and "cannot read as parquet" in err
     assert bad.read_bytes() == b"not parquet at all"
@@ -176,5 +176,5 @@ def test_cli_refuses_a_corrupt_dataset(tmp_path, capsys):
 
 def test_cli_usage_errors_exit_2():
     with pytest.raises(SystemExit) as e:
-        cli_measure(["--repeats", "many"])
+        main(["measure", "--repeats", "many"])
     assert e.value.code == 2

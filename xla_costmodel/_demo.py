@@ -25,7 +25,7 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
     import jax
 
     from . import from_jax
-    from .cli import module_statistics
+    from .analysis import module_stats
     from .zoo import DEFAULT_PROGRAM, get_program
 
     name = program or DEFAULT_PROGRAM
@@ -43,7 +43,7 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
     (folder / "optimized.hlo").write_text(optimized.to_text())
     rows = []
     for label, module in (("lowered", lowered), ("optimized", optimized)):
-        stats = module_statistics(module)
+        stats = module_stats(module)
         top = ", ".join(f"{op} {n}" for op, n in list(stats["opcodes"].items())[:6])
         rows.append(
             {

@@ -63,6 +63,10 @@ FREE_OPCODES = frozenset(
 #: Instructions that call other computations and are not kernels themselves: their time is that
 #: of the kernels they run.
 CONTROL_FLOW_OPCODES = frozenset({"while", "conditional", "call", "async-start", "async-update", "async-done"})
+#: Instructions whose called computations run as sequences of kernels (not inlined into one kernel
+#: like a fusion body or a reducer): the entry's kernels are found through these. An async-start's
+#: async-update and async-done run no computation of their own.
+CALLS_KERNEL_SEQUENCES = frozenset({"while", "conditional", "call", "async-start"})
 COLLECTIVE_OPCODES = frozenset(
     {"all-reduce", "all-reduce-start", "all-reduce-done", "all-gather", "all-gather-start", "all-gather-done",
      "reduce-scatter", "all-to-all", "ragged-all-to-all", "collective-permute", "collective-permute-start",

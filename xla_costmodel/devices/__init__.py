@@ -1,8 +1,8 @@
-"""Devices: `DeviceSpec`, XLA-sourced GPU presets, XLA's per-op cycle tables, and the measured host."""
+"""Devices: `DeviceSpec`, XLA-sourced GPU presets, XLA's per-op cycle tables, and the measured host
+(measured by `xla_costmodel.measure.measure_host`, cached here)."""
 
 from ._host import HostCacheError as HostCacheError
 from ._host import host_cache_path as host_cache_path
-from ._host import measure_host as measure_host
 from ._op_profiles import DEFAULT_OP_CYCLES as DEFAULT_OP_CYCLES
 from ._op_profiles import DEFAULT_OP_PROFILE as DEFAULT_OP_PROFILE
 from ._op_profiles import load_op_profile as load_op_profile
@@ -25,7 +25,6 @@ __all__ = [
     "get_device",
     "host_cache_path",
     "load_op_profile",
-    "measure_host",
     "op_profile_name_for",
     "op_profile_names",
     "op_profile_source",

@@ -8,10 +8,10 @@
 - `run_suite` measures the performance-instructive kernels over size sweeps;
   `append_dataset` / `read_dataset` keep the results in a tidy, atomically
   appended Parquet or CSV file; `noise_floor` compares two suite runs.
-- `cli_measure(argv)` is the `xla-costmodel measure` command.
+- `measure_host()` measures this machine's CPU: the `"host"` device
+  (`get_device("host")` runs it when the cache is missing).
 """
 
-from ._cli import cli_measure as cli_measure
 from ._dataset import DATASET_COLUMNS as DATASET_COLUMNS
 from ._dataset import SCHEMA as SCHEMA
 from ._dataset import DatasetError as DatasetError
@@ -27,6 +27,7 @@ from ._measure import measure as measure
 from ._measure import measure_program as measure_program
 from ._measure import measurement_from_trace as measurement_from_trace
 from ._measure import merge_measurements as merge_measurements
+from ._host import measure_host as measure_host
 from ._noise import noise_floor as noise_floor
 from ._suite import SUITE as SUITE
 from ._suite import SuiteKernel as SuiteKernel
@@ -38,3 +39,8 @@ from ._trace import TraceError as TraceError
 from ._trace import find_trace_files as find_trace_files
 from ._trace import kernel_executions as kernel_executions
 from ._trace import read_trace as read_trace
+
+# `get_device("host")` measures the host with `measure_host` when it has no usable cache.
+from ..devices._host import register_host_measurer as _register_host_measurer  # noqa: E402
+
+_register_host_measurer(measure_host)

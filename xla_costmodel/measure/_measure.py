@@ -22,7 +22,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ._module import CONTROL_FLOW_OPCODES, ModuleIndex
+from ..analysis._opcodes import CALLS_KERNEL_SEQUENCES
+from ..devices._host import cpu_model
+from ._module import ModuleIndex
 from ._trace import TraceError, find_trace_files, interval_union_ns, kernel_executions, read_trace
 
 __all__ = [
@@ -123,9 +125,7 @@ def device_description() -> dict[str, str]:
     backend = dev.platform
     kind = str(getattr(dev, "device_kind", backend))
     if backend == "cpu":
-        from ..devices._host import _cpu_model
-
-        model = _cpu_model()
+        model = cpu_model()
         desc = f"cpu: {model}, {os.cpu_count()} cores"
     else:
         desc = f"{backend}: {kind}"
@@ -503,7 +503,7 @@ def _build(events, fmt, path, index: ModuleIndex, dev, host_wall, repeats, disca
 
 
 def _runs_table(ours: pd.DataFrame, spans: pd.DataFrame, host_wall, discard: int) -> pd.DataFrame:
-    control = ours["opcode"].isin(CONTROL_FLOW_OPCODES).to_numpy()
+    control = ours["opcode"].isin(CALLS_KERNEL_SEQUENCES).to_numpy()
     rows = []
     for run, start, end in spans[["run", "start_ns", "end_ns"]].itertuples(index=False):
         sel = (ours["run"] == run).to_numpy()

@@ -14,32 +14,13 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+from ..analysis._opcodes import CALLS_KERNEL_SEQUENCES, FREE_OPCODES
 from ..hlo import parse_hlo
 
-__all__ = ["ModuleIndex", "NO_KERNEL_OPCODES", "CONTROL_FLOW_OPCODES"]
-
-#: Opcodes that never become a kernel of their own: they only name, alias or
-#: regroup buffers (XLA emits no thunk for them on CPU or GPU).
-NO_KERNEL_OPCODES = frozenset(
-    {
-        "parameter",
-        "constant",
-        "bitcast",
-        "tuple",
-        "get-tuple-element",
-        "after-all",
-        "add-dependency",
-        "domain",
-        "opt-barrier",
-    }
-)
-
-#: Opcodes whose called computations run as sequences of kernels (rather than
-#: being inlined into one kernel like a fusion body or a reducer).
-CONTROL_FLOW_OPCODES = frozenset({"while", "conditional", "call", "async-start"})
+__all__ = ["ModuleIndex"]
 
 # Instructions that touch no data; `opcode_mix` leaves them out.
-_NO_WORK = NO_KERNEL_OPCODES | {"broadcast", "iota"}
+_NO_WORK = FREE_OPCODES | {"broadcast", "iota"}
 
 _COMP_HEADER = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s+\(.*\{\s*$")
 _INSTR_LINE = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s+=\s")
@@ -108,7 +89,7 @@ class ModuleIndex:
         while stack:
             comp = stack.pop()
             for instr in comp.instructions:
-                if instr.opcode in CONTROL_FLOW_OPCODES:
+                if instr.opcode in CALLS_KERNEL_SEQUENCES:
                     for callee in instr.called_computations:
                         if callee.name not in seen:
                             seen.add(callee.name)
@@ -129,7 +110,7 @@ class ModuleIndex:
         return [
             k.name
             for k in self.instructions.values()
-            if k.role in roles and k.opcode not in NO_KERNEL_OPCODES
+            if k.role in roles and k.opcode not in FREE_OPCODES
         ]
 
     def consumers(self, name: str) -> list[str]:
@@ -149,7 +130,7 @@ class ModuleIndex:
             if u.name in seen:
                 continue
             seen.add(u.name)
-            if u.opcode in NO_KERNEL_OPCODES:
+            if u.opcode in FREE_OPCODES:
                 stack.extend(u.users)
             else:
                 out.append(u.name)

@@ -9,22 +9,23 @@ import sys
 import warnings
 from pathlib import Path
 
-__all__ = ["cli_measure", "build_parser", "DEFAULT_DATASET"]
+from ._common import UsageError, command
+
+__all__ = ["DEFAULT_DATASET"]
 
 #: Where the suite appends by default, relative to the working directory;
 #: `{backend}` is filled in (`cpu`, `gpu`, ...).
 DEFAULT_DATASET = "calibration/host_{backend}.parquet"
 
 
-def build_parser(prog: str = "xla-costmodel measure") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=prog,
-        description=(
-            "Measure kernel run times from jax.profiler traces. Without --jax, run the "
-            "measurement suite (performance-instructive kernels over size sweeps) and append "
-            "the results to a calibration dataset."
-        ),
-    )
+_DESCRIPTION = (
+    "Measure kernel run times from jax.profiler traces. Without --jax, run the "
+    "measurement suite (performance-instructive kernels over size sweeps) and append "
+    "the results to a calibration dataset."
+)
+
+
+def _configure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--jax",
         metavar="MODULE:FUNCTION",
@@ -53,41 +54,28 @@ def build_parser(prog: str = "xla-costmodel measure") -> argparse.ArgumentParser
     )
     p.add_argument("--no-save", action="store_true", help="print the results, write nothing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    return p
 
 
-def cli_measure(argv: list[str] | None = None) -> int:
-    """Entry point of `xla-costmodel measure`.
-
-    **Arguments:**
-
-    - `argv`: the arguments after `measure` (None: `sys.argv[1:]`).
-
-    **Returns:** the exit status: 0 on success, 1 when the measurement or the
-    dataset write fails (the message goes to stderr), 2 for bad usage.
-    """
-    args = build_parser().parse_args(argv)
+@command("measure", "measure kernel times: the measurement suite, or --jax MODULE:FUNCTION", _configure,
+         description=_DESCRIPTION)
+def _measure(args: argparse.Namespace) -> int:
+    """`xla-costmodel measure`: exit status 0 on success, 1 when the measurement or the dataset
+    write fails (the message goes to stderr), 2 for bad usage (`UsageError`)."""
     _gpu_flags_early()
-    from ._dataset import DatasetError
-    from ._measure import MeasurementError
-    from ._trace import TraceError
+    from ..measure import DatasetError, MeasurementError, TraceError
 
     try:
         if args.jax:
             return _measure_user(args)
         return _run_suite(args)
-    except (DatasetError, MeasurementError, TraceError, _UsageError) as e:
+    except (DatasetError, MeasurementError, TraceError) as e:
         print(f"xla-costmodel measure: error: {e}", file=sys.stderr)
-        return 2 if isinstance(e, _UsageError) else 1
-
-
-class _UsageError(ValueError):
-    pass
+        return 1
 
 
 def _gpu_flags_early() -> None:
     """Turn GPU command buffers off if no jax backend has started yet (harmless on CPU)."""
-    from ._measure import disable_gpu_command_buffers
+    from ..measure import disable_gpu_command_buffers
 
     try:
         disable_gpu_command_buffers()
@@ -106,9 +94,7 @@ def _out_path(args, backend: str, default_on: bool) -> Path | None:
 def _run_suite(args) -> int:
     import pandas as pd
 
-    from ._dataset import append_dataset
-    from ._measure import device_description
-    from ._suite import run_suite
+    from ..measure import append_dataset, device_description, run_suite
 
     out = _out_path(args, device_description()["backend"], default_on=not args.quick)
     try:
@@ -121,7 +107,7 @@ def _run_suite(args) -> int:
             progress=not args.no_progress,
         )
     except ValueError as e:
-        raise _UsageError(str(e)) from e
+        raise UsageError(str(e)) from e
     main = df[df["is_main"]]
     summary = main.groupby("kernel_class").agg(
         cases=("case", "size"),
@@ -148,30 +134,30 @@ def _run_suite(args) -> int:
 
 def _load_target(spec: str):
     if ":" not in spec:
-        raise _UsageError(f"--jax expects MODULE:FUNCTION, got {spec!r}")
+        raise UsageError(f"--jax expects MODULE:FUNCTION, got {spec!r}")
     mod_name, _, func_name = spec.rpartition(":")
     try:
         if mod_name.endswith(".py") or "/" in mod_name:
             path = Path(mod_name)
             if not path.is_file():
-                raise _UsageError(f"--jax {spec}: no such file {path}")
+                raise UsageError(f"--jax {spec}: no such file {path}")
             spec_ = importlib.util.spec_from_file_location(path.stem, path)
             module = importlib.util.module_from_spec(spec_)
             spec_.loader.exec_module(module)
         else:
             module = importlib.import_module(mod_name)
     except ImportError as e:
-        raise _UsageError(f"--jax {spec}: cannot import {mod_name!r} ({e})") from e
+        raise UsageError(f"--jax {spec}: cannot import {mod_name!r} ({e})") from e
     target = module
     for part in func_name.split("."):
         if not hasattr(target, part):
-            raise _UsageError(f"--jax {spec}: {mod_name!r} has no attribute {func_name!r}")
+            raise UsageError(f"--jax {spec}: {mod_name!r} has no attribute {func_name!r}")
         target = getattr(target, part)
     if not callable(target):
-        raise _UsageError(f"--jax {spec}: {func_name!r} is not callable")
+        raise UsageError(f"--jax {spec}: {func_name!r} is not callable")
     built = target()
     if not (isinstance(built, tuple) and len(built) == 2 and callable(built[0]) and isinstance(built[1], (tuple, list))):
-        raise _UsageError(
+        raise UsageError(
             f"--jax {spec}: {func_name}() must return (fn, args): a function and a tuple of example "
             f"arguments, got {type(built).__name__}"
         )
@@ -181,9 +167,8 @@ def _load_target(spec: str):
 def _measure_user(args) -> int:
     import pandas as pd
 
-    from ._dataset import append_dataset
-    from ._measure import measure_program
-    from ._suite import FULL, QUICK, measurement_rows, steady_allocator
+    from ..measure import append_dataset, measure_program, measurement_rows, steady_allocator
+    from ..measure._suite import FULL, QUICK
 
     mode = QUICK if args.quick else FULL
     fn, fargs = _load_target(args.jax)
@@ -212,7 +197,3 @@ def _measure_user(args) -> int:
         total = append_dataset(rows, out)
         print(f"appended {len(rows)} rows to {out} ({total} rows now)")
     return 0
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(cli_measure())

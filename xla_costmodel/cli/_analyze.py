@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import math
 
-from xla_costmodel.cli import UsageError, _load, command, print_table, resolve_device_and_model
+from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL
+from ._common import UsageError, command, load_module, print_table, resolve_device_and_model
 
 _TABLE_COLUMNS = ["kernel", "kind", "emitter", "executions", "flops", "bytes_accessed", "compute_s", "memory_s",
                   "time_s", "total_s", "bound", "coalesced", "note"]
@@ -13,8 +14,10 @@ _TABLE_COLUMNS = ["kernel", "kind", "emitter", "executions", "flops", "bytes_acc
 
 def _configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="HLO text file")
-    p.add_argument("--device", default="h100-sxm", help="device name (see `xla_costmodel.devices.device_names()`; default h100-sxm)")
-    p.add_argument("--model", default="xla-gpu", help="cost model (xla-gpu, roofline, or a plugin; default xla-gpu)")
+    p.add_argument("--device", default=DEFAULT_DEVICE,
+                   help=f"device name (see `xla_costmodel.devices.device_names()`; default {DEFAULT_DEVICE})")
+    p.add_argument("--model", default=DEFAULT_MODEL,
+                   help=f"cost model (xla-gpu, roofline, or a plugin; default {DEFAULT_MODEL})")
     p.add_argument("--unknown-trip-count", type=int, default=1, metavar="N",
                    help="trip count assumed for while loops whose count is unknown (default 1)")
     p.add_argument("--all", action="store_true", help="also list free instructions (parameters, bitcasts, tuples, ...)")
@@ -37,13 +40,12 @@ def _analyze(args: argparse.Namespace) -> int:
     import sys
     import warnings
 
-    from ._analyze import analyze
-    from ._base import CostModelWarning
+    from ..models import CostModelWarning, analyze
 
     device, model = resolve_device_and_model(args)
     if args.unknown_trip_count < 0:
         raise UsageError("--unknown-trip-count must be >= 0")
-    module = _load(args.file)
+    module = load_module(args.file)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CostModelWarning)
         table = analyze(module, device=device, model=model, unknown_trip_count=args.unknown_trip_count)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..cli import UsageError, command, print_table
+from ._common import UsageError, command, print_table
 
 _SHOWN = ("model", "split", "n", "unpriced", "gmre", "sk_gmre", "mape", "median_abs_log", "within_2x", "bias",
           "kendall_tau", "spearman", "fusion_n", "fusion_order_acc", "fusion_gain_gmre", "fusion_gain_tau")
@@ -37,7 +37,7 @@ def _paths(values):
 @command("compare", "score cost models against measured kernel times on held-out data", _compare_configure)
 def _compare(args: argparse.Namespace) -> int:
     from ..measure import DatasetError
-    from ._compare import DEFAULT_MODELS, SPLITS, compare
+    from ..compare import DEFAULT_MODELS, SPLITS, compare
     from ..fit._store import CalibrationError
 
     if args.split not in SPLITS:

@@ -8,15 +8,16 @@ import math
 import os
 from pathlib import Path
 
-from xla_costmodel.cli import UsageError, command, print_table, resolve_device_and_model
+from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL
+from ._common import UsageError, command, print_table, resolve_device_and_model
 
 _COLUMNS = ["step", "producer", "producer_opcode", "consumers", "priority_us", "unfused_us", "fused_us", "reason"]
 
 
 def _configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", help="unfused HLO text file (e.g. JAX's lowered module)")
-    p.add_argument("--device", default="h100-sxm", help="device name (default h100-sxm)")
-    p.add_argument("--model", default="xla-gpu", help="cost model that sets the priorities (default xla-gpu)")
+    p.add_argument("--device", default=DEFAULT_DEVICE, help=f"device name (default {DEFAULT_DEVICE})")
+    p.add_argument("--model", default=DEFAULT_MODEL, help=f"cost model that sets the priorities (default {DEFAULT_MODEL})")
     p.add_argument("-o", "--output", required=True, metavar="OUT.hlo", help="where to write the fused module")
     p.add_argument("--json", action="store_true", help="print the step log and summary as JSON")
     # --- fusion search (search_fusion) ---
@@ -42,9 +43,8 @@ def _same_file(a: Path, b: Path) -> bool:
 def _fuse(args: argparse.Namespace) -> int:
     import warnings
 
-    from xla_costmodel.hlo import load_hlo
-
-    from ._simulate import simulate_fusion
+    from ..fusion import simulate_fusion
+    from ..hlo import load_hlo
 
     src, out = Path(args.file), Path(args.output)
     if not src.exists():
@@ -106,7 +106,7 @@ def _fuse(args: argparse.Namespace) -> int:
 def _search(args: argparse.Namespace, module, device, model, out: Path) -> int:
     import warnings
 
-    from ._search import search_fusion
+    from ..fusion import search_fusion
 
     if not args.budget > 0:
         raise UsageError(f"--budget must be a positive number of seconds, got {args.budget}")

@@ -1,0 +1,213 @@
+"""`measure_host`: this machine's CPU measured with small jax benchmarks, as the `"host"` device.
+
+The `DeviceSpec` and its cache are `xla_costmodel.devices`'s (`get_device("host")`
+runs this when there is no usable cache: importing this package registers it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import logging
+import math
+import socket
+import statistics
+import time
+from collections.abc import Callable
+
+from ..devices import DeviceSpec
+from ..devices._host import (
+    cache_sizes,
+    clock_ghz,
+    core_count,
+    cpu_model,
+    host_cache_path,
+    memory_bytes,
+    save_host_cache,
+)
+
+__all__ = ["measure_host"]
+
+log = logging.getLogger("xla_costmodel.devices")
+
+
+def _timeit(fn: Callable, args: tuple, *, min_reps: int, budget_s: float) -> list[float]:
+    """Seconds per call, after one warm-up call that also compiles."""
+    import jax
+
+    jax.block_until_ready(fn(*args))
+    times: list[float] = []
+    deadline = time.perf_counter() + budget_s
+    while len(times) < min_reps or time.perf_counter() < deadline:
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - t0)
+        if len(times) >= 10_000:
+            break
+    return times
+
+
+def _benchmarks(fast: bool) -> list[tuple[str, Callable[[], dict[str, float]]]]:
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    cpu = jax.devices("cpu")[0]
+    budget = 0.05 if fast else 1.0
+    reps = 2 if fast else 3
+
+    def put(x):
+        return jax.device_put(x, cpu)
+
+    def copy_bandwidth():
+        # Larger than any L3, so the copy streams from and to DRAM.
+        n = (1 << 20) if fast else (1 << 25)  # 4 MiB / 128 MiB of f32
+        x = put(np.ones(n, np.float32))
+        best = min(_timeit(jax.jit(jnp.copy), (x,), min_reps=reps, budget_s=budget))
+        return {"copy_bandwidth_bytes_per_s": 2 * x.nbytes / best}  # read + write
+
+    def matmul(dtype_name: str):
+        def run():
+            n = 128 if fast else 1024
+            # f64 needs x64 mode; leave the caller's setting alone for the others.
+            with jax.enable_x64(True) if dtype_name == "f64" else contextlib.nullcontext():
+                dtype = {"f32": jnp.float32, "bf16": jnp.bfloat16, "f64": jnp.float64}[dtype_name]
+                rng = np.random.default_rng(0)
+                a, b = (put(rng.standard_normal((n, n)).astype(dtype)) for _ in range(2))
+                best = min(_timeit(jax.jit(jnp.matmul), (a, b), min_reps=reps, budget_s=budget))
+            return {f"matmul_{dtype_name}_flops_per_s": 2 * n**3 / best}
+        return run
+
+    def elementwise():
+        # Arrays (1 MiB at most) that stay in cache, so this is throughput, not DRAM
+        # bandwidth. Two sizes: the slope between them leaves out the per-call cost.
+        n = (1 << 14) if fast else (1 << 18)
+        small = put(np.linspace(0.0, 1.0, n // 4, dtype=np.float32))
+        large = put(np.linspace(0.0, 1.0, n, dtype=np.float32))
+        out = {}
+        for key, fn in (("elementwise_f32_elements_per_s", lambda v: v * 1.5 + 0.25),
+                        ("exp_f32_elements_per_s", jnp.exp)):
+            jitted = jax.jit(fn)
+            t_small = min(_timeit(jitted, (small,), min_reps=reps, budget_s=budget / 2))
+            t_large = min(_timeit(jitted, (large,), min_reps=reps, budget_s=budget / 2))
+            delta = t_large - t_small
+            # Timer noise can swamp the difference on a busy machine; then use the plain rate.
+            out[key] = (n - n // 4) / delta if delta > 0.25 * t_large else n / t_large
+        return out
+
+    def dispatch():
+        x = put(np.zeros((1,), np.float32))
+        times = _timeit(jax.jit(lambda v: v + 1), (x,), min_reps=50 if fast else 500, budget_s=budget)
+        return {"dispatch_overhead_s": statistics.median(times)}
+
+    def kernel_launch():
+        # What one more kernel costs inside a running program: the thunk time of
+        # empty kernels read from a profiler trace. This, not the whole-program
+        # dispatch above, is what a cost model charges per kernel.
+        from ._suite import run_suite
+
+        df = run_suite(quick=True, only=["launch_empty"], progress=False)
+        overhead = float(df.attrs.get("launch_overhead_s", float("nan")))
+        return {"kernel_launch_overhead_s": overhead}
+
+    return [
+        ("copy bandwidth", copy_bandwidth),
+        ("matmul f32", matmul("f32")),
+        ("matmul bf16", matmul("bf16")),
+        ("matmul f64", matmul("f64")),
+        ("elementwise", elementwise),
+        ("dispatch overhead", dispatch),
+        ("kernel launch overhead", kernel_launch),
+    ]
+
+
+def _describe(key: str, value: float) -> str:
+    if key.endswith("_bytes_per_s"):
+        return f"{value / 1e9:.3g} GB/s"
+    if key.endswith("_flops_per_s"):
+        return f"{value / 1e9:.3g} GFLOP/s"
+    if key.endswith("_elements_per_s"):
+        return f"{value / 1e9:.3g} Gelem/s"
+    return f"{value * 1e6:.3g} µs"
+
+
+def measure_host(*, fast: bool = False, progress: bool = True, save: bool = True) -> DeviceSpec:
+    """Measure this machine's CPU with jax and return it as the `"host"` DeviceSpec.
+
+    Runs: a large-array copy (DRAM bandwidth), square matmuls in f32, bf16 and
+    f64 (FLOP/s), an in-cache elementwise multiply-add and `exp`
+    (elements/s), a tiny jitted function (dispatch overhead of a whole
+    program, kept in `measurements`), and empty kernels timed from a profiler
+    trace (`kernel_launch_overhead_s`: what one more kernel costs).
+    Takes a few seconds (`fast=True`: well under one, with less accurate numbers).
+
+    **Arguments:**
+
+    - `fast`: small sizes and few repetitions, for tests.
+    - `progress`: show a progress bar and log one line per benchmark.
+    - `save`: write the result to `host_cache_path()`.
+
+    **Returns:** the measured `DeviceSpec` (`kind="cpu"`). Cache fields come from
+    sysfs, `fpus_per_core` is the FP32 lanes per core the f32 matmul reached, and
+    the raw numbers are in `spec.measurements`.
+    """
+    import jax
+    from tqdm import tqdm  # the plain bar: tqdm.auto needs ipywidgets inside notebooks
+
+    t_start = time.perf_counter()
+    benchmarks = _benchmarks(fast)
+    results: dict[str, float] = {}
+    bar = tqdm(benchmarks, desc="measuring host", unit="bench", disable=not progress, leave=False)
+    for label, run in bar:
+        bar.set_postfix_str(label)
+        measured = run()
+        results.update(measured)
+        if progress:
+            log.info("host %s: %s", label, ", ".join(_describe(k, v) for k, v in measured.items()))
+    bar.close()
+
+    cores = core_count()
+    clock = clock_ghz()
+    if clock is None:
+        # The FP32-lane figure below needs a clock; say plainly that it is a placeholder.
+        log.warning("host: CPU clock unknown (no cpufreq or /proc/cpuinfo); assuming 1 GHz")
+        clock = 1.0
+    caches = cache_sizes()
+    results["measure_seconds"] = time.perf_counter() - t_start
+    results["fast_mode"] = float(fast)
+    fpus = max(1, round(results["matmul_f32_flops_per_s"] / (2 * clock * 1e9 * cores)))
+    stamp = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    spec = DeviceSpec(
+        name="host",
+        kind="cpu",
+        description=cpu_model(),
+        core_count=cores,
+        fpus_per_core=fpus,
+        clock_rate_ghz=clock,
+        memory_bandwidth_bytes_per_s=results["copy_bandwidth_bytes_per_s"],
+        l1_cache_bytes_per_core=caches.get("l1", 0),
+        l2_cache_bytes=caches.get("l2", 0),
+        l3_cache_bytes=caches.get("l3", 0),
+        warp_size=1,
+        threads_per_block_limit=1,
+        threads_per_core_limit=1,
+        block_dim_limit=(1, 1, 1),
+        device_memory_bytes=memory_bytes(),
+        kernel_launch_overhead_s=(
+            results["kernel_launch_overhead_s"]
+            if math.isfinite(results.get("kernel_launch_overhead_s", math.nan))
+            else results["dispatch_overhead_s"]
+        ),
+        dram_to_l2_transaction_bytes=caches.get("line", 64),
+        peak_matmul_flops_per_s={d: results[f"matmul_{d}_flops_per_s"] for d in ("f32", "bf16", "f64")},
+        measurements=results,
+        source=(f"measured on {socket.gethostname()} at {stamp} with jax {jax.__version__}"
+                f"{' (fast mode)' if fast else ''}"),
+    )
+    if progress:
+        log.info("host measured in %.1f s", results["measure_seconds"])
+    if save:
+        save_host_cache(spec, host_cache_path())
+    return spec
+
+
