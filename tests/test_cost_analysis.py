@@ -250,15 +250,15 @@ def test_cost_analysis_dataframe():
 
 def test_shared_costs_of_look_alike_computations_change_nothing(monkeypatch):
     """Identical reducers and fusions are costed once; every record must equal a from-scratch costing."""
-    from xla_costmodel.analysis import _cost
+    from xla_costmodel.analysis import _interpreter
 
     for name in ("transformer_grad.post", "transformer_grad.pre", "cnn_grad.post", "gather_scatter.post"):
         module = xc.load_hlo(FIXTURES / f"{name}.hlo")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", CostAnalysisWarning)
             shared = cost_analysis(module)
-            monkeypatch.setattr(_cost.Analysis, "cache_fusions", False)
-            monkeypatch.setattr(_cost, "_SMALL_COMPUTATION", -1)
+            monkeypatch.setattr(_interpreter.Analysis, "cache_fusions", False)
+            monkeypatch.setattr(_interpreter, "_SMALL_COMPUTATION", -1)
             fresh = cost_analysis(module)
             monkeypatch.undo()
         assert shared.equals(fresh), name

@@ -6,7 +6,8 @@ import pytest
 
 from xla_costmodel import parse_hlo
 from xla_costmodel.fit import FEATURES, FeatureError, kernel_features
-from xla_costmodel.fit._features import features_of, kernel_from_row
+from xla_costmodel.fit._counting import features_of
+from xla_costmodel.fit._rows import kernel_from_row
 from xla_costmodel.devices import DeviceSpec
 
 CPU = DeviceSpec(

@@ -11,7 +11,7 @@ from xla_costmodel import _jaxlib_oracle as oracle
 from xla_costmodel import simulate_fusion
 from xla_costmodel.devices import get_device
 from xla_costmodel.fusion import RULES, LegalityChecker, emitter_kind
-from xla_costmodel.fusion._legality import ir_size, shared_memory_usage, unnested_reductions
+from xla_costmodel.fusion._budget import ir_size, shared_memory_usage, unnested_reductions
 from xla_costmodel.hlo import parse_hlo
 
 from test_fusion_toy import ToyModel
@@ -305,7 +305,8 @@ def test_emitter_kinds():
 
 def test_epilogue_rule_without_building_the_fusion_agrees():
     """The in-place walk behind rule 7 gives the emitter kind of the actually built fusion."""
-    from xla_costmodel.fusion._legality import fused_emitter_is_loop, kernel_facts
+    from xla_costmodel.fusion._budget import kernel_facts
+    from xla_costmodel.fusion._legality import fused_emitter_is_loop
     from xla_costmodel.hlo import load_hlo
     from xla_costmodel.hlo._edit import hypothetical_fusion
 

@@ -14,7 +14,7 @@ How a rule works, mirroring `HloCostAnalysis::Preprocess` + `Handle<Op>`:
 2. The rule for the opcode edits `p` in place.
 
 The record is a plain list (speed: a large module has hundreds of thousands of
-instructions), indexed by the constants below:
+instructions), indexed by the constants of `_records` (re-exported here):
 
 - `p[FLOPS]`, `p[TRANS]` (transcendentals), `p[BYTES]` (bytes accessed),
   `p[OUT]` (XLA's `bytes accessedout{}`), all floats;
@@ -45,6 +45,37 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._frontend import int_list_attribute
+from ._records import FLOPS as FLOPS
+from ._records import TRANS as TRANS
+from ._records import BYTES as BYTES
+from ._records import OUT as OUT
+from ._records import OPB as OPB
+from ._records import OPU as OPU
+from ._records import UTIL as UTIL
+from ._records import EXTRA as EXTRA
+from ._records import UNPRICED as UNPRICED
+from ._records import IR as IR
+from ._records import KEY_FLOPS as KEY_FLOPS
+from ._records import KEY_TRANS as KEY_TRANS
+from ._records import KEY_BYTES as KEY_BYTES
+from ._records import KEY_OPTIMAL_SECONDS as KEY_OPTIMAL_SECONDS
+from ._records import KEY_UTILIZATION as KEY_UTILIZATION
+from ._records import KEY_IR_SIZE as KEY_IR_SIZE
+from ._records import KEY_COLL_SCALE as KEY_COLL_SCALE
+from ._records import KEY_COLL_DEVICES as KEY_COLL_DEVICES
+from ._records import KEY_COLL_BYTES as KEY_COLL_BYTES
+from ._records import FMA_FLOPS as FMA_FLOPS
+from ._records import shape_index_str as shape_index_str
+from ._records import operand_bytes_key as operand_bytes_key
+from ._records import operand_utilization_key as operand_utilization_key
+from ._records import output_bytes_key as output_bytes_key
+from ._records import new_record as new_record
+from ._records import copy_record as copy_record
+from ._records import set_extra as set_extra
+from ._records import get_extra as get_extra
+from ._records import set_index as set_index
+from ._records import add_records as add_records
+from ._records import merge_unpriced as merge_unpriced
 from ._opcodes import ELEMENTWISE_OPCODES as ELEMENTWISE_OPCODES
 from ._opcodes import IS_ELEMENTWISE as IS_ELEMENTWISE
 from ._opcodes import TRANSCENDENTAL_OPCODES as TRANSCENDENTAL_OPCODES
@@ -56,106 +87,6 @@ from ._shapes import elements_recursive as elements_recursive
 from ._shapes import leaves_size as leaves_size
 from ._shapes import shape_size as shape_size
 from ._shapes import transpose_is_bitcast
-
-# ---------------------------------------------------------------------------
-# Property record layout
-
-FLOPS, TRANS, BYTES, OUT, OPB, OPU, UTIL, EXTRA, UNPRICED, IR = range(10)
-
-# XLA's property keys.
-KEY_FLOPS = "flops"
-KEY_TRANS = "transcendentals"
-KEY_BYTES = "bytes accessed"
-KEY_OPTIMAL_SECONDS = "optimal_seconds"
-KEY_UTILIZATION = "utilization"
-# GpuHloCostAnalysis keeps the IR size in the first reserved slot.
-KEY_IR_SIZE = "reserved0"
-KEY_COLL_SCALE = "Collective algorithm's scaling ratio"
-KEY_COLL_DEVICES = "Number of devices of a collective group"
-KEY_COLL_BYTES = "Number of bytes transferred."
-
-FMA_FLOPS = 2  # HloCostAnalysis::kFmaFlops
-
-
-def shape_index_str(index) -> str:
-    """XLA's `ShapeIndex::ToString`: `{}`, `{1}`, `{0,2}`."""
-    return "{" + ",".join(str(i) for i in index) + "}"
-
-
-def operand_bytes_key(i: int, index=()) -> str:
-    return f"{KEY_BYTES}{i}{shape_index_str(index)}"
-
-
-def operand_utilization_key(i: int, index=()) -> str:
-    return f"{KEY_UTILIZATION}{i}{shape_index_str(index)}"
-
-
-def output_bytes_key(index=()) -> str:
-    return f"{KEY_BYTES}out{shape_index_str(index)}"
-
-
-def new_record() -> list:
-    return [0.0, 0.0, 0.0, 0.0, [], [], 0.0, None, (), 0.0]
-
-
-def copy_record(p: list) -> list:
-    return [p[0], p[1], p[2], p[3], list(p[4]), list(p[5]), p[6], dict(p[7]) if p[7] else None, p[8], p[9]]
-
-
-def set_extra(p: list, key: str, value: float) -> None:
-    if p[EXTRA] is None:
-        p[EXTRA] = {}
-    p[EXTRA][key] = value
-
-
-def get_extra(p: list, key: str) -> float:
-    extra = p[EXTRA]
-    return extra.get(key, 0.0) if extra else 0.0
-
-
-def set_index(values: list, i: int, value: float) -> None:
-    """`values[i] = value`, growing the list with zeros as needed."""
-    n = len(values)
-    if i >= n:
-        values.extend([0.0] * (i + 1 - n))
-    values[i] = value
-
-
-def add_records(acc: list, p: list) -> None:
-    """`acc += p` key by key, as XLA adds two `Properties`."""
-    acc[0] += p[0]
-    acc[1] += p[1]
-    acc[2] += p[2]
-    acc[3] += p[3]
-    for slot in (4, 5):
-        src = p[slot]
-        if src:
-            dst = acc[slot]
-            n = len(dst)
-            if len(src) > n:
-                dst.extend([0.0] * (len(src) - n))
-            for i, v in enumerate(src):
-                if v:
-                    dst[i] += v
-    acc[6] += p[6]
-    if p[7]:
-        if acc[7] is None:
-            acc[7] = {}
-        extra = acc[7]
-        for k, v in p[7].items():
-            extra[k] = extra.get(k, 0.0) + v
-    if p[8]:
-        acc[8] = merge_unpriced(acc[8], p[8])
-    acc[9] += p[9]
-
-
-def merge_unpriced(a: tuple, b: tuple) -> tuple:
-    if not a:
-        return b
-    if not b:
-        return a
-    return a + tuple(x for x in b if x not in a)
-
 
 # ---------------------------------------------------------------------------
 # What XLA does with `optimal_seconds`
@@ -534,163 +465,6 @@ def select_and_scatter_rule(an, instr, p):
 
 
 # ---------------------------------------------------------------------------
-# Linear algebra
-
-
-def dot_flops(lhs_shape, out_shape, lhs_contracting) -> int:
-    """`HloCostAnalysis::GetDotFlops`: 2 x output elements x the contracted size."""
-    width = 1
-    for d in lhs_contracting:
-        width *= lhs_shape.dims[d]
-    return FMA_FLOPS * elements(out_shape) * width
-
-
-@cost_rule("dot", "scaled-dot")
-def dot_rule(an, instr, p):
-    """2 x output elements x product of the lhs contracting dimensions (batch dimensions are in the output)."""
-    p[FLOPS] = float(dot_flops(instr.operands[0].shape, instr.shape, _attr_tuple(instr, "lhs_contracting_dims")))
-
-
-@cost_rule("ragged-dot")
-def ragged_dot_rule(an, instr, p):
-    """As a dot, with XLA's removal of the group dimension(s) from the output shape."""
-    from ..hlo._shape import Shape
-
-    out = instr.shape
-    for i in range(len(_attr_tuple(instr, "rhs_group_dims"))):
-        dims = out.dims[:i] + out.dims[i + 1 :]
-        out = Shape.array(out.element_type, dims)
-    p[FLOPS] = float(dot_flops(instr.operands[0].shape, out, _attr_tuple(instr, "lhs_contracting_dims")))
-
-
-def convolution_flops(instr, lhs_shape, rhs_shape, out_shape) -> int:
-    """`HloCostAnalysis::GetConvolutionFlops`: 2 x FMAs over the valid (output, kernel) position pairs."""
-    dn = instr.attribute("dim_labels")
-    window = instr.attribute("window", None)
-    win_dims = list(window.dimensions) if window is not None else []
-    in_feature = lhs_shape.dims[dn.input_feature]
-    out_feature = out_shape.dims[dn.output_feature]
-    batch = lhs_shape.dims[dn.input_batch]
-    if not win_dims:
-        from ..hlo._attributes import WindowDimension
-
-        win_dims = [WindowDimension()]
-        kernel_limits, output_limits, input_limits = [1], [1], [1]
-    else:
-        kernel_limits = [rhs_shape.dims[d] for d in dn.kernel_spatial]
-        output_limits = [out_shape.dims[d] for d in dn.output_spatial]
-        input_limits = [lhs_shape.dims[d] for d in dn.input_spatial]
-    valid = []
-    for s, wd in enumerate(win_dims):
-        i_lim, o_lim, k_lim = input_limits[s], output_limits[s], kernel_limits[s]
-        if (i_lim == o_lim and k_lim == o_lim and i_lim == wd.base_dilation and wd.window_dilation == 1
-                and max(1, i_lim - 1) == wd.stride and wd.padding_low == 0 and wd.padding_high == 0):
-            valid.append(i_lim)
-            continue
-        if (i_lim == 1 and k_lim == o_lim and wd.window_dilation == 1 and wd.base_dilation == 1
-                and wd.stride == 1 and wd.padding_high == o_lim - 1 and wd.padding_low == o_lim - 1):
-            valid.append(o_lim)
-            continue
-        count = 0
-        for k in range(k_lim):
-            if wd.stride == 1 and wd.base_dilation == 1:
-                base = wd.padding_low - k * wd.window_dilation
-                count += max(min(i_lim + base, o_lim) - max(base, 0), 0)
-                continue
-            for o in range(o_lim):
-                undilated = o * wd.stride - wd.padding_low + k * wd.window_dilation
-                if wd.base_dilation > 1:
-                    # C++ integer division truncates toward zero.
-                    q = abs(undilated) // wd.base_dilation
-                    lhs_index = q if undilated >= 0 else -q
-                else:
-                    lhs_index = undilated
-                if undilated != lhs_index * wd.base_dilation:
-                    continue
-                if 0 <= lhs_index < i_lim:
-                    count += 1
-        valid.append(count)
-    fgc = instr.attribute("feature_group_count", 1)
-    bgc = instr.attribute("batch_group_count", 1)
-    fma = (in_feature // fgc) * out_feature * (batch // bgc) * math.prod(valid)
-    return fma * FMA_FLOPS
-
-
-@cost_rule("convolution")
-def convolution_rule(an, instr, p):
-    """2 x (in_features / feature_groups) x out_features x (batch / batch_groups) x valid spatial pairs."""
-    p[FLOPS] = float(
-        convolution_flops(instr, instr.operands[0].shape, instr.operands[1].shape, instr.shape)
-    )
-
-
-@cost_rule("fft")
-def fft_rule(an, instr, p):
-    """2 x 4 (FMAs per complex multiply) x product of log2(fft_length) x input elements."""
-    src = instr.operands[0].shape
-    if src.element_type == "tuple":
-        src = src.tuple_shapes[0]
-    logs = 1
-    for n in _attr_tuple(instr, "fft_length"):
-        logs *= (int(n).bit_length() - 1) if n > 0 else -1
-    p[FLOPS] = float(FMA_FLOPS * 4 * logs * elements(src))
-
-
-@cost_rule("triangular-solve")
-def triangular_solve_rule(an, instr, p):
-    """Half of the triangle is read; flops = 2 x n x elements(b)."""
-    a, b = instr.operands[0].shape, instr.operands[1].shape
-    out = float(an.size(instr.shape))
-    a_size = float(an.size(a))
-    b_size = float(an.size(b))
-    p[OUT] = out
-    # XLA writes operand 0's slot twice; the second (b's size) wins.
-    p[OPB][0] = b_size
-    p[BYTES] = out + a_size / 2.0 + b_size
-    n = a.dims[-1] if a.dims else 1
-    p[FLOPS] = float(FMA_FLOPS * n * elements(b))
-
-
-@cost_rule("cholesky")
-def cholesky_rule(an, instr, p):
-    """Half of the input is read and half of the output written; flops = n x elements / 3."""
-    a = instr.operands[0].shape
-    half = an.size(a) / 2.0
-    p[BYTES] = 2 * half
-    p[OUT] = half
-    p[OPB][0] = half
-    n = a.dims[-1] if a.dims else 1
-    p[FLOPS] = float((n * elements(a)) // 3)
-
-
-# ---------------------------------------------------------------------------
-# Sorting, random numbers
-
-
-def _log2_ceiling(n: int) -> int:
-    return -1 if n <= 0 else (n - 1).bit_length()
-
-
-@cost_rule("sort")
-def sort_rule(an, instr, p):
-    """n x ceil(log2 n) comparisons over operand 0 (a comparison sort), counted as flops."""
-    n = elements(instr.operands[0].shape)
-    p[FLOPS] = float(n * _log2_ceiling(n))
-
-
-@cost_rule("rng")
-def rng_rule(an, instr, p):
-    """One transcendental per generated element."""
-    p[TRANS] = float(elements(instr.shape))
-
-
-@cost_rule("rng-bit-generator")
-def rng_bit_generator_rule(an, instr, p):
-    """One transcendental per element of every output leaf (state included)."""
-    p[TRANS] = float(elements_recursive(instr.shape))
-
-
-# ---------------------------------------------------------------------------
 # Feeds
 
 
@@ -848,3 +622,8 @@ def async_start_rule(an, instr, p):
 def fusion_rule(an, instr, p):
     """Costed through the fused computation; see `_cost.fuse`."""
     an.fusion(instr, p)
+
+
+# Matrix and signal work, sorting and random numbers (their rules register on import).
+from ._rules_math import convolution_flops as convolution_flops  # noqa: E402
+from ._rules_math import dot_flops as dot_flops  # noqa: E402

@@ -31,9 +31,10 @@ from ._scaled import ScaledModel as ScaledModel
 if TYPE_CHECKING:  # pragma: no cover
     from ._calibrate import FITTABLE_MODELS, calibrate
     from ._calibrated import CalibratedModel, host_as_gpu
-    from ._features import FEATURE_GROUPS, FEATURES, FeatureError, kernel_features
+    from ._features import FEATURE_GROUPS, FEATURES, FeatureError
     from ._fitted import FittedModel
     from ._learned import LearnedModel
+    from ._rows import kernel_features
     from ._metrics import accuracy, fusion_metrics, sk_gmre
     from ._store import CalibrationError, calibration_path, load_calibration
 
@@ -45,7 +46,7 @@ _LAZY = {
     "FEATURES": ("._features", "FEATURES"),
     "FEATURE_GROUPS": ("._features", "FEATURE_GROUPS"),
     "FeatureError": ("._features", "FeatureError"),
-    "kernel_features": ("._features", "kernel_features"),
+    "kernel_features": ("._rows", "kernel_features"),
     "FittedModel": ("._fitted", "FittedModel"),
     "LearnedModel": ("._learned", "LearnedModel"),
     "accuracy": ("._metrics", "accuracy"),

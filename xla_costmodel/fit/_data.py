@@ -11,7 +11,9 @@ import numpy as np
 import pandas as pd
 
 from ..analysis._opcodes import CONTROL_FLOW_OPCODES
-from ._features import FEATURES, FeatureError, features_of, kernel_from_row
+from ._counting import features_of
+from ._features import FEATURES, FeatureError
+from ._rows import kernel_from_row
 from ._store import calibration_dir
 
 __all__ = ["PROGRAM_CLASSES", "Prepared", "default_dataset", "default_training", "kernel_rows",

@@ -15,7 +15,8 @@ from typing import Any
 from ..analysis._opcodes import CONTROL_FLOW_OPCODES, FREE_OPCODES
 from ..models._base import FusionByMaterializing, KernelEstimate, dominant_bound
 from ..models._resolve import resolve_device
-from ._features import FEATURES, FeatureError, features_of
+from ._counting import features_of
+from ._features import FEATURES, FeatureError
 
 #: Smallest time a model predicts (seconds): a relative-error model must never predict 0 or less.
 TIME_FLOOR_S = 1e-9

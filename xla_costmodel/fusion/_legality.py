@@ -11,20 +11,19 @@ Facts from XLA's GPU backend (`priority_fusion.cc`, `gpu_fusible.cc`,
   the fusion kind XLA's `ChooseKind` writes (kLoop / kInput).
 - `LegalityChecker.can_fuse(producer, consumer)`: the first rule of `CanFuse`
   that forbids the pair, as a `Rejection`, or None (4.4), with the per-kernel
-  facts (shared memory, IR size, ...) cached per instruction object.
+  facts (shared memory, IR size, ...: `_budget`) cached per instruction object;
+  the in-place and scatter rules are `_in_place`'s, the rule names `_rejection`'s;
+  emitter kinds, heroes and tiled reductions are `analysis._emission`'s.
 
 Rules are identified by short names (`RULES`), used in the fusion log.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..analysis._emission import (
     FUSION_KIND,
     fusion_pass_emitter_kind,
     fusion_pass_is_intermediate,
-    fusion_pass_is_tiled_transpose,
     fusion_pass_roots,
     is_contiguous_reduction,
     reduction_dimensions,
@@ -32,10 +31,23 @@ from ..analysis._emission import (
 )
 from ..analysis._opcodes import is_elementwise
 from ..hlo import HloInstruction
-from ..hlo._deferred import root_opcode
-from ..hlo._edit import _ordered, discard_fusion, hypothetical_fusion
+from ..hlo._edit import discard_fusion, hypothetical_fusion
 from ..hlo._structure import ContentIds
+from ._budget import (
+    MAX_BASIC_BLOCK_SPLITS,
+    MAX_IR_SIZE,
+    MAX_OPERANDS_AND_OUTPUTS,
+    MAX_UNNESTED_REDUCTIONS,
+    IrSize,
+    KernelFacts,
+    _subshape_count,
+    ir_size,
+    kernel_facts,
+)
+from ._in_place import _in_place_operands, can_emit_input_fused_scatter, should_fuse_in_place_op
 from ._pair_cache import PairCache
+from ._rejection import RULES as RULES
+from ._rejection import Rejection as Rejection
 
 __all__ = [
     "RULES",
@@ -47,35 +59,7 @@ __all__ = [
     "is_fusible",
 ]
 
-# Rule name -> what it forbids (the order is `CanFuse`'s order).
-RULES: dict[str, str] = {
-    "root": "the producer is its computation's root instruction",
-    "producer-not-fusible": "the producer is not fusible (4.3)",
-    "consumer-not-fusible": "the consumer is not fusible (4.3)",
-    "bitcast-consumer": "not fusing into a single bitcast as consumer",
-    "scatter-output": "do not fuse into the output of a scatter",
-    "scatter-in-place-operand": "do not fuse into the in-place operand of a scatter",
-    "scatter-in-place-reader": "the producer reads the in-place operand of a scatter",
-    "reduce-into-reduce": "both the producer and the consumer contain a significant reduce",
-    "reduction-epilogue": "fusion into the output of a reduction would create a loop fusion",
-    "shared-memory": "shared memory of the fusion would exceed the per-block budget",
-    "unnested-reductions": "more than 8 unnested (tiled) reductions in one fusion",
-    "operand-limit": "more than 96 operands and outputs",
-    "code-size": "the fusion would be too large (IR size above 10,000 or > 10 basic-block splits)",
-    "in-place": "in-place safety (ShouldFuseInPlaceOp)",
-    # Producer-level (all consumers or none, 4.5) and cost decisions:
-    "no-users": "the producer has no users",
-    "only-bitcast-users": "the producer has only bitcast users",
-    "negative-priority": "fusing would not save time (priority < 0)",
-    "unpriced": "the cost model could not price the fusion",
-}
-
-MAX_OPERANDS_AND_OUTPUTS = 96  # MaxOperandsAndOutputsPerFusion
-MAX_UNNESTED_REDUCTIONS = 8  # kMaxUnnestedReductionOutputsPerFusion
-MAX_IR_SIZE = 10_000  # GpuHloCostAnalysis::kMaxIRSize
-MAX_BASIC_BLOCK_SPLITS = 10  # kMaxBasicBlockSplitsPerFusion
 DEFAULT_SHARED_MEMORY_PER_BLOCK = 48 * 1024
-SIGNIFICANT_REDUCTION_SIZE = 16
 
 # HloInstruction::IsFusible is false for these (plus side-effecting ops).
 _NEVER_FUSIBLE = frozenset(
@@ -96,22 +80,6 @@ _FUSIBLE_NON_ELEMENTWISE = frozenset(
         "slice", "transpose",
     }
 )
-# ElementalIrEmitter::OpInvalidatesCache
-_SPLITS_BASIC_BLOCK = frozenset({"concatenate", "dot", "dynamic-update-slice", "pad", "reduce", "reduce-window"})
-
-
-@dataclass(frozen=True, slots=True)
-class Rejection:
-    """Why a producer-consumer pair (or a producer) may not be fused.
-
-    `rule`: a key of `RULES`; `detail`: the specifics (shapes, counts).
-    """
-
-    rule: str
-    detail: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.rule}: {self.detail}" if self.detail else self.rule
 
 
 # ---------------------------------------------------------------------------
@@ -219,306 +187,6 @@ def fused_emitter_is_loop(producer: HloInstruction, consumer: HloInstruction, fa
 def fusion_kind_for(kernel: HloInstruction) -> str:
     """The fusion kind XLA's `ChooseKind` gives `kernel`'s emitter: kLoop or kInput."""
     return FUSION_KIND[emitter_kind(kernel)]
-
-
-# ---------------------------------------------------------------------------
-# Per-kernel facts for FusionFitsInBudget and ProducerConsumerMergedTooLarge
-
-
-def _body_instructions(instr: HloInstruction) -> list[HloInstruction]:
-    fused = instr.fused_computation
-    return fused.instructions if fused is not None else [instr]
-
-
-def _shared_memory_of(instr: HloInstruction) -> int:
-    if instr.opcode == "reduce" and is_contiguous_reduction(instr):
-        is_row, _ = reduction_dimensions(instr)
-        n_inputs = max(1, len(instr.operands) // 2)
-        size_sum = sum(max(1, instr.operands[i].shape.element_bits // 8) for i in range(n_inputs))
-        return 32 * size_sum if is_row else 32 * (4 * 32 + 1) * size_sum
-    if fusion_pass_is_tiled_transpose(instr):
-        return 32 * 33 * max(1, instr.shape.element_bits // 8)
-    return 0
-
-
-def shared_memory_usage(instr: HloInstruction) -> int:
-    """`SharedMemoryUsage`: tiled reductions and transposes in the kernel, in bytes."""
-    return sum(_shared_memory_of(i) for i in _body_instructions(instr))
-
-
-def unnested_reductions(instr: HloInstruction) -> int:
-    """Tiled (contiguous-dimension) reduces in the kernel."""
-    return sum(1 for i in _body_instructions(instr) if is_contiguous_reduction(i))
-
-
-def contains_significant_reduce(instr: HloInstruction) -> bool:
-    """An array-shaped reduce with ≥ 16 input elements per output element."""
-    for i in _body_instructions(instr):
-        if i.opcode == "reduce" and i.shape.is_array:
-            out = i.shape.num_elements
-            if out and i.operands[0].shape.num_elements // out >= SIGNIFICANT_REDUCTION_SIZE:
-                return True
-    return False
-
-
-@dataclass(frozen=True, slots=True)
-class KernelFacts:
-    """Sums over a kernel's instructions that `CanFuse` needs; a fused pair's facts are the sum of both sides'."""
-
-    shared_memory: int = 0
-    unnested_reductions: int = 0
-    significant_reduce: bool = False
-    tiled_transposes: int = 0
-    concatenates: int = 0
-
-    def __add__(self, other: "KernelFacts") -> "KernelFacts":
-        return KernelFacts(
-            self.shared_memory + other.shared_memory,
-            self.unnested_reductions + other.unnested_reductions,
-            self.significant_reduce or other.significant_reduce,
-            self.tiled_transposes + other.tiled_transposes,
-            self.concatenates + other.concatenates,
-        )
-
-
-def kernel_facts(instr: HloInstruction) -> KernelFacts:
-    """Shared memory, tiled reductions, significant reduces, tiled transposes and concatenates in the kernel."""
-    smem = nred = ntr = ncat = 0
-    sig = False
-    for i in _body_instructions(instr):
-        op = i.opcode
-        if op == "parameter":
-            continue
-        if op == "reduce":
-            if is_contiguous_reduction(i):
-                nred += 1
-                smem += _shared_memory_of(i)
-            if i.shape.is_array:
-                out = i.shape.num_elements
-                if out and i.operands[0].shape.num_elements // out >= SIGNIFICANT_REDUCTION_SIZE:
-                    sig = True
-        elif op in ("transpose", "copy"):
-            if fusion_pass_is_tiled_transpose(i):
-                ntr += 1
-                smem += _shared_memory_of(i)
-        elif op == "concatenate":
-            ncat += 1
-    return KernelFacts(smem, nred, sig, ntr, ncat)
-
-
-def _subshape_count(shape) -> int:
-    if shape.is_tuple:
-        return 1 + sum(_subshape_count(s) for s in shape.tuple_shapes)
-    return 1
-
-
-@dataclass(frozen=True, slots=True)
-class IrSize:
-    """`GpuHloCostAnalysis` IR size and basic-block splits of a kernel, and per fused parameter."""
-
-    size: int
-    splits: int
-    param_size: tuple[int, ...] = ()
-
-
-def ir_size(instr: HloInstruction) -> IrSize:
-    """How many times each instruction of the kernel is emitted, summed (`FusionCalculateUtilizations`).
-
-    Walking from the root towards the parameters, an instruction is emitted
-    once per use by an elementwise chain ending at an "elementwise root" and,
-    for every non-elementwise user, as many times as that user is emitted.
-    """
-    fused = instr.fused_computation
-    if fused is None:
-        return IrSize(1, int(instr.opcode in _SPLITS_BASIC_BLOCK))
-    order = _ordered(fused)
-    empty: frozenset = frozenset()
-    ew: dict[int, frozenset] = {}
-    root_size: dict[int, float] = {}
-    times: dict[int, float] = {}
-    root = fused.root
-    ew[id(root)] = frozenset((id(root),))
-    root_size[id(root)] = 1
-    total = 0.0
-    splits = 0.0
-    for i in reversed(order):
-        iid = id(i)
-        roots = ew.get(iid, empty)
-        t = 0.0
-        for r in roots:
-            t += root_size.get(r, 0)
-        times[iid] = t
-        total += t
-        if i.opcode in _SPLITS_BASIC_BLOCK:
-            splits += t
-        if not i.operands:
-            continue
-        passes = is_elementwise(i) or i.opcode in ("tuple", "get-tuple-element")
-        for o in i.operands:
-            oid = id(o)
-            cur = ew.get(oid, empty)
-            if passes:
-                if not cur:
-                    ew[oid] = roots
-                elif not roots <= cur:
-                    ew[oid] = cur | roots
-            else:
-                if oid not in cur:
-                    ew[oid] = cur | {oid}
-                root_size[oid] = root_size.get(oid, 0) + t
-    return IrSize(int(total), int(splits), tuple(int(times.get(id(p), 0)) for p in fused.parameters))
-
-
-# ---------------------------------------------------------------------------
-# In-place rules
-
-
-def _in_place_operands(instr: HloInstruction) -> list[tuple[int, HloInstruction | None]]:
-    """Operand numbers whose buffer `instr` updates in place, with the in-place op (inside a fusion)."""
-    op = instr.opcode
-    if op == "dynamic-update-slice":
-        return [(0, instr)]
-    if op == "scatter":
-        n = max(1, (len(instr.operands) - 1) // 2)
-        return [(i, instr) for i in range(n)]
-    fused = instr.fused_computation
-    if fused is None:
-        return []
-    out = []
-    for root in fusion_pass_roots(fused):
-        node = root
-        while node.opcode == "bitcast" and node.operands:
-            node = node.operands[0]
-        if node.opcode not in ("dynamic-update-slice", "scatter"):
-            continue
-        in_place = node
-        n = 1 if node.opcode == "dynamic-update-slice" else max(1, (len(node.operands) - 1) // 2)
-        for k in range(n):
-            src = node.operands[k]
-            while src.opcode in ("bitcast", "dynamic-update-slice", "scatter") and src.operands:
-                src = src.operands[0]
-            if src.opcode == "parameter":
-                out.append((src.parameter_number, in_place))
-    return out
-
-
-def _non_elementwise(instr: HloInstruction) -> list[HloInstruction]:
-    return [
-        i
-        for i in _body_instructions(instr)
-        if i.opcode not in ("fusion", "bitcast", "parameter") and not is_elementwise(i)
-    ]
-
-
-def _constant_int(instr: HloInstruction) -> int | None:
-    if instr.opcode != "constant" or instr.literal_text is None:
-        return None
-    text = instr.literal_text.strip().strip("{}").split(",")[0].strip()
-    try:
-        return int(text)
-    except ValueError:
-        try:
-            return int(float(text))
-        except ValueError:
-            return None
-
-
-def _real_operand(kernel: HloInstruction, operand: HloInstruction) -> HloInstruction:
-    if kernel.opcode == "fusion" and operand.opcode == "parameter":
-        return kernel.operands[operand.parameter_number]
-    return operand
-
-
-def _reachable(start: HloInstruction, targets: set[int]) -> bool:
-    stack, seen = [start], set()
-    while stack:
-        x = stack.pop()
-        if id(x) in targets:
-            return True
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
-        stack.extend(x.users)
-    return False
-
-
-def should_fuse_in_place_op(producer: HloInstruction, consumer: HloInstruction) -> Rejection | None:
-    """`InstructionFusion::ShouldFuseInPlaceOp`: keep in-place updates of the consumer safe."""
-    for number, in_place_op in _in_place_operands(consumer):
-        buffer = consumer.operands[number]
-        for i, o in enumerate(consumer.operands):
-            if i != number and o is buffer:
-                return Rejection("in-place", f"'{consumer.name}' reads its in-place buffer '{buffer.name}' twice")
-        if not (buffer is producer or buffer in producer.operands):
-            continue
-        nonelem = _non_elementwise(producer)
-        if len(nonelem) > 1:
-            return Rejection("in-place", "the producer has several non-elementwise ops and touches the in-place buffer")
-        if not nonelem:
-            fused = consumer.fused_computation
-            if fused is None:
-                return None
-            others = {id(i) for i in _non_elementwise(consumer) if i is not in_place_op}
-            if producer in consumer.operands:
-                param = fused.parameter(consumer.operands.index(producer))
-                if others and _reachable(param, others):
-                    return Rejection("in-place", "non-elementwise ops in the consumer would conflict in place")
-            return None
-        dus_ops = [i for i in _body_instructions(consumer) if i.opcode == "dynamic-update-slice"]
-        if not dus_ops:
-            return None
-        if len(dus_ops) > 1:
-            return Rejection("in-place", "several dynamic-update-slices in the consumer")
-        dus = dus_ops[0]
-        x = nonelem[0]
-        rank = len(dus.shape.dims)
-        if x.opcode == "slice":
-            if x.shape != dus.operands[1].shape:
-                return Rejection("in-place", "slice shape differs from the update shape")
-            starts = x.attribute("slice", ())
-            for d in range(rank):
-                c = _constant_int(_real_operand(consumer, dus.operands[2 + d]))
-                if c is None or d >= len(starts) or c != starts[d][0] or starts[d][2] != 1:
-                    return Rejection("in-place", "dynamic-update-slice and slice index mismatch")
-            return None
-        if x.opcode == "dynamic-slice":
-            if x.shape != dus.operands[1].shape:
-                return Rejection("in-place", "dynamic-slice shape differs from the update shape")
-            for d in range(rank):
-                a = _real_operand(producer, x.operands[1 + d])
-                b = _real_operand(consumer, dus.operands[2 + d])
-                ca, cb = _constant_int(a), _constant_int(b)
-                if ca != cb or (ca is None and a is not b):
-                    return Rejection("in-place", "dynamic-update-slice and dynamic-slice index mismatch")
-            return None
-        return Rejection("in-place", f"unrecognized in-place update pair ({x.opcode})")
-    return None
-
-
-def _is_input_fusible_scatter(instr: HloInstruction) -> bool:
-    if instr.opcode == "scatter":
-        return True
-    fused = instr.fused_computation
-    return fused is not None and instr.fusion_kind == "kInput" and root_opcode(fused) == "scatter"
-
-
-def can_emit_input_fused_scatter(producer: HloInstruction, consumer: HloInstruction) -> Rejection | None:
-    """`CanEmitInputFusedScatter`."""
-    if _is_input_fusible_scatter(producer):
-        return Rejection("scatter-output", f"'{producer.name}' is a scatter")
-    if not _is_input_fusible_scatter(consumer):
-        return None
-    fused = consumer.fused_computation
-    if fused is not None:
-        first = fused.root.operands[0]
-        in_place = consumer.operands[first.parameter_number] if first.opcode == "parameter" else None
-    else:
-        in_place = consumer.operands[0]
-    if in_place is producer:
-        return Rejection("scatter-in-place-operand", f"'{producer.name}' is the buffer '{consumer.name}' updates")
-    if in_place is not None and in_place in producer.operands:
-        return Rejection("scatter-in-place-reader", f"'{producer.name}' reads '{in_place.name}'")
-    return None
 
 
 # ---------------------------------------------------------------------------
