@@ -35,6 +35,7 @@ __all__ = [
     "fusion_kind_for",
     "hlo_is_fusible",
     "is_fusible",
+    "is_fusible_bitcast",
     "is_real_reduction",
 ]
 
@@ -43,7 +44,7 @@ RULES: dict[str, str] = {
     "root": "the producer is its computation's root instruction",
     "producer-not-fusible": "the producer is not fusible (4.3)",
     "consumer-not-fusible": "the consumer is not fusible (4.3)",
-    "bitcast-consumer": "not fusing into a single bitcast as consumer",
+    "bitcast-consumer": "not fusing into a single (fusible) bitcast as consumer",
     "scatter-output": "do not fuse into the output of a scatter",
     "scatter-in-place-operand": "do not fuse into the in-place operand of a scatter",
     "scatter-in-place-reader": "the producer reads the in-place operand of a scatter",
@@ -52,11 +53,11 @@ RULES: dict[str, str] = {
     "shared-memory": "shared memory of the fusion would exceed the per-block budget",
     "unnested-reductions": "more than 8 unnested (tiled) reductions in one fusion",
     "operand-limit": "more than 96 operands and outputs",
-    "code-size": "the fusion would be too large (IR size above 10,000 or > 10 basic-block splits)",
+    "code-size": "the fusion would be too large (IR size above 10,000)",
     "in-place": "in-place safety (ShouldFuseInPlaceOp)",
     # Producer-level (all consumers or none, 4.5) and cost decisions:
     "no-users": "the producer has no users",
-    "only-bitcast-users": "the producer has only bitcast users",
+    "only-bitcast-users": "the producer has only (fusible) bitcast users",
     "negative-priority": "fusing would not save time (priority < 0)",
     "unpriced": "the cost model could not price the fusion",
 }
@@ -65,7 +66,6 @@ WARP_SIZE = 32
 MAX_OPERANDS_AND_OUTPUTS = 96  # MaxOperandsAndOutputsPerFusion
 MAX_UNNESTED_REDUCTIONS = 8  # kMaxUnnestedReductionOutputsPerFusion
 MAX_IR_SIZE = 10_000  # GpuHloCostAnalysis::kMaxIRSize
-MAX_BASIC_BLOCK_SPLITS = 10  # kMaxBasicBlockSplitsPerFusion
 DEFAULT_SHARED_MEMORY_PER_BLOCK = 48 * 1024
 SIGNIFICANT_REDUCTION_SIZE = 16
 
@@ -105,8 +105,6 @@ _FUSIBLE_NON_ELEMENTWISE = frozenset(
         "slice", "transpose",
     }
 )
-# ElementalIrEmitter::OpInvalidatesCache
-_SPLITS_BASIC_BLOCK = frozenset({"concatenate", "dot", "dynamic-update-slice", "pad", "reduce", "reduce-window"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +149,20 @@ def hlo_is_fusible(instr: HloInstruction) -> bool:
     return True
 
 
+def is_fusible_bitcast(instr: HloInstruction) -> bool:
+    """`IsFusibleBitcast`: a bitcast that keeps the element bit width.
+
+    Only these are the pass's "bitcasts": priority +inf, skipped as users by
+    all-consumers-or-none, never fused into alone. A bitcast that changes the
+    bit width (s8[3,5,2] -> s16[3,5]) is not fusible at all, so it is an
+    ordinary user that no producer can fuse into (XLA's
+    `DoNotFuseBitWidthChangingBitcast`).
+    """
+    if instr.opcode != "bitcast":
+        return False
+    return not instr.operands or _bits(instr.operands[0].shape) == _bits(instr.shape)
+
+
 def is_fusible(instr: HloInstruction) -> bool:
     """The priority-fusion pass's `IsFusible` (4.3)."""
     if not hlo_is_fusible(instr):
@@ -161,8 +173,7 @@ def is_fusible(instr: HloInstruction) -> bool:
     if op == "fusion":
         return instr.fusion_kind != "kCustom"
     if op == "bitcast":
-        # At XLA HEAD a bitcast that changes the element bit width is not fusible.
-        return not instr.operands or _bits(instr.operands[0].shape) == _bits(instr.shape)
+        return is_fusible_bitcast(instr)
     return op in _FUSIBLE_NON_ELEMENTWISE
 
 
@@ -569,10 +580,9 @@ def _subshape_count(shape) -> int:
 
 @dataclass(frozen=True, slots=True)
 class IrSize:
-    """`GpuHloCostAnalysis` IR size and basic-block splits of a kernel, and per fused parameter."""
+    """`GpuHloCostAnalysis` IR size of a kernel, and per fused parameter."""
 
     size: int
-    splits: int
     param_size: tuple[int, ...] = ()
 
 
@@ -582,10 +592,13 @@ def ir_size(instr: HloInstruction) -> IrSize:
     Walking from the root towards the parameters, an instruction is emitted
     once per use by an elementwise chain ending at an "elementwise root" and,
     for every non-elementwise user, as many times as that user is emitted.
+    Elementwise ops, tuples, get-tuple-elements and bitcasts that keep the
+    dimensions and layout (`ShapeUtil::EqualIgnoringElementType`) pass their
+    roots on to their operands.
     """
     fused = instr.fused_computation
     if fused is None:
-        return IrSize(1, int(instr.opcode in _SPLITS_BASIC_BLOCK))
+        return IrSize(1)
     order = _ordered(fused)
     empty: frozenset = frozenset()
     ew: dict[int, frozenset] = {}
@@ -595,7 +608,6 @@ def ir_size(instr: HloInstruction) -> IrSize:
     ew[id(root)] = frozenset((id(root),))
     root_size[id(root)] = 1
     total = 0.0
-    splits = 0.0
     for i in reversed(order):
         iid = id(i)
         roots = ew.get(iid, empty)
@@ -604,11 +616,9 @@ def ir_size(instr: HloInstruction) -> IrSize:
             t += root_size.get(r, 0)
         times[iid] = t
         total += t
-        if i.opcode in _SPLITS_BASIC_BLOCK:
-            splits += t
         if not i.operands:
             continue
-        passes = is_elementwise(i) or i.opcode in ("tuple", "get-tuple-element")
+        passes = is_elementwise(i) or i.opcode in ("tuple", "get-tuple-element") or _same_dims_bitcast(i)
         for o in i.operands:
             oid = id(o)
             cur = ew.get(oid, empty)
@@ -621,7 +631,16 @@ def ir_size(instr: HloInstruction) -> IrSize:
                 if oid not in cur:
                     ew[oid] = cur | {oid}
                 root_size[oid] = root_size.get(oid, 0) + t
-    return IrSize(int(total), int(splits), tuple(int(times.get(id(p), 0)) for p in fused.parameters))
+    return IrSize(int(total), tuple(int(times.get(id(p), 0)) for p in fused.parameters))
+
+
+def _same_dims_bitcast(instr: HloInstruction) -> bool:
+    """A bitcast between shapes equal but for the element type (dimensions and layout kept)."""
+    if instr.opcode != "bitcast":
+        return False
+    src, dst = instr.operands[0].shape, instr.shape
+    return (src.is_array and dst.is_array and tuple(src.dims) == tuple(dst.dims)
+            and tuple(src.minor_to_major) == tuple(dst.minor_to_major))
 
 
 # ---------------------------------------------------------------------------
@@ -811,7 +830,7 @@ def _fusibility_rules(producer: HloInstruction, consumer: HloInstruction) -> Rej
         return Rejection("consumer-not-fusible", f"{consumer.opcode} '{consumer.name}'")
     # 3. (Triton: no generic Triton fusions are simulated.)
     # 4. Never into a lone bitcast.
-    if consumer.opcode == "bitcast":
+    if is_fusible_bitcast(consumer):
         return Rejection("bitcast-consumer", f"'{consumer.name}' is a bitcast")
     return None
 
@@ -897,17 +916,18 @@ class LegalityChecker:
         return r
 
     def first_rejection(self, producer: HloInstruction, users) -> tuple[bool, HloInstruction | None, Rejection | None]:
-        """`can_fuse(producer, u)` over `users` in order, skipping bitcast users, up to the first rejection.
+        """`can_fuse(producer, u)` over `users` in order, skipping fusible bitcast users
+        (`is_fusible_bitcast`), up to the first rejection.
 
-        **Returns:** `(whether any user is not a bitcast, the rejecting user, its Rejection)`;
-        the last two are None when every non-bitcast user passes.
+        **Returns:** `(whether any user is not a fusible bitcast, the rejecting user, its Rejection)`;
+        the last two are None when every other user passes.
         """
         vget = self._vget
         pv = vget(producer, 0)
         verdicts = self._pair.entries(producer)
         has_non_bitcast = False
         for u in users:
-            if u.opcode == "bitcast":
+            if u.opcode == "bitcast" and is_fusible_bitcast(u):
                 continue
             has_non_bitcast = True
             uv = vget(u, 0)
@@ -1012,16 +1032,16 @@ class LegalityChecker:
         return None
 
     def _merged_too_large(self, producer: HloInstruction, consumer: HloInstruction) -> Rejection | None:
+        """`ProducerConsumerMergedTooLarge`: the producer's IR emitted once per emission of its
+        parameter in the consumer, plus the consumer's, above 10,000. (Older XLA also capped
+        basic-block splits; XLA today has no such rule, see `FuseProducerConsumerMergedNotTooLarge`.)"""
         p = self._ir_size(producer)
         c = self._ir_size(consumer)
         replication = 1
         if consumer.fused_computation is not None and c.param_size:
             idx = consumer.operands.index(producer)
             replication = c.param_size[idx] if idx < len(c.param_size) else 1
-        n_splits = replication * p.splits + c.splits
-        if n_splits > MAX_BASIC_BLOCK_SPLITS:
-            return Rejection("code-size", f"{n_splits} basic-block splits > {MAX_BASIC_BLOCK_SPLITS}")
-        merged = (p.size * replication + c.size) * (1 << n_splits)
+        merged = p.size * replication + c.size
         if merged > MAX_IR_SIZE:
             return Rejection("code-size", f"IR size {merged} > {MAX_IR_SIZE}")
         return None

@@ -69,7 +69,7 @@ import pandas as pd
 from .._gc import gc_paused
 from ..hlo import HloComputation, HloInstruction, HloModule
 from ..hlo._edit import NameUniquifier, copy_module, hypothetical_fusion
-from ._legality import LegalityChecker, can_emit_input_fused_scatter, is_fusible
+from ._legality import LegalityChecker, can_emit_input_fused_scatter, is_fusible, is_fusible_bitcast
 from ._priority import PriorityFusionRun, is_candidate, is_small_constant
 from ._simulate import _NOT_KERNELS, _getter, fusible_computations, resolve_inputs, simulate_fusion, working_copy
 
@@ -186,7 +186,7 @@ class _Problem:
         for x in self.order:
             if x is root or not is_candidate(x) or x.opcode == "constant":
                 self.kind[x] = _FIXED
-            elif x.opcode == "bitcast":
+            elif is_fusible_bitcast(x):
                 self.kind[x] = _BITCAST
             elif is_fusible(x):
                 self.kind[x] = _DECISION
@@ -225,7 +225,7 @@ class _Problem:
                 into = [k for k in targets if can_fuse(x, k.instr) is None]
                 kept = len(into) < len(targets)
             else:
-                into = [k for k in targets if k.instr.opcode != "bitcast"]
+                into = [k for k in targets if not is_fusible_bitcast(k.instr)]
                 legal = bool(into) and all(can_fuse(x, k.instr) is None for k in into)
                 if legal:
                     points.append(x)
@@ -404,14 +404,14 @@ def _build(work: HloModule, plans: dict[str, frozenset], model, dev) -> tuple[Hl
         run = PriorityFusionRun(comp, model, dev, checker, names, uids, counter.__next__, version=versions)
         root = comp.root
         for x in comp.post_order()[::-1]:
-            is_bitcast = x.opcode == "bitcast" and is_candidate(x) and x is not root
+            is_bitcast = is_fusible_bitcast(x) and is_candidate(x) and x is not root
             if x.name not in plan and not is_bitcast:
                 continue
             targets = list(dict.fromkeys(x.users))
             if is_bitcast:
                 into = [u for u in targets if checker.can_fuse(x, u) is None]
             else:
-                into = [u for u in targets if u.opcode != "bitcast"]
+                into = [u for u in targets if not is_fusible_bitcast(u)]
                 if not into or any(checker.can_fuse(x, u) is not None for u in into):
                     refused += 1
                     continue
