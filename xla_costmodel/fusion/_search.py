@@ -71,7 +71,17 @@ from ..hlo import HloComputation, HloInstruction, HloModule
 from ..hlo._edit import NameUniquifier, copy_module, hypothetical_fusion
 from ._legality import LegalityChecker, can_emit_input_fused_scatter, is_fusible, is_fusible_bitcast
 from ._priority import PriorityFusionRun, is_candidate, is_small_constant
-from ._simulate import _NOT_KERNELS, _getter, fusible_computations, resolve_inputs, simulate_fusion, working_copy
+from ._simulate import (
+    _NOT_KERNELS,
+    _getter,
+    bitcast_mode,
+    bitcasts_to_layout_changes,
+    fusible_computations,
+    kernels_of,
+    resolve_inputs,
+    simulate_fusion,
+    working_copy,
+)
 
 __all__ = ["SearchResult", "plan_time", "search_fusion"]
 
@@ -87,16 +97,13 @@ def plan_time(module: HloModule, device, model) -> tuple[float, int, int]:
     """
     total = 0.0
     n = unpriced = 0
-    for comp in fusible_computations(module):
-        for k in comp.instructions:
-            if k.opcode in _NOT_KERNELS:
-                continue
-            n += 1
-            t = model.estimate(k, device).time_s
-            if math.isnan(t):
-                unpriced += 1
-            else:
-                total += t
+    for k in kernels_of(module):
+        n += 1
+        t = model.estimate(k, device).time_s
+        if math.isnan(t):
+            unpriced += 1
+        else:
+            total += t
     return total, n, unpriced
 
 
@@ -549,7 +556,7 @@ def search_fusion(
     exact_max_edges: int = 14,
     seed: int = 0,
     inline_calls: bool = True,
-    bitcast_layout_changes: bool = True,
+    bitcast_layout_changes: bool | None = None,
 ) -> SearchResult:
     """Search the legal fusion plans of `module` for the lowest predicted total time.
 
@@ -564,9 +571,9 @@ def search_fusion(
       consumers are one decision, all-consumers-or-none); larger ones are annealed.
     - `seed`: for the annealing's random moves.
     - `inline_calls`: inline `call`s first, as `simulate_fusion` does.
-    - `bitcast_layout_changes`: turn layout-only reshapes/transposes into
-      `bitcast`s first, as `simulate_fusion` does (the search, greedy and the
-      built plan all see that same graph).
+    - `bitcast_layout_changes`: as for `simulate_fusion` (the search, greedy
+      and the built plan all see the same graph; by default the modules keep
+      bitcasts only when `module` is layout-assigned).
 
     **Returns:** a `SearchResult`; its `module` is never predicted slower than greedy's.
     """
@@ -574,14 +581,15 @@ def search_fusion(
     if not budget_s > 0:
         raise ValueError(f"search_fusion: budget_s must be > 0, got {budget_s!r}")
     with gc_paused():  # see xla_costmodel._gc
-        return _search(module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls, bitcast_layout_changes)
+        mode = bitcast_mode(module, bitcast_layout_changes)
+        return _search(module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls, mode)
 
 
 def _search(
-    module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls, to_bitcasts=True
+    module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls, mode="decide"
 ) -> SearchResult:
     t0 = time.perf_counter()
-    work = working_copy(module, inline_calls, to_bitcasts)
+    work = working_copy(module, inline_calls, mode)
     # `work` already has its bitcasts (or was asked to keep its reshapes): greedy must not rewrite it again.
     greedy = simulate_fusion(
         work, device=dev, model=cost_model, inline_calls=False, price_totals=False, bitcast_layout_changes=False
@@ -661,6 +669,10 @@ def _search(
         plan_names = {"": greedy_plan}
         refused = 0
     plan = frozenset().union(*plan_names.values()) if plan_names else frozenset()
+    if mode == "decide":  # the input's reshapes and transposes back (see `simulate_fusion`)
+        bitcasts_to_layout_changes(greedy.module)
+        if fused is not greedy.module:
+            bitcasts_to_layout_changes(fused)
     return SearchResult(
         module=fused,
         time_s=time_s,
