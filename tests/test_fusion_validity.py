@@ -141,5 +141,10 @@ ENTRY e {
   p = f32[4,3]{1,0} parameter(0)
   ROOT b = f32[12]{0} bitcast(p)
 }"""
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
     with pytest.raises(CpuRunError):
-        run_on_cpu_isolated(text, [np.ones((4, 3), np.float32)])
+        run_on_cpu_isolated(text, [x])
+    # Only when asked (graph-edit tests comparing two graphs with the same bitcasts): run as a reshape.
+    with IsolatedCpuRunner() as runner:
+        (got,) = runner.run(text, [x], bitcasts_as_logical_ops=True)
+    np.testing.assert_array_equal(got, x.reshape(12))

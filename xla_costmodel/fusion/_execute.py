@@ -44,6 +44,7 @@ __all__ = [
     "CpuClientCrashed",
     "CpuRunError",
     "IsolatedCpuRunner",
+    "bitcasts_to_logical",
     "random_arguments",
     "run_on_cpu",
     "run_on_cpu_isolated",
@@ -101,6 +102,71 @@ def random_arguments(module, seed: int = 0) -> list[np.ndarray]:
     return out
 
 
+def _physical_order(shape) -> tuple[int, ...]:
+    """Dimensions major to minor (the order the elements lie in memory)."""
+    return tuple(reversed(shape.minor_to_major))
+
+
+def bitcasts_to_logical(module) -> int:
+    """Rewrite every array `bitcast` of `module` (our `HloModule`, in place) into logical ops.
+
+    A bitcast keeps the bytes in memory and relabels them. With the same element
+    type that is: transpose the operand into its physical (major-to-minor) order,
+    reshape (row-major, so the linear order is kept) to the result's physical
+    dims, transpose into the result's logical order. Identity steps are left
+    out, so a bitcast between row-major layouts becomes one `reshape`. The
+    instruction keeps its name; helpers get fresh names.
+
+    **Returns:** how many bitcasts were rewritten.
+    **Raises:** `ValueError` for a bitcast that changes the element type (no logical equivalent here).
+    """
+    from ..hlo import HloInstruction, Shape
+
+    n = 0
+    for comp in module.computations:
+        for instr in list(comp.instructions):
+            if instr.opcode != "bitcast":
+                continue
+            src_instr = instr.operands[0]
+            src, dst = src_instr.shape, instr.shape
+            if not (src.is_array and dst.is_array):
+                continue
+            if src.element_type != dst.element_type:
+                raise ValueError(
+                    f"bitcast '{instr.name}' changes {src.element_type} to {dst.element_type}: cannot run it as a reshape"
+                )
+            operand = src_instr
+            ty = src.element_type
+            # 1. operand into its physical order, as a row-major array
+            order = _physical_order(src)
+            if order != tuple(range(len(src.dims))):
+                shape = Shape.array(ty, [src.dims[d] for d in order])
+                t = HloInstruction(module.unique_name(f"{instr.name}.physical"), "transpose", shape, [operand])
+                t.set_attribute("dimensions", "{" + ",".join(map(str, order)) + "}")
+                comp.add_instruction(t, before=instr)
+                operand = t
+            # 2. the result's physical dims, then 3. the result's logical order
+            rank = len(dst.dims)
+            m2m = dst.minor_to_major
+            perm = tuple(rank - 1 - m2m.index(i) for i in range(rank))
+            phys = Shape.array(ty, [dst.dims[d] for d in _physical_order(dst)])
+            for key in list(instr.raw_attributes):
+                instr.remove_attribute(key)
+            if perm == tuple(range(rank)):
+                instr.opcode = "reshape"
+                instr.replace_operand(0, operand)
+            else:
+                if tuple(operand.shape.dims) != tuple(phys.dims):
+                    r = HloInstruction(module.unique_name(f"{instr.name}.linear"), "reshape", phys, [operand])
+                    comp.add_instruction(r, before=instr)
+                    operand = r
+                instr.opcode = "transpose"
+                instr.replace_operand(0, operand)
+                instr.set_attribute("dimensions", "{" + ",".join(map(str, perm)) + "}")
+            n += 1
+    return n
+
+
 _LAPACK_READY = False
 
 
@@ -116,13 +182,18 @@ def _prepare_lapack(text: str) -> None:
     _LAPACK_READY = True
 
 
-def run_on_cpu(text: str, args: Sequence[Any], *, prepare_lapack: bool = True) -> list[np.ndarray]:
+def run_on_cpu(
+    text: str, args: Sequence[Any], *, prepare_lapack: bool = True, bitcasts_as_logical_ops: bool = False
+) -> list[np.ndarray]:
     """Compile HLO text with jaxlib's CPU client and run it once, in this process, as written.
 
     **Arguments:** `text`, a module without fusions of its own or bitcasts (see
     the module doc); `args`, one array per entry parameter; `prepare_lapack`:
     fill jaxlib's LAPACK table first if the module calls LAPACK (False only to
-    show what happens without it).
+    show what happens without it); `bitcasts_as_logical_ops`: run each bitcast
+    as the transpose/reshape it stands for (`bitcasts_to_logical`) instead of
+    refusing the module. Only for comparing two graphs that both hold the same
+    bitcasts (graph-edit tests); never for checking that a module runs as written.
     **Returns:** the outputs (a tuple result is flattened).
     **Raises:** `CpuRunError` with XLA's message when XLA rejects the module.
     A crash inside jaxlib ends the process: use `run_on_cpu_isolated` for
@@ -137,6 +208,12 @@ def run_on_cpu(text: str, args: Sequence[Any], *, prepare_lapack: bool = True) -
         from jax.extend.backend import get_backend
     except ImportError:  # pragma: no cover
         from jax._src.xla_bridge import get_backend
+    if bitcasts_as_logical_ops and "bitcast(" in text:
+        from ..hlo import parse_hlo
+
+        module = parse_hlo(text)
+        if bitcasts_to_logical(module):
+            text = module.to_text()
     if prepare_lapack:
         _prepare_lapack(text)
     backend = get_backend("cpu")
