@@ -97,16 +97,18 @@ def test_check_plan_validity_runs_the_emitted_module():
     assert report.ok and report.outputs_match is True, report
 
 
-def test_fuse_cli_output_runs_as_written(tmp_path, capsys):
-    """`xla-costmodel fuse -o OUT.hlo`: the file it writes, fusions made calls, runs and matches."""
+@pytest.mark.parametrize("search", [[], ["--search", "--budget", "0.5"]], ids=["greedy", "search"])
+def test_fuse_cli_output_runs_as_written(tmp_path, capsys, search):
+    """`xla-costmodel fuse -o OUT.hlo [--search]`: the file it writes, fusions made calls, runs and matches."""
     from xla_costmodel.cli import main
 
     src = FIXTURES / "transformer_fwd.pre.hlo"
     out = tmp_path / "fused.hlo"
-    assert main(["fuse", str(src), "--device", "h100-sxm", "--model", MODEL, "-o", str(out)]) == 0
+    assert main(["fuse", str(src), "--device", "h100-sxm", "--model", MODEL, "-o", str(out), *search]) == 0
     capsys.readouterr()
     written = out.read_text()
     oracle.xla_parse(written)
+    assert "fusion(" in written and "bitcast(" not in written
     m = load_hlo(src)
     args = random_arguments(m, seed=3)
     _close(run_on_cpu_isolated(m.to_text(), args),
