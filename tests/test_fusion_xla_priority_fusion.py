@@ -134,7 +134,6 @@ ENTRY e {
 def xla_printed(text: str) -> str:
     """`text` parsed by XLA's parser and printed as `RunAndFilecheckHloRewrite` prints
     (`HloPrintOptions()` with large constants)."""
-    from jax._src.lib import _jax  # noqa: F401  (the bindings load with jax)
     import jaxlib._hlo as hlo
 
     opts = hlo.HloPrintOptions()
