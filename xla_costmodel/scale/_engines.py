@@ -263,6 +263,10 @@ class RayEngine:
                     task = next(pending, None)
                     if task is None:
                         break
+                    missing = _unplaceable(ray, task.resources)
+                    if missing:
+                        yield Outcome(task.key, error=missing)
+                        continue
                     options = {**defaults, **task.resources}
                     max_calls = options.pop("max_calls", 0)
                     if max_calls not in remotes:
@@ -285,6 +289,22 @@ class RayEngine:
                 ray.cancel(ref, force=True)
             if started:
                 ray.shutdown()
+
+
+def _unplaceable(ray, resources: dict) -> str | None:
+    """Why no node of the cluster can take a task asking for `accelerator_type` (None: one can).
+
+    Ray would keep such a task waiting for a node that never comes.
+    """
+    kind = resources.get("accelerator_type")
+    if not kind:
+        return None
+    have = ray.cluster_resources()
+    if f"accelerator_type:{kind}" in have:
+        return None
+    kinds = sorted(k.split(":", 1)[1] for k in have if k.startswith("accelerator_type:"))
+    return (f"no node of the Ray cluster has accelerator type {kind!r} "
+            f"(its nodes have: {', '.join(kinds) or 'no GPUs Ray knows the kind of'})")
 
 
 def _ray_error(ray, exc: Exception) -> str:
