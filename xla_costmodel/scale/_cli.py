@@ -164,3 +164,54 @@ def run_measure_fleet(args: argparse.Namespace) -> int:
     for kind, error in rows.attrs["failures"].items():
         print(f"xla-costmodel measure: error: task {kind}: {error}", file=sys.stderr)
     return 1 if rows.attrs["failures"] else 0
+
+
+# --------------------------------------------------------------------------- calibrate --dataset (several devices)
+
+
+def add_calibrate_options(p: argparse.ArgumentParser) -> None:
+    """The option of `calibrate` for datasets measured on several devices."""
+    p.add_argument("--device-map", action="append", default=None, metavar="MEASURED=DEVICE",
+                   help="with a dataset of several devices: the device (a registered name) of rows whose 'device' "
+                        "or 'device_kind' is MEASURED, where no preset matches; repeatable")
+
+
+def run_calibrate_devices(args: argparse.Namespace) -> int | None:
+    """`calibrate --dataset` of rows measured on several devices: per device and across devices.
+
+    **Returns:** the exit status, or None when the dataset is of one device
+    (then `calibrate` goes its usual way).
+    """
+    from ..cli import UsageError, print_table
+    from ..compare._calibrate import FITTABLE_MODELS
+    from ..compare._data import load_rows, training_rows
+    from ..compare._devices import calibrate_devices, dataset_devices
+    from ..measure import DatasetError
+
+    if not args.dataset:
+        if args.device_map:
+            raise UsageError("--device-map is for --dataset")
+        return None
+    try:
+        rows = load_rows(args.dataset if len(args.dataset) > 1 else args.dataset[0])
+    except (DatasetError, FileNotFoundError) as exc:
+        raise UsageError(str(exc)) from None
+    measured_on = dataset_devices(training_rows(rows))
+    if len(measured_on) < 2 and not args.device_map:
+        return None
+    if args.device is not None:
+        raise UsageError(f"the dataset holds measurements of {len(measured_on)} devices ({'; '.join(measured_on)}): "
+                         "leave out --device to fit each of them and all together")
+    mapping = {}
+    for item in args.device_map or ():
+        measured, sep, name = item.rpartition("=")
+        if not sep or not measured or not name:
+            raise UsageError(f"--device-map expects MEASURED=DEVICE, got {item!r}")
+        mapping[measured] = name
+    try:
+        result = calibrate_devices(rows, models=tuple(args.models or FITTABLE_MODELS), devices=mapping,
+                                   out_dir=args.out, progress=True)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print_table(result if (args.json or args.csv) else result.round(4), as_json=args.json, as_csv=args.csv)
+    return 0
