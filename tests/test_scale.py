@@ -47,6 +47,16 @@ def test_analyze_many_equals_a_plain_loop_row_for_row(local_post):
     assert local_post.summary()["sources"] == len(POST) and "<b>22</b> sources" in local_post._repr_html_()
 
 
+def test_modules_and_text_as_sources(local_post):
+    big = next(p for p in POST if p.endswith("transformer_grad.post.hlo"))  # too deep a graph to pickle
+    sources = {"module": xc.load_hlo(big), "text": open(POST[0]).read()}
+    table = analyze_many(sources, workers=1, progress=False)
+    expect = local_post[local_post["source"].isin([big, POST[0]])]
+    expect = expect.assign(source=expect["source"].map({big: "module", POST[0]: "text"}))
+    expect = pd.concat([expect[expect["source"] == "module"], expect[expect["source"] == "text"]], ignore_index=True)
+    pd.testing.assert_frame_equal(pd.DataFrame(table), pd.DataFrame(expect))
+
+
 def test_simulate_fusion_many_equals_simulate_fusion():
     files = PRE[:4]
     many = simulate_fusion_many(files, device="h100-sxm", model="xla-gpu", workers=2, progress=False)

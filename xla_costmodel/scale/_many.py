@@ -82,7 +82,7 @@ class _FileText:
 
 
 def _source_list(sources) -> list[tuple[str, Any]]:
-    """`(name, payload)` pairs: a payload is a `Path`, HLO text or an `HloModule`."""
+    """`(name, payload)` pairs: a payload is a `Path` or HLO text (an `HloModule`'s printed text)."""
     if isinstance(sources, (str, os.PathLike, HloModule)):
         raise TypeError("sources must be a list of HLO files (or a dict: name -> file, HLO text or HloModule), "
                         f"not one {type(sources).__name__}; wrap it in a list")
@@ -96,7 +96,9 @@ def _source_list(sources) -> list[tuple[str, Any]]:
             raise ValueError(f"source {name!r} is given twice")
         seen.add(name)
         if isinstance(value, HloModule):
-            pairs.append((name, value))
+            # As text: a big graph is too deep for pickle, and parsing the printed module
+            # gives back the same module (the printer's contract).
+            pairs.append((name, value.to_text()))
         elif isinstance(value, str) and "\n" in value:
             pairs.append((name, value))  # HLO text
         elif isinstance(value, (str, os.PathLike)):
@@ -114,8 +116,6 @@ def _source_list(sources) -> list[tuple[str, Any]]:
 
 
 def _module(name: str, payload) -> HloModule:
-    if isinstance(payload, HloModule):
-        return payload
     if isinstance(payload, Path):
         return load_hlo(payload)
     if isinstance(payload, _FileText):
@@ -161,7 +161,8 @@ def map_modules(
       object of an importable class) taking an `HloModule` and returning a
       DataFrame (rows) or a dict (one row).
     - `sources`: HLO files (a list of paths; a source is named by its path as
-      given), or a dict `name -> path, HLO text or HloModule`.
+      given), or a dict `name -> path, HLO text or HloModule` (a module
+      travels to the workers as its text, `to_text()`).
     - `engine`: `"local"` (default: a process pool on this machine; needs no
       Ray) or `"ray"` (a Ray cluster; needs `pip install 'xla_costmodel[ray]'`),
       or an `Engine` object.
