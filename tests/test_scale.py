@@ -129,6 +129,8 @@ def test_bad_sources(tmp_path):
         analyze_many([POST[0], POST[0]], progress=False)
     with pytest.raises(ValueError, match="xla-gpu model prices GPU"):
         analyze_many(POST[:1], device="host", model="xla-gpu", progress=False)
+    with pytest.raises(TypeError, match="cannot be sent to worker processes"):
+        map_modules(lambda module: {"n": 1}, POST[:1], progress=False)
     with pytest.raises(ResultFileError, match="must be a .parquet file"):
         analyze_many(POST[:1], out=tmp_path / "r.csv", progress=False)
 

@@ -46,6 +46,19 @@ def test_ray_rows_equal_the_local_engine_row_for_row():
     pd.testing.assert_frame_equal(pd.DataFrame(on_ray), pd.DataFrame(local))
 
 
+def test_cli_analyze_on_ray_writes_and_resumes(tmp_path, capsys):
+    from xla_costmodel.cli import main
+    from xla_costmodel.scale import read_results
+
+    out = tmp_path / "r.parquet"
+    assert main(["analyze", *POST[:2], "--engine", "ray", "--out", str(out), "--no-progress"]) == 0
+    assert main(["analyze", *POST[:3], "--engine", "ray", "--out", str(out), "--resume", "--no-progress"]) == 0
+    assert "3 files" in capsys.readouterr().out
+    rows, record = read_results(out)
+    assert record["sources"] == POST[:3]
+    pd.testing.assert_frame_equal(rows, pd.DataFrame(analyze_many(POST[:3], workers=1, progress=False)))
+
+
 def test_a_killed_ray_worker_loses_nothing_else(tmp_path):
     sources = POST[:4]
     fatal = xc.load_hlo(sources[1]).name

@@ -12,6 +12,7 @@ on a cluster) and the results do not depend on the engine.
 from __future__ import annotations
 
 import os
+import pickle
 import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping
@@ -22,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from ..hlo import HloModule, HloParseError, load_hlo, parse_hlo
-from ._engines import Engine, Outcome, Task, get_engine
+from ._engines import Engine, LocalEngine, Outcome, Task, get_engine
 from ._store import ResultStore
 
 __all__ = [
@@ -193,6 +194,12 @@ def map_modules(
     if resume and out is None:
         raise ValueError("resume needs an output file (out=...) to resume")
     runner = get_engine(engine, address=address, workers=workers)
+    if isinstance(runner, LocalEngine):
+        try:
+            pickle.dumps(operation)
+        except Exception as exc:  # pickle raises several types for what it cannot send
+            raise TypeError(f"the operation cannot be sent to worker processes ({type(exc).__name__}: {exc}); "
+                            "use a module-level function or an object of an importable class") from None
     job = dict(job) if job is not None else {"operation": _qualname(operation)}
     store = ResultStore(out, job, resume=resume)
     order = [name for name, _ in pairs]
