@@ -15,7 +15,7 @@ import xla_costmodel as xc
 from xla_costmodel.cli import main
 from xla_costmodel.scale import (
     LocalEngine, RayUnavailableError, ResultFileError, SourcesTable, TaskFailedWarning, analyze_many, map_modules,
-    read_results, simulate_fusion_many,
+    read_results, simulate_fusion_many, WorkerStartError,
 )
 from _scale_ops import CountOrDie, RecordingEngine
 from conftest import fixture_paths
@@ -92,6 +92,11 @@ def test_a_killed_worker_loses_nothing_else_and_is_reported(tmp_path):
         again = map_modules(CountOrDie(fatal), sources, engine=engine, out=out, resume=True, progress=False)
     assert engine.ran == [sources[2]]
     assert list(again["source"]) == list(table["source"])
+
+
+def test_workers_that_always_die_stop_the_run():
+    with pytest.raises(WorkerStartError, match="no task has finished"):
+        map_modules(CountOrDie("*"), POST[:6], workers=2, progress=False)
 
 
 def test_output_is_never_overwritten_and_resume_skips_done_sources(tmp_path, local_post):

@@ -17,6 +17,7 @@ from ._engines import Engine as Engine
 from ._engines import LocalEngine as LocalEngine
 from ._engines import RayEngine as RayEngine
 from ._engines import RayUnavailableError as RayUnavailableError
+from ._engines import WorkerStartError as WorkerStartError
 from ._engines import get_engine as get_engine
 from ._many import SourcesTable as SourcesTable
 from ._many import TaskFailedWarning as TaskFailedWarning

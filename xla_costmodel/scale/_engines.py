@@ -20,7 +20,6 @@ import logging
 import multiprocessing
 import os
 import traceback
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -28,13 +27,22 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 __all__ = [
-    "ENGINES", "Engine", "LocalEngine", "Outcome", "RayEngine", "RayUnavailableError", "Task", "get_engine",
+    "ENGINES", "Engine", "LocalEngine", "Outcome", "RayEngine", "RayUnavailableError", "Task", "WorkerStartError",
+    "get_engine",
 ]
 
 ENGINES = ("local", "ray")
 
 #: A worker that died twice running a task: what its `Outcome.error` says.
 WORKER_DIED = "the worker process died while running it (killed, out of memory, or a crash outside Python)"
+
+
+#: Tasks that kill their workers, alone and before any task finished, after which the local engine gives up.
+_DEAD_ON_ARRIVAL = 3
+
+
+class WorkerStartError(RuntimeError):
+    """The local engine's workers die before any task finishes (e.g. a script without a `__main__` guard)."""
 
 
 class RayUnavailableError(ImportError):
@@ -137,14 +145,34 @@ class LocalEngine:
         ctx = _pool_context()
         pending = iter(tasks)
         suspects: list[Task] = []
+        answered = 0  # tasks a worker finished, with a value or an error
         while True:
-            finished = yield from self._pool_pass(ctx, pending, self.workers, suspects)
+            passing = self._pool_pass(ctx, pending, self.workers, suspects)
+            while True:
+                try:
+                    outcome = next(passing)
+                except StopIteration as stop:
+                    finished = stop.value
+                    break
+                answered += 1
+                yield outcome
             if finished:
                 break
+        died = 0
         for task in suspects:
             alone: list[Task] = []
-            yield from self._pool_pass(ctx, iter([task]), 1, alone)
+            for outcome in self._pool_pass(ctx, iter([task]), 1, alone):
+                answered += 1
+                yield outcome
             if alone:
+                died += 1
+                if not answered and died >= _DEAD_ON_ARRIVAL:
+                    raise WorkerStartError(
+                        f"the first {died} tasks each killed a worker of their own and no task has finished: "
+                        "the worker processes cannot run (in a script, call this under "
+                        "`if __name__ == '__main__':`, as for any process pool), or the operation kills "
+                        "every one of them"
+                    )
                 yield Outcome(task.key, error=WORKER_DIED)
 
     @staticmethod

@@ -188,7 +188,9 @@ def map_modules(
 
     **Raises:** `FileNotFoundError` naming missing files, `ValueError`
     (`ResultFileError`) for an unusable `out`, `RayUnavailableError` for
-    `engine="ray"` without Ray; all before any task starts.
+    `engine="ray"` without Ray; all before any task starts. `WorkerStartError`
+    when the local engine's first tasks each kill their worker before any
+    task finishes (typically a script calling this without a `__main__` guard).
     """
     pairs = _source_list(sources)
     if resume and out is None:
