@@ -31,10 +31,13 @@ POST = [str(p) for p in fixture_paths("*.post.hlo")]
 @pytest.fixture(scope="module", autouse=True)
 def ray_instance():
     path = os.pathsep.join(p for p in (str(TESTS), str(TESTS.parent), os.environ.get("PYTHONPATH", "")) if p)
-    ray.init(
-        num_cpus=2, num_gpus=1, resources={"accelerator_type:H100": 1}, include_dashboard=False,
-        logging_level="WARNING", log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}},
-    )
+    with warnings.catch_warnings():
+        # Ray's fork + exec of its processes is safe; jax, started by earlier tests, warns on any fork.
+        warnings.filterwarnings("ignore", r"os\.fork\(\) was called", RuntimeWarning)
+        ray.init(
+            num_cpus=2, num_gpus=1, resources={"accelerator_type:H100": 1}, include_dashboard=False,
+            logging_level="WARNING", log_to_driver=False, runtime_env={"env_vars": {"PYTHONPATH": path}},
+        )
     yield
     ray.shutdown()
 

@@ -20,6 +20,7 @@ import logging
 import multiprocessing
 import os
 import traceback
+import warnings
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -268,10 +269,14 @@ class RayEngine:
         if ray.is_initialized():
             return False
         quiet = dict(logging_level=logging.WARNING, log_to_driver=False)
-        if self.address:
-            ray.init(address=self.address, **quiet)
-            return True
-        ray.init(address="local", num_cpus=self.workers, include_dashboard=False, **quiet)
+        with warnings.catch_warnings():
+            # Ray starts its processes with fork + exec, which is safe in a process running
+            # jax's threads; jax's fork hook warns about every fork all the same.
+            warnings.filterwarnings("ignore", r"os\.fork\(\) was called", RuntimeWarning)
+            if self.address:
+                ray.init(address=self.address, **quiet)
+            else:
+                ray.init(address="local", num_cpus=self.workers, include_dashboard=False, **quiet)
         return True
 
     def run(self, tasks: Iterable[Task]) -> Iterator[Outcome]:
