@@ -3,7 +3,8 @@
 The public API, in the order data flows: HLO front end (`parse_hlo`, `load_hlo`,
 `from_jax`) → cost analysis (`cost_analysis`, `module_cost`) → devices and models
 (`get_device`, `get_model`, `analyze`) → fusion (`simulate_fusion`, `search_fusion`)
-→ measurement (`measure`) → fitting and comparison (`calibrate`, `compare`, `plot`).
+→ measurement (`measure`) → fitting and comparison (`calibrate`, `compare`, `plot`);
+the same over many modules or devices (`analyze_many`, ..., `xla_costmodel.scale`).
 """
 
 from .hlo import HloComputation as HloComputation
@@ -35,5 +36,9 @@ from .measure import measure as measure
 from . import plot as plot
 from .compare import calibrate as calibrate
 from .compare import compare as compare
+from .scale import analyze_many as analyze_many
+from .scale import map_modules as map_modules
+from .scale import search_fusion_many as search_fusion_many
+from .scale import simulate_fusion_many as simulate_fusion_many
 
 __version__ = "0.1.0"

@@ -9,7 +9,9 @@
   `roofline-calibrated` and `xla-gpu-calibrated` (`CalibratedModel`: the
   analytical models with fitted device parameters).
 - `calibrate(device="host", quick=False, dataset=None)`: fit them all to
-  measurements and save `calibration/<device>_<model>.json`.
+  measurements and save `calibration/<device>_<model>.json`;
+  `calibrate_devices(dataset)`: the same per device of a dataset measured on
+  several (a fleet run's), and the `fitted` model across them.
 - `compare(models, dataset, split=...)`: accuracy metrics on held-out data.
 
 Heavy modules (scikit-learn, scipy) load on first use.
@@ -23,6 +25,7 @@ from ..models._base import register_model
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._calibrate import calibrate
+    from ._devices import calibrate_devices
     from ._calibrated import CalibratedModel, host_as_gpu
     from ._compare import Comparison, compare
     from ._features import FEATURES, FeatureError, kernel_features
@@ -34,6 +37,7 @@ if TYPE_CHECKING:  # pragma: no cover
 _LAZY = {
     "calibrate": ("._calibrate", "calibrate"),
     "FITTABLE_MODELS": ("._calibrate", "FITTABLE_MODELS"),
+    "calibrate_devices": ("._devices", "calibrate_devices"),
     "CalibratedModel": ("._calibrated", "CalibratedModel"),
     "host_as_gpu": ("._calibrated", "host_as_gpu"),
     "Comparison": ("._compare", "Comparison"),

@@ -129,6 +129,13 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
         df = load_rows(paths)
     if not include_programs:
         df = training_rows(df)
+    from ._devices import dataset_devices
+
+    measured_on = dataset_devices(df)
+    if len(measured_on) > 1:
+        # One device's spec for another's rows would give wrong features and a meaningless fit.
+        raise ValueError(f"the dataset holds measurements of {len(measured_on)} devices ({'; '.join(measured_on)}); "
+                         "fit each and all together with calibrate_devices (xla-costmodel calibrate --dataset)")
     prep = prepare(df, dev)
     if len(prep.y) < 10:
         raise ValueError(f"only {len(prep.y)} usable kernel rows to calibrate with; need at least 10")

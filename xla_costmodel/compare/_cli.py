@@ -65,7 +65,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _calibrate_configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default="host", help="device to calibrate (default host)")
+    p.add_argument("--device", default=None, help="device to calibrate (default host; a --dataset of several "
+                   "devices is fitted per device and across devices)")
     p.add_argument("--quick", action="store_true", help="run the quick suite (with no --dataset)")
     p.add_argument("--dataset", nargs="+", default=None, metavar="PATH",
                    help="fit to these measurements instead of running the suite")
@@ -73,6 +74,9 @@ def _calibrate_configure(p: argparse.ArgumentParser) -> None:
                    help="models to fit (default: fitted learned roofline-calibrated xla-gpu-calibrated)")
     p.add_argument("--out", default=None, metavar="DIR", help="where to write (default calibration/)")
     p.add_argument("--weights", action="store_true", help="also print the fitted model's weights table")
+    from ..scale._cli import add_calibrate_options
+
+    add_calibrate_options(p)
     g = p.add_mutually_exclusive_group()
     g.add_argument("--json", action="store_true", help="print JSON records")
     g.add_argument("--csv", action="store_true", help="print CSV")
@@ -81,8 +85,13 @@ def _calibrate_configure(p: argparse.ArgumentParser) -> None:
 @command("calibrate", "fit the fitted, learned and calibrated models to measurements and save them", _calibrate_configure)
 def _calibrate(args: argparse.Namespace) -> int:
     from ..measure import DatasetError
+    from ..scale._cli import run_calibrate_devices
     from ._calibrate import FITTABLE_MODELS, calibrate
 
+    status = run_calibrate_devices(args)
+    if status is not None:
+        return status
+    args.device = args.device or "host"
     try:
         result = calibrate(args.device, quick=args.quick, dataset=_paths(args.dataset),
                            models=tuple(args.models or FITTABLE_MODELS), out_dir=args.out, progress=True)

@@ -53,6 +53,9 @@ def build_parser(prog: str = "xla-costmodel measure") -> argparse.ArgumentParser
     )
     p.add_argument("--no-save", action="store_true", help="print the results, write nothing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    from ..scale._cli import add_fleet_options
+
+    add_fleet_options(p)
     return p
 
 
@@ -67,6 +70,15 @@ def cli_measure(argv: list[str] | None = None) -> int:
     dataset write fails (the message goes to stderr), 2 for bad usage.
     """
     args = build_parser().parse_args(argv)
+    from ..scale._cli import run_measure_fleet, wants_fleet
+
+    try:
+        fleet = wants_fleet(args)
+    except ValueError as e:
+        print(f"xla-costmodel measure: error: {e}", file=sys.stderr)
+        return 2
+    if fleet:
+        return run_measure_fleet(args)
     _gpu_flags_early()
     from ._dataset import DatasetError
     from ._measure import MeasurementError

@@ -1,4 +1,8 @@
-"""`xla-costmodel analyze FILE --device D --model M [--json|--csv]`: every kernel priced."""
+"""`xla-costmodel analyze FILE... --device D --model M [--json|--csv]`: every kernel priced.
+
+Several files (or `--engine`, `--out`, `--resume`) take the many-files path of
+`xla_costmodel.scale`: one task per file, on a process pool or a Ray cluster.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ _TABLE_COLUMNS = ["kernel", "kind", "emitter", "executions", "flops", "bytes_acc
 
 
 def _configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", help="HLO text file")
+    p.add_argument("files", nargs="+", metavar="FILE", help="HLO text file(s)")
     p.add_argument("--device", default="h100-sxm", help="device name (see `xla_costmodel.devices.device_names()`; default h100-sxm)")
     p.add_argument("--model", default="xla-gpu", help="cost model (xla-gpu, roofline, or a plugin; default xla-gpu)")
     p.add_argument("--unknown-trip-count", type=int, default=1, metavar="N",
@@ -21,6 +25,9 @@ def _configure(p: argparse.ArgumentParser) -> None:
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print JSON records (every column)")
     fmt.add_argument("--csv", action="store_true", help="print CSV (every column)")
+    from ..scale._cli import add_many_options
+
+    add_many_options(p)
 
 
 def _fmt_time(seconds: float) -> str:
@@ -32,7 +39,7 @@ def _fmt_time(seconds: float) -> str:
     return f"{seconds * 1e9:.4g} ns"
 
 
-@command("analyze", "price every kernel of an HLO module with a cost model", _configure)
+@command("analyze", "price every kernel of an HLO module (or of many, in parallel) with a cost model", _configure)
 def _analyze(args: argparse.Namespace) -> int:
     import sys
     import warnings
@@ -43,7 +50,11 @@ def _analyze(args: argparse.Namespace) -> int:
     device, model = resolve_device_and_model(args)
     if args.unknown_trip_count < 0:
         raise UsageError("--unknown-trip-count must be >= 0")
-    module = _load(args.file)
+    from ..scale._cli import run_analyze_many, wants_many
+
+    if wants_many(args):
+        return run_analyze_many(args, device, model)
+    module = _load(args.files[0])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CostModelWarning)
         table = analyze(module, device=device, model=model, unknown_trip_count=args.unknown_trip_count)
