@@ -3,7 +3,7 @@
 The public API, in the order data flows: HLO front end (`parse_hlo`, `load_hlo`,
 `from_jax`) → cost analysis (`cost_analysis`, `module_cost`) → devices and models
 (`get_device`, `get_model`, `analyze`) → fusion (`simulate_fusion`, `search_fusion`)
-→ measurement (`measure`) → fitting and comparison (`calibrate`, `compare`, `plot`).
+→ measurement (`measure`) → fitting and comparison (`calibrate`, `compare`, `evaluate`, `plot`).
 """
 
 from .hlo import HloComputation as HloComputation
@@ -35,5 +35,6 @@ from .measure import measure as measure
 from . import plot as plot
 from .compare import calibrate as calibrate
 from .compare import compare as compare
+from .compare import evaluate as evaluate
 
 __version__ = "0.1.0"

@@ -11,6 +11,8 @@
 - `calibrate(device="host", quick=False, dataset=None)`: fit them all to
   measurements and save `calibration/<device>_<model>.json`.
 - `compare(models, dataset, split=...)`: accuracy metrics on held-out data.
+- `evaluate(fn, *args, device="host", models=...)`: measure one program and
+  predict it, joined per kernel (`Evaluation`).
 
 Heavy modules (scikit-learn, scipy) load on first use.
 """
@@ -25,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._calibrate import calibrate
     from ._calibrated import CalibratedModel, host_as_gpu
     from ._compare import Comparison, compare
+    from ._evaluate import Evaluation, evaluate
     from ._features import FEATURES, FeatureError, kernel_features
     from ._fitted import FittedModel
     from ._learned import LearnedModel
@@ -40,6 +43,8 @@ _LAZY = {
     "compare": ("._compare", "compare"),
     "SPLITS": ("._compare", "SPLITS"),
     "DEFAULT_MODELS": ("._compare", "DEFAULT_MODELS"),
+    "Evaluation": ("._evaluate", "Evaluation"),
+    "evaluate": ("._evaluate", "evaluate"),
     "FEATURES": ("._features", "FEATURES"),
     "FEATURE_GROUPS": ("._features", "FEATURE_GROUPS"),
     "FeatureError": ("._features", "FeatureError"),
