@@ -62,3 +62,32 @@ def test_builds_are_deterministic():
     assert texts[0] == texts[1]
     a, b = (jax.tree.leaves(program.build()[1]) for _ in range(2))
     assert all((x == y).all() for x, y in zip(a, b))
+
+
+def _measure_corpus_script():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "measure_corpus.py"
+    spec = importlib.util.spec_from_file_location("measure_corpus", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_measure_corpus_writes_rows_with_source_program_and_size(tmp_path, capsys):
+    from xla_costmodel.measure import DEFAULT_METHOD, read_dataset
+
+    script = _measure_corpus_script()
+    out = tmp_path / "corpus.parquet"
+    names = ["jax_scipy_map_coordinates", "jax_ops_segment_sum"]
+    assert script.main(["--program", *names, "--size", "small", "--out", str(out), "--no-progress",
+                        "--repeats", "8", "--discard", "2"]) == 0
+    assert "measured 2 of 2 modules" in capsys.readouterr().out
+    df = read_dataset(out)
+    assert set(df["program"]) == set(names) and set(df["source"]) == {"jax"} and set(df["size"]) == {"small"}
+    assert set(df["case"]) == {f"{n}@small" for n in names}
+    assert set(df["kernel_class"]) == {"program"}  # held out: compare never trains on it
+    assert set(df["allocator"]) == {DEFAULT_METHOD.allocator} and set(df["n"]) == {6}
+    with pytest.raises(SystemExit, match="unknown program"):
+        script.main(["--program", "nope", "--out", str(out)])

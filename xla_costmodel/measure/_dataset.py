@@ -186,8 +186,7 @@ def migrate_v1(df: pd.DataFrame) -> pd.DataFrame:
     """
     out = df.rename(columns=_RENAMED_V1).copy()
     out["schema"] = SCHEMA
-    out["size"] = [None if v is None or (isinstance(v, float) and not np.isfinite(v)) else str(int(v))
-                   if isinstance(v, (int, np.integer, float)) else str(v) for v in out.get("size", [None] * len(out))]
+    out["size"] = [_v1_size(v) for v in out.get("size", [None] * len(out))]
     kcls = out["kernel_class"].astype(str) if "kernel_class" in out else pd.Series([""] * len(out), index=out.index)
     out["program"] = np.where(kcls.isin(_V1_PROGRAM_CLASSES), out.get("kernel", ""), None)
     method = [_v1_method(p, n) for p, n in zip(out.get("params", ["{}"] * len(out)), out["n"] if "n" in out
@@ -202,6 +201,13 @@ def migrate_v1(df: pd.DataFrame) -> pd.DataFrame:
     out["min_per_launch_s"] = per_launch_s(out["min_per_run_s"].to_numpy(float), launches.to_numpy(float))
     known = [c for c in DATASET_COLUMNS if c in out.columns]
     return out[known + [c for c in out.columns if c not in DATASET_COLUMNS]]
+
+
+def _v1_size(v) -> str | None:
+    """Schema 1's integer size as text (`16384`, not `16384.0`); missing stays missing."""
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return None
+    return str(int(v)) if isinstance(v, (int, np.integer, float)) else str(v)
 
 
 def _v1_method(params, n) -> tuple[int, int, int]:
