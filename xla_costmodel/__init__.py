@@ -3,7 +3,7 @@
 The public API, in the order data flows: HLO front end (`parse_hlo`, `load_hlo`,
 `from_jax`) → cost analysis (`cost_analysis`, `module_cost`) → devices and models
 (`get_device`, `get_model`, `analyze`) → fusion (`simulate_fusion`, `search_fusion`)
-→ measurement (`measure`) → fitting and comparison (`calibrate`, `compare`, `plot`);
+→ measurement (`measure`) → fitting and comparison (`calibrate`, `compare`, `evaluate`, `plot`);
 the same over many modules or devices (`analyze_many`, ..., `xla_costmodel.scale`).
 """
 
@@ -40,5 +40,6 @@ from .scale import analyze_many as analyze_many
 from .scale import map_modules as map_modules
 from .scale import search_fusion_many as search_fusion_many
 from .scale import simulate_fusion_many as simulate_fusion_many
+from .compare import evaluate as evaluate
 
 __version__ = "0.1.0"

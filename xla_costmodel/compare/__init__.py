@@ -13,6 +13,8 @@
   `calibrate_devices(dataset)`: the same per device of a dataset measured on
   several (a fleet run's), and the `fitted` model across them.
 - `compare(models, dataset, split=...)`: accuracy metrics on held-out data.
+- `evaluate(fn, *args, device="host", models=...)`: measure one program and
+  predict it, joined per kernel (`Evaluation`).
 
 Heavy modules (scikit-learn, scipy) load on first use.
 """
@@ -28,6 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._devices import calibrate_devices
     from ._calibrated import CalibratedModel, host_as_gpu
     from ._compare import Comparison, compare
+    from ._evaluate import Evaluation, evaluate
     from ._features import FEATURES, FeatureError, kernel_features
     from ._fitted import FittedModel
     from ._learned import LearnedModel
@@ -44,6 +47,8 @@ _LAZY = {
     "compare": ("._compare", "compare"),
     "SPLITS": ("._compare", "SPLITS"),
     "DEFAULT_MODELS": ("._compare", "DEFAULT_MODELS"),
+    "Evaluation": ("._evaluate", "Evaluation"),
+    "evaluate": ("._evaluate", "evaluate"),
     "FEATURES": ("._features", "FEATURES"),
     "FEATURE_GROUPS": ("._features", "FEATURE_GROUPS"),
     "FeatureError": ("._features", "FeatureError"),

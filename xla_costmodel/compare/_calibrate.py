@@ -197,7 +197,8 @@ def _rows_sha256(df: pd.DataFrame) -> str:
     """A fingerprint of the rows a model was fitted on (order-independent)."""
     import hashlib
 
-    cols = [c for c in ("suite_run", "case", "hlo_op", "min_s", "launches") if c in df]
+    # `min_per_run_s` holds what schema 1 called `min_s`, so fingerprints of either schema agree.
+    cols = [c for c in ("suite_run", "case", "hlo_op", "min_per_run_s", "launches") if c in df]
     keys = sorted("\x1f".join(repr(v) for v in row) for row in df[cols].itertuples(index=False))
     return hashlib.sha256("\n".join(keys).encode()).hexdigest()
 

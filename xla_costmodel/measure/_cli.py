@@ -38,6 +38,12 @@ def build_parser(prog: str = "xla-costmodel measure") -> argparse.ArgumentParser
         metavar="PATTERN",
         help="suite kernels or classes to run, as glob patterns (e.g. 'ew_*' matmul)",
     )
+    p.add_argument(
+        "--cold",
+        action="store_true",
+        help="time with a cold allocator: large buffers mapped afresh every run, so kernels pay their page "
+        "faults (default: the steady allocator that calibration assumes)",
+    )
     p.add_argument("--repeats", type=int, help="runs per program in total (default: 30, quick 12)")
     p.add_argument("--discard", type=int, help="leading warm-up runs thrown away (default: 4, quick 2)")
     p.add_argument(
@@ -80,6 +86,10 @@ def cli_measure(argv: list[str] | None = None) -> int:
     if fleet:
         return run_measure_fleet(args)
     _gpu_flags_early()
+    from ._allocator import set_allocator
+
+    # Before jax starts its threads, so that they share the allocator's main arena.
+    set_allocator("cold" if args.cold else "steady")
     from ._dataset import DatasetError
     from ._measure import MeasurementError
     from ._trace import TraceError
@@ -123,6 +133,8 @@ def _run_suite(args) -> int:
     from ._suite import run_suite
 
     out = _out_path(args, device_description()["backend"], default_on=not args.quick)
+    if args.cold:
+        raise _UsageError("--cold is for --jax programs; the suite is always timed with the steady allocator")
     try:
         df = run_suite(
             quick=args.quick,
@@ -137,8 +149,8 @@ def _run_suite(args) -> int:
     main = df[df["is_main"]]
     summary = main.groupby("kernel_class").agg(
         cases=("case", "size"),
-        fastest_us=("min_s", lambda s: s.min() * 1e6),
-        slowest_us=("min_s", lambda s: s.max() * 1e6),
+        fastest_per_launch_us=("min_per_launch_s", lambda s: s.min() * 1e6),
+        slowest_per_launch_us=("min_per_launch_s", lambda s: s.max() * 1e6),
     )
     with pd.option_context("display.width", 120, "display.float_format", "{:.2f}".format):
         print(summary.to_string())
@@ -190,27 +202,40 @@ def _load_target(spec: str):
     return built[0], tuple(built[1])
 
 
+def per_kernel_table(kernels):
+    """The printed form of `measure()`'s kernels: times in microseconds, per run and per launch."""
+    table = kernels[["hlo_op", "opcode", "n", "launches"]].copy()
+    table["min_per_run_us"] = kernels["min_per_run_s"] * 1e6
+    table["median_per_run_us"] = kernels["median_per_run_s"] * 1e6
+    table["min_per_launch_us"] = kernels["min_per_launch_s"] * 1e6
+    return table
+
+
 def _measure_user(args) -> int:
     import pandas as pd
 
     from ._dataset import append_dataset
     from ._measure import measure_program
-    from ._suite import FULL, QUICK, measurement_rows, steady_allocator
+    from ._suite import FULL, QUICK, measurement_rows
 
     mode = QUICK if args.quick else FULL
     fn, fargs = _load_target(args.jax)
-    steady_allocator()  # as for the suite, so that the two are comparable
     repeats = args.repeats if args.repeats is not None else mode.repeats
     discard = args.discard if args.discard is not None else mode.discard
     with warnings.catch_warnings():
         warnings.simplefilter("default")
-        m = measure_program(fn, *fargs, repeats=repeats, discard=discard)
-    table = m.kernels[["hlo_op", "opcode", "n", "min_s", "median_s", "launches"]].copy()
-    table["min_us"] = table.pop("min_s") * 1e6
-    table["median_us"] = table.pop("median_s") * 1e6
+        try:
+            m = measure_program(fn, *fargs, repeats=repeats, discard=discard,
+                                allocator="cold" if args.cold else "steady")
+        except ValueError as e:
+            if "repeats" in str(e):
+                raise _UsageError(str(e)) from e
+            raise
+    table = per_kernel_table(m.kernels)
     kept = m.runs[m.runs["kept"]]
     with pd.option_context("display.width", 160, "display.max_rows", 500, "display.float_format", "{:.2f}".format):
-        print(f"{m.module.name} on {m.device}: {len(table)} kernels, {len(kept)} runs kept of {len(m.runs)}")
+        print(f"{m.module.name} on {m.device}: {len(table)} kernels, {len(kept)} runs kept of {len(m.runs)} "
+              f"({m.method.allocator} allocator, minimum over kept runs)")
         print(table.to_string(index=False))
     print(
         f"wall time per run: min {kept['wall_s'].min() * 1e6:.1f} µs; "
@@ -220,7 +245,8 @@ def _measure_user(args) -> int:
         print(f"warning: expected kernels not seen in the trace: {', '.join(m.missing)}", file=sys.stderr)
     out = _out_path(args, m.backend, default_on=False)
     if out is not None:
-        rows = pd.DataFrame(measurement_rows(m, case=args.jax, kernel=args.jax.rpartition(":")[2]))
+        name = args.jax.rpartition(":")[2]
+        rows = pd.DataFrame(measurement_rows(m, case=args.jax, kernel=name, program=name))
         total = append_dataset(rows, out)
         print(f"appended {len(rows)} rows to {out} ({total} rows now)")
     return 0
