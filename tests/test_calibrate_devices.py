@@ -34,7 +34,9 @@ def suite_rows():
 def two_devices(scale: float, first="cpu: first, 2 cores", second="cpu: second, 2 cores", kinds=("cpu", "cpu")):
     a = suite_rows().assign(device=first, device_kind=kinds[0])
     b = suite_rows().assign(device=second, device_kind=kinds[1])
-    b["min_s"] = b["min_s"] * scale
+    for column in ("min_per_run_s", "median_per_run_s", "min_per_launch_s"):
+        b[column] = b[column] * scale
+    b["samples_per_run_s"] = [[t * scale for t in run] for run in b["samples_per_run_s"]]
     import pandas as pd
 
     return pd.concat([a, b], ignore_index=True)

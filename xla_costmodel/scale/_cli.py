@@ -154,7 +154,7 @@ def run_measure_fleet(args: argparse.Namespace) -> int:
             return fail(str(exc), 2)
     if len(rows):
         table = rows.groupby(["requested_accelerator", "device", "node"], sort=False).agg(
-            rows=("case", "size"), cases=("case", "nunique"), fastest_us=("min_s", lambda s: s.min() * 1e6))
+            rows=("case", "size"), cases=("case", "nunique"), fastest_per_run_us=("min_per_run_s", lambda s: s.min() * 1e6))
         with pd.option_context("display.width", 160, "display.float_format", "{:.2f}".format):
             print(table.to_string())
         if out is not None:
