@@ -15,6 +15,7 @@ from ._registry import device_names as device_names
 from ._registry import get_device as get_device
 from ._registry import register_device as register_device
 from ._spec import DeviceSpec as DeviceSpec
+from ._xla_tables import collective_row_hlo as collective_row_hlo
 from ._xla_tables import collective_table as collective_table
 from ._xla_tables import gemm_table as gemm_table
 from ._xla_tables import xla_table_key as xla_table_key
@@ -26,6 +27,7 @@ __all__ = [
     "XLA_KERNEL_LAUNCH_OVERHEAD_S",
     "DeviceSpec",
     "HostCacheError",
+    "collective_row_hlo",
     "collective_table",
     "device_names",
     "gemm_table",

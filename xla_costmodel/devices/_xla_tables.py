@@ -36,7 +36,8 @@ from importlib import resources
 
 import pandas as pd
 
-__all__ = ["collective_table", "gemm_table", "xla_table_key", "xla_tables_source", "MEASURED_ON"]
+__all__ = ["collective_row_hlo", "collective_table", "gemm_table", "xla_table_key", "xla_tables_source",
+           "MEASURED_ON"]
 
 _DATA = resources.files(__package__).joinpath("data", "xla_tables")
 
@@ -208,3 +209,33 @@ def collective_table(device=None) -> pd.DataFrame:
     if device is not None:
         df = df[df["table_key"] == _key_for(device)]
     return df.reset_index(drop=True).copy()
+
+
+def collective_row_hlo(row) -> str:
+    """The HLO module of one collective-table row: the collective XLA's generator timed
+    (`collective_perf_table_gen`: one op on an F32 vector, `channel_id=1`, global device ids for the
+    all-reduce, all-gather and reduce-scatter, `num_partitions` = the devices of the table's host).
+
+    **Arguments:** `row`: a row of `collective_table()` (a namedtuple or Series).
+    """
+    n, op, size = int(row.elements), row.opcode, row.group_size
+    devices = max((max(max(p) for p in row.source_target_pairs) + 1) if row.source_target_pairs else 0,
+                  math.prod(row.iota_reshape_dims) if len(row.iota_reshape_dims) else 0)
+    header = f"HloModule {op.replace('-', '_')}_{n}, replica_count=1, num_partitions={devices}"
+    add = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] add(a, b)\n}\n"
+    groups = f"replica_groups={row.replica_groups}"
+    flags = "use_global_device_ids=true, channel_id=1"
+    if op == "collective-permute":
+        pairs = ",".join(f"{{{s},{t}}}" for s, t in row.source_target_pairs)
+        param, body = n, f"f32[{n}] collective-permute(p), source_target_pairs={{{pairs}}}, channel_id=1"
+    elif op == "all-reduce":
+        param, body = n, f"f32[{n}] all-reduce(p), to_apply=add, {groups}, {flags}"
+    elif op == "all-gather":
+        param, body = n // size, f"f32[{n}] all-gather(p), {groups}, dimensions={{0}}, {flags}"
+    elif op == "reduce-scatter":
+        param, body = n * size, f"f32[{n}] reduce-scatter(p), to_apply=add, {groups}, dimensions={{0}}, {flags}"
+    elif op == "all-to-all":
+        param, body = n, f"f32[{n}] all-to-all(p), {groups}, dimensions={{0}}, channel_id=1"
+    else:
+        raise ValueError(f"no HLO form for a {op!r} row")
+    return f"{header}\n\n{add}\nENTRY e {{\n  p = f32[{param}] parameter(0)\n  ROOT r = {body}\n}}\n"

@@ -10,6 +10,7 @@ from ._base import get_model as get_model
 from ._base import model_names as model_names
 from ._base import register_model as register_model
 from ._xla_gpu import XlaGpuModel as XlaGpuModel
+from ._xla_gpu_tables import XlaGpuTablesModel as XlaGpuTablesModel
 from ._roofline import RooflineModel as RooflineModel
 from ._analyze import KernelTable as KernelTable
 from ._analyze import analyze as analyze
