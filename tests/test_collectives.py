@@ -59,6 +59,28 @@ def test_iota_groups():
         iota_groups("[2,4]<=[6]")
 
 
+def test_mesh_axes_groups():
+    # XLA's MeshAxesReplicaGroupList (replica_group.cc), worked by hand: devices laid out on the mesh,
+    # the named axes varying within a group.
+    from xla_costmodel.analysis._collective_groups import mesh_groups
+
+    assert mesh_groups("mesh['x'=2,'y'=4] {'x'}") == ((0, 4), (1, 5), (2, 6), (3, 7))
+    assert mesh_groups("mesh['x'=2,'y'=4] {'y'}") == ((0, 1, 2, 3), (4, 5, 6, 7))
+    assert mesh_groups("mesh['x'=2,'y'=4] {'y','x'}") == ((0, 4, 1, 5, 2, 6, 3, 7),)
+    # sub-axes: a:(2)2 is the middle factor of 8 = 2 x 2 x 2 (stride 2)
+    assert mesh_groups("mesh['a'=8] {'a':(2)2}") == ((0, 2), (1, 3), (4, 6), (5, 7))
+    assert mesh_groups("mesh['a'=8] {'a':(1)2,'a':(4)2}") == ((0, 1, 4, 5), (2, 3, 6, 7))
+    # explicit device ids, as a list or as an iota
+    assert mesh_groups("mesh['a'=4], device_ids=(3,2,1,0) {'a'}") == ((3, 2, 1, 0),)
+    assert mesh_groups("mesh['a'=2,'b'=4], device_ids=([4,2]T(1,0)) {'a'}") == ((0, 1), (2, 3), (4, 5), (6, 7))
+    k = one("f32[1024] all-reduce(p), to_apply=add, replica_groups=mesh['x'=2,'y'=4] {'x'}, channel_id=1, "
+            "use_global_device_ids=true", ", num_partitions=8")
+    assert group_count_and_size(k) == (4, 2)
+    with pytest.raises(CollectiveGroupError, match="not an axis of the mesh"):
+        replica_groups(one("f32[1024] all-reduce(p), to_apply=add, replica_groups=mesh['x'=2] {'z'}, channel_id=1, "
+                           "use_global_device_ids=true"))
+
+
 @pytest.mark.parametrize("attrs, mode", [
     ("replica_groups={}", "cross_replica"),
     ("replica_groups={}, channel_id=1", "cross_replica_and_partition"),

@@ -10,6 +10,12 @@ References (openxla/xla@6b73c4c49eb0): `xla/hlo/ir/collective_op_group_mode.cc`
   `replica_groups=[G,S]<=[d1,d2,...]T(p1,p2,...)` is XLA's iota form: iota
   over the product of the `d`s, reshaped to `d`, transposed by `p` (identity
   when there is no `T(...)`), reshaped to G rows of S: the rows are the groups.
+- `replica_groups=mesh['a'=2,'b'=4] {'a'}` (optionally with
+  `, device_ids=(...)` after the mesh, as a list or in iota form) is XLA's
+  mesh-axes form (`MeshAxesReplicaGroupList`, what JAX's sharded programs now
+  carry): the devices laid out on the mesh, one group per combination of the
+  axes not named, the named axes (in their order) varying within a group; a
+  sub-axis `'b':(p)s` is the size-s part of axis b after a stride of p.
 - The group mode follows from `channel_id` and `use_global_device_ids`
   (only all-reduce, reduce-scatter and all-gather have the flag):
 
@@ -40,6 +46,7 @@ __all__ = [
     "group_mode",
     "iota_groups",
     "is_iota",
+    "mesh_groups",
     "module_counts",
     "participant_counts",
     "replica_groups",
@@ -101,6 +108,108 @@ def _list_groups(text: str) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(int(x) for x in g.split(",") if x.strip()) for g in groups)
 
 
+def _split_top(text: str, sep: str = ",") -> list[str]:
+    """`text` split at `sep` outside quotes, brackets and parentheses."""
+    parts, depth, quote, cur = [], 0, False, []
+    for ch in text:
+        if ch == "'":
+            quote = not quote
+        elif not quote and ch in "([{":
+            depth += 1
+        elif not quote and ch in ")]}":
+            depth -= 1
+        if ch == sep and depth == 0 and not quote:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    if "".join(cur).strip():
+        parts.append("".join(cur).strip())
+    return parts
+
+
+def _iota_ids(text: str) -> list[int]:
+    """Device ids of a tile-assignment iota `[d...]T(p...)` (or `[d...]`): iota, reshape, transpose, flatten."""
+    import numpy as np
+
+    m = re.match(r"^\[([\d\s,]*)\]\s*(?:T\(([\d\s,]*)\))?$", text.strip())
+    if m is None:
+        raise ValueError(f"not an iota device list: {text!r}")
+    dims = [int(x) for x in m.group(1).split(",") if x.strip()]
+    perm = [int(x) for x in m.group(2).split(",") if x.strip()] if m.group(2) else list(range(len(dims)))
+    return [int(v) for v in np.arange(math.prod(dims)).reshape(dims).transpose(perm).ravel()]
+
+
+def mesh_groups(text: str) -> tuple[tuple[int, ...], ...]:
+    """The groups of XLA's mesh-axes form `mesh['a'=2,'b'=4][, device_ids=(...)] {'a', 'b':(2)2}`."""
+    import numpy as np
+
+    body = text.strip()
+    m = re.match(r"^mesh\[([^\]]*)\]", body)
+    if m is None:
+        raise ValueError(f"not a mesh-axes replica group list: {text!r}")
+    names, sizes = [], []
+    for item in _split_top(m.group(1)):
+        am = re.match(r"^'(.*)'\s*=\s*(\d+)$", item)
+        if am is None:
+            raise ValueError(f"{text!r}: mesh axis {item!r} is not 'name'=size")
+        names.append(am.group(1))
+        sizes.append(int(am.group(2)))
+    rest = body[m.end():].strip()
+    ids = list(range(math.prod(sizes)))
+    if rest.startswith(","):
+        dm = re.match(r"^,\s*device_ids=\(", rest)
+        if dm is None:
+            raise ValueError(f"{text!r}: expected ', device_ids=(...)' after the mesh")
+        depth, end = 1, dm.end()
+        while end < len(rest) and depth:
+            depth += {"(": 1, ")": -1}.get(rest[end], 0)
+            end += 1
+        inner = rest[dm.end():end - 1].strip()
+        ids = _iota_ids(inner) if inner.startswith("[") else [int(x) for x in inner.split(",") if x.strip()]
+        rest = rest[end:].strip()
+    if len(ids) != math.prod(sizes):
+        raise ValueError(f"{text!r}: {len(ids)} device ids for a mesh of {math.prod(sizes)}")
+    if not (rest.startswith("{") and rest.endswith("}")):
+        raise ValueError(f"{text!r}: expected the grouped axes in braces after the mesh")
+    refs = []  # (mesh axis, pre size, size) in the order written
+    for item in _split_top(rest[1:-1]):
+        am = re.match(r"^'(.*)'\s*(?::\((\d+)\)(\d+))?$", item)
+        if am is None or am.group(1) not in names:
+            raise ValueError(f"{text!r}: grouped axis {item!r} is not an axis of the mesh")
+        dim = names.index(am.group(1))
+        refs.append((dim, int(am.group(2)), int(am.group(3))) if am.group(2) else (dim, None, sizes[dim]))
+    # Per mesh axis: its reshape and, per reference to it, the reshaped axis it groups over.
+    reshape, grouped = [], {}
+    for dim, full in enumerate(sizes):
+        mine = [(i, r) for i, r in enumerate(refs) if r[0] == dim]
+        offset = len(reshape)
+        if not mine:
+            reshape.append(full)
+        elif len(mine) == 1 and mine[0][1][1] is None:
+            reshape.append(full)
+            grouped[mine[0][0]] = offset
+        else:
+            prefix, local = 1, 0
+            for i, (_, pre, size) in sorted(mine, key=lambda x: x[1][1] or 1):
+                pre = pre or 1
+                if pre != prefix:
+                    reshape.append(pre // prefix)
+                    local += 1
+                    prefix *= pre // prefix
+                reshape.append(size)
+                grouped[i] = offset + local
+                local += 1
+                prefix *= size
+            if prefix != full:
+                reshape.append(full // prefix)
+    order = [grouped[i] for i in range(len(refs))]
+    perm = [d for d in range(len(reshape)) if d not in order] + order
+    size = math.prod(refs[i][2] for i in range(len(refs))) if refs else 1
+    flat = np.asarray(ids).reshape(reshape).transpose(perm).ravel()
+    return tuple(tuple(int(v) for v in flat[g:g + size]) for g in range(0, len(flat), size))
+
+
 def replica_groups(instr) -> tuple[tuple[int, ...], ...] | None:
     """The groups of a collective as lists of ids: `()` for `replica_groups={}`, None when it has none.
 
@@ -110,6 +219,8 @@ def replica_groups(instr) -> tuple[tuple[int, ...], ...] | None:
         return None
     text = instr.raw_attributes.get("replica_groups", "").strip()
     try:
+        if text.startswith("mesh"):
+            return mesh_groups(text)
         return iota_groups(text) if text.startswith("[") else _list_groups(text)
     except ValueError as exc:
         raise CollectiveGroupError(f"{_where(instr)}: replica_groups: {exc}") from None
