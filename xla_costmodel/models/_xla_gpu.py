@@ -271,9 +271,9 @@ class XlaGpuModel:
             cache[id(kernel)] = c
         return c
 
-    def _runtime(self, kernel, device, cache: dict | None = None) -> _Runtime:
+    def _runtime(self, kernel, device, cache: dict | None = None, launch: LaunchDimensions | None = None) -> _Runtime:
         costs = self._costs(kernel, device, cache)
-        ld = launch_dimensions(kernel, device, max_unroll=self.max_unroll_factor)
+        ld = launch if launch is not None else launch_dimensions(kernel, device, max_unroll=self.max_unroll_factor)
         flops = int(costs.flops)
         compute = self.compute_time(device, flops, costs.matmul_flops, costs.matmul_dtype, ld.num_blocks, ld.threads_per_block)
         coal = kernel_coalescing(kernel, ld.emitter, device, access_patterns=self.access_patterns)
@@ -387,6 +387,19 @@ class XlaGpuModel:
             why = "no cost rule for " + ", ".join(rt.costs.unpriced)
             warn_unpriced(self.name, kernel, why)
             return KernelEstimate.unpriced(why, {"unpriced": rt.costs.unpriced})
+        return self._estimate_from(rt, device)
+
+    def estimate_with_launch(self, kernel, device, launch: LaunchDimensions) -> KernelEstimate:
+        """Price `kernel` as if launched with `launch` instead of XLA's choice (a granularity what-if).
+
+        **Arguments:** `kernel`; `device`; `launch`: the `LaunchDimensions` to
+        assume (its emitter decides the coalescing rules, its blocks and
+        threads the compute rate and the low-occupancy bandwidth cap).
+        """
+        self._check(device)
+        rt = self._runtime(kernel, device, launch=launch)
+        if rt.costs.unpriced:
+            return KernelEstimate.unpriced("no cost rule for " + ", ".join(rt.costs.unpriced))
         return self._estimate_from(rt, device)
 
     # ------------------------------------------------------ producer/consumer
