@@ -637,19 +637,20 @@ class XlaCollectiveInterpolator:
             if table is None:
                 return None
             return x / table[self._snap(x, 1 << 10, 1 << 30)]
+        # XLA's CanonicalDeviceList: an iota list as written, any other list as the contiguous iota of
+        # its (group count, group size) (XLA's GetReplicaGroupCountAndSize), whatever its members.
         count_size = (c.group_count, c.group_size) if c.group_size else None
-        if c.groups and c.instr is not None and not _written_as_iota(c.instr):
-            count_size = group_count_and_size(c.instr)
-        if count_size is not None:
-            g, s = count_size
-            canonical = tuple(tuple(range(i * s, (i + 1) * s)) for i in range(g))
-            groups = tuple(tuple(x) for x in c.groups) if c.groups and _written_as_iota(c.instr) else canonical
-            dtype = c.element_type if c.opcode in ("all-reduce", "all-reduce-start", "reduce-scatter") else None
-            table = self._exact.get((c.opcode, groups, dtype))
-            if table is not None:
-                return x / table[self._snap(x, 1 << 10, 1 << 30)]
         if count_size is None:
             return None
+        if c.groups and _written_as_iota(c.instr):
+            groups = tuple(tuple(g) for g in c.groups)
+        else:
+            g, size = count_size
+            groups = tuple(tuple(range(i * size, (i + 1) * size)) for i in range(g))
+        dtype = c.element_type if c.opcode in ("all-reduce", "all-reduce-start", "reduce-scatter") else None
+        table = self._exact.get((c.opcode, groups, dtype))
+        if table is not None:
+            return x / table[self._snap(x, 1 << 10, 1 << 30)]
         comm = communication_type(c, self.num_devices_per_host)
         table = self._fallback.get((c.kind, comm))
         if table is None:
@@ -693,7 +694,7 @@ def collective_table_for(table_key: str, method: str = "log-bytes", partition_si
     raise ValueError(f"unknown collective interpolation {method!r}; expected 'log-bytes' or 'xla'")
 
 
-def sol_collective_time(c: Collective, device, config: SolConfig, table, hbm_compute_time) -> CollectiveTime | None:
+def sol_collective_time(c: Collective, device, config: SolConfig, hbm_compute_time) -> CollectiveTime | None:
     """XLA's `SolLatencyEstimator::ComputeCollectiveTime` for a multi-host collective (None: single
     partition, for the table; or a pattern XLA cannot price).
 

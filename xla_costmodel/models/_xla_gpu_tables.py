@@ -124,7 +124,7 @@ class XlaGpuTablesModel(XlaGpuModel):
         def reduction_compute(col):
             return self._runtime(col.instr, device).compute_s
 
-        sol = sol_collective_time(c, device, config, table, reduction_compute)
+        sol = sol_collective_time(c, device, config, reduction_compute)
         if sol is not None:
             sol.details["source"] = "xla sol model"
             return sol
