@@ -274,3 +274,12 @@ def test_gpu_kernels_outside_their_run_are_an_error(tmp_path):
     path = _write_xspace(tmp_path, _gpu_xspace(3, skew_ns=12_000))
     with pytest.raises(MeasurementError, match="outside"):
         measurement_from_trace(path, GPU_HLO)
+
+
+def test_unsigned_64_bit_ids_fit_the_signed_columns():
+    # XLA:CPU writes flow and run ids as uint64, some with the top bit set: they wrap, staying distinct.
+    from xla_costmodel.measure._trace import _as_int, _events_frame
+
+    assert _as_int(2 ** 64 - 1) == -1 and _as_int(2 ** 63) == -(2 ** 63) and _as_int(5) == 5
+    row = ("/host:CPU", "t", "k", 0.0, 1.0, None, None, None, None, _as_int(2 ** 64 - 2), None)
+    assert _events_frame([row])["flow_out"].iloc[0] == -2

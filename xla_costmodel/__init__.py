@@ -2,7 +2,7 @@
 
 The public API, in the order data flows: HLO front end (`parse_hlo`, `load_hlo`,
 `from_jax`) → cost analysis (`cost_analysis`, `module_cost`) → devices and models
-(`get_device`, `get_model`, `analyze`) → fusion (`simulate_fusion`, `search_fusion`)
+(`get_device`, `get_model`, `analyze`, `granularity`) → fusion (`simulate_fusion`, `search_fusion`)
 → measurement (`measure`) → fitting and comparison (`calibrate`, `compare`, `evaluate`, `plot`);
 the same over many modules or devices (`analyze_many`, ..., `xla_costmodel.scale`).
 """
@@ -25,6 +25,7 @@ from .devices import get_device as get_device
 from .models import KernelEstimate as KernelEstimate
 from .models import KernelTable as KernelTable
 from .models import analyze as analyze
+from .models import granularity as granularity
 from .models import get_model as get_model
 from .models import model_names as model_names
 from .fusion import FusionResult as FusionResult

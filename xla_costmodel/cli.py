@@ -56,8 +56,9 @@ def resolve_device_and_model(args: argparse.Namespace):
         model = get_model(args.model)
     except ValueError:
         raise UsageError(f"unknown model {args.model!r}; valid names: {', '.join(model_names())}") from None
-    if getattr(model, "name", "") == "xla-gpu" and getattr(device, "kind", "gpu") != "gpu":
-        raise UsageError(f"the xla-gpu model prices GPUs; device {device.name!r} is a {device.kind} (use --model roofline)")
+    if getattr(model, "name", "") in ("xla-gpu", "xla-gpu-tables") and getattr(device, "kind", "gpu") != "gpu":
+        raise UsageError(f"the {model.name} model prices GPUs; device {device.name!r} is a {device.kind} "
+                         f"(use --model roofline)")
     return device, model
 
 

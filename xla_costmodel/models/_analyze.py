@@ -207,9 +207,10 @@ def analyze(
     dev = get_device(device)
     cost_model = get_model(model)
     module = _resolve_module(module_or_fn, args, kwargs)
-    if getattr(cost_model, "name", "") == "xla-gpu" and dev.kind != "gpu":
+    if getattr(cost_model, "name", "") in ("xla-gpu", "xla-gpu-tables") and dev.kind != "gpu":
         raise ValueError(
-            f"the xla-gpu model prices GPU kernels; device '{dev.name}' is a {dev.kind} (use model='roofline')"
+            f"the {cost_model.name} model prices GPU kernels; device '{dev.name}' is a {dev.kind} "
+            f"(use model='roofline')"
         )
 
     return price_module(module, dev, cost_model, unknown_trip_count=unknown_trip_count, warn_stacklevel=3)
