@@ -7,10 +7,10 @@
     .venv/bin/python scripts/measure_programs.py --large              # calibration/host_cpu_programs_large.parquet (~10 s)
 
 Each zoo program (`xla_costmodel.zoo`) is measured per kernel with
-`xla_costmodel.measure.measure_program` (30 runs, 4 discarded as warm-up) in
+`xla_costmodel.measure.measure_program` (the project's one methodology:
+steady allocator, 30 runs, 4 discarded as warm-up, the minimum) in
 `--rounds` passes over all programs, the samples of a program pooled over
-the passes, exactly as the measurement suite does; glibc's allocator is put
-in its steady state first (`steady_allocator`). Rows have the calibration
+the passes, exactly as the measurement suite does. Rows have the calibration
 dataset's schema (`read_dataset` reads them) with:
 
 - `kernel_class` = `program` for the program as XLA compiles it, and
@@ -22,7 +22,7 @@ dataset's schema (`read_dataset` reads them) with:
 - `kernel` = the program's name, `case` = `<program>` or `<program>/unfused`,
   `source` = `zoo`, `params` = `{"program": ..., "fusion": true|false,
   "rounds": ..., "repeats": ..., "discard": ...}` (files made before the
-  last three were recorded used the defaults 3, 30, 4). `samples_s` holds
+  last three were recorded used the defaults 3, 30, 4). `samples_per_run_s` holds
   the kept samples of the rounds in order, `repeats − discard` per round.
 - `hlo_text`: the kernel's instruction and every computation it calls, so
   features can be recomputed.
@@ -108,11 +108,10 @@ def measure_zoo(names, *, rounds: int, repeats: int, discard: int, unfused: bool
     """Dataset rows for the kernels of the named zoo programs (fused, and unfused if asked)."""
     import pandas as pd
 
-    from xla_costmodel.measure import ConcurrentKernelsWarning, measure_program, merge_measurements, steady_allocator
+    from xla_costmodel.measure import ConcurrentKernelsWarning, measure_program, merge_measurements
     from xla_costmodel.measure._dataset import DATASET_COLUMNS
     from xla_costmodel.measure._suite import measurement_rows
 
-    steady_allocator()
     variants = [("program", True)] + ([("program-unfused", False)] if unfused else [])
     jobs = [(name, cls, fused) for name in names for cls, fused in variants]
     parts: dict[tuple, list] = {(n, c): [] for n, c, _ in jobs}
@@ -151,14 +150,16 @@ def measure_zoo(names, *, rounds: int, repeats: int, discard: int, unfused: bool
                 params={"program": name, "fusion": fused, "rounds": rounds, "repeats": repeats, "discard": discard,
                         **({"sizes": LARGE[name][1]} if name in LARGE else {})},
                 source="zoo",
+                program=name,
                 suite_run=suite_run,
+                rounds=rounds,
             )
         )
     df = pd.DataFrame(rows)
     if len(df):
         # The launch cost of this run: the fastest kernel of any program (a
         # one-element broadcast or copy), the same notion as the suite's.
-        df["launch_overhead_s"] = float(df["min_s"].min())
+        df["launch_overhead_s"] = float(df["min_per_launch_s"].min())
         df = df[list(DATASET_COLUMNS)]
     df.attrs["failed"] = failed
     return df
@@ -171,11 +172,10 @@ def measure_extra(only, *, rounds: int, repeats: int, discard: int, progress: bo
     import pandas as pd
 
     from xla_costmodel.measure._extra_suite import extra_cases, is_chain
-    from xla_costmodel.measure import ConcurrentKernelsWarning, measure_program, merge_measurements, steady_allocator
+    from xla_costmodel.measure import ConcurrentKernelsWarning, measure_program, merge_measurements
     from xla_costmodel.measure._dataset import DATASET_COLUMNS
     from xla_costmodel.measure._suite import measurement_rows
 
-    steady_allocator()
     cases = extra_cases(only)
     parts: dict[int, list] = {i: [] for i in range(len(cases))}
     failed: dict[str, str] = {}
@@ -207,11 +207,11 @@ def measure_extra(only, *, rounds: int, repeats: int, discard: int, progress: bo
             params={"chain": is_chain(name),
                     "size_meaning": "elements (matmul/conv/sort/fft: side; programs: width)",
                     "rounds": rounds, "repeats": repeats, "discard": discard},
-            source="extra", suite_run=suite_run,
+            source="extra", suite_run=suite_run, rounds=rounds,
         ))
     df = pd.DataFrame(rows)
     if len(df):
-        df["launch_overhead_s"] = float(df["min_s"].min())
+        df["launch_overhead_s"] = float(df["min_per_launch_s"].min())
         df = df[list(DATASET_COLUMNS)]
     df.attrs["failed"] = failed
     return df

@@ -64,7 +64,7 @@ def test_models_load_their_calibration(calibrated, monkeypatch):
     monkeypatch.setenv("XLA_COSTMODEL_CALIBRATION_DIR", str(d))
     kernel = parse_hlo(MODULE).entry.instruction("k")
     # The fitted model, unfitted, prices with the saved weights: the same as refitting here.
-    refit = FittedModel().fit(kernel_features(data, CPU), data["min_s"].to_numpy() / data["launches"].to_numpy())
+    refit = FittedModel().fit(kernel_features(data, CPU), data["min_per_run_s"].to_numpy() / data["launches"].to_numpy())
     loaded = FittedModel().estimate(kernel, CPU)
     assert loaded.time_s == pytest.approx(refit.estimate(kernel, CPU).time_s, rel=1e-9)
     # The learned model refits from the dataset and checks the saved predictions.

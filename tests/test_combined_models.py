@@ -312,7 +312,7 @@ def small_host_dataset():
     from xla_costmodel.measure import read_dataset
 
     df = read_dataset(Path(__file__).resolve().parent.parent / "calibration" / "host_cpu.parquet")
-    df = df[(df["min_s"] > 0) & (df["hlo_text"].fillna("").str.len() > 0)].iloc[::8]
+    df = df[(df["min_per_run_s"] > 0) & (df["hlo_text"].fillna("").str.len() > 0)].iloc[::8]
     return df
 
 
@@ -321,9 +321,9 @@ def test_scale_fitted_to_measured_times(small_host_dataset):
     host = get_device("host")
     kernels, seconds, skipped = measured_kernels(df)
     assert len(kernels) == len(df) - len(skipped) and len(kernels) > 50
-    # the kernel of a row is the instruction named hlo_op, its time min_s per launch
+    # the kernel of a row is the instruction named hlo_op, its time min_per_run_s per launch
     assert [k.name for k in kernels[:5]] == list(df["hlo_op"].iloc[:5])
-    np.testing.assert_allclose(seconds[:5], (df["min_s"] / df["launches"]).iloc[:5])
+    np.testing.assert_allclose(seconds[:5], (df["min_per_run_s"] / df["launches"]).iloc[:5])
     roof = RooflineModel()
     pred = np.array([roof.estimate(k, host).time_s for k in kernels])
     ok = pred > 0

@@ -88,7 +88,7 @@ def small_data(tmp_path_factory):
     """A slice of the suite (training) and two real programs with their supplementary rows."""
     suite = read_dataset(ROOT / "calibration" / "host_cpu.parquet")
     keep = suite["kernel"].isin(["ew_add", "ew_exp", "ew_mul", "copy_s2", "matmul_square", "launch_add", "launch_empty"])
-    suite = suite[keep & (suite["dtype"] == "float32") & (suite["size"] <= 1 << 18)]
+    suite = suite[keep & (suite["dtype"] == "float32") & (suite["size"].astype(int) <= 1 << 18)]
     programs = read_dataset(ROOT / "calibration" / "host_cpu_programs.parquet")
     prog = programs[programs["kernel"].isin(["mlp_fwd", "layernorm_softmax", "x_ew_add", "x_matmul_nn"])]
     d = tmp_path_factory.mktemp("compare")

@@ -21,8 +21,8 @@ def _rows(samples, launches=None, case="p", ops=None, rounds=None):
         "hlo_op": ops or [f"k{i}" for i in range(n)],
         "opcode": ["fusion"] * n,
         "hlo_text": ["%k = f32[1] fusion()"] * n,
-        "samples_s": [list(s) for s in samples],
-        "min_s": [min(s) for s in samples],
+        "samples_per_run_s": [list(s) for s in samples],
+        "min_per_run_s": [min(s) for s in samples],
         "launches": launches or [1] * n,
         "params": [params] * n,
     })

@@ -33,7 +33,7 @@ from xla_costmodel.measure import measure_host
 
 KiB = 1024
 MiB = 1024 * 1024
-GPU_PRESETS = ("a100-40gb", "a100-80gb", "h100-sxm", "h200", "v100", "rtx-a6000")
+GPU_PRESETS = ("a100-40gb", "a100-80gb", "h100-sxm", "h200", "v100", "rtx-a6000", "b200", "gb200", "gb300")
 
 
 # ---------------------------------------------------------------- presets

@@ -390,21 +390,31 @@ def test_reshapes_that_are_bitcasts_are_not_kernels_and_priorities_are_local():
     """transformer_fwd: 18 kernels after fusion as `analyze` counts them (its 3 bitcast-like reshapes are
     free); the step priorities (local estimates, as in XLA) do not add up to the re-priced saving.
 
-    With `bitcast_layout_changes` (the default) 16 of its 17 reshapes/transposes are layout-only and become
-    bitcasts, as XLA's algebraic simplifier leaves them (`reshape.7` reads the {1,3,2,0} layout of a
-    transpose, so it moves data and stays a reshape): 13 are fused first (+inf), the 3 feeding dots (which
-    cannot take them) stay as bitcasts, and the kernels and totals are those of the run on the raw reshapes (`analyze`
-    prices both as free). Left as reshapes, each one fused pays its own 1 us launch in its priority
-    (`EstimateRunTimes` gives every kernel a launch), so there the finite priorities overshoot the saving.
+    16 of its 17 reshapes/transposes are layout-only, bitcasts once XLA's algebraic simplifier has run
+    (`reshape.7` reads the {1,3,2,0} layout of a transpose, so it moves data and stays a reshape). The pass
+    decides with them as bitcasts: 13 are fused first (+inf), the 3 feeding dots (which cannot take them)
+    stay. The module is JAX's lowered one (not through layout assignment), so by default the fused module
+    gives them back their reshape/transpose; `bitcast_layout_changes=True` emits the bitcasts, with the very
+    same decisions and totals. Left as reshapes (`False`), each one fused pays its own 1 us launch in its
+    priority (`EstimateRunTimes` gives every kernel a launch), so there the finite priorities overshoot the
+    saving; the kernels and totals are the same (`analyze` prices both as free).
     """
     m = load_hlo(FIXTURES / "transformer_fwd.pre.hlo")
     r = simulate_fusion(m, device=DEVICE, model="xla-gpu")
+    emit = simulate_fusion(m, device=DEVICE, model="xla-gpu", bitcast_layout_changes=True)
     old = simulate_fusion(m, device=DEVICE, model="xla-gpu", bitcast_layout_changes=False)
-    assert r.kernels_after == old.kernels_after == 18
+    assert r.kernels_after == emit.kernels_after == old.kernels_after == 18
+    assert r.time_after_s == pytest.approx(emit.time_after_s, rel=1e-12)
     assert r.time_after_s == pytest.approx(old.time_after_s, rel=1e-12)
-    assert [i.opcode for i in r.module.entry.instructions].count("bitcast") == 3
-    assert [i.name for _, i in r.module.instructions() if i.opcode in ("reshape", "transpose")] == ["reshape.7"]
-    assert (r.steps.producer_opcode == "bitcast").sum() == 13
+    for col in ("producer", "consumers", "fusions", "priority_s"):
+        assert list(r.steps[col]) == list(emit.steps[col])
+    assert r.module.to_text().count("bitcast(") == 0
+    assert [i.opcode for i in emit.module.entry.instructions].count("bitcast") == 3
+    assert [i.name for _, i in emit.module.instructions() if i.opcode in ("reshape", "transpose")] == ["reshape.7"]
+    assert (emit.steps.producer_opcode == "bitcast").sum() == 13
+    relabelled = r.steps[r.steps.reason.str.startswith("layout-only")]
+    assert len(relabelled) == 13 and set(relabelled.producer_opcode) <= {"reshape", "transpose"}
+    assert [i.opcode for i in r.module.entry.instructions].count("reshape") == 3  # the 3 bitcasts kept
     assert [i.opcode for i in old.module.entry.instructions].count("reshape") == 3
     saving = r.time_before_s - r.time_after_s
     assert saving > 0
@@ -427,25 +437,34 @@ ENTRY e {
 """
 
 
-def test_layout_only_reshape_and_transpose_become_bitcasts():
+def test_layout_only_reshape_and_transpose_are_bitcasts_to_the_pass():
     """`r` drops a unit dim between row-major layouts and `t` swaps dims whose layouts make it a relabelling
     ({1,0} -> {0,1}, same bytes): `reshape_is_bitcast` / `transpose_is_bitcast` hold, so XLA's algebraic
     simplifier has made both bitcasts before priority fusion. A bitcast is fused first at priority +inf
-    without asking the model (0 model calls), so it is never priced as a kernel of its own. Left as a reshape
-    (`bitcast_layout_changes=False`, the old behaviour), xla-gpu prices it as a 1 us kernel and fusing it
-    saves exactly that launch."""
-    r = simulate_fusion(parse_hlo(LAYOUT_ONLY), device=DEVICE, model="xla-gpu")
-    assert r.model_calls == 0
-    assert list(r.steps.producer_opcode) == ["bitcast", "bitcast"]
-    assert all(math.isinf(p) and p > 0 for p in r.steps.priority_s)
-    assert r.steps.time_unfused_s.isna().all()
-    assert (r.kernels_before, r.kernels_after) == (2, 2)
-    bodies = {i.name: [x.opcode for x in i.fused_computation.instructions] for i in r.module.entry.instructions
-              if i.opcode == "fusion"}
-    assert sorted(bodies.values()) == [["parameter", "bitcast", "exponential"], ["parameter", "bitcast", "negate"]]
-    bc = [x for _, x in r.module.instructions() if x.opcode == "bitcast"]
-    assert all(not x.raw_attributes for x in bc) and {r.origin.get(x.name, x.name) for x in bc} == {"r", "t"}
-    assert not any(x.opcode in ("reshape", "transpose") for _, x in r.module.instructions())
+    without asking the model (0 model calls), so it is never priced as a kernel of its own. The module is not
+    layout-assigned, so the fused bodies hold the reshape and the transpose (its `dimensions` kept); with
+    `bitcast_layout_changes=True` they hold bitcasts. Left as a reshape (`False`), xla-gpu prices it as a
+    1 us kernel and fusing it saves exactly that launch."""
+    for emit in (None, True):
+        r = simulate_fusion(parse_hlo(LAYOUT_ONLY), device=DEVICE, model="xla-gpu", bitcast_layout_changes=emit)
+        assert r.model_calls == 0
+        assert all(math.isinf(p) and p > 0 for p in r.steps.priority_s)
+        assert r.steps.time_unfused_s.isna().all()
+        assert (r.kernels_before, r.kernels_after) == (2, 2)
+        bodies = sorted([x.opcode for x in i.fused_computation.instructions] for i in r.module.entry.instructions
+                        if i.opcode == "fusion")
+        moved = [x for _, x in r.module.instructions() if x.opcode in ("bitcast", "reshape", "transpose")]
+        assert {r.origin.get(x.name, x.name) for x in moved} == {"r", "t"}
+        if emit:
+            assert list(r.steps.producer_opcode) == ["bitcast", "bitcast"]
+            assert bodies == [["parameter", "bitcast", "exponential"], ["parameter", "bitcast", "negate"]]
+            assert all(x.opcode == "bitcast" and not x.raw_attributes for x in moved)
+        else:
+            assert sorted(r.steps.producer_opcode) == ["reshape", "transpose"]
+            assert bodies == [["parameter", "reshape", "negate"], ["parameter", "transpose", "exponential"]]
+            (t,) = [x for x in moved if x.opcode == "transpose"]
+            assert t.attribute("dimensions") == (1, 0)
+            parse_hlo(r.module.to_text())
 
     old = simulate_fusion(parse_hlo(LAYOUT_ONLY), device=DEVICE, model="xla-gpu", bitcast_layout_changes=False)
     assert list(old.steps.producer_opcode) == ["transpose", "reshape"]
@@ -456,9 +475,23 @@ def test_layout_only_reshape_and_transpose_become_bitcasts():
     assert (old.time_before_s, old.time_after_s) == (r.time_before_s, r.time_after_s)
 
 
-def test_bitcasts_run_on_cpu_as_what_they_relabel():
-    """jaxlib's CPU path takes no `bitcast`; `run_on_cpu` runs each as the logical ops it stands for. The
-    reference is jaxlib running the original reshape/transpose (and its parser and cost analysis)."""
+def test_bitcasts_only_where_layouts_were_assigned():
+    """JAX's lowered modules are not through layout assignment: their fused modules hold no bitcasts.
+    XLA's optimized ones are (scheduled, bitcasts and fusions in them): theirs keep the bitcasts."""
+    from xla_costmodel.fusion._simulate import layouts_assigned
+
+    for name in ("transformer_fwd", "mlp_grad", "data_movement"):
+        pre, post = load_hlo(FIXTURES / f"{name}.pre.hlo"), load_hlo(FIXTURES / f"{name}.post.hlo")
+        assert not layouts_assigned(pre) and layouts_assigned(post)
+        assert "bitcast(" not in simulate_fusion(pre, device=DEVICE, model="xla-gpu").module.to_text()
+        assert "bitcast(" in simulate_fusion(post, device=DEVICE, model="xla-gpu").module.to_text()
+    assert layouts_assigned(parse_hlo(BITCAST)) and not layouts_assigned(parse_hlo(LAYOUT_ONLY))
+
+
+def test_the_emitted_module_runs_and_bitcasts_are_not_run():
+    """The default fused module runs on jaxlib's CPU client as emitted (fusions made calls) and matches;
+    one with bitcasts (`bitcast_layout_changes=True`) is not run: this CPU path assigns layouts again,
+    which refuses bitcasts (reported, not rewritten)."""
     import os
 
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
@@ -467,18 +500,27 @@ def test_bitcasts_run_on_cpu_as_what_they_relabel():
     m = parse_hlo(LAYOUT_ONLY)
     report = check_plan_validity(m, simulate_fusion(m, device=DEVICE, model="xla-gpu").module)
     assert report.ok and report.outputs_match and report.max_abs_error == 0.0
+    emitted = simulate_fusion(m, device=DEVICE, model="xla-gpu", bitcast_layout_changes=True).module
+    report = check_plan_validity(m, emitted)
+    assert report.parses and report.outputs_match is None and "bitcast" in report.skipped
 
 
 def test_search_fusion_sees_the_same_bitcasts():
     from xla_costmodel.fusion import search_fusion
 
+    def ops(s):
+        return {x.opcode for _, x in s.greedy_module.instructions()} | {x.opcode for _, x in s.module.instructions()}
+
     s = search_fusion(parse_hlo(LAYOUT_ONLY), device=DEVICE, model="xla-gpu", budget_s=0.5)
-    ops = {x.opcode for _, x in s.greedy_module.instructions()} | {x.opcode for _, x in s.module.instructions()}
-    assert "bitcast" in ops and not ops & {"reshape", "transpose"}
+    assert "bitcast" not in ops(s) and {"reshape", "transpose"} <= ops(s)
     assert s.greedy_reproduced and s.kernels == 2
+    emit = search_fusion(parse_hlo(LAYOUT_ONLY), device=DEVICE, model="xla-gpu", budget_s=0.5,
+                         bitcast_layout_changes=True)
+    assert "bitcast" in ops(emit) and not ops(emit) & {"reshape", "transpose"}
+    assert emit.greedy_reproduced and emit.kernels == 2 and emit.time_s == s.time_s
     old = search_fusion(parse_hlo(LAYOUT_ONLY), device=DEVICE, model="xla-gpu", budget_s=0.5,
                         bitcast_layout_changes=False)
-    assert "bitcast" not in {x.opcode for _, x in old.module.instructions()}
+    assert "bitcast" not in ops(old)
     assert old.greedy_reproduced
 
 

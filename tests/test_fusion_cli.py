@@ -63,3 +63,17 @@ def test_fuse_bad_options(tmp_path, capsys, argv, message):
 def test_fuse_missing_input(tmp_path, capsys):
     assert main(["fuse", str(tmp_path / "missing.hlo"), "-o", str(tmp_path / "o.hlo")]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_fuse_output_is_written_whole_and_needs_its_directory(tmp_path, capsys):
+    """The module goes through a temporary file and a rename (nothing else left in the directory);
+    a missing directory is a usage error, not a traceback."""
+    out = tmp_path / "fused.hlo"
+    out.write_text("an older file")
+    assert main(["fuse", str(SRC), "--model", MODEL, "-o", str(out)]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fused.hlo"]
+    oracle.xla_parse(out.read_text())
+    capsys.readouterr()
+    assert main(["fuse", str(SRC), "--model", MODEL, "-o", str(tmp_path / "nodir" / "o.hlo")]) == 2
+    err = capsys.readouterr().err
+    assert "no such directory" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

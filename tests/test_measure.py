@@ -51,10 +51,10 @@ def test_every_kernel_appears_with_positive_times(measured):
     assert k["in_module"].all()
     assert (k["hlo_module"] == m.module.name).all()
     assert (k["n"] == 7).all()
-    assert all(len(s) == 7 and min(s) > 0 for s in k["samples"])
-    assert (k["min_s"] > 0).all()
-    np.testing.assert_allclose(k["min_s"], [min(s) for s in k["samples"]])
-    np.testing.assert_allclose(k["median_s"], [np.median(s) for s in k["samples"]])
+    assert all(len(s) == 7 and min(s) > 0 for s in k["samples_per_run_s"])
+    assert (k["min_per_run_s"] > 0).all()
+    np.testing.assert_allclose(k["min_per_run_s"], [min(s) for s in k["samples_per_run_s"]])
+    np.testing.assert_allclose(k["median_per_run_s"], [np.median(s) for s in k["samples_per_run_s"]])
     # The opcodes come from the compiled module itself.
     ops = dict(zip(m.module.expected_kernels(), [m.module.instructions[n].opcode for n in expected]))
     assert dict(zip(k["hlo_op"], k["opcode"])) == {n: ops[n] for n in k["hlo_op"]}
@@ -79,7 +79,7 @@ def test_measure_returns_the_kernel_table():
         warnings.simplefilter("ignore", ConcurrentKernelsWarning)
         df = measure(fn, *args, repeats=6, discard=2)
     assert isinstance(df, pd.DataFrame)
-    for col in ("hlo_module", "hlo_op", "n", "min_s", "median_s", "samples"):
+    for col in ("hlo_module", "hlo_op", "n", "min_per_run_s", "median_per_run_s", "samples_per_run_s"):
         assert col in df.columns
     assert df.attrs["hlo_module"] == "jit_prog"
     assert df.attrs["backend"] == "cpu"
@@ -102,7 +102,7 @@ def test_loop_body_kernels_are_summed_per_run():
     loop = k[k["opcode"] == "while"]
     assert len(loop) == 1
     # The while thunk spans its body: its time is at least the body's.
-    assert loop["min_s"].iloc[0] >= body["min_s"].min()
+    assert loop["min_per_run_s"].iloc[0] >= body["min_per_run_s"].min()
 
 
 def test_kept_trace_reads_back_through_json(tmp_path):
@@ -113,7 +113,7 @@ def test_kept_trace_reads_back_through_json(tmp_path):
         files = find_trace_files(tmp_path)
         again = measurement_from_trace(files["json"], m.hlo_text, discard=1, check="ignore")
     assert list(again.kernels["hlo_op"]) == list(m.kernels["hlo_op"])
-    np.testing.assert_allclose(again.kernels["min_s"], m.kernels["min_s"], rtol=1e-6)
+    np.testing.assert_allclose(again.kernels["min_per_run_s"], m.kernels["min_per_run_s"], rtol=1e-6)
 
 
 def test_rounds_pool_their_samples():
@@ -121,18 +121,25 @@ def test_rounds_pool_their_samples():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConcurrentKernelsWarning)
         a = measure_program(fn, *args, repeats=5, discard=1)
-        b = measure_program(fn, *args, repeats=6, discard=2)
+        b = measure_program(fn, *args, repeats=5, discard=1)
     m = merge_measurements([a, b])
     assert list(m.kernels["hlo_op"]) == list(a.kernels["hlo_op"])
     assert (m.kernels["n"] == 8).all()
     ka, kb = a.kernels.set_index("hlo_op"), b.kernels.set_index("hlo_op")
     for row in m.kernels.itertuples():
-        assert row.samples == ka.loc[row.hlo_op, "samples"] + kb.loc[row.hlo_op, "samples"]
-        assert row.min_s == min(ka.loc[row.hlo_op, "min_s"], kb.loc[row.hlo_op, "min_s"])
-    assert list(m.runs["round"]) == [0] * 5 + [1] * 6
+        assert row.samples_per_run_s == ka.loc[row.hlo_op, "samples_per_run_s"] + kb.loc[row.hlo_op, "samples_per_run_s"]
+        assert row.min_per_run_s == min(ka.loc[row.hlo_op, "min_per_run_s"], kb.loc[row.hlo_op, "min_per_run_s"])
+    assert list(m.runs["round"]) == [0] * 5 + [1] * 5
+    assert m.method == a.method
     other = measure_program(lambda x: x * 3.0, jnp.ones(8), repeats=2, discard=0)
     with pytest.raises(ValueError, match="different compiled modules"):
         merge_measurements([a, other])
+    # Samples of different methodologies (here: allocator, run counts) are not pooled.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConcurrentKernelsWarning)
+        c = measure_program(fn, *args, repeats=6, discard=2)
+    with pytest.raises(ValueError, match="different methods"):
+        merge_measurements([a, c])
 
 
 def test_bad_arguments():

@@ -6,6 +6,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -32,14 +33,21 @@ def _rows(n: int, tag: str) -> pd.DataFrame:
             device="cpu: test",
             jax_version="0.10.2",
             timestamp="2026-01-01T00:00:00+00:00",
-            size=i,
+            size=str(i),
             is_main=True,
+            allocator="steady",
+            statistic="min",
+            repeats=7,
+            discard=4,
+            warmup_calls=1,
+            rounds=1,
             n=3,
-            min_s=1e-6 * (i + 1),
-            median_s=2e-6 * (i + 1),
-            samples_s=[1e-6 * (i + 1), 2e-6 * (i + 1), 3e-6 * (i + 1)],
+            min_per_run_s=1e-6 * (i + 1),
+            median_per_run_s=2e-6 * (i + 1),
+            min_per_launch_s=1e-6 * (i + 1),
+            samples_per_run_s=[1e-6 * (i + 1), 2e-6 * (i + 1), 3e-6 * (i + 1)],
             launches=1.0,
-            wall_min_s=1e-5,
+            wall_min_per_run_s=1e-5,
             launch_overhead_s=math.nan,
             out_elements=4,
             out_bytes=16,
@@ -61,7 +69,7 @@ def test_append_creates_then_appends_without_losing_rows(tmp_path, name):
     assert list(both["suite_run"]) == ["a"] * 3 + ["b"] * 2
     # The earlier rows come back exactly as they were.
     pd.testing.assert_frame_equal(both.iloc[:3].reset_index(drop=True), first, check_dtype=False)
-    assert both["samples_s"].iloc[4] == [2e-6, 4e-6, 6e-6]
+    assert both["samples_per_run_s"].iloc[4] == [2e-6, 4e-6, 6e-6]
     assert both["fusion_kind"].isna().all()
     assert list(both.columns[: len(DATASET_COLUMNS)]) == list(DATASET_COLUMNS)
     assert [p.name for p in path.parent.iterdir()] == [name]  # no temporary files left
@@ -92,7 +100,7 @@ def test_foreign_files_are_refused(tmp_path):
     future = tmp_path / "future.csv"
     df = _rows(1, "a")
     df["schema"] = "xla_costmodel.calibration/99"
-    df["samples_s"] = [json.dumps(v) for v in df["samples_s"]]
+    df["samples_per_run_s"] = [json.dumps(v) for v in df["samples_per_run_s"]]
     df.to_csv(future, index=False)
     with pytest.raises(DatasetError, match="calibration/99"):
         read_dataset(future)
@@ -136,8 +144,8 @@ def test_committed_host_dataset_is_valid():
     assert df["suite_run"].nunique() >= 2  # the two runs behind the noise floor
     assert {"access", "elementwise", "matmul", "conv", "scatter", "launch"} <= set(df["kernel_class"])
     assert {"float32", "float64", "bfloat16"} <= set(df["dtype"])
-    assert (df["min_s"] > 0).all() and (df["min_s"] <= df["median_s"]).all()
-    assert all(len(s) == n for s, n in zip(df["samples_s"], df["n"]))
+    assert (df["min_per_run_s"] > 0).all() and (df["min_per_run_s"] <= df["median_per_run_s"]).all()
+    assert all(len(s) == n for s, n in zip(df["samples_per_run_s"], df["n"]))
     # Every case has exactly one main kernel per run.
     assert (df[df["is_main"]].groupby(["suite_run", "case"]).size() == 1).all()
     # The f64 cases really ran in f64, the bf16 ones in bf16.
@@ -153,3 +161,59 @@ def test_committed_host_dataset_is_valid():
         module = hlo.hlo_module_from_text(g["module_text"])
         names = {i.name for c in module.computations() for i in c.instructions()}
         assert g["hlo_op"] in names
+
+
+# --------------------------------------------------------------------------- schema 1 files
+
+
+def _v1_rows(n: int) -> pd.DataFrame:
+    """Rows as schema 1 wrote them: `min_s` & co., an integer `size`, no methodology columns."""
+    df = _rows(n, "old").drop(columns=["allocator", "statistic", "repeats", "discard", "warmup_calls", "rounds",
+                                       "program", "min_per_launch_s"])
+    df = df.rename(columns={"min_per_run_s": "min_s", "median_per_run_s": "median_s",
+                            "samples_per_run_s": "samples_s", "wall_min_per_run_s": "wall_min_s"})
+    df["schema"] = _dataset.SCHEMA_V1
+    df["size"] = list(range(n))
+    df["kernel_class"] = ["program"] * (n - 1) + ["access"]
+    df["kernel"] = "mlp"
+    df["launches"] = [2.0] + [1.0] * (n - 1)
+    df["samples_s"] = [[1e-6 * (i + 1)] * 26 for i in range(n)]
+    df["n"] = 26
+    df["params"] = [json.dumps({"rounds": 3, "repeats": 30, "discard": 4})] + ["{}"] * (n - 1)
+    return df
+
+
+@pytest.mark.parametrize("name", ["old.parquet", "old.csv"])
+def test_schema_1_files_are_migrated_on_read_and_left_untouched(tmp_path, name):
+    path = tmp_path / name
+    old = _v1_rows(3)
+    if name.endswith(".csv"):
+        old.assign(samples_s=[json.dumps(v) for v in old["samples_s"]]).to_csv(path, index=False)
+    else:
+        old.to_parquet(path, index=False)
+    before = path.read_bytes()
+    df = read_dataset(path)
+    assert path.read_bytes() == before
+    assert set(df["schema"]) == {SCHEMA}
+    assert list(df.columns[: len(DATASET_COLUMNS)]) == list(DATASET_COLUMNS)
+    # Same values under the names that say their unit; per launch divides by the launches.
+    np.testing.assert_allclose(df["min_per_run_s"], old["min_s"])
+    np.testing.assert_allclose(df["min_per_launch_s"], old["min_s"] / old["launches"])
+    assert df["samples_per_run_s"].iloc[1] == old["samples_s"].iloc[1]
+    assert list(df["size"]) == ["0", "1", "2"]
+    assert list(df["program"].fillna("")) == ["mlp", "mlp", ""]
+    # Methodology: what params recorded, else the mode whose kept runs divide the sample count (26 = 30 - 4).
+    assert list(zip(df["repeats"], df["discard"], df["rounds"])) == [(30, 4, 3), (30, 4, 1), (30, 4, 1)]
+    assert set(df["allocator"]) == {"steady"}
+
+    # Appending writes the whole file in schema 2, the old rows kept.
+    assert append_dataset(_rows(1, "new"), path) == 4
+    both = read_dataset(path)
+    assert set(both["schema"]) == {SCHEMA} and list(both["suite_run"]) == ["old"] * 3 + ["new"]
+    np.testing.assert_allclose(both["min_per_run_s"].iloc[:3], old["min_s"])
+
+
+def test_per_launch_divides_by_launches_and_never_by_less_than_one():
+    assert _dataset.per_launch_s(6.0, 3) == 2.0
+    np.testing.assert_allclose(_dataset.per_launch_s(np.array([6.0, 6.0, 6.0]), np.array([2.0, 0.0, np.nan])),
+                               [3.0, 6.0, 6.0])

@@ -60,7 +60,7 @@ def test_quick_suite_runs_every_kernel_within_a_minute(quick_suite):
     main = df[df["is_main"]]
     assert set(main["kernel"]) == {k.name for k in SUITE}
     assert (main.groupby("case").size() == 1).all()
-    assert (df["min_s"] > 0).all() and (df["n"] == 10).all()
+    assert (df["min_per_run_s"] > 0).all() and (df["n"] == 10).all()
     assert df["suite_run"].nunique() == 1 and (df["source"] == "suite").all()
     assert all(t.strip() for t in df["hlo_text"]) and all("HloModule" in t for t in df["module_text"])
     # Every elementwise kernel ran in the dtype it claims (f64 needs x64 switched on).
@@ -99,8 +99,8 @@ def test_noise_floor_numbers_by_hand():
                 "hlo_op": ["x", "y", "z"],
                 "kernel_class": ["access", "access", "matmul"],
                 "is_main": True,
-                "min_s": times,
-                "median_s": [t * 1.5 for t in times],
+                "min_per_run_s": times,
+                "median_per_run_s": [t * 1.5 for t in times],
             }
         )
 
@@ -151,9 +151,12 @@ def test_cli_measures_a_user_program(tmp_path, monkeypatch, capsys):
     out_file = tmp_path / "user.csv"
     assert main(["measure", "--jax", f"{prog}:build", "--repeats", "6", "--discard", "2", "--out", str(out_file)]) == 0
     out = capsys.readouterr().out
-    assert "jit_user_fn" in out and "min_us" in out
+    assert "jit_user_fn" in out and "min_per_run_us" in out and "min_per_launch_us" in out
+    assert "steady allocator" in out
     df = read_dataset(out_file)
     assert (df["source"] == "user").all() and (df["case"] == f"{prog}:build").all()
+    assert (df["program"] == "build").all()
+    assert df[["allocator", "repeats", "discard"]].drop_duplicates().values.tolist() == [["steady", 6, 2]]
 
     monkeypatch.syspath_prepend(str(tmp_path))
     assert main(["measure", "--jax", "user_prog:build", "--repeats", "4", "--discard", "1"]) == 0
@@ -163,6 +166,9 @@ def test_cli_measures_a_user_program(tmp_path, monkeypatch, capsys):
     assert main(["measure", "--jax", "no_such_module_xyz:build"]) == 2
     assert main(["measure", "--jax", "nocolon"]) == 2
     assert main(["measure", "--only", "nothing_matches", "--no-save", "--no-progress"]) == 2
+    assert main(["measure", "--jax", "user_prog:build", "--repeats", "2", "--discard", "2"]) == 2
+    assert "repeats > discard" in capsys.readouterr().err
+    assert main(["measure", "--cold", "--quick", "--no-save", "--no-progress"]) == 2
 
 
 def test_cli_refuses_a_corrupt_dataset(tmp_path, capsys):

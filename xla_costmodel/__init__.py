@@ -2,8 +2,9 @@
 
 The public API, in the order data flows: HLO front end (`parse_hlo`, `load_hlo`,
 `from_jax`) → cost analysis (`cost_analysis`, `module_cost`) → devices and models
-(`get_device`, `get_model`, `analyze`) → fusion (`simulate_fusion`, `search_fusion`)
-→ measurement (`measure`) → fitting and comparison (`calibrate`, `compare`, `plot`).
+(`get_device`, `get_model`, `analyze`, `granularity`) → fusion (`simulate_fusion`, `search_fusion`)
+→ measurement (`measure`) → fitting and comparison (`calibrate`, `compare`, `evaluate`, `plot`);
+the same over many modules or devices (`analyze_many`, ..., `xla_costmodel.scale`).
 """
 
 from .hlo import HloComputation as HloComputation
@@ -24,6 +25,7 @@ from .devices import get_device as get_device
 from .models import KernelEstimate as KernelEstimate
 from .models import KernelTable as KernelTable
 from .models import analyze as analyze
+from .models import granularity as granularity
 from .models import get_model as get_model
 from .models import model_names as model_names
 from .fusion import FusionResult as FusionResult
@@ -35,5 +37,10 @@ from .measure import measure as measure
 from . import plot as plot
 from .fit import calibrate as calibrate
 from .compare import compare as compare
+from .scale import analyze_many as analyze_many
+from .scale import map_modules as map_modules
+from .scale import search_fusion_many as search_fusion_many
+from .scale import simulate_fusion_many as simulate_fusion_many
+from .compare import evaluate as evaluate
 
 __version__ = "0.1.0"

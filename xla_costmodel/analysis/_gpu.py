@@ -153,52 +153,12 @@ def gpu_reduce_rule(an, instr, p):
     p[BYTES] = total
 
 
-def _replica_group_size(instr) -> int | None:
-    """Largest replica group, or None for `replica_groups={}`."""
-    if not instr.has_attribute("replica_groups"):
-        return None
-    text = instr.raw_attributes.get("replica_groups", "").strip()
-    if text.startswith("["):
-        # Iota form: [num_groups,group_size]<=[...]
-        m = re.match(r"\[\s*(\d+)\s*,\s*(\d+)\s*\]", text)
-        if m:
-            return int(m.group(2))
-        return None
-    groups = re.findall(r"\{([^{}]*)\}", text)
-    sizes = [len([x for x in g.split(",") if x.strip()]) for g in groups]
-    sizes = [s for s in sizes if s]
-    return max(sizes) if sizes else None
-
-
 def num_ranks(an, instr) -> int:
-    """XLA's `NumRanks`: the participants of the largest group of a collective."""
-    header = getattr(an.module, "header_attributes", {}) or {}
+    """XLA's `NumRanks`: the participants of the largest group of a collective
+    (`_collective_groups.participant_counts`, with the module's replica and partition counts)."""
+    from ._collective_groups import module_counts, participant_counts
 
-    def header_int(key: str) -> int:
-        try:
-            return int(str(header.get(key, "1")).strip())
-        except ValueError:
-            return 1
-
-    replicas = header_int("replica_count")
-    partitions = header_int("num_partitions")
-    has_channel = instr.has_attribute("channel_id")
-    global_ids = bool(instr.attribute("use_global_device_ids", False)) if instr.has_attribute(
-        "use_global_device_ids") else False
-    group = _replica_group_size(instr)
-    if not has_channel:
-        mode = "cross_replica"
-    elif not global_ids:
-        mode = "cross_replica_and_partition"
-    else:
-        mode = "flattened_id"
-    if group is None:
-        if mode == "cross_replica":
-            return max(replicas, 1)
-        return max(replicas * partitions, 1)
-    if mode == "cross_replica_and_partition":
-        return max(group * partitions, 1)
-    return max(group, 1)
+    return max([1, *participant_counts(instr, *module_counts(instr, an.module))])
 
 
 def _ring(p, ranks: int, intra_steps: int) -> None:

@@ -23,7 +23,7 @@ __all__ = ["SUBCOMMANDS", "UsageError", "build_parser", "command", "load_module"
            "resolve_device_and_model"]
 
 #: The modules of this package that define subcommands, in the order `--help` lists them.
-SUBCOMMANDS = ("_stats", "_demo", "_analyze", "_fuse", "_compare", "_measure")
+SUBCOMMANDS = ("_stats", "_demo", "_analyze", "_granularity", "_fuse", "_compare", "_measure", "_evaluate")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,19 +1,24 @@
-"""`xla-costmodel analyze FILE --device D --model M [--json|--csv]`: every kernel priced."""
+"""`xla-costmodel analyze FILE... --device D --model M [--json|--csv]`: every kernel priced.
+
+Several files (or `--engine`, `--out`, `--resume`) take the many-files path of
+`xla_costmodel.scale`: one task per file, on a process pool or a Ray cluster.
+"""
 
 from __future__ import annotations
 
 import argparse
-import math
+import sys
+import warnings
 
 from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL
-from ._common import UsageError, command, load_module, print_table, resolve_device_and_model
+from ._common import UsageError, command, format_seconds, load_module, print_table, resolve_device_and_model
 
 _TABLE_COLUMNS = ["kernel", "kind", "emitter", "executions", "flops", "bytes_accessed", "compute_s", "memory_s",
                   "time_s", "total_s", "bound", "coalesced", "note"]
 
 
 def _configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", help="HLO text file")
+    p.add_argument("files", nargs="+", metavar="FILE", help="HLO text file(s)")
     p.add_argument("--device", default=DEFAULT_DEVICE,
                    help=f"device name (see `xla_costmodel.devices.device_names()`; default {DEFAULT_DEVICE})")
     p.add_argument("--model", default=DEFAULT_MODEL,
@@ -24,28 +29,19 @@ def _configure(p: argparse.ArgumentParser) -> None:
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print JSON records (every column)")
     fmt.add_argument("--csv", action="store_true", help="print CSV (every column)")
+    _many_options(p)
 
 
-def _fmt_time(seconds: float) -> str:
-    if seconds is None or not math.isfinite(seconds):
-        return "nan"
-    for factor, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
-        if abs(seconds) >= factor:
-            return f"{seconds / factor:.4g} {unit}"
-    return f"{seconds * 1e9:.4g} ns"
-
-
-@command("analyze", "price every kernel of an HLO module with a cost model", _configure)
+@command("analyze", "price every kernel of an HLO module (or of many, in parallel) with a cost model", _configure)
 def _analyze(args: argparse.Namespace) -> int:
-    import sys
-    import warnings
-
     from ..models import CostModelWarning, analyze
 
     device, model = resolve_device_and_model(args)
     if args.unknown_trip_count < 0:
         raise UsageError("--unknown-trip-count must be >= 0")
-    module = load_module(args.file)
+    if _wants_many(args):
+        return _analyze_many(args, device, model)
+    module = load_module(args.files[0])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CostModelWarning)
         table = analyze(module, device=device, model=model, unknown_trip_count=args.unknown_trip_count)
@@ -58,12 +54,89 @@ def _analyze(args: argparse.Namespace) -> int:
     shown = df if args.all else df[df["bound"] != "free"]
     shown = shown[_TABLE_COLUMNS].copy()
     for col in ("compute_s", "memory_s", "time_s", "total_s"):
-        shown[col] = shown[col].map(_fmt_time)
+        shown[col] = shown[col].map(format_seconds)
     print_table(shown)
     s = table.summary()
     extra = f", {s['unpriced']} unpriced" if s["unpriced"] else ""
     assumed = f", {s['assumed_counts']} with assumed counts" if s["assumed_counts"] else ""
-    print(f"\ntotal {_fmt_time(s['total_s'])} on {device.name} ({s['model']}): {s['kernels']} kernels{extra}{assumed}")
+    print(f"\ntotal {format_seconds(s['total_s'])} on {device.name} ({s['model']}): {s['kernels']} kernels{extra}{assumed}")
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)
     return 0
+
+
+# --------------------------------------------------------------------------- analyze FILE... (xla_costmodel.scale)
+
+
+def _many_options(p: argparse.ArgumentParser) -> None:
+    """The options of `analyze` with several files (the files are its positional arguments)."""
+    g = p.add_argument_group("many files (any of these, or several files, runs one task per file)")
+    g.add_argument("--engine", choices=("local", "ray"), default=None,
+                   help="where the tasks run: local (default; a process pool on this machine) or ray")
+    g.add_argument("--address", default=None, metavar="ADDR",
+                   help="Ray cluster to use (auto, HOST:6379 or ray://HOST:10001); default: a local Ray instance")
+    g.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="processes of the local pool or CPUs of a local Ray instance (default: all CPUs)")
+    g.add_argument("--out", default=None, metavar="PATH.parquet",
+                   help="write the rows (every column, a 'source' column first) here as files finish")
+    g.add_argument("--resume", action="store_true", help="continue --out: skip the files already in it")
+    g.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _wants_many(args: argparse.Namespace) -> bool:
+    """Whether `analyze` was asked for the many-files path."""
+    return (len(args.files) > 1 or args.engine is not None or args.out is not None or args.resume
+            or args.address is not None or args.workers is not None)
+
+
+def _analyze_many(args: argparse.Namespace, device, model) -> int:
+    """`analyze FILE...`: a per-file summary (or every row with --json/--csv); exit 1 when a file failed."""
+    import pandas as pd
+
+    from ..models import CostModelWarning
+    from ..scale import RayUnavailableError, ResultFileError, TaskFailedWarning, analyze_many
+
+    if args.resume and args.out is None:
+        raise UsageError("--resume needs --out (the file to resume)")
+    if args.address is not None and args.engine != "ray":
+        raise UsageError("--address is for --engine ray")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError("--workers must be at least 1")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", CostModelWarning)
+        warnings.simplefilter("ignore", TaskFailedWarning)  # reported below, one line per file
+        try:
+            table = analyze_many(args.files, device=device, model=model, unknown_trip_count=args.unknown_trip_count,
+                                 engine=args.engine or "local", address=args.address, workers=args.workers,
+                                 out=args.out, resume=args.resume, progress=not args.no_progress)
+        except (FileNotFoundError, ResultFileError, RayUnavailableError) as exc:
+            raise UsageError(str(exc)) from None
+    df = pd.DataFrame(table)
+    if args.json or args.csv:
+        print_table(df, as_json=args.json, as_csv=args.csv)
+    else:
+        print_table(_per_source(df))
+        print(f"\n{df['source'].nunique() if len(df) else 0} files, {len(df)} rows on {device.name} "
+              f"({table.job['model']})" + (f"; written to {args.out}" if args.out else ""))
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+    for row in table.failures.itertuples():
+        print(f"error: {row.source}: {row.error}", file=sys.stderr)
+    return 1 if len(table.failures) else 0
+
+
+def _per_source(df):
+    """One line per file: kernels (not free), unpriced kernels and the predicted total (seconds per run)."""
+    import pandas as pd
+
+    if not len(df):
+        return pd.DataFrame(columns=["source", "kernels", "unpriced", "total_s"])
+    kernels = df[df["bound"] != "free"]
+    grouped = kernels.groupby("source", sort=False)
+    out = pd.DataFrame({
+        "kernels": grouped.size(),
+        "unpriced": grouped["priced"].apply(lambda s: int((~s.astype(bool)).sum())),
+        "total_s": grouped["total_s"].apply(lambda s: float(s.fillna(0.0).sum())),
+    })
+    order = list(dict.fromkeys(df["source"]))
+    return out.reindex(order, fill_value=0).rename_axis("source").reset_index()

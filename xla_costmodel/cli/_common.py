@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["COMMANDS", "Command", "UsageError", "command", "load_module", "print_table", "resolve_device_and_model"]
+__all__ = ["COMMANDS", "Command", "UsageError", "command", "format_seconds", "load_module", "print_table",
+           "resolve_device_and_model"]
 
 
 class UsageError(Exception):
@@ -90,3 +92,13 @@ def print_table(df, as_json: bool = False, as_csv: bool = False) -> None:
 
         with pd.option_context("display.max_rows", 200, "display.max_columns", 30, "display.width", 200):
             print(df.to_string(index=False))
+
+
+def format_seconds(seconds: float) -> str:
+    """`seconds` in the largest unit that keeps it at 1 or more (s, ms, us, ns), 4 significant digits."""
+    if seconds is None or not math.isfinite(seconds):
+        return "nan"
+    for factor, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
+        if abs(seconds) >= factor:
+            return f"{seconds / factor:.4g} {unit}"
+    return f"{seconds * 1e9:.4g} ns"

@@ -1,4 +1,4 @@
-"""`xla-costmodel compare` and `xla-costmodel calibrate`."""
+"""`xla-costmodel compare` and `xla-costmodel calibrate` (one device, or each device of a fleet dataset)."""
 
 from __future__ import annotations
 
@@ -65,7 +65,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _calibrate_configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default="host", help="device to calibrate (default host)")
+    p.add_argument("--device", default=None, help="device to calibrate (default host; a --dataset of several "
+                   "devices is fitted per device and across devices)")
     p.add_argument("--quick", action="store_true", help="run the quick suite (with no --dataset)")
     p.add_argument("--dataset", nargs="+", default=None, metavar="PATH",
                    help="fit to these measurements instead of running the suite")
@@ -73,6 +74,9 @@ def _calibrate_configure(p: argparse.ArgumentParser) -> None:
                    help="models to fit (default: fitted learned roofline-calibrated xla-gpu-calibrated)")
     p.add_argument("--out", default=None, metavar="DIR", help="where to write (default calibration/)")
     p.add_argument("--weights", action="store_true", help="also print the fitted model's weights table")
+    p.add_argument("--device-map", action="append", default=None, metavar="MEASURED=DEVICE",
+                   help="with a dataset of several devices: the device (a registered name) of rows whose 'device' "
+                        "or 'device_kind' is MEASURED, where no preset matches; repeatable")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--json", action="store_true", help="print JSON records")
     g.add_argument("--csv", action="store_true", help="print CSV")
@@ -83,6 +87,10 @@ def _calibrate(args: argparse.Namespace) -> int:
     from ..measure import DatasetError
     from ..fit._calibrate import FITTABLE_MODELS, calibrate
 
+    status = _calibrate_devices(args)
+    if status is not None:
+        return status
+    args.device = args.device or "host"
     try:
         result = calibrate(args.device, quick=args.quick, dataset=_paths(args.dataset),
                            models=tuple(args.models or FITTABLE_MODELS), out_dir=args.out, progress=True)
@@ -104,4 +112,44 @@ def _calibrate(args: argparse.Namespace) -> int:
         table = FittedModel.from_calibration(args.device).weights_table()
         print(file=sys.stdout)
         print_table(table, as_json=args.json, as_csv=args.csv)
+    return 0
+
+
+def _calibrate_devices(args: argparse.Namespace) -> int | None:
+    """`calibrate --dataset` of rows measured on several devices: per device and across devices.
+
+    **Returns:** the exit status, or None when the dataset is of one device
+    (then `calibrate` goes its usual way).
+    """
+    from ..fit._calibrate import FITTABLE_MODELS
+    from ..fit._data import load_rows, training_rows
+    from ..fit._devices import calibrate_devices, dataset_devices
+    from ..measure import DatasetError
+
+    if not args.dataset:
+        if args.device_map:
+            raise UsageError("--device-map is for --dataset")
+        return None
+    try:
+        rows = load_rows(args.dataset if len(args.dataset) > 1 else args.dataset[0])
+    except (DatasetError, FileNotFoundError) as exc:
+        raise UsageError(str(exc)) from None
+    measured_on = dataset_devices(training_rows(rows))
+    if len(measured_on) < 2 and not args.device_map:
+        return None
+    if args.device is not None:
+        raise UsageError(f"the dataset holds measurements of {len(measured_on)} devices ({'; '.join(measured_on)}): "
+                         "leave out --device to fit each of them and all together")
+    mapping = {}
+    for item in args.device_map or ():
+        measured, sep, name = item.rpartition("=")
+        if not sep or not measured or not name:
+            raise UsageError(f"--device-map expects MEASURED=DEVICE, got {item!r}")
+        mapping[measured] = name
+    try:
+        result = calibrate_devices(rows, models=tuple(args.models or FITTABLE_MODELS), devices=mapping,
+                                   out_dir=args.out, progress=True)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print_table(result if (args.json or args.csv) else result.round(4), as_json=args.json, as_csv=args.csv)
     return 0

@@ -32,6 +32,21 @@ def _us(seconds: float) -> float:
     return seconds * 1e6 if math.isfinite(seconds) else seconds
 
 
+def _write_atomically(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file and a rename: never half a module."""
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent if str(path.parent) else ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 def _same_file(a: Path, b: Path) -> bool:
     try:
         return a.resolve() == b.resolve() or (b.exists() and os.path.samefile(a, b))
@@ -55,6 +70,8 @@ def _fuse(args: argparse.Namespace) -> int:
         raise UsageError(f"{out}: is the input file; refusing to overwrite it (choose another -o)")
     if out.is_dir():
         raise UsageError(f"{out}: is a directory; give a file name for the fused module")
+    if not out.resolve().parent.is_dir():
+        raise UsageError(f"{out.parent}: no such directory for the fused module")
     device, model = resolve_device_and_model(args)
     module = load_hlo(src)
     if args.search:
@@ -62,7 +79,7 @@ def _fuse(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = simulate_fusion(module, device=device, model=model)
-    out.write_text(result.module.to_text())
+    _write_atomically(out, result.module.to_text())
 
     steps = result.steps
     if args.json:
@@ -113,7 +130,7 @@ def _search(args: argparse.Namespace, module, device, model, out: Path) -> int:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = search_fusion(module, device=device, model=model, budget_s=args.budget)
-    out.write_text(result.module.to_text())
+    _write_atomically(out, result.module.to_text())
     summary = result.summary()
     summary["output"] = str(out)
     if args.json:

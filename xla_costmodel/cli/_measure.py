@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import sys
 import warnings
 from pathlib import Path
 
 from ._common import UsageError, command
 
-__all__ = ["DEFAULT_DATASET"]
+__all__ = ["DEFAULT_DATASET", "DEFAULT_FLEET_DATASET", "load_target", "per_kernel_table"]
 
 #: Where the suite appends by default, relative to the working directory;
 #: `{backend}` is filled in (`cpu`, `gpu`, ...).
 DEFAULT_DATASET = "calibration/host_{backend}.parquet"
+#: Where a fleet run of the full suite appends by default, relative to the working directory.
+DEFAULT_FLEET_DATASET = "calibration/fleet.parquet"
 
 
 _DESCRIPTION = (
@@ -39,6 +39,12 @@ def _configure(p: argparse.ArgumentParser) -> None:
         metavar="PATTERN",
         help="suite kernels or classes to run, as glob patterns (e.g. 'ew_*' matmul)",
     )
+    p.add_argument(
+        "--cold",
+        action="store_true",
+        help="time with a cold allocator: large buffers mapped afresh every run, so kernels pay their page "
+        "faults (default: the steady allocator that calibration assumes)",
+    )
     p.add_argument("--repeats", type=int, help="runs per program in total (default: 30, quick 12)")
     p.add_argument("--discard", type=int, help="leading warm-up runs thrown away (default: 4, quick 2)")
     p.add_argument(
@@ -54,6 +60,7 @@ def _configure(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-save", action="store_true", help="print the results, write nothing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _fleet_options(p)
 
 
 @command("measure", "measure kernel times: the measurement suite, or --jax MODULE:FUNCTION", _configure,
@@ -61,8 +68,13 @@ def _configure(p: argparse.ArgumentParser) -> None:
 def _measure(args: argparse.Namespace) -> int:
     """`xla-costmodel measure`: exit status 0 on success, 1 when the measurement or the dataset
     write fails (the message goes to stderr), 2 for bad usage (`UsageError`)."""
+    if _wants_fleet(args):
+        return _measure_fleet(args)
     _gpu_flags_early()
-    from ..measure import DatasetError, MeasurementError, TraceError
+    from ..measure import DatasetError, MeasurementError, TraceError, set_allocator
+
+    # Before jax starts its threads, so that they share the allocator's main arena.
+    set_allocator("cold" if args.cold else "steady")
 
     try:
         if args.jax:
@@ -97,6 +109,8 @@ def _run_suite(args) -> int:
     from ..measure import append_dataset, device_description, run_suite
 
     out = _out_path(args, device_description()["backend"], default_on=not args.quick)
+    if args.cold:
+        raise UsageError("--cold is for --jax programs; the suite is always timed with the steady allocator")
     try:
         df = run_suite(
             quick=args.quick,
@@ -111,8 +125,8 @@ def _run_suite(args) -> int:
     main = df[df["is_main"]]
     summary = main.groupby("kernel_class").agg(
         cases=("case", "size"),
-        fastest_us=("min_s", lambda s: s.min() * 1e6),
-        slowest_us=("min_s", lambda s: s.max() * 1e6),
+        fastest_per_launch_us=("min_per_launch_s", lambda s: s.min() * 1e6),
+        slowest_per_launch_us=("min_per_launch_s", lambda s: s.max() * 1e6),
     )
     with pd.option_context("display.width", 120, "display.float_format", "{:.2f}".format):
         print(summary.to_string())
@@ -132,58 +146,49 @@ def _run_suite(args) -> int:
     return 0
 
 
-def _load_target(spec: str):
-    if ":" not in spec:
-        raise UsageError(f"--jax expects MODULE:FUNCTION, got {spec!r}")
-    mod_name, _, func_name = spec.rpartition(":")
+def load_target(spec: str):
+    """`(fn, args)` of `--jax MODULE:FUNCTION` (`measure._target.load_program`); `UsageError` when it cannot be loaded."""
+    from ..measure._target import ProgramSpecError, load_program
+
     try:
-        if mod_name.endswith(".py") or "/" in mod_name:
-            path = Path(mod_name)
-            if not path.is_file():
-                raise UsageError(f"--jax {spec}: no such file {path}")
-            spec_ = importlib.util.spec_from_file_location(path.stem, path)
-            module = importlib.util.module_from_spec(spec_)
-            spec_.loader.exec_module(module)
-        else:
-            module = importlib.import_module(mod_name)
-    except ImportError as e:
-        raise UsageError(f"--jax {spec}: cannot import {mod_name!r} ({e})") from e
-    target = module
-    for part in func_name.split("."):
-        if not hasattr(target, part):
-            raise UsageError(f"--jax {spec}: {mod_name!r} has no attribute {func_name!r}")
-        target = getattr(target, part)
-    if not callable(target):
-        raise UsageError(f"--jax {spec}: {func_name!r} is not callable")
-    built = target()
-    if not (isinstance(built, tuple) and len(built) == 2 and callable(built[0]) and isinstance(built[1], (tuple, list))):
-        raise UsageError(
-            f"--jax {spec}: {func_name}() must return (fn, args): a function and a tuple of example "
-            f"arguments, got {type(built).__name__}"
-        )
-    return built[0], tuple(built[1])
+        return load_program(spec)
+    except ProgramSpecError as e:
+        raise UsageError(f"--jax {e}") from None
+
+
+def per_kernel_table(kernels):
+    """The printed form of `measure()`'s kernels: times in microseconds, per run and per launch."""
+    table = kernels[["hlo_op", "opcode", "n", "launches"]].copy()
+    table["min_per_run_us"] = kernels["min_per_run_s"] * 1e6
+    table["median_per_run_us"] = kernels["median_per_run_s"] * 1e6
+    table["min_per_launch_us"] = kernels["min_per_launch_s"] * 1e6
+    return table
 
 
 def _measure_user(args) -> int:
     import pandas as pd
 
-    from ..measure import append_dataset, measure_program, measurement_rows, steady_allocator
+    from ..measure import append_dataset, measure_program, measurement_rows
     from ..measure._suite import FULL, QUICK
 
     mode = QUICK if args.quick else FULL
-    fn, fargs = _load_target(args.jax)
-    steady_allocator()  # as for the suite, so that the two are comparable
+    fn, fargs = load_target(args.jax)
     repeats = args.repeats if args.repeats is not None else mode.repeats
     discard = args.discard if args.discard is not None else mode.discard
     with warnings.catch_warnings():
         warnings.simplefilter("default")
-        m = measure_program(fn, *fargs, repeats=repeats, discard=discard)
-    table = m.kernels[["hlo_op", "opcode", "n", "min_s", "median_s", "launches"]].copy()
-    table["min_us"] = table.pop("min_s") * 1e6
-    table["median_us"] = table.pop("median_s") * 1e6
+        try:
+            m = measure_program(fn, *fargs, repeats=repeats, discard=discard,
+                                allocator="cold" if args.cold else "steady")
+        except ValueError as e:
+            if "repeats" in str(e):
+                raise UsageError(str(e)) from e
+            raise
+    table = per_kernel_table(m.kernels)
     kept = m.runs[m.runs["kept"]]
     with pd.option_context("display.width", 160, "display.max_rows", 500, "display.float_format", "{:.2f}".format):
-        print(f"{m.module.name} on {m.device}: {len(table)} kernels, {len(kept)} runs kept of {len(m.runs)}")
+        print(f"{m.module.name} on {m.device}: {len(table)} kernels, {len(kept)} runs kept of {len(m.runs)} "
+              f"({m.method.allocator} allocator, minimum over kept runs)")
         print(table.to_string(index=False))
     print(
         f"wall time per run: min {kept['wall_s'].min() * 1e6:.1f} µs; "
@@ -193,7 +198,74 @@ def _measure_user(args) -> int:
         print(f"warning: expected kernels not seen in the trace: {', '.join(m.missing)}", file=sys.stderr)
     out = _out_path(args, m.backend, default_on=False)
     if out is not None:
-        rows = pd.DataFrame(measurement_rows(m, case=args.jax, kernel=args.jax.rpartition(":")[2]))
+        name = args.jax.rpartition(":")[2]
+        rows = pd.DataFrame(measurement_rows(m, case=args.jax, kernel=name, program=name))
         total = append_dataset(rows, out)
         print(f"appended {len(rows)} rows to {out} ({total} rows now)")
     return 0
+
+
+# --------------------------------------------------------------------------- measure --engine ray
+
+
+def _fleet_options(p: argparse.ArgumentParser) -> None:
+    """The options that send `measure` to a Ray cluster (`xla_costmodel.scale.measure_fleet`)."""
+    g = p.add_argument_group("fleet (measure on the devices of a Ray cluster)")
+    g.add_argument("--engine", choices=("local", "ray"), default="local",
+                   help="local (default): measure this machine's device; ray: one task per --accelerator-type")
+    g.add_argument("--accelerator-type", action="append", default=None, metavar="KIND", dest="accelerator_types",
+                   help="with --engine ray: a GPU kind as Ray names it (H100, A100, A100-80G, ...), or host for "
+                        "the CPU; repeat for several")
+    g.add_argument("--address", default=None, metavar="ADDR",
+                   help="with --engine ray: the cluster (auto, HOST:6379 or ray://HOST:10001); default: a local "
+                        "Ray instance")
+
+
+def _wants_fleet(args: argparse.Namespace) -> bool:
+    """Whether `measure` goes to Ray; `UsageError` for fleet options without `--engine ray`."""
+    if args.engine == "ray":
+        return True
+    if args.accelerator_types or args.address:
+        raise UsageError("--accelerator-type and --address need --engine ray")
+    return False
+
+
+def _measure_fleet(args: argparse.Namespace) -> int:
+    """`measure --engine ray`: returns 0, or 1 when a task (or the dataset write) failed; `UsageError` for bad usage."""
+    import pandas as pd
+
+    from ..measure import DatasetError
+    from ..scale import FleetDeviceWarning, RayUnavailableError, TaskFailedWarning, measure_fleet
+
+    if not args.accelerator_types:
+        raise UsageError("--engine ray needs at least one --accelerator-type (e.g. H100, or host for the CPU)")
+    if args.no_save:
+        out = None
+    elif args.out:
+        out = args.out
+    else:
+        out = None if (args.quick or args.jax) else DEFAULT_FLEET_DATASET
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", FleetDeviceWarning)
+        warnings.simplefilter("ignore", TaskFailedWarning)  # reported below, one line per task
+        try:
+            rows = measure_fleet(args.accelerator_types, quick=args.quick, only=args.only, repeats=args.repeats,
+                                 discard=args.discard, rounds=args.rounds, jax_program=args.jax,
+                                 address=args.address, out=out, progress=not args.no_progress)
+        except DatasetError as exc:
+            print(f"xla-costmodel measure: error: {exc}", file=sys.stderr)
+            return 1
+        except (RayUnavailableError, ValueError) as exc:
+            raise UsageError(str(exc)) from None
+    if len(rows):
+        table = rows.groupby(["requested_accelerator", "device", "node"], sort=False).agg(
+            rows=("case", "size"), cases=("case", "nunique"), fastest_per_run_us=("min_per_run_s", lambda s: s.min() * 1e6))
+        with pd.option_context("display.width", 160, "display.float_format", "{:.2f}".format):
+            print(table.to_string())
+        if out is not None:
+            print(f"appended {len(rows)} rows to {out}")
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+    for kind, error in rows.attrs["failures"].items():
+        print(f"xla-costmodel measure: error: task {kind}: {error}", file=sys.stderr)
+    return 1 if rows.attrs["failures"] else 0

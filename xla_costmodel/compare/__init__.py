@@ -2,6 +2,8 @@
 
 - `compare(models, dataset, split=...)`: accuracy metrics of several models
   on held-out data (`Comparison`, one row per model).
+- `evaluate(fn, *args, device="host", models=...)`: measure one program and
+  predict it, joined per kernel (`Evaluation`).
 - `noise ceiling` (`_ceiling`): the measurement's own reproducibility, the
   best any model can score.
 
@@ -18,16 +20,19 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._compare import DEFAULT_MODELS, SPLITS, Comparison, compare
+    from ._evaluate import Evaluation, evaluate
 
 _LAZY = {
     "Comparison": ("._compare", "Comparison"),
     "compare": ("._compare", "compare"),
     "SPLITS": ("._compare", "SPLITS"),
     "DEFAULT_MODELS": ("._compare", "DEFAULT_MODELS"),
+    "Evaluation": ("._evaluate", "Evaluation"),
+    "evaluate": ("._evaluate", "evaluate"),
 }
 # Names that moved to `xla_costmodel.fit` (the package below), still reachable from here.
 _FROM_FIT = (
-    "calibrate", "FITTABLE_MODELS", "CalibratedModel", "host_as_gpu", "FEATURES", "FEATURE_GROUPS",
+    "calibrate", "FITTABLE_MODELS", "calibrate_devices", "CalibratedModel", "host_as_gpu", "FEATURES", "FEATURE_GROUPS",
     "FeatureError", "kernel_features", "FittedModel", "LearnedModel", "accuracy", "fusion_metrics", "sk_gmre",
     "CalibrationError", "load_calibration", "calibration_path",
 )

@@ -3,7 +3,7 @@
 A cost model is scored against measured times that are themselves noisy.
 Scoring one independent measurement of the same kernels against another,
 with the same estimator as the target (the minimum of the kept samples per
-launch, `min_s / launches`), gives the *noise ceiling*: the error and rank
+launch, `min_per_launch_s`), gives the *noise ceiling*: the error and rank
 correlation that even a model predicting one measurement exactly would
 show against the other. Two ways to get a second measurement:
 
@@ -45,7 +45,7 @@ DEFAULT_ROUNDS = 3
 
 def _launches(rows: pd.DataFrame) -> np.ndarray:
     launches = rows["launches"].to_numpy(float) if "launches" in rows else np.ones(len(rows))
-    return np.where(np.isfinite(launches) & (launches >= 1), launches, 1.0)
+    return np.where(np.isfinite(launches) & (launches >= 1), launches, 1.0)  # as measure._dataset.per_launch_s
 
 
 def rounds_of(rows: pd.DataFrame, default: int = DEFAULT_ROUNDS) -> int:
@@ -71,7 +71,7 @@ def rounds_of(rows: pd.DataFrame, default: int = DEFAULT_ROUNDS) -> int:
 def round_minima(rows: pd.DataFrame, rounds: int) -> np.ndarray:
     """Per kernel and measurement pass: the minimum of that pass's samples per launch.
 
-    **Arguments:** `rows`: dataset rows with `samples_s` (lists, pooled in
+    **Arguments:** `rows`: dataset rows with `samples_per_run_s` (lists, pooled in
     pass order) and `launches`; `rounds`: the passes they were pooled from.
 
     **Returns:** an array `rounds × len(rows)` (seconds per launch).
@@ -83,7 +83,7 @@ def round_minima(rows: pd.DataFrame, rounds: int) -> np.ndarray:
         raise ValueError("a noise ceiling from rounds needs at least 2 rounds")
     launches = _launches(rows)
     out = np.empty((rounds, len(rows)))
-    for j, samples in enumerate(rows["samples_s"]):
+    for j, samples in enumerate(rows["samples_per_run_s"]):
         s = np.asarray(samples, dtype=float)
         if len(s) == 0 or len(s) % rounds:
             raise ValueError(f"row {rows.index[j]} has {len(s)} samples, not a multiple of {rounds} rounds")
@@ -99,14 +99,14 @@ def round_pairs(rows: pd.DataFrame, rounds: int) -> list[tuple[str, np.ndarray, 
 
 
 def kernel_times(rows: pd.DataFrame) -> pd.Series:
-    """The target time (`min_s / launches`) of each kernel, indexed by `(case, hlo_op)` (first row of each)."""
-    t = rows["min_s"].to_numpy(float) / _launches(rows)
+    """The target time (`min_per_run_s / launches`) of each kernel, indexed by `(case, hlo_op)` (first row of each)."""
+    t = rows["min_per_run_s"].to_numpy(float) / _launches(rows)
     s = pd.Series(t, index=pd.MultiIndex.from_arrays([rows["case"].astype(str), rows["hlo_op"].astype(str)]))
     return s[~s.index.duplicated(keep="first")]
 
 
 def run_pair(rows: pd.DataFrame, other: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
-    """The pooled targets (`min_s / launches`) of two measurement runs, matched on `case` and `hlo_op`.
+    """The pooled targets (`min_per_run_s / launches`) of two measurement runs, matched on `case` and `hlo_op`.
 
     **Arguments:** `rows`, `other`: kernel rows of two runs of the same programs.
 
@@ -143,7 +143,7 @@ def noise_ceiling(rows: pd.DataFrame, rounds: int | None = None, other: pd.DataF
     rows = kernel_rows(rows)
     out = []
     if rounds:
-        per = [len(s) // rounds for s in rows["samples_s"]]
+        per = [len(s) // rounds for s in rows["samples_per_run_s"]]
         per_round = f"{min(per)}" if min(per) == max(per) else f"{min(per)}-{max(per)}"
         pairs = [_row(label, a, b, f"{per_round} each") for label, a, b in round_pairs(rows, rounds)]
         out += pairs

@@ -143,7 +143,7 @@ def _decisions(rows: pd.DataFrame, pred: np.ndarray) -> pd.DataFrame:
         "program": _program(rows),
         "variant": np.where(rows["kernel_class"].to_numpy() == "program", "fused",
                             np.where(rows["kernel_class"].to_numpy() == "program-unfused", "unfused", "")),
-        "meas": rows["min_s"].to_numpy(float),
+        "meas": rows["min_per_run_s"].to_numpy(float),
         "pred": pred * launches,
     })
     d = d[d["variant"] != ""]

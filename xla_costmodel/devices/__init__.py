@@ -1,5 +1,6 @@
-"""Devices: `DeviceSpec`, XLA-sourced GPU presets, XLA's per-op cycle tables, and the measured host
-(measured by `xla_costmodel.measure.measure_host`, cached here)."""
+"""Devices: `DeviceSpec`, XLA-sourced GPU presets, XLA's per-op cycle tables, XLA's measured
+GEMM and collective tables, and the measured host (measured by `xla_costmodel.measure.measure_host`,
+cached here)."""
 
 from ._host import HostCacheError as HostCacheError
 from ._host import host_cache_path as host_cache_path
@@ -14,6 +15,11 @@ from ._registry import device_names as device_names
 from ._registry import get_device as get_device
 from ._registry import register_device as register_device
 from ._spec import DeviceSpec as DeviceSpec
+from ._xla_tables import collective_row_hlo as collective_row_hlo
+from ._xla_tables import collective_table as collective_table
+from ._xla_tables import gemm_table as gemm_table
+from ._xla_tables import xla_table_key as xla_table_key
+from ._xla_tables import xla_tables_source as xla_tables_source
 
 __all__ = [
     "DEFAULT_OP_CYCLES",
@@ -21,7 +27,10 @@ __all__ = [
     "XLA_KERNEL_LAUNCH_OVERHEAD_S",
     "DeviceSpec",
     "HostCacheError",
+    "collective_row_hlo",
+    "collective_table",
     "device_names",
+    "gemm_table",
     "get_device",
     "host_cache_path",
     "load_op_profile",
@@ -29,4 +38,6 @@ __all__ = [
     "op_profile_names",
     "op_profile_source",
     "register_device",
+    "xla_table_key",
+    "xla_tables_source",
 ]

@@ -76,6 +76,21 @@ def _hopper_rows(clock: float) -> dict[str, tuple[int, int, float]]:
     }
 
 
+# Blackwell (B200, GB200, GB300): XLA specs/{b200,gb200,gb300}.txtpb
+# (openxla/xla@6b73c4c49eb0c5aee1963c1e34c7cc8ba92ac202) matrix_unit_description, 4 tensor
+# cores per SM at the tensor-core clock (FP64 at the SM clock). Per unit per clock: 2048
+# INT8 / FP8, 1024 FP16 / BF16, 512 TF32 ("f32"), 16 FP64, 4096 FP4. For the B200 at 1.835 GHz
+# x 148 SMs this gives 2.22 PFLOP/s dense BF16, 1.11 TF32, 4.45 FP8, NVIDIA's B200 datasheet
+# figures (dense: half the "with sparsity" ones).
+def _blackwell_rows(tc_clock: float, clock: float) -> dict[str, tuple[int, int, float]]:
+    return {
+        "s8": (4, 2048, tc_clock), "u8": (4, 2048, tc_clock),
+        "f8e4m3fn": (4, 2048, tc_clock), "f8e5m2": (4, 2048, tc_clock),
+        "f16": (4, 1024, tc_clock), "bf16": (4, 1024, tc_clock),
+        "f32": (4, 512, tc_clock), "f64": (4, 16, clock), "f4e2m1fn": (4, 4096, tc_clock),
+    }
+
+
 # Ampere GA100 (A100): NVIDIA A100 Tensor Core GPU Architecture white paper v1.0,
 # per SM per clock (dense) 1024 FP16/BF16 FMA, 512 TF32, 2048 INT8, 64 FP64 over 4
 # tensor cores. At 1.41 GHz x 108 SMs: 312 / 156 / 624 / 19.5 TFLOP/s, the datasheet figures.
@@ -114,6 +129,7 @@ def _build_presets() -> dict[str, DeviceSpec]:
             threads_per_core_limit=2048,
             device_memory_bytes=42_331_013_120,
             peak_matmul_flops_per_s=_matrix_peaks(108, _ga100_rows(1.41)),
+            pcie_bandwidth_bytes_per_s=34_359_738_368,
             source="XLA specs/a100_sxm_40.txtpb @4336d12e; tensor cores: A100 white paper",
         ),
         # XLA specs/a100_sxm_80.txtpb (openxla/xla@4336d12e); TestGpuDeviceInfo::A100SXMDeviceInfo
@@ -146,7 +162,10 @@ def _build_presets() -> dict[str, DeviceSpec]:
             threads_per_core_limit=2048,
             device_memory_bytes=84_942_979_072,
             peak_matmul_flops_per_s=_matrix_peaks(132, _hopper_rows(1.98)),
-            source="XLA specs/h100_sxm.txtpb @0774019d (tensor-core rates included)",
+            pcie_bandwidth_bytes_per_s=34_359_738_368,
+            nvlink_links=18,
+            source="XLA specs/h100_sxm.txtpb @0774019d (tensor-core rates included); "
+                   "interconnect @6b73c4c4",
         ),
         # XLA specs/h200.txtpb (openxla/xla@4336d12e): an H100 SXM with 4.8 TB/s HBM3e.
         _nvidia(
@@ -161,7 +180,9 @@ def _build_presets() -> dict[str, DeviceSpec]:
             threads_per_core_limit=2048,
             device_memory_bytes=151_397_597_184,
             peak_matmul_flops_per_s=_matrix_peaks(132, _hopper_rows(1.98)),
-            source="XLA specs/h200.txtpb @4336d12e (tensor-core rates included)",
+            pcie_bandwidth_bytes_per_s=34_359_738_368,
+            nvlink_links=18,
+            source="XLA specs/h200.txtpb @4336d12e (tensor-core rates included); interconnect @6b73c4c4",
         ),
         # XLA specs/v100.txtpb (openxla/xla@4336d12e).
         _nvidia(
@@ -176,6 +197,8 @@ def _build_presets() -> dict[str, DeviceSpec]:
             threads_per_core_limit=2048,
             device_memory_bytes=16_935_682_048,
             peak_matmul_flops_per_s=_matrix_peaks(80, _gv100_rows(1.53)),
+            pcie_bandwidth_bytes_per_s=17_179_869_184,
+            nvlink_links=6,
             source="XLA specs/v100.txtpb @4336d12e; tensor cores: V100 white paper",
         ),
         # XLA's test device, TestGpuDeviceInfo::RTXA6000DeviceInfo() with its default
@@ -199,7 +222,65 @@ def _build_presets() -> dict[str, DeviceSpec]:
                    "tensor cores: GA102 rates at the test clock",
         ),
     ]
+    presets += _blackwell_presets()
     return {spec.name: spec for spec in presets}
+
+
+def _blackwell_presets() -> list[DeviceSpec]:
+    """B200, GB200 and GB300: the GPUs of XLA's measured tables (`sm_100_B200`,
+    `sm_100_GB200`, `sm_103`), numbers from XLA's spec files
+    (openxla/xla@6b73c4c49eb0c5aee1963c1e34c7cc8ba92ac202)."""
+    common = dict(
+        fpus_per_core=128,
+        shared_memory_per_core_bytes=233_472,
+        shared_memory_per_block_optin_bytes=232_448,
+        threads_per_core_limit=2048,
+        nvlink_links=18,
+    )
+    return [
+        # specs/b200.txtpb (name "NVIDIA B200").
+        _nvidia(
+            "b200",
+            description="NVIDIA B200",
+            compute_capability=(10, 0),
+            core_count=148, clock_rate_ghz=1.965,
+            memory_bandwidth_bytes_per_s=7_672_320_000_000,
+            l2_cache_bytes=132_644_864,
+            device_memory_bytes=191_514_411_008,
+            pcie_bandwidth_bytes_per_s=68_719_476_736,
+            peak_matmul_flops_per_s=_matrix_peaks(148, _blackwell_rows(1.8353101, 1.965)),
+            source="XLA specs/b200.txtpb @6b73c4c4 (tensor-core rates included)",
+            **common,
+        ),
+        # specs/gb200.txtpb (name "NVIDIA GB200").
+        _nvidia(
+            "gb200",
+            description="NVIDIA GB200",
+            compute_capability=(10, 0),
+            core_count=152, clock_rate_ghz=2.062,
+            memory_bandwidth_bytes_per_s=7_928_064_000_000,
+            l2_cache_bytes=135_528_448,
+            device_memory_bytes=197_897_748_480,
+            pcie_bandwidth_bytes_per_s=2_147_483_648,
+            peak_matmul_flops_per_s=_matrix_peaks(152, _blackwell_rows(1.9259081, 2.062)),
+            source="XLA specs/gb200.txtpb @6b73c4c4 (tensor-core rates included)",
+            **common,
+        ),
+        # specs/gb300.txtpb (name "NVIDIA GB300", compute capability 10.3; its
+        # pcie_bandwidth is -1, i.e. unknown, kept as 0 here).
+        _nvidia(
+            "gb300",
+            description="NVIDIA GB300",
+            compute_capability=(10, 3),
+            core_count=152, clock_rate_ghz=2.07,
+            memory_bandwidth_bytes_per_s=7_928_064_000_000,
+            l2_cache_bytes=135_528_448,
+            device_memory_bytes=297_021_079_552,
+            peak_matmul_flops_per_s=_matrix_peaks(152, _blackwell_rows(1.93338, 2.07)),
+            source="XLA specs/gb300.txtpb @6b73c4c4 (tensor-core rates included)",
+            **common,
+        ),
+    ]
 
 
 PRESETS: dict[str, DeviceSpec] = _build_presets()

@@ -125,6 +125,9 @@ class DeviceSpec:
       time of a tiny jitted function.
     - `dram_to_l2_transaction_bytes`, `memory_transactions_per_clock`: XLA's
       coalescing and low-occupancy constants (64 B and 32 on NVIDIA).
+    - `pcie_bandwidth_bytes_per_s` (`pcie_bandwidth`) and `nvlink_links`
+      (`device_interconnect_info.active_links`): what XLA's collective models
+      read; 0 where the spec file has none.
     - `op_profile_name`: which of XLA's clock-cycle tables `op_profile` holds
       (e.g. `"sm_80"`), or `None`.
     - `op_profile`: `(opcode, dtype) -> clock cycles per element`, XLA's
@@ -161,6 +164,8 @@ class DeviceSpec:
     kernel_launch_overhead_s: float
     dram_to_l2_transaction_bytes: int = 0
     memory_transactions_per_clock: int = 0
+    pcie_bandwidth_bytes_per_s: float = 0.0
+    nvlink_links: int = 0
     op_profile_name: str | None = None
     op_profile: Mapping[tuple[str, str], float] = dataclasses.field(default_factory=dict)
     peak_matmul_flops_per_s: Mapping[str, float] = dataclasses.field(default_factory=dict)
@@ -184,6 +189,7 @@ class DeviceSpec:
             "shared_memory_per_block_optin_bytes", "warp_size", "threads_per_block_limit",
             "threads_per_core_limit", "registers_per_core_limit", "registers_per_block_limit",
             "device_memory_bytes", "dram_to_l2_transaction_bytes", "memory_transactions_per_clock",
+            "nvlink_links",
         ):
             set_(self, field_name, _check_int(field_name, getattr(self, field_name), 0))
         set_(self, "clock_rate_ghz", _check_float("clock_rate_ghz", self.clock_rate_ghz, positive=True))
@@ -191,6 +197,8 @@ class DeviceSpec:
              _check_float("memory_bandwidth_bytes_per_s", self.memory_bandwidth_bytes_per_s, positive=True))
         set_(self, "kernel_launch_overhead_s",
              _check_float("kernel_launch_overhead_s", self.kernel_launch_overhead_s, positive=False))
+        set_(self, "pcie_bandwidth_bytes_per_s",
+             _check_float("pcie_bandwidth_bytes_per_s", self.pcie_bandwidth_bytes_per_s, positive=False))
 
         dims = tuple(self.block_dim_limit)
         if len(dims) != 3:
@@ -374,6 +382,9 @@ class DeviceSpec:
             ]
         if self.device_memory_bytes:
             rows.append(("device memory", _bytes(self.device_memory_bytes)))
+        if self.nvlink_links or self.pcie_bandwidth_bytes_per_s:
+            rows.append(("interconnect", f"{self.nvlink_links} NVLink links, PCIe "
+                         f"{_si(self.pcie_bandwidth_bytes_per_s, 'B/s')}"))
         rows.append(("kernel launch overhead", _duration(self.kernel_launch_overhead_s)))
         rows.append(("op profile", f"{self.op_profile_name} ({len(self.op_profile)} entries)"
                      if self.op_profile_name else "–"))

@@ -5,7 +5,9 @@
 - Datasets (`_data`): calibration-dataset rows as training and test data.
 - Saved calibrations (`_store`): one JSON file per (device, model) under
   `calibration/`; `calibrate(device="host", quick=False, dataset=None)` fits
-  every fittable model to measurements and saves them there.
+  every fittable model to measurements and saves them there;
+  `calibrate_devices(dataset)` does the same per device of a dataset measured
+  on several (a fleet run's), and fits the `fitted` model across them.
 - Models (registered with the cost-model registry, so `get_model(name)` and
   `analyze(..., model=name)` find them): `fitted` (`FittedModel`: linear,
   relative-error least squares), `learned` (`LearnedModel`: gradient-boosted
@@ -31,6 +33,7 @@ from ._scaled import ScaledModel as ScaledModel
 if TYPE_CHECKING:  # pragma: no cover
     from ._calibrate import FITTABLE_MODELS, calibrate
     from ._calibrated import CalibratedModel, host_as_gpu
+    from ._devices import calibrate_devices
     from ._features import FEATURE_GROUPS, FEATURES, FeatureError
     from ._fitted import FittedModel
     from ._learned import LearnedModel
@@ -41,6 +44,7 @@ if TYPE_CHECKING:  # pragma: no cover
 _LAZY = {
     "calibrate": ("._calibrate", "calibrate"),
     "FITTABLE_MODELS": ("._calibrate", "FITTABLE_MODELS"),
+    "calibrate_devices": ("._devices", "calibrate_devices"),
     "CalibratedModel": ("._calibrated", "CalibratedModel"),
     "host_as_gpu": ("._calibrated", "host_as_gpu"),
     "FEATURES": ("._features", "FEATURES"),

@@ -129,6 +129,13 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
         df = load_rows(paths)
     if not include_programs:
         df = training_rows(df)
+    from ._devices import dataset_devices
+
+    measured_on = dataset_devices(df)
+    if len(measured_on) > 1:
+        # One device's spec for another's rows would give wrong features and a meaningless fit.
+        raise ValueError(f"the dataset holds measurements of {len(measured_on)} devices ({'; '.join(measured_on)}); "
+                         "fit each and all together with calibrate_devices (xla-costmodel calibrate --dataset)")
     prep = prepare(df, dev)
     if len(prep.y) < 10:
         raise ValueError(f"only {len(prep.y)} usable kernel rows to calibrate with; need at least 10")
@@ -190,7 +197,8 @@ def _rows_sha256(df: pd.DataFrame) -> str:
     """A fingerprint of the rows a model was fitted on (order-independent)."""
     import hashlib
 
-    cols = [c for c in ("suite_run", "case", "hlo_op", "min_s", "launches") if c in df]
+    # `min_per_run_s` holds what schema 1 called `min_s`, so fingerprints of either schema agree.
+    cols = [c for c in ("suite_run", "case", "hlo_op", "min_per_run_s", "launches") if c in df]
     keys = sorted("\x1f".join(repr(v) for v in row) for row in df[cols].itertuples(index=False))
     return hashlib.sha256("\n".join(keys).encode()).hexdigest()
 

@@ -69,8 +69,8 @@ def load_rows(dataset) -> pd.DataFrame:
 
 
 def kernel_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """The rows that are kernels with a usable time: not control flow, positive finite `min_s`, HLO text."""
-    ok = df["min_s"].apply(lambda v: np.isfinite(v) and v > 0)
+    """The rows that are kernels with a usable time: not control flow, positive finite `min_per_run_s`, HLO text."""
+    ok = df["min_per_run_s"].apply(lambda v: np.isfinite(v) and v > 0)
     if "opcode" in df:
         ok &= ~df["opcode"].isin(CONTROL_FLOW_OPCODES)
     if "hlo_text" in df:
@@ -79,10 +79,11 @@ def kernel_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def measured_times(df: pd.DataFrame) -> np.ndarray:
-    """Seconds per launch: `min_s` (per run, summed over launches) / launches per run."""
+    """Seconds per launch: `min_per_run_s` (summed over a run's launches) / launches per run."""
+    from ..measure._dataset import per_launch_s
+
     launches = df["launches"].to_numpy(float) if "launches" in df else np.ones(len(df))
-    launches = np.where(np.isfinite(launches) & (launches >= 1), launches, 1.0)
-    return df["min_s"].to_numpy(float) / launches
+    return np.asarray(per_launch_s(df["min_per_run_s"].to_numpy(float), launches), dtype=float)
 
 
 @dataclass

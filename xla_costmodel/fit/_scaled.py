@@ -50,7 +50,7 @@ def measured_kernels(dataset) -> tuple[list, "Any", dict]:
 
     Each kernel row's `hlo_text` (or `module_text`) is parsed and the
     instruction named `hlo_op` found (`kernel_from_row`); the
-    time is `min_s` per launch. Rows that are not kernels (control flow, no
+    time is `min_per_launch_s`. Rows that are not kernels (control flow, no
     time, no HLO) are left out, and so are rows that do not parse.
 
     **Arguments:** `dataset`: a path (`calibration/host_cpu.parquet`), a list
@@ -69,10 +69,10 @@ def measured_kernels(dataset) -> tuple[list, "Any", dict]:
     if key is not None and key in _MEASURED:
         return _MEASURED[key]
     df = load_rows(dataset)
-    missing = [c for c in ("min_s", "hlo_op") if c not in df]
+    missing = [c for c in ("min_per_run_s", "hlo_op") if c not in df]
     if missing or not ({"hlo_text", "module_text"} & set(df.columns)):
         where = dataset if isinstance(dataset, (str, os.PathLike)) else "the dataset"
-        raise ValueError(f"{where}: not a calibration dataset (needs min_s, hlo_op and hlo_text or module_text; "
+        raise ValueError(f"{where}: not a calibration dataset (needs min_per_run_s, hlo_op and hlo_text or module_text; "
                          f"missing {', '.join(missing) or 'hlo_text'})")
     rows = kernel_rows(df)
     kernels, keep, skipped = [], [], {}

@@ -15,10 +15,7 @@ from ..hlo._edit import _ordered
 MAX_OPERANDS_AND_OUTPUTS = 96  # MaxOperandsAndOutputsPerFusion
 MAX_UNNESTED_REDUCTIONS = 8  # kMaxUnnestedReductionOutputsPerFusion
 MAX_IR_SIZE = 10_000  # GpuHloCostAnalysis::kMaxIRSize
-MAX_BASIC_BLOCK_SPLITS = 10  # kMaxBasicBlockSplitsPerFusion
 SIGNIFICANT_REDUCTION_SIZE = 16
-# ElementalIrEmitter::OpInvalidatesCache
-_SPLITS_BASIC_BLOCK = frozenset({"concatenate", "dot", "dynamic-update-slice", "pad", "reduce", "reduce-window"})
 
 
 # ---------------------------------------------------------------------------
@@ -114,10 +111,9 @@ def _subshape_count(shape) -> int:
 
 @dataclass(frozen=True, slots=True)
 class IrSize:
-    """`GpuHloCostAnalysis` IR size and basic-block splits of a kernel, and per fused parameter."""
+    """`GpuHloCostAnalysis` IR size of a kernel, and per fused parameter."""
 
     size: int
-    splits: int
     param_size: tuple[int, ...] = ()
 
 
@@ -127,10 +123,13 @@ def ir_size(instr: HloInstruction) -> IrSize:
     Walking from the root towards the parameters, an instruction is emitted
     once per use by an elementwise chain ending at an "elementwise root" and,
     for every non-elementwise user, as many times as that user is emitted.
+    Elementwise ops, tuples, get-tuple-elements and bitcasts that keep the
+    dimensions and layout (`ShapeUtil::EqualIgnoringElementType`) pass their
+    roots on to their operands.
     """
     fused = instr.fused_computation
     if fused is None:
-        return IrSize(1, int(instr.opcode in _SPLITS_BASIC_BLOCK))
+        return IrSize(1)
     order = _ordered(fused)
     empty: frozenset = frozenset()
     ew: dict[int, frozenset] = {}
@@ -140,7 +139,6 @@ def ir_size(instr: HloInstruction) -> IrSize:
     ew[id(root)] = frozenset((id(root),))
     root_size[id(root)] = 1
     total = 0.0
-    splits = 0.0
     for i in reversed(order):
         iid = id(i)
         roots = ew.get(iid, empty)
@@ -149,11 +147,9 @@ def ir_size(instr: HloInstruction) -> IrSize:
             t += root_size.get(r, 0)
         times[iid] = t
         total += t
-        if i.opcode in _SPLITS_BASIC_BLOCK:
-            splits += t
         if not i.operands:
             continue
-        passes = is_elementwise(i) or i.opcode in ("tuple", "get-tuple-element")
+        passes = is_elementwise(i) or i.opcode in ("tuple", "get-tuple-element") or _same_dims_bitcast(i)
         for o in i.operands:
             oid = id(o)
             cur = ew.get(oid, empty)
@@ -166,6 +162,15 @@ def ir_size(instr: HloInstruction) -> IrSize:
                 if oid not in cur:
                     ew[oid] = cur | {oid}
                 root_size[oid] = root_size.get(oid, 0) + t
-    return IrSize(int(total), int(splits), tuple(int(times.get(id(p), 0)) for p in fused.parameters))
+    return IrSize(int(total), tuple(int(times.get(id(p), 0)) for p in fused.parameters))
+
+
+def _same_dims_bitcast(instr: HloInstruction) -> bool:
+    """A bitcast between shapes equal but for the element type (dimensions and layout kept)."""
+    if instr.opcode != "bitcast":
+        return False
+    src, dst = instr.operands[0].shape, instr.shape
+    return (src.is_array and dst.is_array and tuple(src.dims) == tuple(dst.dims)
+            and tuple(src.minor_to_major) == tuple(dst.minor_to_major))
 
 

@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..analysis._opcodes import DATA_OPCODES
 from ..hlo import HloModule
-from ._simulate import FusionResult, fusible_computations
+from ._simulate import FusionResult, fusible_computations, layout_change_kind
 
 __all__ = ["FusionComparison", "compare_with_xla", "kernel_assignment"]
 
@@ -24,6 +24,11 @@ def _base_name(name: str) -> str:
     return _CLONE.sub("", name)
 
 
+def _is_work(instr) -> bool:
+    """Not data: layout-only reshapes and transposes are bitcasts to XLA, so they are left out like bitcasts."""
+    return instr.opcode not in DATA_OPCODES and layout_change_kind(instr) is None
+
+
 def _members(instr):
     """The work instructions a kernel runs (fusion bodies, nested fusions included)."""
     fused = instr.fused_computation
@@ -33,7 +38,7 @@ def _members(instr):
     for i in fused.instructions:
         if i.opcode == "fusion":
             yield from _members(i)
-        elif i.opcode not in DATA_OPCODES:
+        elif _is_work(i):
             yield i
 
 
@@ -53,7 +58,7 @@ def kernel_assignment(module: HloModule, origin: Mapping[str, str] | None = None
     rows = []
     for comp in fusible_computations(module):
         for k in comp.instructions:
-            if k.opcode in DATA_OPCODES or k.opcode in ("while", "conditional", "call"):
+            if not _is_work(k) or k.opcode in ("while", "conditional", "call"):
                 continue
             label = f"{comp.name}/{k.name}"
             for x in _members(k):
@@ -132,7 +137,8 @@ def compare_with_xla(result_or_module, xla_optimized_module) -> FusionComparison
     `lowered.as_text(dialect="hlo", debug_info=True)`). Instructions left
     are matched by name, opcode and shape (`.clone` suffixes ignored; copies made
     by our simulation traced back through `FusionResult.origin`). Parameters,
-    constants, tuples, get-tuple-elements and bitcasts are left out.
+    constants, tuples, get-tuple-elements and bitcasts (layout-only reshapes and
+    transposes among them) are left out.
 
     **Arguments:** `result_or_module`: a `FusionResult` or a fused `HloModule`;
     `xla_optimized_module`: XLA's optimized module (`HloModule`, HLO text or a path).

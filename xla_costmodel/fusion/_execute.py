@@ -1,29 +1,72 @@
-"""Run an HLO module on jaxlib's CPU client, for checking that fused modules compute the same thing.
+"""Run an HLO module on jaxlib's CPU client, as written, for checking that fused modules compute the same thing.
 
 jaxlib 0.10.2 has no direct "compile this HLO text" entry point; what works:
 parse the text with XLA's parser (`jaxlib._hlo.hlo_module_from_text`), wrap
 the serialized proto in an `XlaComputation`, convert it to an MHLO/StableHLO
 module (`jaxlib._jax.mlir.xla_computation_to_mlir_module`) and hand that to
-`Client.compile_and_load`. Modules holding `fusion` instructions must be
-unfused first (`unfuse_for_execution`): XLA's CPU backend aborts the process
-on fusions it did not make itself. Nor does that path take `bitcast`s (the
-MHLO import rejects them), which `simulate_fusion` makes out of layout-only
-reshapes and transposes: `run_on_cpu` rewrites each back into the
-transpose/reshape/transpose that computes the same values
-(`bitcasts_to_logical`).
+`Client.compile_and_load`, which runs XLA's whole CPU pipeline on it (layout
+assignment included). So:
+
+- `fusion` instructions must become `call`s first
+  (`unfuse_for_execution(module, mode="call")`): XLA's CPU backend aborts the
+  process on fusions it did not make itself ("Check failed: has_layout()");
+- a module must not hold `bitcast`s: they are legal only after layout
+  assignment, which this path runs again ("Unexpected bitcast operation seen
+  during layout assignment"). `simulate_fusion` emits bitcasts only for
+  modules that were already through layout assignment (`layouts_assigned`).
+- LAPACK custom calls (`lapack_*_ffi`, jaxlib's CPU linear algebra) call
+  through function pointers that jaxlib fills in only when JAX lowers a
+  linear-algebra op (`jaxlib.lapack.prepare_lapack_call`). A module holding
+  them, compiled from text before that, dies with SIGSEGV when run (the
+  compile succeeds). `run_on_cpu` lowers one Cholesky first, which fills them.
+
+Nothing is rewritten: what runs is the text given. `IsolatedCpuRunner` runs
+modules in a separate worker process, so that a crash inside jaxlib is
+reported as `CpuClientCrashed` instead of ending the caller's process.
 """
 
 from __future__ import annotations
 
+import atexit
+import os
+import pickle
+import select
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
 from typing import Any, Sequence
 
 import numpy as np
+
+__all__ = [
+    "CpuClientCrashed",
+    "CpuRunError",
+    "IsolatedCpuRunner",
+    "bitcasts_to_logical",
+    "random_arguments",
+    "run_on_cpu",
+    "run_on_cpu_isolated",
+]
 
 _NUMPY = {
     "pred": np.bool_, "s8": np.int8, "s16": np.int16, "s32": np.int32, "s64": np.int64,
     "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
     "f16": np.float16, "f32": np.float32, "f64": np.float64, "c64": np.complex64, "c128": np.complex128,
 }
+
+
+class CpuRunError(RuntimeError):
+    """jaxlib's CPU client could not compile or run a module; the message is XLA's."""
+
+
+class CpuClientCrashed(CpuRunError):
+    """The process running the module died inside jaxlib (`signal`: the signal number, or None)."""
+
+    def __init__(self, message: str, signal_number: int | None = None):
+        super().__init__(message)
+        self.signal = signal_number
 
 
 def random_arguments(module, seed: int = 0) -> list[np.ndarray]:
@@ -124,20 +167,38 @@ def bitcasts_to_logical(module) -> int:
     return n
 
 
-def run_on_cpu(text: str, args: Sequence[Any]) -> list[np.ndarray]:
-    """Compile HLO text with jaxlib's CPU client and run it once.
+_LAPACK_READY = False
 
-    **Arguments:** `text`, a module without foreign fusions (its `bitcast`s are
-    run as the logical ops they stand for, see `bitcasts_to_logical`); `args`,
-    one array per entry parameter.
+
+def _prepare_lapack(text: str) -> None:
+    """Fill jaxlib's LAPACK function pointers if `text` calls a LAPACK kernel (see the module doc)."""
+    global _LAPACK_READY
+    if _LAPACK_READY or 'custom_call_target="lapack_' not in text:
+        return
+    import jax
+
+    # Lowering a linear-algebra op is what makes jaxlib initialize its LAPACK table.
+    jax.jit(jax.lax.linalg.cholesky).lower(np.eye(2, dtype=np.float32))
+    _LAPACK_READY = True
+
+
+def run_on_cpu(
+    text: str, args: Sequence[Any], *, prepare_lapack: bool = True, bitcasts_as_logical_ops: bool = False
+) -> list[np.ndarray]:
+    """Compile HLO text with jaxlib's CPU client and run it once, in this process, as written.
+
+    **Arguments:** `text`, a module without fusions of its own or bitcasts (see
+    the module doc); `args`, one array per entry parameter; `prepare_lapack`:
+    fill jaxlib's LAPACK table first if the module calls LAPACK (False only to
+    show what happens without it); `bitcasts_as_logical_ops`: run each bitcast
+    as the transpose/reshape it stands for (`bitcasts_to_logical`) instead of
+    refusing the module. Only for comparing two graphs that both hold the same
+    bitcasts (graph-edit tests); never for checking that a module runs as written.
     **Returns:** the outputs (a tuple result is flattened).
+    **Raises:** `CpuRunError` with XLA's message when XLA rejects the module.
+    A crash inside jaxlib ends the process: use `run_on_cpu_isolated` for
+    modules that might crash it.
     """
-    if "bitcast(" in text:
-        from ..hlo import parse_hlo
-
-        module = parse_hlo(text)
-        if bitcasts_to_logical(module):
-            text = module.to_text()
     import jax
     import jaxlib._hlo as hlo
     from jax._src.lib import xla_client as xc
@@ -147,11 +208,177 @@ def run_on_cpu(text: str, args: Sequence[Any]) -> list[np.ndarray]:
         from jax.extend.backend import get_backend
     except ImportError:  # pragma: no cover
         from jax._src.xla_bridge import get_backend
+    if bitcasts_as_logical_ops and "bitcast(" in text:
+        from ..hlo import parse_hlo
+
+        module = parse_hlo(text)
+        if bitcasts_to_logical(module):
+            text = module.to_text()
+    if prepare_lapack:
+        _prepare_lapack(text)
     backend = get_backend("cpu")
-    module = hlo.hlo_module_from_text(text)
-    computation = hlo.XlaComputation(module.as_serialized_hlo_module_proto())
-    mlir = _jax.mlir.xla_computation_to_mlir_module(computation)
-    devices = backend.devices()[:1]
-    exe = backend.compile_and_load(mlir, xc.DeviceList(tuple(devices)), xc.CompileOptions())
-    results = exe.execute_sharded([jax.device_put(np.asarray(a), devices[0]) for a in args])
-    return [np.asarray(r[0]) for r in results.disassemble_into_single_device_arrays()]
+    try:
+        module = hlo.hlo_module_from_text(text)
+        computation = hlo.XlaComputation(module.as_serialized_hlo_module_proto())
+        mlir = _jax.mlir.xla_computation_to_mlir_module(computation)
+        devices = backend.devices()[:1]
+        exe = backend.compile_and_load(mlir, xc.DeviceList(tuple(devices)), xc.CompileOptions())
+        results = exe.execute_sharded([jax.device_put(np.asarray(a), devices[0]) for a in args])
+        return [np.asarray(r[0]) for r in results.disassemble_into_single_device_arrays()]
+    except (RuntimeError, ValueError) as e:  # XlaRuntimeError is a RuntimeError
+        raise CpuRunError(str(e)) from e
+
+
+# ---------------------------------------------------------------------------
+# In a worker process
+
+
+def _send(stream, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(struct.pack("<Q", len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def _recv(stream):
+    head = stream.read(8)
+    if len(head) < 8:
+        raise EOFError
+    (n,) = struct.unpack("<Q", head)
+    data = stream.read(n)
+    if len(data) < n:
+        raise EOFError
+    return pickle.loads(data)
+
+
+def _serve() -> None:
+    """The worker: read `(text, args, options)` requests on stdin, answer on the original stdout."""
+    channel = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # anything else written to stdout (XLA, jax) goes to stderr, not into the channel
+    requests = sys.stdin.buffer
+    while True:
+        try:
+            text, args, options = _recv(requests)
+        except EOFError:
+            return
+        try:
+            _send(channel, ("ok", run_on_cpu(text, args, **options)))
+        except CpuRunError as e:
+            _send(channel, ("error", str(e)))
+        except Exception as e:  # noqa: BLE001 - reported to the caller, who raises it
+            _send(channel, ("error", f"{type(e).__name__}: {e}"))
+
+
+class IsolatedCpuRunner:
+    """Runs modules on jaxlib's CPU client in a worker process, one at a time.
+
+    The worker (`python -m xla_costmodel.fusion._execute`) is started on first
+    use and kept for the next modules (jax is imported once). If jaxlib kills
+    it (SIGSEGV, an abort on a failed check), `run` raises `CpuClientCrashed`
+    naming the signal and the last lines the worker wrote, and the next call
+    starts a new worker.
+
+    **Arguments:** `timeout_s`: the longest one module may take (then the
+    worker is killed and `CpuClientCrashed` raised).
+    """
+
+    def __init__(self, timeout_s: float = 600.0):
+        self.timeout_s = timeout_s
+        self._proc: subprocess.Popen | None = None
+        self._log = None
+
+    def _start(self) -> None:
+        env = dict(os.environ)
+        env.setdefault("JAX_PLATFORMS", "cpu")
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        self._log = tempfile.TemporaryFile()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "xla_costmodel.fusion._execute"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=env,
+        )
+
+    def _log_tail(self, lines: int = 5) -> str:
+        if self._log is None:
+            return ""
+        self._log.seek(0)
+        text = self._log.read().decode(errors="replace")
+        self._log.seek(0, os.SEEK_END)
+        kept = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("@")]
+        return "\n".join(kept[-lines:])
+
+    def run(self, text: str, args: Sequence[Any], **options) -> list[np.ndarray]:
+        """Compile and run `text` on `args` in the worker, as written (`options`: of `run_on_cpu`).
+
+        **Returns:** the outputs. **Raises:** `CpuRunError` (XLA rejected the
+        module), `CpuClientCrashed` (the worker died or ran past `timeout_s`).
+        """
+        if self._proc is None or self._proc.poll() is not None:
+            self.close()
+            self._start()
+        proc = self._proc
+        try:
+            _send(proc.stdin, (text, [np.asarray(a) for a in args], options))
+            ready, _, _ = select.select([proc.stdout], [], [], self.timeout_s)
+            if not ready:
+                proc.kill()
+                raise TimeoutError
+            status, payload = _recv(proc.stdout)
+        except (BrokenPipeError, EOFError, TimeoutError) as e:
+            code = proc.wait()
+            tail = self._log_tail()
+            self.close()
+            if isinstance(e, TimeoutError):
+                raise CpuClientCrashed(f"the module ran longer than {self.timeout_s:g} s; worker killed") from None
+            number = -code if code is not None and code < 0 else None
+            what = f"signal {signal.Signals(number).name}" if number else f"exit status {code}"
+            raise CpuClientCrashed(
+                f"jaxlib's CPU client ended the process running the module ({what})" + (f":\n{tail}" if tail else ""),
+                number,
+            ) from None
+        if status == "error":
+            raise CpuRunError(payload)
+        return payload
+
+    def close(self) -> None:
+        """Stop the worker (a new one starts on the next `run`)."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            try:
+                if proc.poll() is None:
+                    proc.stdin.close()
+                    proc.wait(timeout=10)
+            except (OSError, subprocess.TimeoutExpired):
+                proc.kill()
+                proc.wait()
+            for stream in (proc.stdin, proc.stdout):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> "IsolatedCpuRunner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+_SHARED: IsolatedCpuRunner | None = None
+
+
+def run_on_cpu_isolated(text: str, args: Sequence[Any]) -> list[np.ndarray]:
+    """`run_on_cpu` in a worker process shared by all callers (see `IsolatedCpuRunner`)."""
+    global _SHARED
+    if _SHARED is None:
+        _SHARED = IsolatedCpuRunner()
+        atexit.register(_SHARED.close)
+    return _SHARED.run(text, args)
+
+
+if __name__ == "__main__":
+    _serve()

@@ -34,7 +34,6 @@ from ..hlo import HloInstruction
 from ..hlo._edit import discard_fusion, hypothetical_fusion
 from ..hlo._structure import ContentIds
 from ._budget import (
-    MAX_BASIC_BLOCK_SPLITS,
     MAX_IR_SIZE,
     MAX_OPERANDS_AND_OUTPUTS,
     MAX_UNNESTED_REDUCTIONS,
@@ -57,6 +56,7 @@ __all__ = [
     "fusion_kind_for",
     "hlo_is_fusible",
     "is_fusible",
+    "is_fusible_bitcast",
 ]
 
 DEFAULT_SHARED_MEMORY_PER_BLOCK = 48 * 1024
@@ -96,6 +96,20 @@ def hlo_is_fusible(instr: HloInstruction) -> bool:
     return True
 
 
+def is_fusible_bitcast(instr: HloInstruction) -> bool:
+    """`IsFusibleBitcast`: a bitcast that keeps the element bit width.
+
+    Only these are the pass's "bitcasts": priority +inf, skipped as users by
+    all-consumers-or-none, never fused into alone. A bitcast that changes the
+    bit width (s8[3,5,2] -> s16[3,5]) is not fusible at all, so it is an
+    ordinary user that no producer can fuse into (XLA's
+    `DoNotFuseBitWidthChangingBitcast`).
+    """
+    if instr.opcode != "bitcast":
+        return False
+    return not instr.operands or instr.operands[0].shape.element_bits == instr.shape.element_bits
+
+
 def is_fusible(instr: HloInstruction) -> bool:
     """The priority-fusion pass's `IsFusible` (4.3)."""
     if not hlo_is_fusible(instr):
@@ -106,8 +120,7 @@ def is_fusible(instr: HloInstruction) -> bool:
     if op == "fusion":
         return instr.fusion_kind != "kCustom"
     if op == "bitcast":
-        # At XLA HEAD a bitcast that changes the element bit width is not fusible.
-        return not instr.operands or instr.operands[0].shape.element_bits == instr.shape.element_bits
+        return is_fusible_bitcast(instr)
     return op in _FUSIBLE_NON_ELEMENTWISE
 
 
@@ -224,7 +237,7 @@ def _fusibility_rules(producer: HloInstruction, consumer: HloInstruction) -> Rej
         return Rejection("consumer-not-fusible", f"{consumer.opcode} '{consumer.name}'")
     # 3. (Triton: no generic Triton fusions are simulated.)
     # 4. Never into a lone bitcast.
-    if consumer.opcode == "bitcast":
+    if is_fusible_bitcast(consumer):
         return Rejection("bitcast-consumer", f"'{consumer.name}' is a bitcast")
     return None
 
@@ -310,17 +323,18 @@ class LegalityChecker:
         return r
 
     def first_rejection(self, producer: HloInstruction, users) -> tuple[bool, HloInstruction | None, Rejection | None]:
-        """`can_fuse(producer, u)` over `users` in order, skipping bitcast users, up to the first rejection.
+        """`can_fuse(producer, u)` over `users` in order, skipping fusible bitcast users
+        (`is_fusible_bitcast`), up to the first rejection.
 
-        **Returns:** `(whether any user is not a bitcast, the rejecting user, its Rejection)`;
-        the last two are None when every non-bitcast user passes.
+        **Returns:** `(whether any user is not a fusible bitcast, the rejecting user, its Rejection)`;
+        the last two are None when every other user passes.
         """
         vget = self._vget
         pv = vget(producer, 0)
         verdicts = self._pair.entries(producer)
         has_non_bitcast = False
         for u in users:
-            if u.opcode == "bitcast":
+            if u.opcode == "bitcast" and is_fusible_bitcast(u):
                 continue
             has_non_bitcast = True
             uv = vget(u, 0)
@@ -425,16 +439,16 @@ class LegalityChecker:
         return None
 
     def _merged_too_large(self, producer: HloInstruction, consumer: HloInstruction) -> Rejection | None:
+        """`ProducerConsumerMergedTooLarge`: the producer's IR emitted once per emission of its
+        parameter in the consumer, plus the consumer's, above 10,000. (Older XLA also capped
+        basic-block splits; XLA today has no such rule, see `FuseProducerConsumerMergedNotTooLarge`.)"""
         p = self._ir_size(producer)
         c = self._ir_size(consumer)
         replication = 1
         if consumer.fused_computation is not None and c.param_size:
             idx = consumer.operands.index(producer)
             replication = c.param_size[idx] if idx < len(c.param_size) else 1
-        n_splits = replication * p.splits + c.splits
-        if n_splits > MAX_BASIC_BLOCK_SPLITS:
-            return Rejection("code-size", f"{n_splits} basic-block splits > {MAX_BASIC_BLOCK_SPLITS}")
-        merged = (p.size * replication + c.size) * (1 << n_splits)
+        merged = p.size * replication + c.size
         if merged > MAX_IR_SIZE:
             return Rejection("code-size", f"IR size {merged} > {MAX_IR_SIZE}")
         return None

@@ -11,9 +11,9 @@ from typing import Callable
 from ..analysis._opcodes import NOT_KERNELS_IN_FUSION_PASS
 from ..hlo import HloComputation, HloInstruction, HloModule
 from ..hlo._edit import hypothetical_fusion
-from ._legality import LegalityChecker, can_emit_input_fused_scatter, is_fusible
+from ._legality import LegalityChecker, can_emit_input_fused_scatter, is_fusible, is_fusible_bitcast
 from ._priority import is_candidate, is_small_constant
-from ._simulate import fusible_computations
+from ._simulate import kernels_of
 
 __all__ = ["plan_time"]
 
@@ -28,16 +28,13 @@ def plan_time(module: HloModule, device, model) -> tuple[float, int, int]:
     """
     total = 0.0
     n = unpriced = 0
-    for comp in fusible_computations(module):
-        for k in comp.instructions:
-            if k.opcode in NOT_KERNELS_IN_FUSION_PASS:
-                continue
-            n += 1
-            t = model.estimate(k, device).time_s
-            if math.isnan(t):
-                unpriced += 1
-            else:
-                total += t
+    for k in kernels_of(module):
+        n += 1
+        t = model.estimate(k, device).time_s
+        if math.isnan(t):
+            unpriced += 1
+        else:
+            total += t
     return total, n, unpriced
 
 
@@ -122,7 +119,7 @@ class _Problem:
         for x in self.order:
             if x is root or not is_candidate(x) or x.opcode == "constant":
                 self.kind[x] = _FIXED
-            elif x.opcode == "bitcast":
+            elif is_fusible_bitcast(x):
                 self.kind[x] = _BITCAST
             elif is_fusible(x):
                 self.kind[x] = _DECISION
@@ -161,7 +158,7 @@ class _Problem:
                 into = [k for k in targets if can_fuse(x, k.instr) is None]
                 kept = len(into) < len(targets)
             else:
-                into = [k for k in targets if k.instr.opcode != "bitcast"]
+                into = [k for k in targets if not is_fusible_bitcast(k.instr)]
                 legal = bool(into) and all(can_fuse(x, k.instr) is None for k in into)
                 if legal:
                     points.append(x)

@@ -44,6 +44,7 @@ from ._legality import (
     can_emit_input_fused_scatter,
     hlo_is_fusible,
     is_fusible,
+    is_fusible_bitcast,
 )
 from ._pair_cache import PairCache
 
@@ -313,7 +314,7 @@ class PriorityFusionRun:
     def priority(self, producer: HloInstruction) -> float:
         """`CalculateProducerPriority` (records why a producer is not queued)."""
         op = producer.opcode
-        if op == "bitcast":
+        if op == "bitcast" and is_fusible_bitcast(producer):
             return INF
         if op == "constant":
             return -INF
@@ -375,7 +376,7 @@ class PriorityFusionRun:
                 return None
             producer, priority = item
             consumers = list(producer.users)
-            if producer.opcode == "bitcast":
+            if is_fusible_bitcast(producer):
                 consumers = [c for c in consumers if self.checker.can_fuse(producer, c) is None]
             if consumers:
                 return producer, consumers, priority
@@ -407,7 +408,7 @@ class PriorityFusionRun:
         fusions: list[str] = []
         to_update = self._to_update
         for consumer in consumers:
-            if consumer.opcode == "bitcast":
+            if is_fusible_bitcast(consumer):
                 continue
             fused_into.append(consumer.name)
             fusion = self._fuse(producer, consumer)
@@ -430,7 +431,7 @@ class PriorityFusionRun:
         to_update.clear()
         unfused, fused = self.estimates.get(producer, (math.nan, math.nan))
         n = len(fused_into)
-        if producer.opcode == "bitcast":
+        if is_fusible_bitcast(producer):
             reason = f"bitcast: fused first (priority +inf) into {n} consumer{'s' if n != 1 else ''}"
         elif n > 1:
             reason = f"duplicated into all {n} consumers"
@@ -487,7 +488,7 @@ class PriorityFusionRun:
         """Producers still in the graph, unfused, with the rule that last blocked each."""
         out = []
         for producer in self.editor.instructions:
-            if not is_candidate(producer) or producer.opcode in ("constant", "bitcast"):
+            if not is_candidate(producer) or producer.opcode == "constant" or is_fusible_bitcast(producer):
                 continue
             if producer not in self.rejections:
                 # Changed after its last pricing (small constants fused at the end): ask again.

@@ -11,7 +11,7 @@ RULES: dict[str, str] = {
     "root": "the producer is its computation's root instruction",
     "producer-not-fusible": "the producer is not fusible (4.3)",
     "consumer-not-fusible": "the consumer is not fusible (4.3)",
-    "bitcast-consumer": "not fusing into a single bitcast as consumer",
+    "bitcast-consumer": "not fusing into a single (fusible) bitcast as consumer",
     "scatter-output": "do not fuse into the output of a scatter",
     "scatter-in-place-operand": "do not fuse into the in-place operand of a scatter",
     "scatter-in-place-reader": "the producer reads the in-place operand of a scatter",
@@ -20,11 +20,11 @@ RULES: dict[str, str] = {
     "shared-memory": "shared memory of the fusion would exceed the per-block budget",
     "unnested-reductions": "more than 8 unnested (tiled) reductions in one fusion",
     "operand-limit": "more than 96 operands and outputs",
-    "code-size": "the fusion would be too large (IR size above 10,000 or > 10 basic-block splits)",
+    "code-size": "the fusion would be too large (IR size above 10,000)",
     "in-place": "in-place safety (ShouldFuseInPlaceOp)",
     # Producer-level (all consumers or none, 4.5) and cost decisions:
     "no-users": "the producer has no users",
-    "only-bitcast-users": "the producer has only bitcast users",
+    "only-bitcast-users": "the producer has only (fusible) bitcast users",
     "negative-priority": "fusing would not save time (priority < 0)",
     "unpriced": "the cost model could not price the fusion",
 }

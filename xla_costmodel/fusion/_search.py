@@ -69,10 +69,17 @@ from .._gc import gc_paused
 from ..hlo import HloModule
 from ..hlo._edit import NameUniquifier, copy_module
 from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
-from ._legality import LegalityChecker
+from ._legality import LegalityChecker, is_fusible_bitcast
 from ._plans import _Decoded, _Pricer, _Problem, plan_time
 from ._priority import FusionPass, PriorityFusionRun, is_candidate
-from ._simulate import _getter, fusible_computations, simulate_fusion, working_copy
+from ._simulate import (
+    _getter,
+    bitcast_mode,
+    bitcasts_to_layout_changes,
+    fusible_computations,
+    simulate_fusion,
+    working_copy,
+)
 
 __all__ = ["SearchResult", "plan_time", "search_fusion"]
 
@@ -208,14 +215,14 @@ def _build(work: HloModule, plans: dict[str, frozenset], model, dev) -> tuple[Hl
         run = PriorityFusionRun(comp, fusion_pass)
         root = comp.root
         for x in comp.post_order()[::-1]:
-            is_bitcast = x.opcode == "bitcast" and is_candidate(x) and x is not root
+            is_bitcast = is_fusible_bitcast(x) and is_candidate(x) and x is not root
             if x.name not in plan and not is_bitcast:
                 continue
             targets = list(dict.fromkeys(x.users))
             if is_bitcast:
                 into = [u for u in targets if checker.can_fuse(x, u) is None]
             else:
-                into = [u for u in targets if u.opcode != "bitcast"]
+                into = [u for u in targets if not is_fusible_bitcast(u)]
                 if not into or any(checker.can_fuse(x, u) is not None for u in into):
                     refused += 1
                     continue
@@ -353,7 +360,7 @@ def search_fusion(
     exact_max_edges: int = 14,
     seed: int = 0,
     inline_calls: bool = True,
-    bitcast_layout_changes: bool = True,
+    bitcast_layout_changes: bool | None = None,
     **kwargs: Any,
 ) -> SearchResult:
     """Search the legal fusion plans of `module` for the lowest predicted total time.
@@ -369,9 +376,9 @@ def search_fusion(
       consumers are one decision, all-consumers-or-none); larger ones are annealed.
     - `seed`: for the annealing's random moves.
     - `inline_calls`: inline `call`s first, as `simulate_fusion` does.
-    - `bitcast_layout_changes`: turn layout-only reshapes/transposes into
-      `bitcast`s first, as `simulate_fusion` does (the search, greedy and the
-      built plan all see that same graph).
+    - `bitcast_layout_changes`: as for `simulate_fusion` (the search, greedy
+      and the built plan all see the same graph; by default the modules keep
+      bitcasts only when `module` is layout-assigned).
 
     **Returns:** a `SearchResult`; its `module` is never predicted slower than greedy's.
     """
@@ -380,14 +387,15 @@ def search_fusion(
     if not budget_s > 0:
         raise ValueError(f"search_fusion: budget_s must be > 0, got {budget_s!r}")
     with gc_paused():  # see xla_costmodel._gc
-        return _search(module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls, bitcast_layout_changes)
+        mode = bitcast_mode(module, bitcast_layout_changes)
+        return _search(module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls, mode)
 
 
 def _search(
-    module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls, to_bitcasts=True
+    module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls, mode="decide"
 ) -> SearchResult:
     t0 = time.perf_counter()
-    work = working_copy(module, inline_calls, to_bitcasts)
+    work = working_copy(module, inline_calls, mode)
     # `work` already has its bitcasts (or was asked to keep its reshapes): greedy must not rewrite it again.
     greedy = simulate_fusion(
         work, device=dev, model=cost_model, inline_calls=False, price_totals=False, bitcast_layout_changes=False
@@ -467,6 +475,10 @@ def _search(
         plan_names = {"": greedy_plan}
         refused = 0
     plan = frozenset().union(*plan_names.values()) if plan_names else frozenset()
+    if mode == "decide":  # the input's reshapes and transposes back (see `simulate_fusion`)
+        bitcasts_to_layout_changes(greedy.module)
+        if fused is not greedy.module:
+            bitcasts_to_layout_changes(fused)
     return SearchResult(
         module=fused,
         time_s=time_s,

@@ -24,7 +24,15 @@ from ._legality import RULES, LegalityChecker
 from ._pair_cache import PairCache
 from ._priority import FusionPass, PriorityFusionRun
 
-__all__ = ["FusionResult", "fusible_computations", "kernels_of", "layout_changes_to_bitcasts", "simulate_fusion"]
+__all__ = [
+    "FusionResult",
+    "bitcasts_to_layout_changes",
+    "fusible_computations",
+    "kernels_of",
+    "layout_changes_to_bitcasts",
+    "layouts_assigned",
+    "simulate_fusion",
+]
 
 STEP_COLUMNS = [
     "step", "computation", "producer", "producer_opcode", "consumers", "fusions",
@@ -58,7 +66,38 @@ def fusible_computations(module: HloModule) -> list[HloComputation]:
     return [c for c in module.computations if id(c) not in embedded]
 
 
-def layout_changes_to_bitcasts(module: HloModule) -> int:
+def layouts_assigned(module: HloModule) -> bool:
+    """Whether `module` has been through XLA's layout assignment: its layouts are the physical
+    ones and `bitcast` is a legal instruction in it.
+
+    True for a scheduled module (`is_scheduled=true`, which XLA writes only at the end of its
+    pipeline, as in `Compiled.as_text()`) and for one that already holds `bitcast`s or `fusion`s
+    (XLA's CPU and GPU pipelines make both only after layout assignment). A module as JAX lowers
+    it (`Lowered.as_text(dialect="hlo")`) is not: its layouts are defaults that layout assignment
+    may still change, and layout assignment rejects a bitcast in it ("Unexpected bitcast
+    operation seen during layout assignment").
+    """
+    if module.header_attributes.get("is_scheduled", "").strip().lower() == "true":
+        return True
+    return any(i.opcode in ("bitcast", "fusion") for _, i in module.instructions())
+
+
+def layout_change_kind(instr) -> str | None:
+    """"reshape" / "transpose" when `instr` only relabels the layout (a bitcast once layouts are physical)."""
+    op = instr.opcode
+    if op not in ("reshape", "transpose") or len(instr.operands) != 1:
+        return None
+    src, dst = instr.operands[0].shape, instr.shape
+    if not (dst.is_array and src.is_array):
+        return None
+    if op == "reshape":
+        relabels = reshape_is_bitcast(src, dst)
+    else:
+        relabels = transpose_is_bitcast(src, dst, instr.attribute("dimensions", ()), ignore_unit_dims=True)
+    return op if relabels else None
+
+
+def layout_changes_to_bitcasts(module: HloModule, *, keep_attributes: bool = False) -> int:
     """Turn every layout-only reshape/transpose of `module` into a `bitcast`, in place.
 
     What XLA's `AlgebraicSimplifier` does (layout-sensitive, before fusion) with
@@ -70,36 +109,62 @@ def layout_changes_to_bitcasts(module: HloModule) -> int:
     Priority fusion then treats them as bitcasts (priority +inf, fused along
     into consumers, never a consumer of their own), as XLA does.
 
+    **Arguments:** `keep_attributes`: keep the attributes (a transpose's
+    `dimensions`), so that `bitcasts_to_layout_changes` can give each back its
+    opcode; such a module is for the pass to decide on, not to print.
+
     **Returns:** how many instructions were rewritten.
     """
     n = 0
     for comp in module.computations:
         for instr in comp.instructions:
-            op = instr.opcode
-            if op not in ("reshape", "transpose") or len(instr.operands) != 1:
+            if layout_change_kind(instr) is None:
                 continue
-            if not (instr.shape.is_array and instr.operands[0].shape.is_array):
-                continue
-            src, dst = instr.operands[0].shape, instr.shape
-            if op == "reshape":
-                relabels = reshape_is_bitcast(src, dst)
-            else:
-                relabels = transpose_is_bitcast(src, dst, instr.attribute("dimensions", ()), ignore_unit_dims=True)
-            if not relabels:
-                continue
-            for key in list(instr.raw_attributes):
-                instr.remove_attribute(key)
+            if not keep_attributes:
+                for key in list(instr.raw_attributes):
+                    instr.remove_attribute(key)
             instr.opcode = "bitcast"
             n += 1
     return n
 
 
+def bitcasts_to_layout_changes(module: HloModule) -> int:
+    """Undo `layout_changes_to_bitcasts(keep_attributes=True)`, in place, clones in fused bodies included.
+
+    Every `bitcast` of `module` becomes the transpose (it kept its `dimensions`) or
+    the reshape it was made from. Only for a module whose bitcasts all came from
+    there (one that was not layout-assigned, `layouts_assigned`).
+
+    **Returns:** how many instructions were rewritten.
+    """
+    n = 0
+    for comp in module.computations:
+        for instr in comp.instructions:
+            if instr.opcode == "bitcast":
+                instr.opcode = "transpose" if "dimensions" in instr.raw_attributes else "reshape"
+                n += 1
+    return n
+
+
+# How layout-only reshapes and transposes are handled (`bitcast_layout_changes`):
+# "emit": they become bitcasts, in the output too (a layout-assigned input, or the caller says so);
+# "decide": they are bitcasts while the pass decides, as XLA has them then, and the fused
+#           module gives them back their opcodes (an input not through layout assignment);
+# "off": they stay reshapes/transposes throughout, priced and fused as such.
+def bitcast_mode(module: HloModule, bitcast_layout_changes: bool | None) -> str:
+    """`"emit"`, `"decide"` or `"off"` for `bitcast_layout_changes` (None: from `layouts_assigned`)."""
+    if bitcast_layout_changes is None:
+        return "emit" if layouts_assigned(module) else "decide"
+    return "emit" if bitcast_layout_changes else "off"
+
+
 def kernels_of(module: HloModule, computations: list[HloComputation] | None = None):
-    """Top-level instructions that run as kernels (fusions and unfused ops) in `computations`."""
+    """Top-level instructions that run as kernels (fusions and unfused ops) in `computations`;
+    reshapes and transposes that only relabel the layout are not kernels (bitcasts to XLA)."""
     comps = fusible_computations(module) if computations is None else computations
     for comp in comps:
         for instr in comp.instructions:
-            if instr.opcode not in NOT_KERNELS_IN_FUSION_PASS:
+            if instr.opcode not in NOT_KERNELS_IN_FUSION_PASS and layout_change_kind(instr) is None:
                 yield instr
 
 
@@ -250,18 +315,32 @@ class FusionResult:
         )
 
 
+def _relabelled(work: HloModule) -> dict[tuple[str, str], str]:
+    """(computation, name) -> "reshape"/"transpose" for the bitcasts `layout_changes_to_bitcasts(keep_attributes=True)`
+    made in `work` (the step log names them by their own opcode)."""
+    return {
+        (comp.name, i.name): ("transpose" if "dimensions" in i.raw_attributes else "reshape")
+        for comp in work.computations for i in comp.instructions if i.opcode == "bitcast"
+    }
+
+
+def _relabelled_reason(reason: str) -> str:
+    return reason.replace("bitcast: fused first", "layout-only, a bitcast to XLA: fused first", 1)
+
+
 def _getter(versions: dict):
     get = versions.get
     return lambda instr: get(instr, 0)
 
 
-def working_copy(module: HloModule, inline_calls: bool, to_bitcasts: bool) -> HloModule:
-    """The copy a fusion pass works on: calls inlined and layout-only changes made bitcasts, as XLA has it."""
+def working_copy(module: HloModule, inline_calls: bool, mode: str) -> HloModule:
+    """The copy a fusion pass works on: calls inlined and layout-only changes made bitcasts
+    (`mode`, see `bitcast_mode`), as XLA has it when its fusion passes run."""
     work = copy_module(module)
     if inline_calls and any(i.opcode == "call" for _, i in work.instructions()):
         work = _inline_calls(work, copy=False)
-    if to_bitcasts:
-        layout_changes_to_bitcasts(work)
+    if mode != "off":
+        layout_changes_to_bitcasts(work, keep_attributes=mode == "decide")
     return work
 
 
@@ -273,7 +352,7 @@ def simulate_fusion(
     inline_calls: bool = True,
     incremental: bool = True,
     price_totals: bool = True,
-    bitcast_layout_changes: bool = True,
+    bitcast_layout_changes: bool | None = None,
     **kwargs: Any,
 ) -> FusionResult:
     """Run XLA's GPU priority-fusion pass on a copy of `module`, priced by `model`.
@@ -294,23 +373,34 @@ def simulate_fusion(
       fill `FusionEstimate.producer_s`; others are priced per producer anyway).
     - `price_totals`: price every kernel before and after (for `time_before_s`
       / `time_after_s`); False skips that.
-    - `bitcast_layout_changes`: first turn reshapes and transposes that only
-      relabel the layout into `bitcast`s (`layout_changes_to_bitcasts`), as XLA's
-      algebraic simplifier does before fusion; False fuses them as the
-      reshapes/transposes JAX lowered.
+    - `bitcast_layout_changes`: how reshapes and transposes that only relabel the
+      layout are fused. XLA's algebraic simplifier makes them `bitcast`s before
+      fusion (`layout_changes_to_bitcasts`), so the pass decides with bitcasts
+      (priority +inf, fused along into every consumer, never a consumer alone).
+      None (default): the fused module keeps them as bitcasts only when
+      `module` has been through layout assignment (`layouts_assigned`: scheduled,
+      or holding bitcasts or fusions, as XLA's optimized modules do); otherwise
+      they get their reshape/transpose back in the fused module, so that it
+      runs on a backend that assigns layouts itself (a bitcast is illegal before
+      layout assignment), with the same decisions and totals. True: emit
+      bitcasts whatever the input (its layouts are physical); False: fuse
+      them as the plain reshapes/transposes they are, each priced as a kernel.
 
     **Returns:** a `FusionResult` (fused module, step log, rejections, totals).
     """
     module, dev, cost_model = resolve_inputs("simulate_fusion", module, args, kwargs, device=device, model=model,
                                              optimized=False)
+    mode = bitcast_mode(module, bitcast_layout_changes)
     with gc_paused():  # see xla_costmodel._gc
-        return _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, bitcast_layout_changes)
+        return _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode)
 
 
-def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, to_bitcasts=True) -> FusionResult:
+def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode="decide") -> FusionResult:
     model_name = cost_model.name
     t0 = time.perf_counter()
-    work = working_copy(module, inline_calls, to_bitcasts)
+    work = working_copy(module, inline_calls, mode)
+    # (computation, name) -> opcode of the layout-only reshapes/transposes the pass sees as bitcasts
+    relabelled = _relabelled(work) if mode == "decide" else {}
     comps = fusible_computations(work)
     elapsed = time.perf_counter() - t0
 
@@ -344,6 +434,11 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
                 (comp.name, producer.name, producer.opcode, consumer.name if consumer is not None else "",
                  why.rule, why.detail)
             )
+    if mode == "decide":
+        # Back to the input's vocabulary: priced afresh below (the caches know them as bitcasts).
+        bitcasts_to_layout_changes(work)
+        price_cache, versions = {}, {}
+        priced_by_content = ContentIds() if priced_by_content is not None else None
     elapsed += time.perf_counter() - t0
 
     after, n_after, unpriced_after = _totals(work, dev, cost_model, price_totals, price_cache, versions,
@@ -355,8 +450,9 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
             live_origin[clone.name] = name
     steps_df = pd.DataFrame(
         [
-            (s.step, s.computation, s.producer, s.producer_opcode, ", ".join(s.consumers), ", ".join(s.fusions),
-             s.priority_s, s.time_unfused_s, s.time_fused_s, s.reason)
+            (s.step, s.computation, s.producer, relabelled.get((s.computation, s.producer), s.producer_opcode),
+             ", ".join(s.consumers), ", ".join(s.fusions), s.priority_s, s.time_unfused_s, s.time_fused_s,
+             _relabelled_reason(s.reason) if (s.computation, s.producer) in relabelled else s.reason)
             for s in steps
         ],
         columns=STEP_COLUMNS,

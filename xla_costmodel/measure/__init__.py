@@ -2,7 +2,9 @@
 
 - `measure(fn, *args)` runs a jitted program under `jax.profiler` and returns
   one row per kernel, joined to the compiled module's instructions;
-  `measure_program` returns the per-run table and the module as well.
+  `measure_program` returns the per-run table and the module as well. Both,
+  the suite and the command line time kernels with one methodology
+  (`Method`, `DEFAULT_METHOD`: steady allocator, warm-up, minimum).
 - `read_trace` / `kernel_executions` read an `xplane.pb` (or the trace JSON)
   into tables of events and kernel executions.
 - `run_suite` measures the performance-instructive kernels over size sweeps;
@@ -12,11 +14,18 @@
   (`get_device("host")` runs it when the cache is missing).
 """
 
+from ._allocator import ALLOCATORS as ALLOCATORS
+from ._allocator import set_allocator as set_allocator
+from ._allocator import steady_allocator as steady_allocator
 from ._dataset import DATASET_COLUMNS as DATASET_COLUMNS
 from ._dataset import SCHEMA as SCHEMA
 from ._dataset import DatasetError as DatasetError
 from ._dataset import append_dataset as append_dataset
 from ._dataset import read_dataset as read_dataset
+from ._measure import DEFAULT_METHOD as DEFAULT_METHOD
+from ._measure import KERNEL_COLUMNS as KERNEL_COLUMNS
+from ._measure import Method as Method
+from ._measure import PageFaultWarning as PageFaultWarning
 from ._measure import CommandBufferWarning as CommandBufferWarning
 from ._measure import ConcurrentKernelsWarning as ConcurrentKernelsWarning
 from ._measure import Measurement as Measurement
@@ -33,7 +42,6 @@ from ._suite import SUITE as SUITE
 from ._suite import SuiteKernel as SuiteKernel
 from ._suite import measurement_rows as measurement_rows
 from ._suite import run_suite as run_suite
-from ._suite import steady_allocator as steady_allocator
 from ._suite import suite_cases as suite_cases
 from ._trace import TraceError as TraceError
 from ._trace import find_trace_files as find_trace_files

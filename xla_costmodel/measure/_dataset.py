@@ -6,6 +6,14 @@ temporary file in the same directory which is read back, synced and then
 renamed over the target, so a crash leaves either the old or the new file,
 never half of one. Appending re-reads the existing file first and refuses to
 touch a file that is damaged or that is not a dataset of this schema.
+
+Schema 2 names every time column with its unit (`min_per_run_s`: seconds
+per program run, a kernel's launches in one run summed; `min_per_launch_s`:
+per launch), records the measurement's methodology (`allocator`, `repeats`,
+`discard`, `warmup_calls`, `statistic`, `rounds`) and the `program` a row
+belongs to. Files of schema 1 (`min_s`, `median_s`, `samples_s`,
+`wall_min_s`) are migrated when read (`migrate_v1`); they are never
+rewritten in place, except by an append, which writes schema 2.
 """
 
 from __future__ import annotations
@@ -23,12 +31,17 @@ __all__ = [
     "DatasetError",
     "SCHEMA",
     "DATASET_COLUMNS",
+    "SCHEMA_V1",
+    "migrate_v1",
+    "per_launch_s",
     "read_dataset",
     "append_dataset",
 ]
 
 #: Value of the `schema` column; bumped when columns change meaning.
-SCHEMA = "xla_costmodel.calibration/1"
+SCHEMA = "xla_costmodel.calibration/2"
+#: The previous schema, read and migrated (`migrate_v1`).
+SCHEMA_V1 = "xla_costmodel.calibration/1"
 
 #: Column name -> kind ("str", "int", "float", "bool", "list"), in file order.
 DATASET_COLUMNS: dict[str, str] = {
@@ -36,6 +49,7 @@ DATASET_COLUMNS: dict[str, str] = {
     "suite_run": "str",
     "timestamp": "str",
     "source": "str",
+    "program": "str",
     "backend": "str",
     "device_kind": "str",
     "device": "str",
@@ -45,7 +59,7 @@ DATASET_COLUMNS: dict[str, str] = {
     "kernel": "str",
     "kernel_class": "str",
     "dtype": "str",
-    "size": "int",
+    "size": "str",
     "params": "str",
     "hlo_module": "str",
     "hlo_op": "str",
@@ -54,12 +68,19 @@ DATASET_COLUMNS: dict[str, str] = {
     "computation": "str",
     "role": "str",
     "is_main": "bool",
+    "allocator": "str",
+    "repeats": "int",
+    "discard": "int",
+    "warmup_calls": "int",
+    "statistic": "str",
+    "rounds": "int",
     "n": "int",
-    "min_s": "float",
-    "median_s": "float",
-    "samples_s": "list",
     "launches": "float",
-    "wall_min_s": "float",
+    "min_per_run_s": "float",
+    "median_per_run_s": "float",
+    "min_per_launch_s": "float",
+    "samples_per_run_s": "list",
+    "wall_min_per_run_s": "float",
     "launch_overhead_s": "float",
     "element_type": "str",
     "out_elements": "int",
@@ -73,7 +94,25 @@ DATASET_COLUMNS: dict[str, str] = {
 }
 
 # Columns a file must have to count as this dataset (later schema versions may add more).
-_REQUIRED = ("schema", "case", "hlo_op", "min_s", "samples_s", "hlo_text", "device", "jax_version", "timestamp")
+_REQUIRED = ("schema", "case", "hlo_op", "min_per_run_s", "samples_per_run_s", "hlo_text", "device", "jax_version",
+             "timestamp")
+_REQUIRED_V1 = ("schema", "case", "hlo_op", "min_s", "samples_s", "hlo_text", "device", "jax_version", "timestamp")
+#: Schema 1 column -> schema 2 column.
+_RENAMED_V1 = {"min_s": "min_per_run_s", "median_s": "median_per_run_s", "samples_s": "samples_per_run_s",
+               "wall_min_s": "wall_min_per_run_s"}
+# Kernel classes of schema-1 rows that were whole programs (their `kernel` names the program).
+_V1_PROGRAM_CLASSES = ("program", "program-unfused", "user")
+
+
+def per_launch_s(per_run_s, launches):
+    """Seconds per launch from seconds per program run and launches per run (fewer than 1 counts as 1).
+
+    The one place the two units are converted: `measure` and the dataset use it.
+    """
+    n = np.asarray(launches, dtype=float)
+    n = np.where(np.isfinite(n) & (n >= 1), n, 1.0)
+    out = np.asarray(per_run_s, dtype=float) / n
+    return float(out) if out.ndim == 0 else out
 
 
 class DatasetError(ValueError):
@@ -104,8 +143,9 @@ def read_dataset(path) -> pd.DataFrame:
 
     - `path`: a `.parquet`, `.csv` or `.csv.gz` file written by `append_dataset`.
 
-    **Returns:** the table, one row per kernel measurement; `samples_s` holds
-    lists of floats.
+    **Returns:** the table in schema 2 (`DATASET_COLUMNS`), one row per
+    kernel measurement; `samples_per_run_s` holds lists of floats. A file of
+    schema 1 is migrated in memory (`migrate_v1`); the file is not touched.
 
     Raises `DatasetError` naming the file when it is missing, cannot be
     parsed, or is not a dataset of this schema.
@@ -121,12 +161,70 @@ def read_dataset(path) -> pd.DataFrame:
             df = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={"schema": str})
     except Exception as e:  # pyarrow / the CSV reader raise many types for bad bytes
         raise DatasetError(path, f"cannot read as {fmt} ({type(e).__name__}: {_short(e)})") from e
-    _validate(df, path)
+    v1 = _validate(df, path)
+    samples = "samples_s" if v1 else "samples_per_run_s"
     if fmt == "csv":
-        df["samples_s"] = [_parse_samples(v, path, i) for i, v in enumerate(df["samples_s"])]
+        df[samples] = [_parse_samples(v, path, i, samples) for i, v in enumerate(df[samples])]
     else:
-        df["samples_s"] = [list(map(float, v)) if v is not None else [] for v in df["samples_s"]]
-    return df
+        df[samples] = [list(map(float, v)) if v is not None else [] for v in df[samples]]
+    return migrate_v1(df) if v1 else df
+
+
+def migrate_v1(df: pd.DataFrame) -> pd.DataFrame:
+    """Rows of schema 1 in schema 2: columns renamed, the new ones derived.
+
+    `min_s`, `median_s`, `samples_s`, `wall_min_s` become `min_per_run_s`,
+    `median_per_run_s`, `samples_per_run_s`, `wall_min_per_run_s` (same
+    values: schema 1 already summed a kernel's launches per run);
+    `min_per_launch_s` = `min_per_run_s / launches`; `size` becomes text;
+    `program` is the `kernel` of program rows (`kernel_class` `program`,
+    `program-unfused`, `user`), else empty. Every schema-1 writer used the
+    steady allocator and one untraced call; `repeats`, `discard` and
+    `rounds` come from `params` where it records them, else from the two
+    modes of the time (30 runs with 4 discarded, or the quick 12 with 2) that
+    divide the sample count, else -1 (unknown).
+    """
+    out = df.rename(columns=_RENAMED_V1).copy()
+    out["schema"] = SCHEMA
+    out["size"] = [_v1_size(v) for v in out.get("size", [None] * len(out))]
+    kcls = out["kernel_class"].astype(str) if "kernel_class" in out else pd.Series([""] * len(out), index=out.index)
+    out["program"] = np.where(kcls.isin(_V1_PROGRAM_CLASSES), out.get("kernel", ""), None)
+    method = [_v1_method(p, n) for p, n in zip(out.get("params", ["{}"] * len(out)), out["n"] if "n" in out
+                                                else [len(v) for v in out["samples_per_run_s"]])]
+    out["allocator"] = "steady"
+    out["repeats"] = [m[0] for m in method]
+    out["discard"] = [m[1] for m in method]
+    out["warmup_calls"] = 1
+    out["statistic"] = "min"
+    out["rounds"] = [m[2] for m in method]
+    launches = out["launches"] if "launches" in out else pd.Series(1.0, index=out.index)
+    out["min_per_launch_s"] = per_launch_s(out["min_per_run_s"].to_numpy(float), launches.to_numpy(float))
+    known = [c for c in DATASET_COLUMNS if c in out.columns]
+    return out[known + [c for c in out.columns if c not in DATASET_COLUMNS]]
+
+
+def _v1_size(v) -> str | None:
+    """Schema 1's integer size as text (`16384`, not `16384.0`); missing stays missing."""
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return None
+    return str(int(v)) if isinstance(v, (int, np.integer, float)) else str(v)
+
+
+def _v1_method(params, n) -> tuple[int, int, int]:
+    """(repeats, discard, rounds) of a schema-1 row."""
+    try:
+        p = json.loads(params) if isinstance(params, str) else {}
+    except json.JSONDecodeError:
+        p = {}
+    n = int(n)
+    if isinstance(p, dict) and {"repeats", "discard"} <= set(p):
+        repeats, discard = int(p["repeats"]), int(p["discard"])
+        rounds = int(p.get("rounds", max(1, n // max(repeats - discard, 1))))
+        return repeats, discard, rounds
+    for repeats, discard in ((30, 4), (12, 2)):
+        if n > 0 and n % (repeats - discard) == 0:
+            return repeats, discard, n // (repeats - discard)
+    return -1, -1, -1
 
 
 def _short(e: Exception, limit: int = 200) -> str:
@@ -134,36 +232,41 @@ def _short(e: Exception, limit: int = 200) -> str:
     return s if len(s) <= limit else s[:limit] + "..."
 
 
-def _parse_samples(v, path: Path, row: int) -> list[float]:
+def _parse_samples(v, path: Path, row: int, column: str = "samples_per_run_s") -> list[float]:
     if isinstance(v, list):
         return v
     try:
         out = json.loads(v)
     except (TypeError, json.JSONDecodeError) as e:
-        raise DatasetError(path, f"row {row + 1}: samples_s is not a JSON list of numbers") from e
+        raise DatasetError(path, f"row {row + 1}: {column} is not a JSON list of numbers") from e
     if not isinstance(out, list):
-        raise DatasetError(path, f"row {row + 1}: samples_s is not a JSON list of numbers")
+        raise DatasetError(path, f"row {row + 1}: {column} is not a JSON list of numbers")
     return [float(x) for x in out]
 
 
-def _validate(df: pd.DataFrame, path: Path) -> None:
-    missing = [c for c in _REQUIRED if c not in df.columns]
+def _validate(df: pd.DataFrame, path: Path) -> bool:
+    """Check the columns and schema; **returns** True for a schema-1 file (to migrate)."""
+    v1 = "schema" in df.columns and set(df["schema"].dropna().astype(str).unique()) == {SCHEMA_V1}
+    required = _REQUIRED_V1 if v1 else _REQUIRED
+    missing = [c for c in required if c not in df.columns]
     if missing:
         raise DatasetError(
             path,
             f"not an xla_costmodel calibration dataset (missing columns: {', '.join(missing)})",
         )
     schemas = set(df["schema"].dropna().astype(str).unique())
-    foreign = schemas - {SCHEMA}
+    foreign = schemas - {SCHEMA_V1 if v1 else SCHEMA}
     if foreign or df["schema"].isna().any():
         raise DatasetError(
             path,
-            f"schema {sorted(foreign) or ['<empty>']} is not {SCHEMA!r}; "
+            f"schema {sorted(foreign) or ['<empty>']} is not {SCHEMA!r} (or {SCHEMA_V1!r}, read by migration); "
             "refusing to read or append to it",
         )
-    bad = ~np.isfinite(pd.to_numeric(df["min_s"], errors="coerce").to_numpy(dtype=float))
+    min_col = "min_s" if v1 else "min_per_run_s"
+    bad = ~np.isfinite(pd.to_numeric(df[min_col], errors="coerce").to_numpy(dtype=float))
     if bad.any():
-        raise DatasetError(path, f"row {int(np.flatnonzero(bad)[0]) + 1}: min_s is not a number")
+        raise DatasetError(path, f"row {int(np.flatnonzero(bad)[0]) + 1}: {min_col} is not a number")
+    return v1
 
 
 def _coerce(rows: pd.DataFrame) -> pd.DataFrame:
@@ -212,7 +315,7 @@ def _write(df: pd.DataFrame, path: Path, fmt: str) -> None:
         df.to_parquet(path, index=False, compression="zstd")
     else:
         out = df.copy()
-        out["samples_s"] = [json.dumps(v) for v in out["samples_s"]]
+        out["samples_per_run_s"] = [json.dumps(v) for v in out["samples_per_run_s"]]
         out.to_csv(path, index=False)
 
 
@@ -222,7 +325,8 @@ def append_dataset(rows: pd.DataFrame, path) -> int:
     **Arguments:**
 
     - `rows`: new rows with every column of `DATASET_COLUMNS` (`schema` may
-      be left out).
+      be left out). Appending to a schema-1 file writes the whole file in
+      schema 2 (its rows migrated, none dropped).
     - `path`: the dataset file; its suffix picks Parquet or CSV. Parent
       directories are created.
 

@@ -1,10 +1,20 @@
 """Measure the kernels of one jitted program from a `jax.profiler` trace.
 
-Method (Stevens & Klöckner's, for measurement kernels): run the program
-`repeats` times, each run wrapped in a named trace annotation and waited for;
-throw away the first `discard` runs (caches, page faults, thread-pool spin-up);
-keep every remaining per-run time as a sample and report the minimum (the
-least-disturbed run) next to the median.
+The project's one timing methodology (`Method`), used by `measure()`, by
+`xla-costmodel measure`, by the measurement suite and by every script that
+measures programs, all through `measure_program`. After Stevens & Klöckner's
+method for measurement kernels: put glibc's allocator in its steady state
+(`set_allocator`: freed memory is kept, so runs do not page-fault on fresh
+buffers), call the compiled program once untraced, then run it `repeats`
+times, each run wrapped in a named trace annotation and waited for; throw
+away the first `discard` runs (caches, thread-pool spin-up); keep every
+remaining per-run time as a sample and report the minimum (the
+least-disturbed run) next to the median. Cold timings (fresh pages on every
+run) only when asked for, with `allocator="cold"`.
+
+Units: a kernel launched several times in one run (a loop body) has its
+launches summed per run; columns say which they hold (`*_per_run_s`,
+`*_per_launch_s`).
 """
 
 from __future__ import annotations
@@ -24,10 +34,16 @@ import pandas as pd
 
 from ..analysis._opcodes import CALLS_KERNEL_SEQUENCES
 from ..devices._host import cpu_model
+from ._allocator import ALLOCATORS, page_faults, set_allocator
+from ._dataset import per_launch_s
 from ._module import ModuleIndex
 from ._trace import TraceError, find_trace_files, interval_union_ns, kernel_executions, read_trace
 
 __all__ = [
+    "Method",
+    "DEFAULT_METHOD",
+    "KERNEL_COLUMNS",
+    "PageFaultWarning",
     "measure",
     "measure_program",
     "measurement_from_trace",
@@ -65,6 +81,68 @@ class CommandBufferWarning(UserWarning):
     """GPU command buffers are on, so kernels may not carry their HLO instruction names."""
 
 
+class PageFaultWarning(UserWarning):
+    """Every kept run page-faulted on fresh memory although the allocator was asked to be steady."""
+
+
+@dataclass(frozen=True)
+class Method:
+    """How kernels are timed: the fields every measurement records.
+
+    **Attributes:**
+
+    - `allocator`: glibc's state while timing (`"steady"`: no page faults on
+      reused buffers, what calibration assumes; `"cold"`: fresh pages every
+      run; `"unknown"` for a trace read back from disk). See `set_allocator`.
+    - `repeats`: traced runs in total, each waited for.
+    - `discard`: leading traced runs thrown away as warm-up.
+    - `warmup_calls`: untraced calls before the traced runs (always 1).
+    - `statistic`: what a kernel's time is over the kept runs (the minimum).
+    """
+
+    allocator: str = "steady"
+    repeats: int = 30
+    discard: int = 4
+    warmup_calls: int = 1
+    statistic: str = "min"
+
+    def __post_init__(self):
+        if self.allocator not in (*ALLOCATORS, "unknown"):
+            raise ValueError(f"allocator must be one of {', '.join(map(repr, ALLOCATORS))}, not {self.allocator!r}")
+        if self.repeats < 1 or self.discard < 0 or self.discard >= self.repeats:
+            raise ValueError(f"need repeats > discard >= 0, got repeats={self.repeats}, discard={self.discard}")
+
+    @property
+    def kept(self) -> int:
+        """Samples per kernel: `repeats - discard`."""
+        return self.repeats - self.discard
+
+    def fields(self) -> dict:
+        """The methodology as dataset columns: `allocator`, `repeats`, `discard`, `warmup_calls`, `statistic`."""
+        return {
+            "allocator": self.allocator,
+            "repeats": self.repeats,
+            "discard": self.discard,
+            "warmup_calls": self.warmup_calls,
+            "statistic": self.statistic,
+        }
+
+
+#: The methodology of `measure()`, `xla-costmodel measure`, the suite and calibration.
+DEFAULT_METHOD = Method()
+
+#: Columns of `measure()` / `Measurement.kernels`, in order.
+KERNEL_COLUMNS = (
+    "hlo_module", "hlo_op", "opcode", "fusion_kind", "computation", "role", "n", "launches",
+    "min_per_run_s", "median_per_run_s", "min_per_launch_s", "samples_per_run_s", "in_module",
+)
+
+# A steady run may still touch a few fresh pages (trace buffers, small
+# allocations); more than this many in every kept run means buffers are
+# being mapped afresh.
+_STEADY_FAULTS_MAX = 2048
+
+
 @dataclass(frozen=True)
 class Measurement:
     """Everything one `measure_program` call found.
@@ -74,6 +152,8 @@ class Measurement:
     - `kernels`: one row per kernel (HLO instruction) with its samples; see `measure`.
     - `runs`: one row per run: `run`, `kept`, `wall_s` (the run's annotated
       span in the trace), `host_wall_s` (the same run timed by Python),
+      `page_faults` (page faults of the process during the run; NaN for a
+      trace read back),
       `kernel_sum_s` (kernel times added up, kernels nested inside a
       while/conditional/call counted once through their parent), `busy_s`
       (time covered by at least one kernel), `n_kernels`, `late_s` (how far the
@@ -85,6 +165,7 @@ class Measurement:
       no kept run showed.
     - `backend`, `device`, `jax_version`, `jaxlib_version`, `trace_format`,
       `trace_path`: provenance.
+    - `method`: the `Method` it was measured with.
     """
 
     kernels: pd.DataFrame
@@ -98,17 +179,18 @@ class Measurement:
     jaxlib_version: str
     trace_format: str
     trace_path: str
+    method: Method = DEFAULT_METHOD
 
     def _repr_html_(self) -> str:
         kept = self.runs[self.runs["kept"]]
         head = (
             f"<p><b>{html.escape(self.module.name)}</b> on {html.escape(self.device)}: "
-            f"{len(self.kernels)} kernels, {len(kept)} kept runs, "
-            f"wall min {kept['wall_s'].min() * 1e6:.1f} µs"
+            f"{len(self.kernels)} kernels, {len(kept)} kept runs ({html.escape(self.method.allocator)} allocator), "
+            f"wall min {kept['wall_s'].min() * 1e6:.1f} µs per run"
             + (f"; <b>missing</b>: {html.escape(', '.join(self.missing))}" if self.missing else "")
             + "</p>"
         )
-        cols = ["hlo_op", "opcode", "n", "min_s", "median_s", "launches"]
+        cols = ["hlo_op", "opcode", "n", "launches", "min_per_run_s", "median_per_run_s", "min_per_launch_s"]
         return head + self.kernels[cols].to_html(index=False)
 
 
@@ -162,8 +244,19 @@ def _command_buffers_off(flags: str) -> bool:
     return bool(found) and found[-1] in ("", '""', "''")
 
 
-def measure(fn, *args, repeats: int = 30, discard: int = 4) -> pd.DataFrame:
+def measure(
+    fn,
+    *args,
+    repeats: int = DEFAULT_METHOD.repeats,
+    discard: int = DEFAULT_METHOD.discard,
+    allocator: str = DEFAULT_METHOD.allocator,
+) -> pd.DataFrame:
     """Measure every kernel of a jitted program, joined to its HLO instructions.
+
+    The project's one methodology (`Method`, the same as the measurement
+    suite's and calibration's): glibc's allocator in its steady state, one
+    untraced call, `repeats` traced runs of which the first `discard` are
+    thrown away, the minimum over the kept runs.
 
     **Arguments:**
 
@@ -171,37 +264,47 @@ def measure(fn, *args, repeats: int = 30, discard: int = 4) -> pd.DataFrame:
     - `*args`: example arguments (pytrees of arrays), positional.
     - `repeats`: runs in total, each waited for (`block_until_ready`).
     - `discard`: leading runs thrown away as warm-up; `repeats - discard` are kept.
+    - `allocator`: `"steady"` (default: runs reuse memory, no page faults on
+      fresh buffers, as calibration assumed) or `"cold"` (every large buffer
+      is mapped afresh each run and pays its page faults). See `set_allocator`.
 
-    **Returns:** a DataFrame with one row per kernel, in execution order:
-    `hlo_module`, `hlo_op` (the instruction name), `opcode`, `fusion_kind`,
-    `computation` (where the instruction lives), `role` (`"entry"` or
-    `"control"` for loop bodies / branches), `n` (kept samples), `min_s`,
-    `median_s`, `samples` (list of per-run seconds: a kernel launched several
-    times in one run, like a loop body, is summed per run), `launches`
-    (executions per run, median), `in_module` (the instruction was found in
-    the compiled module). `attrs` carries `hlo_module`, `backend`, `device`,
-    `jax_version`, `hlo_text`.
+    **Returns:** a DataFrame with one row per kernel, in execution order
+    (`KERNEL_COLUMNS`): `hlo_module`, `hlo_op` (the instruction name),
+    `opcode`, `fusion_kind`, `computation` (where the instruction lives),
+    `role` (`"entry"` or `"control"` for loop bodies / branches), `n` (kept
+    samples), `launches` (executions per program run, median over runs),
+    `min_per_run_s` and `median_per_run_s` (seconds per program run: a
+    kernel launched several times in one run, like a loop body, is summed
+    over its launches), `min_per_launch_s` (`min_per_run_s / launches`, what
+    `analyze(...)["time_s"]` predicts), `samples_per_run_s` (the kept
+    per-run samples), `in_module` (the instruction was found in the compiled
+    module). `attrs` carries `hlo_module`, `backend`, `device`,
+    `jax_version`, `hlo_text` and the methodology (`Method.fields()`).
 
     Raises `MeasurementError` when the trace shows no kernel of the program,
     or when a run's kernels do not fit within its wall time. See
     `measure_program` for the per-run table and more options.
     """
-    return measure_program(fn, *args, repeats=repeats, discard=discard).kernels
+    return measure_program(fn, *args, repeats=repeats, discard=discard, allocator=allocator).kernels
 
 
 def measure_program(
     fn,
     *args,
-    repeats: int = 30,
-    discard: int = 4,
+    repeats: int = DEFAULT_METHOD.repeats,
+    discard: int = DEFAULT_METHOD.discard,
+    allocator: str = DEFAULT_METHOD.allocator,
     trace_dir=None,
     check: str = "raise",
 ) -> Measurement:
     """Like `measure`, but returns the whole `Measurement`.
 
+    Every measurement of the project goes through here (`measure`, the
+    command line, the suite, the scripts), so they share one methodology.
+
     **Arguments:**
 
-    - `fn`, `*args`, `repeats`, `discard`: as for `measure`.
+    - `fn`, `*args`, `repeats`, `discard`, `allocator`: as for `measure`.
     - `trace_dir`: where to write the profiler trace (kept); default a
       temporary directory, removed afterwards.
     - `check`: what a failed wall-time check does: `"raise"`, `"warn"` or
@@ -212,11 +315,11 @@ def measure_program(
     """
     import jax
 
-    if repeats < 1 or discard < 0 or discard >= repeats:
-        raise ValueError(f"need repeats > discard >= 0, got repeats={repeats}, discard={discard}")
+    method = Method(allocator=allocator, repeats=repeats, discard=discard)
     if check not in ("raise", "warn", "ignore"):
         raise ValueError(f"check must be 'raise', 'warn' or 'ignore', not {check!r}")
 
+    set_allocator(method.allocator)
     jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
     compiled = jitted.lower(*args).compile()
     hlo_text = compiled.as_text()
@@ -231,18 +334,40 @@ def measure_program(
             stacklevel=2,
         )
 
-    jax.block_until_ready(compiled(*args))  # first call: allocations, thread pools
+    for _ in range(method.warmup_calls):  # allocations, thread pools
+        jax.block_until_ready(compiled(*args))
     host_wall: list[float] = []
+    faults: list[float] = []
     with tempfile.TemporaryDirectory(prefix="xla_costmodel_trace_") as tmp:
         logdir = Path(trace_dir) if trace_dir is not None else Path(tmp)
         with jax.profiler.trace(str(logdir)):
             for i in range(repeats):
                 with jax.profiler.TraceAnnotation(f"{RUN_ANNOTATION}{i}"):
+                    f0 = page_faults()
                     t0 = time.perf_counter_ns()
                     jax.block_until_ready(compiled(*args))
                     host_wall.append((time.perf_counter_ns() - t0) * 1e-9)
+                    faults.append(float(page_faults() - f0))
         events, fmt, path = _read_newest(logdir)
-        return _build(events, fmt, path, index, dev, host_wall, repeats, discard, check)
+        m = _build(events, fmt, path, index, dev, host_wall, repeats, discard, check, method=method, faults=faults)
+    _check_page_faults(m)
+    return m
+
+
+def _check_page_faults(m: Measurement) -> None:
+    if m.method.allocator != "steady":
+        return
+    kept = m.runs[m.runs["kept"]]
+    least = float(kept["page_faults"].min()) if len(kept) else math.nan
+    if least > _STEADY_FAULTS_MAX:
+        warnings.warn(
+            f"{m.module.name}: every kept run page-faulted at least {least:.0f} times "
+            f"({least * 4096 / 2**20:.0f} MiB of fresh pages at 4 KiB) although the allocator is steady, "
+            "so kernel times include first-touch costs; glibc maps buffers larger than a thread arena (64 MiB) "
+            "afresh: start Python with MALLOC_ARENA_MAX=1 for steady timings",
+            PageFaultWarning,
+            stacklevel=3,
+        )
 
 
 def measurement_from_trace(trace, hlo_text: str, *, discard: int = 0, check: str = "raise") -> Measurement:
@@ -279,7 +404,8 @@ def measurement_from_trace(trace, hlo_text: str, *, discard: int = 0, check: str
         "jax_version": str(meta.get("jax_version", "")),
         "jaxlib_version": str(meta.get("jaxlib_version", "")),
     }
-    return _build(events, fmt, path, index, dev, [], None, discard, check)
+    method = Method(allocator="unknown", repeats=max(len(run_spans(events)), discard + 1), discard=discard)
+    return _build(events, fmt, path, index, dev, [], None, discard, check, method=method)
 
 
 def merge_measurements(parts: list[Measurement]) -> Measurement:
@@ -293,8 +419,9 @@ def merge_measurements(parts: list[Measurement]) -> Measurement:
     - `parts`: measurements whose compiled module text is identical.
 
     **Returns:** one `Measurement`: samples concatenated per kernel, `n`,
-    `min_s`, `median_s` and `launches` recomputed, the runs of all parts (a
-    `round` column says which part each came from).
+    `min_per_run_s`, `median_per_run_s`, `launches` and `min_per_launch_s`
+    recomputed, the runs of all parts (a `round` column says which part each
+    came from).
     """
     if not parts:
         raise ValueError("nothing to merge")
@@ -304,6 +431,8 @@ def merge_measurements(parts: list[Measurement]) -> Measurement:
             raise ValueError(
                 f"cannot merge measurements of different compiled modules ({first.module.name} vs {p.module.name})"
             )
+        if p.method != first.method:
+            raise ValueError(f"cannot merge measurements made with different methods ({first.method} vs {p.method})")
     if len(parts) == 1:
         return first
     order: list[str] = []
@@ -313,20 +442,14 @@ def merge_measurements(parts: list[Measurement]) -> Measurement:
             op = row["hlo_op"]
             if op not in pooled:
                 order.append(op)
-                pooled[op] = {**row, "samples": list(row["samples"]), "_launches": [row["launches"]]}
+                pooled[op] = {**row, "samples_per_run_s": list(row["samples_per_run_s"]), "_launches": [row["launches"]]}
             else:
-                pooled[op]["samples"].extend(row["samples"])
+                pooled[op]["samples_per_run_s"].extend(row["samples_per_run_s"])
                 pooled[op]["_launches"].append(row["launches"])
     rows = []
     for op in order:
         r = pooled[op]
-        samples = r["samples"]
-        r.update(
-            n=len(samples),
-            min_s=float(np.min(samples)),
-            median_s=float(np.median(samples)),
-            launches=float(np.median(r.pop("_launches"))),
-        )
+        r.update(_statistics(r["samples_per_run_s"], float(np.median(r.pop("_launches")))))
         rows.append(r)
     kernels = pd.DataFrame(rows, columns=list(first.kernels.columns))
     kernels.attrs.update(first.kernels.attrs)
@@ -345,7 +468,20 @@ def merge_measurements(parts: list[Measurement]) -> Measurement:
         jaxlib_version=first.jaxlib_version,
         trace_format=first.trace_format,
         trace_path=first.trace_path,
+        method=first.method,
     )
+
+
+def _statistics(samples: list[float], launches: float) -> dict:
+    """A kernel's statistics over its kept per-run samples (the methodology's one place for them)."""
+    lo = float(np.min(samples))
+    return {
+        "n": len(samples),
+        "launches": launches,
+        "min_per_run_s": lo,
+        "median_per_run_s": float(np.median(samples)),
+        "min_per_launch_s": per_launch_s(lo, launches),
+    }
 
 
 def _read_newest(logdir: Path) -> tuple[pd.DataFrame, str, str]:
@@ -420,7 +556,8 @@ def completion_times(ours: pd.DataFrame, spans: pd.DataFrame, index: ModuleIndex
     return end
 
 
-def _build(events, fmt, path, index: ModuleIndex, dev, host_wall, repeats, discard, check) -> Measurement:
+def _build(events, fmt, path, index: ModuleIndex, dev, host_wall, repeats, discard, check, *, method: Method,
+           faults=()) -> Measurement:
     import jax
     import jaxlib
 
@@ -449,7 +586,7 @@ def _build(events, fmt, path, index: ModuleIndex, dev, host_wall, repeats, disca
     ours["dur_ns"] = ours["end_ns"] - ours["start_ns"]
     ours["opcode"] = ours["hlo_op"].map(lambda n: index.instructions[n].opcode if n in index.instructions else None)
 
-    runs = _runs_table(ours, spans, host_wall, discard)
+    runs = _runs_table(ours, spans, host_wall, discard, faults)
     _check_runs(runs, outside, path, check)
 
     kept = ours[ours["run"] >= discard]
@@ -468,15 +605,12 @@ def _build(events, fmt, path, index: ModuleIndex, dev, host_wall, repeats, disca
                 "fusion_kind": info.fusion_kind if info else None,
                 "computation": info.computation if info else None,
                 "role": info.role if info else None,
-                "n": len(samples),
-                "min_s": float(np.min(samples)),
-                "median_s": float(np.median(samples)),
-                "samples": samples,
-                "launches": float(np.median(grp["k"].to_numpy())),
+                **_statistics(samples, float(np.median(grp["k"].to_numpy()))),
+                "samples_per_run_s": samples,
                 "in_module": info is not None,
             }
         )
-    kernels = pd.DataFrame(rows)
+    kernels = pd.DataFrame(rows, columns=list(KERNEL_COLUMNS))
     seen = set(kernels["hlo_op"])
     missing = tuple(k for k in index.expected_kernels() if k not in seen)
     jax_version = dev.get("jax_version", jax.__version__)
@@ -486,6 +620,7 @@ def _build(events, fmt, path, index: ModuleIndex, dev, host_wall, repeats, disca
         device=dev["device"],
         jax_version=jax_version,
         hlo_text=hlo_text,
+        **method.fields(),
     )
     return Measurement(
         kernels=kernels,
@@ -499,10 +634,11 @@ def _build(events, fmt, path, index: ModuleIndex, dev, host_wall, repeats, disca
         jaxlib_version=dev.get("jaxlib_version", getattr(jaxlib, "__version__", "")),
         trace_format=fmt,
         trace_path=path,
+        method=method,
     )
 
 
-def _runs_table(ours: pd.DataFrame, spans: pd.DataFrame, host_wall, discard: int) -> pd.DataFrame:
+def _runs_table(ours: pd.DataFrame, spans: pd.DataFrame, host_wall, discard: int, faults=()) -> pd.DataFrame:
     control = ours["opcode"].isin(CALLS_KERNEL_SEQUENCES).to_numpy()
     rows = []
     for run, start, end in spans[["run", "start_ns", "end_ns"]].itertuples(index=False):
@@ -525,6 +661,7 @@ def _runs_table(ours: pd.DataFrame, spans: pd.DataFrame, host_wall, discard: int
                 "kept": int(run) >= discard,
                 "wall_s": wall * 1e-9,
                 "host_wall_s": float(host_wall[int(run)]) if int(run) < len(host_wall) else math.nan,
+                "page_faults": float(faults[int(run)]) if int(run) < len(faults) else math.nan,
                 "kernel_sum_s": ksum * 1e-9,
                 "busy_s": busy * 1e-9,
                 "n_kernels": int(sel.sum()),

@@ -24,7 +24,7 @@ def noise_floor(first: pd.DataFrame, second: pd.DataFrame | None = None) -> pd.D
       difference of the two runs' minimum times, `|a - b| / min(a, b)`,
       across cases: median, 90th percentile, maximum.
     - `median_diff_median`: the same for the per-case median times.
-    - `spread_median`: within one run, `median_s / min_s - 1`, median over
+    - `spread_median`: within one run, `median_per_run_s / min_per_run_s - 1`, median over
       cases and both runs (how far a typical run sits above the best one).
 
     Raises `ValueError` when the two runs share no case.
@@ -36,19 +36,19 @@ def noise_floor(first: pd.DataFrame, second: pd.DataFrame | None = None) -> pd.D
         second = first[first["suite_run"] == runs[1]]
         first = first[first["suite_run"] == runs[0]]
     key = ["case", "hlo_op"]
-    cols = key + ["kernel_class", "min_s", "median_s"]
+    cols = key + ["kernel_class", "min_per_run_s", "median_per_run_s"]
     a = first.loc[first["is_main"], cols]
     b = second.loc[second["is_main"], cols]
     both = a.merge(b, on=key, suffixes=("_a", "_b"))
     if both.empty:
         raise ValueError("the two runs have no (case, hlo_op) in common")
     both["kernel_class"] = both["kernel_class_a"]
-    both["min_diff"] = _rel_diff(both["min_s_a"], both["min_s_b"])
-    both["median_diff"] = _rel_diff(both["median_s_a"], both["median_s_b"])
+    both["min_diff"] = _rel_diff(both["min_per_run_s_a"], both["min_per_run_s_b"])
+    both["median_diff"] = _rel_diff(both["median_per_run_s_a"], both["median_per_run_s_b"])
     spread = pd.concat(
         [
-            pd.DataFrame({"kernel_class": both["kernel_class"], "spread": both["median_s_a"] / both["min_s_a"] - 1}),
-            pd.DataFrame({"kernel_class": both["kernel_class"], "spread": both["median_s_b"] / both["min_s_b"] - 1}),
+            pd.DataFrame({"kernel_class": both["kernel_class"], "spread": both["median_per_run_s_a"] / both["min_per_run_s_a"] - 1}),
+            pd.DataFrame({"kernel_class": both["kernel_class"], "spread": both["median_per_run_s_b"] / both["min_per_run_s_b"] - 1}),
         ]
     )
 

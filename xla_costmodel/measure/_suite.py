@@ -39,7 +39,8 @@ import numpy as np
 import pandas as pd
 
 from ._dataset import DATASET_COLUMNS, SCHEMA
-from ._measure import ConcurrentKernelsWarning, measure_program, merge_measurements
+from ._allocator import steady_allocator
+from ._measure import DEFAULT_METHOD, ConcurrentKernelsWarning, measure_program, merge_measurements
 
 __all__ = ["SuiteKernel", "SUITE", "suite_cases", "run_suite", "steady_allocator", "FULL", "QUICK"]
 
@@ -81,7 +82,7 @@ class SuiteMode:
     quick: bool
 
 
-FULL = SuiteMode("full", repeats=30, discard=4, rounds=2, quick=False)
+FULL = SuiteMode("full", repeats=DEFAULT_METHOD.repeats, discard=DEFAULT_METHOD.discard, rounds=2, quick=False)
 QUICK = SuiteMode("quick", repeats=12, discard=2, rounds=1, quick=True)
 
 
@@ -371,39 +372,6 @@ def suite_cases(*, quick: bool = False, only: str | list[str] | None = None) -> 
 
 # --------------------------------------------------------------------------- running
 
-_STEADY = False
-
-
-def steady_allocator() -> bool:
-    """Keep freed memory in the process so repeated runs do not page-fault afresh.
-
-    XLA:CPU allocates every output buffer anew for each run. With glibc's
-    defaults, large buffers are mmap'ed and unmapped each time and the heap
-    is trimmed after frees, so a run may spend more time faulting in fresh
-    zero pages than in its kernel, and how much depends on the allocation
-    history of the process (the same 32 MiB copy measured 1.8 ms or 29 ms).
-    This turns off glibc's mmap for allocations and heap trimming, for the
-    rest of the process, so that after the warm-up runs every run reuses
-    memory and the kernel is timed in steady state.
-
-    **Returns:** True when the setting took (glibc), False elsewhere.
-    """
-    global _STEADY
-    if _STEADY:
-        return True
-    try:
-        import ctypes
-        import ctypes.util
-
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        m_trim_threshold, m_mmap_max = -1, -4  # from glibc's malloc.h
-        ok = bool(libc.mallopt(m_mmap_max, 0)) and bool(libc.mallopt(m_trim_threshold, 2**31 - 1))
-    except (OSError, AttributeError):
-        ok = False
-    _STEADY = ok
-    return ok
-
-
 def run_suite(
     *,
     quick: bool = False,
@@ -430,8 +398,9 @@ def run_suite(
     - `progress`: show a progress bar on stderr.
     - `seed`: seeds the inputs of every case.
 
-    The glibc allocator is switched to keep freed memory (`steady_allocator`)
-    first, so that kernels are timed without page faults on fresh buffers.
+    Every case is measured by `measure_program` with the project's one
+    methodology (`DEFAULT_METHOD`: steady allocator, one untraced call, the
+    minimum over the kept runs), the same as `measure()`.
 
     **Returns:** dataset rows (columns `DATASET_COLUMNS`), one per kernel of
     every case (rounds pooled). `attrs["elapsed_s"]` is the wall time taken,
@@ -448,7 +417,6 @@ def run_suite(
     rounds = mode.rounds if rounds is None else rounds
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
-    steady_allocator()
     suite_run = uuid.uuid4().hex[:12]
     t_start = time.perf_counter()
     parts: dict[int, list] = {i: [] for i in range(len(cases))}
@@ -469,7 +437,7 @@ def run_suite(
             del args
     rows: list[dict] = []
     for i, case in enumerate(cases):
-        rows.extend(_case_rows(case, merge_measurements(parts[i]), suite_run))
+        rows.extend(_case_rows(case, merge_measurements(parts[i]), suite_run, rounds))
     elapsed = time.perf_counter() - t_start
     df = pd.DataFrame(rows)
     overhead = launch_overhead(df)
@@ -497,7 +465,7 @@ def _progress(cases, enabled: bool):
     return tqdm(cases, desc="measure suite", unit="case", file=sys.stderr, dynamic_ncols=True)
 
 
-def _case_rows(case: Case, m, suite_run: str) -> list[dict]:
+def _case_rows(case: Case, m, suite_run: str, rounds: int) -> list[dict]:
     return measurement_rows(
         m,
         case=case.case_id,
@@ -508,6 +476,7 @@ def _case_rows(case: Case, m, suite_run: str) -> list[dict]:
         params={"size_meaning": case.kernel.size_meaning, **case.kernel.params},
         source="suite",
         suite_run=suite_run,
+        rounds=rounds,
     )
 
 
@@ -518,15 +487,23 @@ def measurement_rows(
     kernel: str,
     kernel_class: str = "user",
     dtype: str = "",
-    size: int = 0,
+    size: int | str = "",
     params: dict | None = None,
     source: str = "user",
+    program: str | None = None,
     suite_run: str | None = None,
+    rounds: int = 1,
 ) -> list[dict]:
     """Dataset rows (dicts with every `DATASET_COLUMNS` key) for one `Measurement`.
 
-    The main kernel (`is_main`) is the slowest one by minimum time.
-    `launch_overhead_s` is left NaN; `run_suite` fills it in.
+    **Arguments:** `m`, a `Measurement` (several rounds merged with
+    `merge_measurements`: say how many in `rounds`); the rest fill the
+    columns of the same names (`size` is stored as text; `program` names
+    the program the kernels belong to, empty for measurement kernels).
+
+    The main kernel (`is_main`) is the slowest one by minimum time per run.
+    The methodology columns come from `m.method`. `launch_overhead_s` is
+    left NaN; `run_suite` fills it in.
     """
     import jax
     import jaxlib
@@ -534,7 +511,7 @@ def measurement_rows(
     kernels = m.kernels
     kept = m.runs[m.runs["kept"]]
     wall_min = float(kept["wall_s"].min()) if len(kept) else math.nan
-    main = kernels["min_s"].idxmax() if len(kernels) else None
+    main = kernels["min_per_run_s"].idxmax() if len(kernels) else None
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
     suite_run = suite_run or uuid.uuid4().hex[:12]
     device_kind = _device_kind()
@@ -547,6 +524,7 @@ def measurement_rows(
                 "suite_run": suite_run,
                 "timestamp": stamp,
                 "source": source,
+                "program": program,
                 "backend": m.backend,
                 "device_kind": device_kind,
                 "device": m.device,
@@ -556,7 +534,7 @@ def measurement_rows(
                 "kernel": kernel,
                 "kernel_class": kernel_class,
                 "dtype": dtype,
-                "size": int(size),
+                "size": str(size),
                 "params": json.dumps(params or {}, sort_keys=True),
                 "hlo_module": k["hlo_module"],
                 "hlo_op": k["hlo_op"],
@@ -565,12 +543,15 @@ def measurement_rows(
                 "computation": k["computation"],
                 "role": k["role"],
                 "is_main": idx == main,
+                **m.method.fields(),
+                "rounds": int(rounds),
                 "n": int(k["n"]),
-                "min_s": float(k["min_s"]),
-                "median_s": float(k["median_s"]),
-                "samples_s": list(k["samples"]),
                 "launches": float(k["launches"]),
-                "wall_min_s": wall_min,
+                "min_per_run_s": float(k["min_per_run_s"]),
+                "median_per_run_s": float(k["median_per_run_s"]),
+                "min_per_launch_s": float(k["min_per_launch_s"]),
+                "samples_per_run_s": list(k["samples_per_run_s"]),
+                "wall_min_per_run_s": wall_min,
                 "launch_overhead_s": math.nan,
                 "element_type": feats.get("element_type"),
                 "out_elements": feats.get("out_elements", 0),
@@ -597,7 +578,7 @@ def launch_overhead(df: pd.DataFrame) -> float:
     sel = df[(df["kernel_class"] == "launch")] if len(df) else df
     if len(sel) == 0:
         return math.nan
-    return float(sel["min_s"].min())
+    return float(sel["min_per_launch_s"].min())
 
 
 def _below_overhead(df: pd.DataFrame, overhead: float, factor: float = 3.0) -> list[str]:
@@ -605,4 +586,4 @@ def _below_overhead(df: pd.DataFrame, overhead: float, factor: float = 3.0) -> l
     if not np.isfinite(overhead) or len(df) == 0:
         return []
     main = df[df["is_main"] & (df["kernel_class"] != "launch")]
-    return sorted(main.loc[main["min_s"] < factor * overhead, "case"].tolist())
+    return sorted(main.loc[main["min_per_launch_s"] < factor * overhead, "case"].tolist())

@@ -206,9 +206,12 @@ def _as_int(value):
     if value is None:
         return None
     try:
-        return int(value)
+        v = int(value)
     except (TypeError, ValueError):
         return None
+    # Ids are unsigned 64-bit in the trace (XLA:CPU's flow and run ids can use the top bit); the columns
+    # are signed Int64, and ids are only compared for equality, so wrap them the way C++ would.
+    return v - (1 << 64) if v >= (1 << 63) else v
 
 
 def _read_xplane(path: Path) -> tuple[list[tuple], dict]:

@@ -17,9 +17,12 @@ from ._base import model_names as model_names
 from ._base import prices_by_content as prices_by_content
 from ._base import register_model as register_model
 from ._xla_gpu import XlaGpuModel as XlaGpuModel
+from ._xla_gpu_tables import XlaGpuTablesModel as XlaGpuTablesModel
 from ._roofline import RooflineModel as RooflineModel
 from ._analyze import KernelTable as KernelTable
 from ._analyze import analyze as analyze
+from ._granularity import GranularityError as GranularityError
+from ._granularity import granularity as granularity
 # Combined models ("min(xla-gpu,roofline)", ...) and plugin errors (models/_combined.py, models/_plugins.py).
 # (`scaled(...)` models are fitted: `xla_costmodel.fit.ScaledModel`.)
 from ._combined import CombinedModel as CombinedModel

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ..devices import DeviceSpec
     from ..hlo import HloInstruction
 
-BOUNDS = ("compute", "memory", "launch", "unknown", "free")
+BOUNDS = ("compute", "memory", "network", "launch", "unknown", "free")
 
 
 class CostModelWarning(UserWarning):
@@ -36,7 +36,9 @@ class KernelEstimate:
 
     - `compute_s`, `memory_s`, `launch_s`: the parts the model combines.
     - `time_s`: the prediction (not necessarily the sum: models overlap parts).
-    - `bound`: which part dominates: "compute", "memory", "launch", "free" for
+    - `bound`: which part dominates: "compute", "memory", "network" (a
+      collective whose transfer between devices dominates; that time is in
+      `memory_s`), "launch", "free" for
       an instruction that runs no code (bitcast, tuple, parameter, ...: all
       times 0), or "unknown" for a kernel the model could not price (then
       `time_s` is NaN and `note` says why).

@@ -13,6 +13,17 @@
   assumed to hit a cache) plus the bytes written;
 - the launch overhead is the device's (`kernel_launch_overhead_s`).
 
+A collective gets a bandwidth and latency bound (`estimate_collective`):
+time = max(reduction flops / vector peak, its bytes in and out / memory
+bandwidth, the bytes each device sends under the bandwidth-optimal algorithm
+(`models._collectives.wire_bytes`) / the link bandwidth) + a latency. On a
+GPU the link is NVLink at its data-sheet rate (25 GB/s per link and
+direction up to Hopper, 50 on Blackwell, × the device's links; PCIe where it
+has none) and the latency NCCL's 5 µs launch; on the host the devices are threads of one process, so a transfer
+is a copy through memory (half the memory bandwidth: read and write) and the
+latency the host's launch overhead. The network part is in `memory_s`
+(bound "network" when it dominates).
+
 Works for GPU presets and for the measured `host` CPU.
 """
 
@@ -79,11 +90,12 @@ class RooflineModel(FusionByMaterializing):
         op = kernel.opcode
         if is_free(kernel):
             return KernelEstimate.free(f"{op} runs no code")
-        if op in CONTROL_FLOW_OPCODES or op in COLLECTIVE_OPCODES:
-            why = (f"'{op}' is control flow, not a kernel: price the computations it runs"
-                   if op in CONTROL_FLOW_OPCODES else f"collective '{op}' needs a network model")
+        if op in CONTROL_FLOW_OPCODES:
+            why = f"'{op}' is control flow, not a kernel: price the computations it runs"
             warn_unpriced(self.name, kernel, why)
             return KernelEstimate.unpriced(why)
+        if op in COLLECTIVE_OPCODES:
+            return self.estimate_collective(kernel, device)
         costs = kernel_costs(kernel, CostContext(device, gpu=False))
         if costs.unpriced:
             why = "no cost rule for " + ", ".join(costs.unpriced)
@@ -128,3 +140,53 @@ class RooflineModel(FusionByMaterializing):
                 "intensity": flops / nbytes if nbytes else math.inf,
             },
         )
+
+    def estimate_collective(self, kernel, device) -> KernelEstimate:
+        """The bandwidth and latency bound of a collective (module docstring)."""
+        from ._collectives import DONE_OPCODES, NCCL_LAUNCH_S, describe_collective, nvlink_bytes_per_s, wire_bytes
+
+        if kernel.opcode in DONE_OPCODES:
+            return KernelEstimate.free(f"{kernel.opcode}: the time is on its start")
+        try:
+            c = describe_collective(kernel, device)
+        except ValueError as exc:
+            why = f"cannot read the collective's groups: {exc}"
+            warn_unpriced(self.name, kernel, why, stacklevel=3)
+            return KernelEstimate.unpriced(why)
+        n = c.devices
+        if n is None:
+            why = "the group size is not known (replica groups of different sizes)"
+            warn_unpriced(self.name, kernel, why, stacklevel=3)
+            return KernelEstimate.unpriced(why)
+        sent = wire_bytes(c, n)
+        if device.kind == "gpu":
+            link = (nvlink_bytes_per_s(device) or device.pcie_bandwidth_bytes_per_s
+                    or device.memory_bandwidth_bytes_per_s)
+            latency = NCCL_LAUNCH_S if self.include_launch else 0.0
+        else:
+            link = device.memory_bandwidth_bytes_per_s / 2
+            latency = device.kernel_launch_overhead_s if self.include_launch else 0.0
+        network = sent / link
+        moved = float(sum(shape_size_cached(o.shape) for o in kernel.operands) + shape_size_cached(kernel.shape))
+        hbm = moved / device.memory_bandwidth_bytes_per_s
+        elements = float(c.bytes_transferred) / max(first_bytes(c.element_type), 1)
+        flops = elements * (n - 1) / n if c.kind in ("all-reduce", "reduce-scatter") else 0.0
+        compute = flops / self.vector_flops_per_s(device, c.element_type)
+        memory = max(network, hbm)
+        parts = {"compute": compute, "network": network, "memory": hbm}
+        bound = max(parts, key=lambda k: parts[k])
+        return KernelEstimate(
+            compute_s=compute, memory_s=memory, launch_s=latency, time_s=max(compute, memory) + latency,
+            bound=bound if max(parts.values()) >= latency else "launch",
+            details={"collective": c.kind, "devices": n, "bytes_transferred": c.bytes_transferred,
+                     "bytes_sent": sent, "link_bytes_per_s": link, "network_s": network, "hbm_s": hbm,
+                     "flops": flops, "bytes_accessed": moved,
+                     "intensity": flops / moved if moved else math.inf},
+        )
+
+
+def first_bytes(dtype: str) -> int:
+    """Bytes of one element of `dtype` (8-bit floats 1)."""
+    from ._gemm_table import _bytes
+
+    return _bytes(dtype)

@@ -26,7 +26,18 @@ Like XLA, durations are rounded to `absl::Duration`'s quarter nanosecond per
 term, and effective flops per ns are truncated to an integer; both can be
 switched off. Dots and convolutions run on the matrix units here (XLA's
 legacy model prices everything on the FP32 units); `matrix_units=False`
-restores XLA's behaviour.
+restores XLA's behaviour. An f32 dot runs at the device's "f32" matrix rate,
+which is TF32 on the tensor cores of Ampere and later: that is what XLA
+compiles an f32 dot of default precision to, and what XLA's measured GEMM
+table shows (f32 rates up to 400 TFLOP/s on the H100, six times the FP32
+vector peak; `scripts/bench_gemm_tables.py`).
+
+Collectives (all-reduce, all-gather, reduce-scatter, all-to-all,
+collective-permute, their `-start` forms, send and recv) are priced with
+XLA's collective performance model (`models._collectives.nccl_ring_time`):
+time = NCCL launch (5 µs, in `launch_s`) + the reduction's compute time
+(`compute_s`) + the transfer over the ring bus (`memory_s`), a sum, with
+bound "network" when the transfer dominates; `-done` forms cost 0.
 """
 
 from __future__ import annotations
@@ -39,6 +50,7 @@ from ..analysis._emission import LaunchFacts, launch_facts
 from ..analysis._opcodes import COLLECTIVE_OPCODES, CONTROL_FLOW_OPCODES, IS_ELEMENTWISE, is_free
 from ..hlo._edit import discard_fusion
 from ._base import FusionEstimate, KernelEstimate, dominant_bound, materialize_fusion, register_model, warn_unpriced
+from ._collectives import DONE_OPCODES, CollectiveTime, describe_collective, nccl_ring_time
 from ._coalescing import kernel_coalescing, read_coalesced_heuristic, utilization_rate
 from ._kernel_costs import CostContext, KernelCosts, kernel_costs, shape_size_cached
 from ._launch import LaunchDimensions, launch_dimensions, loop_launch
@@ -101,6 +113,19 @@ class _Runtime:
     uncoalesced: dict = field(default_factory=dict)
 
 
+def collective_estimate(c, t: CollectiveTime) -> KernelEstimate:
+    """A `KernelEstimate` of a collective's `CollectiveTime`: network (and HBM) time in `memory_s`."""
+    network = t.network_s + t.hbm_s
+    parts = {"compute": t.compute_s, "network": network, "launch": t.launch_s}
+    bound = max(parts, key=lambda k: (parts[k], k == "network"))
+    details = {"rule": t.rule, "collective": c.kind, "bytes_transferred": c.bytes_transferred,
+               "bytes_accessed": c.bytes_accessed, "flops": c.flops, "ranks": c.ranks,
+               "group_size": c.group_size, "group_count": c.group_count, "network_s": t.network_s,
+               "hbm_s": t.hbm_s, **t.details}
+    return KernelEstimate(compute_s=t.compute_s, memory_s=network, launch_s=t.launch_s, time_s=t.time_s,
+                          bound=bound, note=t.rule, details=details)
+
+
 @register_model("xla-gpu")
 @dataclass(frozen=True, slots=True)
 class XlaGpuModel:
@@ -123,6 +148,12 @@ class XlaGpuModel:
       prices them on the FP32 units, as XLA's legacy model does.
     - `access_patterns`: besides XLA's kernel-wide heuristic, mark operands
       read through a short-row gather or a strided slice as uncoalesced.
+    - `collective_extensions`: price all-to-all, collective-permute, send and
+      recv by their transfer over the ring bus (XLA's model charges them the
+      5 µs launch only; False restores that).
+    - `nccl_max_channels`, `nccl_min_channels`, `nccl_threads`: what XLA's
+      collective model reads from `NCCL_MAX_NCHANNELS`, `NCCL_MIN_NCHANNELS`
+      and `NCCL_NTHREADS` (0: unset).
     """
 
     name: ClassVar[str] = "xla-gpu"
@@ -139,6 +170,10 @@ class XlaGpuModel:
     truncate_flops_per_ns: bool = True
     matrix_units: bool = True
     access_patterns: bool = True
+    collective_extensions: bool = True
+    nccl_max_channels: int = 32
+    nccl_min_channels: int = 1
+    nccl_threads: int = 0
 
     # ------------------------------------------------------------------ basics
     def _q(self, seconds: float) -> float:
@@ -205,9 +240,9 @@ class XlaGpuModel:
             cache[id(kernel)] = c
         return c
 
-    def _runtime(self, kernel, device, cache: dict | None = None) -> _Runtime:
+    def _runtime(self, kernel, device, cache: dict | None = None, launch: LaunchDimensions | None = None) -> _Runtime:
         costs = self._costs(kernel, device, cache)
-        ld = launch_dimensions(kernel, device, max_unroll=self.max_unroll_factor)
+        ld = launch if launch is not None else launch_dimensions(kernel, device, max_unroll=self.max_unroll_factor)
         flops = int(costs.flops)
         compute = self.compute_time(device, flops, costs.matmul_flops, costs.matmul_dtype, ld.num_blocks, ld.threads_per_block)
         coal = kernel_coalescing(kernel, ld.emitter, device, access_patterns=self.access_patterns)
@@ -267,9 +302,35 @@ class XlaGpuModel:
         op = kernel.opcode
         if op in CONTROL_FLOW_OPCODES:
             return f"'{op}' is control flow, not a kernel: price the computations it runs"
-        if op in COLLECTIVE_OPCODES:
-            return f"collective '{op}' needs a network model"
         return ""
+
+    # ------------------------------------------------------------ collectives
+    def collective_time(self, collective, device) -> CollectiveTime:
+        """XLA's collective model for a described collective (`models._collectives.nccl_ring_time`)."""
+
+        def compute(flops, blocks, threads):
+            return self.compute_time(device, flops, 0.0, "", blocks, threads)
+
+        return nccl_ring_time(collective, device, compute, extensions=self.collective_extensions,
+                              max_channels=self.nccl_max_channels, min_channels=self.nccl_min_channels,
+                              threads=self.nccl_threads or None)
+
+    def _collective_estimate(self, kernel, device) -> KernelEstimate:
+        if kernel.opcode in DONE_OPCODES:
+            return KernelEstimate.free(f"{kernel.opcode}: the time is on its start")
+        try:
+            c = describe_collective(kernel, device)
+        except ValueError as exc:
+            why = f"cannot read the collective's groups: {exc}"
+            warn_unpriced(self.name, kernel, why, stacklevel=4)
+            return KernelEstimate.unpriced(why)
+        t = self.collective_time(c, device)
+        return collective_estimate(c, t)
+
+    def estimate_collective(self, kernel, device) -> KernelEstimate:
+        """Price one collective (any opcode of `COLLECTIVE_OPCODES`); see the module docstring."""
+        self._check(device)
+        return self._collective_estimate(kernel, device)
 
     def estimate(self, kernel, device) -> KernelEstimate:
         """Price one kernel (a fusion, or an instruction run as its own kernel).
@@ -288,11 +349,26 @@ class XlaGpuModel:
         if why:
             warn_unpriced(self.name, kernel, why)
             return KernelEstimate.unpriced(why)
+        if kernel.opcode in COLLECTIVE_OPCODES:
+            return self._collective_estimate(kernel, device)
         rt = self._runtime(kernel, device)
         if rt.costs.unpriced:
             why = "no cost rule for " + ", ".join(rt.costs.unpriced)
             warn_unpriced(self.name, kernel, why)
             return KernelEstimate.unpriced(why, {"unpriced": rt.costs.unpriced})
+        return self._estimate_from(rt, device)
+
+    def estimate_with_launch(self, kernel, device, launch: LaunchDimensions) -> KernelEstimate:
+        """Price `kernel` as if launched with `launch` instead of XLA's choice (a granularity what-if).
+
+        **Arguments:** `kernel`; `device`; `launch`: the `LaunchDimensions` to
+        assume (its emitter decides the coalescing rules, its blocks and
+        threads the compute rate and the low-occupancy bandwidth cap).
+        """
+        self._check(device)
+        rt = self._runtime(kernel, device, launch=launch)
+        if rt.costs.unpriced:
+            return KernelEstimate.unpriced("no cost rule for " + ", ".join(rt.costs.unpriced))
         return self._estimate_from(rt, device)
 
     # ------------------------------------------------------ producer/consumer
@@ -308,6 +384,8 @@ class XlaGpuModel:
         if why:
             warn_unpriced(self.name, instr, why, stacklevel=4)
             return KernelEstimate.unpriced(why), None
+        if instr.opcode in COLLECTIVE_OPCODES:
+            return self._collective_estimate(instr, device), None
         rt = self._runtime(instr, device, cache)
         if rt.costs.unpriced:
             why = "no cost rule for " + ", ".join(rt.costs.unpriced)

@@ -66,7 +66,7 @@ def main() -> int:
     for name in ("cpu_small.xplane.pb", "cpu_small.trace.json.gz"):
         data = (HERE / name).read_bytes()
         (HERE / name.replace("cpu_small", "cpu_small_damaged")).write_bytes(data[: len(data) * 2 // 3])
-    print(m.kernels[["hlo_op", "opcode", "n", "min_s", "launches"]].to_string())
+    print(m.kernels[["hlo_op", "opcode", "n", "min_per_run_s", "launches"]].to_string())
     print("missing:", m.missing)
     return 0
 

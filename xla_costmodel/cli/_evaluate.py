@@ -1,0 +1,63 @@
+"""`xla-costmodel evaluate --jax MODULE:FUNCTION`: measure one program here and score cost models on it, per kernel."""
+
+from __future__ import annotations
+
+import argparse
+
+from ._common import UsageError, command
+from ._measure import load_target
+
+
+def _evaluate_configure(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--jax", required=True, metavar="MODULE:FUNCTION",
+                   help="the program: FUNCTION (in an importable module, or a path/to/file.py) takes no "
+                        "arguments and returns (fn, args), as for `measure --jax`")
+    p.add_argument("--models", nargs="+", default=None, metavar="MODEL",
+                   help="models to evaluate (default: fitted learned roofline)")
+    p.add_argument("--device", default="host", help="device the models price (default host: this machine)")
+    p.add_argument("--repeats", type=int, default=None, help="runs in total (default 30)")
+    p.add_argument("--discard", type=int, default=None, help="leading warm-up runs thrown away (default 4)")
+    p.add_argument("--cold", action="store_true", help="measure with a cold allocator (page faults every run)")
+    p.add_argument("--kernels", action="store_true", help="also print the per-kernel table")
+    p.add_argument("--json", action="store_true", help="print JSON: {summary: [...], kernels: [...]}")
+
+
+@command("evaluate", "measure a program on this machine and score cost models against it, per kernel",
+         _evaluate_configure)
+def _evaluate(args: argparse.Namespace) -> int:
+    import json
+
+    import pandas as pd
+
+    from ..compare._evaluate import DEFAULT_EVALUATION_MODELS, evaluate
+    from ..measure import MeasurementError
+
+    fn, fargs = load_target(args.jax)
+    try:
+        result = evaluate(fn, *fargs, device=args.device, models=tuple(args.models or DEFAULT_EVALUATION_MODELS),
+                          repeats=args.repeats, discard=args.discard, allocator="cold" if args.cold else None)
+    except MeasurementError as exc:
+        raise UsageError(f"{args.jax}: {exc}") from None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    summary = result.summary.reset_index()
+    if args.json:
+        print(json.dumps({"program": args.jax, "device": result.device,
+                          "summary": json.loads(summary.to_json(orient="records")),
+                          "kernels": json.loads(result.kernels.to_json(orient="records"))}, indent=1))
+        return 0
+    m = result.measurement
+    print(f"{m.module.name}: {len(result.kernels)} kernels measured on {m.device} ({m.method.allocator} allocator, "
+          f"minimum of {m.method.kept} runs), predicted on {result.device}; times per program run")
+    shown = summary.copy()
+    for col in ("predicted_total_s", "measured_total_s", "measured_wall_s"):
+        shown[col.replace("_s", "_us")] = shown.pop(col) * 1e6
+    with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
+        print(shown.to_string(index=False))
+        if args.kernels:
+            k = result.kernels.copy()
+            for col in [c for c in k.columns if c.endswith("_s")]:
+                k[col[:-2] + "_us"] = k.pop(col) * 1e6
+            print()
+            print(k.to_string(index=False))
+    return 0

@@ -1,0 +1,199 @@
+"""`evaluate`: measure a program and predict it with cost models, kernel by kernel, in one table.
+
+The measurement (`measure_program`, the project's one methodology) and the
+predictions (`analyze` on the very module that ran) are joined on the
+kernel's instruction name. Both sides are per program run: a kernel launched
+several times in one run (a loop body) has its measured launches summed,
+and its prediction is `analyze`'s `total_s` (time per launch × executions).
+The metrics are `compare`'s (`accuracy`): no second implementation.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from ..analysis._opcodes import CONTROL_FLOW_OPCODES
+
+__all__ = ["evaluate", "Evaluation", "DEFAULT_EVALUATION_MODELS", "SUMMARY_COLUMNS"]
+
+DEFAULT_EVALUATION_MODELS = ("fitted", "learned", "roofline")
+
+#: Columns of `Evaluation.summary`, in order (indexed by model).
+SUMMARY_COLUMNS = ("kernels", "unpriced", "sk_error", "ratio_error", "kendall_tau", "within_2x",
+                   "predicted_total_s", "measured_total_s", "measured_wall_s")
+
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Measured and predicted times of one program, joined.
+
+    **Attributes:**
+
+    - `kernels`: one row per measured kernel, in execution order: `kernel`
+      (the HLO instruction), `opcode`, `fusion_kind`, `launches` (per
+      program run), `measured_s` (minimum over the kept runs, per program
+      run), and `<model>_s` for each model (per program run:
+      `analyze(...)["total_s"]` of that kernel; NaN where the model could
+      not price it).
+    - `summary`: one row per model (`SUMMARY_COLUMNS`): `kernels` scored,
+      `unpriced`, `sk_error` (Stevens & Klöckner's geometric-mean relative
+      error), `ratio_error` (exp(mean |ln p/m|) − 1), `kendall_tau`,
+      `within_2x`, `predicted_total_s` (the model's whole-program time per
+      run, `KernelTable.total_time_s`), `measured_total_s` (the measured
+      kernels added up, per run) and `measured_wall_s` (the program's
+      fastest kept run, wall clock, per run).
+    - `measurement`: the `Measurement`; `tables`: model → `KernelTable`;
+      `device`: the device name the models priced.
+    """
+
+    kernels: pd.DataFrame
+    summary: pd.DataFrame
+    measurement: object = field(repr=False)
+    tables: dict = field(repr=False)
+    device: str = "host"
+
+    @property
+    def models(self) -> tuple[str, ...]:
+        return tuple(self.summary.index)
+
+    def plot(self, model: str | None = None, ax=None):
+        """Predicted against measured time per kernel (`xla_costmodel.plot.predicted_vs_measured`).
+
+        **Arguments:** `model`: one model (default: every model, one panel
+        each); `ax`: the Axes to draw on (with one model only).
+
+        **Returns:** the Axes (one model) or a list of Axes.
+        """
+        from ..plot import predicted_vs_measured
+
+        models = [model] if model is not None else list(self.models)
+        unknown = [m for m in models if m not in self.models]
+        if unknown:
+            raise ValueError(f"no model {unknown[0]!r} in this evaluation; models: {', '.join(self.models)}")
+        kind = self.kernels["fusion_kind"].fillna(self.kernels["opcode"]).astype(str)
+        name = getattr(self.measurement.module, "name", "program")
+        if len(models) == 1:
+            return predicted_vs_measured(self.kernels["measured_s"], self.kernels[f"{models[0]}_s"], kind=kind,
+                                         ax=ax, title=f"{name}: {models[0]} on {self.device}")
+        if ax is not None:
+            raise ValueError("pass ax= together with a single model=")
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, len(models), figsize=(5.2 * len(models), 4.8), squeeze=False)
+        for a, m in zip(axes[0], models):
+            predicted_vs_measured(self.kernels["measured_s"], self.kernels[f"{m}_s"], kind=kind, ax=a,
+                                  title=f"{name}: {m} on {self.device}")
+        fig.tight_layout()
+        return list(axes[0])
+
+    def _repr_html_(self) -> str:
+        m = self.measurement
+        head = (f"<p><b>{html.escape(m.module.name)}</b>: {len(self.kernels)} kernels measured on "
+                f"{html.escape(m.device)} ({html.escape(m.method.allocator)} allocator, minimum of "
+                f"{m.method.kept} runs), predicted on <b>{html.escape(self.device)}</b>; times per program run</p>")
+        return head + self.summary._repr_html_() + self.kernels._repr_html_()
+
+
+def evaluate(
+    fn,
+    *args,
+    device="host",
+    models=DEFAULT_EVALUATION_MODELS,
+    repeats: int | None = None,
+    discard: int | None = None,
+    allocator: str | None = None,
+) -> Evaluation:
+    """Measure a program on this machine and predict the same compiled module with cost models.
+
+    **Arguments:**
+
+    - `fn`, `*args`: the program (a function, jitted here, or a jitted one)
+      and example arguments, as for `measure`.
+    - `device`: the device the models price (default `"host"`, this
+      machine). It must be of the kind the program runs on: a CPU
+      measurement is not compared with a GPU's prediction.
+    - `models`: names for `get_model` (`models._resolve`; default `fitted`, `learned`,
+      `roofline`; the fitted ones use the device's saved calibration).
+    - `repeats`, `discard`, `allocator`: the measurement's (default: the
+      project's methodology, `DEFAULT_METHOD`).
+
+    **Returns:** an `Evaluation`.
+
+    **Raises:** `ValueError` for an unknown model or device, a device of
+    another kind than the one measured, or no model; `MeasurementError` when
+    the trace cannot be trusted.
+    """
+    from ..fit._metrics import accuracy
+    from ..hlo import parse_hlo
+    from ..measure import DEFAULT_METHOD, device_description, measure_program
+    from ..models import analyze
+    from ..models._resolve import check_prices_device, resolve_device, resolve_model
+
+    models = (models,) if isinstance(models, str) else tuple(models)
+    if not models:
+        raise ValueError("evaluate needs at least one model")
+    if len(set(models)) != len(models):
+        raise ValueError(f"models repeat: {list(models)}")
+    dev = resolve_device(device)
+    for name in models:
+        # Unknown names, and models that do not price the device, fail here, before anything is measured.
+        check_prices_device(resolve_model(name), dev)
+    backend = device_description()["backend"]
+    measured_kind = "cpu" if backend == "cpu" else "gpu"
+    if dev.kind != measured_kind:
+        raise ValueError(
+            f"evaluate measures on this machine ({backend}) but device {dev.name!r} is a {dev.kind}: its "
+            f"predictions would price kernels XLA compiled for another backend; use device='host'"
+            if backend == "cpu" else f"device {dev.name!r} is a {dev.kind}, the program runs on {backend}")
+
+    m = measure_program(
+        fn, *args,
+        repeats=DEFAULT_METHOD.repeats if repeats is None else repeats,
+        discard=DEFAULT_METHOD.discard if discard is None else discard,
+        allocator=DEFAULT_METHOD.allocator if allocator is None else allocator,
+        check="warn",
+    )
+    module = parse_hlo(m.hlo_text, source="<evaluated module>")
+    # Measured rows that are not kernels of their own: a while/conditional/call's
+    # span contains its body's kernels, which are measured (and predicted) themselves.
+    measured = m.kernels[~m.kernels["opcode"].isin(CONTROL_FLOW_OPCODES)]
+    kernels = pd.DataFrame({
+        "kernel": measured["hlo_op"].to_numpy(),
+        "opcode": measured["opcode"].to_numpy(),
+        "fusion_kind": measured["fusion_kind"].to_numpy(),
+        "launches": measured["launches"].to_numpy(float),
+        "measured_s": measured["min_per_run_s"].to_numpy(float),
+    })
+    tables = {}
+    rows = []
+    measured_total = float(kernels["measured_s"].sum())
+    kept = m.runs[m.runs["kept"]]
+    wall = float(kept["wall_s"].min()) if len(kept) else math.nan
+    for name in models:
+        table = analyze(module, device=dev, model=name)
+        tables[name] = table
+        # A kernel reached from several call sites has one row per site: add them up.
+        per_run = pd.DataFrame(table)[["kernel", "total_s"]].groupby("kernel", sort=False)["total_s"].sum(min_count=1)
+        kernels[f"{name}_s"] = kernels["kernel"].map(per_run).to_numpy(float)
+        timed = kernels["measured_s"] > 0  # a kernel under the trace clock's tick has no relative error
+        acc = accuracy(kernels.loc[timed, f"{name}_s"].to_numpy(float), kernels.loc[timed, "measured_s"].to_numpy(float))
+        rows.append({
+            "model": name,
+            "kernels": acc["n"],
+            "unpriced": acc["unpriced"],
+            "sk_error": acc["sk_gmre"],
+            "ratio_error": acc["gmre"],
+            "kendall_tau": acc["kendall_tau"],
+            "within_2x": acc["within_2x"],
+            "predicted_total_s": table.total_time_s,
+            "measured_total_s": measured_total,
+            "measured_wall_s": wall,
+        })
+    summary = pd.DataFrame(rows, columns=["model", *SUMMARY_COLUMNS]).set_index("model")
+    return Evaluation(kernels=kernels.reset_index(drop=True), summary=summary, measurement=m, tables=tables,
+                      device=dev.name)

@@ -1,0 +1,58 @@
+"""A user's program named as `MODULE:FUNCTION`: what `measure --jax`, `evaluate --jax` and a fleet task measure.
+
+The function takes no arguments and returns `(fn, args)`: a function and a
+tuple of example arguments. The module is importable by name, or a path to
+a `.py` file. The command line and the fleet's worker processes (which get
+only the text) load it the same way.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from pathlib import Path
+from typing import Any, Callable
+
+__all__ = ["ProgramSpecError", "load_program"]
+
+
+class ProgramSpecError(ValueError):
+    """`MODULE:FUNCTION` does not name a function that returns `(fn, args)`; the message says which part fails."""
+
+
+def load_program(spec: str) -> tuple[Callable[..., Any], tuple]:
+    """`(fn, args)` from `spec` = `MODULE:FUNCTION` (FUNCTION may be dotted: `module:Class.build`).
+
+    **Raises:** `ProgramSpecError` (a `ValueError`) naming `spec` and the
+    problem: no colon, no such file, a module that does not import, no such
+    attribute, not callable, or a return value that is not `(fn, args)`.
+    """
+    if ":" not in spec:
+        raise ProgramSpecError(f"expects MODULE:FUNCTION, got {spec!r}")
+    mod_name, _, func_name = spec.rpartition(":")
+    try:
+        if mod_name.endswith(".py") or "/" in mod_name:
+            path = Path(mod_name)
+            if not path.is_file():
+                raise ProgramSpecError(f"{spec}: no such file {path}")
+            file_spec = importlib.util.spec_from_file_location(path.stem, path)
+            module = importlib.util.module_from_spec(file_spec)
+            file_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(mod_name)
+    except ImportError as e:
+        raise ProgramSpecError(f"{spec}: cannot import {mod_name!r} ({e})") from e
+    target = module
+    for part in func_name.split("."):
+        if not hasattr(target, part):
+            raise ProgramSpecError(f"{spec}: {mod_name!r} has no attribute {func_name!r}")
+        target = getattr(target, part)
+    if not callable(target):
+        raise ProgramSpecError(f"{spec}: {func_name!r} is not callable")
+    built = target()
+    if not (isinstance(built, tuple) and len(built) == 2 and callable(built[0]) and isinstance(built[1], (tuple, list))):
+        raise ProgramSpecError(
+            f"{spec}: {func_name}() must return (fn, args): a function and a tuple of example "
+            f"arguments, got {type(built).__name__}"
+        )
+    return built[0], tuple(built[1])

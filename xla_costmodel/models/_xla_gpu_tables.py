@@ -1,0 +1,162 @@
+"""`xla-gpu-tables`: the `xla-gpu` model, with GEMMs and collectives priced from XLA's measured tables.
+
+For a GPU the tables cover (`devices.xla_table_key`: the H100 and H200
+read `sm_90`, the B200 `sm_100_B200`, the GB200 `sm_100_GB200`, the GB300
+`sm_103`; `devices.gemm_table` / `devices.collective_table`):
+
+- a dot, a cuBLAS GEMM custom call or a Triton GEMM fusion is priced by
+  interpolating the measured GEMM table (`models._gemm_table`): by default
+  log-space multilinear interpolation over the (b, m, n, k) grid
+  (`GemmTableInterpolator`), or XLA's own `MatmulInterpolator` rules with
+  `gemm_interpolation="xla"`. The time is the measured kernel duration,
+  with no launch overhead added (the table timed the kernels themselves, and
+  XLA's SoL estimator uses the interpolated time as is); it is split into
+  `compute_s` and `memory_s` in the proportions of the analytical model, so
+  that `time_s = compute + memory - 0.95 min(compute, memory)` still holds.
+- a collective is priced as XLA's `SolLatencyEstimator` does: within one
+  host (a partition of `gpus_per_node` devices) from the measured
+  collective table (`models._collectives.CollectiveTable`, interpolated in
+  bytes and group size; `collective_interpolation="xla"` for XLA's
+  `CollectiveInterpolator`), across hosts with XLA's SoL model plus HBM
+  time. A group size the table measured is read from the table even when it
+  spans more than one 8-GPU partition (the GB200 / GB300 tables measured
+  NVLink domains of 64 and 72 GPUs).
+
+Whatever the tables cannot price (another GPU, a dtype without a table
+class, a collective pattern the table lacks) falls back to `xla-gpu`; the
+estimate's `details["source"]` says which.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from ..analysis._opcodes import COLLECTIVE_OPCODES, is_free
+from ._base import KernelEstimate, dominant_bound, register_model, warn_unpriced
+from ._collectives import (
+    DONE_OPCODES,
+    CollectiveTime,
+    collective_table_for,
+    describe_collective,
+    sol_collective_time,
+    sol_config,
+)
+from ._gemm_table import gemm_interpolator, gemm_spec
+from ._xla_gpu import XlaGpuModel, collective_estimate
+
+
+@register_model("xla-gpu-tables")
+@dataclass(frozen=True, slots=True)
+class XlaGpuTablesModel(XlaGpuModel):
+    """`xla-gpu` with XLA's measured GEMM and collective tables (module docstring).
+
+    **Arguments:** those of `XlaGpuModel`, and
+
+    - `gemm_interpolation`: `"log-grid"` (default) or `"xla"` (XLA's
+      `MatmulInterpolator` rules, which reproduce its tests).
+    - `collective_interpolation`: `"log-bytes"` (default) or `"xla"` (XLA's
+      `CollectiveInterpolator`).
+    - `gpus_per_node`: devices per host (XLA's SoL default, 8).
+    - `sol_overrides`: `((field, value), ...)` for `SolConfig` (XLA's
+      `xla_gpu_analytical_latency_estimator_options`).
+    """
+
+    name: ClassVar[str] = "xla-gpu-tables"
+    prices_by_content: ClassVar[bool] = True
+
+    gemm_interpolation: str = "log-grid"
+    collective_interpolation: str = "log-bytes"
+    gpus_per_node: int = 8
+    sol_overrides: tuple = field(default=())
+
+    # ------------------------------------------------------------------ GEMMs
+    def _table_key(self, device) -> str | None:
+        from ..devices import xla_table_key
+
+        return xla_table_key(device)
+
+    def gemm_estimate(self, kernel, device, analytical: KernelEstimate | None = None) -> KernelEstimate | None:
+        """The table's price of a GEMM kernel, or None when the table cannot price it."""
+        spec = gemm_spec(kernel)
+        if spec is None:
+            return None
+        key = self._table_key(device)
+        interp = gemm_interpolator(key, self.gemm_interpolation) if key else None
+        t = interp.time_s(spec) if interp is not None else None
+        if t is None or not t > 0:
+            return None
+        if analytical is None:
+            analytical = XlaGpuModel.estimate(self, kernel, device)
+        c, m = analytical.compute_s, analytical.memory_s
+        combined = c + m - self.memory_compute_parallelism * min(c, m) if analytical.priced else 0.0
+        if combined > 0:
+            scale = t / combined
+            c, m = c * scale, m * scale
+        else:
+            c, m = t, 0.0
+        details = dict(analytical.details) if analytical.priced else {}
+        details.update({
+            "source": f"gemm table {key} ({self.gemm_interpolation})",
+            "gemm": (spec.b, spec.m, spec.n, spec.k, spec.dtype_key),
+            "table_s": t,
+            "analytical_s": analytical.time_s,
+            "exec_s": t,
+        })
+        return KernelEstimate(compute_s=c, memory_s=m, launch_s=0.0, time_s=t,
+                              bound=dominant_bound(c, m, 0.0), details=details)
+
+    # ------------------------------------------------------------ collectives
+    def collective_time(self, collective, device) -> CollectiveTime:
+        """The table's price of a collective (then XLA's SoL model across hosts, then `xla-gpu`'s)."""
+        c = collective
+        key = self._table_key(device)
+        table = collective_table_for(key, self.collective_interpolation, self.gpus_per_node) if key else None
+        if table is not None and c.kind in ("all-reduce", "all-gather", "reduce-scatter", "all-to-all",
+                                            "collective-permute"):
+            hit = table.time_s(c)
+            if hit is not None:
+                t, how = hit if isinstance(hit, tuple) else (hit, "xla interpolator")
+                return CollectiveTime(0.0, t, 0.0, f"collective table {key}: {how}",
+                                      {"source": f"collective table {key} ({self.collective_interpolation})"})
+        config = sol_config(device, gpus_per_node=self.gpus_per_node, **dict(self.sol_overrides))
+
+        def reduction_compute(col):
+            return self._runtime(col.instr, device).compute_s
+
+        sol = sol_collective_time(c, device, config, reduction_compute)
+        if sol is not None:
+            sol.details["source"] = "xla sol model"
+            return sol
+        t = XlaGpuModel.collective_time(self, c, device)
+        t.details["source"] = "xla-gpu collective model"
+        return t
+
+    def _collective_estimate(self, kernel, device) -> KernelEstimate:
+        if kernel.opcode in DONE_OPCODES:
+            return KernelEstimate.free(f"{kernel.opcode}: the time is on its start")
+        try:
+            c = describe_collective(kernel, device)
+        except ValueError as exc:
+            why = f"cannot read the collective's groups: {exc}"
+            warn_unpriced(self.name, kernel, why, stacklevel=4)
+            return KernelEstimate.unpriced(why)
+        return collective_estimate(c, self.collective_time(c, device))
+
+    # ---------------------------------------------------------------- kernels
+    def estimate(self, kernel, device) -> KernelEstimate:
+        """Price one kernel: GEMMs and collectives from the tables where they can, the rest as `xla-gpu`."""
+        # Collectives come out of `collective_time` above, through xla-gpu's own dispatch.
+        est = XlaGpuModel.estimate(self, kernel, device)
+        if not est.priced or est.bound == "free" or kernel.opcode in COLLECTIVE_OPCODES or is_free(kernel):
+            return est
+        table = self.gemm_estimate(kernel, device, est)
+        return table if table is not None else est
+
+    def _kernel_time(self, instr, device, cache: dict):
+        est, rt = XlaGpuModel._kernel_time(self, instr, device, cache)
+        if rt is not None and est.priced:
+            table = self.gemm_estimate(instr, device, est)
+            if table is not None:
+                return table, rt
+        return est, rt
