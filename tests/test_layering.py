@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parent.parent / "xla_costmodel"
 #: `__init__`, the command line and the demo it runs are the roof.
 LAYERS = (
     ("_gc", "_jaxlib_oracle"),
-    ("hlo", "zoo"),
+    ("hlo", "zoo", "corpus"),
     ("devices",),
     ("analysis",),
     ("models",),
@@ -27,6 +27,7 @@ LAYERS = (
     ("measure",),
     ("fit",),
     ("compare", "plot"),
+    ("scale",),
     ("cli", "_demo", "__init__"),
 )
 RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
