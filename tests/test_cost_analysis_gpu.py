@@ -522,11 +522,16 @@ def test_custom_op_profile_is_used():  # XLA: CustomOpProfileIsUsed
 
 def test_device_profiles():
     # XLA's H100 table (sm_90): tanh f32 467, multiply f32 3; clamp is not profiled (default 3).
-    from xla_costmodel.devices import get_device
+    from xla_costmodel.devices import get_device, load_op_profile
 
-    for device in ("h100-sxm", "sm_90", (9, 0), get_device("h100-sxm")):
+    for device in ("h100-sxm", get_device("h100-sxm"), load_op_profile("sm_90"), load_op_profile((9, 0))):
         a, _ = _gpu(_ELEMENTWISE, device)
         assert (a.flop_count("tanh"), a.flop_count("mul"), a.flop_count("clamp")) == (4670, 30, 30), device
+    # A profile is named through `load_op_profile`, a device through its name: nothing else is guessed.
+    with pytest.raises(ValueError, match="unknown device 'sm_90'"):
+        _gpu(_ELEMENTWISE, "sm_90")
+    with pytest.raises(TypeError, match="DeviceSpec, a device name, an op profile mapping or None"):
+        _gpu(_ELEMENTWISE, (9, 0))
     # No device: XLA's default profile sm_86 (tanh f32 190).
     a, _ = _gpu(_ELEMENTWISE)
     assert a.flop_count("tanh") == 1900
@@ -578,7 +583,7 @@ ENTRY e {
 
 def test_revisit_after_graph_edit():
     module = xc.parse_hlo(_ELEMENTWISE)
-    a = gpu_cost_analysis(module, "sm_90")
+    a = gpu_cost_analysis(module, "h100-sxm")  # sm_90's table
     before = a.flop_count()
     mul = module.entry.instruction("mul")
     mul.opcode = "add"  # an edit a fusion pass might make

@@ -58,14 +58,13 @@ shared-memory use belong to the performance model (reference section 1.2).
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import _gpu_rules  # noqa: F401  (registers the GPU rules)
 from . import _rules as R
 from ._cost import (
     Analysis,
@@ -74,6 +73,8 @@ from ._cost import (
     check_module,
     gc_paused,
 )
+from ._gpu_rules import DEFAULT_CYCLES
+from ._opcodes import IS_ELEMENTWISE, passes_elementwise_roots
 from ._rules import (
     BYTES,
     FLOPS,
@@ -82,274 +83,29 @@ from ._rules import (
     OPU,
     OUT,
     TRANS,
-    UNPRICED,
     UTIL,
-    cost_rule,
-    elements,
     elements_recursive,
     get_extra,
-    set_extra,
 )
 
-__all__ = ["GpuCostAnalysis", "gpu_cost_analysis"]
+if TYPE_CHECKING:
+    from ..devices import DeviceSpec
 
-# GpuHloCostAnalysis::kMaxIRSize: a producer-consumer merge above this is "too large".
+__all__ = ["MAX_IR_SIZE", "GpuCostAnalysis", "gpu_cost_analysis"]
+
+#: `GpuHloCostAnalysis::kMaxIRSize`: a producer-consumer merge above this is "too large"
+#: (the fusion pass's `CanFuse` reads it too).
 MAX_IR_SIZE = 10_000
-_DEFAULT_CYCLES = 3
 _f32 = np.float32
 _F32_EXACT = float(1 << 24)
-# Opcodes that pass their elementwise use roots on to their operands (`_passes_roots`), and those
-# for which that depends on more than the opcode.
+# Opcodes that pass their elementwise use roots on to their operands whatever their shapes
+# (a fast path of `passes_elementwise_roots`), and those for which that depends on more.
 _MAYBE_PASSES_ROOTS = frozenset({"bitcast-convert", "bitcast", "fusion"})
-_PASSES_ROOTS = (R.IS_ELEMENTWISE | {"tuple", "get-tuple-element"}) - _MAYBE_PASSES_ROOTS
-
-
-# ---------------------------------------------------------------------------
-# GPU rules (registered as overrides of the base rules)
-
-
-def _cycles(an, opcode: str, shape) -> int:
-    dtype = shape.element_type
-    return an.op_profile.get((opcode, dtype), _DEFAULT_CYCLES)
-
-
-def _elementwise_flops(an, opcode: str, shape) -> float:
-    return float(_cycles(an, opcode, shape) * elements_recursive(shape))
-
-
-@cost_rule(*sorted(R.ELEMENTWISE_OPCODES), variant="gpu")
-def gpu_elementwise_rule(an, instr, p):
-    """Clock cycles per element from the device's op profile x elements; no transcendentals."""
-    p[FLOPS] = _elementwise_flops(an, instr.opcode, instr.shape)
-
-
-@cost_rule("concatenate", variant="gpu")
-def gpu_concatenate_rule(an, instr, p):
-    """6 per output element (a compare and branch); 400 for an unaligned minor-dimension concat."""
-    per_element = 6
-    dims = R._attr_tuple(instr, "dimensions")
-    dim = dims[0] if dims else 0
-    if dim > 0 and instr.operands and instr.operands[0].shape.dims[dim] & 31:
-        per_element = 400
-    p[FLOPS] = float(per_element * elements_recursive(instr.shape))
-
-
-@cost_rule("reduce", variant="gpu")
-def gpu_reduce_rule(an, instr, p):
-    """Base reduce flops; each init value read once per output element."""
-    R.reduce_rule(an, instr, p)
-    out_elems = elements(R._output_array_shape(instr.shape))
-    out_bytes = sum(an.size(leaf) for _, leaf in R.all_leaves(instr.shape))
-    p[OUT] = float(out_bytes)
-    n_inputs = len(instr.operands) // 2
-    total = float(out_bytes)
-    for i in range(n_inputs):
-        total += p[OPB][i]
-    for i in range(n_inputs, len(instr.operands)):
-        init_bytes = float(out_elems * an.size(instr.operands[i].shape))
-        p[OPB][i] = init_bytes
-        p[OPU][i] = float(out_elems)
-        total += init_bytes
-    p[BYTES] = total
-
-
-def num_ranks(an, instr) -> int:
-    """XLA's `NumRanks`: the participants of the largest group of a collective
-    (`_collective_groups.participant_counts`, with the module's replica and partition counts)."""
-    from ._collective_groups import module_counts, participant_counts
-
-    return max([1, *participant_counts(instr, *module_counts(instr, an.module))])
-
-
-def _ring(p, ranks: int, intra_steps: int) -> None:
-    set_extra(p, R.KEY_COLL_DEVICES, float(ranks))
-    set_extra(p, R.KEY_COLL_SCALE, float(_f32(ranks) / _f32(intra_steps)) if intra_steps > 0 else 0.0)
-
-
-def _array_bytes(an, shape, skip_index: int = -1) -> int:
-    total = 0
-    for index, leaf in R.all_leaves(shape):
-        if index and index[0] == skip_index:
-            continue
-        if leaf.element_type not in ("tuple", "token", "opaque"):
-            total += an.size(leaf)
-    return total
-
-
-def _reducer_opcode(instr) -> str:
-    comp = instr.attribute("to_apply", None)
-    return comp.root.opcode if comp is not None and comp.root is not None else "add"
-
-
-@cost_rule("all-reduce", variant="gpu")
-def gpu_all_reduce_rule(an, instr, p):
-    """Bytes in + out; the reduction's elementwise cost; ring scaling n / 2(n-1)."""
-    ranks = num_ranks(an, instr)
-    out = float(_array_bytes(an, instr.shape))
-    p[OUT] = out
-    set_extra(p, R.KEY_COLL_BYTES, out)
-    p[BYTES] = out + sum(an.size(op.shape) for op in instr.operands)
-    p[FLOPS] = _elementwise_flops(an, _reducer_opcode(instr), instr.shape)
-    _ring(p, ranks, 2 * (ranks - 1))
-
-
-@cost_rule("all-reduce-start", variant="gpu")
-def gpu_all_reduce_start_rule(an, instr, p):
-    ranks = num_ranks(an, instr)
-    moved = float(_array_bytes(an, instr.shape))
-    p[FLOPS] = _elementwise_flops(an, _reducer_opcode(instr), instr.shape)
-    p[BYTES] = moved
-    set_extra(p, R.KEY_COLL_BYTES, moved)
-    _ring(p, ranks, 2 * (ranks - 1))
-
-
-def _all_gather(an, instr, p, skip_index: int) -> None:
-    ranks = num_ranks(an, instr)
-    moved = _array_bytes(an, instr.shape, skip_index)
-    per_rank = moved // ranks
-    p[BYTES] = float(per_rank * (2 * ranks - 1) + per_rank * ranks)
-    set_extra(p, R.KEY_COLL_BYTES, float(moved))
-    _ring(p, ranks, ranks - 1)
-
-
-@cost_rule("all-gather", variant="gpu")
-def gpu_all_gather_rule(an, instr, p):
-    """Ring all-gather: writes (2n-1) and reads n shards."""
-    _all_gather(an, instr, p, -1)
-
-
-@cost_rule("all-gather-start", variant="gpu")
-def gpu_all_gather_start_rule(an, instr, p):
-    _all_gather(an, instr, p, 0)
-
-
-@cost_rule("reduce-scatter", variant="gpu")
-def gpu_reduce_scatter_rule(an, instr, p):
-    """Ring reduce-scatter: reads (2n-1) and writes n shards, plus the reduction's cost."""
-    ranks = num_ranks(an, instr)
-    moved = sum(_array_bytes(an, op.shape) for op in instr.operands)
-    per_rank = moved // ranks
-    p[BYTES] = float(per_rank * ranks + per_rank * (2 * ranks - 1))
-    set_extra(p, R.KEY_COLL_BYTES, float(moved))
-    p[FLOPS] = _elementwise_flops(an, _reducer_opcode(instr), instr.shape)
-    _ring(p, ranks, ranks - 1)
-
-
-@cost_rule("all-to-all", variant="gpu")
-def gpu_all_to_all_rule(an, instr, p):
-    set_extra(p, R.KEY_COLL_BYTES, float(_array_bytes(an, instr.shape)))
-
-
-@cost_rule("collective-permute", "collective-permute-start", variant="gpu")
-def gpu_collective_permute_rule(an, instr, p):
-    set_extra(p, R.KEY_COLL_BYTES, get_extra(p, R.KEY_COLL_BYTES) + float(_array_bytes(an, instr.operands[0].shape)))
-
-
-@cost_rule("async-start", variant="gpu")
-def gpu_async_start_rule(an, instr, p):
-    """XLA visits the wrapped instruction itself; a wrapped reduce-scatter or all-to-all prices the start."""
-    comps = instr.called_computations
-    if not comps:
-        return
-    wrapped = comps[0].root
-    an.subcomputation(comps[0])  # gives the wrapped instructions their records
-    if wrapped is not None and wrapped.opcode == "reduce-scatter":
-        gpu_reduce_scatter_rule(an, wrapped, p)
-    elif wrapped is not None and wrapped.opcode == "all-to-all":
-        gpu_all_to_all_rule(an, wrapped, p)
-
-
-_CUBLAS_GEMMS = ("__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$matmul$f8", "__cublas$lt$matmul$mx")
-_CUDNN_CONVS = (
-    "__cudnn$convForward",
-    "__cudnn$convBackwardInput",
-    "__cudnn$convBackwardFilter",
-    "__cudnn$convBiasActivationForward",
-    "__cudnn$convForwardGraph",
-)
-_ESCAPED_QUOTE = re.compile(r"\\+(?:\"|22|x22|u0022|U00000022)")
-
-
-def _cost_estimate(config) -> dict[str, float] | None:
-    """The `cost_estimate_json` hint of a custom call's backend config (Triton kernels), if any."""
-    if isinstance(config, dict):
-        hint = config.get("cost_estimate_json")
-        if isinstance(hint, str):
-            try:
-                data = json.loads(hint)
-            except json.JSONDecodeError:
-                return None
-            return {k: float(v) for k, v in data.items() if isinstance(v, (int, float))}
-        return None
-    if not isinstance(config, str) or "cost_estimate_json" not in config:
-        return None
-    text = _ESCAPED_QUOTE.sub('"', config)
-    out = {}
-    for key in ("flops", "bytes_accessed"):
-        m = re.search(r'"' + key + r'"\s*:\s*(-?[\d.eE+]+)', text)
-        if m:
-            out[key] = float(m.group(1))
-    return out
-
-
-@cost_rule("custom-call", variant="gpu")
-def gpu_custom_call_rule(an, instr, p):
-    """cuBLAS gemms and cuDNN convolutions priced as dots / convolutions; hints honoured; else unknown."""
-    target = instr.attribute("custom_call_target", "") if instr.has_attribute("custom_call_target") else ""
-    shape = instr.shape
-    real_out = shape.tuple_shapes[0] if shape.element_type == "tuple" and shape.tuple_shapes else shape
-    if target in _CUBLAS_GEMMS:
-        config = instr.attribute("backend_config", None) if instr.has_attribute("backend_config") else None
-        dims = {}
-        if isinstance(config, dict):
-            dims = (config.get("gemm_backend_config") or {}).get("dot_dimension_numbers") or {}
-        contracting = tuple(int(d) for d in dims.get("lhs_contracting_dimensions", ()))
-        p[FLOPS] = float(R.dot_flops(instr.operands[0].shape, real_out, contracting))
-        size = float(an.size(real_out))
-        p[BYTES] = p[BYTES] - p[OUT] + size
-        p[OUT] = size
-        return
-    if target in _CUDNN_CONVS:
-        p[FLOPS] = float(R.convolution_flops(instr, instr.operands[0].shape, instr.operands[1].shape, real_out))
-        if shape.element_type == "tuple":
-            size = float(an.size(real_out))
-            p[BYTES] = p[BYTES] - p[OUT] + size
-            p[OUT] = size
-        return
-    if instr.has_attribute("backend_config"):
-        hint = _cost_estimate(instr.attribute("backend_config", None))
-        if hint:
-            R.custom_call_rule(an, instr, p)
-            p[UNPRICED] = tuple(u for u in p[UNPRICED] if not u.startswith("custom-call"))
-            if "flops" in hint:
-                p[FLOPS] = hint["flops"]
-            if "bytes_accessed" in hint:
-                p[BYTES] = hint["bytes_accessed"]
-            return
-    R.custom_call_rule(an, instr, p)
+_PASSES_ROOTS = (IS_ELEMENTWISE | {"tuple", "get-tuple-element"}) - _MAYBE_PASSES_ROOTS
 
 
 # ---------------------------------------------------------------------------
 # The analysis
-
-
-def _is_elementwise(instr) -> bool:
-    """`HloInstruction::IsElementwise()`."""
-    op = instr.opcode
-    if op == "bitcast-convert":
-        from ..hlo._shape import PRIMITIVE_BITS
-
-        return PRIMITIVE_BITS.get(instr.shape.element_type) == PRIMITIVE_BITS.get(
-            instr.operands[0].shape.element_type)
-    if op == "fusion":
-        comp = instr.fused_computation
-        return comp is not None and all(h.opcode == "parameter" or _is_elementwise(h) for h in comp.instructions)
-    return op in R.IS_ELEMENTWISE
-
-
-def _same_shape_ignoring_type(a, b) -> bool:
-    return a.dims == b.dims and a.element_type != "tuple" and b.element_type != "tuple" and (
-        a.minor_to_major == b.minor_to_major)
 
 
 class _GpuAnalysis(Analysis):
@@ -372,13 +128,6 @@ class _GpuAnalysis(Analysis):
         if done is not None:
             return done
         return self._f32_utilizations(comp, order, p)
-
-    def _passes_roots(self, h) -> bool:
-        return (
-            _is_elementwise(h)
-            or (h.opcode == "bitcast" and _same_shape_ignoring_type(h.operands[0].shape, h.shape))
-            or h.opcode in ("tuple", "get-tuple-element")
-        )
 
     def _integral_utilizations(self, comp, order: list, p: list) -> tuple[list, list] | None:
         """The common case in plain floats: while every utilization, IR size and flop sum is an
@@ -422,7 +171,7 @@ class _GpuAnalysis(Analysis):
                 return None
             utils.append((r, util, ir))
             op = h.opcode
-            if op in passes or (op in maybe and self._passes_roots(h)):
+            if op in passes or (op in maybe and passes_elementwise_roots(h)):
                 for operand in h.operands:
                     ew_roots[operand].update(roots_h)
                 continue
@@ -489,11 +238,7 @@ class _GpuAnalysis(Analysis):
             r[IR] = float(ir)
             flops = _f32(flops + _f32(util * _f32(r[FLOPS])))
             ir_total = _f32(ir_total + ir)
-            passes_roots = (
-                _is_elementwise(h)
-                or (h.opcode == "bitcast" and _same_shape_ignoring_type(h.operands[0].shape, h.shape))
-                or h.opcode in ("tuple", "get-tuple-element")
-            )
+            passes_roots = passes_elementwise_roots(h)
             for k, operand in enumerate(h.operands):
                 if passes_roots:
                     self.ew_roots[operand].update(self.ew_roots[h])
@@ -531,31 +276,30 @@ class _GpuAnalysis(Analysis):
         return float(math.floor(value + 0.5) if value >= 0 else -math.floor(-value + 0.5))
 
 
-def _resolve_profile(device) -> tuple[dict[tuple[str, str], float], str]:
-    """`(profile table, description)` for the `device` argument of `gpu_cost_analysis`."""
-    from ..devices import DEFAULT_OP_PROFILE, load_op_profile
+def _resolve_profile(device: "DeviceSpec | str | Mapping | None") -> tuple[dict[tuple[str, str], float], str]:
+    """`(profile table, description)` for the `device` argument of `gpu_cost_analysis` and `kernel_cost`.
+
+    `device`: a `DeviceSpec` (its `op_profile`, else XLA's table for its
+    compute capability, else XLA's default), a device name for `get_device`,
+    a `{(opcode, dtype): cycles}` mapping (an explicit profile, such as
+    `devices.load_op_profile("sm_90")`), or None (XLA's default profile).
+    """
+    from ..devices import DEFAULT_OP_PROFILE, DeviceSpec, get_device, load_op_profile
 
     if device is None:
         return dict(load_op_profile(DEFAULT_OP_PROFILE)), f"XLA's default profile {DEFAULT_OP_PROFILE}"
     if isinstance(device, str):
-        if device.startswith("sm_"):
-            return dict(load_op_profile(device)), device
-        from ..devices import get_device
-
         device = get_device(device)
-    if isinstance(device, tuple):
-        table = load_op_profile(device)
-        return dict(table), f"compute capability {device[0]}.{device[1]}"
     if isinstance(device, Mapping):
         return {(str(op), str(dt).lower()): float(v) for (op, dt), v in device.items()}, "custom op profile"
-    table = getattr(device, "op_profile", None)
-    name = getattr(device, "name", type(device).__name__)
-    if table:
-        return {(op, dt.lower()): float(v) for (op, dt), v in table.items()}, name
-    cc = getattr(device, "compute_capability", None)
-    if cc:
-        return dict(load_op_profile(tuple(cc))), name
-    return dict(load_op_profile(DEFAULT_OP_PROFILE)), f"{name} (XLA's default profile {DEFAULT_OP_PROFILE})"
+    if not isinstance(device, DeviceSpec):
+        raise TypeError(f"device must be a DeviceSpec, a device name, an op profile mapping or None, "
+                        f"not {type(device).__name__}")
+    if device.op_profile:
+        return {(op, dt.lower()): float(v) for (op, dt), v in device.op_profile.items()}, device.name
+    if device.compute_capability:
+        return dict(load_op_profile(tuple(device.compute_capability))), device.name
+    return dict(load_op_profile(DEFAULT_OP_PROFILE)), f"{device.name} (XLA's default profile {DEFAULT_OP_PROFILE})"
 
 
 class GpuCostAnalysis:
@@ -718,7 +462,7 @@ class GpuCostAnalysis:
 
     def flops_per_element(self, opcode: str, dtype: str) -> float:
         """`GetFlopsPerElementwiseOpElement`: profile cycles of `(opcode, dtype)`, 3 when not profiled."""
-        return float(self.op_profile.get((opcode, dtype.lower()), _DEFAULT_CYCLES))
+        return float(self.op_profile.get((opcode, dtype.lower()), DEFAULT_CYCLES))
 
     # -- updates ---------------------------------------------------------------
     def revisit(self, instr) -> InstructionCost:
@@ -791,9 +535,9 @@ def gpu_cost_analysis(module, device=None, *, count_multiple_input_accesses: boo
     - `module`: an `HloModule`.
     - `device`: where the per-op clock-cycle profile comes from: a
       `DeviceSpec` (its `op_profile`, or the table for its compute
-      capability), a registry name such as `"h100-sxm"`, a profile name such
-      as `"sm_90"`, a compute capability `(9, 0)`, a mapping
-      `{(opcode, dtype): cycles}`, or None for XLA's default (`sm_86`).
+      capability), a device name such as `"h100-sxm"`, a mapping
+      `{(opcode, dtype): cycles}` (e.g. one of XLA's tables,
+      `devices.load_op_profile("sm_90")`), or None for XLA's default (`sm_86`).
     - `count_multiple_input_accesses`: XLA's option; True as in XLA's GPU
       fusion pipeline and tests.
     - `warn`: warn about instructions whose cost is unknown.

@@ -178,9 +178,9 @@ def kernel_cost(instr, variant: str = "gpu", device_profile=None, *,
       or `"base"` (`HloCostAnalysis` counts, GPU fusion accounting); see the
       module docstring.
     - `device_profile`: for `"gpu"`, where the clock cycles of elementwise ops
-      come from, as for `gpu_cost_analysis` (a `DeviceSpec`, a profile name, a
-      compute capability, a `{(opcode, dtype): cycles}` mapping; None: XLA's
-      default). Ignored by the other variants.
+      come from, as for `gpu_cost_analysis` (a `DeviceSpec`, a device name, a
+      `{(opcode, dtype): cycles}` mapping; None: XLA's default). Ignored by
+      the other variants.
     - `overrides`: `{opcode: rule}` replacing the variant's rules for this call
       (rules as registered with `cost_rule`); for counts XLA does not know,
       such as a library custom call's flops.

@@ -52,6 +52,36 @@ def is_elementwise(instr) -> bool:
     return op in IS_ELEMENTWISE
 
 
+def passes_elementwise_roots(instr) -> bool:
+    """Whether XLA's `FusionCalculateUtilizations` hands `instr`'s elementwise use roots on to its
+    operands (instead of making each operand a root of its own).
+
+    True for an elementwise instruction (`HloInstruction::IsElementwise`, which
+    holds for a fusion whose instructions all are), a tuple, a
+    get-tuple-element, and a bitcast between shapes equal but for the element
+    type (`ShapeUtil::EqualIgnoringElementType`: dimensions and layout kept).
+    The GPU cost analysis (`_gpu`) and the fusion pass's IR size
+    (`fusion._budget.ir_size`) walk a fusion this way.
+    """
+    op = instr.opcode
+    if op in ("tuple", "get-tuple-element"):
+        return True
+    if op == "bitcast":
+        src, dst = instr.operands[0].shape, instr.shape
+        return (src.is_array and dst.is_array and tuple(src.dims) == tuple(dst.dims)
+                and tuple(src.minor_to_major) == tuple(dst.minor_to_major))
+    return _elementwise_or_elementwise_fusion(instr)
+
+
+def _elementwise_or_elementwise_fusion(instr) -> bool:
+    # `HloInstruction::IsElementwise` of a fusion: every fused instruction but the parameters is.
+    if instr.opcode == "fusion":
+        comp = instr.fused_computation
+        return comp is not None and all(
+            h.opcode == "parameter" or _elementwise_or_elementwise_fusion(h) for h in comp.instructions)
+    return is_elementwise(instr)
+
+
 # ---------------------------------------------------------------------------
 # Which instructions are kernels
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..analysis._emission import fusion_pass_is_tiled_transpose, is_contiguous_reduction, reduction_dimensions
-from ..analysis._opcodes import is_elementwise
+from ..analysis._gpu import MAX_IR_SIZE as MAX_IR_SIZE
+from ..analysis._opcodes import passes_elementwise_roots
 from ..hlo import HloInstruction
 from ..hlo._edit import _ordered
 
 
 MAX_OPERANDS_AND_OUTPUTS = 96  # MaxOperandsAndOutputsPerFusion
 MAX_UNNESTED_REDUCTIONS = 8  # kMaxUnnestedReductionOutputsPerFusion
-MAX_IR_SIZE = 10_000  # GpuHloCostAnalysis::kMaxIRSize
 SIGNIFICANT_REDUCTION_SIZE = 16
 
 
@@ -124,8 +124,8 @@ def ir_size(instr: HloInstruction) -> IrSize:
     once per use by an elementwise chain ending at an "elementwise root" and,
     for every non-elementwise user, as many times as that user is emitted.
     Elementwise ops, tuples, get-tuple-elements and bitcasts that keep the
-    dimensions and layout (`ShapeUtil::EqualIgnoringElementType`) pass their
-    roots on to their operands.
+    dimensions and layout pass their roots on to their operands
+    (`analysis._opcodes.passes_elementwise_roots`, as in the GPU cost analysis).
     """
     fused = instr.fused_computation
     if fused is None:
@@ -149,7 +149,7 @@ def ir_size(instr: HloInstruction) -> IrSize:
         total += t
         if not i.operands:
             continue
-        passes = is_elementwise(i) or i.opcode in ("tuple", "get-tuple-element") or _same_dims_bitcast(i)
+        passes = passes_elementwise_roots(i)
         for o in i.operands:
             oid = id(o)
             cur = ew.get(oid, empty)
@@ -163,14 +163,5 @@ def ir_size(instr: HloInstruction) -> IrSize:
                     ew[oid] = cur | {oid}
                 root_size[oid] = root_size.get(oid, 0) + t
     return IrSize(int(total), tuple(int(times.get(id(p), 0)) for p in fused.parameters))
-
-
-def _same_dims_bitcast(instr: HloInstruction) -> bool:
-    """A bitcast between shapes equal but for the element type (dimensions and layout kept)."""
-    if instr.opcode != "bitcast":
-        return False
-    src, dst = instr.operands[0].shape, instr.shape
-    return (src.is_array and dst.is_array and tuple(src.dims) == tuple(dst.dims)
-            and tuple(src.minor_to_major) == tuple(dst.minor_to_major))
 
 
