@@ -569,7 +569,7 @@ FUSION_KIND = {
 
 class LaunchFacts(NamedTuple):
     """What a fused pair's launch grid and coalescing need from one side of it, without building
-    the fusion (see `models._xla_gpu.fused_loop_launch`).
+    the fusion (see `models._launch.fused_loop_launch`).
 
     `special`: a reduce, concatenate or tiled transpose is in it (it could become the fused
     kernel's hero); `access`: a gather or slice is in it (a per-operand access rule could apply);

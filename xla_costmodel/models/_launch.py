@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from ..analysis._emission import (
     MIN_THREADS_X_ROW_REDUCTION,
+    LaunchFacts,
     ROW_REDUCTION_TILE_X,
     TransposeDescription,
     emitter_kind,
@@ -300,3 +301,33 @@ def launch_dimensions(kernel, device, *, max_unroll: int = 4) -> LaunchDimension
         return LaunchDimensions(kind, blocks, threads, 1, roots[0].name)
     blocks, threads = fallback_launch(roots)
     return LaunchDimensions(kind, blocks, threads, 1, heroes[0].name if heroes else "")
+
+
+def fused_loop_launch(producer, consumer, device, pf: LaunchFacts, cf: LaunchFacts,
+                      max_unroll: int) -> LaunchDimensions | None:
+    """`launch_dimensions(materialize_fusion(producer, consumer))` (`models._base`) when that is the loop emitter's
+    and can be told from the two sides' `LaunchFacts` (`pf`, `cf`) alone; else None.
+
+    With no reduce, concatenate or tiled transpose on either side, every hero is its
+    root, so the emitter is decided by the consumer's roots (the fused kernel's roots)
+    and the loop grid by their shapes and whether either side prevents vectorization.
+    """
+    if pf[0] or cf[0] or consumer.opcode == "tuple":
+        return None
+    if not any(o is producer for o in consumer.operands):
+        return None  # read through get-tuple-elements
+    if consumer.opcode == "fusion":
+        root = consumer.fused_computation.root
+        roots = list(root.operands) if root.opcode == "tuple" else [root]
+    else:
+        roots = [consumer]
+    if not roots:
+        return None
+    for r in roots:
+        if r.opcode == "parameter":
+            return None
+    if len(roots) == 1 and roots[0].opcode in ("scatter", "sort", "dynamic-update-slice"):
+        return None
+    blocks, threads, unroll = loop_launch(None, roots, device, max_unroll=max_unroll,
+                                          no_vectorize=pf[2] or cf[2])
+    return LaunchDimensions("loop", blocks, threads, unroll, roots[0].name)

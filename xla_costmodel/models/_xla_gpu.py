@@ -20,7 +20,8 @@ For fusion decisions, `estimate_fusion(producer, consumers)` is XLA's
 `EstimateRunTimes`: unfused = (n+1) launches + T(P) + Σ T(Cᵢ), fused =
 n launches + Σ T_fused(P, Cᵢ), where T_fused recomputes the producer
 `utilization` times and reads every operand of the pair once, shared reads
-counted once (`EstimateRunTimeForFusion`).
+counted once (`EstimateRunTimeForFusion`, in `_xla_gpu_fusion` with the
+pair pricer a fusion pass uses).
 
 Like XLA, durations are rounded to `absl::Duration`'s quarter nanosecond per
 term, and effective flops per ns are truncated to an integer; both can be
@@ -46,54 +47,18 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
-from ..analysis._emission import LaunchFacts, launch_facts
-from ..analysis._opcodes import COLLECTIVE_OPCODES, CONTROL_FLOW_OPCODES, IS_ELEMENTWISE, is_free
-from ..hlo._edit import discard_fusion
-from ._base import FusionEstimate, KernelEstimate, dominant_bound, materialize_fusion, register_model, warn_unpriced
+from ..analysis._opcodes import COLLECTIVE_OPCODES, CONTROL_FLOW_OPCODES, is_free
+from ._base import FusionEstimate, KernelEstimate, dominant_bound, register_model, warn_unpriced
 from ._collectives import DONE_OPCODES, CollectiveTime, describe_collective, nccl_ring_time
-from ._coalescing import kernel_coalescing, read_coalesced_heuristic, utilization_rate
+from ._coalescing import kernel_coalescing, utilization_rate
 from ._kernel_costs import CostContext, KernelCosts, kernel_costs, shape_size_cached
-from ._launch import LaunchDimensions, launch_dimensions, loop_launch
+from ._launch import LaunchDimensions, launch_dimensions
 from ._resolve import check_prices_device
+from ._xla_gpu_fusion import XlaGpuPairPricer, fused_estimate, fused_short_cut
 
 
 def _round_half_away(x: float) -> float:
     return math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5)
-
-
-def fused_loop_launch(producer, consumer, device, pf: LaunchFacts, cf: LaunchFacts,
-                      max_unroll: int) -> LaunchDimensions | None:
-    """`launch_dimensions(materialize_fusion(producer, consumer))` when that is the loop emitter's
-    and can be told from the two sides' `LaunchFacts` (`pf`, `cf`) alone; else None.
-
-    With no reduce, concatenate or tiled transpose on either side, every hero is its
-    root, so the emitter is decided by the consumer's roots (the fused kernel's roots)
-    and the loop grid by their shapes and whether either side prevents vectorization.
-    """
-    if pf[0] or cf[0] or consumer.opcode == "tuple":
-        return None
-    if not any(o is producer for o in consumer.operands):
-        return None  # read through get-tuple-elements
-    if consumer.opcode == "fusion":
-        root = consumer.fused_computation.root
-        roots = list(root.operands) if root.opcode == "tuple" else [root]
-    else:
-        roots = [consumer]
-    if not roots:
-        return None
-    for r in roots:
-        if r.opcode == "parameter":
-            return None
-    if len(roots) == 1 and roots[0].opcode in ("scatter", "sort", "dynamic-update-slice"):
-        return None
-    blocks, threads, unroll = loop_launch(None, roots, device, max_unroll=max_unroll,
-                                          no_vectorize=pf[2] or cf[2])
-    return LaunchDimensions("loop", blocks, threads, unroll, roots[0].name)
-
-
-def _is_multi_output(instr) -> bool:
-    comp = instr.fused_computation if instr.opcode == "fusion" else None
-    return comp is not None and comp.root.opcode == "tuple"
 
 
 @dataclass(slots=True)
@@ -393,69 +358,6 @@ class XlaGpuModel:
             return KernelEstimate.unpriced(why), rt
         return self._estimate_from(rt, device), rt
 
-    @staticmethod
-    def _operand_utilization(costs: KernelCosts, consumer, producer) -> float:
-        """XLA's `GetOperandUtilization(consumer, producer)`."""
-        if _is_multi_output(producer):
-            return float(sum(
-                costs.operand_utilization[i]
-                for i, o in enumerate(consumer.operands)
-                if o.opcode == "get-tuple-element" and o.operands and o.operands[0] is producer
-            ))
-        for i, o in enumerate(consumer.operands):
-            if o is producer:
-                return float(costs.operand_utilization[i])
-        return 0.0
-
-    @staticmethod
-    def _operand_bytes(costs: KernelCosts, instr, operand) -> float:
-        """XLA's `GetOperandBytesAccessed`: 0 when `instr` does not read `operand`."""
-        for i, o in enumerate(instr.operands):
-            if o is operand:
-                return float(costs.operand_bytes[i])
-        return 0.0
-
-    @staticmethod
-    def _common_utilization(pc: KernelCosts, producer, index: int, cc: KernelCosts, consumer) -> float:
-        """XLA's `GetCommonUtilization`: how much of the consumer's direct reading of the
-        producer's operand `index` coincides with the producer's own reading."""
-        operand = producer.operands[index]
-        if operand not in consumer.operands:
-            return 0.0
-        elementwise = producer.opcode in IS_ELEMENTWISE or (
-            producer.opcode == "fusion" and pc.parameter_elementwise_from_root(index)
-        )
-        if not elementwise:
-            return 0.0
-        if consumer.opcode == "fusion" and consumer.fused_computation is not None:
-            comp = consumer.fused_computation
-            idx_x = consumer.operands.index(operand)
-            if _is_multi_output(producer):
-                idx_p = [i for i, o in enumerate(consumer.operands)
-                         if o.opcode == "get-tuple-element" and o.operands and o.operands[0] is producer]
-            else:
-                idx_p = [consumer.operands.index(producer)] if producer in consumer.operands else []
-            total = 0.0
-            for j in idx_p:
-                total += cc.common_elementwise_utilization(comp.parameter(idx_x), comp.parameter(j))
-            return total
-        if consumer.opcode in IS_ELEMENTWISE:
-            return 1.0
-        return 0.0
-
-    def _shared_operand_bytes(self, pc, producer, cc, consumer, operand, u: float | None = None) -> int:
-        """XLA's `GetSharedOperandBytesAccessed` (`u`: `GetOperandUtilization(consumer, producer)` if known)."""
-        if u is None:
-            u = self._operand_utilization(cc, consumer, producer)
-        by_producer = self._operand_bytes(pc, producer, operand)
-        by_consumer = self._operand_bytes(cc, consumer, operand)
-        common = 0.0
-        if operand in producer.operands:
-            common = self._common_utilization(pc, producer, producer.operands.index(operand), cc, consumer)
-        size = shape_size_cached(operand.shape)
-        total = _round_half_away(by_producer * u) + by_consumer - _round_half_away(size * common)
-        return int(max(total, 0))
-
     def estimate_fused(
         self,
         producer,
@@ -483,133 +385,12 @@ class XlaGpuModel:
         cache = {} if _cache is None else _cache
         pe = producer_estimate if producer_estimate is not None else self._kernel_time(producer, device, cache)[0]
         ce = consumer_estimate if consumer_estimate is not None else self._kernel_time(consumer, device, cache)[0]
-        early = self._fused_short_cut(pe, ce, device)
+        early = fused_short_cut(pe, ce, device)
         if early is not None:
             return early
         pc = self._costs(producer, device, cache)
         cc = self._costs(consumer, device, cache)
-        return self._fused(producer, consumer, device, pc, cc, producer_writes_side_output)
-
-    @staticmethod
-    def _fused_short_cut(pe: KernelEstimate, ce: KernelEstimate, device) -> KernelEstimate | None:
-        """The fused estimate when one side is infinite or unpriced (else None)."""
-        if math.isinf(pe.time_s) or math.isinf(ce.time_s):
-            inf = math.inf
-            return KernelEstimate(compute_s=inf, memory_s=inf, launch_s=device.kernel_launch_overhead_s, time_s=inf,
-                                  bound="unknown", note="infinite producer or consumer runtime")
-        if not (pe.priced and ce.priced):
-            return KernelEstimate.unpriced("; ".join(x for x in (pe.note, ce.note) if x) or "unpriced kernel")
-        return None
-
-    def _fused(self, producer, consumer, device, pc: KernelCosts, cc: KernelCosts,
-               producer_writes_side_output: bool = False, facts=None, read_cache: dict | None = None,
-               time_only: bool = False) -> KernelEstimate | float:
-        """`EstimateRunTimeForFusion` from the two kernels' own cost records.
-
-        `time_only`: return just the fused kernel's `time_s` (launch included), without its details.
-
-        `facts`: the two sides' `LaunchFacts` when known: the fused kernel is then
-        built only where its launch grid or coalescing cannot be told from them;
-        `read_cache`: read times by `(blocks, net bytes, total bytes, rate)`, for one device.
-        """
-        launch = device.kernel_launch_overhead_s
-        u = 0.0
-        for i, o in enumerate(consumer.operands):
-            if o is producer or (o.opcode == "get-tuple-element" and o.operands and o.operands[0] is producer):
-                u += cc.operand_utilization[i]
-        fused = ld = None
-        if facts is not None:
-            ld = fused_loop_launch(producer, consumer, device, facts[0], facts[1], self.max_unroll_factor)
-        if ld is None:
-            fused = materialize_fusion(producer, consumer)
-            ld = launch_dimensions(fused, device, max_unroll=self.max_unroll_factor)
-        flops = int(pc.flops * u + cc.flops)
-        mm = pc.matmul_flops * u + cc.matmul_flops
-        compute = self.compute_time(device, flops, mm, pc.matmul_dtype or cc.matmul_dtype,
-                                    ld.num_blocks, ld.threads_per_block)
-
-        # Operands of the pair: the producer's, then the consumer's other ones.
-        operands: list = []
-        seen: set = set()
-        for o in list(producer.operands) + list(consumer.operands):
-            if o is producer or (o.opcode == "get-tuple-element" and o.operands and o.operands[0] is producer):
-                continue
-            if id(o) not in seen:
-                seen.add(id(o))
-                operands.append(o)
-        heuristic_ok, heuristic_why = read_coalesced_heuristic(ld.emitter, producer, consumer, device)
-        access = {}
-        if self.access_patterns and heuristic_ok and (facts is None or facts[0][1] or facts[1][1]):
-            if fused is None:
-                fused = materialize_fusion(producer, consumer)
-            coal = kernel_coalescing(fused, ld.emitter, device, producer=producer, consumer=consumer)
-            for o, ok, why in zip(fused.operands, coal.coalesced, coal.reasons):
-                if not ok:
-                    access[id(o)] = why
-        if fused is not None:
-            discard_fusion(fused)  # built here, priced: free it now (see hlo._edit.discard_fusion)
-        read = 0.0
-        bytes_read = 0
-        per_operand: dict[str, float] = {}
-        uncoalesced: dict[str, str] = {}
-        u_pc = self._operand_utilization(cc, consumer, producer)
-        # First position of each operand on either side (`_shared_operand_bytes` without its scans).
-        p_at: dict = {}
-        for i, o in enumerate(producer.operands):
-            p_at.setdefault(id(o), i)
-        c_at: dict = {}
-        for i, o in enumerate(consumer.operands):
-            c_at.setdefault(id(o), i)
-        num_blocks = ld.num_blocks
-        for x in operands:
-            size = shape_size_cached(x.shape)
-            i = p_at.get(id(x))
-            j = c_at.get(id(x))
-            by_producer = float(pc.operand_bytes[i]) if i is not None else 0.0
-            by_consumer = float(cc.operand_bytes[j]) if j is not None else 0.0
-            common = self._common_utilization(pc, producer, i, cc, consumer) if i is not None else 0.0
-            total = _round_half_away(by_producer * u_pc) + by_consumer - _round_half_away(size * common)
-            n_total = int(max(total, 0))
-            n_net = min(size, n_total)
-            bytes_read += n_total
-            ok = heuristic_ok and id(x) not in access
-            if not ok and not time_only:
-                uncoalesced[x.name] = heuristic_why if not heuristic_ok else access[id(x)]
-            rate = utilization_rate(x.shape, ok, device)
-            if read_cache is None:
-                t = self.read_time(device, num_blocks, n_net, n_total, rate)
-            else:
-                key = (num_blocks, n_net, n_total, rate)
-                t = read_cache.get(key)
-                if t is None:
-                    t = read_cache[key] = self.read_time(device, num_blocks, n_net, n_total, rate)
-            read += t
-            if not time_only:
-                per_operand[x.name] = t
-        bytes_written = int(cc.bytes_written)
-        write = self.write_time(device, bytes_written)
-        if producer_writes_side_output:
-            bytes_written += int(pc.bytes_written)
-            write += self.write_time(device, int(pc.bytes_written))
-        exec_s = self.combine(compute, read + write)
-        if time_only:
-            return exec_s + launch
-        memory = read + write
-        return KernelEstimate(
-            compute_s=compute,
-            memory_s=memory,
-            launch_s=launch,
-            time_s=exec_s + launch,
-            bound=dominant_bound(compute, memory, launch),
-            details={
-                "exec_s": exec_s, "read_s": read, "write_s": write, "flops": float(flops), "matmul_flops": mm,
-                "bytes_read": float(bytes_read), "bytes_written": float(bytes_written),
-                "bytes_accessed": float(bytes_read + bytes_written),
-                "producer_utilization": u, "emitter": ld.emitter, "num_blocks": ld.num_blocks,
-                "threads_per_block": ld.threads_per_block, "unroll": ld.unroll, "hero": ld.hero,
-                "coalesced": not uncoalesced, "uncoalesced": uncoalesced, "operand_read_s": per_operand,
-            },
-        )
+        return fused_estimate(self, producer, consumer, device, pc, cc, producer_writes_side_output)
 
     def estimate_fusion(self, producer, consumers: Sequence, device) -> FusionEstimate:
         """XLA's `EstimateRunTimes(producer, consumers)`: the producer fused into every consumer.
@@ -670,75 +451,3 @@ class XlaGpuModel:
         return XlaGpuPairPricer(self, device, version)
 
 
-class XlaGpuPairPricer:
-    """Pair prices from per-instruction records, as XLA's `GpuPerformanceModelCache` keeps them.
-
-    Each instruction's record (its `KernelEstimate` as `EstimateRunTimes` sees
-    it, and its `GpuHloCostAnalysis` counts) is computed once per version of
-    the instruction; a pair's fused price is then `EstimateRunTimeForFusion`
-    from the two records (§1.8 of the reference: flops and bytes from the
-    producer's and consumer's own counts and utilizations; launch dimensions
-    and coalescing from the fused pair). `invalidate(instr)` drops a record.
-    """
-
-    __slots__ = ("model", "device", "_version", "_records", "_costs", "_facts", "_reads")
-
-    def __init__(self, model: XlaGpuModel, device, version=None):
-        self.model = model
-        self.device = device
-        self._version = version if version is not None else (lambda instr: 0)
-        self._records: dict = {}
-        self._costs: dict = {}
-        self._facts: dict = {}
-        self._reads: dict = {}
-
-    def invalidate(self, instr) -> None:
-        """Forget `instr`'s record (it changed in place)."""
-        self._records.pop(instr, None)
-        self._costs.pop(instr, None)
-        self._facts.pop(instr, None)
-
-    def facts(self, instr) -> LaunchFacts:
-        """`instr`'s `LaunchFacts`."""
-        v = self._version(instr)
-        hit = self._facts.get(instr)
-        if hit is not None and hit[0] == v:
-            return hit[1]
-        f = launch_facts(instr)
-        self._facts[instr] = (v, f)
-        return f
-
-    def kernel(self, instr) -> KernelEstimate:
-        """`instr`'s own estimate as `EstimateRunTimes` sees it (free instructions pay a launch)."""
-        v = self._version(instr)
-        hit = self._records.get(instr)
-        if hit is not None and hit[0] == v:
-            return hit[1]
-        cache: dict = {}
-        est, rt = self.model._kernel_time(instr, self.device, cache)
-        self._records[instr] = (v, est)
-        if rt is not None:
-            self._costs[instr] = (v, rt.costs)
-        return est
-
-    def costs(self, instr) -> KernelCosts:
-        """`instr`'s `GpuHloCostAnalysis` counts."""
-        v = self._version(instr)
-        hit = self._costs.get(instr)
-        if hit is not None and hit[0] == v:
-            return hit[1]
-        c = self.model._costs(instr, self.device)
-        self._costs[instr] = (v, c)
-        return c
-
-    def pair(self, producer, consumer) -> tuple[float, float, float]:
-        """`(T(producer), T(consumer), T_fused(producer, consumer))`, launches included."""
-        pe = self.kernel(producer)
-        ce = self.kernel(consumer)
-        model = self.model
-        fe = model._fused_short_cut(pe, ce, self.device)
-        if fe is not None:
-            return pe.time_s, ce.time_s, fe.time_s
-        t = model._fused(producer, consumer, self.device, self.costs(producer), self.costs(consumer),
-                         facts=(self.facts(producer), self.facts(consumer)), read_cache=self._reads, time_only=True)
-        return pe.time_s, ce.time_s, t

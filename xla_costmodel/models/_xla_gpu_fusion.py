@@ -1,0 +1,276 @@
+"""XLA's estimate of a producer fused into a consumer (`EstimateRunTimeForFusion`), and its cache.
+
+The fused kernel's flops are the producer's times its utilization in the
+consumer plus the consumer's; every operand of the pair is read once, the
+bytes both sides read counted once (`GetSharedOperandBytesAccessed`, with
+`GetOperandUtilization` and `GetCommonUtilization`); the launch grid and
+coalescing are the fused kernel's. `XlaGpuModel.estimate_fusion` and
+`estimate_fused` price one pair at a time; `XlaGpuPairPricer` (XLA's
+`GpuPerformanceModelCache`) keeps each instruction's record so that a fusion
+pass prices every pair from two records.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from ..analysis._emission import LaunchFacts, launch_facts
+from ..analysis._opcodes import IS_ELEMENTWISE
+from ..hlo._edit import discard_fusion
+from ._base import KernelEstimate, dominant_bound, materialize_fusion
+from ._coalescing import kernel_coalescing, read_coalesced_heuristic, utilization_rate
+from ._kernel_costs import KernelCosts, shape_size_cached
+from ._launch import fused_loop_launch, launch_dimensions
+
+if TYPE_CHECKING:
+    from ._xla_gpu import XlaGpuModel
+
+__all__ = ["XlaGpuPairPricer", "common_utilization", "fused_estimate", "fused_short_cut", "operand_utilization"]
+
+
+def _round_half_away(x: float) -> float:
+    return math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5)
+
+
+def is_multi_output(instr) -> bool:
+    comp = instr.fused_computation if instr.opcode == "fusion" else None
+    return comp is not None and comp.root.opcode == "tuple"
+
+
+def operand_utilization(costs: KernelCosts, consumer, producer) -> float:
+    """XLA's `GetOperandUtilization(consumer, producer)`."""
+    if is_multi_output(producer):
+        return float(sum(
+            costs.operand_utilization[i]
+            for i, o in enumerate(consumer.operands)
+            if o.opcode == "get-tuple-element" and o.operands and o.operands[0] is producer
+        ))
+    for i, o in enumerate(consumer.operands):
+        if o is producer:
+            return float(costs.operand_utilization[i])
+    return 0.0
+
+def common_utilization(pc: KernelCosts, producer, index: int, cc: KernelCosts, consumer) -> float:
+    """XLA's `GetCommonUtilization`: how much of the consumer's direct reading of the
+    producer's operand `index` coincides with the producer's own reading."""
+    operand = producer.operands[index]
+    if operand not in consumer.operands:
+        return 0.0
+    elementwise = producer.opcode in IS_ELEMENTWISE or (
+        producer.opcode == "fusion" and pc.parameter_elementwise_from_root(index)
+    )
+    if not elementwise:
+        return 0.0
+    if consumer.opcode == "fusion" and consumer.fused_computation is not None:
+        comp = consumer.fused_computation
+        idx_x = consumer.operands.index(operand)
+        if is_multi_output(producer):
+            idx_p = [i for i, o in enumerate(consumer.operands)
+                     if o.opcode == "get-tuple-element" and o.operands and o.operands[0] is producer]
+        else:
+            idx_p = [consumer.operands.index(producer)] if producer in consumer.operands else []
+        total = 0.0
+        for j in idx_p:
+            total += cc.common_elementwise_utilization(comp.parameter(idx_x), comp.parameter(j))
+        return total
+    if consumer.opcode in IS_ELEMENTWISE:
+        return 1.0
+    return 0.0
+
+
+def fused_short_cut(pe: KernelEstimate, ce: KernelEstimate, device) -> KernelEstimate | None:
+    """The fused estimate when one side is infinite or unpriced (else None)."""
+    if math.isinf(pe.time_s) or math.isinf(ce.time_s):
+        inf = math.inf
+        return KernelEstimate(compute_s=inf, memory_s=inf, launch_s=device.kernel_launch_overhead_s, time_s=inf,
+                              bound="unknown", note="infinite producer or consumer runtime")
+    if not (pe.priced and ce.priced):
+        return KernelEstimate.unpriced("; ".join(x for x in (pe.note, ce.note) if x) or "unpriced kernel")
+    return None
+
+def fused_estimate(model: "XlaGpuModel", producer, consumer, device, pc: KernelCosts, cc: KernelCosts,
+                   producer_writes_side_output: bool = False, facts=None, read_cache: dict | None = None,
+                   time_only: bool = False) -> KernelEstimate | float:
+    """XLA's `EstimateRunTimeForFusion` from the two kernels' own cost records, with `model`'s
+    compute, read, write and combine rules.
+
+    `time_only`: return just the fused kernel's `time_s` (launch included), without its details.
+
+    `facts`: the two sides' `LaunchFacts` when known: the fused kernel is then
+    built only where its launch grid or coalescing cannot be told from them;
+    `read_cache`: read times by `(blocks, net bytes, total bytes, rate)`, for one device.
+    """
+    launch = device.kernel_launch_overhead_s
+    u = 0.0
+    for i, o in enumerate(consumer.operands):
+        if o is producer or (o.opcode == "get-tuple-element" and o.operands and o.operands[0] is producer):
+            u += cc.operand_utilization[i]
+    fused = ld = None
+    if facts is not None:
+        ld = fused_loop_launch(producer, consumer, device, facts[0], facts[1], model.max_unroll_factor)
+    if ld is None:
+        fused = materialize_fusion(producer, consumer)
+        ld = launch_dimensions(fused, device, max_unroll=model.max_unroll_factor)
+    flops = int(pc.flops * u + cc.flops)
+    mm = pc.matmul_flops * u + cc.matmul_flops
+    compute = model.compute_time(device, flops, mm, pc.matmul_dtype or cc.matmul_dtype,
+                                ld.num_blocks, ld.threads_per_block)
+
+    # Operands of the pair: the producer's, then the consumer's other ones.
+    operands: list = []
+    seen: set = set()
+    for o in list(producer.operands) + list(consumer.operands):
+        if o is producer or (o.opcode == "get-tuple-element" and o.operands and o.operands[0] is producer):
+            continue
+        if id(o) not in seen:
+            seen.add(id(o))
+            operands.append(o)
+    heuristic_ok, heuristic_why = read_coalesced_heuristic(ld.emitter, producer, consumer, device)
+    access = {}
+    if model.access_patterns and heuristic_ok and (facts is None or facts[0][1] or facts[1][1]):
+        if fused is None:
+            fused = materialize_fusion(producer, consumer)
+        coal = kernel_coalescing(fused, ld.emitter, device, producer=producer, consumer=consumer)
+        for o, ok, why in zip(fused.operands, coal.coalesced, coal.reasons):
+            if not ok:
+                access[id(o)] = why
+    if fused is not None:
+        discard_fusion(fused)  # built here, priced: free it now (see hlo._edit.discard_fusion)
+    read = 0.0
+    bytes_read = 0
+    per_operand: dict[str, float] = {}
+    uncoalesced: dict[str, str] = {}
+    u_pc = operand_utilization(cc, consumer, producer)
+    # First position of each operand on either side (XLA's `GetSharedOperandBytesAccessed` without its scans).
+    p_at: dict = {}
+    for i, o in enumerate(producer.operands):
+        p_at.setdefault(id(o), i)
+    c_at: dict = {}
+    for i, o in enumerate(consumer.operands):
+        c_at.setdefault(id(o), i)
+    num_blocks = ld.num_blocks
+    for x in operands:
+        size = shape_size_cached(x.shape)
+        i = p_at.get(id(x))
+        j = c_at.get(id(x))
+        by_producer = float(pc.operand_bytes[i]) if i is not None else 0.0
+        by_consumer = float(cc.operand_bytes[j]) if j is not None else 0.0
+        common = common_utilization(pc, producer, i, cc, consumer) if i is not None else 0.0
+        total = _round_half_away(by_producer * u_pc) + by_consumer - _round_half_away(size * common)
+        n_total = int(max(total, 0))
+        n_net = min(size, n_total)
+        bytes_read += n_total
+        ok = heuristic_ok and id(x) not in access
+        if not ok and not time_only:
+            uncoalesced[x.name] = heuristic_why if not heuristic_ok else access[id(x)]
+        rate = utilization_rate(x.shape, ok, device)
+        if read_cache is None:
+            t = model.read_time(device, num_blocks, n_net, n_total, rate)
+        else:
+            key = (num_blocks, n_net, n_total, rate)
+            t = read_cache.get(key)
+            if t is None:
+                t = read_cache[key] = model.read_time(device, num_blocks, n_net, n_total, rate)
+        read += t
+        if not time_only:
+            per_operand[x.name] = t
+    bytes_written = int(cc.bytes_written)
+    write = model.write_time(device, bytes_written)
+    if producer_writes_side_output:
+        bytes_written += int(pc.bytes_written)
+        write += model.write_time(device, int(pc.bytes_written))
+    exec_s = model.combine(compute, read + write)
+    if time_only:
+        return exec_s + launch
+    memory = read + write
+    return KernelEstimate(
+        compute_s=compute,
+        memory_s=memory,
+        launch_s=launch,
+        time_s=exec_s + launch,
+        bound=dominant_bound(compute, memory, launch),
+        details={
+            "exec_s": exec_s, "read_s": read, "write_s": write, "flops": float(flops), "matmul_flops": mm,
+            "bytes_read": float(bytes_read), "bytes_written": float(bytes_written),
+            "bytes_accessed": float(bytes_read + bytes_written),
+            "producer_utilization": u, "emitter": ld.emitter, "num_blocks": ld.num_blocks,
+            "threads_per_block": ld.threads_per_block, "unroll": ld.unroll, "hero": ld.hero,
+            "coalesced": not uncoalesced, "uncoalesced": uncoalesced, "operand_read_s": per_operand,
+        },
+    )
+
+
+class XlaGpuPairPricer:
+    """Pair prices from per-instruction records, as XLA's `GpuPerformanceModelCache` keeps them.
+
+    Each instruction's record (its `KernelEstimate` as `EstimateRunTimes` sees
+    it, and its `GpuHloCostAnalysis` counts) is computed once per version of
+    the instruction; a pair's fused price is then `EstimateRunTimeForFusion`
+    from the two records (§1.8 of the reference: flops and bytes from the
+    producer's and consumer's own counts and utilizations; launch dimensions
+    and coalescing from the fused pair). `invalidate(instr)` drops a record.
+    """
+
+    __slots__ = ("model", "device", "_version", "_records", "_costs", "_facts", "_reads")
+
+    def __init__(self, model: "XlaGpuModel", device, version=None):
+        self.model = model
+        self.device = device
+        self._version = version if version is not None else (lambda instr: 0)
+        self._records: dict = {}
+        self._costs: dict = {}
+        self._facts: dict = {}
+        self._reads: dict = {}
+
+    def invalidate(self, instr) -> None:
+        """Forget `instr`'s record (it changed in place)."""
+        self._records.pop(instr, None)
+        self._costs.pop(instr, None)
+        self._facts.pop(instr, None)
+
+    def facts(self, instr) -> LaunchFacts:
+        """`instr`'s `LaunchFacts`."""
+        v = self._version(instr)
+        hit = self._facts.get(instr)
+        if hit is not None and hit[0] == v:
+            return hit[1]
+        f = launch_facts(instr)
+        self._facts[instr] = (v, f)
+        return f
+
+    def kernel(self, instr) -> KernelEstimate:
+        """`instr`'s own estimate as `EstimateRunTimes` sees it (free instructions pay a launch)."""
+        v = self._version(instr)
+        hit = self._records.get(instr)
+        if hit is not None and hit[0] == v:
+            return hit[1]
+        cache: dict = {}
+        est, rt = self.model._kernel_time(instr, self.device, cache)
+        self._records[instr] = (v, est)
+        if rt is not None:
+            self._costs[instr] = (v, rt.costs)
+        return est
+
+    def costs(self, instr) -> KernelCosts:
+        """`instr`'s `GpuHloCostAnalysis` counts."""
+        v = self._version(instr)
+        hit = self._costs.get(instr)
+        if hit is not None and hit[0] == v:
+            return hit[1]
+        c = self.model._costs(instr, self.device)
+        self._costs[instr] = (v, c)
+        return c
+
+    def pair(self, producer, consumer) -> tuple[float, float, float]:
+        """`(T(producer), T(consumer), T_fused(producer, consumer))`, launches included."""
+        pe = self.kernel(producer)
+        ce = self.kernel(consumer)
+        model = self.model
+        fe = fused_short_cut(pe, ce, self.device)
+        if fe is not None:
+            return pe.time_s, ce.time_s, fe.time_s
+        t = fused_estimate(model, producer, consumer, self.device, self.costs(producer), self.costs(consumer),
+                           facts=(self.facts(producer), self.facts(consumer)), read_cache=self._reads,
+                           time_only=True)
+        return pe.time_s, ce.time_s, t
