@@ -15,15 +15,8 @@ import pytest
 
 import xla_costmodel as xc
 from xla_costmodel.devices import get_device
-from xla_costmodel.models._tiled import (
-    TilingError,
-    best_tilings,
-    configured_tiling,
-    estimate_tiling,
-    flops_per_element,
-    num_warps_for,
-    propagate,
-)
+from xla_costmodel.analysis._tiling import TilingError, configured_tiling, propagate
+from xla_costmodel.models._tiled import best_tilings, estimate_tiling, flops_per_element, num_warps_for
 
 A6000 = get_device("rtx-a6000")
 ADD_F32 = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT add = f32[] add(a, b)\n}\n"

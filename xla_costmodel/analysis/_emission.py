@@ -27,7 +27,9 @@ and race-free tests, the search for a hero) is written once.
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -340,10 +342,22 @@ def tiled_transpose(instr) -> TransposeDescription | None:
     return None
 
 
+def backend_config(instr) -> dict | None:
+    """The instruction's `backend_config` as a dict, or None; XLA's protobuf JSON reader also takes
+    bare keys (`{kind: "__triton"}`), so this does too."""
+    cfg = instr.attribute("backend_config", None) if instr.has_attribute("backend_config") else None
+    if isinstance(cfg, str):
+        try:
+            cfg = json.loads(re.sub(r'([{,]\s*)([A-Za-z_][A-Za-z0-9_]*)\s*:', r'\1"\2":', cfg))
+        except ValueError:
+            return None
+    return cfg if isinstance(cfg, dict) else None
+
+
 def _custom_kind(kernel) -> str:
-    cfg = kernel.attribute("backend_config", None) if kernel.has_attribute("backend_config") else None
+    cfg = backend_config(kernel)
     kind = ""
-    if isinstance(cfg, dict):
+    if cfg is not None:
         fc = cfg.get("fusion_backend_config") or cfg.get("fusion_config") or {}
         if isinstance(fc, dict):
             kind = str(fc.get("kind", ""))

@@ -79,14 +79,6 @@ def _find_kernel(module, kernel):
     raise GranularityError(f"no instruction named {kernel!r} in module '{module.name}' (its fusions: {shown or 'none'})")
 
 
-def _is_triton(kernel) -> bool:
-    from ._tiled import _backend_config
-
-    cfg = _backend_config(kernel) if kernel.opcode == "fusion" else None
-    fc = cfg.get("fusion_backend_config") if isinstance(cfg, dict) else None
-    return isinstance(fc, dict) and str(fc.get("kind", "")).startswith("__triton")
-
-
 def _work(kernel, ld: LaunchDimensions, roots, heroes) -> int:
     if ld.emitter == "reduction":
         hero = next((h for h in heroes if h.opcode == "reduce"), heroes[0])
@@ -128,7 +120,8 @@ def _launch_rows(kernel, device, model) -> list[dict]:
 
 
 def _tiled_rows(kernel, device, model) -> list[dict]:
-    from ._tiled import TilingError, best_tilings, configured_tiling, estimate_tiling
+    from ..analysis._tiling import TilingError, configured_tiling
+    from ._tiled import best_tilings, estimate_tiling
 
     if kernel.opcode != "fusion" or kernel.fused_computation is None:
         raise GranularityError(f"'{kernel.name}' is a {kernel.opcode}, not a fusion: it has no tiling")
@@ -201,7 +194,8 @@ def granularity(module_or_fn, kernel, *args, device=DEFAULT_DEVICE, model=DEFAUL
     cost_model = resolve_model(model)
     module = resolve_module(module_or_fn, args, kwargs, caller="granularity")
     k = _find_kernel(module, kernel)
-    use_tiles = _is_triton(k) if tiled is None else tiled
+    # XLA tiles a Triton fusion (`analysis._emission` tells them by their backend config's kind).
+    use_tiles = emitter_kind(k, warp_size(dev))[0] == "triton" if tiled is None else tiled
     rows = _tiled_rows(k, dev, cost_model) if use_tiles else _launch_rows(k, dev, cost_model)
     df = pd.DataFrame(rows)
     finite = df["time_s"].where(df["time_s"].map(math.isfinite))

@@ -1,0 +1,404 @@
+"""XLA's symbolic tiling of a fusion: what each instruction computes per block, and which tilings Triton can emit.
+
+A fact about how XLA:GPU emits a tiled (Triton) fusion, as `_emission` holds
+the facts of its other emitters; the tiled performance model
+(`models._tiled`) prices what this gives. After XLA's `SymbolicTileAnalysis`
+and `TiledHloComputation` (openxla/xla@6b73c4c49eb0; research note §4).
+
+- `propagate(kernel, root_tile)`: the output tile of the fusion's root
+  carried to every instruction: elementwise ops keep it; a broadcast drops
+  the broadcast dimensions; a transpose permutes it; a reduce takes its
+  reduced dimensions whole; a bitcast / reshape maps it through the reshape
+  when the tile stays a box (contiguous, or strided along one dimension;
+  otherwise `TilingError`, as XLA's symbolic tiles reject it); a slice keeps
+  the sizes and multiplies the strides; a concatenate and a dot start
+  regions: each operand of a concatenate is computed by the share of the
+  blocks that its part of the output covers (integer division), and a dot's
+  operands by every iteration of its reduction loop (blocks x ceil(K /
+  tile_K), tile_K from the dot's `backend_config` `sizes`). Instructions with
+  the same tile and block count are one tiled instruction. A multi-output
+  fusion is tiled from its one root that no other root reads; the other
+  roots take the tile that reaches them (two independent roots: unsupported,
+  as in XLA).
+- `candidate_tiles(kernel)`: the root tiles XLA's search tries (sizes 1, 2,
+  4, ... below each dimension and the dimension itself);
+  `satisfies_triton_constraints`: padded tiles at most 2^20 elements, fewer
+  blocks than the grid limit, root tiles powers of two or whole dimensions,
+  dot operand tiles at most 256.
+- `configured_tiling(kernel)`: the `block_level_fusion_config` a Triton
+  fusion's backend config asks for.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ._emission import backend_config, fused_roots
+from ._opcodes import IS_ELEMENTWISE
+from ._rules import _attr_tuple
+from ._shapes import first_array
+
+__all__ = [
+    "BlockLevelParameters",
+    "MAX_MMA_DIM",
+    "MAX_TENSOR_ELEMENTS",
+    "Tile",
+    "TiledComputation",
+    "TiledInstruction",
+    "TilingError",
+    "candidate_tiles",
+    "configured_tiling",
+    "dims_of",
+    "dot_operand_tiles",
+    "pow2_ceil",
+    "propagate",
+    "satisfies_triton_constraints",
+]
+
+MAX_TENSOR_ELEMENTS = 1 << 20   # TRITON_MAX_TENSOR_NUMEL
+MAX_MMA_DIM = 256               # dot operand tiles
+
+
+class TilingError(ValueError):
+    """A tile cannot be propagated through an instruction (XLA's symbolic tiles reject it)."""
+
+
+def pow2_ceil(x: int) -> int:
+    return 1 if x <= 1 else 1 << (x - 1).bit_length()
+
+
+@dataclass(frozen=True, slots=True)
+class Tile:
+    """Tile sizes and strides per dimension of an instruction's shape."""
+
+    sizes: tuple
+    strides: tuple
+
+    @staticmethod
+    def of(sizes) -> "Tile":
+        sizes = tuple(int(s) for s in sizes)
+        return Tile(sizes, (1,) * len(sizes))
+
+    @property
+    def padded(self) -> int:
+        return math.prod(pow2_ceil(s) for s in self.sizes)
+
+
+@dataclass(slots=True)
+class TiledInstruction:
+    """One instruction of the fusion with one tile, computed by `blocks` blocks in all (XLA's
+    `TiledHloInstruction` with its `num_blocks_cur_hlo`); `operand`: a fusion parameter (read from memory)."""
+
+    hlo: Any
+    tile: Tile
+    blocks: int
+    operand: bool
+
+
+@dataclass(slots=True)
+class TiledComputation:
+    """The fusion tiled: `instructions`, `roots` (`(root instruction, its tile)` in output order) and
+    `num_blocks` (tiles of the tiled root, one block each)."""
+
+    instructions: list
+    roots: list
+    num_blocks: int
+
+
+# ---------------------------------------------------------------------------
+# Tile propagation
+
+
+def dims_of(hlo) -> tuple:
+    return tuple(first_array(hlo.shape).dims)
+
+
+def _reshape_groups(src: tuple, dst: tuple) -> list[tuple[list, list]]:
+    """Groups of consecutive dimensions with equal products `(src dims, dst dims)`, unit dims attached."""
+    groups, i, j = [], 0, 0
+    while i < len(src) or j < len(dst):
+        gi, gj = [], []
+        ps = pd = 1
+        if i < len(src):
+            gi.append(i); ps *= src[i]; i += 1
+        if j < len(dst):
+            gj.append(j); pd *= dst[j]; j += 1
+        while ps != pd:
+            if ps < pd and i < len(src):
+                gi.append(i); ps *= src[i]; i += 1
+            elif pd < ps and j < len(dst):
+                gj.append(j); pd *= dst[j]; j += 1
+            else:
+                raise TilingError(f"reshape {src} -> {dst} has no matching dimension groups")
+        # trailing unit dimensions belong to this group
+        while i < len(src) and src[i] == 1 and (j >= len(dst) or dst[j] != 1):
+            gi.append(i); i += 1
+        while j < len(dst) and dst[j] == 1 and (i >= len(src) or src[i] != 1):
+            gj.append(j); j += 1
+        groups.append((gi, gj))
+    return groups
+
+
+def _linear(dims: list, sizes: list, strides: list) -> tuple[int, int]:
+    """A tile of a dimension group as one linear `(size, stride)`, or a TilingError when it is not one."""
+    nontrivial = [k for k, s in enumerate(sizes) if s > 1]
+    if not nontrivial:
+        return 1, 1
+    k = nontrivial[0]
+    # contiguous: full (stride 1) from k + 1 to the minor end, anything at k with stride 1
+    if all(sizes[m] == dims[m] and strides[m] == 1 for m in range(k + 1, len(dims))) and strides[k] == 1:
+        return sizes[k] * math.prod(dims[k + 1:]), 1
+    if len(nontrivial) == 1:
+        return sizes[k], strides[k] * math.prod(dims[k + 1:])
+    raise TilingError("the tile is not a box after the reshape")
+
+
+def _unlinear(dims: list, size: int, stride: int) -> tuple[list, list]:
+    """A linear `(size, stride)` as a tile of a dimension group (inverse of `_linear`)."""
+    n = len(dims)
+    sizes, strides = [1] * n, [1] * n
+    if size == 1:
+        return sizes, strides
+    inner = 1
+    for k in range(n - 1, -1, -1):
+        if stride == 1:
+            if size <= inner * dims[k]:
+                if size % inner:
+                    raise TilingError("the tile does not fit the reshaped dimensions")
+                sizes[k] = size // inner
+                for m in range(k + 1, n):
+                    sizes[m] = dims[m]
+                return sizes, strides
+        elif stride % inner == 0 and (stride // inner) * (size - 1) < dims[k] and stride // inner >= 1 \
+                and (k == n - 1 or stride >= inner):
+            sizes[k], strides[k] = size, stride // inner
+            return sizes, strides
+        inner *= dims[k]
+    raise TilingError("the tile does not map onto the reshaped dimensions")
+
+
+def _reshape_tile(src: tuple, dst: tuple, tile: Tile) -> Tile:
+    """The tile of `src` that a reshape to `dst` reads for the `dst` tile `tile`."""
+    sizes, strides = [1] * len(src), [1] * len(src)
+    for gi, gj in _reshape_groups(src, dst):
+        size, stride = _linear([dst[j] for j in gj], [tile.sizes[j] for j in gj], [tile.strides[j] for j in gj])
+        s, st = _unlinear([src[i] for i in gi], size, stride)
+        for i, a, b in zip(gi, s, st):
+            sizes[i], strides[i] = a, b
+    return Tile(tuple(sizes), tuple(strides))
+
+
+def _block_k(dot) -> int | None:
+    """The dot's reduction tile from its `backend_config` `sizes` (Triton GEMM fusions), or None."""
+    raw = dot.raw_attributes.get("backend_config", "") if hasattr(dot, "raw_attributes") else ""
+    m = re.search(r'sizes"?\s*:\s*\[\s*"?(\d+)', raw or "")
+    return int(m.group(1)) if m else None
+
+
+def operand_tiles(hlo, tile: Tile, block_k: int | None = None) -> list[tuple[Any, Tile, Any]]:
+    """`(operand, its tile, region)` for every operand of `hlo` computed under `tile`.
+
+    `region`: None (the same blocks), `("dot", factor)` (blocks x factor: the
+    reduction loop), `("concat", numerator, denominator)` (blocks x num // den).
+    """
+    op = hlo.opcode
+    ops = hlo.operands
+    if op in IS_ELEMENTWISE or op in ("copy", "opt-barrier"):
+        return [(o, tile, None) for o in ops]
+    if op == "broadcast":
+        dims = _attr_tuple(hlo, "dimensions")
+        return [(ops[0], Tile(tuple(tile.sizes[d] for d in dims), tuple(tile.strides[d] for d in dims)), None)]
+    if op == "transpose":
+        perm = _attr_tuple(hlo, "dimensions")
+        sizes, strides = [0] * len(perm), [0] * len(perm)
+        for i, p in enumerate(perm):
+            sizes[p], strides[p] = tile.sizes[i], tile.strides[i]
+        return [(ops[0], Tile(tuple(sizes), tuple(strides)), None)]
+    if op in ("bitcast", "reshape"):
+        return [(ops[0], _reshape_tile(dims_of(ops[0]), dims_of(hlo), tile), None)]
+    if op == "reduce":
+        reduced = set(_attr_tuple(hlo, "dimensions"))
+        n_in = len(ops) // 2
+        in_dims = dims_of(ops[0])
+        it = iter(range(len(tile.sizes)))
+        sizes, strides = [], []
+        for d, extent in enumerate(in_dims):
+            if d in reduced:
+                sizes.append(extent); strides.append(1)
+            else:
+                k = next(it)
+                sizes.append(tile.sizes[k]); strides.append(tile.strides[k])
+        t_in = Tile(tuple(sizes), tuple(strides))
+        return [(o, t_in, None) for o in ops[:n_in]] + [(o, Tile((), ()), None) for o in ops[n_in:]]
+    if op == "slice":
+        st = _attr_tuple(hlo, "slice_strides") or (1,) * len(tile.sizes)
+        return [(ops[0], Tile(tile.sizes, tuple(a * b for a, b in zip(tile.strides, st))), None)]
+    if op in ("dynamic-slice", "pad"):
+        rest = [(o, Tile((), ()), None) for o in ops[1:] if not dims_of(o)]
+        return [(ops[0], tile, None)] + rest
+    if op == "concatenate":
+        dim = _attr_tuple(hlo, "dimensions")[0]
+        total = dims_of(hlo)[dim]
+        return [(o, tile, ("concat", dims_of(o)[dim], total)) for o in ops]
+    if op == "dot":
+        return dot_operand_tiles(hlo, tile, block_k)
+    if op in ("parameter", "constant", "iota"):
+        return []
+    raise TilingError(f"no tiling rule for '{op}'")
+
+
+def dot_operand_tiles(dot, tile: Tile, block_k: int | None) -> list:
+    lb, lc = _attr_tuple(dot, "lhs_batch_dims"), _attr_tuple(dot, "lhs_contracting_dims")
+    rb, rc = _attr_tuple(dot, "rhs_batch_dims"), _attr_tuple(dot, "rhs_contracting_dims")
+    lhs, rhs = dot.operands
+    ldims, rdims = dims_of(lhs), dims_of(rhs)
+    l_free = [d for d in range(len(ldims)) if d not in lb and d not in lc]
+    r_free = [d for d in range(len(rdims)) if d not in rb and d not in rc]
+    out = list(tile.sizes)
+    nb = len(lb)
+    bk = block_k if block_k is not None else (_block_k(dot) or (ldims[lc[0]] if lc else 1))
+    factor = 1
+    lsizes, rsizes = [1] * len(ldims), [1] * len(rdims)
+    for i, (a, b) in enumerate(zip(lb, rb)):
+        lsizes[a] = rsizes[b] = out[i]
+    for i, d in enumerate(l_free):
+        lsizes[d] = out[nb + i]
+    for i, d in enumerate(r_free):
+        rsizes[d] = out[nb + len(l_free) + i]
+    for n, (a, b) in enumerate(zip(lc, rc)):
+        k = min(bk, ldims[a]) if n == 0 else ldims[a]
+        lsizes[a] = rsizes[b] = k
+        factor *= math.ceil(ldims[a] / k)
+    return [(lhs, Tile.of(lsizes), ("dot", factor)), (rhs, Tile.of(rsizes), ("dot", factor))]
+
+
+def _tiled_root(kernel) -> Any:
+    """The root the tiling parameters belong to: the one root no other root reads (XLA: the real root)."""
+    roots = fused_roots(kernel)
+    if len(roots) == 1:
+        return roots[0]
+
+    def ancestors(h) -> set:
+        seen, stack = set(), [h]
+        while stack:
+            for o in stack.pop().operands:
+                if id(o) not in seen:
+                    seen.add(id(o))
+                    stack.append(o)
+        return seen
+
+    reads = {id(r): ancestors(r) for r in roots}
+    free = [r for r in roots if not any(id(r) in reads[id(o)] for o in roots if o is not r)]
+    if len(free) != 1:
+        raise TilingError("a multi-output fusion with more than one independent root is not supported")
+    return free[0]
+
+
+def propagate(kernel, root_tile, *, block_k: int | None = None) -> TiledComputation:
+    """Tile a fusion from the tile of its tiled root (see the module docstring).
+
+    **Arguments:** `kernel`: a fusion instruction; `root_tile`: sizes (or a
+    `Tile`) for the tiled root; `block_k`: the dots' reduction tile (default:
+    their `backend_config` `sizes`, else the whole reduction).
+    """
+    root = _tiled_root(kernel)
+    tile = root_tile if isinstance(root_tile, Tile) else Tile.of(root_tile)
+    rdims = dims_of(root)
+    if len(tile.sizes) != len(rdims):
+        raise TilingError(f"the root has {len(rdims)} dimensions, the tile {len(tile.sizes)}")
+    blocks = math.prod(math.ceil(d / t) for d, t in zip(rdims, tile.sizes))
+    seen: dict = {}
+    order: list = []
+    root_tiles: dict = {id(root): tile}
+
+    nested_params: dict = {}  # a parameter of a nested fusion's body -> the operand it stands for
+    stack = [(root, tile, blocks)]
+    while stack:
+        hlo, t, b = stack.pop()
+        if hlo.opcode == "parameter" and id(hlo) in nested_params:
+            stack.append((nested_params[id(hlo)], t, b))
+            continue
+        if hlo.opcode == "fusion":
+            # A nested fusion (Triton's nested GEMM fusions): its body is tiled in place.
+            body = hlo.fused_computation
+            for param in body.parameters:
+                nested_params[id(param)] = hlo.operands[param.parameter_number]
+            stack.append((body.root, t, b))
+            continue
+        key = (id(hlo), t, b)
+        if key in seen:
+            continue
+        ti = TiledInstruction(hlo, t, b, hlo.opcode == "parameter")
+        seen[key] = ti
+        order.append(ti)
+        root_tiles.setdefault(id(hlo), t)
+        for operand, ot, region in reversed(operand_tiles(hlo, t, block_k)):
+            ob = b
+            if region is not None and region[0] == "dot":
+                ob = b * region[1]
+            elif region is not None:
+                ob = b * region[1] // region[2]
+            stack.append((operand, ot, ob))
+    roots = []
+    for r in fused_roots(kernel):
+        if id(r) not in root_tiles:
+            raise TilingError(f"root '{r.name}' is not reached from the tiled root")
+        roots.append((r, root_tiles[id(r)]))
+    return TiledComputation(order, roots, blocks)
+
+
+# ---------------------------------------------------------------------------
+# What Triton can emit, and what a Triton fusion asks for
+
+
+def satisfies_triton_constraints(tiled: TiledComputation, device) -> bool:
+    if any(ti.tile.padded > MAX_TENSOR_ELEMENTS for ti in tiled.instructions):
+        return False
+    if device.block_dim_limit[0] and tiled.num_blocks >= device.block_dim_limit[0]:
+        return False
+    for hlo, t in tiled.roots:
+        for s, d in zip(t.sizes, dims_of(hlo)):
+            if s & (s - 1) and s != d:
+                return False
+    for ti in tiled.instructions:
+        if ti.hlo.opcode == "dot":
+            for _, ot, _ in dot_operand_tiles(ti.hlo, ti.tile, None):
+                if any(pow2_ceil(s) > MAX_MMA_DIM for s in ot.sizes):
+                    return False
+    return True
+
+
+def candidate_tiles(kernel) -> list[tuple]:
+    """Every root tile the search tries: per dimension 1, 2, 4, ... below it, and the dimension itself."""
+    root = _tiled_root(kernel)
+    per_dim = []
+    for d in dims_of(root):
+        sizes = [1 << i for i in range(max(d, 1).bit_length()) if (1 << i) < d] + [d]
+        per_dim.append(sizes)
+    return list(itertools.product(*per_dim))
+
+
+@dataclass(frozen=True, slots=True)
+class BlockLevelParameters:
+    """A Triton fusion's `block_level_fusion_config`: output tile, warps (None: XLA's estimate), stages, TMA."""
+
+    output_tile: tuple
+    num_warps: int | None = None
+    num_stages: int = 1
+    is_tma_allowed: bool = False
+
+
+def configured_tiling(kernel) -> BlockLevelParameters | None:
+    """The block-level parameters a Triton fusion's `backend_config` asks for, or None."""
+    cfg = backend_config(kernel)
+    fc = cfg.get("fusion_backend_config") if isinstance(cfg, dict) else None
+    blc = fc.get("block_level_fusion_config") if isinstance(fc, dict) else None
+    if not isinstance(blc, dict) or not blc.get("output_tiles"):
+        return None
+    sizes = tuple(int(s) for s in blc["output_tiles"][0].get("sizes", ()))
+    return BlockLevelParameters(sizes, int(blc["num_warps"]) if blc.get("num_warps") else None,
+                                int(blc.get("num_stages", 1) or 1), bool(blc.get("is_tma_allowed", False)))
