@@ -24,14 +24,8 @@ from xla_costmodel.analysis._collective_groups import (
     replica_groups,
 )
 from xla_costmodel.devices import collective_row_hlo, collective_table, get_device
-from xla_costmodel.models._collectives import (
-    SolConfig,
-    SolModel,
-    communication_type,
-    describe_collective,
-    permute_type,
-    sol_config,
-)
+from xla_costmodel.models._collective_sol import SolConfig, SolModel, sol_config
+from xla_costmodel.models._collectives import communication_type, describe_collective, permute_type
 
 H100, B200 = get_device("h100-sxm"), get_device("b200")
 ADD = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT c = f32[] add(a, b)\n}\n"

@@ -15,7 +15,7 @@ read `sm_90`, the B200 `sm_100_B200`, the GB200 `sm_100_GB200`, the GB300
   that `time_s = compute + memory - 0.95 min(compute, memory)` still holds.
 - a collective is priced as XLA's `SolLatencyEstimator` does: within one
   host (a partition of `gpus_per_node` devices) from the measured
-  collective table (`models._collectives.CollectiveTable`, interpolated in
+  collective table (`models._collective_table.CollectiveTable`, interpolated in
   bytes and group size; `collective_interpolation="xla"` for XLA's
   `CollectiveInterpolator`), across hosts with XLA's SoL model plus HBM
   time. A group size the table measured is read from the table even when it
@@ -34,14 +34,9 @@ from typing import ClassVar
 
 from ..analysis._opcodes import COLLECTIVE_OPCODES, is_free
 from ._base import KernelEstimate, dominant_bound, register_model, warn_unpriced
-from ._collectives import (
-    DONE_OPCODES,
-    CollectiveTime,
-    collective_table_for,
-    describe_collective,
-    sol_collective_time,
-    sol_config,
-)
+from ._collective_sol import sol_collective_time, sol_config
+from ._collective_table import collective_table_for
+from ._collectives import DONE_OPCODES, CollectiveTime, describe_collective
 from ._gemm_table import gemm_interpolator, gemm_spec
 from ._xla_gpu import XlaGpuModel, collective_estimate
 
