@@ -40,7 +40,9 @@ import pandas as pd
 
 from ._dataset import DATASET_COLUMNS, SCHEMA
 from ._allocator import steady_allocator
-from ._measure import DEFAULT_METHOD, ConcurrentKernelsWarning, measure_program, merge_measurements
+from ._measure import measure_program
+from ._method import DEFAULT_METHOD, ConcurrentKernelsWarning
+from ._runs import merge_measurements
 
 __all__ = ["SuiteKernel", "SUITE", "suite_cases", "run_suite", "steady_allocator", "FULL", "QUICK"]
 
