@@ -27,13 +27,11 @@ and race-free tests, the search for a hero) is written once.
 
 from __future__ import annotations
 
-import json
 import math
-import re
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ._frontend import int_list_attribute
+from ._frontend import backend_config, int_list_attribute
 from ._opcodes import IS_ELEMENTWISE, LIBRARY_OPCODES, is_elementwise
 from ._shapes import elements, elements_recursive, reshape_is_bitcast, transpose_is_bitcast
 
@@ -340,18 +338,6 @@ def tiled_transpose(instr) -> TransposeDescription | None:
     ):
         return tr
     return None
-
-
-def backend_config(instr) -> dict | None:
-    """The instruction's `backend_config` as a dict, or None; XLA's protobuf JSON reader also takes
-    bare keys (`{kind: "__triton"}`), so this does too."""
-    cfg = instr.attribute("backend_config", None) if instr.has_attribute("backend_config") else None
-    if isinstance(cfg, str):
-        try:
-            cfg = json.loads(re.sub(r'([{,]\s*)([A-Za-z_][A-Za-z0-9_]*)\s*:', r'\1"\2":', cfg))
-        except ValueError:
-            return None
-    return cfg if isinstance(cfg, dict) else None
 
 
 def _custom_kind(kernel) -> str:

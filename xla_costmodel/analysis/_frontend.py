@@ -14,13 +14,16 @@ make them slower, never wrong. Candidates for the front end proper:
   attribute lexer, which costs ~20 us per value.
 - `word_attribute(instr, name)`: a one-word attribute such as `kind=kLoop`,
   likewise.
+- `backend_config(instr)`: the backend config as a dict, read as XLA's
+  protobuf JSON reader reads it (bare keys allowed).
 """
 
 from __future__ import annotations
 
+import json
 import re
 
-__all__ = ["int_list_attribute", "may_have_attribute", "word_attribute"]
+__all__ = ["backend_config", "int_list_attribute", "may_have_attribute", "word_attribute"]
 
 _INT_LIST = re.compile(r"\s*\{\s*(-?\d+(?:\s*,\s*-?\d+)*)?\s*\}\s*")
 
@@ -124,3 +127,15 @@ def word_attribute(instr, name: str, default=None):
                 if _WORD.fullmatch(word):
                     return word
     return instr.attribute(name, default)
+
+
+def backend_config(instr) -> dict | None:
+    """The instruction's `backend_config` as a dict, or None; XLA's protobuf JSON reader also takes
+    bare keys (`{kind: "__triton"}`), so this does too."""
+    cfg = instr.attribute("backend_config", None) if instr.has_attribute("backend_config") else None
+    if isinstance(cfg, str):
+        try:
+            cfg = json.loads(re.sub(r'([{,]\s*)([A-Za-z_][A-Za-z0-9_]*)\s*:', r'\1"\2":', cfg))
+        except ValueError:
+            return None
+    return cfg if isinstance(cfg, dict) else None

@@ -37,7 +37,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ._emission import backend_config, fused_roots
+from ._emission import fused_roots
+from ._frontend import backend_config
 from ._opcodes import IS_ELEMENTWISE
 from ._rules import _attr_tuple
 from ._shapes import first_array
