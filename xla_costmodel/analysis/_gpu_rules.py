@@ -16,6 +16,7 @@ import re
 import numpy as np
 
 from . import _rules as R
+from ._opcodes import CUBLAS_GEMM_TARGETS
 from ._rules import BYTES, FLOPS, OPB, OPU, OUT, UNPRICED, cost_rule, elements, elements_recursive, get_extra, set_extra
 
 __all__ = ["DEFAULT_CYCLES", "num_ranks"]
@@ -176,7 +177,6 @@ def gpu_async_start_rule(an, instr, p):
         gpu_all_to_all_rule(an, wrapped, p)
 
 
-_CUBLAS_GEMMS = ("__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$matmul$f8", "__cublas$lt$matmul$mx")
 _CUDNN_CONVS = (
     "__cudnn$convForward",
     "__cudnn$convBackwardInput",
@@ -215,7 +215,7 @@ def gpu_custom_call_rule(an, instr, p):
     target = instr.attribute("custom_call_target", "") if instr.has_attribute("custom_call_target") else ""
     shape = instr.shape
     real_out = shape.tuple_shapes[0] if shape.element_type == "tuple" and shape.tuple_shapes else shape
-    if target in _CUBLAS_GEMMS:
+    if target in CUBLAS_GEMM_TARGETS:
         config = instr.attribute("backend_config", None) if instr.has_attribute("backend_config") else None
         dims = {}
         if isinstance(config, dict):

@@ -106,6 +106,10 @@ COLLECTIVE_OPCODES = frozenset(
 LIBRARY_OPCODES = frozenset(
     {"dot", "scaled-dot", "ragged-dot", "convolution", "fft", "cholesky", "triangular-solve", "custom-call"}
 )
+#: Custom-call targets of cuBLAS GEMMs (XLA's `IsCublasGemm`: legacy, cuBLASLt, and its f8 and mx forms).
+CUBLAS_GEMM_TARGETS = frozenset(
+    {"__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$matmul$f8", "__cublas$lt$matmul$mx"}
+)
 #: Work done on matrix units (tensor cores) when there are some.
 MATMUL_OPCODES = frozenset({"dot", "scaled-dot", "ragged-dot", "convolution", "triangular-solve", "cholesky"})
 

@@ -49,6 +49,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..analysis._frontend import backend_config
+from ..analysis._opcodes import CUBLAS_GEMM_TARGETS
 from ..analysis._shapes import first_array
 from ._kernel_costs import custom_call_target
 
@@ -106,17 +108,14 @@ def _dot_spec(dot, out) -> GemmSpec:
 
 
 def _fusion_kind(instr) -> str:
-    cfg = instr.attribute("backend_config", None) if instr.has_attribute("backend_config") else None
-    fc = cfg.get("fusion_backend_config") if isinstance(cfg, dict) else None
+    cfg = backend_config(instr)
+    fc = cfg.get("fusion_backend_config") if cfg is not None else None
     return str(fc.get("kind", "")) if isinstance(fc, dict) else ""
 
 
 def is_cublas_gemm(instr) -> bool:
     """A cuBLAS GEMM custom call (`__cublas$gemm`, `__cublas$lt$matmul`, its f8 / mx forms)."""
-    if instr.opcode != "custom-call":
-        return False
-    target = custom_call_target(instr)
-    return target == "__cublas$gemm" or target.startswith("__cublas$lt$matmul")
+    return instr.opcode == "custom-call" and custom_call_target(instr) in CUBLAS_GEMM_TARGETS
 
 
 def gemm_spec(instr) -> GemmSpec | None:
