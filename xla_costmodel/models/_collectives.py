@@ -1,6 +1,6 @@
 """Collectives as the models see them, and XLA's NCCL ring model of their time.
 
-A collective's counts are XLA's `GpuHloCostAnalysis` ones (`analysis._gpu`,
+A collective's counts are XLA's `GpuHloCostAnalysis` ones (`analysis._gpu_rules`,
 research note §3.2): bytes transferred (the output of an all-reduce,
 all-gather or all-to-all, the input of a reduce-scatter, operand 0 of a
 collective-permute), bytes accessed, the reduction's flops, the number of
