@@ -107,6 +107,7 @@ def evaluate(
     repeats: int | None = None,
     discard: int | None = None,
     allocator: str | None = None,
+    in_process: bool | None = None,
 ) -> Evaluation:
     """Measure a program on this machine and predict the same compiled module with cost models.
 
@@ -120,7 +121,8 @@ def evaluate(
     - `models`: names for `get_model` (`models._resolve`; default `fitted`, `learned`,
       `roofline`; the fitted ones use the device's saved calibration).
     - `repeats`, `discard`, `allocator`: the measurement's (default: the
-      project's methodology, `DEFAULT_METHOD`).
+      project's methodology, `DEFAULT_METHOD`); `in_process`: where it runs,
+      as for `measure`.
 
     **Returns:** an `Evaluation`.
 
@@ -157,6 +159,7 @@ def evaluate(
         discard=DEFAULT_METHOD.discard if discard is None else discard,
         allocator=DEFAULT_METHOD.allocator if allocator is None else allocator,
         check="warn",
+        in_process=in_process,
     )
     module = parse_hlo(m.hlo_text, source="<evaluated module>")
     # Measured rows that are not kernels of their own: a while/conditional/call's

@@ -12,6 +12,14 @@ remaining per-run time as a sample and report the minimum (the
 least-disturbed run) next to the median. Cold timings (fresh pages on every
 run) only when asked for, with `allocator="cold"`.
 
+Where it runs: the steady state holds only in a process that started in it
+(`_allocator.STEADY_TUNABLES` in its environment: `mallopt` later cannot
+switch off glibc's per-thread cache, which keeps large aligned buffers from
+being reused). On the CPU, a process that did not (a notebook, the command
+line) has its programs timed in the measuring worker (`_isolated`), one that
+did times them itself; both run the same timing loop (`time_program`). GPU
+programs are timed in the process that holds the GPU.
+
 Units: a kernel launched several times in one run (a loop body) has its
 launches summed per run; columns say which they hold (`*_per_run_s`,
 `*_per_launch_s`).
@@ -22,6 +30,7 @@ the trace into a `Measurement` is `_runs`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -33,7 +42,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..devices._host import cpu_model
-from ._allocator import page_faults, set_allocator
+from ._allocator import page_faults, set_allocator, steady_from_start
 from ._method import DEFAULT_METHOD, RUN_ANNOTATION, CommandBufferWarning, Measurement, Method, PageFaultWarning
 from ._module import ModuleIndex
 from ._runs import build_measurement, read_newest
@@ -113,13 +122,17 @@ def measure(
     repeats: int = DEFAULT_METHOD.repeats,
     discard: int = DEFAULT_METHOD.discard,
     allocator: str = DEFAULT_METHOD.allocator,
+    in_process: bool | None = None,
 ) -> pd.DataFrame:
     """Measure every kernel of a jitted program, joined to its HLO instructions.
 
     The project's one methodology (`Method`, the same as the measurement
     suite's and calibration's): glibc's allocator in its steady state, one
     untraced call, `repeats` traced runs of which the first `discard` are
-    thrown away, the minimum over the kept runs.
+    thrown away, the minimum over the kept runs. On the CPU the program runs
+    in the measuring worker, a process whose allocator is steady from its
+    first allocation, unless this process made it so before jax started (see
+    `in_process`).
 
     **Arguments:**
 
@@ -130,6 +143,15 @@ def measure(
     - `allocator`: `"steady"` (default: runs reuse memory, no page faults on
       fresh buffers, as calibration assumed) or `"cold"` (every large buffer
       is mapped afresh each run and pays its page faults). See `set_allocator`.
+    - `in_process`: where the program runs. None (default): on a GPU, here;
+      on the CPU, here only if this process started with the steady
+      allocator in its environment (`steady_from_start`), else in the
+      measuring worker (started once per session; the program travels as
+      `jax.export` StableHLO, and what cannot travel is measured here with an
+      `InProcessMeasurementWarning`).
+      True: here (large buffers may then pay page faults, see
+      `PageFaultWarning`). False: in the measuring worker (CPU only; raises
+      `ValueError` for a program that cannot travel).
 
     **Returns:** a DataFrame with one row per kernel, in execution order
     (`KERNEL_COLUMNS`): `hlo_module`, `hlo_op` (the instruction name),
@@ -142,13 +164,16 @@ def measure(
     `analyze(...)["time_s"]` predicts), `samples_per_run_s` (the kept
     per-run samples), `in_module` (the instruction was found in the compiled
     module). `attrs` carries `hlo_module`, `backend`, `device`,
-    `jax_version`, `hlo_text` and the methodology (`Method.fields()`).
+    `jax_version`, `hlo_text` (the module that ran), `process` and the
+    methodology (`Method.fields()`).
 
     Raises `MeasurementError` when the trace shows no kernel of the program,
-    or when a run's kernels do not fit within its wall time. See
-    `measure_program` for the per-run table and more options.
+    when a run's kernels do not fit within its wall time, or when the
+    measuring worker died. See `measure_program` for the per-run table and
+    more options.
     """
-    return measure_program(fn, *args, repeats=repeats, discard=discard, allocator=allocator).kernels
+    return measure_program(fn, *args, repeats=repeats, discard=discard, allocator=allocator,
+                           in_process=in_process).kernels
 
 
 def measure_program(
@@ -159,6 +184,8 @@ def measure_program(
     allocator: str = DEFAULT_METHOD.allocator,
     trace_dir=None,
     check: str = "raise",
+    in_process: bool | None = None,
+    compiler_options: dict | None = None,
 ) -> Measurement:
     """Like `measure`, but returns the whole `Measurement`.
 
@@ -167,28 +194,46 @@ def measure_program(
 
     **Arguments:**
 
-    - `fn`, `*args`, `repeats`, `discard`, `allocator`: as for `measure`.
+    - `fn`, `*args`, `repeats`, `discard`, `allocator`, `in_process`: as for `measure`.
     - `trace_dir`: where to write the profiler trace (kept); default a
       temporary directory, removed afterwards.
     - `check`: what a failed wall-time check does: `"raise"`, `"warn"` or
       `"ignore"`. Kernels that merely overlap (the CPU runtime runs
       independent thunks on several threads) only ever warn.
+    - `compiler_options`: XLA options for the compilation, as for
+      `Lowered.compile(compiler_options=...)` (e.g. `{"xla_disable_hlo_passes":
+      "fusion"}`), wherever the program runs.
 
-    **Returns:** a `Measurement`.
+    **Returns:** a `Measurement` (`process` says where it ran).
     """
     import jax
+
+    from ._isolated import InProcessMeasurementWarning, NotExportable, export_program, measure_in_worker
 
     method = Method(allocator=allocator, repeats=repeats, discard=discard)
     if check not in ("raise", "warn", "ignore"):
         raise ValueError(f"check must be 'raise', 'warn' or 'ignore', not {check!r}")
+    jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
+    if not _runs_here(in_process):
+        name = getattr(fn, "__name__", "program")
+        try:
+            program = export_program(jitted, args, name)
+        except NotExportable as e:
+            if in_process is False:
+                raise ValueError(f"{name} cannot be measured in the measuring worker: {e}") from None
+            warnings.warn(
+                f"{name} is measured in this process, not in the measuring worker: {e}; kernels writing "
+                "large buffers may pay page faults the calibration never saw (see Measurement.runs['page_faults'])",
+                InProcessMeasurementWarning,
+                stacklevel=2,
+            )
+        else:
+            return measure_in_worker(program, method, trace_dir=trace_dir, check=check,
+                                     compiler_options=compiler_options, warn_stacklevel=3)
 
     set_allocator(method.allocator)
-    jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
-    compiled = jitted.lower(*args).compile()
-    hlo_text = compiled.as_text()
-    index = ModuleIndex(hlo_text)
-    dev = device_description()
-    if dev["backend"] in ("gpu", "cuda", "rocm") and not _command_buffers_off(os.environ.get("XLA_FLAGS", "")):
+    compiled = jitted.lower(*args).compile(compiler_options=compiler_options)
+    if device_description()["backend"] in ("gpu", "cuda", "rocm") and not _command_buffers_off(os.environ.get("XLA_FLAGS", "")):
         warnings.warn(
             "XLA:GPU command buffers are on: kernels recorded into a command buffer lose their "
             f"HLO names. Start Python with XLA_FLAGS='{GPU_COMMAND_BUFFER_FLAG}' "
@@ -196,23 +241,58 @@ def measure_program(
             CommandBufferWarning,
             stacklevel=2,
         )
+    return time_program(lambda: jax.block_until_ready(compiled(*args)), compiled.as_text(), method,
+                        trace_dir=trace_dir, check=check, process="in-process")
 
+
+def _runs_here(in_process: bool | None) -> bool:
+    """Whether `measure_program` times the program in this process (see `measure`'s `in_process`)."""
+    import jax
+
+    backend = jax.default_backend()
+    if in_process is None:
+        return backend != "cpu" or steady_from_start()
+    if not in_process and backend != "cpu":
+        raise ValueError(f"the measuring worker runs programs on the CPU; this process's backend is {backend} "
+                         "(GPU programs are measured in the process that holds the GPU: in_process=None or True)")
+    return bool(in_process)
+
+
+def time_program(run_once, hlo_text: str, method: Method, *, trace_dir=None, check: str = "raise",
+                 process: str = "in-process") -> Measurement:
+    """The methodology's timing loop, in the process that runs the program (here, or the measuring worker).
+
+    **Arguments:** `run_once()`: runs the compiled program once and waits for
+    it; `hlo_text`: the compiled module's text; `method`; `trace_dir`,
+    `check`: as for `measure_program`; `process`: recorded in the result.
+
+    **Returns:** the `Measurement`; warns (`PageFaultWarning`) when a steady
+    measurement page-faulted in every kept run.
+    """
+    import jax
+
+    set_allocator(method.allocator)
+    index = ModuleIndex(hlo_text)
+    dev = device_description()
     for _ in range(method.warmup_calls):  # allocations, thread pools
-        jax.block_until_ready(compiled(*args))
+        run_once()
     host_wall: list[float] = []
     faults: list[float] = []
     with tempfile.TemporaryDirectory(prefix="xla_costmodel_trace_") as tmp:
         logdir = Path(trace_dir) if trace_dir is not None else Path(tmp)
         with jax.profiler.trace(str(logdir)):
-            for i in range(repeats):
+            for i in range(method.repeats):
                 with jax.profiler.TraceAnnotation(f"{RUN_ANNOTATION}{i}"):
                     f0 = page_faults()
                     t0 = time.perf_counter_ns()
-                    jax.block_until_ready(compiled(*args))
+                    run_once()
                     host_wall.append((time.perf_counter_ns() - t0) * 1e-9)
                     faults.append(float(page_faults() - f0))
         events, fmt, path = read_newest(logdir)
-        m = build_measurement(events, fmt, path, index, dev, host_wall, repeats, discard, check, method=method, faults=faults)
+        m = build_measurement(events, fmt, path, index, dev, host_wall, method.repeats, method.discard, check,
+                              method=method, faults=faults)
+    m = dataclasses.replace(m, process=process)
+    m.kernels.attrs["process"] = process
     _check_page_faults(m)
     return m
 
@@ -223,13 +303,13 @@ def _check_page_faults(m: Measurement) -> None:
     kept = m.runs[m.runs["kept"]]
     least = float(kept["page_faults"].min()) if len(kept) else math.nan
     if least > _STEADY_FAULTS_MAX:
+        where = ("the measuring worker" if m.process == "worker" else
+                 "this process, which did not start with the steady allocator in its environment "
+                 "(measure with in_process=None or False to time it in the measuring worker)")
         warnings.warn(
             f"{m.module.name}: every kept run page-faulted at least {least:.0f} times "
             f"({least * 4096 / 2**20:.0f} MiB of fresh pages at 4 KiB) although the allocator is steady, "
-            "so kernel times include first-touch costs; glibc maps buffers larger than a thread arena (64 MiB) "
-            "afresh: start Python with MALLOC_ARENA_MAX=1 for steady timings",
+            f"so kernel times include first-touch costs; measured in {where}",
             PageFaultWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
-
-
