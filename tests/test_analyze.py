@@ -19,6 +19,8 @@ from conftest import fixture_paths
 
 FIXTURES = fixture_paths("*.hlo")
 PRESETS = [n for n in device_names() if n != "host"]
+# The fixtures are XLA:CPU's modules, priced on every GPU on purpose (tests/test_priced_module.py checks the warning).
+pytestmark = pytest.mark.filterwarnings("ignore::xla_costmodel.models.BackendMismatchWarning")
 
 
 @pytest.fixture(scope="module")

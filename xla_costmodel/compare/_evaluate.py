@@ -179,6 +179,7 @@ def evaluate(
     wall = float(kept["wall_s"].min()) if len(kept) else math.nan
     for name in models:
         table = analyze(module, device=dev, model=name)
+        table.priced_module = "the module measured"
         tables[name] = table
         # A kernel reached from several call sites has one row per site: add them up.
         per_run = pd.DataFrame(table)[["kernel", "total_s"]].groupby("kernel", sort=False)["total_s"].sum(min_count=1)

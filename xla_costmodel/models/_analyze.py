@@ -18,7 +18,14 @@ import pandas as pd
 from ..analysis import while_trip_count
 from ..analysis._opcodes import is_free
 from ._base import CostModelWarning, KernelEstimate
-from ._resolve import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
+from ._resolve import (
+    DEFAULT_DEVICE,
+    DEFAULT_MODEL,
+    check_prices_device,
+    resolve_device,
+    resolve_model,
+    resolve_priced_module,
+)
 
 COLUMNS = (
     "kernel", "computation", "opcode", "kind", "emitter", "executions", "executions_known",
@@ -54,10 +61,13 @@ class KernelTable(pd.DataFrame):
 
     `total_s` (the property) sums the priced kernels; `summary()` gives the
     totals as a dict. Attributes: `module_name`, `device_name`, `model_name`,
-    `estimates` (kernel name → `KernelEstimate`, the first execution site).
+    `estimates` (kernel name → `KernelEstimate`, the first execution site),
+    `priced_module` (what was priced: "the module as given", "the module
+    XLA:CPU compiled", "XLA:GPU fusion simulated from the lowered module", ...;
+    see `models._resolve.resolve_priced_module`).
     """
 
-    _metadata = ["module_name", "device_name", "model_name", "estimates"]
+    _metadata = ["module_name", "device_name", "model_name", "estimates", "priced_module"]
 
     @property
     def _constructor(self):
@@ -88,6 +98,7 @@ class KernelTable(pd.DataFrame):
             "module": getattr(self, "module_name", None),
             "device": getattr(self, "device_name", None),
             "model": getattr(self, "model_name", None),
+            "priced_module": getattr(self, "priced_module", None),
             "total_s": self.total_time_s,
             "kernels": int(len(kernels)),
             "unpriced": int((~kernels["priced"].astype(bool)).sum()) if "priced" in cols else 0,
@@ -112,6 +123,7 @@ class KernelTable(pd.DataFrame):
             f"({html.escape(str(s['model']))}): total <b>{_fmt_time(s['total_s'])}</b> over "
             f"{s['kernels']} kernels{unpriced}{assumed} ({s['free']} free instructions)"
             + (f"<br>by bound: {html.escape(bounds)}" if bounds else "")
+            + (f"<br>priced: {html.escape(str(s['priced_module']))}" if s["priced_module"] else "")
             + "</p>"
         )
         return head + (plain or "")
@@ -149,8 +161,14 @@ def analyze(
     **Arguments:**
 
     - `module_or_fn`: an `HloModule`, the path of an HLO text file, HLO text,
-      or a function (jitted or not) to trace with `*args` / `**kwargs` (its
-      module as XLA optimized it for the default backend, via `from_jax`).
+      or a function (jitted or not) to trace with `*args` / `**kwargs`: its
+      module as XLA optimized it for the default backend (`from_jax`), or,
+      on a GPU device while jax compiles for the CPU, XLA:GPU's priority
+      fusion simulated from its lowered module (`simulate_fusion`), since
+      XLA:CPU's kernels are not the ones a GPU runs. A module XLA optimized
+      for another kind of device than `device` is priced as given, with a
+      `BackendMismatchWarning`; `KernelTable.priced_module` says which
+      (`models._resolve.resolve_priced_module`).
     - `device`: a `DeviceSpec` or a name for `get_device` (default
       `DEFAULT_DEVICE`, `"h100-sxm"`: see `models._resolve`).
     - `model`: a cost model or a name for `get_model` (default
@@ -168,8 +186,13 @@ def analyze(
     **Raises:** `ValueError` for an unknown device or model, or a model that
     cannot price the device (`xla-gpu` on the host CPU).
     """
-    module, dev, cost_model = resolve_inputs("analyze", module_or_fn, args, kwargs, device=device, model=model)
-    return price_module(module, dev, cost_model, unknown_trip_count=unknown_trip_count, warn_stacklevel=3)
+    dev = resolve_device(device)
+    cost_model = resolve_model(model)
+    check_prices_device(cost_model, dev)
+    priced = resolve_priced_module("analyze", module_or_fn, args, kwargs, dev, cost_model)
+    table = price_module(priced.module, dev, cost_model, unknown_trip_count=unknown_trip_count, warn_stacklevel=3)
+    table.priced_module = priced.description
+    return table
 
 
 def is_free_site(instr) -> bool:
@@ -303,6 +326,7 @@ def price_module(
     table.device_name = dev.name
     table.model_name = cost_model.name
     table.estimates = estimates
+    table.priced_module = "the module as given"
     if unpriced and warn:
         _warn_unpriced_kernels(table.model_name, module.name, unpriced, warn_stacklevel + 1)
     return table
