@@ -18,6 +18,7 @@ import pandas as pd
 from ..analysis import while_trip_count
 from ..analysis._opcodes import is_free
 from ._base import CostModelWarning, KernelEstimate
+from ._kernel_costs import ModuleCounts
 from ._resolve import (
     DEFAULT_DEVICE,
     DEFAULT_MODEL,
@@ -29,7 +30,8 @@ from ._resolve import (
 
 COLUMNS = (
     "kernel", "computation", "opcode", "kind", "emitter", "executions", "executions_known",
-    "flops", "bytes_accessed", "intensity", "compute_s", "memory_s", "launch_s", "time_s",
+    "flops", "transcendentals", "bytes_accessed", "intensity", "model_flops", "model_bytes",
+    "compute_s", "memory_s", "launch_s", "time_s",
     "total_s", "bound", "coalesced", "priced", "note",
 )
 
@@ -50,9 +52,19 @@ class KernelTable(pd.DataFrame):
     - `executions`: how many times the kernel runs per execution of the module
       (loop trip counts and branch shares multiplied in); `executions_known`:
       False when a trip count or a branch choice had to be assumed (see `note`).
-    - `flops`, `bytes_accessed`, `intensity`: as the model counts them (for
-      `xla-gpu`, XLA's cycle-weighted GPU flops and bytes incl. re-reads; for
-      `roofline`, plain flops and DRAM bytes).
+    - `flops`, `transcendentals`, `bytes_accessed`: what the kernel does,
+      counted once and the same whatever the model: XLA's `HloCostAnalysis`
+      of the instruction (`Compiled.cost_analysis()`'s semantics; a fusion
+      counts each fused instruction once; textbook counts for the custom
+      calls XLA leaves unknown, see `models._kernel_costs.KernelCounts`; NaN
+      where unknown). Free rows carry XLA's counts too (a tuple's pointer
+      table). Over the rows, composed as XLA composes computations (a loop
+      body and condition once, the largest branch of a conditional), they add
+      up to the module's `Compiled.cost_analysis()`. `intensity` = flops / bytes.
+    - `model_flops`, `model_bytes`: what the model priced, by its own counting
+      (`xla-gpu`: XLA's cycle-weighted GPU flops and bytes with re-reads and
+      recomputation through broadcasts; `roofline`: plain flops with that
+      recomputation and DRAM bytes); NaN when the model does not say.
     - `compute_s`, `memory_s`, `launch_s`, `time_s` (one execution) and
       `total_s` (= `time_s` × `executions`), `bound`.
     - `coalesced`: whether every read is coalesced (models that model it).
@@ -272,6 +284,7 @@ def price_module(
     rows: list[dict] = []
     estimates: dict[str, KernelEstimate] = {}
     unpriced: list[str] = []
+    counts = ModuleCounts(module)
 
     def row(instr, comp, executions: float, known: bool, note: str) -> None:
         op = instr.opcode
@@ -282,11 +295,12 @@ def price_module(
             kind = instr.fusion_kind if op == "fusion" else "unfused"
         d = est.details or {}
         if est.bound == "free":
-            flops, nbytes = 0.0, 0.0
+            model_flops, model_bytes = 0.0, 0.0
         else:
-            flops = float(d.get("flops", math.nan))
-            nbytes = float(d.get("bytes_accessed", math.nan))
-        intensity = flops / nbytes if (nbytes and math.isfinite(nbytes)) else math.nan
+            model_flops = float(d.get("flops", math.nan))
+            model_bytes = float(d.get("bytes_accessed", math.nan))
+        c = counts(instr)
+        intensity = c.flops / c.bytes_accessed if (c.bytes_accessed and math.isfinite(c.bytes_accessed)) else math.nan
         coalesced = d.get("coalesced", None)
         priced = est.priced
         if not priced:
@@ -301,9 +315,12 @@ def price_module(
             "emitter": d.get("emitter", ""),
             "executions": float(executions),
             "executions_known": bool(known),
-            "flops": flops,
-            "bytes_accessed": nbytes,
+            "flops": c.flops,
+            "transcendentals": c.transcendentals,
+            "bytes_accessed": c.bytes_accessed,
             "intensity": intensity,
+            "model_flops": model_flops,
+            "model_bytes": model_bytes,
             "compute_s": est.compute_s,
             "memory_s": est.memory_s,
             "launch_s": est.launch_s,
