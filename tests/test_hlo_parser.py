@@ -316,3 +316,13 @@ def test_readme_tour_front_end_lines_run(monkeypatch):
     scope: dict = {}
     exec(compile(setup + "\n# 1." + front_end, "README.md", "exec"), scope)
     assert scope["m"].computation("region_0.2").parameters
+
+
+def test_verifier_errors_inside_async_sugar_point_at_the_async_op():
+    text = ("HloModule m\nENTRY e {\n  a = f32[4,4] parameter(0)\n"
+            "  s = ((f32[4,4], f32[4,4]), f32[8], u32[]) add-start(a, a)\n"
+            "  ROOT d = f32[8] add-done(s)\n}\n")
+    oracle.xla_parse(text)  # XLA's parser reads it; its verifier (and ours) refuse the add
+    with pytest.raises(HloParseError, match="Expected instruction to have shape equal to f32") as info:
+        xc.parse_hlo(text, source="async.hlo")
+    assert (info.value.line, info.value.column) == (4, 3)

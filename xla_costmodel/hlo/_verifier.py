@@ -460,9 +460,23 @@ def _memo_key(instr: HloInstruction):
 
 def _raise(message: str, instr: HloInstruction, positions: dict, text: str | None, source: str) -> None:
     pos = positions.get(id(instr))
+    if pos is None and text is not None:
+        pos = _caller_position(instr, positions)  # an instruction the parser made (async sugar, nesting)
     if text is None or pos is None:
         from ._printer import instruction_to_text
 
         line = instruction_to_text(instr)
         raise HloParseError(message, text=line, pos=0, source=source) from None
     raise HloParseError(message, text=text, pos=pos, source=source) from None
+
+
+def _caller_position(instr: HloInstruction, positions: dict) -> int | None:
+    """Where the instruction that calls `instr`'s computation was read, if it was."""
+    comp = instr.computation
+    module = comp.module if comp is not None else None
+    if module is None:
+        return None
+    for _, caller in module.instructions():
+        if comp in caller.called_computations and id(caller) in positions:
+            return positions[id(caller)]
+    return None
