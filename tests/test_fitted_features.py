@@ -197,10 +197,10 @@ def test_library_fusion_runs_each_op_once():
     # back): the library computes the dot once. XLA's utilization counts the dot once per element
     # that re-reads its row maximum (a loop would recompute it); a library call does not.
     text = """HloModule m
-%max (x: f32[], y: f32[]) -> f32[] {
+%max (x: f32[], v: f32[]) -> f32[] {
   %x = f32[] parameter(0)
-  %y = f32[] parameter(1)
-  ROOT %m = f32[] maximum(%x, %y)
+  %v = f32[] parameter(1)
+  ROOT %m = f32[] maximum(%x, %v)
 }
 %mm (p0: f32[4,8], p1: f32[8,10]) -> f32[4,10] {
   %p0 = f32[4,8]{1,0} parameter(0)
@@ -245,10 +245,13 @@ def test_not_a_kernel_and_free():
   %t = (s32[]) parameter(0)
   ROOT %f = pred[] constant(false)
 }
+%b (t: (s32[])) -> (s32[]) {
+  ROOT %t = (s32[]) parameter(0)
+}
 ENTRY %e (x: s32[]) -> (s32[]) {
   %x = s32[] parameter(0)
   %tp = (s32[]) tuple(%x)
-  ROOT %w = (s32[]) while(%tp), condition=%c, body=%c
+  ROOT %w = (s32[]) while(%tp), condition=%c, body=%b
 }"""
     with pytest.raises(FeatureError, match="not a kernel"):
         features_of(_kernel(text, "w"), CPU)
