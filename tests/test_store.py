@@ -119,8 +119,8 @@ def test_calibrating_a_gpu_from_this_machine_is_refused_before_measuring(tmp_pat
 
     monkeypatch.setattr(measure, "run_suite", never)
     with pytest.raises(DeviceMismatchError, match=r"cannot calibrate 'h100-sxm'.*not on a NVIDIA H100"):
-        calibrate("h100-sxm", quick=True, out_dir=tmp_path, progress=False)
-    assert not any(tmp_path.iterdir())
+        calibrate("h100-sxm", quick=True, out_dir=tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists()  # not even its folder
 
 
 def test_calibrating_a_gpu_from_cpu_rows_is_refused_and_from_its_own_rows_accepted(tmp_path):

@@ -98,6 +98,7 @@ def _measure(dev, quick: bool, out_dir: Path, progress: bool) -> Path:
 
     # Before minutes of measuring: this machine's times are only this machine's device's.
     check_measured_device(dev, [_this_machine()], "this machine's measurements")
+    out_dir.mkdir(parents=True, exist_ok=True)
     rows = run_suite(quick=quick, progress=progress)
     path = out_dir / (f"{dev.name}_quick.parquet" if quick else dataset_name(dev.name))
     append_dataset(rows, path)
@@ -152,7 +153,6 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
     out = Path(out_dir) if out_dir is not None else user_data_dir()
 
     if dataset is None:
-        out.mkdir(parents=True, exist_ok=True)
         measured = _measure(dev, quick, out, progress)
         extra = out / "host_cpu_programs.parquet"
         dataset = measured if quick or dev.name != "host" or not extra.is_file() else [measured, extra]
