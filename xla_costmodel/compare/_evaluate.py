@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from .._text import count
 from ..analysis._opcodes import CONTROL_FLOW_OPCODES
 
 __all__ = ["evaluate", "Evaluation", "DEFAULT_EVALUATION_MODELS", "SUMMARY_COLUMNS"]
@@ -93,7 +94,7 @@ class Evaluation:
 
     def _repr_html_(self) -> str:
         m = self.measurement
-        head = (f"<p><b>{html.escape(m.module.name)}</b>: {len(self.kernels)} kernels measured on "
+        head = (f"<p><b>{html.escape(m.module.name)}</b>: {count(len(self.kernels), 'kernel')} measured on "
                 f"{html.escape(m.device)} ({html.escape(m.method.allocator)} allocator, minimum of "
                 f"{m.method.kept} runs), predicted on <b>{html.escape(self.device)}</b>; times per program run</p>")
         return head + self.summary._repr_html_() + self.kernels._repr_html_()

@@ -3,9 +3,12 @@
 - `kernel_features(kernels_or_rows, device)`: the feature table of the
   hardware-fitted models (Stevens & Klöckner's counts, read from HLO).
 - Datasets (`_data`): calibration-dataset rows as training and test data.
-- Saved calibrations (`_store`): one JSON file per (device, model) under
-  `calibration/`; `calibrate(device="host", quick=False, dataset=None)` fits
-  every fittable model to measurements and saves them there;
+- Saved calibrations (`_store`): one JSON file per (device, model), written
+  to the user's data directory (`user_data_dir()`) and read from there
+  first, then from the shipped `calibration/`;
+  `calibrate(device="host", quick=False, dataset=None)` fits every fittable
+  model to measurements of that device (`DeviceMismatchError` for another
+  device's) and saves them;
   `calibrate_devices(dataset)` does the same per device of a dataset measured
   on several (a fleet run's), and fits the `fitted` model across them.
 - Models (registered with the cost-model registry, so `get_model(name)` and
@@ -39,7 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._learned import LearnedModel
     from ._rows import kernel_features
     from ._metrics import accuracy, fusion_metrics, sk_gmre
-    from ._store import CalibrationError, calibration_path, load_calibration
+    from ._store import CalibrationError, DeviceMismatchError, calibration_path, load_calibration, user_data_dir
 
 _LAZY = {
     "calibrate": ("._calibrate", "calibrate"),
@@ -57,6 +60,8 @@ _LAZY = {
     "fusion_metrics": ("._metrics", "fusion_metrics"),
     "sk_gmre": ("._metrics", "sk_gmre"),
     "CalibrationError": ("._store", "CalibrationError"),
+    "DeviceMismatchError": ("._store", "DeviceMismatchError"),
+    "user_data_dir": ("._store", "user_data_dir"),
     "load_calibration": ("._store", "load_calibration"),
     "calibration_path": ("._store", "calibration_path"),
 }

@@ -1,6 +1,11 @@
 """`calibrate`: measure (or read) kernel timings, fit every fittable model, save the results.
 
-Writes one JSON file per model to `calibration/<device>_<model>.json`:
+Writes one JSON file per model to `<device>_<model>.json` in the user's data
+directory (`fit._store.user_data_dir()`; never the shipped `calibration/`
+unless it is named as `out_dir`). A device is calibrated only from its own
+measurements: running the suite here calibrates the device this machine
+is, and a dataset must have been measured on the device it calibrates
+(`DeviceMismatchError` otherwise).
 
 - `fitted`: the weights (seconds per unit) of every feature, the training
   support of each, the hyper-parameters;
@@ -27,10 +32,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ._data import PROGRAM_CLASSES, Prepared, default_dataset, default_training, load_rows, prepare, training_rows
-from ._store import CalibrationError, calibration_dir, header, load_calibration, save_calibration
+from .._text import count
+from ._data import PROGRAM_CLASSES, Prepared, dataset_name, load_rows, prepare, training_rows
+from ._store import (CalibrationError, DeviceMismatchError, header, load_calibration, measured_on,
+                     rows_device_matches, save_calibration, user_data_dir)
 
-__all__ = ["calibrate", "refit_learned", "FITTABLE_MODELS"]
+__all__ = ["calibrate", "check_measured_device", "refit_learned", "FITTABLE_MODELS"]
 
 FITTABLE_MODELS = ("fitted", "learned", "roofline-calibrated", "xla-gpu-calibrated")
 _CHECK_ROWS = 8
@@ -56,20 +63,44 @@ def _train_accuracy(pred, y) -> dict:
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in acc.items()}
 
 
-def _measure(device_name: str, quick: bool, out_dir: Path, progress: bool) -> Path:
-    """Run the measurement suite on this machine; returns the dataset file the rows went to."""
-    import jax
+def _this_machine() -> dict:
+    """`{backend, device_kind, device}` of the device jax measures on here."""
+    from ..measure import device_description
 
+    return device_description()
+
+
+def check_measured_device(dev, entries, where: str) -> None:
+    """Refuse measurements of another device than `dev`.
+
+    **Arguments:** `dev`: the `DeviceSpec` being calibrated; `entries`: the
+    devices the rows come from (`{backend, device_kind, device}` each, as
+    `_store.measured_on` gives); `where`: what holds them, for the message.
+
+    **Raises:** `DeviceMismatchError` naming both devices.
+    """
+    wrong = [e for e in entries if not rows_device_matches(e, dev)]
+    if not wrong:
+        return
+    seen = "; ".join(str(e.get("device") or e.get("device_kind")) for e in wrong)
+    what = "a CPU" if dev.kind == "cpu" else f"a {dev.description or dev.name}"
+    raise DeviceMismatchError(
+        f"cannot calibrate '{dev.name}' from {where}: measured on {seen}, not on {what}; "
+        f"calibrate the device that was measured, or measure on a '{dev.name}' and pass those measurements "
+        f"(dataset=..., `--dataset`; rows of a device you registered: calibrate_devices(..., devices=...), "
+        f"`--device-map`)"
+    )
+
+
+def _measure(dev, quick: bool, out_dir: Path, progress: bool) -> Path:
+    """Run the measurement suite on this machine; returns the dataset file the rows went to."""
     from ..measure import append_dataset, run_suite
 
-    backend = jax.default_backend()
-    if device_name == "host" and backend != "cpu":
-        raise ValueError(f"calibrating 'host' measures the CPU, but jax's default backend is {backend!r}")
+    # Before minutes of measuring: this machine's times are only this machine's device's.
+    check_measured_device(dev, [_this_machine()], "this machine's measurements")
+    out_dir.mkdir(parents=True, exist_ok=True)
     rows = run_suite(quick=quick, progress=progress)
-    if quick:
-        path = out_dir / f"{device_name}_quick.parquet"
-    else:
-        path = default_dataset(device_name) if out_dir == calibration_dir() else out_dir / f"{device_name}_suite.parquet"
+    path = out_dir / (f"{dev.name}_quick.parquet" if quick else dataset_name(dev.name))
     append_dataset(rows, path)
     return path
 
@@ -85,16 +116,17 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
     - `quick`: with no `dataset`, run the quick suite (seconds) instead of the
       full one (minutes).
     - `dataset`: kernel measurements to fit to: a dataset path, a list of
-      them, or a DataFrame (`xla_costmodel.measure` schema). None runs the
-      measurement suite on this machine first, appends its rows to the
-      device's dataset (`calibration/host_cpu.parquet`; quick runs go to
-      `<out_dir>/<device>_quick.parquet` and are fitted alone), and fits to
-      that plus the supplementary kernels (`extra-*` rows) of
-      `calibration/host_cpu_programs.parquet` when present.
+      them, or a DataFrame (`xla_costmodel.measure` schema), measured on
+      `device` (its `backend`/`device_kind` columns are checked). None runs
+      the measurement suite on this machine first, which must then be
+      `device`, appends its rows to the device's dataset in `out_dir`
+      (`host_cpu.parquet`; quick runs go to `<device>_quick.parquet`
+      and are fitted alone), and fits to that plus the supplementary
+      kernels (`extra-*` rows) of a `host_cpu_programs.parquet` there.
     - `models`: which of `fitted`, `learned`, `roofline-calibrated`,
       `xla-gpu-calibrated` to fit.
-    - `out_dir`: where to write (default the project's `calibration/`, or
-      `$XLA_COSTMODEL_CALIBRATION_DIR`).
+    - `out_dir`: where to write (default the user's data directory,
+      `$XLA_COSTMODEL_DATA_DIR` or platformdirs'; see `fit._store`).
     - `include_programs`: also fit to rows of real programs (`kernel_class`
       `program`, `program-unfused`); by default they are held out, so that
       `compare` can score the saved models on them.
@@ -103,51 +135,76 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
     **Returns:** a DataFrame, one row per model: `model`, `file`,
     `training_rows`, training-set `gmre` and `within_2x`, `fit_s`.
 
+    **Raises:** `DeviceMismatchError` (a `CalibrationError`, so a
+    `ValueError`) when the measurements are of another device than
+    `device`: this machine's for `dataset=None`, or the dataset's rows;
+    `ValueError` for unknown models or devices, a dataset of several devices
+    (`calibrate_devices` fits those) or fewer than 10 usable rows.
+
     Afterwards `analyze(..., device=device, model="fitted")` (and the other
     models) use these calibrations.
     """
     from ..models._resolve import resolve_device
-    from ._calibrated import CalibratedModel
-    from ._fitted import FittedModel
-    from ._learned import LearnedModel
 
     unknown = [m for m in models if m not in FITTABLE_MODELS]
     if unknown:
         raise ValueError(f"cannot calibrate {', '.join(unknown)}; fittable models: {', '.join(FITTABLE_MODELS)}")
     dev = resolve_device(device)
-    out = Path(out_dir) if out_dir is not None else calibration_dir()
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(out_dir) if out_dir is not None else user_data_dir()
 
     if dataset is None:
-        measured = _measure(dev.name, quick, out, progress)
-        dataset = measured if quick else [p for p in default_training(dev.name) if p != measured] + [measured]
+        measured = _measure(dev, quick, out, progress)
+        extra = out / "host_cpu_programs.parquet"
+        dataset = measured if quick or dev.name != "host" or not extra.is_file() else [measured, extra]
     if isinstance(dataset, pd.DataFrame):
         df = dataset
         paths: list[Path] = []
+        where = "the dataset"
     else:
         paths = [Path(dataset)] if isinstance(dataset, (str, os.PathLike)) else [Path(p) for p in dataset]
         df = load_rows(paths)
+        where = ", ".join(str(p) for p in paths)
     if not include_programs:
         df = training_rows(df)
     from ._devices import dataset_devices
 
-    measured_on = dataset_devices(df)
-    if len(measured_on) > 1:
+    devices = dataset_devices(df)
+    if len(devices) > 1:
         # One device's spec for another's rows would give wrong features and a meaningless fit.
-        raise ValueError(f"the dataset holds measurements of {len(measured_on)} devices ({'; '.join(measured_on)}); "
+        raise ValueError(f"the dataset holds measurements of {len(devices)} devices ({'; '.join(devices)}); "
                          "fit each and all together with calibrate_devices (xla-costmodel calibrate --dataset)")
+    check_measured_device(dev, measured_on(df), where)
+    return fit_and_save(dev, df, paths=paths, models=models, out=out, include_programs=include_programs,
+                        progress=progress)
+
+
+def fit_and_save(dev, df: pd.DataFrame, *, paths, models, out: Path, include_programs: bool,
+                 progress: bool, device_map: bool = False) -> pd.DataFrame:
+    """`calibrate`'s fitting and saving, for rows already known to be `dev`'s (see `calibrate`).
+
+    `device_map`: the rows were assigned to `dev` by the caller's device map
+    (`calibrate_devices(..., devices=...)`), which the saved `measured_on`
+    records, so that reading the calibration trusts it.
+    """
+    from ._calibrated import CalibratedModel
+    from ._fitted import FittedModel
+    from ._learned import LearnedModel
+
+    out.mkdir(parents=True, exist_ok=True)
     prep = prepare(df, dev)
     if len(prep.y) < 10:
         raise ValueError(f"only {len(prep.y)} usable kernel rows to calibrate with; need at least 10")
     if progress:
-        print(f"calibrating {len(models)} model(s) for '{dev.name}' on {len(prep.y)} kernels", file=sys.stderr)
+        print(f"calibrating {count(len(models), 'model')} for '{dev.name}' on {count(len(prep.y), 'kernel')}",
+              file=sys.stderr)
 
     datasets = [_dataset_entry(p, out, include_programs) for p in paths]
     facts = _device_facts(dev)
+    devices = [{**e, "device_map": True} for e in measured_on(prep.rows)] if device_map else measured_on(prep.rows)
     results = []
     for name in models:
         t0 = time.perf_counter()
-        base = header(name, dev, len(prep.y), datasets)
+        base = header(name, dev, len(prep.y), datasets, devices)
         base["device_facts"] = facts
         base["excluded_classes"] = [] if include_programs else list(PROGRAM_CLASSES)
         if name == "fitted":
@@ -160,9 +217,10 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
                 from ..measure import append_dataset
 
                 keep = out / f"{dev.name}_learned_training.parquet"
-                if keep.exists():
-                    keep.unlink()
-                append_dataset(prep.rows, keep)
+                fresh = keep.with_name(f".{keep.name}.new")
+                fresh.unlink(missing_ok=True)
+                append_dataset(prep.rows, fresh)
+                os.replace(fresh, keep)  # the earlier rows stay until the new ones are complete
                 base["datasets"] = [_dataset_entry(keep, out, include_programs)]
             m = LearnedModel().fit(prep.X, prep.y)
             pred = m.predict(prep.X)

@@ -14,25 +14,31 @@ from ..analysis._opcodes import CONTROL_FLOW_OPCODES
 from ._counting import features_of
 from ._features import FEATURES, FeatureError
 from ._rows import kernel_from_row
-from ._store import calibration_dir
+from ._store import find_data_file
 
-__all__ = ["PROGRAM_CLASSES", "Prepared", "default_dataset", "default_training", "kernel_rows",
+__all__ = ["PROGRAM_CLASSES", "Prepared", "dataset_name", "default_dataset", "default_training", "kernel_rows",
            "load_rows", "measured_times", "prepare", "programs_dataset", "training_rows"]
 
 #: `kernel_class` of rows measured from real programs (`scripts/measure_programs.py`).
 PROGRAM_CLASSES = ("program", "program-unfused")
 
 
-def default_dataset(device="host") -> Path:
-    """The suite dataset of a device: `calibration/host_cpu.parquet` for the host."""
+def dataset_name(device="host") -> str:
+    """The file name of a device's suite dataset: `host_cpu.parquet` for the host, else `<device>.parquet`."""
     name = device if isinstance(device, str) else getattr(device, "name", "host")
-    return calibration_dir() / ("host_cpu.parquet" if name == "host" else f"{name}.parquet")
+    return "host_cpu.parquet" if name == "host" else f"{name}.parquet"
+
+
+def default_dataset(device="host") -> Path:
+    """The suite dataset of a device (`host_cpu.parquet` for the host): the user's, else the shipped one."""
+    return find_data_file(dataset_name(device))
 
 
 def programs_dataset(device="host") -> Path:
-    """The real-program dataset of a device: `calibration/host_cpu_programs.parquet` for the host."""
+    """The real-program dataset of a device (`host_cpu_programs.parquet` for the host): the user's, else
+    the shipped one."""
     name = device if isinstance(device, str) else getattr(device, "name", "host")
-    return calibration_dir() / ("host_cpu_programs.parquet" if name == "host" else f"{name}_programs.parquet")
+    return find_data_file("host_cpu_programs.parquet" if name == "host" else f"{name}_programs.parquet")
 
 
 def default_training(device="host") -> list[Path]:

@@ -40,6 +40,7 @@ from ._runs import build_measurement, read_newest
 
 __all__ = [
     "GPU_COMMAND_BUFFER_FLAG",
+    "MIN_KEPT_RUNS",
     "device_description",
     "disable_gpu_command_buffers",
     "measure",
@@ -107,12 +108,18 @@ def _command_buffers_off(flags: str) -> bool:
     return bool(found) and found[-1] in ("", '""', "''")
 
 
+#: Runs kept (after the discarded ones) that a time budget never cuts below.
+MIN_KEPT_RUNS = 5
+
+
 def measure(
     fn,
     *args,
     repeats: int = DEFAULT_METHOD.repeats,
     discard: int = DEFAULT_METHOD.discard,
     allocator: str = DEFAULT_METHOD.allocator,
+    budget_s: float | None = None,
+    progress=True,
 ) -> pd.DataFrame:
     """Measure every kernel of a jitted program, joined to its HLO instructions.
 
@@ -130,6 +137,12 @@ def measure(
     - `allocator`: `"steady"` (default: runs reuse memory, no page faults on
       fresh buffers, as calibration assumed) or `"cold"` (every large buffer
       is mapped afresh each run and pays its page faults). See `set_allocator`.
+    - `budget_s`: seconds the whole measurement may take (compiling
+      included): no new run starts once they are spent, but at least
+      `discard + MIN_KEPT_RUNS` runs are taken. None: all `repeats`.
+    - `progress`: a progress bar on stderr when the runs take more than a
+      second (True), none (False), or a function called with `(runs done,
+      repeats)` after each run.
 
     **Returns:** a DataFrame with one row per kernel, in execution order
     (`KERNEL_COLUMNS`): `hlo_module`, `hlo_op` (the instruction name),
@@ -142,13 +155,16 @@ def measure(
     `analyze(...)["time_s"]` predicts), `samples_per_run_s` (the kept
     per-run samples), `in_module` (the instruction was found in the compiled
     module). `attrs` carries `hlo_module`, `backend`, `device`,
-    `jax_version`, `hlo_text` and the methodology (`Method.fields()`).
+    `jax_version`, `hlo_text` and the methodology (`Method.fields()`:
+    `repeats` counts the runs taken), and `repeats_requested`, `budget_s`,
+    `stopped_by_budget` (whether the budget ended the runs early).
 
     Raises `MeasurementError` when the trace shows no kernel of the program,
     or when a run's kernels do not fit within its wall time. See
     `measure_program` for the per-run table and more options.
     """
-    return measure_program(fn, *args, repeats=repeats, discard=discard, allocator=allocator).kernels
+    return measure_program(fn, *args, repeats=repeats, discard=discard, allocator=allocator, budget_s=budget_s,
+                           progress=progress).kernels
 
 
 def measure_program(
@@ -159,6 +175,8 @@ def measure_program(
     allocator: str = DEFAULT_METHOD.allocator,
     trace_dir=None,
     check: str = "raise",
+    budget_s: float | None = None,
+    progress=False,
 ) -> Measurement:
     """Like `measure`, but returns the whole `Measurement`.
 
@@ -167,7 +185,8 @@ def measure_program(
 
     **Arguments:**
 
-    - `fn`, `*args`, `repeats`, `discard`, `allocator`: as for `measure`.
+    - `fn`, `*args`, `repeats`, `discard`, `allocator`, `budget_s`,
+      `progress`: as for `measure` (here `progress` defaults to False).
     - `trace_dir`: where to write the profiler trace (kept); default a
       temporary directory, removed afterwards.
     - `check`: what a failed wall-time check does: `"raise"`, `"warn"` or
@@ -178,9 +197,13 @@ def measure_program(
     """
     import jax
 
+    started = time.perf_counter()
     method = Method(allocator=allocator, repeats=repeats, discard=discard)
     if check not in ("raise", "warn", "ignore"):
         raise ValueError(f"check must be 'raise', 'warn' or 'ignore', not {check!r}")
+    if budget_s is not None and not (isinstance(budget_s, (int, float)) and budget_s > 0):
+        raise ValueError(f"budget_s must be a positive number of seconds, not {budget_s!r}")
+    fewest = min(repeats, discard + MIN_KEPT_RUNS)  # runs a budget never cuts below
 
     set_allocator(method.allocator)
     jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
@@ -201,20 +224,51 @@ def measure_program(
         jax.block_until_ready(compiled(*args))
     host_wall: list[float] = []
     faults: list[float] = []
+    report = _progress(progress, repeats, index.name)
     with tempfile.TemporaryDirectory(prefix="xla_costmodel_trace_") as tmp:
         logdir = Path(trace_dir) if trace_dir is not None else Path(tmp)
         with jax.profiler.trace(str(logdir)):
             for i in range(repeats):
+                if budget_s is not None and i >= fewest and time.perf_counter() - started >= budget_s:
+                    break
                 with jax.profiler.TraceAnnotation(f"{RUN_ANNOTATION}{i}"):
                     f0 = page_faults()
                     t0 = time.perf_counter_ns()
                     jax.block_until_ready(compiled(*args))
                     host_wall.append((time.perf_counter_ns() - t0) * 1e-9)
                     faults.append(float(page_faults() - f0))
+                report(i + 1)
+        report(None)
+        taken = len(host_wall)
+        if taken < repeats:  # the budget ended the runs: the method records the runs taken
+            method = Method(allocator=allocator, repeats=taken, discard=discard)
         events, fmt, path = read_newest(logdir)
-        m = build_measurement(events, fmt, path, index, dev, host_wall, repeats, discard, check, method=method, faults=faults)
+        m = build_measurement(events, fmt, path, index, dev, host_wall, taken, discard, check, method=method, faults=faults)
+    m.kernels.attrs.update(repeats_requested=repeats, budget_s=budget_s, stopped_by_budget=taken < repeats)
     _check_page_faults(m)
     return m
+
+
+def _progress(progress, total: int, name: str):
+    """`report(runs_done)` after each run and `report(None)` at the end, for `progress` (see `measure`)."""
+    if callable(progress):
+        return lambda done: None if done is None else progress(done, total)
+    if not progress:
+        return lambda done: None
+    import sys
+
+    from tqdm import tqdm
+
+    # Shown only when the runs take more than a second: short measurements stay quiet.
+    bar = tqdm(total=total, desc=f"measuring {name}", unit="run", delay=1.0, file=sys.stderr, leave=False)
+
+    def report(done):
+        if done is None:
+            bar.close()
+        else:
+            bar.update(done - bar.n)
+
+    return report
 
 
 def _check_page_faults(m: Measurement) -> None:
