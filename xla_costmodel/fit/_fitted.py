@@ -49,6 +49,7 @@ _UNITS = {
     "lib_": "library call",
     "dot_flops": "flop",
     "conv_flops": "flop",
+    "conv_flops_transposed": "flop",
     "sort_cmp": "comparison",
     "fft_flops": "flop",
     "solver_flops": "flop",
