@@ -45,7 +45,9 @@ def calibrated(tmp_path_factory):
 
 def test_files_and_their_fields(calibrated):
     d, path, data, result = calibrated
-    assert list(result["model"]) == ["fitted", "learned", "roofline-calibrated", "xla-gpu-calibrated"]
+    assert list(result["model"]) == ["fitted", "learned", "roofline-calibrated", "xla-gpu-calibrated",
+                                     "context", "learned-context"]
+    # (the training file holds suite rows only, so the context models fit the same rows as the others)
     assert (result["training_rows"] == len(data)).all()
     for model in result["model"]:
         f = d / f"test-cpu_{model}.json"

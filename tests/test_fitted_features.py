@@ -309,3 +309,51 @@ ENTRY %e (a: f32[256], b: f32[256], h: bf16[256]) -> (f32[256], bf16[256]) {
     ops = {k: v for k, v in _nonzero(x).items() if k.startswith("op_")}
     assert ops == {"op_special_f32": 512.0, "op_atan2_f32": 256.0, "op_trig_f32": 256.0,
                    "op_exp_f32": 512.0, "op_log_f32": 256.0, "op_special_f16": 256.0}
+
+
+# --- solver custom calls and convolution layouts (textbook flop counts, worked by hand) ---------------
+
+
+def _lone(text: str):
+    import xla_costmodel as xc
+
+    return xc.parse_hlo(text).entry.root
+
+
+@pytest.mark.parametrize("target, shapes, want", [
+    ("lapack_ssyevd_ffi", ["f32[2,64,64]"], 2 * 9 * 64 ** 3),
+    ("lapack_sgesdd_ffi", ["f32[32,16]"], 4 * 32 * 32 * 16 + 8 * 32 * 16 * 16 + 9 * 16 ** 3),
+    ("lapack_spotrf_ffi", ["f32[64,64]"], 64 ** 3 / 3),
+    ("lapack_sgetrf_ffi", ["f32[64,64]"], 2 * 64 ** 3 / 3),
+    ("lapack_strsm_ffi", ["f32[64,64]", "f32[64,8]"], 64 * 64 * 8),
+])
+def test_solver_flops_of_lapack_calls(target, shapes, want):
+    from xla_costmodel.fit._counting import features_of
+
+    params = "\n".join(f"  p{i} = {s} parameter({i})" for i, s in enumerate(shapes))
+    args = ", ".join(f"p{i}" for i in range(len(shapes)))
+    k = _lone(f"HloModule m\nENTRY e {{\n{params}\n  ROOT c = {shapes[0]} custom-call({args}), "
+              f"custom_call_target=\"{target}\"\n}}")
+    assert features_of(k, "host")["solver_flops"] == pytest.approx(want)
+
+
+def test_weight_gradient_convolutions_are_counted_apart():
+    from xla_costmodel.fit._counting import features_of
+
+    transposed = _lone("""HloModule m
+ENTRY e {
+  a = f32[2,2,4,512] parameter(0)
+  b = f32[512,2,2,4] parameter(1)
+  ROOT c = f32[4,2,2,512] convolution(a, b), window={size=2x2 rhs_reversal=1x1}, dim_labels=01fb_o01i->f01b
+}""")
+    canonical = _lone("""HloModule m
+ENTRY e {
+  a = f32[8,16,16,32] parameter(0)
+  b = f32[3,3,32,32] parameter(1)
+  ROOT c = f32[8,16,16,32] convolution(a, b), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+}""")
+    t, c = features_of(transposed, "host"), features_of(canonical, "host")
+    assert t["conv_flops"] == 0 and t["conv_flops_transposed"] > 0
+    # XLA's cost analysis counts the taps that land inside the input: along each spatial dimension of 16
+    # with a 3-wide window padded by 1, 16 * 3 - 2 = 46 of them
+    assert c["conv_flops_transposed"] == 0 and c["conv_flops"] == pytest.approx(2 * 8 * 32 * 32 * 46 * 46)

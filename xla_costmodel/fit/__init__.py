@@ -16,6 +16,8 @@
   relative-error least squares), `learned` (`LearnedModel`: gradient-boosted
   trees in log time), `roofline-calibrated` and `xla-gpu-calibrated`
   (`CalibratedModel`: the analytical models with fitted device parameters),
+  `context` and `learned-context` (`ContextModel`, `LearnedContextModel`: the
+  same two over the kernel's schedule context as well, `fit._context`),
   and the model-name combinators `scaled(...)`, `scaled-min(...)`,
   `scaled-max-savings(...)` (`ScaledModel`: a model on the scale of
   measured times).
@@ -40,6 +42,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._features import FEATURE_GROUPS, FEATURES, FeatureError
     from ._fitted import FittedModel
     from ._learned import LearnedModel
+    from ._context import CONTEXT_FEATURES, context_features
+    from ._context_model import ContextModel, LearnedContextModel
     from ._rows import kernel_features
     from ._metrics import accuracy, fusion_metrics, sk_gmre
     from ._store import CalibrationError, DeviceMismatchError, calibration_path, load_calibration, user_data_dir
@@ -56,6 +60,10 @@ _LAZY = {
     "kernel_features": ("._rows", "kernel_features"),
     "FittedModel": ("._fitted", "FittedModel"),
     "LearnedModel": ("._learned", "LearnedModel"),
+    "ContextModel": ("._context_model", "ContextModel"),
+    "LearnedContextModel": ("._context_model", "LearnedContextModel"),
+    "CONTEXT_FEATURES": ("._context", "CONTEXT_FEATURES"),
+    "context_features": ("._context", "context_features"),
     "accuracy": ("._metrics", "accuracy"),
     "fusion_metrics": ("._metrics", "fusion_metrics"),
     "sk_gmre": ("._metrics", "sk_gmre"),
@@ -102,6 +110,22 @@ def _learned(**params):
     from ._learned import LearnedModel
 
     return LearnedModel(**params)
+
+
+@register_model("context")
+def _context(**params):
+    """The hardware-fitted linear model over kernel and schedule-context features (`fit._context`)."""
+    from ._context_model import ContextModel
+
+    return ContextModel(**params)
+
+
+@register_model("learned-context")
+def _learned_context(**params):
+    """Gradient-boosted trees over kernel and schedule-context features (`fit._context`)."""
+    from ._context_model import LearnedContextModel
+
+    return LearnedContextModel(**params)
 
 
 @register_model("roofline-calibrated")

@@ -39,7 +39,9 @@ from ._store import (CalibrationError, DeviceMismatchError, header, load_calibra
 
 __all__ = ["calibrate", "check_measured_device", "refit_learned", "FITTABLE_MODELS"]
 
-FITTABLE_MODELS = ("fitted", "learned", "roofline-calibrated", "xla-gpu-calibrated")
+FITTABLE_MODELS = ("fitted", "learned", "roofline-calibrated", "xla-gpu-calibrated", "context", "learned-context")
+#: Models whose saved calibration is also fitted to this project's own programs (`fit._context_model`).
+CONTEXT_MODELS = ("context", "learned-context")
 _CHECK_ROWS = 8
 
 
@@ -164,6 +166,7 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
         paths = [Path(dataset)] if isinstance(dataset, (str, os.PathLike)) else [Path(p) for p in dataset]
         df = load_rows(paths)
         where = ", ".join(str(p) for p in paths)
+    every_row = df
     if not include_programs:
         df = training_rows(df)
     from ._devices import dataset_devices
@@ -175,20 +178,22 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
                          "fit each and all together with calibrate_devices (xla-costmodel calibrate --dataset)")
     check_measured_device(dev, measured_on(df), where)
     return fit_and_save(dev, df, paths=paths, models=models, out=out, include_programs=include_programs,
-                        progress=progress)
+                        progress=progress, every_row=every_row)
 
 
 def fit_and_save(dev, df: pd.DataFrame, *, paths, models, out: Path, include_programs: bool,
-                 progress: bool, device_map: bool = False) -> pd.DataFrame:
+                 progress: bool, device_map: bool = False, every_row: pd.DataFrame | None = None) -> pd.DataFrame:
     """`calibrate`'s fitting and saving, for rows already known to be `dev`'s (see `calibrate`).
 
     `device_map`: the rows were assigned to `dev` by the caller's device map
     (`calibrate_devices(..., devices=...)`), which the saved `measured_on`
-    records, so that reading the calibration trusts it.
+    records, so that reading the calibration trusts it. `every_row`: the
+    dataset before the programs were left out of `df` (the context models and
+    the program overhead also fit this project's own programs); default `df`.
     """
     from ._calibrated import CalibratedModel
-    from ._fitted import FittedModel
-    from ._learned import LearnedModel
+
+    every_row = df if every_row is None else every_row
 
     out.mkdir(parents=True, exist_ok=True)
     prep = prepare(df, dev)
@@ -200,29 +205,41 @@ def fit_and_save(dev, df: pd.DataFrame, *, paths, models, out: Path, include_pro
 
     datasets = [_dataset_entry(p, out, include_programs) for p in paths]
     facts = _device_facts(dev)
-    devices = [{**e, "device_map": True} for e in measured_on(prep.rows)] if device_map else measured_on(prep.rows)
+    suite_prep = prep
+    context_prep = None
     results = []
     for name in models:
         t0 = time.perf_counter()
-        base = header(name, dev, len(prep.y), datasets, devices)
+        prep, rule = suite_prep, None
+        if name in CONTEXT_MODELS and not include_programs:
+            # The suite shows little context (its kernels run almost alone): add our own programs.
+            if context_prep is None:
+                context_prep = prepare(context_training_rows(every_row), dev)
+            prep, rule = context_prep, CONTEXT_ROWS_RULE
+        devices = [{**e, "device_map": True} for e in measured_on(prep.rows)] if device_map else measured_on(prep.rows)
+        entries = datasets if rule is None else [_dataset_entry(p, out, include_programs, rule) for p in paths]
+        base = header(name, dev, len(prep.y), entries, devices)
         base["device_facts"] = facts
         base["excluded_classes"] = [] if include_programs else list(PROGRAM_CLASSES)
-        if name == "fitted":
-            m = FittedModel().fit(prep.X, prep.y)
+        if rule is not None:
+            base["rows_rule"] = rule
+        model_class = _model_classes().get(name)
+        if name in ("fitted", "context"):
+            m = model_class().fit(prep.X, prep.y)
             payload = {**base, **m.to_calibration()}
             pred = m.predict(prep.X)
-        elif name == "learned":
+        elif name in ("learned", "learned-context"):
             if not paths:
                 # Refitting needs the rows: keep them next to the calibration.
                 from ..measure import append_dataset
 
-                keep = out / f"{dev.name}_learned_training.parquet"
+                keep = out / f"{dev.name}_{name}_training.parquet"
                 fresh = keep.with_name(f".{keep.name}.new")
                 fresh.unlink(missing_ok=True)
                 append_dataset(prep.rows, fresh)
                 os.replace(fresh, keep)  # the earlier rows stay until the new ones are complete
-                base["datasets"] = [_dataset_entry(keep, out, include_programs)]
-            m = LearnedModel().fit(prep.X, prep.y)
+                base["datasets"] = [_dataset_entry(keep, out, include_programs, rule)]
+            m = model_class().fit(prep.X, prep.y)
             pred = m.predict(prep.X)
             payload = {**base, **m.to_calibration(), "checks": _checks(prep, pred)}
         else:
@@ -240,11 +257,68 @@ def fit_and_save(dev, df: pd.DataFrame, *, paths, models, out: Path, include_pro
         })
         if progress:
             print(f"  {name}: training gmre {acc.get('gmre'):.3f} -> {path}", file=sys.stderr)
+    results += _calibrate_program_overhead(every_row, dev, out, paths, progress)
     return pd.DataFrame(results)
 
 
-def _used_rows(df: pd.DataFrame, excluded, suite_runs=None) -> pd.DataFrame:
-    if excluded and "kernel_class" in df:
+def _calibrate_program_overhead(rows: pd.DataFrame, dev, out: Path, paths, progress: bool) -> list[dict]:
+    """Fit and save the device's per-run program overhead (`fit._program`) when the data holds at least
+    3 of this project's own programs with their wall times (never corpus programs)."""
+    from ._context_model import OWN_PROGRAM_CLASSES, OWN_PROGRAM_SOURCES
+    from ._program import PROGRAM_OVERHEAD, ProgramOverhead, program_table
+
+    if "kernel_class" not in rows or "wall_min_per_run_s" not in rows:
+        return []
+    own = rows["kernel_class"].isin(OWN_PROGRAM_CLASSES)
+    if "source" in rows:
+        own &= rows["source"].isin(OWN_PROGRAM_SOURCES)
+    programs = program_table(rows[own])
+    if len(programs) < 3:
+        return []
+    t0 = time.perf_counter()
+    overhead = ProgramOverhead.fit(programs)
+    payload = {**header(PROGRAM_OVERHEAD, dev, int(len(programs)), [{"path": _rel(p, out)} for p in paths],
+                        measured_on(rows[own])),
+               **overhead.to_calibration()}
+    path = save_calibration(payload, out)
+    if progress:
+        print(f"  {PROGRAM_OVERHEAD}: {overhead.per_run_s * 1e6:.1f} µs per run + {overhead.per_kernel_s * 1e6:.2f} µs "
+              f"per kernel, from {len(programs)} programs -> {path}", file=sys.stderr)
+    return [{"model": PROGRAM_OVERHEAD, "file": str(path), "training_rows": int(len(programs)),
+             "gmre": math.nan, "within_2x": math.nan, "fit_s": time.perf_counter() - t0}]
+
+
+#: The `rows_rule` of a calibration fitted to the suite and this project's own programs (context models).
+CONTEXT_ROWS_RULE = "suite and own programs"
+
+
+def context_training_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows the context models' saved calibrations are fitted to: every row but those of programs
+    (`training_rows`), plus the rows of this project's own programs (`kernel_class` `program` or
+    `extra-program` from the `zoo`/`extra` sources; never a corpus program)."""
+    from ._context_model import OWN_PROGRAM_CLASSES, OWN_PROGRAM_SOURCES
+
+    if "kernel_class" not in df:
+        return df
+    own = df["kernel_class"].isin(OWN_PROGRAM_CLASSES)
+    if "source" in df:
+        own &= df["source"].isin(OWN_PROGRAM_SOURCES)
+    return df[df.index.isin(training_rows(df).index) | own]
+
+
+def _model_classes() -> dict:
+    """The estimator class of each fittable model that `fitted`'s or `learned`'s calibration code fits."""
+    from ._context_model import ContextModel, LearnedContextModel
+    from ._fitted import FittedModel
+    from ._learned import LearnedModel
+
+    return {"fitted": FittedModel, "learned": LearnedModel, "context": ContextModel, "learned-context": LearnedContextModel}
+
+
+def _used_rows(df: pd.DataFrame, excluded, suite_runs=None, rule=None) -> pd.DataFrame:
+    if rule == CONTEXT_ROWS_RULE:
+        df = context_training_rows(df)
+    elif excluded and "kernel_class" in df:
         df = df[~df["kernel_class"].isin(list(excluded))]
     if suite_runs is not None and "suite_run" in df:
         df = df[df["suite_run"].astype(str).isin(set(suite_runs))]
@@ -261,14 +335,14 @@ def _rows_sha256(df: pd.DataFrame) -> str:
     return hashlib.sha256("\n".join(keys).encode()).hexdigest()
 
 
-def _dataset_entry(path: Path, out: Path, include_programs: bool) -> dict:
+def _dataset_entry(path: Path, out: Path, include_programs: bool, rule: str | None = None) -> dict:
     """Where a training dataset is, which of its suite runs were used, and a fingerprint of those rows.
 
     Later appends (new suite runs) leave the calibration valid; a change to the
     rows it was fitted on is detected when the `learned` model refits.
     """
     excluded = [] if include_programs else list(PROGRAM_CLASSES)
-    rows = _used_rows(load_rows(path), excluded)
+    rows = _used_rows(load_rows(path), excluded, rule=rule)
     runs = sorted(set(rows["suite_run"].astype(str))) if "suite_run" in rows else None
     return {"path": _rel(path, out), "suite_runs": runs, "rows": int(len(rows)), "rows_sha256": _rows_sha256(rows)}
 
@@ -297,23 +371,26 @@ def _checks(prep: Prepared, pred: np.ndarray) -> list[dict]:
 _REFITS: dict = {}
 
 
-def refit_learned(device):
-    """The `learned` model of a saved calibration, refitted from its datasets (see module docstring).
+def refit_learned(device, model_class=None):
+    """The `learned` (or `learned-context`, by `model_class`) model of a saved calibration, refitted
+    from its datasets (see module docstring).
 
     Refits are cached per calibration file (and its modification time) in this process.
     """
-    data = load_calibration("learned", device)
+    from ._learned import LearnedModel
+
+    model_class = model_class or LearnedModel
+    data = load_calibration(model_class.name, device)
     where = data.get("_path")
     key = (where, os.stat(where).st_mtime_ns)
     if key not in _REFITS:
-        _REFITS[key] = _refit_learned(data, device)
+        _REFITS[key] = _refit_learned(data, device, model_class)
     return _REFITS[key]
 
 
-def _refit_learned(data: dict, device):
+def _refit_learned(data: dict, device, model_class):
     from ..models._resolve import resolve_device
     from ._features import device_facts
-    from ._learned import LearnedModel
 
     where = data.get("_path")
     how = f"make a new one with xla_costmodel.calibrate(device={data.get('device')!r})"
@@ -326,7 +403,7 @@ def _refit_learned(data: dict, device):
         if not p.is_file():
             raise CalibrationError(f"{where}: its training dataset {p} is missing; {how}")
         try:
-            rows = _used_rows(load_rows(p), excluded, d.get("suite_runs"))
+            rows = _used_rows(load_rows(p), excluded, d.get("suite_runs"), data.get("rows_rule"))
         except ValueError as exc:
             raise CalibrationError(f"{where}: its training dataset cannot be read ({exc}); {how}") from None
         if d.get("rows_sha256") and _rows_sha256(rows) != d["rows_sha256"]:
@@ -340,7 +417,7 @@ def _refit_learned(data: dict, device):
     prep = prepare(df, dev)
     try:
         params = dict(data["params"])
-        model = LearnedModel(**params).fit(prep.X, prep.y)
+        model = model_class(**params).fit(prep.X, prep.y)
     except (KeyError, TypeError, ValueError) as exc:
         raise CalibrationError(f"{where}: unusable 'learned' calibration ({exc}); {how}") from None
     pred = model.predict(prep.X)

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis._opcodes import CONTROL_FLOW_OPCODES
+from ._context import CONTEXT_FEATURES, context_features
 from ._counting import features_of
 from ._features import FEATURES, FeatureError
 from ._rows import kernel_from_row
@@ -97,7 +98,8 @@ class Prepared:
     """Rows with their kernels (parsed once) and feature table.
 
     `rows` (the kept rows), `kernels` (one `HloInstruction` each), `X` (the
-    `kernel_features` table, same index), `y` (seconds per launch),
+    `kernel_features` table followed by the `CONTEXT_FEATURES`, same index;
+    each model reads its own columns), `y` (seconds per launch),
     `skipped` (row index → why it could not be read).
     """
 
@@ -125,6 +127,7 @@ def prepare(df: pd.DataFrame, device, *, task_bytes: int | None = None) -> Prepa
         try:
             k = kernel_from_row(row, where=where)
             x = features_of(k, device, task_bytes=task_bytes or TASK_BYTES)
+            x.update(context_features(k, device))
         except (FeatureError, ValueError, KeyError) as exc:
             skipped[idx] = str(exc)
             continue
@@ -135,5 +138,5 @@ def prepare(df: pd.DataFrame, device, *, task_bytes: int | None = None) -> Prepa
         warnings.warn(f"{len(skipped)} dataset row(s) could not be read and are left out; first: "
                       f"{next(iter(skipped.values()))}", RuntimeWarning, stacklevel=2)
     rows = rows.loc[keep]
-    X = pd.DataFrame(feats, index=rows.index, columns=list(FEATURES), dtype=float)
+    X = pd.DataFrame(feats, index=rows.index, columns=list(FEATURES + CONTEXT_FEATURES), dtype=float)
     return Prepared(rows, kernels, X, measured_times(rows), skipped)
