@@ -33,6 +33,10 @@ from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+try:  # in Jupyter, figures inline whatever MPLBACKEND says (the project's scripts set Agg, which draws nowhere)
+    get_ipython().run_line_magic("matplotlib", "inline")  # noqa: F821
+except NameError:  # run as a plain script
+    pass
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -91,8 +95,8 @@ plt.show()
 
 # %% [markdown]
 # **Reading it.** Points above the line are over-predicted, below it
-# under-predicted; the grey band is a factor of 2 either way. The text box
-# gives the geometric-mean relative error (`exp(mean |ln(pred/meas)|) - 1`:
+# under-predicted; the grey band is a factor of 2 either way. The heading of
+# the legend, under the plot, gives the geometric-mean relative error (`exp(mean |ln(pred/meas)|) - 1`:
 # a typical kernel is off by a factor of one plus this), the median bias
 # (`exp(median ln(pred/meas))`, above 1 when the model tends to
 # over-predict), the share within 2× and Kendall's τ (does the model at
@@ -140,10 +144,12 @@ main.groupby("kernel_class").agg(
 # ## 4. Fit the models
 #
 # `calibrate(device, dataset=...)` fits every fittable model to the
-# measured kernels and saves each as `calibration/<device>_<model>.json`;
-# `analyze(..., model="fitted")` then uses it. The committed files in
-# `calibration/` were made by this call; here we write to a temporary
-# directory so that running the notebook leaves them alone.
+# measured kernels and saves each as `<device>_<model>.json` in your data
+# directory (`$XLA_COSTMODEL_DATA_DIR`, else `~/.local/share/xla_costmodel`
+# on Linux); `analyze(..., model="fitted")` then uses it, before the shipped
+# calibrations in `calibration/` (made by this call on the reference host,
+# and never written by the library). Here we write to a temporary
+# directory so that running the notebook leaves your calibrations alone.
 #
 # - `fitted`: Stevens & Klöckner's hardware-fitted model: a linear
 #   combination of counts read from the HLO (loads and stores by width and
@@ -160,7 +166,7 @@ import tempfile
 with tempfile.TemporaryDirectory() as out_dir:
     calibration = xcm.calibrate(device="host", dataset=DATASET, out_dir=out_dir,
                                 models=("fitted", "roofline-calibrated"), progress=False)
-calibration
+calibration.assign(file=calibration["file"].map(lambda f: Path(f).name))  # where they went: out_dir
 
 # %% [markdown]
 # The training-set error above says how well each model *can* fit the suite.

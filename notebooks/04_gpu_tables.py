@@ -32,6 +32,10 @@ import os
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+try:  # in Jupyter, figures inline whatever MPLBACKEND says (the project's scripts set Agg, which draws nowhere)
+    get_ipython().run_line_magic("matplotlib", "inline")  # noqa: F821
+except NameError:  # run as a plain script
+    pass
 
 import matplotlib.pyplot as plt
 import numpy as np

@@ -12,15 +12,20 @@ the percent format the notebooks use:
   tags (e.g. `raises-exception`, `skip-execution` for nbmake);
 - blank lines around a cell are dropped.
 
-The notebooks are written without outputs and with cell ids derived from the
-file name and cell index, so rebuilding an unchanged source gives the same
-bytes. `--check` fails (exit 1) when an `.ipynb` is missing or out of date
-(`tests/test_plot.py` checks the same). `--execute` runs the built notebooks
-with nbclient and stores their outputs, for looking at them locally: commit
-the output-free build (outputs hold timings of the machine that ran them).
+Cell ids are derived from the file name and cell index, so rebuilding an
+unchanged source gives the same cells. `--execute` runs the built notebooks
+with nbclient (figures embedded as PNG: each notebook turns on matplotlib's
+inline backend) and stores their outputs: the committed notebooks are this
+executed build, so that they show their tables and figures on GitHub. An
+output that holds a path of this machine (the repository, the home folder)
+is refused. Without `--execute` the notebooks are written without outputs.
+`--check` fails (exit 1) when an `.ipynb` is missing or its cells' sources
+differ from its `.py` source (outputs may differ: they hold timings of the
+machine that ran them; `tests/test_plot.py` checks the same).
 
 Usage:
-    python scripts/build_notebooks.py [--check] [--execute] [notebooks/01_x.py ...]
+    python scripts/build_notebooks.py --execute [notebooks/01_x.py ...]   # what is committed
+    python scripts/build_notebooks.py [--check] [notebooks/01_x.py ...]
 """
 
 from __future__ import annotations
@@ -140,6 +145,53 @@ def notebook_text(nb: nbformat.NotebookNode) -> str:
     return nbformat.writes(nb) + "\n"
 
 
+def cell_sources(nb: nbformat.NotebookNode) -> list[tuple]:
+    """What a notebook's source decides, outputs left out: `(id, type, source, tags)` per cell."""
+    return [(c.get("id"), c.cell_type, c.source, tuple(c.get("metadata", {}).get("tags", ()))) for c in nb.cells]
+
+
+def is_stale(built: nbformat.NotebookNode, committed_path: Path) -> bool:
+    """Whether the committed notebook is missing or its cells differ from the build of its source."""
+    if not committed_path.exists():
+        return True
+    try:
+        committed = nbformat.reads(committed_path.read_text(encoding="utf-8"), as_version=4)
+    except Exception:  # not a notebook any more: stale
+        return True
+    return cell_sources(committed) != cell_sources(built)
+
+
+def machine_paths() -> list[str]:
+    """Paths of this machine that must not end up in a committed output: the repository, the home
+    folder, the Python environment, the temporary folder."""
+    import os
+    import tempfile
+
+    paths = {str(ROOT), os.path.realpath(ROOT), str(Path.home()), sys.prefix, tempfile.gettempdir()}
+    return sorted((p for p in paths if len(p) > 1), key=len, reverse=True)
+
+
+def leaked_paths(nb: nbformat.NotebookNode) -> list[str]:
+    """`cell N: PATH` for each output that mentions a path of this machine."""
+    found = []
+    for index, cell in enumerate(nb.cells):
+        text = json.dumps(cell.get("outputs", []))
+        for path in machine_paths():
+            if path in text:
+                found.append(f"cell {index}: {path}")
+                break
+    return found
+
+
+def execute(nb: nbformat.NotebookNode, src: Path, timeout: int) -> None:
+    """Run every cell in `src`'s folder, the outputs stored in `nb` (no timing metadata, so that reruns
+    differ only where the results do)."""
+    from nbclient import NotebookClient
+
+    NotebookClient(nb, timeout=timeout, kernel_name=nb.metadata["kernelspec"].get("name", "python3"),
+                   record_timing=False, resources={"metadata": {"path": str(src.parent)}}).execute()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("sources", nargs="*", type=Path, help="percent-format .py files (default: notebooks/*.py)")
@@ -163,15 +215,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             if args.execute:
                 ap.error("--check and --execute do not go together")
-            if not out.exists() or out.read_text(encoding="utf-8") != text:
-                print(f"{out}: out of date (run scripts/build_notebooks.py)", file=sys.stderr)
+            if is_stale(nb, out):
+                print(f"{out}: out of date (run scripts/build_notebooks.py --execute)", file=sys.stderr)
                 stale += 1
             continue
         if args.execute:
-            from nbclient import NotebookClient
-
-            NotebookClient(nb, timeout=args.timeout, kernel_name=nb.metadata["kernelspec"].get("name", "python3"),
-                           resources={"metadata": {"path": str(src.parent)}}).execute()
+            execute(nb, src, args.timeout)
+            leaks = leaked_paths(nb)
+            if leaks:
+                print(f"error: {src}: outputs hold paths of this machine ({'; '.join(leaks)}); "
+                      "print relative paths or names instead", file=sys.stderr)
+                return 1
             text = notebook_text(nb)
         out.write_text(text, encoding="utf-8")
         print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")

@@ -12,7 +12,7 @@ _ADD_F32 = """
 add_f32 {
   a = f32[] parameter(0)
   b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
+  ROOT sum = f32[] add(a, b)
 }
 """
 

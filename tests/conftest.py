@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
+import os
 import re
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "hlo_fixtures"
+
+# The tests read and write calibrations and datasets in a data directory of their own (empty at
+# the start), never in the user's (`fit._store.user_data_dir()`): what a user calibrated must not
+# change what the tests see, nor the tests what the user has. Subprocesses inherit it.
+_DATA_DIR = tempfile.mkdtemp(prefix="xla_costmodel_test_data_")
+os.environ["XLA_COSTMODEL_DATA_DIR"] = _DATA_DIR
+os.environ.pop("XLA_COSTMODEL_CALIBRATION_DIR", None)
+atexit.register(shutil.rmtree, _DATA_DIR, ignore_errors=True)
 
 # One memory-bound elementwise kernel (8 MiB read, 4 MiB written), priced by several test modules.
 ADD = """HloModule t

@@ -184,7 +184,7 @@ def test_cli_table_json_csv(capsys):
     rc, out, _ = _cli(capsys, "analyze", "hlo_fixtures/mlp_fwd.post.hlo", "--device", "h100-sxm")
     assert rc == 0 and "total" in out and "kernel" in out
     rc, out, _ = _cli(capsys, "analyze", "hlo_fixtures/mlp_fwd.post.hlo", "--model", "roofline", "--json")
-    records = json.loads(out)
+    records = json.loads(out)["kernels"]
     assert rc == 0 and {"kernel", "time_s", "bound"} <= set(records[0])
     rc, out, _ = _cli(capsys, "analyze", "hlo_fixtures/mlp_fwd.post.hlo", "--csv", "--device", "v100")
     assert rc == 0 and out.splitlines()[0].startswith("kernel,computation,opcode")
@@ -198,7 +198,7 @@ def test_cli_errors(capsys, tmp_path, monkeypatch):
     rc, _, err = _cli(capsys, "analyze", "hlo_fixtures/mlp_fwd.post.hlo", "--device", "h900")
     assert rc == 2 and "unknown device" in err and "h100-sxm" in err
     rc, _, err = _cli(capsys, "analyze", "hlo_fixtures/mlp_fwd.post.hlo", "--model", "nope")
-    assert rc == 2 and "unknown model" in err
+    assert rc == 2 and "unknown cost model 'nope'" in err
     # a CPU device known to the registry for this test only
     monkeypatch.setitem(_registry._USER_DEVICES, "cli-test-cpu",
                         get_device("h100-sxm").replace(name="cli-test-cpu", kind="cpu"))
@@ -254,3 +254,33 @@ def test_html_and_summary_of_a_column_subset(modules):
     assert s["kernels"] == table.summary()["kernels"] and s["time_by_bound_s"] == table.summary()["time_by_bound_s"]
     # the full table still has its summary line
     assert table._repr_html_().startswith("<p><b>")
+
+
+def test_summary_is_a_small_object_not_a_dict(modules):
+    from xla_costmodel.models import TableSummary
+
+    table = xc.analyze(modules["layernorm_softmax.post.hlo"], device="h100-sxm")
+    s = table.summary()
+    assert isinstance(s, TableSummary) and not isinstance(s, dict)
+    kernels = table[table["bound"] != "free"]
+    assert s.kernels == s["kernels"] == len(kernels) and s.free == len(table) - len(kernels)
+    assert s.total_s == pytest.approx(float(kernels["total_s"].fillna(0).sum()))
+    with pytest.raises(Exception):
+        s.kernels = 0  # frozen
+    frame = s.to_frame()
+    assert len(frame) == 1 and frame.loc[0, "kernels"] == s.kernels and frame.loc[0, "model"] == "xla-gpu"
+    for bound, t in s.time_by_bound_s.items():
+        assert frame.loc[0, f"{bound}_s"] == pytest.approx(t)
+    html = s._repr_html_()
+    assert f"{s.kernels} kernels" in html and "h100-sxm" in html
+    assert json.loads(json.dumps(s.to_dict()))["kernels"] == s.kernels
+    assert dict(s)["free"] == s.free and f"{s.kernels} kernels" in str(s)
+
+
+def test_one_kernel_is_not_kernels():
+    from xla_costmodel.models import TableSummary
+
+    s = TableSummary(module="m", device="d", model="x", total_s=1e-6, kernels=1, unpriced=0, free=1,
+                     assumed_counts=0, time_by_bound_s={"memory": 1e-6})
+    assert "1 kernel " in str(s) and "1 kernels" not in str(s) and "1 free instruction)" in str(s)
+    assert "1 kernels" not in s._repr_html_()

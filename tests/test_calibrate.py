@@ -45,7 +45,9 @@ def calibrated(tmp_path_factory):
 
 def test_files_and_their_fields(calibrated):
     d, path, data, result = calibrated
-    assert list(result["model"]) == ["fitted", "learned", "roofline-calibrated", "xla-gpu-calibrated"]
+    assert list(result["model"]) == ["fitted", "learned", "roofline-calibrated", "xla-gpu-calibrated",
+                                     "context", "learned-context"]
+    # (the training file holds suite rows only, so the context models fit the same rows as the others)
     assert (result["training_rows"] == len(data)).all()
     for model in result["model"]:
         f = d / f"test-cpu_{model}.json"
@@ -61,7 +63,7 @@ def test_files_and_their_fields(calibrated):
 
 def test_models_load_their_calibration(calibrated, monkeypatch):
     d, path, data, _ = calibrated
-    monkeypatch.setenv("XLA_COSTMODEL_CALIBRATION_DIR", str(d))
+    monkeypatch.setenv("XLA_COSTMODEL_DATA_DIR", str(d))
     kernel = parse_hlo(MODULE).entry.instruction("k")
     # The fitted model, unfitted, prices with the saved weights: the same as refitting here.
     refit = FittedModel().fit(kernel_features(data, CPU), data["min_per_run_s"].to_numpy() / data["launches"].to_numpy())
@@ -80,7 +82,7 @@ def test_models_load_their_calibration(calibrated, monkeypatch):
 
 def test_analyze_uses_the_calibration(calibrated, monkeypatch):
     d, *_ = calibrated
-    monkeypatch.setenv("XLA_COSTMODEL_CALIBRATION_DIR", str(d))
+    monkeypatch.setenv("XLA_COSTMODEL_DATA_DIR", str(d))
     table = analyze(parse_hlo(MODULE), device=CPU, model="fitted")
     row = table[table["kernel"] == "k"].iloc[0]
     assert row["priced"] and row["time_s"] > 0 and table.model_name == "fitted"
@@ -100,7 +102,7 @@ def test_changed_dataset_is_detected(calibrated, tmp_path, monkeypatch):
     data.iloc[: len(data) // 2].to_parquet(changed, index=False)
     meta["datasets"][0]["path"] = "train.parquet"
     (tmp_path / "test-cpu_learned.json").write_text(json.dumps(meta))
-    monkeypatch.setenv("XLA_COSTMODEL_CALIBRATION_DIR", str(tmp_path))
+    monkeypatch.setenv("XLA_COSTMODEL_DATA_DIR", str(tmp_path))
     with pytest.raises(CalibrationError, match="rows of its training dataset .* changed since calibration"):
         LearnedModel.from_calibration(CPU)
 
@@ -114,7 +116,7 @@ def test_appended_rows_keep_the_calibration_valid(calibrated, tmp_path, monkeypa
     import pandas as pd
 
     pd.concat([data, later], ignore_index=True).to_parquet(tmp_path / "train.parquet", index=False)
-    monkeypatch.setenv("XLA_COSTMODEL_CALIBRATION_DIR", str(tmp_path))
+    monkeypatch.setenv("XLA_COSTMODEL_DATA_DIR", str(tmp_path))
     assert LearnedModel.from_calibration(CPU).n_train_ == len(data)
 
 

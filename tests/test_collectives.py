@@ -14,6 +14,8 @@ import warnings
 
 import pytest
 
+from xla_costmodel.hlo import HloParseError
+
 import xla_costmodel as xc
 from xla_costmodel.analysis._collective_groups import (
     CollectiveGroupError,
@@ -70,9 +72,13 @@ def test_mesh_axes_groups():
     k = one("f32[1024] all-reduce(p), to_apply=add, replica_groups=mesh['x'=2,'y'=4] {'x'}, channel_id=1, "
             "use_global_device_ids=true", ", num_partitions=8")
     assert group_count_and_size(k) == (4, 2)
-    with pytest.raises(CollectiveGroupError, match="not an axis of the mesh"):
-        replica_groups(one("f32[1024] all-reduce(p), to_apply=add, replica_groups=mesh['x'=2] {'z'}, channel_id=1, "
-                           "use_global_device_ids=true"))
+    # an axis the mesh lacks: XLA's parser refuses the module, and so does ours (at the attribute)
+    with pytest.raises(HloParseError, match="axis 'z' is not a valid axis name or index in the mesh"):
+        one("f32[1024] all-reduce(p), to_apply=add, replica_groups=mesh['x'=2] {'z'}, channel_id=1, "
+            "use_global_device_ids=true")
+    # read without the parser's check, the group reader refuses it too
+    with pytest.raises(ValueError, match="not an axis of the mesh"):
+        mesh_groups("mesh['x'=2] {'z'}")
 
 
 @pytest.mark.parametrize("attrs, mode", [
@@ -89,8 +95,9 @@ def test_group_modes_without_the_flag():
     assert group_mode(one("f32[1024] all-to-all(p), replica_groups={{0,1}}, dimensions={0}, channel_id=1")) == \
         "cross_partition"
     assert group_mode(one("f32[1024] all-to-all(p), replica_groups={{0,1}}, dimensions={0}")) == "cross_replica"
-    with pytest.raises(CollectiveGroupError, match="needs a channel_id"):
-        group_mode(one("f32[1024] all-reduce(p), to_apply=add, replica_groups={{0,1}}, use_global_device_ids=true"))
+    # the flag without a channel: XLA's parser refuses the instruction, and so does ours
+    with pytest.raises(HloParseError, match="Cannot have use_global_device_ids=true without channel_id"):
+        one("f32[1024] all-reduce(p), to_apply=add, replica_groups={{0,1}}, use_global_device_ids=true")
 
 
 def test_participant_counts_follow_xla():

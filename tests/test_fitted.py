@@ -210,18 +210,20 @@ def test_models_are_registered():
 
 
 def test_missing_calibration_says_how_to_make_one(tmp_path, monkeypatch):
-    monkeypatch.setenv("XLA_COSTMODEL_CALIBRATION_DIR", str(tmp_path))
+    monkeypatch.setenv("XLA_COSTMODEL_DATA_DIR", str(tmp_path))
     kernel = parse_hlo(FUSION_HLO).entry.instruction("f")
     with pytest.raises(CalibrationError) as err:
         FittedModel().estimate(kernel, CPU)
     msg = str(err.value)
     assert "test-cpu_fitted.json" in msg
-    assert "xla_costmodel.calibrate(device='test-cpu')" in msg and "xla-costmodel calibrate" in msg
+    # Made from measurements of that device (a dataset): this machine is not a 'test-cpu'.
+    assert "xla_costmodel.calibrate(device='test-cpu', dataset=" in msg and "xla-costmodel calibrate" in msg
+    assert "--dataset" in msg
 
 
 @pytest.mark.parametrize("content", ["{not json", json.dumps([1, 2]), json.dumps({"format": "other/1"})])
 def test_invalid_calibration_is_refused(tmp_path, monkeypatch, content):
-    monkeypatch.setenv("XLA_COSTMODEL_CALIBRATION_DIR", str(tmp_path))
+    monkeypatch.setenv("XLA_COSTMODEL_DATA_DIR", str(tmp_path))
     (tmp_path / "test-cpu_fitted.json").write_text(content)
     with pytest.raises(CalibrationError, match="test-cpu_fitted.json"):
         FittedModel.from_calibration(CPU)

@@ -197,10 +197,10 @@ def test_library_fusion_runs_each_op_once():
     # back): the library computes the dot once. XLA's utilization counts the dot once per element
     # that re-reads its row maximum (a loop would recompute it); a library call does not.
     text = """HloModule m
-%max (x: f32[], y: f32[]) -> f32[] {
+%max (x: f32[], v: f32[]) -> f32[] {
   %x = f32[] parameter(0)
-  %y = f32[] parameter(1)
-  ROOT %m = f32[] maximum(%x, %y)
+  %v = f32[] parameter(1)
+  ROOT %m = f32[] maximum(%x, %v)
 }
 %mm (p0: f32[4,8], p1: f32[8,10]) -> f32[4,10] {
   %p0 = f32[4,8]{1,0} parameter(0)
@@ -245,10 +245,13 @@ def test_not_a_kernel_and_free():
   %t = (s32[]) parameter(0)
   ROOT %f = pred[] constant(false)
 }
+%b (t: (s32[])) -> (s32[]) {
+  ROOT %t = (s32[]) parameter(0)
+}
 ENTRY %e (x: s32[]) -> (s32[]) {
   %x = s32[] parameter(0)
   %tp = (s32[]) tuple(%x)
-  ROOT %w = (s32[]) while(%tp), condition=%c, body=%c
+  ROOT %w = (s32[]) while(%tp), condition=%c, body=%b
 }"""
     with pytest.raises(FeatureError, match="not a kernel"):
         features_of(_kernel(text, "w"), CPU)
@@ -306,3 +309,51 @@ ENTRY %e (a: f32[256], b: f32[256], h: bf16[256]) -> (f32[256], bf16[256]) {
     ops = {k: v for k, v in _nonzero(x).items() if k.startswith("op_")}
     assert ops == {"op_special_f32": 512.0, "op_atan2_f32": 256.0, "op_trig_f32": 256.0,
                    "op_exp_f32": 512.0, "op_log_f32": 256.0, "op_special_f16": 256.0}
+
+
+# --- solver custom calls and convolution layouts (textbook flop counts, worked by hand) ---------------
+
+
+def _lone(text: str):
+    import xla_costmodel as xc
+
+    return xc.parse_hlo(text).entry.root
+
+
+@pytest.mark.parametrize("target, shapes, want", [
+    ("lapack_ssyevd_ffi", ["f32[2,64,64]"], 2 * 9 * 64 ** 3),
+    ("lapack_sgesdd_ffi", ["f32[32,16]"], 4 * 32 * 32 * 16 + 8 * 32 * 16 * 16 + 9 * 16 ** 3),
+    ("lapack_spotrf_ffi", ["f32[64,64]"], 64 ** 3 / 3),
+    ("lapack_sgetrf_ffi", ["f32[64,64]"], 2 * 64 ** 3 / 3),
+    ("lapack_strsm_ffi", ["f32[64,64]", "f32[64,8]"], 64 * 64 * 8),
+])
+def test_solver_flops_of_lapack_calls(target, shapes, want):
+    from xla_costmodel.fit._counting import features_of
+
+    params = "\n".join(f"  p{i} = {s} parameter({i})" for i, s in enumerate(shapes))
+    args = ", ".join(f"p{i}" for i in range(len(shapes)))
+    k = _lone(f"HloModule m\nENTRY e {{\n{params}\n  ROOT c = {shapes[0]} custom-call({args}), "
+              f"custom_call_target=\"{target}\"\n}}")
+    assert features_of(k, "host")["solver_flops"] == pytest.approx(want)
+
+
+def test_weight_gradient_convolutions_are_counted_apart():
+    from xla_costmodel.fit._counting import features_of
+
+    transposed = _lone("""HloModule m
+ENTRY e {
+  a = f32[2,2,4,512] parameter(0)
+  b = f32[512,2,2,4] parameter(1)
+  ROOT c = f32[4,2,2,512] convolution(a, b), window={size=2x2 rhs_reversal=1x1}, dim_labels=01fb_o01i->f01b
+}""")
+    canonical = _lone("""HloModule m
+ENTRY e {
+  a = f32[8,16,16,32] parameter(0)
+  b = f32[3,3,32,32] parameter(1)
+  ROOT c = f32[8,16,16,32] convolution(a, b), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+}""")
+    t, c = features_of(transposed, "host"), features_of(canonical, "host")
+    assert t["conv_flops"] == 0 and t["conv_flops_transposed"] > 0
+    # XLA's cost analysis counts the taps that land inside the input: along each spatial dimension of 16
+    # with a 3-wide window padded by 1, 16 * 3 - 2 = 46 of them
+    assert c["conv_flops_transposed"] == 0 and c["conv_flops"] == pytest.approx(2 * 8 * 32 * 32 * 46 * 46)

@@ -50,7 +50,7 @@ def test_fuse_refuses_to_overwrite_its_input(tmp_path, capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--model", "nope"], "unknown model"),
+        (["--model", "nope"], "unknown cost model"),
         (["--device", "nope"], "unknown device"),
     ],
 )

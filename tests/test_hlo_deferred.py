@@ -25,7 +25,7 @@ GRAPH = """HloModule g, entry_computation_layout={(f32[8,16]{1,0}, f32[8,16]{1,0
 add_f32 {
   x = f32[] parameter(0)
   y = f32[] parameter(1)
-  ROOT s = f32[] add(x, y)
+  ROOT sum = f32[] add(x, y)
 }
 
 ENTRY main {

@@ -31,7 +31,7 @@ def _close_figures():
 
 
 def by_gid(ax, gid):
-    found = [a for a in ax.get_children() if a.get_gid() == gid]
+    found = ax.findobj(lambda a: a.get_gid() == gid)  # the legend's heading is inside the legend
     assert len(found) == 1, f"expected one artist with gid {gid!r}, found {len(found)}"
     return found[0]
 
@@ -258,11 +258,72 @@ def test_fusion_savings_leaves_out_unpriced_steps_and_marks_the_repriced_time():
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1: exp.1", "3: add.3"]
 
 
-def test_scatter_box_avoids_the_crowded_corner():
-    over = plot.predicted_vs_measured([1e-6, 2e-6, 3e-6], [5e-6, 9e-6, 2e-6])  # 2 of 3 over-predicted
-    assert by_gid(over, "metrics").get_position() == (0.97, 0.03)
-    under = plot.predicted_vs_measured([1e-6, 2e-6, 3e-6], [5e-7, 9e-7, 2e-5])
-    assert by_gid(under, "metrics").get_position() == (0.03, 0.97)
+def _extent(artist, renderer):
+    return artist.get_window_extent(renderer)
+
+
+@pytest.mark.parametrize("n_kinds", [3, 25])
+def test_scatter_summary_and_legend_hide_no_point_and_leave_the_width_to_the_plot(n_kinds):
+    # Points in every corner: no place inside the axes is free for a box.
+    rng = np.random.default_rng(1)
+    measured = np.r_[10 ** rng.uniform(-6, -3, 300), [1e-6, 1e-6, 9e-4, 9e-4]]
+    predicted = np.r_[measured[:300] * np.exp(rng.normal(0, 1.0, 300)), [9e-4, 1e-6, 1e-6, 9e-4]]
+    kind = np.array([f"program_{i % n_kinds:02d}" for i in range(len(measured))])
+    fig, ax = plt.subplots(figsize=(6, 8), layout="constrained")
+    plot.predicted_vs_measured(measured, predicted, kind, ax=ax)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    box = _extent(ax, renderer)
+    legend = _extent(by_gid(ax, "legend"), renderer)
+    # Below the axes (their tick labels too), within their width: it covers no point and takes no
+    # width from the plot.
+    assert legend.y1 <= box.y0 - 10
+    assert legend.x0 >= box.x0 - 2 and legend.x1 <= box.x1 + 2
+    assert legend.x1 - legend.x0 <= 1.01 * (box.x1 - box.x0)
+    # The summary heads the legend.
+    metrics_box = _extent(by_gid(ax, "metrics"), renderer)
+    assert legend.y0 <= metrics_box.y0 and metrics_box.y1 <= legend.y1
+
+
+def test_many_kinds_get_distinct_colour_and_marker_pairs():
+    kinds = [f"p{i:02d}" for i in range(25)]
+    measured = np.repeat(1e-5, 25) * np.arange(1, 26)
+    ax = plot.predicted_vs_measured(measured, measured * 1.5, kinds)
+    styles = set()
+    for c in ax.collections:
+        if str(c.get_gid()).startswith("points:"):
+            marker = c.get_paths()[0].vertices.round(3).tobytes()
+            styles.add((tuple(np.round(c.get_facecolor()[0], 3)), marker))
+    assert len(styles) == 25
+
+
+def test_scatter_highlights_the_users_program():
+    measured, predicted, _ = synthetic(60)
+    kind = np.array(["zoo_a"] * 20 + ["zoo_b"] * 20 + ["mine"] * 20)
+    ax = plot.predicted_vs_measured(measured, predicted, kind, highlight="mine")
+    mine, other = by_gid(ax, "points:mine"), by_gid(ax, "points:zoo_a")
+    assert mine.get_zorder() > other.get_zorder()
+    assert mine.get_sizes()[0] > other.get_sizes()[0]
+    assert tuple(mine.get_edgecolor()[0][:3]) == (0.0, 0.0, 0.0)
+    assert mine.get_alpha() == 1.0 and other.get_alpha() < 0.8
+    assert [t.get_text() for t in ax.get_legend().get_texts()][2].startswith("mine (n=20")  # first after band, line
+    with pytest.raises(ValueError, match=r"highlight: no kernel of kind 'yours'; kinds: mine, zoo_a, zoo_b"):
+        plot.predicted_vs_measured(measured, predicted, kind, highlight="yours")
+
+
+def test_bound_colours_are_the_same_in_every_figure():
+    from xla_costmodel.models._base import BOUNDS
+    from xla_costmodel.plot._common import BOUND_COLOURS
+
+    assert set(BOUNDS) <= set(BOUND_COLOURS) and len(set(BOUND_COLOURS.values())) == len(BOUND_COLOURS)
+    table = kernel_table()
+    roof = plot.roofline(table, "h100-sxm")
+    bounds = ["compute", "memory", "launch"]
+    scatter = plot.predicted_vs_measured([1e-6, 2e-6, 3e-6], [1e-6, 3e-6, 2e-6], kind=["launch", "memory", "compute"])
+    for bound in bounds:
+        want = matplotlib.colors.to_rgba(BOUND_COLOURS[bound])
+        assert tuple(by_gid(roof, f"kernels:{bound}").get_facecolor()[0][:3]) == pytest.approx(want[:3])
+        assert tuple(by_gid(scatter, f"points:{bound}").get_facecolor()[0][:3]) == pytest.approx(want[:3])
 
 
 # ---------------------------------------------------------------------------
@@ -302,12 +363,49 @@ def test_percent_format_converter(tmp_path):
 
 
 def test_committed_notebooks_match_their_sources():
+    import nbformat
+
     build = _build_notebooks_module()
     sources = sorted(build.NOTEBOOKS.glob("[0-9]*.py"))
     assert sources, "notebooks/ has no percent-format sources"
     for src in sources:
-        assert src.with_suffix(".ipynb").exists(), f"{src.name} has no committed .ipynb (scripts/build_notebooks.py)"
-        expected = build.notebook_text(build.percent_to_notebook(src.read_text(encoding="utf-8"), src))
-        assert src.with_suffix(".ipynb").read_text(encoding="utf-8") == expected, (
-            f"{src.with_suffix('.ipynb').name} is out of date: run scripts/build_notebooks.py"
+        committed = src.with_suffix(".ipynb")
+        assert committed.exists(), f"{src.name} has no committed .ipynb (scripts/build_notebooks.py --execute)"
+        built = build.percent_to_notebook(src.read_text(encoding="utf-8"), src)
+        nb = nbformat.reads(committed.read_text(encoding="utf-8"), as_version=4)
+        assert build.cell_sources(nb) == build.cell_sources(built), (
+            f"{committed.name} is out of date: run scripts/build_notebooks.py --execute"
         )
+        assert not build.is_stale(built, committed)
+
+
+def test_committed_notebooks_are_executed_with_their_figures():
+    import nbformat
+
+    build = _build_notebooks_module()
+    for committed in sorted(build.NOTEBOOKS.glob("[0-9]*.ipynb")):
+        nb = nbformat.reads(committed.read_text(encoding="utf-8"), as_version=4)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert all(c.get("execution_count") for c in code), f"{committed.name}: not executed"
+        errors = [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
+        assert not errors, f"{committed.name}: a cell raised {errors[0].get('ename')}"
+        figures = [o for c in code for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+        if "plt." in "".join(c.source for c in code):
+            assert figures, f"{committed.name}: draws figures but holds none (inline backend off?)"
+        assert not build.leaked_paths(nb), f"{committed.name}: outputs hold paths of this machine"
+
+
+def test_a_changed_source_makes_the_notebook_stale(tmp_path):
+    build = _build_notebooks_module()
+    src = tmp_path / "05_x.py"
+    src.write_text("# %%\nprint(1)\n")
+    committed = tmp_path / "05_x.ipynb"
+    nb = build.percent_to_notebook(src.read_text(), src)
+    import nbformat
+
+    nb.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="1\n")]  # outputs may differ
+    nb.cells[0].execution_count = 1
+    committed.write_text(build.notebook_text(nb))
+    assert not build.is_stale(build.percent_to_notebook(src.read_text(), src), committed)
+    src.write_text("# %%\nprint(2)\n")
+    assert build.is_stale(build.percent_to_notebook(src.read_text(), src), committed)

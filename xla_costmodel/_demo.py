@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ._text import count
+
 
 def _stage(title: str) -> float:
     print(f"\n== {title}", flush=True)
@@ -68,14 +70,9 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
         table = analyze(optimized, device=device, model=model)
         tables[(device, model)] = table
         table.to_csv(folder / f"analysis_{device}_{model}.csv", index=False)
-        summary = table.summary()
         kernels = pd.DataFrame(table)
         kernels = kernels[kernels["bound"] != "free"].sort_values("total_s", ascending=False)
-        print(
-            f"-- {model} on {device}: {summary['kernels'] - summary['free']} kernels, "
-            f"predicted {summary['total_s'] * 1e6:.1f} µs per step; time by bound (µs): "
-            + ", ".join(f"{b} {t * 1e6:.1f}" for b, t in summary["time_by_bound_s"].items())
-        )
+        print(analysis_line(table))
         cols = ["kernel", "kind", "flops", "bytes_accessed", "intensity", "time_s", "bound"]
         print(_format_times(kernels[cols].head(6)).to_string(index=False))
     _done(t0)
@@ -88,16 +85,16 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
     fused.rejected.to_csv(folder / "fusion_rejected.csv", index=False)
     (folder / "fused.hlo").write_text(fused.module.to_text())
     print(
-        f"   {len(fused.steps)} fusion steps: {fused.kernels_before} -> {fused.kernels_after} kernels, "
+        f"   {count(len(fused.steps), 'fusion step')}: {fused.kernels_before} -> {count(fused.kernels_after, 'kernel')}, "
         f"predicted {fused.time_before_s * 1e6:.1f} -> {fused.time_after_s * 1e6:.1f} µs "
-        f"({fused.speedup:.2f}x); {len(fused.rejected)} candidate pairs blocked by a legality rule"
+        f"({fused.speedup:.2f}x); {count(len(fused.rejected), 'candidate pair')} blocked by a legality rule"
     )
     steps = fused.steps[["step", "producer", "consumers", "priority_s", "reason"]].head(8)
     print(_format_times(steps).to_string(index=False))
     agreement = compare_with_xla(fused, optimized)
     print(
         f"   grouping vs XLA's own CPU fusion: adjusted Rand index {agreement.ari:.2f} over "
-        f"{agreement.matched} matched instructions; kernels {agreement.kernels_ours} (ours) vs "
+        f"{count(agreement.matched, 'matched instruction')}; kernels {agreement.kernels_ours} (ours) vs "
         f"{agreement.kernels_xla} (XLA CPU)"
     )
     _done(t0)
@@ -117,7 +114,7 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
     joined.to_csv(folder / "measured_vs_roofline.csv", index=False)
     print(_format_times(joined.sort_values("min_per_launch_s", ascending=False).head(8)).to_string(index=False))
     print(
-        f"   {len(measured)} kernels measured; sum of minima {measured['min_per_run_s'].sum() * 1e6:.1f} µs per run, "
+        f"   {count(len(measured), 'kernel')} measured; sum of minima {measured['min_per_run_s'].sum() * 1e6:.1f} µs per run, "
         f"roofline (uncalibrated host) predicts {predicted_per_run_s * 1e6:.1f} µs per run"
     )
     _done(t0)
@@ -132,10 +129,14 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
     if quick_path.exists():
         quick_path.unlink()  # our own output of an earlier run
     append_dataset(quick, quick_path)
-    root = Path(__file__).resolve().parent.parent / "calibration"
+    from .fit._store import shipped_dir
+
+    # The shipped measurements of the reference host: read, never written.
+    root = shipped_dir()
     train = [p for p in (root / "host_cpu.parquet", root / "host_cpu_programs.parquet") if p.exists()]
     test = root / "host_cpu_programs.parquet"
-    print(f"   quick suite: {len(quick)} kernels measured; training on it plus {', '.join(p.name for p in train)}")
+    print(f"   quick suite: {count(len(quick), 'kernel')} measured; training on it plus "
+          f"{', '.join(p.name for p in train)}")
     models = ["fitted", "learned", "roofline-calibrated", "roofline"]
     table = compare(models, dataset=test, split="program", train=[quick_path, *train])
     table.to_csv(folder / "comparison.csv", index=False)
@@ -149,19 +150,31 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(12, 5.5))
+    # Tall enough for the legends under the plots (one entry per program).
+    fig, axes = plt.subplots(1, 2, figsize=(12, 9), layout="constrained")
     roof = preds[preds["model"] == "roofline"]
+    mine = name if name in set(preds["program"]) else None  # this run's program, brought forward
     predicted_vs_measured(roof["measured_s"], roof["predicted_s"], kind=roof["program"], ax=axes[0],
-                          title="roofline, uncalibrated host")
+                          title="roofline, uncalibrated host", highlight=mine)
     predicted_vs_measured(best["measured_s"], best["predicted_s"], kind=best["program"], ax=axes[1],
-                          title="fitted (Stevens & Klöckner), held-out programs")
-    fig.tight_layout()
+                          title="fitted (Stevens & Klöckner), held-out programs", highlight=mine)
     fig.savefig(folder / "predicted_vs_measured.png", dpi=110)
     plt.close(fig)
     print(f"   scatter: {folder / 'predicted_vs_measured.png'}")
     _done(t0)
     print(f"\nwrote {sorted(p.name for p in folder.iterdir())} to {folder}")
     return 0
+
+
+def analysis_line(table) -> str:
+    """The line stage 2 prints for an `analyze` table: its kernels (as `analyze` counts them), time, bounds."""
+    summary = table.summary()
+    # `summary.kernels` already leaves the free instructions out, as `xla-costmodel analyze` does.
+    return (
+        f"-- {summary.model} on {summary.device}: {count(summary.kernels, 'kernel')}, "
+        f"predicted {summary.total_s * 1e6:.1f} µs per step; time by bound (µs): "
+        + ", ".join(f"{b} {t * 1e6:.1f}" for b, t in summary.time_by_bound_s.items())
+    )
 
 
 def _format_times(df: pd.DataFrame) -> pd.DataFrame:

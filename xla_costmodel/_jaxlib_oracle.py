@@ -59,16 +59,20 @@ printed module (``ROOT`` markers and the ``ENTRY`` header).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Callable
 
 __all__ = [
+    "XlaVerdict",
     "cpu_client",
     "jaxlib_versions",
     "split_instruction_text",
     "xla_cost_analysis",
     "xla_instructions",
     "xla_module_to_text",
+    "xla_names",
     "xla_parse",
+    "xla_verdict",
 ]
 
 
@@ -178,6 +182,46 @@ def xla_parse(text: Any, *, source: str = "<text>"):
         return parse(text)
     except RuntimeError as err:  # jaxlib raises a bare RuntimeError("INVALID_ARGUMENT: ...")
         raise ValueError(f"{source}: XLA could not parse the HLO module: {err}") from None
+
+
+@dataclass(frozen=True)
+class XlaVerdict:
+    """What XLA's parser says of a text: accepted, or refused with a message at ``line:column``."""
+
+    accepted: bool
+    line: int | None = None
+    column: int | None = None
+    message: str | None = None
+
+
+_XLA_ERROR = re.compile(r"was parsing (\d+):(\d+): error: ([^\n]*)")
+
+
+def xla_verdict(text: str) -> XlaVerdict:
+    """Parse ``text`` with XLA's parser and say what it said.
+
+    **Returns:** an ``XlaVerdict``; for a refusal, the first error XLA reports
+    (its ``line``/``column`` are None when XLA names no place, e.g. for checks
+    made after parsing, and ``message`` is then XLA's whole message).
+    """
+    try:
+        xla_parse(text)
+    except ValueError as err:
+        m = _XLA_ERROR.search(str(err))
+        if m is None:
+            return XlaVerdict(False, message=str(err).split("HLO module: ", 1)[-1])
+        return XlaVerdict(False, int(m.group(1)), int(m.group(2)), m.group(3).strip())
+    return XlaVerdict(True)
+
+
+def xla_names(text: Any) -> dict[str, list[str]]:
+    """Each computation's name and its instructions' names, as XLA's parser makes them unique.
+
+    **Returns:** ``{computation: [instruction, ...]}`` in jaxlib's order
+    (computations callees first, instructions in text order).
+    """
+    module = xla_parse(text)
+    return {comp.name: [instr.name for instr in comp.instructions()] for comp in module.computations()}
 
 
 _HEADER = re.compile(r"^(ENTRY\s+)?%?([^\s(%{]+)[\s(].*\{\s*$")

@@ -424,7 +424,7 @@ def reduce_rule(an, instr, p):
 @cost_rule("reduce-window")
 def reduce_window_rule(an, instr, p):
     """The reducer's cost (window - 1) times per output element (XLA's reduce+broadcast special case kept)."""
-    window = instr.attribute("window")
+    window = instr.attribute("window", None)
     dims = window.dimensions if window is not None else ()
     sub = an.subcomputation(instr.attribute("to_apply"))
     win_elems = math.prod(d.size for d in dims)
@@ -458,7 +458,7 @@ def select_and_scatter_rule(an, instr, p):
     sel = an.subcomputation(instr.attribute("select"))
     sca = an.subcomputation(instr.attribute("scatter"))
     n_src = elements(instr.operands[1].shape)
-    window = instr.attribute("window")
+    window = instr.attribute("window", None)
     win_elems = math.prod(d.size for d in window.dimensions) if window is not None else 1
     _copy_from_sub(an, p, sel, n_src * (win_elems - 1), accumulate=True)
     _copy_from_sub(an, p, sca, n_src, accumulate=True)

@@ -17,20 +17,31 @@ import argparse
 import importlib
 import sys
 
-from ._common import COMMANDS, UsageError, command, load_module, print_table, resolve_device_and_model
+from ._common import (COMMANDS, UsageError, command, count, load_module, print_table, resolve_device_and_model,
+                      user_error)
 
-__all__ = ["SUBCOMMANDS", "UsageError", "build_parser", "command", "load_module", "main", "print_table",
-           "resolve_device_and_model"]
+__all__ = ["SUBCOMMANDS", "TRACEBACK_ENV", "UsageError", "build_parser", "command", "count", "load_module", "main",
+           "print_table", "resolve_device_and_model"]
 
 #: The modules of this package that define subcommands, in the order `--help` lists them.
 SUBCOMMANDS = ("_stats", "_demo", "_analyze", "_granularity", "_fuse", "_compare", "_measure", "_evaluate")
+
+#: Set to 1 to see the traceback of an internal error (a defect of this program) instead of one line.
+TRACEBACK_ENV = "XLA_COSTMODEL_TRACEBACK"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a bad option reported on one line (exit 2) instead of the usage block."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     for name in SUBCOMMANDS:
         importlib.import_module(f"{__name__}.{name}")
-    parser = argparse.ArgumentParser(prog="xla-costmodel", description=__doc__.splitlines()[0].split(": ", 1)[1])
+    parser = _Parser(prog="xla-costmodel", description=__doc__.splitlines()[0].split(": ", 1)[1])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, cmd in COMMANDS.items():
         p = sub.add_parser(name, help=cmd.help, description=cmd.description or cmd.help)
@@ -39,14 +50,32 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run `xla-costmodel ARGV` (default `sys.argv[1:]`); returns the exit status."""
-    from ..hlo import HloParseError
+    """Run `xla-costmodel ARGV` (default `sys.argv[1:]`); returns the exit status.
+
+    0: done; 1: the work failed (a measurement, some of many files) or an
+    internal error (one line; `XLA_COSTMODEL_TRACEBACK=1` shows the
+    traceback); 2: bad input, one line on stderr (`UsageError` and the
+    library's documented errors); 130: interrupted.
+    """
+    import os
 
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
         return int(COMMANDS[args.command].run(args) or 0)
-    except (HloParseError, UsageError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        message = user_error(exc)
+        if message is not None:
+            print(f"error: {message}", file=sys.stderr)
+            return 2
+        if os.environ.get(TRACEBACK_ENV):
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        print(f"error: internal error in 'xla-costmodel {args.command}': {type(exc).__name__}"
+              + (f": {first}" if first else "") + f" (a defect; set {TRACEBACK_ENV}=1 for the traceback)",
+              file=sys.stderr)
+        return 1

@@ -11,7 +11,8 @@ import sys
 import warnings
 
 from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL
-from ._common import UsageError, command, format_seconds, load_module, print_table, resolve_device_and_model
+from ._common import (UsageError, command, count, format_seconds, json_records, load_module, print_table,
+                      resolve_device_and_model)
 
 _TABLE_COLUMNS = ["kernel", "kind", "emitter", "executions", "flops", "bytes_accessed", "compute_s", "memory_s",
                   "time_s", "total_s", "bound", "coalesced", "note"]
@@ -27,7 +28,9 @@ def _configure(p: argparse.ArgumentParser) -> None:
                    help="trip count assumed for while loops whose count is unknown (default 1)")
     p.add_argument("--all", action="store_true", help="also list free instructions (parameters, bitcasts, tuples, ...)")
     fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="print JSON records (every column)")
+    fmt.add_argument("--json", action="store_true",
+                     help="print a JSON object: module, device, model, totals (with units) and the kernels "
+                          "(every column; free instructions with --all); for several files, every row")
     fmt.add_argument("--csv", action="store_true", help="print CSV (every column)")
     _many_options(p)
 
@@ -48,21 +51,55 @@ def _analyze(args: argparse.Namespace) -> int:
     import pandas as pd
 
     df = pd.DataFrame(table)
-    if args.json or args.csv:
-        print_table(df, as_json=args.json, as_csv=args.csv)
+    s = table.summary()
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr)
+    if args.json:
+        print(_json_report(df if args.all else df[df["bound"] != "free"], s))
+        return 0
+    if args.csv:
+        print_table(df, as_csv=True)
         return 0
     shown = df if args.all else df[df["bound"] != "free"]
     shown = shown[_TABLE_COLUMNS].copy()
     for col in ("compute_s", "memory_s", "time_s", "total_s"):
         shown[col] = shown[col].map(format_seconds)
     print_table(shown)
-    s = table.summary()
-    extra = f", {s['unpriced']} unpriced" if s["unpriced"] else ""
-    assumed = f", {s['assumed_counts']} with assumed counts" if s["assumed_counts"] else ""
-    print(f"\ntotal {format_seconds(s['total_s'])} on {device.name} ({s['model']}): {s['kernels']} kernels{extra}{assumed}")
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
+    extra = f", {s.unpriced} unpriced" if s.unpriced else ""
+    assumed = f", {s.assumed_counts} with assumed counts" if s.assumed_counts else ""
+    print(f"\ntotal {format_seconds(s.total_s)} per run on {device.name} ({s.model}): "
+          f"{count(s.kernels, 'kernel')}{extra}{assumed}")
     return 0
+
+
+def _json_report(rows, summary) -> str:
+    """`analyze --json`: what was priced, the totals with their units, and one record per kernel.
+
+    `time_s` and the other `*_s` columns of a kernel are seconds per launch;
+    `total_s` is seconds per run of the module (`time_s × executions`).
+    """
+    import json
+
+    totals = summary.to_dict()
+    report = {
+        "module": totals.pop("module"),
+        "device": totals.pop("device"),
+        "model": totals.pop("model"),
+        "totals": {
+            "time_per_run_s": totals["total_s"],
+            "kernels": totals["kernels"],
+            "unpriced_kernels": totals["unpriced"],
+            "free_instructions": totals["free"],
+            "kernels_with_assumed_counts": totals["assumed_counts"],
+            "time_per_run_by_bound_s": totals["time_by_bound_s"],
+        },
+        "units": {"time_s": "seconds per launch", "compute_s": "seconds per launch",
+                  "memory_s": "seconds per launch", "launch_s": "seconds per launch",
+                  "total_s": "seconds per run (time_s × executions)", "bytes_accessed": "bytes per launch",
+                  "flops": "floating-point operations per launch", "intensity": "flops per byte"},
+        "kernels": json_records(rows),
+    }
+    return json.dumps(report, indent=1)
 
 
 # --------------------------------------------------------------------------- analyze FILE... (xla_costmodel.scale)
@@ -116,7 +153,7 @@ def _analyze_many(args: argparse.Namespace, device, model) -> int:
         print_table(df, as_json=args.json, as_csv=args.csv)
     else:
         print_table(_per_source(df))
-        print(f"\n{df['source'].nunique() if len(df) else 0} files, {len(df)} rows on {device.name} "
+        print(f"\n{count(df['source'].nunique() if len(df) else 0, 'file')}, {count(len(df), 'row')} on {device.name} "
               f"({table.job['model']})" + (f"; written to {args.out}" if args.out else ""))
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)

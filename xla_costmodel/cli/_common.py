@@ -7,8 +7,10 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["COMMANDS", "Command", "UsageError", "command", "format_seconds", "load_module", "print_table",
-           "resolve_device_and_model"]
+from .._text import count
+
+__all__ = ["COMMANDS", "Command", "UsageError", "check_device", "check_models", "command", "count", "format_seconds",
+           "json_records", "json_value", "load_module", "model_error", "print_table", "resolve_device_and_model", "user_error"]
 
 
 class UsageError(Exception):
@@ -54,6 +56,23 @@ def load_module(path: str):
         raise UsageError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise UsageError(f"{path}: is a directory, expected an HLO text file") from None
+    except PermissionError:
+        raise UsageError(f"{path}: permission denied") from None
+
+
+def model_error(name: str, exc: Exception) -> str:
+    """One line for a model name `get_model` refused: the unknown part and the names and combinations it knows.
+
+    A combination's reader says where the name goes wrong over several lines
+    (the name, a caret); the first line names the problem and the column.
+    """
+    from ..models._combined import COMBINATIONS
+
+    first = str(exc).splitlines()[0] if str(exc) else f"unknown model {name!r}"
+    if "combinations:" in first:
+        return first
+    combos = ", ".join(f"{c}(...)" for c in COMBINATIONS)
+    return f"{first}; combinations: {combos}"
 
 
 def resolve_device_and_model(args: argparse.Namespace):
@@ -63,7 +82,6 @@ def resolve_device_and_model(args: argparse.Namespace):
     a model that does not price the device (the xla-gpu model on a CPU).
     """
     from ..devices import device_names
-    from ..models import model_names
     from ..models._resolve import check_prices_device, resolve_device, resolve_model
 
     try:
@@ -72,8 +90,8 @@ def resolve_device_and_model(args: argparse.Namespace):
         raise UsageError(f"unknown device {args.device!r}; valid names: {', '.join(device_names())}") from None
     try:
         model = resolve_model(args.model)
-    except ValueError:
-        raise UsageError(f"unknown model {args.model!r}; valid names: {', '.join(model_names())}") from None
+    except ValueError as exc:
+        raise UsageError(model_error(args.model, exc)) from None
     try:
         check_prices_device(model, device)
     except ValueError as exc:
@@ -81,10 +99,103 @@ def resolve_device_and_model(args: argparse.Namespace):
     return device, model
 
 
+def check_device(name: str | None) -> None:
+    """`UsageError` for a device name the registry does not know (before any work)."""
+    from ..devices import device_names
+    from ..models._resolve import resolve_device
+
+    if name is None:
+        return
+    try:
+        resolve_device(name)
+    except ValueError:
+        raise UsageError(f"unknown device {name!r}; valid names: {', '.join(device_names())}") from None
+
+
+def check_models(names) -> None:
+    """`UsageError` for a model name the registry does not know (before any data is read)."""
+    from ..models import get_model
+
+    for name in names or ():
+        try:
+            get_model(name)
+        except ValueError as exc:
+            raise UsageError(model_error(name, exc)) from None
+
+
+def user_error(exc: BaseException) -> str | None:
+    """The one-line message of an error the user can fix (bad input, a missing calibration), else None.
+
+    These are the library's documented errors: `HloParseError`,
+    `CalibrationError` (and `DeviceMismatchError`), `DatasetError`,
+    `ProgramSpecError`, `UsageError`. A subcommand may turn others into
+    `UsageError` itself; anything else is a defect of this program.
+    """
+    import sys
+
+    if isinstance(exc, UsageError):
+        return str(exc)
+    # Only the packages already imported can have raised: look there, import nothing new.
+    hlo = sys.modules.get("xla_costmodel.hlo")
+    if hlo is not None and isinstance(exc, hlo.HloParseError):
+        return str(exc)
+    store = sys.modules.get("xla_costmodel.fit._store")
+    if store is not None and isinstance(exc, store.CalibrationError):
+        return _one_line(str(exc))
+    dataset = sys.modules.get("xla_costmodel.measure._dataset")
+    if dataset is not None and isinstance(exc, dataset.DatasetError):
+        return _one_line(str(exc))
+    target = sys.modules.get("xla_costmodel.measure._target")
+    if target is not None and isinstance(exc, target.ProgramSpecError):
+        return _one_line(str(exc))
+    return None
+
+
+def _one_line(text: str) -> str:
+    return " ".join(part.strip() for part in text.splitlines() if part.strip())
+
+
+def json_records(df) -> list[dict]:
+    """A DataFrame's rows as JSON-ready dicts: every digit of a float kept (times of nanoseconds
+    and below are not rounded away), NaN as null."""
+    # (pandas' own `to_json` keeps a number of decimal places, not of significant digits.)
+    return [{str(k): json_value(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
+
+
+def json_value(v):
+    """`v` as JSON can hold it: numpy scalars as Python numbers, NaN and infinities as null."""
+    import numpy as np
+
+    if isinstance(v, (float, np.floating)):
+        return float(v) if math.isfinite(v) else None
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.bool_):
+        return bool(v)
+    if isinstance(v, np.ndarray):
+        return [json_value(x) for x in v.tolist()]
+    if isinstance(v, (list, tuple)):
+        return [json_value(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): json_value(x) for k, x in v.items()}
+    if v is None or isinstance(v, (str, int, bool)):
+        return v
+    try:
+        import pandas as pd
+
+        if pd.isna(v):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return str(v)
+
+
 def print_table(df, as_json: bool = False, as_csv: bool = False) -> None:
     """Print a DataFrame as a text table, JSON records or CSV."""
     if as_json:
-        print(df.to_json(orient="records", indent=1))
+        import json
+
+        print(json.dumps(json_records(df), indent=1))
     elif as_csv:
         print(df.to_csv(index=False), end="")
     else:

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-from ._common import UsageError, command, print_table
+from ._common import UsageError, check_device, check_models, command, count, print_table
 
 _SHOWN = ("model", "split", "n", "unpriced", "gmre", "sk_gmre", "mape", "median_abs_log", "within_2x", "bias",
           "kendall_tau", "spearman", "fusion_n", "fusion_order_acc", "fusion_gain_gmre", "fusion_gain_tau")
@@ -17,11 +18,13 @@ def _compare_configure(p: argparse.ArgumentParser) -> None:
                         "roofline xla-gpu)")
     p.add_argument("--split", default="program", help="program (default), program-cv, class, cv or none")
     p.add_argument("--dataset", nargs="+", default=None, metavar="PATH",
-                   help="data to score (default calibration/host_cpu_programs.parquet; the suite for class/cv)")
+                   help="data to score: real programs' kernels (kernel class program, or user: what `measure --jax "
+                        "... --out` writes); default host_cpu_programs.parquet (yours, else the shipped one); the "
+                        "suite for class/cv")
     p.add_argument("--train", nargs="+", default=None, metavar="PATH",
-                   help="training data of the program splits (default calibration/host_cpu.parquet)")
+                   help="training data of the program splits (default host_cpu.parquet: yours, else the shipped one)")
     p.add_argument("--device", default="host", help="device (default host)")
-    p.add_argument("--folds", type=int, default=5, help="folds of program-cv and cv (default 5)")
+    p.add_argument("--folds", type=int, default=5, help="folds of program-cv and cv (default 5, at least 2)")
     p.add_argument("--predictions", metavar="PATH", help="also write the per-kernel predictions (.csv or .parquet)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--json", action="store_true", help="print JSON records")
@@ -36,27 +39,38 @@ def _paths(values):
 
 @command("compare", "score cost models against measured kernel times on held-out data", _compare_configure)
 def _compare(args: argparse.Namespace) -> int:
-    from ..measure import DatasetError
     from ..compare import DEFAULT_MODELS, SPLITS, compare
-    from ..fit._store import CalibrationError
+    from ..measure import DatasetError
 
     if args.split not in SPLITS:
         raise UsageError(f"unknown split {args.split!r}; splits: {', '.join(SPLITS)}")
+    if args.folds < 2:
+        raise UsageError(f"--folds must be at least 2, got {args.folds}")
+    if args.predictions and Path(args.predictions).is_dir():
+        raise UsageError(f"--predictions {args.predictions}: is a directory; give a .csv or .parquet file")
+    check_models(args.models)
+    check_device(args.device)
     try:
         table = compare(args.models or DEFAULT_MODELS, _paths(args.dataset), args.split,
                         train=_paths(args.train), device=args.device, folds=args.folds)
-    except (DatasetError, CalibrationError, FileNotFoundError) as exc:
+    except (DatasetError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
-    except ValueError as exc:
-        if "unknown" in str(exc) or "split" in str(exc):
-            raise UsageError(str(exc)) from None
-        raise
+    except ValueError as exc:  # a dataset with nothing to score, a split without groups, a bad name
+        raise UsageError(str(exc).splitlines()[0]) from None
+    if not table["n"].fillna(0).astype(int).any():
+        raise UsageError("no kernel was scored: the data has no kernel every model could price")
     if args.predictions:
+        from ..fit._store import write_atomically
+
         pred = table.predictions
         if args.predictions.endswith(".parquet"):
-            pred.to_parquet(args.predictions, index=False)
+            import io
+
+            buffer = io.BytesIO()
+            pred.to_parquet(buffer, index=False)
+            write_atomically(args.predictions, buffer.getvalue())
         else:
-            pred.to_csv(args.predictions, index=False)
+            write_atomically(args.predictions, pred.to_csv(index=False))
     shown = table[[c for c in _SHOWN if c in table.columns]].copy()
     if not (args.json or args.csv):
         shown = shown.round(3)
@@ -65,14 +79,17 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _calibrate_configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default=None, help="device to calibrate (default host; a --dataset of several "
-                   "devices is fitted per device and across devices)")
+    p.add_argument("--device", default=None, help="device to calibrate (default host): this machine when the suite "
+                   "is run here, else the device --dataset was measured on (a --dataset of several devices is "
+                   "fitted per device and across devices)")
     p.add_argument("--quick", action="store_true", help="run the quick suite (with no --dataset)")
     p.add_argument("--dataset", nargs="+", default=None, metavar="PATH",
                    help="fit to these measurements instead of running the suite")
     p.add_argument("--models", nargs="+", default=None, metavar="MODEL",
                    help="models to fit (default: fitted learned roofline-calibrated xla-gpu-calibrated)")
-    p.add_argument("--out", default=None, metavar="DIR", help="where to write (default calibration/)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="where to write (default: your data directory, $XLA_COSTMODEL_DATA_DIR or "
+                        "~/.local/share/xla_costmodel on Linux; the shipped calibration/ is only read)")
     p.add_argument("--weights", action="store_true", help="also print the fitted model's weights table")
     p.add_argument("--device-map", action="append", default=None, metavar="MEASURED=DEVICE",
                    help="with a dataset of several devices: the device (a registered name) of rows whose 'device' "
@@ -84,31 +101,40 @@ def _calibrate_configure(p: argparse.ArgumentParser) -> None:
 
 @command("calibrate", "fit the fitted, learned and calibrated models to measurements and save them", _calibrate_configure)
 def _calibrate(args: argparse.Namespace) -> int:
-    from ..measure import DatasetError
     from ..fit._calibrate import FITTABLE_MODELS, calibrate
+    from ..fit._store import DATA_DIR_ENV, user_data_dir
+    from ..measure import DatasetError
 
+    if args.models:
+        unknown = [m for m in args.models if m not in FITTABLE_MODELS]
+        if unknown:
+            raise UsageError(f"cannot calibrate {', '.join(unknown)}; fittable models: {', '.join(FITTABLE_MODELS)}")
+    if args.quick and args.dataset:
+        raise UsageError("--quick runs the suite; with --dataset nothing is measured")
+    if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise UsageError(f"--out {args.out}: is a file; give a directory for the calibrations")
     status = _calibrate_devices(args)
     if status is not None:
         return status
     args.device = args.device or "host"
+    check_device(args.device)
     try:
         result = calibrate(args.device, quick=args.quick, dataset=_paths(args.dataset),
                            models=tuple(args.models or FITTABLE_MODELS), out_dir=args.out, progress=True)
     except (DatasetError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
-    except ValueError as exc:
-        if "cannot calibrate" in str(exc) or "unknown device" in str(exc):
-            raise UsageError(str(exc)) from None
-        raise
+    except ValueError as exc:  # DeviceMismatchError, too few rows, a dataset of several devices
+        raise UsageError(str(exc).splitlines()[0]) from None
     print_table(result if (args.json or args.csv) else result.round(4), as_json=args.json, as_csv=args.csv)
+    if not (args.json or args.csv):
+        print(f"\nwrote {count(len(result), 'calibration')} to {Path(args.out) if args.out else user_data_dir()}")
     if args.weights and "fitted" in set(result["model"]):
-        from ..fit._fitted import FittedModel
-        from ..fit._store import DIR_ENV
-
         import os
 
+        from ..fit._fitted import FittedModel
+
         if args.out:
-            os.environ[DIR_ENV] = args.out
+            os.environ[DATA_DIR_ENV] = args.out  # read back what was just written, not an older one
         table = FittedModel.from_calibration(args.device).weights_table()
         print(file=sys.stdout)
         print_table(table, as_json=args.json, as_csv=args.csv)
@@ -136,6 +162,8 @@ def _calibrate_devices(args: argparse.Namespace) -> int | None:
         raise UsageError(str(exc)) from None
     measured_on = dataset_devices(training_rows(rows))
     if len(measured_on) < 2 and not args.device_map:
+        if args.device is None and measured_on:
+            args.device = _device_of_rows(rows, measured_on[0])
         return None
     if args.device is not None:
         raise UsageError(f"the dataset holds measurements of {len(measured_on)} devices ({'; '.join(measured_on)}): "
@@ -153,3 +181,15 @@ def _calibrate_devices(args: argparse.Namespace) -> int | None:
         raise UsageError(str(exc)) from None
     print_table(result if (args.json or args.csv) else result.round(4), as_json=args.json, as_csv=args.csv)
     return 0
+
+
+def _device_of_rows(rows, measured: str) -> str | None:
+    """The device a one-device dataset was measured on (a GPU preset by jax's device kind, `host` for this
+    CPU), or None to leave the default (`calibrate` then says what does not match)."""
+    from ..fit._devices import device_for_rows
+
+    kinds = rows.loc[rows["device"].astype(str) == measured, "device_kind"] if "device_kind" in rows else []
+    try:
+        return device_for_rows(measured, str(kinds.iloc[0]) if len(kinds) else "").name
+    except ValueError:
+        return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ._common import UsageError, command
+from ._common import UsageError, check_device, check_models, command, count, json_records
 from ._measure import load_target
 
 
@@ -32,6 +32,12 @@ def _evaluate(args: argparse.Namespace) -> int:
     from ..compare._evaluate import DEFAULT_EVALUATION_MODELS, evaluate
     from ..measure import MeasurementError
 
+    if args.repeats is not None and args.repeats < 1:
+        raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
+    if args.discard is not None and args.discard < 0:
+        raise UsageError(f"--discard must be 0 or more, got {args.discard}")
+    check_device(args.device)
+    check_models(args.models)
     fn, fargs = load_target(args.jax)
     try:
         result = evaluate(fn, *fargs, device=args.device, models=tuple(args.models or DEFAULT_EVALUATION_MODELS),
@@ -39,16 +45,15 @@ def _evaluate(args: argparse.Namespace) -> int:
     except MeasurementError as exc:
         raise UsageError(f"{args.jax}: {exc}") from None
     except ValueError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(str(exc).splitlines()[0]) from None
     summary = result.summary.reset_index()
     if args.json:
         print(json.dumps({"program": args.jax, "device": result.device,
-                          "summary": json.loads(summary.to_json(orient="records")),
-                          "kernels": json.loads(result.kernels.to_json(orient="records"))}, indent=1))
+                          "summary": json_records(summary), "kernels": json_records(result.kernels)}, indent=1))
         return 0
     m = result.measurement
-    print(f"{m.module.name}: {len(result.kernels)} kernels measured on {m.device} ({m.method.allocator} allocator, "
-          f"minimum of {m.method.kept} runs), predicted on {result.device}; times per program run")
+    print(f"{m.module.name}: {count(len(result.kernels), 'kernel')} measured on {m.device} ({m.method.allocator} allocator, "
+          f"minimum of {count(m.method.kept, 'run')}), predicted on {result.device}; times per program run")
     shown = summary.copy()
     for col in ("predicted_total_s", "measured_total_s", "measured_wall_s"):
         shown[col.replace("_s", "_us")] = shown.pop(col) * 1e6

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL
-from ._common import UsageError, command, print_table, resolve_device_and_model
+from ._common import UsageError, command, count, json_records, json_value, print_table, resolve_device_and_model
 
 _COLUMNS = ["step", "producer", "producer_opcode", "consumers", "priority_us", "unfused_us", "fused_us", "reason"]
 
@@ -72,6 +72,8 @@ def _fuse(args: argparse.Namespace) -> int:
         raise UsageError(f"{out}: is a directory; give a file name for the fused module")
     if not out.resolve().parent.is_dir():
         raise UsageError(f"{out.parent}: no such directory for the fused module")
+    if not args.budget > 0:
+        raise UsageError(f"--budget must be a positive number of seconds, got {args.budget}")
     device, model = resolve_device_and_model(args)
     module = load_hlo(src)
     if args.search:
@@ -83,11 +85,10 @@ def _fuse(args: argparse.Namespace) -> int:
 
     steps = result.steps
     if args.json:
-        records = json.loads(steps.to_json(orient="records"))
         summary = result.summary()
         summary["output"] = str(out)
-        print(json.dumps({"summary": summary, "steps": records,
-                          "rejected": json.loads(result.rejected.to_json(orient="records"))}, indent=1))
+        print(json.dumps({"summary": json_value(summary), "steps": json_records(steps),
+                          "rejected": json_records(result.rejected)}, indent=1))
         return 0
     import pandas as pd
 
@@ -108,9 +109,9 @@ def _fuse(args: argparse.Namespace) -> int:
         print_table(table)
     s = result.summary()
     print(
-        f"\n{s['fusion_steps']} steps: {s['kernels_before']} -> {s['kernels_after']} kernels, "
+        f"\n{count(s['fusion_steps'], 'step')}: {s['kernels_before']} -> {count(s['kernels_after'], 'kernel')}, "
         f"predicted {s['time_before_s'] * 1e6:,.3f} us -> {s['time_after_s'] * 1e6:,.3f} us "
-        f"({s['model']} on {s['device']}); {s['rejected']} producers left unfused"
+        f"({s['model']} on {s['device']}); {count(s['rejected'], 'producer')} left unfused"
     )
     by_rule = result.rejected_by_rule()
     if len(by_rule):
@@ -125,8 +126,6 @@ def _search(args: argparse.Namespace, module, device, model, out: Path) -> int:
 
     from ..fusion import search_fusion
 
-    if not args.budget > 0:
-        raise UsageError(f"--budget must be a positive number of seconds, got {args.budget}")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         result = search_fusion(module, device=device, model=model, budget_s=args.budget)
@@ -134,16 +133,16 @@ def _search(args: argparse.Namespace, module, device, model, out: Path) -> int:
     summary = result.summary()
     summary["output"] = str(out)
     if args.json:
-        print(json.dumps({"summary": summary,
-                          "computations": json.loads(result.computations.to_json(orient="records"))}, indent=1))
+        print(json.dumps({"summary": json_value(summary), "computations": json_records(result.computations)},
+                         indent=1))
         return 0
     print_table(result.computations.assign(
         greedy_us=result.computations["greedy_s"].map(_us), best_us=result.computations["best_s"].map(_us),
     ).drop(columns=["greedy_s", "best_s"]))
     print(
-        f"\nfusion search ({result.method}, {result.plans_evaluated} plans in {result.elapsed_s:.2f} s): "
+        f"\nfusion search ({result.method}, {count(result.plans_evaluated, 'plan')} in {result.elapsed_s:.2f} s): "
         f"greedy {result.greedy_time_s * 1e6:,.3f} us, best {result.time_s * 1e6:,.3f} us, "
-        f"gap {result.gap_pct:.2f}% ({summary['model']} on {summary['device']}); {result.kernels} kernels"
+        f"gap {result.gap_pct:.2f}% ({summary['model']} on {summary['device']}); {count(result.kernels, 'kernel')}"
     )
     print(f"wrote {out}")
     return 0

@@ -7,15 +7,21 @@ import sys
 import warnings
 from pathlib import Path
 
-from ._common import UsageError, command
+from ._common import UsageError, command, count
 
 __all__ = ["DEFAULT_DATASET", "DEFAULT_FLEET_DATASET", "load_target", "per_kernel_table"]
 
-#: Where the suite appends by default, relative to the working directory;
+#: Where the suite appends by default, in the user's data directory (`fit._store.user_data_dir()`);
 #: `{backend}` is filled in (`cpu`, `gpu`, ...).
-DEFAULT_DATASET = "calibration/host_{backend}.parquet"
-#: Where a fleet run of the full suite appends by default, relative to the working directory.
-DEFAULT_FLEET_DATASET = "calibration/fleet.parquet"
+DEFAULT_DATASET = "host_{backend}.parquet"
+#: Where a fleet run of the full suite appends by default, in the user's data directory.
+DEFAULT_FLEET_DATASET = "fleet.parquet"
+
+
+def _in_data_dir(name: str) -> Path:
+    from ..fit._store import user_data_dir
+
+    return user_data_dir() / name
 
 
 _DESCRIPTION = (
@@ -47,6 +53,9 @@ def _configure(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--repeats", type=int, help="runs per program in total (default: 30, quick 12)")
     p.add_argument("--discard", type=int, help="leading warm-up runs thrown away (default: 4, quick 2)")
+    p.add_argument("--budget", type=float, metavar="SECONDS",
+                   help="with --jax: seconds the measurement may take; no run starts after that, but at least "
+                        "--discard plus 5 runs are taken (the runs taken are recorded)")
     p.add_argument(
         "--rounds",
         type=int,
@@ -56,7 +65,8 @@ def _configure(p: argparse.ArgumentParser) -> None:
         "--out",
         metavar="PATH",
         help=f"dataset to append to (.parquet, .csv or .csv.gz). Default for the full suite: "
-        f"{DEFAULT_DATASET}; --quick and --jax write only when --out is given",
+        f"{DEFAULT_DATASET} in your data directory ($XLA_COSTMODEL_DATA_DIR, or ~/.local/share/xla_costmodel "
+        f"on Linux); --quick and --jax write only when --out is given",
     )
     p.add_argument("--no-save", action="store_true", help="print the results, write nothing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -68,6 +78,7 @@ def _configure(p: argparse.ArgumentParser) -> None:
 def _measure(args: argparse.Namespace) -> int:
     """`xla-costmodel measure`: exit status 0 on success, 1 when the measurement or the dataset
     write fails (the message goes to stderr), 2 for bad usage (`UsageError`)."""
+    _check_numbers(args)
     if _wants_fleet(args):
         return _measure_fleet(args)
     _gpu_flags_early()
@@ -85,6 +96,25 @@ def _measure(args: argparse.Namespace) -> int:
         return 1
 
 
+def _check_numbers(args: argparse.Namespace) -> None:
+    """`UsageError` for counts and budgets that cannot be (before anything is loaded or measured)."""
+    if args.repeats is not None and args.repeats < 1:
+        raise UsageError(f"--repeats must be at least 1, got {args.repeats}")
+    if args.discard is not None and args.discard < 0:
+        raise UsageError(f"--discard must be 0 or more, got {args.discard}")
+    if args.repeats is not None and args.discard is not None and args.discard >= args.repeats:
+        raise UsageError(f"--discard ({args.discard}) must be less than --repeats ({args.repeats})")
+    if args.rounds is not None and args.rounds < 1:
+        raise UsageError(f"--rounds must be at least 1, got {args.rounds}")
+    if args.budget is not None:
+        if not args.budget > 0:
+            raise UsageError(f"--budget must be a positive number of seconds, got {args.budget}")
+        if not args.jax:
+            raise UsageError("--budget is for --jax programs (the suite's length is set by --quick and --only)")
+    if args.out is not None and Path(args.out).is_dir():
+        raise UsageError(f"--out {args.out}: is a directory; give a dataset file (.parquet, .csv or .csv.gz)")
+
+
 def _gpu_flags_early() -> None:
     """Turn GPU command buffers off if no jax backend has started yet (harmless on CPU)."""
     from ..measure import disable_gpu_command_buffers
@@ -100,7 +130,7 @@ def _out_path(args, backend: str, default_on: bool) -> Path | None:
         return None
     if args.out:
         return Path(args.out)
-    return Path(DEFAULT_DATASET.format(backend=backend)) if default_on else None
+    return _in_data_dir(DEFAULT_DATASET.format(backend=backend)) if default_on else None
 
 
 def _run_suite(args) -> int:
@@ -131,8 +161,8 @@ def _run_suite(args) -> int:
     with pd.option_context("display.width", 120, "display.float_format", "{:.2f}".format):
         print(summary.to_string())
     print(
-        f"\n{len(main)} cases, {len(df)} kernels measured in {df.attrs['elapsed_s']:.1f} s "
-        f"({df.attrs['mode']}: {df.attrs['rounds']} round(s) of {df.attrs['repeats']} runs, first "
+        f"\n{count(len(main), 'case')}, {count(len(df), 'kernel')} measured in {df.attrs['elapsed_s']:.1f} s "
+        f"({df.attrs['mode']}: {count(df.attrs['rounds'], 'round')} of {count(df.attrs['repeats'], 'run')}, first "
         f"{df.attrs['discard']} of each discarded, minimum kept)"
     )
     overhead = df.attrs.get("launch_overhead_s")
@@ -142,7 +172,7 @@ def _run_suite(args) -> int:
         print(f"warning: within 3x of the launch overhead: {', '.join(df.attrs['below_overhead'])}", file=sys.stderr)
     if out is not None:
         total = append_dataset(df, out)
-        print(f"appended {len(df)} rows to {out} ({total} rows now)")
+        print(f"appended {count(len(df), 'row')} to {out} ({count(total, 'row')} now)")
     return 0
 
 
@@ -179,16 +209,20 @@ def _measure_user(args) -> int:
         warnings.simplefilter("default")
         try:
             m = measure_program(fn, *fargs, repeats=repeats, discard=discard,
-                                allocator="cold" if args.cold else "steady")
+                                allocator="cold" if args.cold else "steady", budget_s=args.budget,
+                                progress=not args.no_progress)
         except ValueError as e:
-            if "repeats" in str(e):
+            if "repeats" in str(e) or "discard" in str(e):
                 raise UsageError(str(e)) from e
             raise
     table = per_kernel_table(m.kernels)
     kept = m.runs[m.runs["kept"]]
     with pd.option_context("display.width", 160, "display.max_rows", 500, "display.float_format", "{:.2f}".format):
-        print(f"{m.module.name} on {m.device}: {len(table)} kernels, {len(kept)} runs kept of {len(m.runs)} "
-              f"({m.method.allocator} allocator, minimum over kept runs)")
+        print(f"{m.module.name} on {m.device}: {count(len(table), 'kernel')}, {len(kept)} of "
+              f"{count(len(m.runs), 'run')} kept ({m.method.allocator} allocator, minimum over kept runs)")
+        if m.kernels.attrs.get("stopped_by_budget"):
+            print(f"stopped after {len(m.runs)} of {m.kernels.attrs['repeats_requested']} runs: the budget of "
+                  f"{args.budget:g} s was spent")
         print(table.to_string(index=False))
     print(
         f"wall time per run: min {kept['wall_s'].min() * 1e6:.1f} µs; "
@@ -201,7 +235,7 @@ def _measure_user(args) -> int:
         name = args.jax.rpartition(":")[2]
         rows = pd.DataFrame(measurement_rows(m, case=args.jax, kernel=name, program=name))
         total = append_dataset(rows, out)
-        print(f"appended {len(rows)} rows to {out} ({total} rows now)")
+        print(f"appended {count(len(rows), 'row')} to {out} ({count(total, 'row')} now)")
     return 0
 
 
@@ -244,7 +278,7 @@ def _measure_fleet(args: argparse.Namespace) -> int:
     elif args.out:
         out = args.out
     else:
-        out = None if (args.quick or args.jax) else DEFAULT_FLEET_DATASET
+        out = None if (args.quick or args.jax) else str(_in_data_dir(DEFAULT_FLEET_DATASET))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", FleetDeviceWarning)
         warnings.simplefilter("ignore", TaskFailedWarning)  # reported below, one line per task
@@ -263,7 +297,7 @@ def _measure_fleet(args: argparse.Namespace) -> int:
         with pd.option_context("display.width", 160, "display.float_format", "{:.2f}".format):
             print(table.to_string())
         if out is not None:
-            print(f"appended {len(rows)} rows to {out}")
+            print(f"appended {count(len(rows), 'row')} to {out}")
     for w in caught:
         print(f"warning: {w.message}", file=sys.stderr)
     for kind, error in rows.attrs["failures"].items():

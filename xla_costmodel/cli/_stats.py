@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ._common import command, load_module
+from ._common import command, count, load_module
 
 
 def _stats_configure(p: argparse.ArgumentParser) -> None:
@@ -21,7 +21,8 @@ def _stats(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(stats, indent=1))
         return 0
-    print(f"module {stats['module']}: {stats['computations']} computations, {stats['instructions']} instructions")
+    print(f"module {stats['module']}: {count(stats['computations'], 'computation')}, "
+          f"{count(stats['instructions'], 'instruction')}")
     for key in ("flops", "transcendentals", "bytes_accessed"):
         aware = stats.get(f"{key}_trip_count_aware", stats[key])
         extra = f"  (counting loop trips: {aware:,.0f})" if aware != stats[key] else ""

@@ -201,7 +201,7 @@ def _concat(a: Prepared, b: Prepared) -> Prepared:
 
 
 def compare(models: Sequence = DEFAULT_MODELS, dataset=None, split: str = "program", *, train=None,
-            device="host", folds: int = 5, test_classes: Sequence[str] = ("program",)) -> Comparison:
+            device="host", folds: int = 5, test_classes: Sequence[str] = ("program", "user")) -> Comparison:
     """Score cost models against measured kernel times.
 
     **Arguments:**
@@ -221,10 +221,14 @@ def compare(models: Sequence = DEFAULT_MODELS, dataset=None, split: str = "progr
     - `device`: `DeviceSpec` or name (default `"host"`).
     - `folds`: folds of the `program-cv` and `cv` splits.
     - `test_classes`: kernel classes of `dataset` that are scored in the
-      `program` splits and `none` (default real programs as compiled,
-      `program`; the `program-unfused` rows serve the fusion metrics).
+      `program` splits and `none` (default real programs as compiled:
+      `program`, and `user` for a program measured with `measure --jax ...
+      --out`; the `program-unfused` rows serve the fusion metrics).
 
     **Returns:** a `Comparison` (a DataFrame, one row per model; see there).
+
+    **Raises:** `ValueError` when `dataset` has no row to score (none of
+    `test_classes`, or none with a usable time and HLO), naming what it has.
     """
     from ..models._resolve import resolve_device
 
@@ -248,10 +252,15 @@ def compare(models: Sequence = DEFAULT_MODELS, dataset=None, split: str = "progr
         else:
             # The suite, plus the supplementary (extra-*) rows kept with the programs.
             train_df = training_rows(load_rows(default_training(dev.name)))
+        _check_scorable(test_df, dataset, test_classes)
         if "kernel_class" in test_df:
             test_df = test_df[test_df["kernel_class"].isin(set(PROGRAM_CLASSES) | set(test_classes))]
     tr = prepare(train_df, dev) if len(train_df) else _empty(dev)
     te = prepare(test_df, dev) if len(test_df) else _empty(dev)
+    if split not in ("class", "cv") and not len(te.y):
+        raise ValueError(f"{_where(dataset)}: none of its {len(test_df)} rows to score is a kernel with a usable "
+                         "time and HLO text" + (f" (first problem: {next(iter(te.skipped.values()))})"
+                                                if te.skipped else ""))
     pool = _concat(tr, te)
     scored_class = set(test_classes)
 
@@ -291,6 +300,26 @@ def compare(models: Sequence = DEFAULT_MODELS, dataset=None, split: str = "progr
     table.predictions = pd.concat(pred_rows, ignore_index=True) if pred_rows else pd.DataFrame()
     table.split_name = split
     return table
+
+
+def _where(dataset) -> str:
+    if dataset is None:
+        return "the default dataset"
+    if isinstance(dataset, pd.DataFrame):
+        return "the dataset"
+    if isinstance(dataset, (list, tuple)):
+        return ", ".join(str(p) for p in dataset)
+    return str(dataset)
+
+
+def _check_scorable(test_df: pd.DataFrame, dataset, test_classes) -> None:
+    """Refuse a dataset with nothing to score, rather than return a table of NaN."""
+    if "kernel_class" not in test_df or test_df["kernel_class"].isin(set(test_classes)).any():
+        return
+    classes = sorted(set(test_df["kernel_class"].astype(str)))
+    raise ValueError(f"{_where(dataset)}: no rows of kernel class {', '.join(test_classes)} to score"
+                     + (f" (it has {', '.join(classes)})" if classes else " (it has no rows)")
+                     + "; measured kernels of a suite are scored with split='class' or 'cv'")
 
 
 def _empty(dev) -> Prepared:

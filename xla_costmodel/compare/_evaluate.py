@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from .._text import count
 from ..analysis._opcodes import CONTROL_FLOW_OPCODES
 
 __all__ = ["evaluate", "Evaluation", "DEFAULT_EVALUATION_MODELS", "SUMMARY_COLUMNS"]
@@ -24,7 +25,7 @@ DEFAULT_EVALUATION_MODELS = ("fitted", "learned", "roofline")
 
 #: Columns of `Evaluation.summary`, in order (indexed by model).
 SUMMARY_COLUMNS = ("kernels", "unpriced", "sk_error", "ratio_error", "kendall_tau", "within_2x",
-                   "predicted_total_s", "measured_total_s", "measured_wall_s")
+                   "predicted_total_s", "measured_total_s", "predicted_wall_s", "measured_wall_s")
 
 
 
@@ -45,7 +46,9 @@ class Evaluation:
       error), `ratio_error` (exp(mean |ln p/m|) − 1), `kendall_tau`,
       `within_2x`, `predicted_total_s` (the model's whole-program time per
       run, `KernelTable.total_time_s`), `measured_total_s` (the measured
-      kernels added up, per run) and `measured_wall_s` (the program's
+      kernels added up, per run), `predicted_wall_s` (the predicted kernels
+      plus the device's per-run program overhead, `fit._program`; NaN when
+      the device has no saved overhead) and `measured_wall_s` (the program's
       fastest kept run, wall clock, per run).
     - `measurement`: the `Measurement`; `tables`: model → `KernelTable`;
       `device`: the device name the models priced.
@@ -93,7 +96,7 @@ class Evaluation:
 
     def _repr_html_(self) -> str:
         m = self.measurement
-        head = (f"<p><b>{html.escape(m.module.name)}</b>: {len(self.kernels)} kernels measured on "
+        head = (f"<p><b>{html.escape(m.module.name)}</b>: {count(len(self.kernels), 'kernel')} measured on "
                 f"{html.escape(m.device)} ({html.escape(m.method.allocator)} allocator, minimum of "
                 f"{m.method.kept} runs), predicted on <b>{html.escape(self.device)}</b>; times per program run</p>")
         return head + self.summary._repr_html_() + self.kernels._repr_html_()
@@ -177,6 +180,7 @@ def evaluate(
     measured_total = float(kernels["measured_s"].sum())
     kept = m.runs[m.runs["kept"]]
     wall = float(kept["wall_s"].min()) if len(kept) else math.nan
+    overhead = _saved_overhead(dev)
     for name in models:
         table = analyze(module, device=dev, model=name)
         table.priced_module = "the module measured"
@@ -196,8 +200,20 @@ def evaluate(
             "within_2x": acc["within_2x"],
             "predicted_total_s": table.total_time_s,
             "measured_total_s": measured_total,
+            "predicted_wall_s": (table.total_time_s + float(overhead(len(kernels)))) if overhead else math.nan,
             "measured_wall_s": wall,
         })
     summary = pd.DataFrame(rows, columns=["model", *SUMMARY_COLUMNS]).set_index("model")
     return Evaluation(kernels=kernels.reset_index(drop=True), summary=summary, measurement=m, tables=tables,
                       device=dev.name)
+
+
+def _saved_overhead(dev):
+    """The device's saved per-run program overhead, or None when it has none."""
+    from ..fit._program import ProgramOverhead
+    from ..fit._store import CalibrationError
+
+    try:
+        return ProgramOverhead.from_calibration(dev)
+    except CalibrationError:
+        return None

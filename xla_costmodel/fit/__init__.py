@@ -3,9 +3,12 @@
 - `kernel_features(kernels_or_rows, device)`: the feature table of the
   hardware-fitted models (Stevens & Klöckner's counts, read from HLO).
 - Datasets (`_data`): calibration-dataset rows as training and test data.
-- Saved calibrations (`_store`): one JSON file per (device, model) under
-  `calibration/`; `calibrate(device="host", quick=False, dataset=None)` fits
-  every fittable model to measurements and saves them there;
+- Saved calibrations (`_store`): one JSON file per (device, model), written
+  to the user's data directory (`user_data_dir()`) and read from there
+  first, then from the shipped `calibration/`;
+  `calibrate(device="host", quick=False, dataset=None)` fits every fittable
+  model to measurements of that device (`DeviceMismatchError` for another
+  device's) and saves them;
   `calibrate_devices(dataset)` does the same per device of a dataset measured
   on several (a fleet run's), and fits the `fitted` model across them.
 - Models (registered with the cost-model registry, so `get_model(name)` and
@@ -13,6 +16,8 @@
   relative-error least squares), `learned` (`LearnedModel`: gradient-boosted
   trees in log time), `roofline-calibrated` and `xla-gpu-calibrated`
   (`CalibratedModel`: the analytical models with fitted device parameters),
+  `context` and `learned-context` (`ContextModel`, `LearnedContextModel`: the
+  same two over the kernel's schedule context as well, `fit._context`),
   and the model-name combinators `scaled(...)`, `scaled-min(...)`,
   `scaled-max-savings(...)` (`ScaledModel`: a model on the scale of
   measured times).
@@ -37,9 +42,11 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._features import FEATURE_GROUPS, FEATURES, FeatureError
     from ._fitted import FittedModel
     from ._learned import LearnedModel
+    from ._context import CONTEXT_FEATURES, context_features
+    from ._context_model import ContextModel, LearnedContextModel
     from ._rows import kernel_features
     from ._metrics import accuracy, fusion_metrics, sk_gmre
-    from ._store import CalibrationError, calibration_path, load_calibration
+    from ._store import CalibrationError, DeviceMismatchError, calibration_path, load_calibration, user_data_dir
 
 _LAZY = {
     "calibrate": ("._calibrate", "calibrate"),
@@ -53,10 +60,16 @@ _LAZY = {
     "kernel_features": ("._rows", "kernel_features"),
     "FittedModel": ("._fitted", "FittedModel"),
     "LearnedModel": ("._learned", "LearnedModel"),
+    "ContextModel": ("._context_model", "ContextModel"),
+    "LearnedContextModel": ("._context_model", "LearnedContextModel"),
+    "CONTEXT_FEATURES": ("._context", "CONTEXT_FEATURES"),
+    "context_features": ("._context", "context_features"),
     "accuracy": ("._metrics", "accuracy"),
     "fusion_metrics": ("._metrics", "fusion_metrics"),
     "sk_gmre": ("._metrics", "sk_gmre"),
     "CalibrationError": ("._store", "CalibrationError"),
+    "DeviceMismatchError": ("._store", "DeviceMismatchError"),
+    "user_data_dir": ("._store", "user_data_dir"),
     "load_calibration": ("._store", "load_calibration"),
     "calibration_path": ("._store", "calibration_path"),
 }
@@ -97,6 +110,22 @@ def _learned(**params):
     from ._learned import LearnedModel
 
     return LearnedModel(**params)
+
+
+@register_model("context")
+def _context(**params):
+    """The hardware-fitted linear model over kernel and schedule-context features (`fit._context`)."""
+    from ._context_model import ContextModel
+
+    return ContextModel(**params)
+
+
+@register_model("learned-context")
+def _learned_context(**params):
+    """Gradient-boosted trees over kernel and schedule-context features (`fit._context`)."""
+    from ._context_model import LearnedContextModel
+
+    return LearnedContextModel(**params)
 
 
 @register_model("roofline-calibrated")

@@ -1,6 +1,11 @@
 """`calibrate`: measure (or read) kernel timings, fit every fittable model, save the results.
 
-Writes one JSON file per model to `calibration/<device>_<model>.json`:
+Writes one JSON file per model to `<device>_<model>.json` in the user's data
+directory (`fit._store.user_data_dir()`; never the shipped `calibration/`
+unless it is named as `out_dir`). A device is calibrated only from its own
+measurements: running the suite here calibrates the device this machine
+is, and a dataset must have been measured on the device it calibrates
+(`DeviceMismatchError` otherwise).
 
 - `fitted`: the weights (seconds per unit) of every feature, the training
   support of each, the hyper-parameters;
@@ -27,12 +32,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ._data import PROGRAM_CLASSES, Prepared, default_dataset, default_training, load_rows, prepare, training_rows
-from ._store import CalibrationError, calibration_dir, header, load_calibration, save_calibration
+from .._text import count
+from ._data import PROGRAM_CLASSES, Prepared, dataset_name, load_rows, prepare, training_rows
+from ._store import (CalibrationError, DeviceMismatchError, header, load_calibration, measured_on,
+                     rows_device_matches, save_calibration, user_data_dir)
 
-__all__ = ["calibrate", "refit_learned", "FITTABLE_MODELS"]
+__all__ = ["calibrate", "check_measured_device", "refit_learned", "FITTABLE_MODELS"]
 
-FITTABLE_MODELS = ("fitted", "learned", "roofline-calibrated", "xla-gpu-calibrated")
+FITTABLE_MODELS = ("fitted", "learned", "roofline-calibrated", "xla-gpu-calibrated", "context", "learned-context")
+#: Models whose saved calibration is also fitted to this project's own programs (`fit._context_model`).
+CONTEXT_MODELS = ("context", "learned-context")
 _CHECK_ROWS = 8
 
 
@@ -56,20 +65,44 @@ def _train_accuracy(pred, y) -> dict:
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in acc.items()}
 
 
-def _measure(device_name: str, quick: bool, out_dir: Path, progress: bool) -> Path:
-    """Run the measurement suite on this machine; returns the dataset file the rows went to."""
-    import jax
+def _this_machine() -> dict:
+    """`{backend, device_kind, device}` of the device jax measures on here."""
+    from ..measure import device_description
 
+    return device_description()
+
+
+def check_measured_device(dev, entries, where: str) -> None:
+    """Refuse measurements of another device than `dev`.
+
+    **Arguments:** `dev`: the `DeviceSpec` being calibrated; `entries`: the
+    devices the rows come from (`{backend, device_kind, device}` each, as
+    `_store.measured_on` gives); `where`: what holds them, for the message.
+
+    **Raises:** `DeviceMismatchError` naming both devices.
+    """
+    wrong = [e for e in entries if not rows_device_matches(e, dev)]
+    if not wrong:
+        return
+    seen = "; ".join(str(e.get("device") or e.get("device_kind")) for e in wrong)
+    what = "a CPU" if dev.kind == "cpu" else f"a {dev.description or dev.name}"
+    raise DeviceMismatchError(
+        f"cannot calibrate '{dev.name}' from {where}: measured on {seen}, not on {what}; "
+        f"calibrate the device that was measured, or measure on a '{dev.name}' and pass those measurements "
+        f"(dataset=..., `--dataset`; rows of a device you registered: calibrate_devices(..., devices=...), "
+        f"`--device-map`)"
+    )
+
+
+def _measure(dev, quick: bool, out_dir: Path, progress: bool) -> Path:
+    """Run the measurement suite on this machine; returns the dataset file the rows went to."""
     from ..measure import append_dataset, run_suite
 
-    backend = jax.default_backend()
-    if device_name == "host" and backend != "cpu":
-        raise ValueError(f"calibrating 'host' measures the CPU, but jax's default backend is {backend!r}")
+    # Before minutes of measuring: this machine's times are only this machine's device's.
+    check_measured_device(dev, [_this_machine()], "this machine's measurements")
+    out_dir.mkdir(parents=True, exist_ok=True)
     rows = run_suite(quick=quick, progress=progress)
-    if quick:
-        path = out_dir / f"{device_name}_quick.parquet"
-    else:
-        path = default_dataset(device_name) if out_dir == calibration_dir() else out_dir / f"{device_name}_suite.parquet"
+    path = out_dir / (f"{dev.name}_quick.parquet" if quick else dataset_name(dev.name))
     append_dataset(rows, path)
     return path
 
@@ -85,16 +118,17 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
     - `quick`: with no `dataset`, run the quick suite (seconds) instead of the
       full one (minutes).
     - `dataset`: kernel measurements to fit to: a dataset path, a list of
-      them, or a DataFrame (`xla_costmodel.measure` schema). None runs the
-      measurement suite on this machine first, appends its rows to the
-      device's dataset (`calibration/host_cpu.parquet`; quick runs go to
-      `<out_dir>/<device>_quick.parquet` and are fitted alone), and fits to
-      that plus the supplementary kernels (`extra-*` rows) of
-      `calibration/host_cpu_programs.parquet` when present.
+      them, or a DataFrame (`xla_costmodel.measure` schema), measured on
+      `device` (its `backend`/`device_kind` columns are checked). None runs
+      the measurement suite on this machine first, which must then be
+      `device`, appends its rows to the device's dataset in `out_dir`
+      (`host_cpu.parquet`; quick runs go to `<device>_quick.parquet`
+      and are fitted alone), and fits to that plus the supplementary
+      kernels (`extra-*` rows) of a `host_cpu_programs.parquet` there.
     - `models`: which of `fitted`, `learned`, `roofline-calibrated`,
       `xla-gpu-calibrated` to fit.
-    - `out_dir`: where to write (default the project's `calibration/`, or
-      `$XLA_COSTMODEL_CALIBRATION_DIR`).
+    - `out_dir`: where to write (default the user's data directory,
+      `$XLA_COSTMODEL_DATA_DIR` or platformdirs'; see `fit._store`).
     - `include_programs`: also fit to rows of real programs (`kernel_class`
       `program`, `program-unfused`); by default they are held out, so that
       `compare` can score the saved models on them.
@@ -103,68 +137,109 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
     **Returns:** a DataFrame, one row per model: `model`, `file`,
     `training_rows`, training-set `gmre` and `within_2x`, `fit_s`.
 
+    **Raises:** `DeviceMismatchError` (a `CalibrationError`, so a
+    `ValueError`) when the measurements are of another device than
+    `device`: this machine's for `dataset=None`, or the dataset's rows;
+    `ValueError` for unknown models or devices, a dataset of several devices
+    (`calibrate_devices` fits those) or fewer than 10 usable rows.
+
     Afterwards `analyze(..., device=device, model="fitted")` (and the other
     models) use these calibrations.
     """
     from ..models._resolve import resolve_device
-    from ._calibrated import CalibratedModel
-    from ._fitted import FittedModel
-    from ._learned import LearnedModel
 
     unknown = [m for m in models if m not in FITTABLE_MODELS]
     if unknown:
         raise ValueError(f"cannot calibrate {', '.join(unknown)}; fittable models: {', '.join(FITTABLE_MODELS)}")
     dev = resolve_device(device)
-    out = Path(out_dir) if out_dir is not None else calibration_dir()
-    out.mkdir(parents=True, exist_ok=True)
+    out = Path(out_dir) if out_dir is not None else user_data_dir()
 
     if dataset is None:
-        measured = _measure(dev.name, quick, out, progress)
-        dataset = measured if quick else [p for p in default_training(dev.name) if p != measured] + [measured]
+        measured = _measure(dev, quick, out, progress)
+        extra = out / "host_cpu_programs.parquet"
+        dataset = measured if quick or dev.name != "host" or not extra.is_file() else [measured, extra]
     if isinstance(dataset, pd.DataFrame):
         df = dataset
         paths: list[Path] = []
+        where = "the dataset"
     else:
         paths = [Path(dataset)] if isinstance(dataset, (str, os.PathLike)) else [Path(p) for p in dataset]
         df = load_rows(paths)
+        where = ", ".join(str(p) for p in paths)
+    every_row = df
     if not include_programs:
         df = training_rows(df)
     from ._devices import dataset_devices
 
-    measured_on = dataset_devices(df)
-    if len(measured_on) > 1:
+    devices = dataset_devices(df)
+    if len(devices) > 1:
         # One device's spec for another's rows would give wrong features and a meaningless fit.
-        raise ValueError(f"the dataset holds measurements of {len(measured_on)} devices ({'; '.join(measured_on)}); "
+        raise ValueError(f"the dataset holds measurements of {len(devices)} devices ({'; '.join(devices)}); "
                          "fit each and all together with calibrate_devices (xla-costmodel calibrate --dataset)")
+    check_measured_device(dev, measured_on(df), where)
+    return fit_and_save(dev, df, paths=paths, models=models, out=out, include_programs=include_programs,
+                        progress=progress, every_row=every_row)
+
+
+def fit_and_save(dev, df: pd.DataFrame, *, paths, models, out: Path, include_programs: bool,
+                 progress: bool, device_map: bool = False, every_row: pd.DataFrame | None = None) -> pd.DataFrame:
+    """`calibrate`'s fitting and saving, for rows already known to be `dev`'s (see `calibrate`).
+
+    `device_map`: the rows were assigned to `dev` by the caller's device map
+    (`calibrate_devices(..., devices=...)`), which the saved `measured_on`
+    records, so that reading the calibration trusts it. `every_row`: the
+    dataset before the programs were left out of `df` (the context models and
+    the program overhead also fit this project's own programs); default `df`.
+    """
+    from ._calibrated import CalibratedModel
+
+    every_row = df if every_row is None else every_row
+
+    out.mkdir(parents=True, exist_ok=True)
     prep = prepare(df, dev)
     if len(prep.y) < 10:
         raise ValueError(f"only {len(prep.y)} usable kernel rows to calibrate with; need at least 10")
     if progress:
-        print(f"calibrating {len(models)} model(s) for '{dev.name}' on {len(prep.y)} kernels", file=sys.stderr)
+        print(f"calibrating {count(len(models), 'model')} for '{dev.name}' on {count(len(prep.y), 'kernel')}",
+              file=sys.stderr)
 
     datasets = [_dataset_entry(p, out, include_programs) for p in paths]
     facts = _device_facts(dev)
+    suite_prep = prep
+    context_prep = None
     results = []
     for name in models:
         t0 = time.perf_counter()
-        base = header(name, dev, len(prep.y), datasets)
+        prep, rule = suite_prep, None
+        if name in CONTEXT_MODELS and not include_programs:
+            # The suite shows little context (its kernels run almost alone): add our own programs.
+            if context_prep is None:
+                context_prep = prepare(context_training_rows(every_row), dev)
+            prep, rule = context_prep, CONTEXT_ROWS_RULE
+        devices = [{**e, "device_map": True} for e in measured_on(prep.rows)] if device_map else measured_on(prep.rows)
+        entries = datasets if rule is None else [_dataset_entry(p, out, include_programs, rule) for p in paths]
+        base = header(name, dev, len(prep.y), entries, devices)
         base["device_facts"] = facts
         base["excluded_classes"] = [] if include_programs else list(PROGRAM_CLASSES)
-        if name == "fitted":
-            m = FittedModel().fit(prep.X, prep.y)
+        if rule is not None:
+            base["rows_rule"] = rule
+        model_class = _model_classes().get(name)
+        if name in ("fitted", "context"):
+            m = model_class().fit(prep.X, prep.y)
             payload = {**base, **m.to_calibration()}
             pred = m.predict(prep.X)
-        elif name == "learned":
+        elif name in ("learned", "learned-context"):
             if not paths:
                 # Refitting needs the rows: keep them next to the calibration.
                 from ..measure import append_dataset
 
-                keep = out / f"{dev.name}_learned_training.parquet"
-                if keep.exists():
-                    keep.unlink()
-                append_dataset(prep.rows, keep)
-                base["datasets"] = [_dataset_entry(keep, out, include_programs)]
-            m = LearnedModel().fit(prep.X, prep.y)
+                keep = out / f"{dev.name}_{name}_training.parquet"
+                fresh = keep.with_name(f".{keep.name}.new")
+                fresh.unlink(missing_ok=True)
+                append_dataset(prep.rows, fresh)
+                os.replace(fresh, keep)  # the earlier rows stay until the new ones are complete
+                base["datasets"] = [_dataset_entry(keep, out, include_programs, rule)]
+            m = model_class().fit(prep.X, prep.y)
             pred = m.predict(prep.X)
             payload = {**base, **m.to_calibration(), "checks": _checks(prep, pred)}
         else:
@@ -182,11 +257,68 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
         })
         if progress:
             print(f"  {name}: training gmre {acc.get('gmre'):.3f} -> {path}", file=sys.stderr)
+    results += _calibrate_program_overhead(every_row, dev, out, paths, progress)
     return pd.DataFrame(results)
 
 
-def _used_rows(df: pd.DataFrame, excluded, suite_runs=None) -> pd.DataFrame:
-    if excluded and "kernel_class" in df:
+def _calibrate_program_overhead(rows: pd.DataFrame, dev, out: Path, paths, progress: bool) -> list[dict]:
+    """Fit and save the device's per-run program overhead (`fit._program`) when the data holds at least
+    3 of this project's own programs with their wall times (never corpus programs)."""
+    from ._context_model import OWN_PROGRAM_CLASSES, OWN_PROGRAM_SOURCES
+    from ._program import PROGRAM_OVERHEAD, ProgramOverhead, program_table
+
+    if "kernel_class" not in rows or "wall_min_per_run_s" not in rows:
+        return []
+    own = rows["kernel_class"].isin(OWN_PROGRAM_CLASSES)
+    if "source" in rows:
+        own &= rows["source"].isin(OWN_PROGRAM_SOURCES)
+    programs = program_table(rows[own])
+    if len(programs) < 3:
+        return []
+    t0 = time.perf_counter()
+    overhead = ProgramOverhead.fit(programs)
+    payload = {**header(PROGRAM_OVERHEAD, dev, int(len(programs)), [{"path": _rel(p, out)} for p in paths],
+                        measured_on(rows[own])),
+               **overhead.to_calibration()}
+    path = save_calibration(payload, out)
+    if progress:
+        print(f"  {PROGRAM_OVERHEAD}: {overhead.per_run_s * 1e6:.1f} µs per run + {overhead.per_kernel_s * 1e6:.2f} µs "
+              f"per kernel, from {len(programs)} programs -> {path}", file=sys.stderr)
+    return [{"model": PROGRAM_OVERHEAD, "file": str(path), "training_rows": int(len(programs)),
+             "gmre": math.nan, "within_2x": math.nan, "fit_s": time.perf_counter() - t0}]
+
+
+#: The `rows_rule` of a calibration fitted to the suite and this project's own programs (context models).
+CONTEXT_ROWS_RULE = "suite and own programs"
+
+
+def context_training_rows(df: pd.DataFrame) -> pd.DataFrame:
+    """The rows the context models' saved calibrations are fitted to: every row but those of programs
+    (`training_rows`), plus the rows of this project's own programs (`kernel_class` `program` or
+    `extra-program` from the `zoo`/`extra` sources; never a corpus program)."""
+    from ._context_model import OWN_PROGRAM_CLASSES, OWN_PROGRAM_SOURCES
+
+    if "kernel_class" not in df:
+        return df
+    own = df["kernel_class"].isin(OWN_PROGRAM_CLASSES)
+    if "source" in df:
+        own &= df["source"].isin(OWN_PROGRAM_SOURCES)
+    return df[df.index.isin(training_rows(df).index) | own]
+
+
+def _model_classes() -> dict:
+    """The estimator class of each fittable model that `fitted`'s or `learned`'s calibration code fits."""
+    from ._context_model import ContextModel, LearnedContextModel
+    from ._fitted import FittedModel
+    from ._learned import LearnedModel
+
+    return {"fitted": FittedModel, "learned": LearnedModel, "context": ContextModel, "learned-context": LearnedContextModel}
+
+
+def _used_rows(df: pd.DataFrame, excluded, suite_runs=None, rule=None) -> pd.DataFrame:
+    if rule == CONTEXT_ROWS_RULE:
+        df = context_training_rows(df)
+    elif excluded and "kernel_class" in df:
         df = df[~df["kernel_class"].isin(list(excluded))]
     if suite_runs is not None and "suite_run" in df:
         df = df[df["suite_run"].astype(str).isin(set(suite_runs))]
@@ -203,14 +335,14 @@ def _rows_sha256(df: pd.DataFrame) -> str:
     return hashlib.sha256("\n".join(keys).encode()).hexdigest()
 
 
-def _dataset_entry(path: Path, out: Path, include_programs: bool) -> dict:
+def _dataset_entry(path: Path, out: Path, include_programs: bool, rule: str | None = None) -> dict:
     """Where a training dataset is, which of its suite runs were used, and a fingerprint of those rows.
 
     Later appends (new suite runs) leave the calibration valid; a change to the
     rows it was fitted on is detected when the `learned` model refits.
     """
     excluded = [] if include_programs else list(PROGRAM_CLASSES)
-    rows = _used_rows(load_rows(path), excluded)
+    rows = _used_rows(load_rows(path), excluded, rule=rule)
     runs = sorted(set(rows["suite_run"].astype(str))) if "suite_run" in rows else None
     return {"path": _rel(path, out), "suite_runs": runs, "rows": int(len(rows)), "rows_sha256": _rows_sha256(rows)}
 
@@ -239,23 +371,26 @@ def _checks(prep: Prepared, pred: np.ndarray) -> list[dict]:
 _REFITS: dict = {}
 
 
-def refit_learned(device):
-    """The `learned` model of a saved calibration, refitted from its datasets (see module docstring).
+def refit_learned(device, model_class=None):
+    """The `learned` (or `learned-context`, by `model_class`) model of a saved calibration, refitted
+    from its datasets (see module docstring).
 
     Refits are cached per calibration file (and its modification time) in this process.
     """
-    data = load_calibration("learned", device)
+    from ._learned import LearnedModel
+
+    model_class = model_class or LearnedModel
+    data = load_calibration(model_class.name, device)
     where = data.get("_path")
     key = (where, os.stat(where).st_mtime_ns)
     if key not in _REFITS:
-        _REFITS[key] = _refit_learned(data, device)
+        _REFITS[key] = _refit_learned(data, device, model_class)
     return _REFITS[key]
 
 
-def _refit_learned(data: dict, device):
+def _refit_learned(data: dict, device, model_class):
     from ..models._resolve import resolve_device
     from ._features import device_facts
-    from ._learned import LearnedModel
 
     where = data.get("_path")
     how = f"make a new one with xla_costmodel.calibrate(device={data.get('device')!r})"
@@ -268,7 +403,7 @@ def _refit_learned(data: dict, device):
         if not p.is_file():
             raise CalibrationError(f"{where}: its training dataset {p} is missing; {how}")
         try:
-            rows = _used_rows(load_rows(p), excluded, d.get("suite_runs"))
+            rows = _used_rows(load_rows(p), excluded, d.get("suite_runs"), data.get("rows_rule"))
         except ValueError as exc:
             raise CalibrationError(f"{where}: its training dataset cannot be read ({exc}); {how}") from None
         if d.get("rows_sha256") and _rows_sha256(rows) != d["rows_sha256"]:
@@ -282,7 +417,7 @@ def _refit_learned(data: dict, device):
     prep = prepare(df, dev)
     try:
         params = dict(data["params"])
-        model = LearnedModel(**params).fit(prep.X, prep.y)
+        model = model_class(**params).fit(prep.X, prep.y)
     except (KeyError, TypeError, ValueError) as exc:
         raise CalibrationError(f"{where}: unusable 'learned' calibration ({exc}); {how}") from None
     pred = model.predict(prep.X)

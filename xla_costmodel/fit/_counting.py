@@ -309,14 +309,54 @@ def _instruction_ops(h, acc: dict, util: float) -> None:
         return
     if op == "custom-call":
         target = str(_attr(h, "custom_call_target", "") or "").lower()
-        if any(t in target for t in ("potrf", "trsm", "getrf", "geqrf", "syevd", "gesdd", "lapack", "orgqr")):
-            a = _first_leaf(h.operands[0].shape) if h.operands else _first_leaf(h.shape)
-            n = a.dims[-1] if a.dims else 1
-            _add(acc, "solver_flops", util * (a.num_elements / max(n * n, 1)) * n ** 3 / 3.0)
+        if any(t in target for t in _SOLVER_FLOPS) or "lapack" in target:
+            _add(acc, "solver_flops", util * _solver_flops(h, target))
         return
     if op in ("rng", "rng-bit-generator"):
         _add(acc, f"op_special_{_dtype_group(_first_leaf(h.shape).element_type)}", util * _elements(h.shape))
         return
+
+
+def _matrices(a) -> tuple[float, int, int]:
+    """(matrices in the batch, rows m, columns n) of a (batched) matrix operand."""
+    m = a.dims[-2] if len(a.dims) >= 2 else 1
+    n = a.dims[-1] if a.dims else 1
+    return a.num_elements / max(m * n, 1), int(m), int(n)
+
+
+# Textbook flop counts of LAPACK's algorithms (Golub & Van Loan, "Matrix Computations"), per matrix,
+# by a substring of the custom-call target (`lapack_sgesdd_ffi`, `lapack_dsyevd_ffi`, ...).
+def _svd_flops(m: int, n: int) -> float:
+    big, small = max(m, n), min(m, n)
+    return 4.0 * big * big * small + 8.0 * big * small * small + 9.0 * small ** 3
+
+
+_SOLVER_FLOPS = {
+    "potrf": lambda m, n: n ** 3 / 3.0,
+    "getrf": lambda m, n: 2.0 * n ** 3 / 3.0 if m == n else m * n * n - n ** 3 / 3.0,
+    "geqrf": lambda m, n: 2.0 * m * n * n - 2.0 * n ** 3 / 3.0,
+    "orgqr": lambda m, n: 2.0 * m * n * n - 2.0 * n ** 3 / 3.0,
+    "ungqr": lambda m, n: 2.0 * m * n * n - 2.0 * n ** 3 / 3.0,
+    "syevd": lambda m, n: 9.0 * n ** 3,
+    "heevd": lambda m, n: 9.0 * n ** 3,
+    "gesdd": _svd_flops,
+    "gesvd": _svd_flops,
+}
+
+
+def _solver_flops(h, target: str) -> float:
+    """Flops of a LAPACK custom call (see `_SOLVER_FLOPS`; a triangular solve is n² per right-hand side,
+    an unknown LAPACK routine n³/3 per matrix, as a Cholesky)."""
+    if not h.operands:
+        return 0.0
+    count, m, n = _matrices(_first_leaf(h.operands[0].shape))
+    if "trsm" in target and len(h.operands) > 1:
+        b = _first_leaf(h.operands[1].shape)
+        return float(n) * b.num_elements
+    for name, flops in _SOLVER_FLOPS.items():
+        if name in target:
+            return count * flops(m, n)
+    return count * n ** 3 / 3.0
 
 
 _DOTS = frozenset({"dot", "scaled-dot", "ragged-dot"})
@@ -332,6 +372,15 @@ def _dot_dims(h) -> tuple[int, int, int, int]:
     m = math.prod(d for i, d in enumerate(lhs.dims) if i not in lb and i not in lc) if lhs.dims else 1
     n = math.prod(d for i, d in enumerate(rhs.dims) if i not in rb and i not in rc) if rhs.dims else 1
     return int(batch), int(m), int(n), int(k)
+
+
+def _conv_transposed(h) -> bool:
+    """The convolution's input is not batch-major and feature-minor (`dim_labels` not `b…f_`), the form
+    XLA:CPU gives weight-gradient convolutions and Eigen runs through a generic, much slower path."""
+    dn = _attr(h, "dim_labels", None)
+    text = str(getattr(dn, "text", None) or h.raw_attributes.get("dim_labels", "") or "")
+    lhs = text.split("_", 1)[0]
+    return bool(lhs) and not (lhs.startswith("b") and lhs.endswith("f"))
 
 
 def _conv_shape_features(h, acc: dict) -> None:
@@ -472,7 +521,10 @@ def features_of(kernel, device="host", *, task_bytes: int = TASK_BYTES) -> dict[
                 _add(acc, f"op_add_{dt}", flops / 2)
                 acc.pop("matmul_batch", None)
             else:
-                _add(acc, "conv_flops" if op == "convolution" else "dot_flops", flops)
+                if op == "convolution":
+                    _add(acc, "conv_flops_transposed" if _conv_transposed(kernel) else "conv_flops", flops)
+                else:
+                    _add(acc, "dot_flops", flops)
                 if op == "convolution":
                     _conv_shape_features(kernel, acc)
         classes = _parameter_classes(kernel, lambda h: h is not kernel and any(h is o for o in kernel.operands))

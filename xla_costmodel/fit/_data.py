@@ -11,28 +11,35 @@ import numpy as np
 import pandas as pd
 
 from ..analysis._opcodes import CONTROL_FLOW_OPCODES
+from ._context import CONTEXT_FEATURES, context_features
 from ._counting import features_of
 from ._features import FEATURES, FeatureError
 from ._rows import kernel_from_row
-from ._store import calibration_dir
+from ._store import find_data_file
 
-__all__ = ["PROGRAM_CLASSES", "Prepared", "default_dataset", "default_training", "kernel_rows",
+__all__ = ["PROGRAM_CLASSES", "Prepared", "dataset_name", "default_dataset", "default_training", "kernel_rows",
            "load_rows", "measured_times", "prepare", "programs_dataset", "training_rows"]
 
 #: `kernel_class` of rows measured from real programs (`scripts/measure_programs.py`).
 PROGRAM_CLASSES = ("program", "program-unfused")
 
 
-def default_dataset(device="host") -> Path:
-    """The suite dataset of a device: `calibration/host_cpu.parquet` for the host."""
+def dataset_name(device="host") -> str:
+    """The file name of a device's suite dataset: `host_cpu.parquet` for the host, else `<device>.parquet`."""
     name = device if isinstance(device, str) else getattr(device, "name", "host")
-    return calibration_dir() / ("host_cpu.parquet" if name == "host" else f"{name}.parquet")
+    return "host_cpu.parquet" if name == "host" else f"{name}.parquet"
+
+
+def default_dataset(device="host") -> Path:
+    """The suite dataset of a device (`host_cpu.parquet` for the host): the user's, else the shipped one."""
+    return find_data_file(dataset_name(device))
 
 
 def programs_dataset(device="host") -> Path:
-    """The real-program dataset of a device: `calibration/host_cpu_programs.parquet` for the host."""
+    """The real-program dataset of a device (`host_cpu_programs.parquet` for the host): the user's, else
+    the shipped one."""
     name = device if isinstance(device, str) else getattr(device, "name", "host")
-    return calibration_dir() / ("host_cpu_programs.parquet" if name == "host" else f"{name}_programs.parquet")
+    return find_data_file("host_cpu_programs.parquet" if name == "host" else f"{name}_programs.parquet")
 
 
 def default_training(device="host") -> list[Path]:
@@ -91,7 +98,8 @@ class Prepared:
     """Rows with their kernels (parsed once) and feature table.
 
     `rows` (the kept rows), `kernels` (one `HloInstruction` each), `X` (the
-    `kernel_features` table, same index), `y` (seconds per launch),
+    `kernel_features` table followed by the `CONTEXT_FEATURES`, same index;
+    each model reads its own columns), `y` (seconds per launch),
     `skipped` (row index → why it could not be read).
     """
 
@@ -119,6 +127,7 @@ def prepare(df: pd.DataFrame, device, *, task_bytes: int | None = None) -> Prepa
         try:
             k = kernel_from_row(row, where=where)
             x = features_of(k, device, task_bytes=task_bytes or TASK_BYTES)
+            x.update(context_features(k, device))
         except (FeatureError, ValueError, KeyError) as exc:
             skipped[idx] = str(exc)
             continue
@@ -129,5 +138,5 @@ def prepare(df: pd.DataFrame, device, *, task_bytes: int | None = None) -> Prepa
         warnings.warn(f"{len(skipped)} dataset row(s) could not be read and are left out; first: "
                       f"{next(iter(skipped.values()))}", RuntimeWarning, stacklevel=2)
     rows = rows.loc[keep]
-    X = pd.DataFrame(feats, index=rows.index, columns=list(FEATURES), dtype=float)
+    X = pd.DataFrame(feats, index=rows.index, columns=list(FEATURES + CONTEXT_FEATURES), dtype=float)
     return Prepared(rows, kernels, X, measured_times(rows), skipped)

@@ -29,9 +29,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ._calibrate import FITTABLE_MODELS, _dataset_entry, _train_accuracy, calibrate
+from .._text import count
+from ._calibrate import FITTABLE_MODELS, _dataset_entry, _train_accuracy, fit_and_save
 from ._data import load_rows, prepare, training_rows
-from ._store import calibration_dir, header, save_calibration
+from ._store import header, measured_on, save_calibration, user_data_dir
 
 __all__ = ["CROSS_DEVICE", "calibrate_devices", "dataset_devices", "device_for_rows"]
 
@@ -123,13 +124,15 @@ def calibrate_devices(dataset, *, models=FITTABLE_MODELS, devices=None, out_dir=
         if spec.name in taken:
             raise ValueError(f"rows of {taken[spec.name]!r} and of {name!r} both map to device {spec.name!r}")
         taken[spec.name] = name
-    out = Path(out_dir) if out_dir is not None else calibration_dir()
+    out = Path(out_dir) if out_dir is not None else user_data_dir()
 
     results = []
     for name, spec in specs.items():
         rows = df[df["device"].astype(str) == name]
-        per = calibrate(spec, dataset=rows, models=models, out_dir=out, include_programs=include_programs,
-                        progress=progress)
+        # The rows were matched to `spec` above (by preset or by `devices`): fitted as its own.
+        mapped = bool(devices) and any(k in devices for k in (name, str(kinds.get(name, ""))))
+        per = fit_and_save(spec, rows, paths=[], models=models, out=out, include_programs=include_programs,
+                           progress=progress, device_map=mapped)
         results.append(per.assign(fit="per-device", device=spec.name, measured_on=name))
 
     if "fitted" in models and len(specs) > 1:
@@ -138,7 +141,8 @@ def calibrate_devices(dataset, *, models=FITTABLE_MODELS, devices=None, out_dir=
         X = pd.concat([p.X for p in preps.values()])
         y = np.concatenate([p.y for p in preps.values()])
         model = FittedModel().fit(X, y)
-        payload = {**header("fitted", CROSS_DEVICE, len(y), [_dataset_entry(p, out, include_programs) for p in paths]),
+        payload = {**header("fitted", CROSS_DEVICE, len(y), [_dataset_entry(p, out, include_programs) for p in paths],
+                            measured_on(df)),
                    **model.to_calibration(), "devices": [s.name for s in specs.values()],
                    "excluded_classes": [] if include_programs else ["program", "program-unfused"],
                    "train_metrics": _train_accuracy(model.predict(X), y)}
@@ -152,6 +156,6 @@ def calibrate_devices(dataset, *, models=FITTABLE_MODELS, devices=None, out_dir=
                 "within_2x": acc.get("within_2x"), "fit_s": fit_s,
             }]))
         if progress:
-            print(f"  fitted across {len(specs)} devices ({len(y)} kernels) -> {path}", file=sys.stderr)
+            print(f"  fitted across {len(specs)} devices ({count(len(y), 'kernel')}) -> {path}", file=sys.stderr)
     table = pd.concat(results, ignore_index=True)
     return table[["fit", "device", "measured_on", "model", "file", "training_rows", "gmre", "within_2x", "fit_s"]]

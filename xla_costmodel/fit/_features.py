@@ -36,15 +36,22 @@ kernel (a fusion, or an instruction run as its own kernel):
   inverse trigonometric and hyperbolic functions), `op_erf_f32`. `matmul_<dtype>`: flops of dots and convolutions
   inside fusions (YNNPACK on XLA:CPU; 2 per multiply-add); `dot_flops`,
   `conv_flops`: the same for a dot or convolution run as its own kernel
-  (Eigen on XLA:CPU, a different rate), with `conv_windows` (batch ×
+  (Eigen on XLA:CPU, a different rate); `conv_flops_transposed`: the
+  flops of a convolution whose input is not batch-major and feature-minor
+  (`b…f` dim labels; XLA:CPU makes such convolutions of weight gradients,
+  and Eigen runs them through a generic path at a small fraction of the
+  rate), with `conv_windows` (batch ×
   output positions × window size) and `conv_groups` (the same times the
   feature groups, which Eigen runs one after the other; 0 for one group)
   for its convolutions; `red_<dtype>`: operations of
   reducers and combiners (reduce, reduce-window, scatter,
   select-and-scatter) times the elements they fold, each into a running
   value; `sort_cmp`: comparisons of sorts (n·⌈log₂ d⌉);
-  `fft_flops`: 5·n·log₂ n per transform; `solver_flops`: Cholesky and
-  triangular solves.
+  `fft_flops`: 5·n·log₂ n per transform; `solver_flops`: the flops of
+  linear-algebra solvers by the textbook count of each algorithm
+  (Golub & Van Loan): Cholesky n³/3, LU 2n³/3, QR 2mn² − 2n³/3,
+  symmetric eigendecomposition with vectors 9n³, SVD with vectors
+  4m²n + 8mn² + 9n³, triangular solves n² per right-hand side.
 - **library calls**: a kernel XLA:CPU hands to a runtime library (see
   `emitter`) has no stride classes: `lib_elements` counts the elements it
   reads and writes (each operand once), each op of a library fusion counts
@@ -115,7 +122,8 @@ def _feature_names() -> tuple[str, ...]:
     names += [f"op_{k}_f32" for k in TRANSCENDENTAL_KINDS]
     names += [f"red_{d}" for d in OP_DTYPES]
     names += [f"matmul_{d}" for d in MATMUL_DTYPES]
-    names += ["matmul_batch", "dot_flops", "conv_flops", "conv_windows", "conv_groups", "sort_cmp", "fft_flops",
+    names += ["matmul_batch", "dot_flops", "conv_flops", "conv_flops_transposed", "conv_windows", "conv_groups",
+              "sort_cmp", "fft_flops",
               "solver_flops"]
     names += ["lib_elements", "memcpy_bytes"]
     names += ["launch", "kernel_thunk", "first", "lib_ynn", "lib_eigen", "lib_other", "tasks"]

@@ -29,8 +29,8 @@ import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._features import FEATURE_GROUPS, FEATURES, TASK_BYTES
-from ._kernel_model import TIME_FLOOR_S, FeatureCostModel
+from ._features import FEATURES, TASK_BYTES
+from ._kernel_model import COLUMN_GROUPS, TIME_FLOOR_S, FeatureCostModel
 from ._store import CalibrationError, load_calibration
 
 __all__ = ["FittedModel", "fit_relative_least_squares"]
@@ -49,6 +49,7 @@ _UNITS = {
     "lib_": "library call",
     "dot_flops": "flop",
     "conv_flops": "flop",
+    "conv_flops_transposed": "flop",
     "sort_cmp": "comparison",
     "fft_flops": "flop",
     "solver_flops": "flop",
@@ -164,7 +165,7 @@ class FittedModel(FeatureCostModel, RegressorMixin, BaseEstimator):
 
         **Returns:** self.
         """
-        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
+        X, y = validate_data(self, self._columns(X), y, dtype=np.float64, y_numeric=True)
         y = np.asarray(y, dtype=float)
         if np.any(y <= 0):
             raise ValueError("FittedModel.fit: times y must be positive (the fit minimises relative error)")
@@ -184,7 +185,7 @@ class FittedModel(FeatureCostModel, RegressorMixin, BaseEstimator):
     def predict(self, X):
         """Predicted seconds per kernel (at least 1 ns). **Arguments:** `X`, as for `fit`."""
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = validate_data(self, self._columns(X), dtype=np.float64, reset=False)
         return np.maximum(X @ self.coef_, TIME_FLOOR_S)
 
     def __sklearn_tags__(self):
@@ -213,7 +214,7 @@ class FittedModel(FeatureCostModel, RegressorMixin, BaseEstimator):
                 continue
             rows.append({
                 "feature": n,
-                "group": FEATURE_GROUPS.get(n, "other"),
+                "group": COLUMN_GROUPS.get(n, "other"),
                 "unit": _unit(n),
                 "weight_s": float(w),
                 "weight_ns": float(w) * 1e9,
@@ -229,10 +230,10 @@ class FittedModel(FeatureCostModel, RegressorMixin, BaseEstimator):
         vec = np.array([x.get(n, 0.0) for n in names])
         parts = vec * self.coef_
         contrib = {n: float(c) for n, c in zip(names, parts) if c}
-        compute = float(sum(c for n, c in contrib.items() if FEATURE_GROUPS.get(n) == "compute"))
-        memory = float(sum(c for n, c in contrib.items() if FEATURE_GROUPS.get(n) == "memory"))
-        launch = float(sum(c for n, c in contrib.items() if FEATURE_GROUPS.get(n) == "launch"))
-        if any(n not in FEATURE_GROUPS for n in names):
+        compute = float(sum(c for n, c in contrib.items() if COLUMN_GROUPS.get(n) == "compute"))
+        memory = float(sum(c for n, c in contrib.items() if COLUMN_GROUPS.get(n) == "memory"))
+        launch = float(sum(c for n, c in contrib.items() if COLUMN_GROUPS.get(n) == "launch"))
+        if any(n not in COLUMN_GROUPS for n in names):
             raise ValueError("this FittedModel was fitted on unnamed columns; fit it on a kernel_features table")
         return compute, memory, launch, float(parts.sum()), contrib
 
@@ -251,16 +252,18 @@ class FittedModel(FeatureCostModel, RegressorMixin, BaseEstimator):
     @classmethod
     def from_weights(cls, weights: dict, support: dict | None = None, **params) -> "FittedModel":
         """A fitted model with the given weights (seconds per unit, by feature name)."""
-        unknown = [k for k in weights if k not in FEATURES]
+        columns = cls.feature_columns
+        unknown = [k for k in weights if k not in columns]
         if unknown:
-            raise ValueError(f"unknown feature(s) {', '.join(unknown)}; features are xla_costmodel.fit.FEATURES")
+            raise ValueError(f"unknown feature(s) {', '.join(unknown)}; the {cls.name!r} model reads "
+                             f"{'xla_costmodel.fit.FEATURES' if len(columns) == len(FEATURES) else 'FEATURES and CONTEXT_FEATURES'}")
         m = cls(**params)
-        m.feature_names_ = list(FEATURES)
-        m.coef_ = np.array([float(weights.get(n, 0.0)) for n in FEATURES])
-        sup = support or {n: (1 if weights.get(n, 0.0) else 0) for n in FEATURES}
-        m.support_ = np.array([int(sup.get(n, 0)) for n in FEATURES])
-        m.n_features_in_ = len(FEATURES)
-        m.feature_names_in_ = np.array(FEATURES, dtype=object)
+        m.feature_names_ = list(columns)
+        m.coef_ = np.array([float(weights.get(n, 0.0)) for n in columns])
+        sup = support or {n: (1 if weights.get(n, 0.0) else 0) for n in columns}
+        m.support_ = np.array([int(sup.get(n, 0)) for n in columns])
+        m.n_features_in_ = len(columns)
+        m.feature_names_in_ = np.array(columns, dtype=object)
         m.n_train_ = int(max(m.support_.max(initial=0), 0))
         return m
 
@@ -270,7 +273,7 @@ class FittedModel(FeatureCostModel, RegressorMixin, BaseEstimator):
 
         **Raises:** `CalibrationError` when there is none or it cannot be read.
         """
-        data = load_calibration("fitted", device)
+        data = load_calibration(cls.name, device)
         try:
             weights = {str(k): float(v) for k, v in data["weights"].items()}
             support = {str(k): int(v) for k, v in data.get("support", {}).items()}
@@ -280,7 +283,7 @@ class FittedModel(FeatureCostModel, RegressorMixin, BaseEstimator):
                                  task_bytes=int(params.get("task_bytes", TASK_BYTES)))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CalibrationError(
-                f"{data.get('_path')}: unusable 'fitted' calibration ({exc}); make a new one with "
+                f"{data.get('_path')}: unusable {cls.name!r} calibration ({exc}); make a new one with "
                 f"xla_costmodel.calibrate(device={data.get('device')!r})"
             ) from None
         m.n_train_ = int(data.get("training_rows", m.n_train_))

@@ -16,7 +16,11 @@ from ..analysis._opcodes import CONTROL_FLOW_OPCODES, FREE_OPCODES
 from ..models._base import FusionByMaterializing, KernelEstimate, dominant_bound
 from ..models._resolve import resolve_device
 from ._counting import features_of
-from ._features import FEATURES, FeatureError
+from ._context import CONTEXT_FEATURE_GROUPS, CONTEXT_FEATURES, context_features
+from ._features import FEATURE_GROUPS, FEATURES, FeatureError
+
+#: The part of a prediction (compute, memory, launch) each column adds to, kernel and context features alike.
+COLUMN_GROUPS: dict[str, str] = {**FEATURE_GROUPS, **CONTEXT_FEATURE_GROUPS}
 
 #: Smallest time a model predicts (seconds): a relative-error model must never predict 0 or less.
 TIME_FLOOR_S = 1e-9
@@ -37,6 +41,19 @@ class FeatureCostModel(FusionByMaterializing):
     """Mixin: `estimate` for an estimator with `predict` over `FEATURES` (see module docstring)."""
 
     name = "feature-model"
+    #: The feature-table columns the estimator reads (a table with more columns is narrowed to these).
+    feature_columns: tuple[str, ...] = FEATURES
+
+    def _columns(self, X):
+        """`X` narrowed to `feature_columns` when it is a table holding them (a feature table from
+        `fit._data.prepare` carries the context features too, whatever model reads it)."""
+        import pandas as pd
+
+        # (any other table, e.g. a few named columns, is the estimator's input as it is: scikit-learn's way)
+        if isinstance(X, pd.DataFrame) and len(X.columns) > len(self.feature_columns):
+            if all(c in X.columns for c in self.feature_columns):
+                return X[list(self.feature_columns)]
+        return X
 
     # -- to provide: `_calibration_model_name`, `from_calibration(device)`, `_explain(x)`.
     def _names(self, n: int) -> list[str]:
@@ -44,7 +61,8 @@ class FeatureCostModel(FusionByMaterializing):
         names = getattr(self, "feature_names_in_", None)
         if names is not None:
             return [str(x) for x in names]
-        return list(FEATURES) if n == len(FEATURES) else [f"x{i}" for i in range(n)]
+        cols = self.feature_columns
+        return list(cols) if n == len(cols) else [f"x{i}" for i in range(n)]
 
     def _fitted_for(self, device):
         """This estimator if it is fitted, else the saved calibration for `device` (cached)."""
@@ -63,8 +81,14 @@ class FeatureCostModel(FusionByMaterializing):
         return cache[key]
 
     def feature_vector(self, kernel, device) -> dict[str, float]:
-        """The kernel's features as this model computes them (its `task_bytes`)."""
-        return features_of(kernel, device, task_bytes=getattr(self, "task_bytes", None) or _default_task_bytes())
+        """The kernel's features as this model computes them (its `task_bytes`), with its schedule
+        context (`fit._context`) when the model reads context features."""
+        from ._features import device_facts
+
+        x = features_of(kernel, device, task_bytes=getattr(self, "task_bytes", None) or _default_task_bytes())
+        if any(c in CONTEXT_FEATURES for c in self.feature_columns):
+            x.update(context_features(kernel, device_facts(device)))
+        return x
 
     def estimate(self, kernel, device) -> KernelEstimate:
         """Price one kernel: its features, then the model's prediction.

@@ -21,8 +21,8 @@ import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._features import FEATURE_GROUPS, TASK_BYTES
-from ._kernel_model import TIME_FLOOR_S, FeatureCostModel
+from ._features import TASK_BYTES
+from ._kernel_model import COLUMN_GROUPS, TIME_FLOOR_S, FeatureCostModel
 
 __all__ = ["LearnedModel"]
 
@@ -65,7 +65,7 @@ class LearnedModel(FeatureCostModel, RegressorMixin, BaseEstimator):
 
         if self.baseline not in (None, "fitted"):
             raise ValueError(f"baseline must be None or 'fitted', not {self.baseline!r}")
-        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
+        X, y = validate_data(self, self._columns(X), y, dtype=np.float64, y_numeric=True)
         y = np.asarray(y, dtype=float)
         if np.any(y <= 0):
             raise ValueError("LearnedModel.fit: times y must be positive (it is fitted in log time)")
@@ -103,7 +103,7 @@ class LearnedModel(FeatureCostModel, RegressorMixin, BaseEstimator):
     def predict(self, X):
         """Predicted seconds per kernel. **Arguments:** `X`, as for `fit`."""
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X = validate_data(self, self._columns(X), dtype=np.float64, reset=False)
         from threadpoolctl import threadpool_limits
 
         with threadpool_limits(limits=1, user_api="openmp"):
@@ -125,11 +125,11 @@ class LearnedModel(FeatureCostModel, RegressorMixin, BaseEstimator):
         import pandas as pd
 
         names = self.feature_names_
-        if any(n not in FEATURE_GROUPS for n in names):
+        if any(n not in COLUMN_GROUPS for n in names):
             raise ValueError("this LearnedModel was fitted on unnamed columns; fit it on a kernel_features table")
         full = np.array([[x.get(n, 0.0) for n in names]])
-        launch_only = np.where([FEATURE_GROUPS[n] == "launch" for n in names], full, 0.0)
-        no_compute = np.where([FEATURE_GROUPS[n] != "compute" for n in names], full, 0.0)
+        launch_only = np.where([COLUMN_GROUPS[n] == "launch" for n in names], full, 0.0)
+        no_compute = np.where([COLUMN_GROUPS[n] != "compute" for n in names], full, 0.0)
         frame = pd.DataFrame(np.vstack([full, launch_only, no_compute]), columns=names)
         t, t_launch, t_nocompute = (float(v) for v in self.predict(frame))
         launch = min(t_launch, t)
@@ -152,4 +152,4 @@ class LearnedModel(FeatureCostModel, RegressorMixin, BaseEstimator):
         """
         from ._calibrate import refit_learned
 
-        return refit_learned(device)
+        return refit_learned(device, cls)

@@ -1,12 +1,31 @@
-"""Saved calibrations: one small JSON file per (device, model) under `calibration/`.
+"""Saved calibrations and the user's data: where they are read, where they are written.
 
-A file is `<dir>/<device>_<model>.json`, where `<dir>` is the project's
-`calibration/` folder (or `$XLA_COSTMODEL_CALIBRATION_DIR`). Every file has a
-common header (`format`, `model`, `device`, `date`, `jax_version`,
-`jaxlib_version`, `training_rows`, `datasets`) and the model's own payload
-(`weights`, `params`, ...). `xla_costmodel.calibrate(device=...)` writes them;
-the `fitted`, `learned` and `*-calibrated` models read them when used
-without being fitted first.
+Two places hold calibrations and measurement datasets, with one layout
+(`<device>_<model>.json`, `host_cpu.parquet`, ...):
+
+- **the user's data directory** (`user_data_dir()`): `$XLA_COSTMODEL_DATA_DIR`
+  when set (the older name `$XLA_COSTMODEL_CALIBRATION_DIR` is read too),
+  else the platform's per-user data folder (`platformdirs`:
+  `~/.local/share/xla_costmodel` on Linux). Everything the library writes
+  by default goes here: `calibrate`'s files, the suite measurements of
+  `xla-costmodel measure`, a fleet's dataset. Point the variable at a
+  shared folder for the workers of a cluster.
+- **the shipped calibrations** (`shipped_dir()`): the project's
+  `calibration/` folder, measured on the reference host. The library reads
+  it and never writes it unless a caller names it as the place to write
+  (`out_dir=`, `--out`).
+
+Reading (`load_calibration`, `find_data_file`) looks in the user's
+directory first, then in the shipped one. Every write goes through a
+temporary file and a rename (`write_atomically`), so a reader never sees
+half a file.
+
+Every calibration file has a common header (`format`, `model`, `device`,
+`date`, `jax_version`, `jaxlib_version`, `training_rows`, `datasets`, and
+`measured_on`: the devices its rows were measured on) and the model's own
+payload (`weights`, `params`, ...). `xla_costmodel.calibrate(device=...)`
+writes them; the `fitted`, `learned` and `*-calibrated` models read them
+when used without being fitted first.
 """
 
 from __future__ import annotations
@@ -20,10 +39,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CalibrationError", "calibration_dir", "calibration_path", "save_calibration", "load_calibration"]
+__all__ = ["CalibrationError", "DATA_DIR_ENV", "DeviceMismatchError", "calibration_path",
+           "find_data_file", "load_calibration", "save_calibration", "shipped_dir", "user_data_dir",
+           "write_atomically"]
 
 FORMAT = "xla_costmodel.calibration-model/1"
-DIR_ENV = "XLA_COSTMODEL_CALIBRATION_DIR"
+#: The user's data directory (calibrations, datasets); see the module docstring.
+DATA_DIR_ENV = "XLA_COSTMODEL_DATA_DIR"
+#: The variable's earlier name, still read when `DATA_DIR_ENV` is not set.
+LEGACY_DIR_ENV = "XLA_COSTMODEL_CALIBRATION_DIR"
+_APP = "xla_costmodel"
 _REQUIRED = ("format", "model", "device", "date", "training_rows")
 
 
@@ -31,12 +56,59 @@ class CalibrationError(ValueError):
     """A calibration that is missing or cannot be used; the message says how to make one."""
 
 
-def calibration_dir() -> Path:
-    """Where calibrations live: `$XLA_COSTMODEL_CALIBRATION_DIR`, else the project's `calibration/`."""
-    env = os.environ.get(DIR_ENV)
-    if env:
-        return Path(env)
+class DeviceMismatchError(CalibrationError):
+    """Measurements of one device offered as another's: calibrating `h100-sxm` from this CPU's runs,
+    or a saved calibration whose rows were measured on another device. The message names both."""
+
+
+# --------------------------------------------------------------------------- where
+
+
+def user_data_dir() -> Path:
+    """The user's data directory: `$XLA_COSTMODEL_DATA_DIR`, `$XLA_COSTMODEL_CALIBRATION_DIR`, else platformdirs'."""
+    for name in (DATA_DIR_ENV, LEGACY_DIR_ENV):
+        value = os.environ.get(name)
+        if value:
+            return Path(value).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir(_APP, appauthor=False))
+
+
+def shipped_dir() -> Path:
+    """The calibrations and datasets that ship with the project (`calibration/`): read only."""
     return Path(__file__).resolve().parents[2] / "calibration"
+
+
+def _search_path(directory=None) -> list[Path]:
+    """The folders a read looks in, in order: `directory` alone when given, else user then shipped."""
+    if directory is not None:
+        return [Path(directory)]
+    out: list[Path] = []
+    for d in (user_data_dir(), shipped_dir()):
+        if not any(_same_dir(d, seen) for seen in out):
+            out.append(d)
+    return out
+
+
+def _same_dir(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
+def find_data_file(name: str, directory=None) -> Path:
+    """The file `name` in the user's data directory if it is there, else the shipped one's.
+
+    **Returns:** the first existing path, or (none exists) the path in the
+    first folder searched, so that an error names where it was expected.
+    """
+    folders = _search_path(directory)
+    for d in folders:
+        if (d / name).is_file():
+            return d / name
+    return folders[0] / name
 
 
 def _device_name(device) -> str:
@@ -46,17 +118,55 @@ def _device_name(device) -> str:
     return name
 
 
-def calibration_path(model: str, device, directory=None) -> Path:
-    """The file of `model`'s calibration for `device` (name or `DeviceSpec`)."""
+def _file_name(model: str, device) -> str:
     safe = re.sub(r"[^\w.\-]+", "_", _device_name(device))
-    return Path(directory or calibration_dir()) / f"{safe}_{model}.json"
+    return f"{safe}_{model}.json"
+
+
+def calibration_path(model: str, device, directory=None) -> Path:
+    """The file of `model`'s calibration for `device` (name or `DeviceSpec`).
+
+    With `directory`, the file there. Without, the file a read uses (the
+    user's, else the shipped one), or where `calibrate` would write it when
+    there is none.
+    """
+    if directory is not None:
+        return Path(directory) / _file_name(model, device)
+    return find_data_file(_file_name(model, device))
 
 
 def _how(device: str) -> str:
-    return (
-        f"make one with xla_costmodel.calibrate(device={device!r}) "
-        f"or `xla-costmodel calibrate --device {device}`"
-    )
+    if device == "host":
+        return ("make one with xla_costmodel.calibrate(device='host') or `xla-costmodel calibrate --device host` "
+                "(measures this machine)")
+    # Calibrating another device from this machine's runs would label this machine's times as that
+    # device's: the advice is to measure on the device and fit those measurements.
+    return (f"make one from measurements taken on a '{device}': run `xla-costmodel measure --out DATA.parquet` "
+            f"on that machine, then xla_costmodel.calibrate(device='{device}', dataset='DATA.parquet') or "
+            f"`xla-costmodel calibrate --device {device} --dataset DATA.parquet`")
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def write_atomically(path, data: str | bytes) -> Path:
+    """Write `data` to `path` through a temporary file in the same folder and a rename.
+
+    A reader sees the old file or the new one, never half of one; a failed
+    write leaves the old file as it was. **Returns:** `path`.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
 
 
 def file_sha256(path) -> str:
@@ -67,8 +177,13 @@ def file_sha256(path) -> str:
     return h.hexdigest()
 
 
-def header(model: str, device, training_rows: int, datasets: list[dict]) -> dict[str, Any]:
-    """The common fields of a calibration file."""
+def header(model: str, device, training_rows: int, datasets: list[dict], measured_on=None) -> dict[str, Any]:
+    """The common fields of a calibration file.
+
+    `measured_on`: the distinct `{backend, device_kind, device}` of the rows
+    fitted (`measured_on(df)`), so that a reader can tell which hardware the
+    times came from.
+    """
     try:
         import jax
         import jaxlib
@@ -87,43 +202,59 @@ def header(model: str, device, training_rows: int, datasets: list[dict]) -> dict
         "jaxlib_version": jaxlib_version,
         "training_rows": int(training_rows),
         "datasets": datasets,
+        "measured_on": list(measured_on or []),
     }
+
+
+def measured_on(df) -> list[dict[str, str]]:
+    """The distinct devices rows were measured on: `[{backend, device_kind, device}]` (columns that exist)."""
+    cols = [c for c in ("backend", "device_kind", "device") if c in getattr(df, "columns", ())]
+    if not cols or not len(df):
+        return []
+    seen = df[cols].astype(str).drop_duplicates()
+    return [dict(zip(cols, row)) for row in seen.itertuples(index=False)]
 
 
 def save_calibration(payload: dict[str, Any], directory=None) -> Path:
     """Write a calibration file atomically; `payload` must have the header fields.
+
+    **Arguments:** `directory`: where to write (default `user_data_dir()`;
+    the shipped calibrations are never written unless named here).
 
     **Returns:** the path written.
     """
     missing = [k for k in _REQUIRED if k not in payload]
     if missing:
         raise ValueError(f"calibration payload lacks {', '.join(missing)}")
-    path = calibration_path(payload["model"], payload["device"], directory)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(directory if directory is not None else user_data_dir()) / _file_name(payload["model"], payload["device"])
     text = json.dumps(payload, indent=1, sort_keys=False, allow_nan=False) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    return write_atomically(path, text)
+
+
+# --------------------------------------------------------------------------- reading
 
 
 def load_calibration(model: str, device, directory=None) -> dict[str, Any]:
-    """Read `model`'s calibration for `device`.
+    """Read `model`'s calibration for `device`: the user's, else the shipped one.
 
-    **Returns:** the JSON object. **Raises:** `CalibrationError` when the file
-    is missing, not JSON, of another format, or for another model/device; the
-    message names the file and says how to make a calibration.
+    **Arguments:** `device`: a name or `DeviceSpec`; `directory`: read from
+    this folder only.
+
+    **Returns:** the JSON object, with `_path` (the file read) added.
+    **Raises:** `CalibrationError` when no file exists, or it is not JSON, of
+    another format, or for another model/device; `DeviceMismatchError` when
+    its rows were measured on another kind of device than `device` (a CPU's
+    times saved as a GPU's). The message names the file and says how to
+    make a calibration.
     """
     name = _device_name(device)
-    path = calibration_path(model, name, directory)
-    if not path.is_file():
-        raise CalibrationError(f"no '{model}' calibration for device '{name}' ({path} does not exist); {_how(name)}")
+    file_name = _file_name(model, name)
+    folders = _search_path(directory)
+    path = next((d / file_name for d in folders if (d / file_name).is_file()), None)
+    if path is None:
+        places = [str(d / file_name) for d in folders]
+        where = f"{places[0]} does not exist" if len(places) == 1 else f"neither {' nor '.join(places)} exists"
+        raise CalibrationError(f"no '{model}' calibration for device '{name}' ({where}); {_how(name)}")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -141,4 +272,80 @@ def load_calibration(model: str, device, directory=None) -> dict[str, Any]:
             f"expected {model!r} for {name!r}; {_how(name)}"
         )
     data["_path"] = str(path)
+    _check_measured_on(data, path, device)
     return data
+
+
+def _spec_of(device):
+    """The `DeviceSpec` of `device` without measuring anything (None for `host` by name, or unknown names)."""
+    if not isinstance(device, str):
+        return device
+    if device == "host":
+        return None
+    from ..devices import get_device
+
+    try:
+        return get_device(device)
+    except ValueError:
+        return None
+
+
+def rows_device_matches(entry: dict, spec) -> bool:
+    """Whether rows measured on `entry` (`{backend, device_kind, device}`) are measurements of `spec`.
+
+    A CPU spec takes rows of a CPU backend; a GPU spec takes rows whose jax
+    `device_kind` is the spec's `description` (XLA's name for the device).
+    """
+    backend = str(entry.get("backend", "")).lower()
+    device = str(entry.get("device", ""))
+    if spec.kind == "cpu":
+        return backend == "cpu" or (not backend and device.startswith("cpu"))
+    return bool(spec.description) and str(entry.get("device_kind", "")) == spec.description
+
+
+def _check_measured_on(data: dict, path: Path, device) -> None:
+    """Refuse a calibration whose rows were measured on another kind of device than `device`."""
+    # Rows the user assigned to this device (`--device-map`) are its rows by their word.
+    entries = [e for e in data.get("measured_on") or [] if not e.get("device_map")]
+    spec = _spec_of(device)
+    if spec is None:  # `host` by name (not measured here just to check), or a name no registry knows
+        if _device_name(device) == "host" and not all(str(e.get("backend", "cpu")).lower() == "cpu" for e in entries):
+            raise DeviceMismatchError(f"{path}: its rows were measured on {_describe(entries)}, not on a CPU; "
+                                      f"{_how('host')}")
+        return
+    if not data.get("measured_on") and spec.kind == "gpu":
+        # Written before `measured_on` existed (when `calibrate --device h100-sxm` could save this
+        # CPU's times as an H100's): the device columns of its datasets tell.
+        entries = _dataset_devices(data, path)
+    if not all(rows_device_matches(e, spec) for e in entries):
+        what = spec.description or spec.name
+        raise DeviceMismatchError(
+            f"{path}: its rows were measured on {_describe(entries)}, not on a {what}, so it does not price "
+            f"'{spec.name}'; {_how(spec.name)}"
+        )
+
+
+def _describe(entries) -> str:
+    return "; ".join(str(e.get("device") or e.get("device_kind") or e.get("backend")) for e in entries)
+
+
+def _dataset_devices(data: dict, path: Path) -> list[dict]:
+    """`measured_on` from the device columns of the datasets a calibration names (those that still exist)."""
+    import pandas as pd
+
+    import pyarrow.parquet as pq
+
+    frames = []
+    for d in data.get("datasets") or []:
+        p = Path(str(d.get("path", "")))
+        p = p if p.is_absolute() else path.parent / p
+        if p.suffix != ".parquet" or not p.is_file():
+            continue
+        try:
+            names = pq.read_schema(p).names
+            cols = [c for c in ("backend", "device_kind", "device") if c in names]
+            if cols:  # only the device columns: the file may be large
+                frames.append(pd.read_parquet(p, columns=cols))
+        except Exception:  # an unreadable or foreign file says nothing about the device
+            continue
+    return measured_on(pd.concat(frames, ignore_index=True)) if frames else []

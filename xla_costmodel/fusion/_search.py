@@ -66,6 +66,7 @@ from typing import Any
 import pandas as pd
 
 from .._gc import gc_paused
+from .._text import count
 from ..hlo import HloModule
 from ..hlo._edit import NameUniquifier, copy_module
 from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
@@ -325,7 +326,7 @@ class SearchResult:
         return (
             f"SearchResult({self.module.name!r}, {self.method}, best {self.time_s * 1e6:.3f} us, "
             f"greedy {self.greedy_time_s * 1e6:.3f} us, gap {self.gap_pct:.2f}%, "
-            f"{self.plans_evaluated} plans in {self.elapsed_s:.2f} s)"
+            f"{count(self.plans_evaluated, 'plan')} in {self.elapsed_s:.2f} s)"
         )
 
     def _repr_html_(self) -> str:

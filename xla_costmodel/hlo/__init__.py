@@ -11,5 +11,6 @@ from ._parser import load_hlo as load_hlo
 from ._parser import parse_hlo as parse_hlo
 from ._shape import Layout as Layout
 from ._shape import Shape as Shape
+from ._verifier import verify as verify
 from ._from_jax import from_jax as from_jax
 from ._from_jax import hlo_text_of as hlo_text_of

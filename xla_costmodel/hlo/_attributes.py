@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ._lexer import PNAME, PUNCT, STRING, WORD, DIMLABELS, Tokens, quote, unquote
+from ._lexer import quote, unquote
+from ._value_lexer import PNAME, PUNCT, STRING, WORD, DIMLABELS, Tokens
 
 # ---------------------------------------------------------------------------
 # Typed values

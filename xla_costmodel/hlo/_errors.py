@@ -21,7 +21,8 @@ class HloParseError(ValueError):
     - `reason`: the problem alone, without position or quoted line.
 
     `str(error)` gives `source:line:column: reason`, then the offending line
-    with a caret under the column.
+    with a caret under the column (unless the input was no text at all: a
+    binary file, a broken gzip file).
     """
 
     def __init__(self, reason: str, *, text: str, pos: int, source: str = "<string>"):
@@ -41,5 +42,7 @@ class HloParseError(ValueError):
             quoted = ("..." if lo else "") + quoted[lo : lo + 160] + "..."
             caret_col = caret_col - lo + (3 if lo else 0)
         self.quoted_line = quoted
-        message = f"{source}:{self.line}:{self.column}: {reason}\n    {quoted}\n    {' ' * caret_col}^"
+        message = f"{source}:{self.line}:{self.column}: {reason}"
+        if text:  # a file that is not HLO text at all has no line to show
+            message += f"\n    {quoted}\n    {' ' * caret_col}^"
         super().__init__(message)

@@ -1,12 +1,31 @@
 """Fast path for HLO text laid out as XLA prints it: one instruction per line.
 
-XLA writes every instruction on one line, so a whole line can be recognised by
-one regular expression and only the pieces we keep (names, shapes, attribute
-spans) are touched from Python. The fast path is an accelerator, not a second
-grammar: on anything it does not recognise, or any check that fails, it gives
-up and the token parser (`_parser._Parser`) reads the text instead, which also
-reports errors. For every text it accepts it must build exactly the graph the
-token parser builds; `tests/test_hlo_fuzz.py` checks that on mutated text.
+XLA writes every instruction on one line, so a line is recognised by one
+regular expression and only the pieces we keep (names, shapes, attribute
+texts) are touched from Python. Every check XLA's parser makes is made here
+too, mostly inside compiled patterns:
+
+- the attribute list of a line is matched against a pattern of the opcode's
+  schema (`_Schema`, from its rule in `_opcodes`): only the attributes the
+  opcode allows, each value in the form XLA prints it. A list in an order
+  seen before (XLA prints each opcode's attributes in one order) is checked
+  and split into its attributes by one match of that order's pattern;
+- values with a richer grammar (shardings, windows, literals, ...) are read
+  by the token parser's own value readers, once per distinct text; shapes
+  once per distinct text for all modules (they are values);
+- operands, counts, called computations and the opcode's check (which
+  infers a shape not written) go through the same rules as the token parser.
+
+Comments are blanked out, and an instruction written over several lines (as
+people write them in tests) is read from its lines joined; texts kept
+verbatim are then taken from the text itself.
+
+The fast path is an accelerator, not a second grammar: on anything it does
+not recognise (async ops and send/recv, nested instructions, ...), or any
+check that fails, it gives up and the token parser (`_parser.Parser`) reads
+the text instead, which also reports errors. For every text it accepts it
+builds exactly the graph the token parser builds: `tests/test_hlo_fuzz.py`
+checks that on mutated text, `tests/test_hlo_xla_corpus.py` on XLA's tests.
 """
 
 from __future__ import annotations
@@ -14,359 +33,769 @@ from __future__ import annotations
 import re
 
 from .._gc import gc_paused
-from ._attributes import COMPUTATION_ATTRS, COMPUTATION_LIST_ATTRS, ComputationRef, parse_attribute
-from ._ir import HloComputation, HloInstruction, HloModule, resolve_refs
-from ._shape import PRIMITIVE_BITS, Shape
+from . import _opcodes
+from ._ir import HloComputation, HloInstruction, HloModule
+from ._lexer import KEYWORDS, PRIMITIVE_TYPES, int_value, unquote
+from ._opcodes import CALLED_TYPES, RULES, Check, Problem, can_infer_shape, new_instruction
+from ._parser import _HEADER_ATTRIBUTES, _VALUE_PARSERS, Parser, _Builder, _Fail, shape_problem
+from ._shape import Layout, Shape
 
-_CALLED = COMPUTATION_ATTRS | COMPUTATION_LIST_ATTRS
-_RESERVED = frozenset({"ROOT", "ENTRY", "HloModule", "FileNames", "FunctionNames", "FileLocations", "StackFrames"})
-
-# Characters the lexer reads as non-error tokens, outside strings and brackets.
-# Conservative on purpose: '-' and '%' only where they start or continue a
-# token, '/' only where it does not open a comment, no single quotes.
-_PLAIN = r"(?:[A-Za-z0-9_.$ \t,:=*?#+~<>!|&^@;\\]|%(?=[A-Za-z0-9_.\-])|-(?=[0-9A-Za-z.>])|/(?![/*]))"
-_DEPTH0 = r"(?:[A-Za-z0-9_.$:*?#+~<>!|&^@;\\]|%(?=[A-Za-z0-9_.\-])|-(?=[0-9A-Za-z.>]))"
-_STR = r'"(?:[^"\\\n]|\\.)*+"'
-_COMMENT = r"/\*(?:[^*\n]|\*(?!/))*+\*/"
-
-
-def _balanced(depth: int, typed: bool) -> str:
-    """Bracketed content up to `depth` levels.
-
-    Typed: each bracket closed by its own kind (the pattern triples per level,
-    so it stays shallow). Untyped: any closer; callers check kinds afterwards.
-    """
-    inner = rf"(?:{_PLAIN}++|{_STR}|{_COMMENT})*+"
-    for _ in range(depth):
-        if typed:
-            nested = rf"\{{{inner}\}}|\[{inner}\]|\({inner}\)"
-        else:
-            nested = rf"[{{\[(]{inner}[}}\])]"
-        inner = rf"(?:{_PLAIN}++|{_STR}|{_COMMENT}|{nested})*+"
-    return inner
-_NAME = r"%[A-Za-z0-9_.\-]+|[A-Za-z_.$](?:[A-Za-z0-9_.$]|-(?!>))*+"
-_KEY = r"[A-Za-z_](?:[A-Za-z0-9_.$]|-(?=[A-Za-z0-9_.$]))*+"
-
-
-class _LineGrammar:
-    """The line patterns for one kind of bracket content (typed or untyped)."""
-
-    def __init__(self, content: str, typed: bool):
-        self.typed = typed
-        array_shape = r"[a-z][a-z0-9]*\[[^\]\n]*\](?:\{" + content + r"\})?"
-        shape = rf"\({content}\)|{array_shape}"
-        value = rf"(?:{_DEPTH0}++|{_STR}|[{{\[(]{content}[}}\])])++" if not typed else (
-            rf"(?:{_DEPTH0}++|{_STR}|\{{{content}\}}|\[{content}\]|\({content}\))++"
-        )
-        self.array_shape = array_shape
-        self.instruction = re.compile(
-            rf"[ \t]*(ROOT[ \t]+)?({_NAME})[ \t]*=[ \t]*({shape})[ \t]+([a-z][a-z0-9\-]*)\(((?:[^()\n]++|\([^()\n]*+\))*+)\)"
-            rf"((?:[ \t]*,[ \t]*{_KEY}={value})*)[ \t]*"
-        )
-        self.attribute = re.compile(rf",[ \t]*({_KEY})=({value})")
-        self.computation = re.compile(
-            rf"[ \t]*(ENTRY[ \t]+)?({_NAME})[ \t]*(?:\(({content})\)[ \t]*->[ \t]*({shape}))?[ \t]*\{{[ \t]*"
-        )
-
-
-# Most lines nest brackets at most three deep and are read with the typed
-# patterns; deeper lines (nested tuple shapes with tiled layouts, deep JSON)
-# use the untyped ones plus an explicit check of bracket kinds.
-_TYPED = _LineGrammar(_balanced(3, typed=True), typed=True)
-_UNTYPED = _LineGrammar(_balanced(8, typed=False), typed=False)
-_ARRAY_SHAPE = _UNTYPED.array_shape
-_CLOSE = re.compile(rf"[ \t]*\}}[ \t]*(?:,[ \t]*execution_thread=({_STR})[ \t]*)?")
-_SIMPLE_OPERANDS = re.compile(rf"(?:{_NAME})(?:, (?:{_NAME}))*+")
-_OPERAND_NAME = re.compile(_NAME)
-_PNAME = re.compile(r"%[A-Za-z0-9_.\-]+")
-# Every `, key=` in an attribute list, at any depth: a superset of the top-level keys.
-_ANY_KEY = re.compile(rf",[ \t]*({_KEY})=")
-_CALLED_MARKER = re.compile("|".join(re.escape(f"{key}=") for key in sorted(_CALLED)))
-_OPERAND_WITH_SHAPE = re.compile(rf"[ \t]*(?:{_COMMENT}[ \t]*)?(?:({_ARRAY_SHAPE})[ \t]+)?({_NAME})[ \t]*")
-_INT = re.compile(r"[ \t]*(-?[0-9][0-9_]*)[ \t]*")
-_LITERAL = re.compile(r"(?:[A-Za-z0-9_.+{}(), \t]|-(?=[0-9A-Za-z.]))*+")
-_STRING_OR_PLAIN = re.compile(rf"{_STR}|[^{{}}()\[\]]+")
-_STRING_OR_COMMENT = re.compile(rf"{_STR}|{_COMMENT}|//[^\n]*")
-_BRACKET_PAIR = re.compile(r"\{\}|\[\]|\(\)")
+__all__ = ["fast_parse", "split_lazy_attributes"]
 
 
 class _GiveUp(Exception):
     """The fast path cannot read this text; the token parser will."""
 
 
-def _brackets_match(text: str, nested_by_pattern: bool = True) -> bool:
-    """True when every bracket outside strings is closed by the same kind.
+# -- line patterns ----------------------------------------------------------------------------
 
-    `nested_by_pattern`: the text was matched by a pattern that already nests
-    brackets, only their kinds are unchecked.
+_STR = r'"[^"\\\n]*+(?:\\(?:[\\"\'ntr?abfv]|[0-3][0-7][0-7])[^"\\\n]*+)*+"'
+_COMMENT = r"/\*(?:[^*\n]|\*(?!/))*+\*/"
+# Characters outside strings and brackets that never start another token kind.
+_PLAIN = r"(?:[A-Za-z0-9_. \t,:=*?#+~<>|&^@;\\]|%(?=[A-Za-z_])|-(?=[0-9A-Za-z.>])|/(?![/*]))"
+_DEPTH0 = r"(?:[A-Za-z0-9_.:*?#+~<>=|&^@;\\]|%(?=[A-Za-z_])|-(?=[0-9A-Za-z.>]))"
+
+
+def _bracketed(depth: int) -> str:
+    """Bracketed content up to `depth` levels deep, any closer for any opener: the pattern stays small;
+    values whose brackets matter are read again by the token parser."""
+    inner = rf"(?:{_PLAIN}++|{_STR}|{_COMMENT})*+"
+    for _ in range(depth):
+        inner = rf"(?:{_PLAIN}++|{_STR}|{_COMMENT}|[{{\[(]{inner}[}}\])])*+"
+    return inner
+
+
+_CONTENT = _bracketed(6)
+_NAME = r"%[A-Za-z_][A-Za-z0-9_.\-]*+|[A-Za-z_][A-Za-z0-9_.\-]*+"
+_KEY = r"[A-Za-z_][A-Za-z0-9_.\-]*+"
+_ARRAY_SHAPE = r"[a-z][a-z0-9]*\[[0-9,<=? \t]*\](?:\{[0-9, \t]*(?::[^{}\n]*)?\})?"
+_SHAPE = rf"\({_CONTENT}\)|{_ARRAY_SHAPE}"
+# Any attribute value: its extent only (the opcode's pattern checks it).
+_VALUE = rf"(?:{_DEPTH0}++|{_STR}|[{{\[(]{_CONTENT}[}}\])])++"
+_INSTRUCTION = re.compile(
+    rf"[ \t]*(ROOT[ \t]+)?({_NAME})[ \t]*=[ \t]*({_SHAPE})?[ \t]*([a-z][a-z0-9\-]*+)\(({_CONTENT})\)(.*)"
+)
+_COMPUTATION = re.compile(rf"[ \t]*(ENTRY[ \t]+)?({_NAME})[ \t]*(\({_CONTENT}\)[ \t]*->[ \t]*(?:{_SHAPE}))?[ \t]*\{{[ \t]*")
+_CLOSE = re.compile(rf"[ \t]*\}}[ \t]*(?:,[ \t]*execution_thread=({_STR})[ \t]*)?")
+_SIMPLE_OPERANDS = re.compile(rf"(?:{_NAME})(?:, (?:{_NAME}))*+")
+_OPERAND = rf"(?:{_COMMENT}[ \t]*)?(?:({_SHAPE})[ \t]*)?({_NAME})"
+_SHAPED_OPERAND = re.compile(_OPERAND)
+_SHAPED_OPERANDS = re.compile(rf"[ \t]*{_OPERAND}[ \t]*(?:,[ \t]*{_OPERAND}[ \t]*)*")
+_HEADER = re.compile(rf"[ \t\n]*HloModule[ \t]+({_NAME})((?:[ \t]*,[ \t]*{_KEY}=[ \t]*{_VALUE})*)[ \t]*(?:\n|$)")
+_LAYOUT_SHAPE = r"[a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{[0-9,]*(?::[^{}\n]*)?\})?"
+_INDEX_COMMENT = r"(?:/\*index=[0-9]+\*/)?"
+_LAYOUT_ITEM = (
+    rf"{_INDEX_COMMENT}({_LAYOUT_SHAPE}|\((?:{_LAYOUT_SHAPE}(?:,[ \t]*{_INDEX_COMMENT}{_LAYOUT_SHAPE})*)?\))"
+)
+_LAYOUT_ITEMS = re.compile(_LAYOUT_ITEM)
+_ENTRY_LAYOUT = re.compile(
+    rf"\{{\((?:{_LAYOUT_ITEM}(?:,[ \t]*{_LAYOUT_ITEM})*)?\)->{_LAYOUT_ITEM}\}}"
+)
+_PARAMETER_NAME = rf"(?:{_COMMENT}[ \t]*)?%?[A-Za-z_][A-Za-z0-9_.\-]*:[ \t]*"
+_SIGNATURE = re.compile(
+    rf"\([ \t]*((?:{_PARAMETER_NAME}(?:{_SHAPE})(?:[ \t]*,[ \t]*{_PARAMETER_NAME}(?:{_SHAPE}))*)?)[ \t]*\)"
+    rf"[ \t]*->[ \t]*({_SHAPE})"
+)
+_PARAMETER = re.compile(rf"{_PARAMETER_NAME}({_SHAPE})")
+_PARAMETER_NUMBER = re.compile(r"[ \t]*([0-9]{1,18})[ \t]*")
+_PRELUDE_END = re.compile(r"^[ \t]*(?:ENTRY[ \t]|[%A-Za-z_][A-Za-z0-9_.\-]*[ \t]*[({])", re.M)
+
+# -- attribute value patterns, by value type ----------------------------------------------------
+
+_INT = r"-?[0-9]{1,18}"
+_SEP = r"[ \t]*,[ \t]*"
+_INT_LIST = rf"\{{[ \t]*(?:{_INT}(?:{_SEP}{_INT})*)?[ \t]*\}}"
+_REF = r"%?[A-Za-z_][A-Za-z0-9_.\-]*"
+_METADATA_KEYS = [("op_type", _STR), ("op_name", _STR), ("source_file", _STR), ("source_line", r"-?[0-9]{1,9}"),
+                  ("source_end_line", r"-?[0-9]{1,9}"), ("source_column", r"-?[0-9]{1,9}"),
+                  ("source_end_column", r"-?[0-9]{1,9}"), ("profile_type", r"\{(?:[0-3](?:,[0-3])*)?\}"),
+                  ("deduplicated_name", _STR), ("scheduling_name", _STR), ("stack_frame_id", r"-?[0-9]{1,9}"),
+                  ("metadata_payload", _STR)]
+# In the order XLA prints them: each at most once, as XLA requires.
+_METADATA = r"\{[ \t]*" + "".join(rf"(?:{k}={v}[ \t]*)?" for k, v in _METADATA_KEYS) + r"\}"
+_ENUMS = {
+    "fusion_kind": "kLoop|kInput|kOutput|kCustom",
+    "comparison_direction": "EQ|NE|GE|GT|LE|LT",
+    "comparison_type": "FLOAT|TOTALORDER|SIGNED|UNSIGNED",
+    "fft_type": "FFT|IFFT|RFFT|IRFFT",
+    "padding_type": "PADDING_INVALID|PADDING_VALID|PADDING_SAME",
+}
+_PATTERNS = {
+    "int64": _INT,
+    "int32": r"-?[0-9]{1,9}",
+    "bool": r"true|false",
+    "string": _STR,
+    "int_list": _INT_LIST,
+    "int_list_list": rf"\{{[ \t]*(?:{_INT_LIST}(?:{_SEP}{_INT_LIST})*)?[ \t]*\}}",
+    "computation": _REF,
+    "computation_list": rf"\{{[ \t]*(?:{_REF}(?:{_SEP}{_REF})*)?[ \t]*\}}",
+    "instruction_list": rf"\{{[ \t]*{_REF}(?:{_SEP}{_REF})*[ \t]*\}}",
+    "string_or_json": rf"{_STR}|\{{{_CONTENT}\}}",  # a JSON dict is checked as XLA reads it (_json_ok)
+    "metadata": _METADATA,
+    **_ENUMS,
+}
+
+
+def _value_pattern(kind: str) -> str:
+    return _PATTERNS.get(kind, _VALUE)
+
+
+class _Schema:
+    """What one opcode (with one set of allowed attributes) accepts after its operands.
+
+    Any order is checked by `any_order`, a pattern of the allowed attributes with the form of each value;
+    the list is then split into its attributes. Lists in an order seen before (XLA prints each opcode's
+    attributes in one order) are checked and split in one match of that order's pattern.
     """
-    kinds = ("{" in text or "}" in text) + ("[" in text or "]" in text) + ("(" in text or ")" in text)
-    if nested_by_pattern and kinds < 2:
-        return True  # one bracket kind: the regex's nesting already matched it
-    skeleton = _STRING_OR_PLAIN.sub("", text)
-    while True:
-        reduced = _BRACKET_PAIR.sub("", skeleton)
-        if reduced == skeleton:
-            return not reduced
-        skeleton = reduced
+
+    __slots__ = ("attrs", "any_order", "required", "special", "validated", "reads", "orders")
+    MAX_ORDERS = 8
+
+    def __init__(self, attrs: dict, reads: frozenset):
+        self.attrs = attrs
+        alternatives = "|".join(rf"{re.escape(k)}=[ \t]*(?:{_value_pattern(t)})" for k, (_, t) in sorted(attrs.items()))
+        self.any_order = re.compile(rf"(?:[ \t]*,[ \t]*(?:{alternatives}))*+[ \t]*").fullmatch
+        self.required = tuple(k for k, (req, _) in attrs.items() if req)
+        # Values read to check them (the others are checked by their pattern alone), values the opcode's
+        # check reads, and those looked at for another reason: computations to resolve, JSON to check.
+        self.validated = frozenset(
+            k for k, (_, t) in attrs.items() if t not in _PATTERNS or k == "control-predecessors"
+        ) - {k for k, (_, t) in attrs.items() if t in CALLED_TYPES}
+        self.reads = frozenset(k for k in reads if k in attrs and attrs[k][1] not in CALLED_TYPES)
+        self.special = self.validated | self.reads | {
+            k for k, (_, t) in attrs.items() if t in CALLED_TYPES or t == "string_or_json"
+        }
+        self.orders: list[_Order] = []
+
+    def learn(self, keys: tuple) -> None:
+        if keys and len(self.orders) < self.MAX_ORDERS and all(o.keys != keys for o in self.orders):
+            self.orders.insert(0, _Order(self, keys))
+
+
+class _Order:
+    """The attributes of one schema in one order, each optional: one match checks and splits a list."""
+
+    __slots__ = ("keys", "match", "required", "incomplete")
+
+    def __init__(self, schema: _Schema, keys: tuple):
+        self.keys = keys
+        self.match = re.compile(
+            "".join(rf"(?:[ \t]*,[ \t]*{re.escape(k)}=[ \t]*({_value_pattern(schema.attrs[k][1])}))?" for k in keys)
+            + r"[ \t]*"
+        ).fullmatch
+        self.required = [k for k, key in enumerate(keys) if schema.attrs[key][0]]
+        self.incomplete = any(k not in keys for k in schema.required)
+
+
+_ATTRIBUTE = re.compile(rf",[ \t]*({_KEY})=[ \t]*({_VALUE})")
+
+
+# -- the reader -------------------------------------------------------------------------------------
 
 
 class _FastReader:
-    __slots__ = ("text", "source", "shape_cache", "deferred")
+    """Reads one text line by line, building the graph with a token parser's bookkeeping."""
 
     def __init__(self, text: str, source: str):
         self.text = text
         self.source = source
-        self.shape_cache: dict[str, Shape] = {}
-        self.deferred: list[tuple[HloInstruction, str]] = []
+        self.p = Parser("", source)  # its bookkeeping (pool, computations, ...) without tokens
+        self.p.text = text
+        if len(_SHAPES) > _CACHE_LIMIT:
+            _SHAPES.clear()
+            _LITERALS.clear()
+        self.shape_cache = _SHAPES  # shapes are values: one reading of a text serves every module
+        self.memo: dict = {}  # other values, for this text alone
+        self.builder = None
+        self.signature: Shape | None = None
+        self.entry: HloComputation | None = None
+        self.root_name: str | None = None
 
-    def shape(self, shape_text: str, offset: int) -> Shape:
-        shape = self.shape_cache.get(shape_text)
-        if shape is None:
-            from ._parser import _Parser
-
-            if not _brackets_match(shape_text):
+    # the module ----------------------------------------------------------------------------
+    def read(self) -> HloModule:
+        start = self._prelude_end()
+        header = self._prelude(start)
+        self.no_header = header is None
+        lines = self.text[start:].split("\n")
+        self.lines = lines
+        offset = start
+        i = 0
+        while i < len(lines):
+            line = lines[i]
+            line_start = offset
+            offset += len(line) + 1
+            i += 1
+            if not line or line.isspace() or (self.builder is not None and self._instruction(line, line_start)):
+                continue
+            code = _code(line)  # the line without its comment
+            if not code or code.isspace():
+                continue
+            if self.builder is None:
+                self._open_computation(code)
+                continue
+            # Without its comments: texts kept verbatim are then taken from the line itself.
+            if code is not line and self._instruction(code, line_start, True):
+                continue
+            close = _CLOSE.fullmatch(code)
+            if close is not None:
+                self._close_computation(close)
+                continue
+            # An instruction written over several lines (as people write them; XLA never does).
+            end = self._continuation_end(code, i)
+            parts = [code] + [_code(lines[k]) for k in range(i, end)]
+            for k in range(i, end):
+                offset += len(lines[k]) + 1
+            i = end
+            joined = " ".join(parts)  # as long as the text it stands for: columns stay put
+            if not _breaks_outside_strings(joined, parts) or not self._instruction(joined, line_start, True):
                 raise _GiveUp
-            parser = _Parser(self.text, self.source, offset, offset + len(shape_text))
+        if self.builder is not None or not self.p.computations:
+            raise _GiveUp
+        return self.p.assemble(self.entry, header)
+
+    def _continuation_end(self, first: str, i: int) -> int:
+        """The index past the last line of the instruction that starts with `first` (line i - 1)."""
+        lines = self.lines
+        depth = _depth(first)
+        last = first
+        while i < len(lines):
+            nxt = _code(lines[i])
+            if not nxt or nxt.isspace():
+                i += 1
+                continue
+            open_ended = depth > 0 or last.rstrip()[-1:] in (",", "=")
+            if not open_ended and (_STATEMENT_START.match(nxt) is not None or _CLOSE.fullmatch(nxt) is not None):
+                break
+            depth += _depth(nxt)
+            last = nxt
+            i += 1
+        return i
+
+    def _prelude_end(self) -> int:
+        m = _PRELUDE_END.search(self.text)
+        if m is None:
+            raise _GiveUp
+        return m.start()
+
+    def _prelude(self, end: int):
+        """The `HloModule` line and the stack-frame tables."""
+        # Without its comments (blanked, so columns stay put); a block comment left open gives up.
+        prelude = "\n".join(_code(line) for line in self.text[:end].split("\n"))
+        m = _HEADER.match(prelude)
+        if m is None:
+            header, rest = None, prelude
+        else:
+            header, rest = self._header(m), prelude[m.end() :]
+        if rest and not rest.isspace():
+            self._stack_frames(rest, header is None)
+        return header
+
+    def _header(self, m: re.Match):
+        """`HloModule name, key=value...`: each value checked as XLA's parser checks it."""
+        texts: dict[str, str] = {}
+        values: dict = {}
+        for am in _ATTRIBUTE.finditer(m.string, m.start(2), m.end(2)):
+            key = am.group(1)
+            spec = _HEADER_ATTRIBUTES.get(key)
+            if spec is None or key in texts:
+                raise _GiveUp
+            value = self.text[am.start(2) : am.end(2)]  # as written, comments included (`m` has them blanked)
+            texts[key] = value
+            if key == "entry_computation_layout" and self._layout_ok(value):
+                continue
+            values[key] = self._memo_read(spec[1], value)
+        written = m.group(1)
+        if written[0] != "%" and written in _RESERVED:
+            raise _GiveUp  # a keyword or a type: XLA's lexer does not read it as a name
+        return _plain_name(written), texts, values
+
+    def _layout_ok(self, value: str) -> bool:
+        """Whether an entry computation layout of array shapes is valid (each distinct shape read once)."""
+        m = _ENTRY_LAYOUT.fullmatch(value)
+        if m is None:
+            return False
+        for shape_text in _LAYOUT_ITEMS.findall(value, 2):  # the parameters' shapes, then the result's
+            self._shape_of(shape_text)
+        return True
+
+    def _stack_frames(self, text: str, headerless: bool) -> None:
+        sub = Parser(text, self.source)
+        if headerless and sub.kinds:
+            raise _GiveUp  # without the header, XLA would not read the tables first
+        try:
+            sub.stack_frame_index()
+        except _Fail:
+            raise _GiveUp from None
+        if sub.i != len(sub.kinds):
+            raise _GiveUp
+        self.p.stack_text, self.p.stack_tables = sub.stack_text, sub.stack_tables
+
+    # computations ------------------------------------------------------------------------------
+    def _open_computation(self, line: str) -> None:
+        m = _COMPUTATION.fullmatch(line)
+        if m is None:
+            raise _GiveUp
+        name = _plain_name(m.group(2))
+        if name in self.p.pool or (m.group(2)[0] != "%" and name in _RESERVED):
+            raise _GiveUp
+        self.signature = None
+        if m.group(3) is not None:
+            self.signature = self._signature(m.group(3))
+        if m.group(1):
+            if self.entry is not None:
+                raise _GiveUp
+        elif not self.p.computations and self.no_header and m.group(3) is not None:
+            raise _GiveUp  # XLA reads headerless text as a module only from `ENTRY` or `name {`
+        self.is_entry = bool(m.group(1))
+        self.builder = _Builder(name)  # its table stays empty: `self.table` maps names to instructions
+        self.table: dict[str, HloInstruction] = {}
+        self.p.scopes = [self.builder]
+        self.root_name = None
+
+    def _close_computation(self, m: re.Match) -> None:
+        builder = self.builder
+        if not builder.instructions:
+            raise _GiveUp
+        root = self.table[self.root_name] if self.root_name is not None else builder.instructions[-1]
+
+        try:
+            comp = self.p.build(builder, root, 0)
+        except _Fail:
+            raise _GiveUp from None
+        if self.signature is not None and not root.shape.compatible(self.signature):
+            raise _GiveUp
+        if m.group(1) is not None:
+            comp.execution_thread = unquote(m.group(1))
+        self.p.computations.append(comp)
+        self.p.pool[builder.name] = (comp, 0)
+        if self.is_entry:
+            self.entry = comp
+        self.builder = None
+
+    # instructions ------------------------------------------------------------------------------
+    def _instruction(self, line: str, start: int, joined: bool = False) -> bool:
+        """Read one instruction line (or several `joined`); False when the line is not one."""
+        m = _INSTRUCTION.fullmatch(line)
+        if m is None:
+            return False
+        is_root, written, shape_text, opcode, inside, tail = m.groups()
+        if opcode == "parameter" or opcode == "constant":
+            rule = _LEAF_RULE
+            operands = []
+        else:
+            rule = RULES.get(opcode)
+            if rule is None or opcode in _OWN_READERS:
+                raise _GiveUp  # unknown, async or send/recv: the token parser's business
+            operands = self._operands(inside)
+            if rule.operands is not None and len(operands) != rule.operands:
+                raise _GiveUp
+        schema = _BY_OPCODE.get(opcode) if rule.attributes_for is None else None
+        if schema is None:
+            schema = self._schema(opcode, rule, operands)
+        if tail:
+            pairs = self._attribute_pairs(schema, line, m.start(6))
+            if pairs is None:
+                return False  # perhaps the first line of several
+        elif schema.required:
+            raise _GiveUp
+        if written[0] == "%":
+            name = written[1:]
+        elif line[m.end(2)] == "=":
+            raise _GiveUp  # XLA's lexer reads `name=` as an attribute name
+        else:
+            name = written
+        table = self.table
+        # The pattern admits only XLA's name characters; XLA renames type names and a leading "__".
+        if name in table or name in _RESERVED or (name[:2] == "__" and not name.startswith("__xla_")):
+            raise _GiveUp
+        if shape_text is not None:
+            shape = self.shape_cache.get(shape_text) or self._shape_of(shape_text)
+        elif rule is _LEAF_RULE or not can_infer_shape(opcode):
+            raise _GiveUp  # XLA "cannot infer shape"
+        else:
+            shape = None  # the rule's check infers it, as XLA's parser does
+        if opcode == "parameter":
+            instr = self._parameter(name, shape, inside)
+        elif opcode == "constant":
+            instr = self._constant(name, shape, shape_text, inside)
+        else:
+            instr = new_instruction(name, opcode, shape, operands)
+        # With the shape written, a rule that only infers has nothing to check, nor to read.
+        checked = shape is None or not rule.infers_only
+        values: dict = {}
+        if tail:
+            self._values(instr, schema, pairs, values, shape is None or not (rule.infers_only or rule.reads_to_infer))
+        if checked:
             try:
-                shape = parser.shape(0)
-            except ValueError:
+                instr.shape = rule.check(Check(opcode, shape, operands, values))
+            except Problem:
                 raise _GiveUp from None
-            if parser.i != parser.n:
+        if is_root:
+            if self.root_name is not None:
                 raise _GiveUp
-            self.shape_cache[shape_text] = shape
+            self.root_name = name
+        if joined:
+            self._keep_line_breaks(instr, m, start)
+        self.builder.instructions.append(instr)
+        table[name] = instr
+        self.p.positions[id(instr)] = start + m.start(2)
+        return True
+
+    def _keep_line_breaks(self, instr: HloInstruction, m: re.Match, start: int) -> None:
+        """Take the texts kept verbatim from the text itself, not from its joined lines."""
+        raw = instr._raw_store
+        for am in _ATTRIBUTE.finditer(m.string, m.start(6), m.end(6)):
+            if raw.get(am.group(1)) is not None:
+                raw[am.group(1)] = self.text[start + am.start(2) : start + am.end(2)]
+        if instr.literal_text is not None:
+            literal = m.group(5)
+            first = m.start(5) + len(literal) - len(literal.lstrip())
+            instr.literal_text = self.text[start + first : start + first + len(instr.literal_text)]
+
+    def _parameter(self, name: str, shape: Shape, operands: str) -> HloInstruction:
+        m = _PARAMETER_NUMBER.fullmatch(operands)
+        if m is None:
+            raise _GiveUp
+        number = int(m.group(1))
+        if number in self.builder.params:
+            raise _GiveUp
+        instr = new_instruction(name, "parameter", shape, [])
+        instr.parameter_number = number
+        self.builder.params[number] = instr
+        return instr
+
+    def _constant(self, name: str, shape: Shape, shape_text: str, literal: str) -> HloInstruction:
+        literal = literal.strip()
+        if not literal or (shape_text, literal) not in _LITERALS and not self._literal_ok(shape, shape_text, literal):
+            raise _GiveUp
+        instr = new_instruction(name, "constant", shape, [])
+        instr.literal_text = literal
+        return instr
+
+    def _literal_ok(self, shape: Shape, shape_text: str, literal: str) -> bool:
+        if not shape.is_array and not shape.is_tuple:
+            return False
+        sub = Parser(literal, self.source)
+        try:
+            sub.literal(shape)
+        except (_Fail, RecursionError):
+            return False
+        if sub.i != len(sub.kinds):
+            return False
+        _LITERALS.add((shape_text, literal))
+        return True
+
+    def _operands(self, text: str) -> list[HloInstruction]:
+        """The operands named in `a, b` (else see `_shaped_operands`)."""
+        if _SIMPLE_OPERANDS.fullmatch(text) is None:
+            return [] if not text or text.isspace() else self._shaped_operands(text)
+        table = self.table
+        ops = []
+        for ref in text.split(", "):
+            if ref[0] == "%":
+                ref = ref[1:]
+            elif ref in _RESERVED:
+                raise _GiveUp
+            op = table.get(ref)
+            if op is None:
+                raise _GiveUp
+            ops.append(op)
+        return ops
+
+    def _shaped_operands(self, text: str) -> list[HloInstruction]:
+        """The operands named in `f32[8]{0} %a, /*index=5*/%b`, each shape checked against its operand's."""
+        if _SHAPED_OPERANDS.fullmatch(text) is None:
+            raise _GiveUp
+        table = self.table
+        ops = []
+        for shape_text, ref in _SHAPED_OPERAND.findall(text):
+            if ref[0] == "%":
+                ref = ref[1:]
+            elif ref in _RESERVED:
+                raise _GiveUp
+            op = table.get(ref)
+            if op is None:
+                raise _GiveUp
+            if shape_text:
+                declared = self.shape_cache.get(shape_text) or self._shape_of(shape_text)
+                if declared is not op.shape and not op.shape.compatible(declared):
+                    raise _GiveUp
+            ops.append(op)
+        return ops
+
+    # attributes ---------------------------------------------------------------------------------
+    def _schema(self, opcode: str, rule: _opcodes.Rule, operands: list) -> _Schema:
+        if rule.attributes_for is None:
+            schema = _BY_OPCODE.get(opcode)
+            if schema is None:
+                schema = _BY_OPCODE[opcode] = _Schema(rule.allowed(operands), rule.reads)
+            return schema
+        try:
+            attrs = rule.attributes_for(operands)  # one of a few fixed dicts
+        except Problem:
+            raise _GiveUp from None
+        schema = _BY_ATTRIBUTES.get(id(attrs))
+        if schema is None:
+            schema = _BY_ATTRIBUTES[id(attrs)] = _Schema(rule.allowed(operands), rule.reads)
+        return schema
+
+    def _attribute_pairs(self, schema: _Schema, line: str, pos: int):
+        """The `(key, value)` pairs of the attribute list at `line[pos:]`, in order (value None for one not
+        written); None when the list
+        does not fit the opcode's schema (XLA's parser would refuse it, or it goes on on the next line)."""
+        for order in schema.orders:
+            m = order.match(line, pos)
+            if m is not None:
+                groups = m.groups()  # None for an attribute not written
+                if order.incomplete or None in [groups[k] for k in order.required]:
+                    raise _GiveUp  # a required attribute is missing
+                return zip(order.keys, groups)
+        if schema.any_order(line, pos) is None:
+            return None
+        pairs = _ATTRIBUTE.findall(line, pos)
+        keys = tuple(k for k, _ in pairs)
+        if len(keys) != len(set(keys)) or any(k not in keys for k in schema.required):
+            raise _GiveUp
+        schema.learn(keys)
+        return pairs
+
+    def _values(self, instr: HloInstruction, schema: _Schema, pairs, values: dict, checked: bool) -> None:
+        """Record the attribute texts; read the values that need reading (those the opcode's check reads
+        if it is `checked` with the shape written); resolve names."""
+        raw = instr._raw_store
+        special = schema.special
+        for key, value in pairs:
+            if value is None:
+                continue
+            raw[key] = value
+            if key not in special:
+                continue
+            kind = schema.attrs[key][1]
+            if kind in CALLED_TYPES:
+                called = self._called(kind, value)
+                if instr._called is None:
+                    instr._called = {}
+                instr._called[key] = called
+                raw[key] = None
+                values[key] = called
+                continue
+            if kind == "string_or_json" and value[0] == "{" and not _json_ok(value):
+                raise _GiveUp
+            if key in schema.validated or (checked and key in schema.reads):
+                values[key] = self._typed(kind, value)
+        if "parameter_replication" in values:
+            if _leaf_count(instr.shape) != len(values["parameter_replication"]):
+                raise _GiveUp
+        if "control-predecessors" in values:
+            self.p.control[instr] = values["control-predecessors"]
+
+    def _called(self, kind: str, value: str):
+        pool = self.p.pool
+        if kind == "computation":
+            return self._computation(pool, value)
+        return tuple(self._computation(pool, ref) for ref in _items(value))
+
+    @staticmethod
+    def _computation(pool: dict, ref: str) -> HloComputation:
+        if ref[0] != "%" and ref in _RESERVED:
+            raise _GiveUp  # a keyword or a type, not a name, to XLA's lexer
+        entry = pool.get(_plain_name(ref))
+        if entry is None:
+            raise _GiveUp
+        return entry[0]
+
+    def _typed(self, kind: str, value: str):
+        if kind == "int64":
+            return int_value(value)
+        if kind == "int32":
+            return int(value)
+        if kind == "bool":
+            return value == "true"
+        if kind == "int_list":
+            return [int_value(v) for v in _items(value)]
+        if kind == "string":
+            return unquote(value)
+        if kind in _ENUMS:
+            return value
+        if kind == "instruction_list":
+            table = self.table
+            out = []
+            for ref in _items(value):
+                instr = table.get(_plain_name(ref))
+                if instr is None or (ref[0] != "%" and ref in _RESERVED):
+                    raise _GiveUp
+                out.append(instr)
+            return out
+        return self._memo_read(kind, value)
+
+    def _shape_of(self, text: str) -> Shape:
+        """The shape written `text` (each distinct text read once)."""
+        shape = self.shape_cache.get(text)
+        if shape is None:
+            shape = _plain_array_shape(text) or self._plain_tuple_shape(text) or self._memo_read("shape", text)
+            self.shape_cache[text] = shape
         return shape
 
-    def read(self) -> HloModule:
-        text = self.text
-        lines = text.split("\n")
-        # Find the first computation header; what precedes it is the header and stack-frame tables.
-        offset = 0
-        first = len(lines)
-        for k, line in enumerate(lines):
-            stripped = line.strip()
-            if stripped.endswith("{") and not stripped.startswith(("HloModule", "FileNames", "FunctionNames", "FileLocations", "StackFrames")) and (_TYPED.computation.fullmatch(line) or _UNTYPED.computation.fullmatch(line)):
-                first = k
-                break
-            offset += len(line) + 1
-        if first == len(lines):
-            raise _GiveUp
-        from ._parser import _Parser
+    def _plain_tuple_shape(self, text: str) -> Shape | None:
+        """A tuple of plain array shapes, its elements read as above and checked as tuple elements."""
+        if _PLAIN_TUPLE.fullmatch(text) is None:
+            return None
+        elements = []
+        for element_text in _PLAIN_ARRAY_IN_TUPLE.findall(text):
+            element = self._shape_of(element_text)
+            if shape_problem(element, in_tuple=True) is not None:
+                return None
+            elements.append(element)
+        return Shape("tuple", tuple_shapes=tuple(elements))
 
-        # A block comment left open in the header would, in the whole text,
-        # run on into the computations; only the token parser reads that right.
-        if "/*" in _STRING_OR_COMMENT.sub("", text[:offset]):
-            raise _GiveUp
-        prelude = _Parser(text, self.source, 0, offset)
-        try:
-            name, header, stack_text, stack_tables = prelude.prelude()
-        except ValueError:
-            raise _GiveUp from None
-        if prelude.i != prelude.n:
-            raise _GiveUp
+    def _signature(self, text: str) -> Shape:
+        """The result shape of `(name: shape, ...) -> shape`; the parameters' shapes are read, as XLA does,
+        for their syntax only."""
+        m = _SIGNATURE.fullmatch(text)
+        if m is None:
+            return self._memo_read("signature", text)
+        for shape_text in _PARAMETER.findall(m.group(1)):
+            self._shape_of(shape_text)
+        return self._shape_of(m.group(2))
 
-        computations: list[HloComputation] = []
-        names: set[str] = set()
-        entry = None
-        comp = None
-        by_name: dict[str, HloInstruction] = {}
-        instructions: list[HloInstruction] = []
-        root = None
-        shape = self.shape
-        shape_cache = self.shape_cache
-        typed_match = _TYPED.instruction.fullmatch
-        untyped_match = _UNTYPED.instruction.fullmatch
-        typed_attributes = _TYPED.attribute.finditer
-        untyped_attributes = _UNTYPED.attribute.finditer
-        simple_operands = _SIMPLE_OPERANDS.fullmatch
-        operand_name = _OPERAND_NAME.fullmatch
-        value_is_name = _PNAME.fullmatch
-        key_findall = _ANY_KEY.findall
-        called_marker = _CALLED_MARKER.search
-        deferred = self.deferred
-        src = (text, self.source)
-        for k in range(first, len(lines)):
-            line = lines[k]
-            start = offset
-            offset += len(line) + 1
-            if comp is None:
-                if not line or line.isspace():
-                    continue
-                m = _TYPED.computation.fullmatch(line) or _UNTYPED.computation.fullmatch(line)
-                if m is None:
-                    raise _GiveUp
-                cname = m.group(2)
-                cname = cname[1:] if cname[0] == "%" else cname
-                if cname in _RESERVED or cname in names:
-                    raise _GiveUp
-                if m.group(3) is not None:
-                    if not _brackets_match(m.group(3)):
-                        raise _GiveUp
-                    shape(m.group(4), start + m.start(4))
-                names.add(cname)
-                comp = HloComputation(cname)
-                if m.group(1):
-                    if entry is not None:
-                        raise _GiveUp
-                    entry = comp
-                by_name = {}
-                instructions = comp.instructions
-                root = None
-                continue
-            m = typed_match(line)
-            checked = True
-            if m is None:
-                m = untyped_match(line)
-                checked = False
-            if m is None:
-                if not line or line.isspace():
-                    continue
-                close = _CLOSE.fullmatch(line)
-                if close is None or not instructions:
-                    raise _GiveUp
-                comp._by_name = by_name
-                comp.root = root if root is not None else instructions[-1]
-                if close.group(1) is not None:
-                    from ._lexer import unquote
+    def _memo_read(self, kind: str, text: str):
+        """The value of `text` read by the token parser's reader for `kind` (once per distinct text)."""
+        key = (kind, text)
+        hit = self.memo.get(key, _MISSING)
+        if hit is not _MISSING:
+            return hit
+        value = _read_alone(kind, text, self.source)
+        self.memo[key] = value
+        return value
 
-                    comp.execution_thread = unquote(close.group(1))
-                computations.append(comp)
-                comp = None
-                continue
-            iname = m.group(2)
-            if iname[0] == "%":
-                iname = iname[1:]
-            if iname in by_name or iname == "ROOT" or iname in PRIMITIVE_BITS:
-                raise _GiveUp
-            opcode = m.group(4)
-            instr = HloInstruction.__new__(HloInstruction)
-            instr.name = iname
-            instr.opcode = opcode
-            shape_text = m.group(3)
-            instr.shape = shape_cache.get(shape_text) or shape(shape_text, start + m.start(3))
-            instr.users = []
-            instr.computation = comp
-            instr.parameter_number = None
-            instr.literal_text = None
-            instr._cache = None
-            instr._called = None
-            instr._pos = None
-            instr._src = None
-            ops_text = m.group(5)
-            operands: list[HloInstruction] = []
-            if opcode == "parameter":
-                im = _INT.fullmatch(ops_text)
-                if im is None:
-                    raise _GiveUp
-                try:
-                    instr.parameter_number = int(im.group(1))
-                except ValueError:
-                    raise _GiveUp from None
-            elif opcode == "constant":
-                literal = ops_text.strip()
-                if not literal or _LITERAL.fullmatch(literal) is None or not _brackets_match(literal, False):
-                    raise _GiveUp
-                instr.literal_text = literal
-            elif ops_text and not ops_text.isspace():
-                if simple_operands(ops_text) is not None:
-                    refs = ops_text.split(", ")
-                elif "(" in ops_text:
-                    raise _GiveUp
-                elif "[" in ops_text or "/" in ops_text:
-                    refs = self._operands_with_shapes(ops_text, start + m.start(5))
-                else:
-                    refs = [r.strip() for r in ops_text.split(",")]
-                    if any(operand_name(ref) is None for ref in refs):
-                        raise _GiveUp
-                for ref in refs:
-                    op = by_name.get(ref[1:] if ref[0] == "%" else ref)
-                    if op is None:
-                        raise _GiveUp
-                    operands.append(op)
-                    users = op.users
-                    if not users or users[-1] is not instr:
-                        users.append(instr)
-            instr.operands = operands
-            raw: dict[str, str] = {}
-            instr._lazy = None
-            tail = m.group(6)
-            if tail and checked and called_marker(tail) is None:
-                keys = key_findall(tail)
-                if len(keys) == len(set(keys)):
-                    # No computation references and no repeated key: the list is
-                    # valid (the line pattern checked it), split it when asked.
-                    base = start + m.start(6)
-                    instr._lazy = (text, self.source, base, base + len(tail))
-                    tail = None
-            if tail:
-                pos: dict[str, tuple[int, int]] = {}
-                base = start + m.start(6)
-                for am in (typed_attributes if checked else untyped_attributes)(tail):
-                    key, value = am.groups()
-                    if key in raw:
-                        raise _GiveUp
-                    if not checked and not _brackets_match(value):
-                        raise _GiveUp
-                    vs = base + am.start(2)
-                    ve = base + am.end(2)
-                    if key in _CALLED:
-                        if value[0] == "%" and value_is_name(value):
-                            called = ComputationRef(value[1:]) if key in COMPUTATION_ATTRS else None
-                        else:
-                            called = None
-                        if called is None:
-                            try:
-                                called = parse_attribute(key, text, vs, ve, self.source)
-                            except ValueError:
-                                raise _GiveUp from None
-                        if instr._called is None:
-                            instr._called = {}
-                        instr._called[key] = called
-                        raw[key] = None
-                        deferred.append((instr, key))
-                    else:
-                        raw[key] = value
-                        pos[key] = (vs, ve)
-                if pos:
-                    instr._pos = pos
-                    instr._src = src
-            instr._raw_store = raw
-            if m.group(1):
-                if root is not None:
-                    raise _GiveUp
-                root = instr
-            by_name[iname] = instr
-            instructions.append(instr)
-        if comp is not None or not computations:
+
+_MISSING = object()
+_SHAPES: dict[str, Shape] = {}  # shape text -> its shape, for every text read
+_LITERALS: set[tuple[str, str]] = set()  # (shape text, literal) pairs found valid
+_CACHE_LIMIT = 200_000
+_RESERVED = KEYWORDS | PRIMITIVE_TYPES | {"nan"}
+# Opcodes the token parser reads with its own functions (sugar, chains of state).
+_OWN_READERS = frozenset(_opcodes.READERS) - {"parameter", "constant"}
+_BY_OPCODE: dict[str, _Schema] = {}  # the schema of each opcode whose attributes do not depend on operands
+_BY_ATTRIBUTES: dict[int, _Schema] = {}  # the others: one schema per dict their rule returns
+# Parameters and constants: the generic attributes only, the shape as written.
+_LEAF_RULE = _opcodes.Rule(0, {}, lambda k: k.shape)
+
+
+_DIMENSION = r"(?:0|[1-9][0-9]{0,17})"
+_DIMENSIONS = rf"{_DIMENSION}(?:,{_DIMENSION})*"
+_PLAIN_ARRAY_TEXT = rf"[a-z][a-z0-9]*\[(?:{_DIMENSIONS})?\](?:\{{{_DIMENSIONS}\}})?"
+_PLAIN_ARRAY = re.compile(rf"([a-z][a-z0-9]*)\[((?:{_DIMENSIONS})?)\](?:\{{({_DIMENSIONS})\}})?")
+_DATA_TYPES = PRIMITIVE_TYPES - {"token", "opaque"}
+_TUPLE_ELEMENT = rf"(?:/\*index=[0-9]+\*/)?{_PLAIN_ARRAY_TEXT}"
+_PLAIN_ARRAY_IN_TUPLE = re.compile(_PLAIN_ARRAY_TEXT)
+_PLAIN_TUPLE = re.compile(rf"\((?:{_TUPLE_ELEMENT}(?:,[ \t]*{_TUPLE_ELEMENT})*)?\)")
+
+
+def _plain_array_shape(text: str) -> Shape | None:
+    """`f32[8,16]{1,0}` read directly (what the token parser makes of it); None for anything else."""
+    m = _PLAIN_ARRAY.fullmatch(text)
+    if m is None or m.group(1) not in _DATA_TYPES:
+        return None
+    dims = tuple(map(int, m.group(2).split(","))) if m.group(2) else ()
+    layout = None
+    if m.group(3) is not None:
+        minor_to_major = tuple(map(int, m.group(3).split(",")))
+        if len(minor_to_major) != len(dims):
+            return None
+        layout = Layout(minor_to_major, "")
+    return Shape(m.group(1), dims, (False,) * len(dims), layout)
+
+
+def _read_alone(kind: str, text: str, source: str):
+    """Read a stand-alone value with the token parser; give up unless it is exactly one valid value."""
+    sub = Parser(text, source)
+    try:
+        if kind == "shape":
+            value = sub.shape()
+        elif kind == "signature":
+            value = sub.signature()[0]
+        else:
+            value = _VALUE_PARSERS[kind](sub)
+    except (_Fail, RecursionError, KeyError):
+        raise _GiveUp from None
+    if sub.i != len(sub.kinds):
+        raise _GiveUp
+    return value
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
+_NOT_BRACE = re.compile(r"[^{}]+")
+
+
+def _json_ok(value: str) -> bool:
+    """Whether XLA's JSON-dict reader takes exactly `value`: braces outside strings close at the end."""
+    braces = _NOT_BRACE.sub("", _JSON_STRING.sub("", value))
+    inner = braces[1:-1]
+    while "{}" in inner:
+        inner = inner.replace("{}", "")
+    return braces[:1] == "{" and braces[-1:] == "}" and not inner
+
+
+_SKIPPED = re.compile(rf"{_STR}|{_COMMENT}|//|/\*")
+_STRING_OR_COMMENT = re.compile(rf"{_STR}|{_COMMENT}")
+# What starts a line that is not the continuation of the one before.
+_STATEMENT_START = re.compile(
+    r"[ \t]*(?:ROOT[ \t]|%?[A-Za-z_][A-Za-z0-9_.\-]*[ \t]*=[ \t]*(?:[a-z][a-z0-9]*\[|\(|[a-z][a-z0-9\-]*\())"
+)
+
+
+def _code(line: str) -> str:
+    """The line with its comments blanked out (columns stay put; the same object if it has none); a block
+    comment left open gives up."""
+    if "/" not in line:
+        return line
+    code = line
+    for m in _SKIPPED.finditer(line):
+        token = m.group()
+        if token == "//":
+            return code[: m.start()] + " " * (len(line) - m.start())
+        if token == "/*":
             raise _GiveUp
-        module = HloModule(name, computations, entry)
-        module.header_attributes = header
-        module.stack_frames = stack_tables
-        module._stack_frame_text = stack_text
-        for instr, key in deferred:
-            try:
-                instr._called[key] = resolve_refs(instr._called[key], module)
-            except KeyError:
-                raise _GiveUp from None
-        return module
+        if token[0] == "/":  # a block comment
+            code = code[: m.start()] + " " * (m.end() - m.start()) + code[m.end() :]
+    return code
 
-    def _operands_with_shapes(self, ops_text: str, offset: int) -> list[str]:
-        refs = []
-        pos = 0
-        n = len(ops_text)
-        while True:
-            m = _OPERAND_WITH_SHAPE.match(ops_text, pos)
-            if m is None:
-                raise _GiveUp
-            if m.group(1) is not None:
-                self.shape(m.group(1), offset + m.start(1))
-            refs.append(m.group(2))
-            pos = m.end()
-            if pos == n:
-                return refs
-            if ops_text[pos] != ",":
-                raise _GiveUp
-            pos += 1
+
+def _depth(line: str) -> int:
+    """How many more brackets the line opens than it closes (outside strings and comments)."""
+    code = _STRING_OR_COMMENT.sub("", line)
+    return sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}")
+
+
+def _breaks_outside_strings(joined: str, parts: list[str]) -> bool:
+    """Whether no line break of a joined instruction falls inside a string or a comment (where XLA would keep it)."""
+    breaks = []
+    pos = -1
+    for part in parts[:-1]:
+        pos += len(part) + 1
+        breaks.append(pos)
+    for m in _STRING_OR_COMMENT.finditer(joined):
+        if any(m.start() < b < m.end() for b in breaks):
+            return False
+    return True
+
+
+_LIST_SEPARATOR = re.compile(_SEP)
+
+
+def _items(value: str) -> list[str]:
+    """The items of a braced list `{a, b}` (as the patterns above admit it)."""
+    inner = value[1:-1].strip(" \t")
+    return _LIST_SEPARATOR.split(inner) if inner else []
+
+
+def _plain_name(name: str) -> str:
+    return name[1:] if name[0] == "%" else name
+
+
+def _leaf_count(shape: Shape) -> int:
+    return sum(_leaf_count(s) for s in shape.tuple_shapes) if shape.is_tuple else 1
 
 
 def split_lazy_attributes(instr: HloInstruction) -> None:
@@ -375,7 +804,7 @@ def split_lazy_attributes(instr: HloInstruction) -> None:
     instr._lazy = None
     raw = instr._raw_store
     pos: dict[str, tuple[int, int]] = {}
-    for am in _TYPED.attribute.finditer(text, start, end):
+    for am in _ATTRIBUTE.finditer(text, start, end):
         key = am.group(1)
         raw[key] = am.group(2)
         pos[key] = am.span(2)
@@ -384,10 +813,22 @@ def split_lazy_attributes(instr: HloInstruction) -> None:
         instr._src = (text, source)
 
 
+def entry_layout_shapes(text: str) -> tuple[list[Shape], Shape] | None:
+    """The parameter and result shapes of an `entry_computation_layout` text; None if it is not one."""
+    reader = _FastReader(text, "<entry_computation_layout>")
+    try:
+        if _ENTRY_LAYOUT.fullmatch(text) is not None:
+            shapes = [reader._shape_of(t) for t in _LAYOUT_ITEMS.findall(text, 2)]
+            return shapes[:-1], shapes[-1]
+        return _read_alone("computation_layout", text, "<entry_computation_layout>")
+    except _GiveUp:
+        return None
+
+
 def fast_parse(text: str, source: str) -> HloModule | None:
     """The module, or None when the text needs the token parser."""
     with gc_paused():  # a growing cyclic graph: see xla_costmodel._gc
         try:
             return _FastReader(text, source).read()
-        except _GiveUp:
+        except (_GiveUp, RecursionError):
             return None

@@ -296,10 +296,15 @@ class HloComputation:
         raise KeyError(f"computation '{self.name}' has no parameter({number})")
 
     def instruction(self, name: str) -> HloInstruction:
+        """The instruction named `name` (with or without `%`).
+
+        **Raises:** `KeyError` naming the computation and the names it has that are nearest to `name`.
+        """
         try:
             return self._by_name[name.lstrip("%")]
         except KeyError:
-            raise KeyError(f"computation '{self.name}' has no instruction '{name}'") from None
+            raise KeyError(_not_found(f"computation '{self.name}' has no instruction '{name}'", name,
+                                      self._by_name, "instructions")) from None
 
     def __contains__(self, name: str) -> bool:
         return name.lstrip("%") in self._by_name
@@ -397,7 +402,10 @@ class HloModule:
     - `stack_frames`: the optimized text's stack-frame tables, parsed (empty if absent).
     """
 
-    __slots__ = ("name", "computations", "entry", "header_attributes", "stack_frames", "_stack_frame_text", "_by_name", "_uniq")
+    __slots__ = (
+        "name", "computations", "entry", "header_attributes", "stack_frames", "_stack_frame_text", "_by_name", "_uniq",
+        "_positions",
+    )
 
     def __init__(self, name: str, computations=(), entry: HloComputation | None = None):
         self.name = name
@@ -407,6 +415,8 @@ class HloModule:
         self.stack_frames: dict[str, dict[int, Any]] = {}
         self._stack_frame_text: str = ""
         self._uniq: dict[str, int] = {}
+        # Where each instruction was read (id -> character offset), for errors found after parsing.
+        self._positions: dict[int, int] | None = None
         for comp in computations:
             self.add_computation(comp)
         self.entry = entry
@@ -416,12 +426,16 @@ class HloModule:
             self.entry.is_entry = True
 
     def computation(self, name: str) -> HloComputation:
+        """The computation named `name` (with or without `%`).
+
+        **Raises:** `KeyError` naming the module and the names it has that are nearest to `name` (names are
+        unique across the module, as XLA makes them: a name may have gained a `.N`).
+        """
         try:
             return self._by_name[name.lstrip("%")]
         except KeyError:
-            raise KeyError(
-                f"module '{self.name}' has no computation '{name}'"
-            ) from None
+            raise KeyError(_not_found(f"module '{self.name}' has no computation '{name}'", name, self._by_name,
+                                      "computations")) from None
 
     def add_computation(self, comp: HloComputation, *, before: HloComputation | None = None) -> HloComputation:
         if comp.name in self._by_name:
@@ -508,3 +522,15 @@ def resolve_refs(value, module: HloModule):
     if isinstance(value, tuple):
         return tuple(resolve_refs(v, module) for v in value)
     return value
+
+
+def _not_found(message: str, name: str, names, what: str) -> str:
+    """`message`, then the names nearest to `name` (or, with none near, a few of them)."""
+    import difflib
+
+    names = list(names)
+    near = difflib.get_close_matches(name.lstrip("%"), names, n=5, cutoff=0.5)
+    if near:
+        return f"{message}; nearest: {', '.join(near)}"
+    shown = ", ".join(names[:8]) + (f", ... ({len(names)} in all)" if len(names) > 8 else "")
+    return f"{message}; its {what}: {shown}" if names else f"{message}; it has no {what}"

@@ -1,500 +1,1213 @@
-"""Recursive-descent parser from HLO text to the typed graph.
+"""Recursive-descent parser from HLO text to the typed graph: XLA's grammar, rule for rule.
 
-Grammar (after XLA's `hlo_parser.cc`):
+It follows XLA's `hlo_parser.cc` (the version in jaxlib, see
+`_jaxlib_oracle.py`): what XLA's parser accepts this one accepts, what it
+refuses this one refuses, with `file:line:col` errors. The grammar:
 
-    module      := ['HloModule' name (',' attr)*] [stack_frames] computation+
-    computation := ['ENTRY'] name [signature] '{' instruction* '}' [',' 'execution_thread=' string]
-    instruction := ['ROOT'] name '=' shape opcode '(' operands ')' (',' attr)*
-    operand     := [shape] name
-    attr        := word '=' value      -- value: tokens up to the next ',' at bracket depth 0
+    module      := ['HloModule' name attribute*] [stack frames] computation+
+    computation := ['ENTRY'] name [param_list '->' shape] '{' instruction+ '}' [',' 'execution_thread=' string]
+    instruction := ['ROOT'] name '=' [shape] opcode '(' operand* ')' (',' attribute)*
+    operand     := [shape] name | [shape] opcode '(' operand* ')'   -- a nested, unnamed instruction
+    attribute   := name '=' value     -- which names, and the type of each value, depend on the opcode
 
-Attribute values are not interpreted here: only their extent is found (by
-bracket matching on tokens) and recorded, and `_attributes` parses them the
-first time they are read. The few that shape the graph (called computations)
-are read at once.
+Every attribute value is checked against its type here; the graph keeps each
+value's text verbatim (printing gives back what was read) and `_attributes`
+turns it into a Python value when someone asks. Per-opcode rules (operand
+counts, attributes, shape inference for instructions written without a
+shape) live in `_opcodes`. After reading, names are made unique across the
+module as XLA does (`_names`), and, unless asked not to, XLA's verifier rules
+that we encode are checked (`_verifier`).
 """
 
 from __future__ import annotations
 
+import gzip
+import math
 import os
 import re
 from pathlib import Path
 
 from .._gc import gc_paused
-from ._attributes import COMPUTATION_ATTRS, COMPUTATION_LIST_ATTRS, parse_attribute
 from ._errors import HloParseError
-from ._fastpath import fast_parse
-from ._ir import HloComputation, HloInstruction, HloModule, resolve_refs
-from ._lexer import ARROW, ERROR, LEQ, PNAME, PUNCT, STRING, WORD, Tokens, unquote
-from ._shape import PRIMITIVE_BITS, Layout, Shape
+from ._ir import HloComputation, HloInstruction, HloModule
+from ._lexer import (
+    ARROW, ASTERISK, ATTRNAME, COLON, COMMA, DECIMAL, DOTS, EQUAL, INT, IDENT,
+    KEYWORD, LBRACE, LEQ, LPAREN, LSQUARE, NAME, NEGINF, OCTOTHORP, PLUS, PRIMITIVE, QUESTION,
+    RBRACE, RPAREN, RSQUARE, STRING, TILDE, KIND_NAMES, Tokens, int_value, unquote,
+)
+from ._lexer import PRIMITIVE_TYPES as _TYPE_NAMES
+from ._literal import check_literal_value
+from ._names import NameUniquer, sanitized
+from ._shape import Layout, Shape
 
-_CALLED = COMPUTATION_ATTRS | COMPUTATION_LIST_ATTRS
-_STACK_TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
-_MAX_SHAPE_NESTING = 64
-# The start of another instruction or the end of a computation, on a new line.
-_NEXT_STATEMENT = re.compile(r"\n[ \t]*(?:\}[ \t]*(?:\n|$)|(?:ROOT[ \t]+)?%?[A-Za-z_][\w.\-]*[ \t]*=[ \t]*[a-z(])")
+__all__ = ["load_hlo", "parse_hlo"]
+
+MAX_RECURSION_DEPTH = 256  # nested tuples, nested instructions, nested computations
+_MAIN_THREAD = "main"
+_INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
+_FLOAT_MAX = 3.4028234663852886e38
+_TILE_COMBINE = -9223372036854775808  # Tile::kCombineDimension
 
 
-class _Parser:
-    __slots__ = ("tok", "i", "kinds", "texts", "starts", "text", "source", "n", "_shape_cache", "_deferred")
+class _Fail(Exception):
+    """A parse error: the reason and the token index it points at."""
 
-    def __init__(self, text: str, source: str, start: int = 0, end: int | None = None):
-        self.tok = Tokens(text, source, start, end)
+    def __init__(self, reason: str, index: int):
+        super().__init__(reason)
+        self.reason = reason
+        self.index = index
+
+
+class _Builder:
+    """A computation being read (XLA's `HloComputation::Builder`)."""
+
+    __slots__ = ("name", "instructions", "params", "table")
+
+    def __init__(self, name: str):
+        self.name = name
+        self.instructions: list[HloInstruction] = []
+        self.params: dict[int, HloInstruction] = {}
+        self.table: dict[str, tuple[HloInstruction, int]] = {}
+
+
+class Create:
+    """What `CreateInstruction` gets: see `_opcodes`."""
+
+    __slots__ = ("builder", "name", "shape", "opcode", "wrapped", "attrs", "allow_attributes", "preset",
+                 "operands", "values", "spans", "loc")
+
+    def __init__(self, builder, name, shape, opcode, wrapped, attrs, allow_attributes, preset, loc):
+        self.builder = builder
+        self.name = name
+        self.shape: Shape | None = shape
+        self.opcode: str = opcode
+        self.wrapped: str | None = wrapped
+        self.attrs: dict = attrs
+        self.allow_attributes = allow_attributes
+        self.preset = preset
+        self.operands: list[HloInstruction] = list(preset) if preset is not None else []
+        self.values: dict = {}
+        self.spans: dict[str, tuple[int, int]] = {}
+        self.loc = loc
+
+
+class Parser:
+    """Reads one text; `run()` returns the module or raises HloParseError."""
+
+    def __init__(self, text: str, source: str = "<string>"):
+        self.tok = Tokens(text, source)
         self.kinds = self.tok.kinds
         self.texts = self.tok.texts
         self.starts = self.tok.starts
-        self.n = len(self.kinds)
+        self.ends = self.tok.ends
         self.text = text
         self.source = source
         self.i = 0
-        self._shape_cache: dict[str, Shape] = {}
-        # (instruction, attribute name, token index) of computation references to resolve at the end
-        self._deferred: list[tuple[HloInstruction, str, int]] = []
+        self.depth = 0
+        self.pool: dict[str, tuple[HloComputation, int]] = {}
+        self.computations: list[HloComputation] = []
+        self.scopes: list[_Builder] = []
+        self.anon = NameUniquer()  # names for nested instructions, as XLA's parser makes them
+        self.shape_cache: dict[str, Shape] = {}
+        self.stack_text = ""
+        self.stack_tables: dict = {}
+        self.control: dict[HloInstruction, list[HloInstruction]] = {}
+        self.async_state: dict[HloInstruction, tuple] = {}  # async op -> (wrapped computation, thread)
+        self.channels: dict[HloInstruction, int | None] = {}  # send/recv -> channel_id
+        self.positions: dict[int, int] = {}  # id(instruction) -> offset of its name, for the verifier's errors
 
-    # -- helpers ------------------------------------------------------------
-    def error(self, reason: str, index: int | None = None) -> HloParseError:
-        return self.tok.error(reason, self.i if index is None else index)
-
-    def expect_punct(self, p: str, what: str = "") -> None:
+    # -- tokens ---------------------------------------------------------------
+    def kind(self) -> int:
         i = self.i
-        if i >= self.n or self.kinds[i] != PUNCT or self.texts[i] != p:
-            where = f" {what}" if what else ""
-            raise self.error(f"expected {p!r}{where} but found {self.tok.describe(i)}")
+        return self.kinds[i] if i < len(self.kinds) else 0
+
+    def at(self, kind: int) -> bool:
+        i = self.i
+        return i < len(self.kinds) and self.kinds[i] == kind
+
+    def at_keyword(self, word: str) -> bool:
+        i = self.i
+        return i < len(self.kinds) and self.kinds[i] == KEYWORD and self.texts[i] == word
+
+    def at_ident(self, word: str) -> bool:
+        i = self.i
+        return i < len(self.kinds) and self.kinds[i] == IDENT and self.texts[i] == word
+
+    def eat(self, kind: int) -> bool:
+        i = self.i
+        if i < len(self.kinds) and self.kinds[i] == kind:
+            self.i = i + 1
+            return True
+        return False
+
+    def expect(self, kind: int, message: str) -> None:
+        if not self.eat(kind):
+            raise _Fail(message, self.i)
+
+    def fail(self, message: str, index: int | None = None) -> _Fail:
+        return _Fail(message, self.i if index is None else index)
+
+    def lookahead(self) -> int:
+        i = self.i + 1
+        return self.kinds[i] if i < len(self.kinds) else 0
+
+    def error(self, fail: _Fail) -> HloParseError:
+        index = fail.index
+        # At the end of the text XLA points past the last character, blanks included.
+        pos = self.starts[index] if index < len(self.starts) else len(self.text)
+        return HloParseError(fail.reason, text=self.text, pos=pos, source=self.source)
+
+    # -- primitives ------------------------------------------------------------
+    def name(self) -> str:
+        i = self.i
+        if i < len(self.kinds) and self.kinds[i] in (IDENT, NAME):
+            self.i = i + 1
+            return self.texts[i]
+        raise self.fail("expects name")
+
+    def attribute_name(self) -> str:
+        i = self.i
+        if i < len(self.kinds) and self.kinds[i] == ATTRNAME:
+            self.i = i + 1
+            return self.texts[i]
+        raise self.fail("expects attribute name")
+
+    def string(self) -> str:
+        i = self.i
+        if i < len(self.kinds) and self.kinds[i] == STRING:
+            self.i = i + 1
+            return unquote(self.texts[i])
+        raise self.fail("expects string")
+
+    def int64(self) -> int:
+        i = self.i
+        if i < len(self.kinds) and self.kinds[i] == INT:
+            self.i = i + 1
+            return int_value(self.texts[i])
+        raise self.fail("expects integer")
+
+    def double(self) -> float:
+        i = self.i
+        k = self.kind()
+        if k == DECIMAL:
+            value = _decimal(self.texts[i])
+            if math.isinf(value):
+                raise self.fail(f"Constant is out of range for double (+/-{1.79769e308:g}) and so is unparsable.")
+        elif k == INT:
+            value = float(int_value(self.texts[i]))
+        elif k == KEYWORD and self.texts[i] == "inf":
+            value = math.inf
+        elif k == NEGINF:
+            value = -math.inf
+        else:
+            raise self.fail("expects decimal or integer")
         self.i = i + 1
+        return value
 
-    def at_punct(self, p: str) -> bool:
+    def boolean(self) -> bool:
         i = self.i
-        return i < self.n and self.kinds[i] == PUNCT and self.texts[i] == p
+        if self.kind() == KEYWORD and self.texts[i] in ("true", "false"):
+            self.i = i + 1
+            return self.texts[i] == "true"
+        raise self.fail("expects true or false")
 
-    def name(self, what: str) -> str:
+    def json_dict(self) -> str:
+        """A `{...}` value read as raw text, braces balanced outside strings (XLA's LexJsonDict)."""
         i = self.i
-        if i < self.n:
-            k = self.kinds[i]
-            if k == PNAME:
-                self.i = i + 1
-                return self.texts[i][1:]
-            if k == WORD and not self.texts[i][0].isdigit() and self.texts[i][0] != "-":
-                self.i = i + 1
-                return self.texts[i]
-        raise self.error(f"expected {what} but found {self.tok.describe(i)}")
+        if not self.at(LBRACE):
+            raise self.fail("expects JSON dict")
+        text = self.text
+        pos = self.starts[i] + 1
+        depth = 1
+        n = len(text)
+        while pos < n and depth:
+            c = text[pos]
+            if c == '"':
+                m = _JSON_STRING.match(text, pos)
+                if m is None:
+                    raise self.fail("expects JSON dict", i)
+                pos = m.end()
+                continue
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+            pos += 1
+        if depth:
+            raise self.fail("expects JSON dict", i)
+        self.i = self.tok.resync(pos)
+        return text[self.starts[i] : pos]
 
-    def int_word(self, what: str) -> int:
-        i = self.i
-        if i < self.n and self.kinds[i] == WORD:
-            try:
-                v = int(self.texts[i])
-            except ValueError:
-                pass
-            else:
-                self.i = i + 1
-                return v
-        raise self.error(f"expected {what} but found {self.tok.describe(i)}")
+    def int_list(self, start: int, end: int, delim: int) -> list[int]:
+        self.expect(start, f"expects a list to end with {KIND_NAMES[end]}")
+        out: list[int] = []
+        if not self.at(end):
+            while True:
+                out.append(self.int64())
+                if not self.eat(delim):
+                    break
+        self.expect(end, f"expects a list to end with {KIND_NAMES[end]}")
+        return out
 
-    def newline_before(self, index: int) -> bool:
-        """True when token `index` starts on a later line than token `index - 1` ends."""
-        return "\n" in self.text[self.tok.end_of(index - 1) : self.starts[index]]
+    def listing(self, start: int, end: int, delim: int, item) -> list:
+        self.expect(start, f"expects a list starting with {KIND_NAMES[start]}")
+        out = []
+        if not self.at(end):
+            while True:
+                out.append(item())
+                if not self.eat(delim):
+                    break
+        self.expect(end, f"expects a list to end with {KIND_NAMES[end]}")
+        return out
 
-    # -- module ---------------------------------------------------------------
-    def prelude(self) -> tuple[str, dict[str, str], str, dict]:
-        """The optional `HloModule` header line and stack-frame tables."""
-        name = "module"
-        header: dict[str, str] = {}
-        if self.i < self.n and self.kinds[self.i] == WORD and self.texts[self.i] == "HloModule":
-            self.i += 1
-            name = self.name("a module name after 'HloModule'")
-            while self.at_punct(","):
-                self.i += 1
-                key, start, end = self.attribute()
-                header[key] = self.text[start:end]
-        stack_text, stack_tables = self.stack_frame_tables()
-        return name, header, stack_text, stack_tables
+    def enter(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_RECURSION_DEPTH:
+            raise self.fail("maximum recursion depth exceeded")
 
-    def module(self) -> HloModule:
-        name, header, stack_text, stack_tables = self.prelude()
-        computations: list[HloComputation] = []
-        entry = None
-        seen: dict[str, int] = {}
-        while self.i < self.n:
-            first = self.i
-            comp, is_entry = self.computation()
-            if comp.name in seen:
-                raise self.error(f"duplicate computation name '{comp.name}'", first)
-            seen[comp.name] = first
-            if is_entry:
-                if entry is not None:
-                    raise self.error("more than one ENTRY computation", first)
-                entry = comp
-            computations.append(comp)
-        if not computations:
-            raise self.error("no computation found: expected 'ENTRY' or a computation name")
-        module = HloModule(name, computations, entry)
-        module.header_attributes = header
-        module.stack_frames = stack_tables
-        module._stack_frame_text = stack_text
-        for instr, key, index in self._deferred:
-            value = instr._called[key]
-            try:
-                instr._called[key] = resolve_refs(value, module)
-            except KeyError as exc:
-                missing = str(exc).split("'")[-2] if "'" in str(exc) else key
-                raise self.error(f"attribute '{key}' names computation '{missing}', which does not exist", index) from None
+    # -- module ----------------------------------------------------------------
+    def run(self) -> HloModule:
+        k = self.kind()
+        if (k == KEYWORD and self.texts[self.i] in ("HloModule", "ENTRY")) or self.lookahead() == LBRACE:
+            return self.module(without_header=not self.at_keyword("HloModule"))
+        raise self.fail(
+            "expected an HLO module: 'HloModule', 'ENTRY' or a computation (a single instruction is not a module)"
+        )
+
+    def module(self, without_header: bool) -> HloModule:
+        header = self.header() if not without_header else None
+        self.stack_frame_index()
+        entry = self.parse_computations()
+        return self.assemble(entry, header)
+
+    def header(self) -> tuple[str, dict[str, str], dict]:
+        """`HloModule name (',' attribute)*`: the name, each attribute's text, their values."""
+        self.i += 1
+        name = self.name()
+        spans: dict[str, tuple[int, int]] = {}
+        values = self.attributes(_HEADER_ATTRIBUTES, spans)
+        texts = {k: self.text[s:e] for k, (s, e) in sorted(spans.items(), key=lambda kv: kv[1])}
+        return name, texts, values
+
+    def assemble(self, entry: HloComputation | None, header) -> HloModule:
+        """The module of the computations read, with XLA's names and the header's checks."""
+        module = self.finish_module(entry)
+        if header is None:
+            module.name = "module_" + module.entry.name
+        else:
+            module.name, module.header_attributes, values = header
+            self.check_header(module, values)
+        module.stack_frames = self.stack_tables
+        module._stack_frame_text = self.stack_text
         return module
 
-    def stack_frame_tables(self) -> tuple[str, dict]:
-        if not (self.i < self.n and self.kinds[self.i] == WORD and self.texts[self.i] in _STACK_TABLES):
-            return "", {}
-        start_tok = self.i
-        tables: dict[str, dict] = {}
-        while self.i < self.n and self.kinds[self.i] == WORD and self.texts[self.i] in _STACK_TABLES:
-            table = self.texts[self.i]
-            self.i += 1
-            entries: dict = {}
-            while self.i < self.n and self.kinds[self.i] == WORD and self.texts[self.i][:1].isdigit():
-                key = self.int_word("a table index")
-                if self.i < self.n and self.kinds[self.i] == STRING:
-                    entries[key] = unquote(self.texts[self.i])
-                    self.i += 1
-                elif self.at_punct("{"):
-                    close = self.tok.match_bracket(self.i)
-                    entries[key] = parse_attribute(
-                        "metadata", self.text, self.starts[self.i], self.tok.end_of(close), self.source
-                    )
-                    self.i = close + 1
-                else:
-                    raise self.error(f"expected a string or {{...}} in the {table} table but found {self.tok.describe(self.i)}")
-            tables[table] = entries
-        raw = self.text[self.starts[start_tok] : self.tok.end_of(self.i - 1)]
-        return raw, tables
+    def signature(self) -> tuple[Shape, int]:
+        """`'(' (name shape (',' name shape)*)? ')' '->' shape`: the result shape and the index of its first
+        token (XLA checks only the syntax of the parameters)."""
+        self.expect(LPAREN, "expects '(' at the beginning of param list")
+        if not self.at(RPAREN):
+            while True:
+                self.name()
+                self.shape()
+                if not self.eat(COMMA):
+                    break
+        self.expect(RPAREN, "expects ')' at the end of param list")
+        self.expect(ARROW, "expects '->'")
+        index = self.i
+        return self.shape(), index
 
-    # -- computation ----------------------------------------------------------
-    def computation(self) -> tuple[HloComputation, bool]:
-        is_entry = False
-        if self.kinds[self.i] == WORD and self.texts[self.i] == "ENTRY":
-            is_entry = True
-            self.i += 1
-        name = self.name("a computation name (or 'ENTRY')")
-        if self.at_punct("("):  # signature: (params) -> shape
-            self.i = self.tok.match_bracket(self.i) + 1
-            if self.i < self.n and self.kinds[self.i] == ARROW:
-                self.i += 1
-                self.shape(0)
-            else:
-                raise self.error(f"expected '->' after the parameter list of '{name}' but found {self.tok.describe(self.i)}")
-        if not self.at_punct("{"):
-            raise self.error(f"expected '{{' to open computation '{name}' but found {self.tok.describe(self.i)}")
+    def stack_frame_index(self) -> None:
+        if not self.at_keyword("FileNames"):
+            return
+        start = self.starts[self.i]
+        tables: dict[str, dict] = {"FileNames": {}, "FunctionNames": {}, "FileLocations": {}, "StackFrames": {}}
         self.i += 1
-        comp = HloComputation(name)
-        by_name: dict[str, HloInstruction] = {}
-        pending: list[tuple[HloInstruction, list[tuple[str, int]]]] = []
-        root = None
-        root_index = -1
-        instructions = comp.instructions
-        while True:
-            if self.i >= self.n:
-                raise self.error(f"computation '{name}' is not closed: expected '}}'")
-            if self.kinds[self.i] == PUNCT and self.texts[self.i] == "}":
-                self.i += 1
-                break
-            first = self.i
-            instr, operand_refs, is_root = self.instruction()
-            if instr.name in by_name:
-                raise self.error(f"duplicate instruction name '{instr.name}' in computation '{name}'", first)
-            if is_root:
-                if root is not None:
-                    raise self.error(f"computation '{name}' has more than one ROOT", first)
-                root = instr
-                root_index = first
-            by_name[instr.name] = instr
-            instr.computation = comp
-            instructions.append(instr)
-            pending.append((instr, operand_refs))
-        if not instructions:
-            raise self.error(f"computation '{name}' has no instructions", self.i - 1)
-        del root_index
-        # Resolved after the body so the error can tell "later" from "nowhere";
-        # like XLA, an operand must be defined before its use.
-        position = {instr.name: k for k, instr in enumerate(instructions)}
-        for k, (instr, refs) in enumerate(pending):
-            ops = instr.operands
-            for ref, index in refs:
-                op = by_name.get(ref)
-                if op is None:
-                    raise self.error(f"operand '{ref}' of '{instr.name}' is not an instruction of computation '{name}'", index)
-                if position[ref] >= k:
-                    raise self.error(f"operand '{ref}' of '{instr.name}' is used before it is defined", index)
-                ops.append(op)
-                users = op.users
-                if not users or users[-1] is not instr:
-                    users.append(instr)
-        comp._by_name = by_name
-        comp.root = root if root is not None else instructions[-1]
-        if self.at_punct(",") and self.i + 1 < self.n and self.texts[self.i + 1] == "execution_thread":
+        for table, next_table in (("FileNames", "FunctionNames"), ("FunctionNames", "FileLocations")):
+            while self.at(INT):
+                key = self.int64()
+                if self.at(STRING):
+                    tables[table][key] = self.string()
+            if not self.at_keyword(next_table):
+                raise self.fail(f"expects '{next_table}'")
             self.i += 1
-            key, start, end = self.attribute()
-            comp.execution_thread = unquote(self.text[start:end].strip())
-        return comp, is_entry
+        locations = {k: (True, "int32") for k in
+                     ("file_name_id", "function_name_id", "line", "end_line", "column", "end_column")}
+        while self.at(INT):
+            key = self.int64()
+            tables["FileLocations"][key] = self.sub_attributes(locations)
+        if not self.at_keyword("StackFrames"):
+            raise self.fail("expects 'StackFrames'")
+        self.i += 1
+        frames = {"file_location_id": (True, "int32"), "parent_frame_id": (True, "int32")}
+        while self.at(INT):
+            key = self.int64()
+            tables["StackFrames"][key] = self.sub_attributes(frames)
+        self.stack_text = self.text[start : self.ends[self.i - 1]]
+        self.stack_tables = tables
 
-    # -- instruction ----------------------------------------------------------
-    def instruction(self):
-        kinds, texts = self.kinds, self.texts
-        is_root = False
-        if kinds[self.i] == WORD and texts[self.i] == "ROOT":
-            is_root = True
+    def parse_computations(self) -> HloComputation | None:
+        entry = None
+        while True:
+            comp, is_entry, entry_index = self.computation()
+            if is_entry:
+                if entry is not None:
+                    raise self.fail("expects only one ENTRY", entry_index)
+                entry = comp
+            if self.i >= len(self.kinds):
+                return entry
+
+    def computation(self) -> tuple[HloComputation, bool, int]:
+        entry_index = self.i
+        is_entry = self.at_keyword("ENTRY")
+        if is_entry:
             self.i += 1
         name_index = self.i
-        name = self.name("an instruction name")
-        if name in PRIMITIVE_BITS:
-            # XLA's parser refuses these too: a type name cannot name an instruction.
-            raise self.error(f"illegal instruction name '{name}': it is a type name", name_index)
-        self.expect_punct("=", f"after instruction name '{name}'")
-        shape = self.shape(0)
-        i = self.i
-        if i >= self.n or kinds[i] != WORD:
-            raise self.error(f"expected an opcode after the shape of '{name}' but found {self.tok.describe(i)}")
-        opcode = texts[i]
-        self.i = i + 1
-        self.expect_punct("(", f"after opcode '{opcode}'")
-        instr = HloInstruction(name, opcode, shape)
-        refs: list[tuple[str, int]] = []
-        if opcode == "parameter":
-            instr.parameter_number = self.int_word("a parameter number")
-            self.expect_punct(")", "after the parameter number")
-        elif opcode == "constant":
-            close = self.tok.match_bracket(self.i - 1)
-            if close == self.i:
-                raise self.error("constant has no literal")
-            instr.literal_text = self.text[self.starts[self.i] : self.tok.end_of(close - 1)]
-            self.i = close + 1
-        else:
-            self.operands(refs)
-        # attributes
-        raw = instr._raw_store
-        pos: dict[str, tuple[int, int]] = {}
-        n = self.n
-        while self.i < n and kinds[self.i] == PUNCT and texts[self.i] == ",":
-            self.i += 1
-            key_index = self.i
-            key, start, end = self.attribute()
-            if key in raw:
-                raise self.error(f"attribute '{key}' given twice", key_index)
-            raw[key] = self.text[start:end]
-            pos[key] = (start, end)
-            if key in _CALLED:
-                value = parse_attribute(key, self.text, start, end, self.source)
-                raw[key] = None  # placeholder: the value lives in _called
-                del pos[key]
-                if instr._called is None:
-                    instr._called = {}
-                instr._called[key] = value
-                self._deferred.append((instr, key, key_index))
-        if pos:
-            instr._pos = pos
-            instr._src = (self.text, self.source)
-        return instr, refs, is_root
+        name = self.name()
+        shape = None
+        shape_index = None
+        if self.at(LPAREN):
+            shape, shape_index = self.signature()
+        comp = self.instruction_list(name)
+        if shape is not None and not comp.root.shape.compatible(shape):
+            raise self.fail(signature_mismatch(name, shape, comp), shape_index)
+        values = self.attributes({"execution_thread": (False, "string")}, {})
+        if "execution_thread" in values:
+            comp.execution_thread = values["execution_thread"]
+        if name in self.pool:
+            raise self.fail(f"computation already exists: {name}", name_index)
+        self.pool[name] = (comp, name_index)
+        return comp, is_entry, entry_index
 
-    def operands(self, refs: list[tuple[str, int]]) -> None:
-        kinds, texts = self.kinds, self.texts
-        if self.i >= self.n:
-            raise self.error("unclosed operand list")
-        if kinds[self.i] == PUNCT and texts[self.i] == ")":
+    def instruction_list(self, name: str) -> HloComputation:
+        self.enter()
+        builder = _Builder(name)
+        self.scopes.append(builder)
+        try:
+            self.expect(LBRACE, "expects '{' at the beginning of instruction list.")
+            root_name = None
+            root_index = 0
+            while True:
+                is_root, iname, index = self.instruction(builder)
+                if is_root:
+                    if root_name is not None:
+                        raise self.fail("one computation should have only one ROOT", index)
+                    root_name = iname
+                if self.at(RBRACE):  # as XLA, at the end of the text the next "instruction" lacks its name
+                    break
+            self.expect(RBRACE, "expects '}' at the end of instruction list.")
+            root = builder.table[root_name][0] if root_name is not None else builder.instructions[-1]
+            comp = self.build(builder, root, root_index)
+        finally:
+            self.scopes.pop()
+            self.depth -= 1
+        self.computations.append(comp)
+        return comp
+
+    def build(self, builder: _Builder, root: HloInstruction, index: int) -> HloComputation:
+        params = builder.params
+        for number in params:
+            if not 0 <= number < len(params):
+                numbers = ", ".join(map(str, sorted(params)))
+                raise self.fail(
+                    f"computation '{builder.name}' has parameters numbered {numbers}: XLA needs 0 to {len(params) - 1}",
+                    self.i - 1,
+                )
+        comp = HloComputation.__new__(HloComputation)
+        comp.name = builder.name
+        comp.instructions = builder.instructions
+        comp._by_name = {}
+        comp.root = root
+        comp.module = None
+        comp.is_entry = False
+        comp.execution_thread = None
+        for instr in builder.instructions:
+            instr.computation = comp
+        return comp
+
+    def instruction(self, builder: _Builder) -> tuple[bool, str, int]:
+        root_index = self.i
+        is_root = self.at_keyword("ROOT")
+        if is_root:
             self.i += 1
-            return
-        while True:
-            i = self.i
-            if i >= self.n:
-                raise self.error("unclosed operand list")
-            k = kinds[i]
-            # An operand may carry its shape inline: `f32[8]{0} %x`.
-            if (k == WORD and texts[i] in PRIMITIVE_BITS and i + 1 < self.n and texts[i + 1] == "[") or (
-                k == PUNCT and texts[i] == "("
-            ):
-                self.shape(0)
-                i = self.i
-                if i >= self.n:
-                    raise self.error("unclosed operand list")
-                k = kinds[i]
-            if k == PNAME:
-                refs.append((texts[i][1:], i))
-            elif k == WORD and not texts[i][0].isdigit() and texts[i][0] != "-":
-                if i + 1 < self.n and texts[i + 1] == "(" and kinds[i + 1] == PUNCT:
-                    raise self.error("nested instructions as operands are not supported; give the operand a name", i)
-                refs.append((texts[i], i))
+        name_index = self.i
+        name = self.name()
+        self.expect(EQUAL, "expects '=' in instruction")
+        self.instruction_rhs(builder, name, name_index, True)
+        return is_root, name, root_index
+
+    def instruction_rhs(self, builder: _Builder, name: str, name_index: int, allow_attributes: bool) -> HloInstruction:
+        self.enter()
+        try:
+            shape = self.shape() if self.can_be_shape() else None
+            opcode, wrapped = self.opcode()
+            if shape is None and not _opcodes().can_infer_shape(opcode):
+                raise self.fail(f"cannot infer shape for opcode: {opcode}")
+            attrs = dict(_opcodes().GENERIC_ATTRIBUTES)
+            c = Create(builder, name, shape, opcode, wrapped, attrs, allow_attributes, None, name_index)
+            instr = self.create(c)
+            if not name:
+                name = self.anon.unique(f"{instr.opcode}.anon")
             else:
-                raise self.error(f"expected an operand name but found {self.tok.describe(i)}", i)
-            self.i = i + 1
-            if self.i < self.n and kinds[self.i] == PUNCT:
-                t = texts[self.i]
-                if t == ",":
-                    self.i += 1
-                    continue
-                if t == ")":
-                    self.i += 1
-                    return
-            raise self.error(f"expected ',' or ')' in the operand list but found {self.tok.describe(self.i)}")
+                self.anon.unique(name)
+            clean = sanitized(name)
+            if clean != name:
+                raise self.fail(f"illegal instruction name: {name}; suggest renaming to: {clean}", name_index)
+            instr.name = name
+            self.generic_checks(c, instr)
+            if name in builder.table:
+                raise self.fail(f"instruction already exists: {name}", name_index)
+            builder.table[name] = (instr, name_index)
+            self.positions[id(instr)] = self.starts[name_index] if name_index < len(self.starts) else 0
+            return instr
+        finally:
+            self.depth -= 1
 
-    def attribute(self) -> tuple[str, int, int]:
-        """`name=value`: returns the name and the character span of the value."""
-        kinds, texts = self.kinds, self.texts
+    def create(self, c: Create) -> HloInstruction:
+        """XLA's CreateInstruction: parse operands and attributes for `c.opcode`, build the instruction."""
+        ops = _opcodes()
+        return ops.READERS.get(c.opcode, ops.read_standard)(self, c)
+
+    def generic_checks(self, c: Create, instr: HloInstruction) -> None:
+        values = c.values
+        if "parameter_replication" in values:
+            leaves = _leaf_count(instr.shape)
+            if leaves != len(values["parameter_replication"]):
+                raise self.fail(
+                    f"parameter has {leaves} leaf buffers, but parameter_replication has "
+                    f"{len(values['parameter_replication'])} elements."
+                )
+        if "control-predecessors" in values:
+            self.control[instr] = list(values["control-predecessors"])
+
+    def opcode(self) -> tuple[str, str | None]:
         i = self.i
-        if i >= self.n or kinds[i] != WORD or i + 1 >= self.n or texts[i + 1] != "=" or kinds[i + 1] != PUNCT:
-            raise self.error(f"expected an attribute like name=value but found {self.tok.describe(i)}")
-        key = texts[i]
-        i += 2
-        if i >= self.n:
-            raise self.error(f"attribute '{key}' has no value", i)
-        start = self.starts[i]
-        first = i
-        # The value runs to the next ',' at bracket depth 0, the end of the
-        # computation, or the end of the line (XLA never breaks a value across
-        # lines outside brackets).
-        while i < self.n:
-            k = kinds[i]
-            if k == PUNCT:
-                t = texts[i]
-                if t in "([{":
-                    close = self.tok.match_bracket(i)
-                    self._check_not_swallowing_lines(i, close)
-                    i = close + 1
-                    continue
-                if t == "," or t in ")]}":
-                    break
-                if t == "=":
-                    raise self.error(f"unexpected '=' in the value of attribute '{key}' (missing ','?)", i)
-            elif k == ERROR:
-                raise self.error(f"unexpected character {texts[i]!r}", i)
-            if i > first and self.newline_before(i):
-                break
-            i += 1
-        if i == first:
-            raise self.error(f"attribute '{key}' has no value", i)
-        end = self.tok.end_of(i - 1)
-        self.i = i
-        return key, start, end
-
-    def _check_not_swallowing_lines(self, open_index: int, close_index: int) -> None:
-        """An unclosed bracket in an attribute would swallow the following lines;
-        XLA never breaks a value across lines before another instruction, so
-        report the bracket instead of a confusing error far below."""
-        start = self.starts[open_index]
-        end = min(len(self.text), self.tok.end_of(close_index) + 1)
-        if self.text.find("\n", start, end) < 0:
-            return
-        m = _NEXT_STATEMENT.search(self.text, start, end)
-        if m is not None:
-            raise self.error(f"unclosed {self.texts[open_index]!r} in an attribute value", open_index)
-
-    # -- shape ----------------------------------------------------------------
-    def shape(self, depth: int) -> Shape:
-        i = self.i
-        kinds, texts = self.kinds, self.texts
-        if i >= self.n:
-            raise self.error("expected a shape but found end of input")
-        k = kinds[i]
-        if k == PUNCT and texts[i] == "(":
-            if depth > _MAX_SHAPE_NESTING:
-                raise self.error("tuple shape nested too deeply")
+        if not self.at(IDENT):
+            raise self.fail("expects opcode")
+        val = self.texts[i]
+        known = _opcodes().OPCODES
+        if val in known:
             self.i += 1
-            elements = []
-            if not self.at_punct(")"):
-                while True:
-                    elements.append(self.shape(depth + 1))
-                    if self.at_punct(","):
-                        self.i += 1
-                        continue
+            return val, None
+        for suffix, async_opcode in (("-start", "async-start"), ("-update", "async-update"), ("-done", "async-done")):
+            if val.endswith(suffix):
+                wrapped = val[: -len(suffix)]
+                if wrapped in ("all-gather", "all-reduce", "collective-permute", "copy", "recv", "send"):
+                    continue
+                if wrapped not in known:
+                    raise self.fail(f"expects async wrapped opcode but sees: {val}, error: Unknown opcode: {wrapped}")
+                self.i += 1
+                return async_opcode, wrapped
+        raise self.fail(f"expects opcode but sees: {val}, error: Unknown opcode: {val}")
+
+    # -- operands ----------------------------------------------------------------
+    def operands(self, c: Create, expected: int | None = None) -> list[HloInstruction]:
+        if c.preset is not None:
+            return c.operands
+        loc = self.i
+        self.enter()
+        try:
+            ops = self._operand_list(c.builder)
+        finally:
+            self.depth -= 1
+        if expected is not None and len(ops) != expected:
+            raise self.fail(f"expects {expected} operands, but has {len(ops)} operands", loc)
+        c.operands = ops
+        return ops
+
+    def _operand_list(self, builder: _Builder) -> list[HloInstruction]:
+        self.expect(LPAREN, "expects '(' at the beginning of operands")
+        ops: list[HloInstruction] = []
+        table = builder.table
+        kinds, texts = self.kinds, self.texts
+        if not self.at(RPAREN):
+            while True:
+                start = self.i
+                k = kinds[start] if start < len(kinds) else 0
+                # The common case first: a name, perhaps after a shape, then ',' or ')'.
+                operand = None
+                if k == NAME or k == IDENT:
+                    nxt = kinds[start + 1] if start + 1 < len(kinds) else 0
+                    if nxt == COMMA or nxt == RPAREN:
+                        entry = table.get(texts[start])
+                        if entry is not None:
+                            operand = entry[0]
+                            self.i = start + 1
+                if operand is None:
+                    operand = self._operand_slow(builder, start)
+                ops.append(operand)
+                if not self.eat(COMMA):
                     break
-            self.expect_punct(")", "to close the tuple shape")
-            return Shape("tuple", tuple_shapes=tuple(elements))
-        if k != WORD or texts[i] not in PRIMITIVE_BITS:
-            raise self.error(f"expected a shape (like f32[8]{{0}} or a tuple) but found {self.tok.describe(i)}")
-        if i + 1 >= self.n or texts[i + 1] != "[":
-            raise self.error(f"expected '[' after element type '{texts[i]}'", i + 1)
-        # Find the end of the shape text first, then reuse an identical shape if seen.
-        j = i + 2
-        while j < self.n and not (kinds[j] == PUNCT and texts[j] == "]"):
-            if kinds[j] == PUNCT and texts[j] not in ",?":
-                raise self.error(f"unexpected {self.tok.describe(j)} in the dimensions of a shape", j)
-            if kinds[j] == WORD and kinds[j - 1] == WORD:
-                raise self.error(f"expected ',' or ']' after a dimension but found {self.tok.describe(j)}", j)
-            j += 1
-        if j >= self.n:
-            raise self.error("unclosed '[' in shape", i + 1)
-        end = j + 1
-        has_layout = (
-            end + 1 < self.n
-            and kinds[end] == PUNCT
-            and texts[end] == "{"
-            and (kinds[end + 1] == WORD and texts[end + 1][:1].isdigit() or texts[end + 1] in (":", "}"))
+        self.expect(RPAREN, "expects ')' at the end of operands")
+        return ops
+
+    def _operand_slow(self, builder: _Builder, start: int) -> HloInstruction:
+        """`[shape] name`, else a nested instruction `[shape] opcode(...)`."""
+        declared = None
+        failure = None
+        try:
+            if self.can_be_shape():
+                declared = self.shape()
+            name_index = self.i
+            name = self.name()
+            entry = builder.table.get(name)
+            if entry is None:
+                raise self.fail(f"instruction does not exist: {name}", start)
+            if declared is not None and not entry[0].shape.compatible(declared):
+                raise self.fail(
+                    f"The declared operand shape {_human(declared, True)} is not compatible with the shape of the "
+                    f"operand instruction {_human(entry[0].shape, True)}.",
+                    name_index + 1,
+                )
+            if not (self.at(COMMA) or self.at(RPAREN)):
+                raise self.fail("expects ',' or ')' after an operand")
+            return entry[0]
+        except _Fail as err:
+            failure = err
+        self.i = start
+        try:
+            return self.instruction_rhs(builder, "", start, False)
+        except _Fail as nested:
+            # As XLA, point at the operand; say what went wrong with the reading that got further.
+            reason = failure if failure.index >= nested.index or failure.reason.startswith("The declared") else nested
+            raise _Fail(f"cannot parse as an instruction name or as a nested instruction: {reason.reason}", start) from None
+
+    # -- attributes ----------------------------------------------------------------
+    def attributes(self, attrs: dict, spans: dict, allow: bool = True, values: dict | None = None) -> dict:
+        """`(',' name '=' value)*` for the attribute `attrs` allows: {name: (required, type)}."""
+        out = {} if values is None else values
+        loc = self.i
+        if allow:
+            while self.eat(COMMA):
+                self.attribute(attrs, out, spans)
+        for key, (required, _) in attrs.items():
+            if required and key not in out:
+                raise self.fail(f"attribute {key} is expected but not seen", loc)
+        return out
+
+    def attribute(self, attrs: dict, out: dict, spans: dict) -> None:
+        loc = self.i
+        if not self.at(ATTRNAME):
+            raise self.fail("error parsing attributes")
+        key = self.texts[loc]
+        self.i += 1
+        if key in out:
+            raise self.fail(f"attribute {key} already exists", loc)
+        spec = attrs.get(key)
+        if spec is None:
+            allowed = (
+                "Allowed attributes: " + ", ".join(sorted(attrs)) if attrs else "No attributes are allowed here."
+            )
+            raise self.fail(f'unexpected attribute "{key}". {allowed}', loc)
+        first = self.i
+        value = _VALUE_PARSERS[spec[1]](self)
+        out[key] = value
+        spans[key] = (self.starts[first] if first < len(self.starts) else len(self.text), self.ends[self.i - 1])
+
+    def sub_attributes(self, attrs: dict) -> dict:
+        """`'{' (','? name '=' value)* '}'`."""
+        loc = self.i
+        self.expect(LBRACE, "expects '{' to start sub attributes")
+        out: dict = {}
+        if not self.at(RBRACE):
+            while True:
+                self.eat(COMMA)
+                self.attribute(attrs, out, {})
+                if self.at(RBRACE) or self.i >= len(self.kinds):
+                    break
+        for key, (required, _) in attrs.items():
+            if required and key not in out:
+                raise self.fail(f"sub-attribute {key} is expected but not seen", loc)
+        self.expect(RBRACE, "expects '}' to end sub attributes")
+        return out
+
+    def check_header(self, module: HloModule, values: dict) -> None:
+        result = module.entry.root.shape
+        if "input_output_alias" in values:
+            taken: set = set()
+            for out_index, param, param_index, _kind in values["input_output_alias"]:
+                if _subshape(result, out_index) is None:
+                    raise self.fail(
+                        f"Trying to set up alias at {{{','.join(map(str, out_index))}}} which is an invalid index "
+                        f"for shape {_human(result)}"
+                    )
+                if param < 0:
+                    raise self.fail(f"parameter number {param} must be >= 0")
+                if tuple(out_index) in taken:
+                    raise self.fail(f"output index {{{','.join(map(str, out_index))}}} is already aliased")
+                taken.add(tuple(out_index))
+        if "buffer_donor" in values:
+            for param, _ in values["buffer_donor"]:
+                if param < 0:
+                    raise self.fail(f"buffer donor parameter number {param} must be >= 0")
+
+    # -- shapes and layouts ------------------------------------------------------------
+    def can_be_shape(self) -> bool:
+        k = self.kind()
+        return k == PRIMITIVE or k == LPAREN or (
+            k == IDENT and self.texts[self.i] == "b" and self.lookahead() == LPAREN
         )
-        if has_layout:
-            end = self.tok.match_bracket(end) + 1
-        key = self.text[self.starts[i] : self.tok.end_of(end - 1)]
-        cached = self._shape_cache.get(key)
-        if cached is not None:
-            self.i = end
-            return cached
-        dims: list[int] = []
-        dynamic: list[bool] = []
-        p = i + 2
-        while p < j:
-            kp = kinds[p]
-            t = texts[p]
-            if kp == WORD:
-                try:
-                    dims.append(int(t))
-                except ValueError:
-                    raise self.error(f"expected a dimension size but found {t!r}", p) from None
-                dynamic.append(False)
-            elif kp == LEQ:
-                p += 1
-                try:
-                    dims.append(int(texts[p]) if p < j else int("x"))
-                except ValueError:
-                    raise self.error("expected a bound after '<='", p) from None
-                dynamic.append(True)
-            elif kp == PUNCT and t == "?":
-                dims.append(-1)
-                dynamic.append(True)
-            else:
-                raise self.error(f"unexpected {self.tok.describe(p)} in the dimensions of a shape", p)
-            p += 1
-            if p < j:
-                if not (kinds[p] == PUNCT and texts[p] == ","):
-                    raise self.error(f"expected ',' between dimensions but found {self.tok.describe(p)}", p)
-                p += 1
-                if p >= j:
-                    raise self.error("expected a dimension after ','", p)
-        layout = None
-        if has_layout:
-            layout = self.layout(j + 1, end - 1, len(dims))
-        shape = Shape(texts[i], tuple(dims), tuple(dynamic), layout)
-        self._shape_cache[key] = shape
-        self.i = end
-        return shape
 
-    def layout(self, open_index: int, close_index: int, rank: int) -> Layout:
-        kinds, texts = self.kinds, self.texts
+    def shape(self) -> Shape:
+        i = self.i
+        kinds = self.kinds
+        n = len(kinds)
+        if i < n and kinds[i] == PRIMITIVE:
+            # The usual case, `f32[8,16]{1,0}`: reuse a shape already read from the same text.
+            j = i + 1
+            if j < n and kinds[j] == LSQUARE:
+                j += 1
+                while j < n and (kinds[j] == INT or kinds[j] == COMMA):
+                    j += 1
+                if j < n and kinds[j] == RSQUARE:
+                    j += 1
+                    if j + 1 < n and kinds[j] == LBRACE and kinds[j + 1] in (INT, COLON):
+                        j += 1
+                        while j < n and (kinds[j] == INT or kinds[j] == COMMA):
+                            j += 1
+                        j = j + 1 if j < n and kinds[j] == RBRACE else -1
+                    if j > 0:
+                        key = self.text[self.starts[i] : self.ends[j - 1]]
+                        cached = self.shape_cache.get(key)
+                        if cached is not None:
+                            self.i = j
+                            return cached
+                        shape = self._shape()
+                        if self.i == j:
+                            self.shape_cache[key] = shape
+                        return shape
+        return self._shape()
+
+    def _shape(self) -> Shape:
+        self.enter()
+        try:
+            if self.at_ident("b") and self.lookahead() == LPAREN:
+                start = self.i
+                self.i += 2
+                inner = self._shape()
+                if not inner.is_array:
+                    raise self.fail("a buffer shape holds an array shape", start)
+                self.expect(RPAREN, "expects ')' at the end of buffer shape.")
+                return Shape.buffer_of(inner)
+            if self.eat(LPAREN):
+                start = self.i - 1
+                elements = []
+                if not self.at(RPAREN):
+                    while True:
+                        elements.append(self._shape())
+                        if not self.eat(COMMA):
+                            break
+                for element in elements:
+                    problem = shape_problem(element, in_tuple=True)
+                    if problem is not None:
+                        raise self.fail(f"invalid tuple element shape {_human(element, True)}: {problem}", start)
+                self.expect(RPAREN, "expects ')' at the end of tuple.")
+                return Shape("tuple", tuple_shapes=tuple(elements))
+            i = self.i
+            if not self.at(PRIMITIVE):
+                raise self.fail(f"expected primitive type, saw {KIND_NAMES.get(self.kind(), 'kEof')}")
+            element_type = self.texts[i]
+            self.i += 1
+            dims: list[int] = []
+            dynamic: list[bool] = []
+
+            def dimension():
+                if self.eat(QUESTION):
+                    dims.append(-1)
+                    dynamic.append(True)
+                    return
+                is_dynamic = self.eat(LEQ)
+                d = self.int64()
+                if d < 0:
+                    if is_dynamic and d == -(1 << 63):  # XLA's spelled-out unbounded size
+                        d = -1
+                    else:
+                        raise self.fail(f"invalid dimension size {d}", i)
+                dims.append(d)
+                dynamic.append(is_dynamic)
+
+            self.listing(LSQUARE, RSQUARE, COMMA, dimension)
+            layout = None
+            if self.at(LBRACE) and self.lookahead() in (INT, COLON):
+                layout = self.layout()
+                if len(layout.minor_to_major) != len(dims):
+                    raise self.fail(
+                        f"Dimensions size is {len(dims)}, but minor to major size is {len(layout.minor_to_major)}."
+                    )
+                if "P(" in layout.tail and _has_physical_shape(layout):
+                    raise self.fail(f"Layout has physical shape, but is not for a sparse array: {layout}")
+            return Shape(element_type, tuple(dims), tuple(dynamic), layout)
+        finally:
+            self.depth -= 1
+
+    def layout(self) -> Layout:
+        """`{minor_to_major (':' tail)?}`: the tail is checked here and kept verbatim."""
+        self.expect(LBRACE, "expects layout to start with kLbrace")
         m2m: list[int] = []
-        p = open_index + 1
         tail = ""
-        while p < close_index:
-            if kinds[p] == PUNCT and texts[p] == ":":
-                tail = self.text[self.starts[p + 1] : self.starts[close_index]].strip() if p + 1 < close_index else ""
-                break
-            if kinds[p] != WORD:
-                raise self.error(f"expected a dimension number in the layout but found {self.tok.describe(p)}", p)
-            try:
-                m2m.append(int(texts[p]))
-            except ValueError:
-                raise self.error(f"expected a dimension number in the layout but found {texts[p]!r}", p) from None
-            p += 1
-            if p < close_index and kinds[p] == PUNCT and texts[p] == ",":
-                p += 1
-        if m2m and sorted(m2m) != list(range(rank)):
-            raise self.error(f"layout {{{','.join(map(str, m2m))}}} is not a permutation of the {rank} dimensions", open_index)
+        if not self.at(RBRACE):
+            if self.at(INT):
+                while True:
+                    m2m.append(self.int64())
+                    if not self.eat(COMMA):
+                        break
+            if self.at(COLON):
+                self.i += 1
+                tail_start = self.i
+                self.layout_tail()
+                if self.i > tail_start:
+                    tail = self.text[self.starts[tail_start] : self.ends[self.i - 1]]
+        self.expect(RBRACE, "expects layout to end with kRbrace")
         return Layout(tuple(m2m), tail)
 
+    def layout_tail(self) -> None:
+        # Each part is optional and comes in this order; as in XLA, a part that
+        # does not parse leaves the rest to the closing brace.
+        def part(letter: str) -> bool:
+            if self.at_ident(letter):
+                self.i += 1
+                return True
+            return False
 
-def parse_hlo(text: str, *, source: str = "<string>") -> HloModule:
+        def int_in_parens():
+            self.expect(LPAREN, "expects ( in layout")
+            v = self.int64()
+            self.expect(RPAREN, "expects ) in layout")
+            return v
+
+        def tolerant(fn):
+            save = self.i
+            try:
+                return fn()
+            except _Fail:
+                return None
+
+        if part("D"):
+            def dim_level():
+                if self.at(IDENT) and self.texts[self.i] in ("D", "C", "S", "H"):
+                    self.i += 1
+                    self.eat(PLUS)
+                    self.eat(TILDE)
+                    return True
+                raise self.fail("expected a DimLevelType abbreviation (D, C, or S)")
+
+            tolerant(lambda: self.listing(LPAREN, RPAREN, COMMA, dim_level))
+        if part("T"):
+            def tiles():
+                while True:
+                    def tile_dim():
+                        if self.at(INT):
+                            return self.int64()
+                        if self.eat(ASTERISK):
+                            return _TILE_COMBINE
+                        raise self.fail("expects integer")
+
+                    self.listing(LPAREN, RPAREN, COMMA, tile_dim)
+                    if not self.at(LPAREN):
+                        return
+
+            tolerant(tiles)
+        if part("L"):
+            tolerant(int_in_parens)
+        for mark in (OCTOTHORP, ASTERISK):
+            if self.eat(mark):
+                def unsigned_type():
+                    self.expect(LPAREN, "expects ( in layout")
+                    if not self.at(PRIMITIVE):
+                        raise self.fail("expected primitive type")
+                    if self.texts[self.i] not in ("u1", "u2", "u4", "u8", "u16", "u32", "u64"):
+                        raise self.fail("expecting an unsigned integer type")
+                    self.i += 1
+                    self.expect(RPAREN, "expects ) in layout")
+
+                tolerant(unsigned_type)
+        if part("E"):
+            tolerant(int_in_parens)
+        if part("S"):
+            tolerant(int_in_parens)
+        if part("SC"):
+            def split_configs():
+                while True:
+                    self.expect(LPAREN, "expects split configs to start with kLparen")
+                    self.int64()
+                    self.listing(COLON, RPAREN, COMMA, self.int64)
+                    if not self.at(LPAREN):
+                        return
+
+            tolerant(split_configs)
+        if part("P"):
+            def physical():
+                self.expect(LPAREN, "expects physical shape to start with kLparen")
+                tolerant(self._shape)
+                self.expect(RPAREN, "expects physical shape to end with kRparen")
+
+            tolerant(physical)
+        if part("M"):
+            tolerant(int_in_parens)
+
+    # -- literals ----------------------------------------------------------------
+    def literal(self, shape: Shape) -> None:
+        """A literal of `shape` (checked: nesting, counts, value ranges)."""
+        self.enter()
+        try:
+            if shape.is_tuple:
+                self.expect(LPAREN, "expects '(' in front of tuple elements")
+                elements = shape.tuple_shapes
+                if not self.at(RPAREN):
+                    for k, element in enumerate(elements):
+                        if k > 0:
+                            self.eat(COMMA)
+                        try:
+                            self.literal(element)
+                        except _Fail as err:
+                            raise err
+                self.expect(RPAREN, f"expects ')' at the end of the tuple with {len(elements)}elements")
+                return
+            if not shape.is_array:
+                raise self.fail(f"cannot write a literal of shape {_human(shape)}")
+            self.dense_literal(shape)
+        finally:
+            self.depth -= 1
+
+    def dense_literal(self, shape: Shape) -> None:
+        soft: list[_Fail] = []  # errors XLA records but reads on after (reported if the literal fails)
+        try:
+            self._dense_literal(shape, soft)
+        except _Fail as err:
+            raise soft[0] if soft else err
+
+    def _dense_literal(self, shape: Shape, soft: list) -> None:
+        dims = shape.dims
+        rank = len(dims)
+        et = shape.element_type
+        seen = [0] * rank
+        nest = 0
+        linear = 0
+        n_elements = math.prod(dims) if all(d >= 0 for d in dims) else 0
+        kinds, texts = self.kinds, self.texts
+        n = len(kinds)
+        is_complex = et in ("c64", "c128")
+        is_int = et[0] in "su" or et == "pred"
+
+        def index_str(dim: int) -> str:
+            return "[" + ",".join(str(x - 1) for x in seen[:dim]) + "]"
+
+        def element_problem() -> str | None:
+            if rank > 0:
+                if nest != rank:
+                    return f"expects nested array in rank {rank}, but sees {nest}"
+                seen[rank - 1] += 1
+                if seen[rank - 1] > dims[rank - 1]:
+                    return f"expects {dims[rank - 1]} elements on the minor-most dimension, but sees more"
+            return None
+
+        while True:
+            i = self.i
+            k = kinds[i] if i < n else 0
+            if k == LBRACE:
+                nest += 1
+                if nest > rank:
+                    raise self.fail(f"expects nested array in rank {rank}, but sees larger")
+                if nest > 1:
+                    seen[nest - 2] += 1
+                    if seen[nest - 2] > dims[nest - 2]:
+                        raise self.fail(
+                            f"expects {dims[nest - 2]} elements in the {index_str(nest - 2)}th element, but sees more"
+                        )
+                self.i += 1
+            elif k == RBRACE:
+                if nest == 0:
+                    raise self.fail("unexpected '}' token")
+                nest -= 1
+                if seen[nest] != dims[nest]:
+                    raise self.fail(
+                        f"expects {dims[nest]} elements in the {index_str(nest)}th element, but sees {seen[nest]}"
+                    )
+                seen[nest] = 0
+                self.i += 1
+            elif k == DOTS:
+                if nest != 1:
+                    raise self.fail(f"expects `...` at nest level 1, but sees it at nest level {nest}")
+                seen[0] = dims[0]
+                self.i += 1
+            elif k == COMMA:
+                self.i += 1
+            elif k == LPAREN or k in (INT, DECIMAL, NEGINF) or (k == KEYWORD and texts[i] in ("true", "false", "inf")):
+                if k == LPAREN:
+                    if not is_complex:
+                        raise self.fail("unexpected '(' in literal. Parens are only valid for complex literals")
+                    problem = element_problem()
+                    if problem:  # here XLA stops at a miscounted element
+                        raise self.fail(problem)
+                    self.i += 1
+                    real_loc = self.i
+                    try:
+                        real = self.double()
+                    except _Fail:
+                        raise self.fail("expect floating-point value for real part of complex number", real_loc) from None
+                    if not self.at(COMMA):
+                        raise self.fail("expect comma after real part of complex literal")
+                    self.i += 1
+                    imag_loc = self.i
+                    try:
+                        imag = self.double()
+                    except _Fail:
+                        raise self.fail("expect floating-point value for imaginary part of complex number", imag_loc) from None
+                    if not self.at(RPAREN):
+                        raise self.fail("expect ')' after complex number")
+                    self.i += 1
+                    value = complex(real, imag)
+                    t = texts[real_loc]
+                else:
+                    problem = element_problem()
+                    if problem:
+                        soft.append(self.fail(problem))
+                    t = texts[i]
+                    if k == KEYWORD and t in ("true", "false"):
+                        if et != "pred":
+                            raise self.fail(f"a {t} value in a literal of type {et.upper()}: only PRED takes true or false")
+                        self.i += 1
+                        value = t == "true"
+                    elif is_int:
+                        if k != INT:
+                            raise self.fail(f"expects integer for primitive type: {et.upper()}")
+                        value = int_value(t)
+                        self.i += 1
+                    elif not is_complex:
+                        try:
+                            value = self.double()
+                        except _Fail as err:
+                            if err.reason.startswith("Constant is out of range"):
+                                raise
+                            raise self.fail(f"expect floating point value for primitive type: {et.upper()}", i) from None
+                    else:
+                        raise self.fail(f"unsupported primitive type {et.upper()}")
+                problem = check_literal_value(et, value, t, shape, linear)
+                if problem is None and linear >= n_elements:
+                    problem = (f"tries to set value {t} to a literal in shape {_human(shape)} at linear index "
+                               f"{linear}, but the index is out of range")
+                if problem:
+                    raise self.fail(problem, i)
+                linear += 1
+            else:
+                raise self.fail("unexpected token type in a literal")
+            if nest <= 0:
+                return
+
+    def tuple_literal_with_shape(self) -> None:
+        """`literal=` of a custom call: a shape then a literal, or a `(...)` tuple of those."""
+        self.enter()
+        try:
+            if self.eat(LPAREN):
+                while not self.at(RPAREN):
+                    if self.i >= len(self.kinds):
+                        raise self.fail("expects ')' to close a tuple literal")
+                    try:
+                        self.tuple_literal_with_shape()
+                    except _Fail:
+                        raise self.fail("Fails when parsing tuple element") from None
+                    if not self.at(RPAREN):
+                        self.eat(COMMA)
+                self.expect(RPAREN, "expects ')' to close a tuple literal")
+                return
+            shape = self.shape()
+            self.literal(shape)
+        finally:
+            self.depth -= 1
+
+    # -- module assembly ------------------------------------------------------------
+    def finish_module(self, entry: HloComputation | None) -> HloModule:
+        comps = self.computations
+        if entry is None:
+            entry = comps[-1]
+        module = HloModule.__new__(HloModule)
+        module.name = ""
+        module.computations = []
+        module._by_name = {}
+        module.header_attributes = {}
+        module.stack_frames = {}
+        module._stack_frame_text = ""
+        module._uniq = {}
+        module._positions = self.positions
+        module.entry = entry
+        comp_names = NameUniquer()
+        instr_names = NameUniquer()
+        # Computation names as the lexer read them: clean but for type names and a leading "__".
+        new_names = comp_names.unique_all([c.name if _is_clean(c.name) else sanitized(c.name) for c in comps])
+        for comp, name in zip(comps, new_names):
+            comp.name = name
+            comp.module = module
+            by_name = comp._by_name
+            instrs = comp.instructions
+            # Instruction names are clean: the parser refused the ones XLA would rename.
+            for instr, name in zip(instrs, instr_names.unique_all([instr.name for instr in instrs])):
+                instr.name = name
+                by_name[name] = instr
+            module.computations.append(comp)
+            module._by_name[comp.name] = comp
+        entry.is_entry = True
+        # Control predecessors are written by name: write them with the names the module now has.
+        for instr, control in self.control.items():
+            instr._raw_store["control-predecessors"] = "{" + ", ".join("%" + p.name for p in control) + "}"
+            if instr._pos is not None:
+                instr._pos.pop("control-predecessors", None)
+        callers: dict[int, int] = {}
+        for instr in self.async_state:
+            if instr.opcode == "async-start":
+                called = instr._called.get("calls")
+                callers[id(called)] = callers.get(id(called), 0) + 1
+        for comp in comps:
+            if callers.get(id(comp), 0) > 1:
+                raise HloParseError(
+                    f"Computation {comp.name} is called by more than one async op.", text=self.text, pos=0,
+                    source=self.source,
+                )
+        return module
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_HEADER_ATTRIBUTES = {
+    "is_scheduled": (False, "bool"),
+    "replica_count": (False, "int64"),
+    "num_partitions": (False, "int64"),
+    "input_output_alias": (False, "aliasing"),
+    "buffer_donor": (False, "buffer_donor"),
+    "alias_passthrough_params": (False, "bool"),
+    "entry_computation_layout": (False, "computation_layout"),
+    "frontend_attributes": (False, "frontend_attributes"),
+    "allow_spmd_sharding_propagation_to_parameters": (False, "bool_list_or_bool"),
+    "allow_spmd_sharding_propagation_to_output": (False, "bool_list_or_bool"),
+    "origin_recovery_table": (False, "original_value_recovery_table"),
+}
+
+
+def _is_clean(name: str) -> bool:
+    """Whether `sanitized(name) == name` for a name XLA's lexer read."""
+    return name not in _TYPE_NAMES and not (name[:2] == "__" and not name.startswith("__xla_"))
+
+
+def signature_mismatch(name: str, shape: Shape, comp: HloComputation) -> str:
+    return (f"Shape of computation {name}, {_human(shape)}, is not compatible with that of its root instruction "
+            f"{comp.root.name}, {_human(comp.root.shape)}")
+
+
+def _decimal(text: str) -> float:
+    """The double a DECIMAL token holds (`nan(0x...)`, `-nan` included)."""
+    if text[-1] == ")" or text.lstrip("-").startswith("nan"):
+        return math.nan
+    return float(text)
+
+
+def _human(shape: Shape, with_layout: bool = False) -> str:
+    return str(shape if with_layout else shape.without_layout())
+
+
+def _leaf_count(shape: Shape) -> int:
+    if shape.is_tuple:
+        return sum(_leaf_count(s) for s in shape.tuple_shapes)
+    return 1
+
+
+def _subshape(shape: Shape, index) -> Shape | None:
+    for k in index:
+        if not shape.is_tuple or not 0 <= k < len(shape.tuple_shapes):
+            return None
+        shape = shape.tuple_shapes[k]
+    return shape
+
+
+def _has_physical_shape(layout: Layout) -> bool:
+    return re.search(r"(?:^|[)\s])P\(", layout.tail) is not None
+
+
+_TILES = re.compile(r"T((?:\([^()]*\))+)")
+
+
+def shape_problem(shape: Shape, in_tuple: bool = False) -> str | None:
+    """Why XLA's `ShapeUtil::ValidateShapeWithOptionalLayout` refuses `shape`, or None."""
+    if shape.is_tuple:
+        for s in shape.tuple_shapes:
+            p = shape_problem(s)
+            if p is not None:
+                return p
+        return None
+    if shape.is_buffer:
+        return shape_problem(shape.tuple_shapes[0])
+    if not shape.is_array:
+        return None
+    product = 1
+    for k, d in enumerate(shape.dims):
+        if d == -1 and shape.dynamic[k]:
+            continue
+        if d < 0:
+            return f"Negative dimension at index {k}: {d}."
+        product *= d
+    from ._shape import PRIMITIVE_BYTES
+
+    if product >= 1 << 63 or product * max(1, PRIMITIVE_BYTES.get(shape.element_type, 1)) >= 1 << 63:
+        return f"Shape {shape} size may overflow int64_t."
+    layout = shape.layout
+    if layout is None:
+        return None
+    m2m = layout.minor_to_major
+    rank = len(shape.dims)
+    if len(m2m) != rank:
+        return f"layout minor_to_major field contains {len(m2m)} elements, but shape has {rank} dimensions"
+    seen = set()
+    for d in m2m:
+        if not 0 <= d < rank:
+            return f"layout minor_to_major field has out-of-bounds value: {{{', '.join(map(str, m2m))}}}"
+        if d in seen:
+            return f"layout minor_to_major field has duplicate values: {{{', '.join(map(str, m2m))}}}"
+        seen.add(d)
+    tail = layout.tail
+    if tail:
+        m = re.search(r"(?:^|[)\s])L\((-?\d+)\)", tail)
+        if m and int(m.group(1)) <= 0:
+            return f"layout tail_padding_alignment_in_elements field is <= 0: {{{m.group(1)}}}"
+        if re.search(r"(?:^|[)\s])[#*]\(", tail):
+            return "layout has a index_primitive_type or pointer_primitive_type, but is not a sparse array"
+        if _has_physical_shape(layout):
+            return "layout has a physical_shape, but is not a sparse array"
+        t = _TILES.search(tail)
+        if t:
+            for group in re.findall(r"\(([^()]*)\)", t.group(1)):
+                parts = [p.strip() for p in group.split(",") if p.strip()]
+                if not parts:
+                    return "layout has invalid tiles"
+                for p in parts:
+                    if p != "*" and int(p) <= 0:
+                        return f"layout has invalid tiles: tile dimension {p} must be positive or kCombineDimension"
+        e = re.search(r"(?:^|[)\s])E\((-?\d+)\)", tail)
+        if e and int(e.group(1)) < 0:
+            return f"layout element_size_in_bits field is negative: {e.group(1)}"
+    return None
+
+
+_VALUE_PARSERS: dict = {}
+_OPCODES = None
+
+
+def _opcodes():
+    global _OPCODES
+    if _OPCODES is None:
+        from . import _opcodes as module
+
+        _OPCODES = module
+    return _OPCODES
+
+
+def value_parser(*types: str):
+    """Register a parser for attribute values of the given types (XLA's AttrTy)."""
+
+    def register(fn):
+        for t in types:
+            _VALUE_PARSERS[t] = fn
+        return fn
+
+    return register
+
+
+def parse_hlo(text: str, *, source: str = "<string>", verify: bool = True) -> HloModule:
     """Parse HLO text (any form XLA prints) into an `HloModule`.
 
     **Arguments:**
@@ -502,33 +1215,61 @@ def parse_hlo(text: str, *, source: str = "<string>") -> HloModule:
     - `text`: the HLO module text, pre- or post-optimization, with or without
       `HloModule` header, `%` prefixes, signatures and stack-frame tables.
     - `source`: a name for error messages, e.g. the file path.
+    - `verify`: also check the rules of XLA's verifier that this package encodes
+      (shapes consistent with operands, valid layouts, ...; see
+      `xla_costmodel.hlo.verify`). `False` accepts what XLA's parser alone accepts.
 
-    **Returns:** the `HloModule`.
+    **Returns:** the `HloModule`, with instruction and computation names made
+    unique across the module as XLA's parser makes them.
 
-    **Raises:** `HloParseError` (a `ValueError`) naming line and column.
+    **Raises:** `HloParseError` (a `ValueError`) naming file, line and column.
     """
     if not isinstance(text, str):
         raise TypeError(f"parse_hlo expects str, got {type(text).__name__}")
+    from ._fastpath import fast_parse
+
     module = fast_parse(text, source)
-    if module is not None:
-        return module
-    return parse_hlo_tokens(text, source=source)
+    if module is None:
+        module = parse_hlo_tokens(text, source=source, verify=False)
+    if verify:
+        from ._verifier import verify as run_verifier
+
+        run_verifier(module, text=text, source=source)
+    return module
 
 
-def parse_hlo_tokens(text: str, *, source: str = "<string>") -> HloModule:
+def parse_hlo_tokens(text: str, *, source: str = "<string>", verify: bool = True) -> HloModule:
     """`parse_hlo` without the line-oriented fast path (the reference reading)."""
+    parser = Parser(text, source)
     try:
         with gc_paused():  # a growing cyclic graph: see xla_costmodel._gc
-            return _Parser(text, source).module()
+            module = parser.run()
+    except _Fail as err:
+        raise parser.error(err) from None
     except RecursionError:
         raise HloParseError("input nested too deeply", text=text, pos=0, source=source) from None
+    if verify:
+        from ._verifier import verify as run_verifier
+
+        run_verifier(module, text=text, source=source)
+    return module
 
 
-def load_hlo(path: str | os.PathLike) -> HloModule:
-    """Read and parse an HLO text file (see `parse_hlo`); errors name the file."""
+def load_hlo(path: str | os.PathLike, *, verify: bool = True) -> HloModule:
+    """Read and parse an HLO text file, plain or gzip-compressed (`.hlo.gz`, told by its content); see
+    `parse_hlo`. Errors name the file; a file that cannot be read raises the `OSError` of reading it."""
     path = Path(path)
+    data = path.read_bytes()  # OSError (FileNotFoundError, ...) as Python raises it
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise HloParseError(f"not a valid gzip file ({exc})", text="", pos=0, source=str(path)) from None
     try:
-        text = path.read_text()
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise HloParseError(f"not a text file ({exc.reason})", text="", pos=0, source=str(path)) from None
-    return parse_hlo(text, source=str(path))
+    return parse_hlo(text, source=str(path), verify=verify)
+
+
+from . import _values  # noqa: E402,F401  (registers the value parsers)

@@ -18,6 +18,8 @@ PRIMITIVE_BITS: dict[str, int] = {
     "f6e2m3fn": 6, "f6e3m2fn": 6, "f4e2m1fn": 4,
     "token": 0, "opaque": 0,
 }
+# Bytes XLA's `ShapeUtil::ByteSizeOfPrimitiveType` gives an element (sub-byte types take a byte).
+PRIMITIVE_BYTES: dict[str, int] = {t: max(1, b // 8) if b else 0 for t, b in PRIMITIVE_BITS.items()}
 
 FLOAT_TYPES = frozenset(
     t for t in PRIMITIVE_BITS if t.startswith(("f", "bf")) and t not in ("token",)
@@ -25,6 +27,7 @@ FLOAT_TYPES = frozenset(
 COMPLEX_TYPES = frozenset({"c64", "c128"})
 INT_TYPES = frozenset(t for t in PRIMITIVE_BITS if t[0] in "su" and t[1:].isdigit())
 
+_IS_PERMUTATION: dict[tuple[int, ...], bool] = {}  # minor_to_major orders seen, and whether each is valid
 _TILE_RE = re.compile(r"T((?:\([^()]*\))+)")
 _SPACE_RE = re.compile(r"(?<![A-Z])S\((\d+)\)")
 _ESIZE_RE = re.compile(r"E\((\d+)\)")
@@ -70,11 +73,13 @@ class Layout:
 
 @dataclass(frozen=True, slots=True)
 class Shape:
-    """An HLO shape: an array (`f32[8,16]{1,0}`), a tuple, `token[]` or `opaque[]`.
+    """An HLO shape: an array (`f32[8,16]{1,0}`), a tuple, `token[]`, `opaque[]`,
+    or a buffer `b(f32[8])` (an array XLA keeps as a mutable buffer).
 
     **Attributes:**
 
-    - `element_type`: `"f32"`, `"pred"`, ..., or `"tuple"`.
+    - `element_type`: `"f32"`, `"pred"`, ..., `"tuple"`, or `"buffer"` (its array
+      is `tuple_shapes[0]`).
     - `dims`: dimension sizes; a bounded dynamic dimension `<=N` holds its bound N,
       an unbounded one `?` holds -1.
     - `dynamic`: per dimension, True where the size is dynamic.
@@ -101,13 +106,21 @@ class Shape:
     def tuple_of(shapes) -> "Shape":
         return Shape("tuple", tuple_shapes=tuple(shapes))
 
+    @staticmethod
+    def buffer_of(shape: "Shape") -> "Shape":
+        return Shape("buffer", tuple_shapes=(shape,))
+
     @property
     def is_tuple(self) -> bool:
         return self.element_type == "tuple"
 
     @property
+    def is_buffer(self) -> bool:
+        return self.element_type == "buffer"
+
+    @property
     def is_array(self) -> bool:
-        return self.element_type not in ("tuple", "token", "opaque")
+        return self.element_type not in ("tuple", "token", "opaque", "buffer")
 
     @property
     def rank(self) -> int:
@@ -129,7 +142,7 @@ class Shape:
         """Bytes of an array's data (sub-byte types packed); for a tuple, the sum over leaves."""
         n = self._byte_size
         if n is None:
-            if self.is_tuple:
+            if self.is_tuple or self.is_buffer:
                 n = sum(s.byte_size for s in self.tuple_shapes)
             else:
                 n = (self.num_elements * self.element_bits + 7) // 8
@@ -153,9 +166,16 @@ class Shape:
 
     @property
     def minor_to_major(self) -> tuple[int, ...]:
-        """The layout's dimension order, or the default (row-major) one."""
-        if self.layout is not None and len(self.layout.minor_to_major) == len(self.dims):
-            return self.layout.minor_to_major
+        """The layout's dimension order, or the default (row-major) one when there is no layout or it is not
+        a permutation of the dimensions (XLA's parser and verifier let an instruction's layout be invalid)."""
+        if self.layout is not None:
+            m2m = self.layout.minor_to_major
+            if len(m2m) == len(self.dims):
+                valid = _IS_PERMUTATION.get(m2m)
+                if valid is None:
+                    valid = _IS_PERMUTATION[m2m] = sorted(m2m) == list(range(len(m2m)))
+                if valid:
+                    return m2m
         return tuple(range(len(self.dims) - 1, -1, -1))
 
     def with_layout(self, layout: Layout | None) -> "Shape":
@@ -164,11 +184,36 @@ class Shape:
     def without_layout(self) -> "Shape":
         if self.is_tuple:
             return Shape.tuple_of(s.without_layout() for s in self.tuple_shapes)
+        if self.is_buffer:
+            return Shape.buffer_of(self.tuple_shapes[0].without_layout())
         return self.with_layout(None)
+
+    def compatible(self, other: "Shape") -> bool:
+        """XLA's `ShapeUtil::Compatible`: equal ignoring layouts and which dimensions are dynamic
+        (an unbounded `?` dimension matches any size)."""
+        if self is other:
+            return True
+        et = self.element_type
+        if et == "tuple":
+            return other.element_type == "tuple" and len(self.tuple_shapes) == len(other.tuple_shapes) and all(
+                a.compatible(b) for a, b in zip(self.tuple_shapes, other.tuple_shapes)
+            )
+        if et == "buffer" or other.element_type == "buffer":
+            return et == other.element_type and self.tuple_shapes[0].compatible(other.tuple_shapes[0])
+        if et != other.element_type:
+            return False
+        if not self.is_array:
+            return True
+        if len(self.dims) != len(other.dims):
+            return False
+        return all(a == b or a < 0 and self.dynamic[i] or b < 0 and other.dynamic[j]
+                   for (i, a), (j, b) in zip(enumerate(self.dims), enumerate(other.dims)))
 
     def __str__(self) -> str:
         if self.is_tuple:
             return "(" + ", ".join(str(s) for s in self.tuple_shapes) + ")"
+        if self.is_buffer:
+            return "b(" + str(self.tuple_shapes[0]) + ")"
         parts = []
         for d, dyn in zip(self.dims, self.dynamic):
             if not dyn:

@@ -131,9 +131,11 @@ def measuring_worker() -> WorkerProcess:
 
 
 def measure_in_worker(program: ExportedProgram, method: Method, *, trace_dir=None, check: str = "raise",
-                      compiler_options: dict | None = None, warn_stacklevel: int = 2) -> Measurement:
+                      budget_s: float | None = None, compiler_options: dict | None = None, on_runs=None,
+                      warn_stacklevel: int = 2) -> Measurement:
     """Time `program` in the measuring worker with `method` (see `measure_program` for `trace_dir`, `check`,
-    `compiler_options`).
+    `budget_s`, counted from when the worker gets the program, and `compiler_options`); `on_runs(done)` is
+    called as the runs are done there.
 
     **Raises:** what the measurement raises there (`MeasurementError`, ...);
     `MeasurementError` when the worker died.
@@ -141,8 +143,8 @@ def measure_in_worker(program: ExportedProgram, method: Method, *, trace_dir=Non
     try:
         return measuring_worker().call(
             f"{__name__}:measure_exported", program.blob, program.args, method,
-            None if trace_dir is None else os.fspath(trace_dir), check, compiler_options, program.outputs,
-            warn_stacklevel=warn_stacklevel + 1,
+            None if trace_dir is None else os.fspath(trace_dir), check, compiler_options, program.outputs, budget_s,
+            on_message=on_runs, warn_stacklevel=warn_stacklevel + 1,
         )
     except WorkerCrashed as exc:
         raise MeasurementError(f"{program.name}: {exc}") from None
@@ -183,11 +185,17 @@ def _compile_exported(blob: bytes, compiler_options: dict | None = None, inputs:
 
 
 def measure_exported(blob: bytes, args: tuple, method: Method, trace_dir: str | None, check: str,
-                     compiler_options: dict | None = None, outputs: int = 1) -> Measurement:
-    """What the worker runs: compile the exported program and time it with `method`."""
+                     compiler_options: dict | None = None, outputs: int = 1,
+                     budget_s: float | None = None) -> Measurement:
+    """What the worker runs: compile the exported program and time it with `method`, telling the caller
+    each run done (`_worker.report`)."""
+    import time
+
+    from .._worker import report
     from ._allocator import set_allocator
     from ._measure import time_program
 
+    started = time.perf_counter()
     set_allocator(method.allocator)
     import jax
 
@@ -199,4 +207,5 @@ def measure_exported(blob: bytes, args: tuple, method: Method, trace_dir: str | 
         results = executable.execute_sharded(device_args)
         jax.block_until_ready(results.disassemble_into_single_device_arrays())
 
-    return time_program(run_once, hlo_text, method, trace_dir=trace_dir, check=check, process="worker")
+    return time_program(run_once, hlo_text, method, trace_dir=trace_dir, check=check, process="worker",
+                        budget_s=budget_s, started=started, report=report)

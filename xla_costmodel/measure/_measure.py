@@ -49,6 +49,7 @@ from ._runs import build_measurement, read_newest
 
 __all__ = [
     "GPU_COMMAND_BUFFER_FLAG",
+    "MIN_KEPT_RUNS",
     "device_description",
     "disable_gpu_command_buffers",
     "measure",
@@ -116,12 +117,18 @@ def _command_buffers_off(flags: str) -> bool:
     return bool(found) and found[-1] in ("", '""', "''")
 
 
+#: Runs kept (after the discarded ones) that a time budget never cuts below.
+MIN_KEPT_RUNS = 5
+
+
 def measure(
     fn,
     *args,
     repeats: int = DEFAULT_METHOD.repeats,
     discard: int = DEFAULT_METHOD.discard,
     allocator: str = DEFAULT_METHOD.allocator,
+    budget_s: float | None = None,
+    progress=True,
     in_process: bool | None = None,
 ) -> pd.DataFrame:
     """Measure every kernel of a jitted program, joined to its HLO instructions.
@@ -130,9 +137,8 @@ def measure(
     suite's and calibration's): glibc's allocator in its steady state, one
     untraced call, `repeats` traced runs of which the first `discard` are
     thrown away, the minimum over the kept runs. On the CPU the program runs
-    in the measuring worker, a process whose allocator is steady from its
-    first allocation, unless this process made it so before jax started (see
-    `in_process`).
+    in the measuring worker, a process started with the allocator steady,
+    unless this process was started so (see `in_process`).
 
     **Arguments:**
 
@@ -143,15 +149,20 @@ def measure(
     - `allocator`: `"steady"` (default: runs reuse memory, no page faults on
       fresh buffers, as calibration assumed) or `"cold"` (every large buffer
       is mapped afresh each run and pays its page faults). See `set_allocator`.
+    - `budget_s`: seconds the whole measurement may take (compiling
+      included): no new run starts once they are spent, but at least
+      `discard + MIN_KEPT_RUNS` runs are taken. None: all `repeats`.
+    - `progress`: a progress bar on stderr when the runs take more than a
+      second (True), none (False), or a function called with `(runs done,
+      repeats)` after each run.
     - `in_process`: where the program runs. None (default): on a GPU, here;
       on the CPU, here only if this process started with the steady
       allocator in its environment (`steady_from_start`), else in the
       measuring worker (started once per session; the program travels as
       `jax.export` StableHLO, and what cannot travel is measured here with an
-      `InProcessMeasurementWarning`).
-      True: here (large buffers may then pay page faults, see
-      `PageFaultWarning`). False: in the measuring worker (CPU only; raises
-      `ValueError` for a program that cannot travel).
+      `InProcessMeasurementWarning`). True: here (large buffers may then pay
+      page faults, see `PageFaultWarning`). False: in the measuring worker
+      (CPU only; raises `ValueError` for a program that cannot travel).
 
     **Returns:** a DataFrame with one row per kernel, in execution order
     (`KERNEL_COLUMNS`): `hlo_module`, `hlo_op` (the instruction name),
@@ -165,15 +176,17 @@ def measure(
     per-run samples), `in_module` (the instruction was found in the compiled
     module). `attrs` carries `hlo_module`, `backend`, `device`,
     `jax_version`, `hlo_text` (the module that ran), `process` and the
-    methodology (`Method.fields()`).
+    methodology (`Method.fields()`: `repeats` counts the runs taken), and
+    `repeats_requested`, `budget_s`, `stopped_by_budget` (whether the budget
+    ended the runs early).
 
     Raises `MeasurementError` when the trace shows no kernel of the program,
     when a run's kernels do not fit within its wall time, or when the
     measuring worker died. See `measure_program` for the per-run table and
     more options.
     """
-    return measure_program(fn, *args, repeats=repeats, discard=discard, allocator=allocator,
-                           in_process=in_process).kernels
+    return measure_program(fn, *args, repeats=repeats, discard=discard, allocator=allocator, budget_s=budget_s,
+                           progress=progress, in_process=in_process).kernels
 
 
 def measure_program(
@@ -184,6 +197,8 @@ def measure_program(
     allocator: str = DEFAULT_METHOD.allocator,
     trace_dir=None,
     check: str = "raise",
+    budget_s: float | None = None,
+    progress=False,
     in_process: bool | None = None,
     compiler_options: dict | None = None,
 ) -> Measurement:
@@ -194,7 +209,9 @@ def measure_program(
 
     **Arguments:**
 
-    - `fn`, `*args`, `repeats`, `discard`, `allocator`, `in_process`: as for `measure`.
+    - `fn`, `*args`, `repeats`, `discard`, `allocator`, `budget_s`,
+      `progress`, `in_process`: as for `measure` (here `progress` defaults
+      to False).
     - `trace_dir`: where to write the profiler trace (kept); default a
       temporary directory, removed afterwards.
     - `check`: what a failed wall-time check does: `"raise"`, `"warn"` or
@@ -210,12 +227,15 @@ def measure_program(
 
     from ._isolated import InProcessMeasurementWarning, NotExportable, export_program, measure_in_worker
 
+    started = time.perf_counter()
     method = Method(allocator=allocator, repeats=repeats, discard=discard)
     if check not in ("raise", "warn", "ignore"):
         raise ValueError(f"check must be 'raise', 'warn' or 'ignore', not {check!r}")
+    if budget_s is not None and not (isinstance(budget_s, (int, float)) and budget_s > 0):
+        raise ValueError(f"budget_s must be a positive number of seconds, not {budget_s!r}")
     jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
+    name = getattr(fn, "__name__", "program")
     if not _runs_here(in_process):
-        name = getattr(fn, "__name__", "program")
         try:
             program = export_program(jitted, args, name)
         except NotExportable as e:
@@ -228,8 +248,13 @@ def measure_program(
                 stacklevel=2,
             )
         else:
-            return measure_in_worker(program, method, trace_dir=trace_dir, check=check,
-                                     compiler_options=compiler_options, warn_stacklevel=3)
+            report = _progress(progress, repeats, name)
+            left = None if budget_s is None else max(budget_s - (time.perf_counter() - started), 1e-9)
+            try:
+                return measure_in_worker(program, method, trace_dir=trace_dir, check=check, budget_s=left,
+                                         compiler_options=compiler_options, on_runs=report, warn_stacklevel=3)
+            finally:
+                report(None)
 
     set_allocator(method.allocator)
     compiled = jitted.lower(*args).compile(compiler_options=compiler_options)
@@ -241,8 +266,13 @@ def measure_program(
             CommandBufferWarning,
             stacklevel=2,
         )
-    return time_program(lambda: jax.block_until_ready(compiled(*args)), compiled.as_text(), method,
-                        trace_dir=trace_dir, check=check, process="in-process")
+    report = _progress(progress, repeats, name)
+    try:
+        return time_program(lambda: jax.block_until_ready(compiled(*args)), compiled.as_text(), method,
+                            trace_dir=trace_dir, check=check, process="in-process", budget_s=budget_s,
+                            started=started, report=report)
+    finally:
+        report(None)
 
 
 def _runs_here(in_process: bool | None) -> bool:
@@ -259,18 +289,24 @@ def _runs_here(in_process: bool | None) -> bool:
 
 
 def time_program(run_once, hlo_text: str, method: Method, *, trace_dir=None, check: str = "raise",
-                 process: str = "in-process") -> Measurement:
+                 process: str = "in-process", budget_s: float | None = None, started: float | None = None,
+                 report=None) -> Measurement:
     """The methodology's timing loop, in the process that runs the program (here, or the measuring worker).
 
     **Arguments:** `run_once()`: runs the compiled program once and waits for
     it; `hlo_text`: the compiled module's text; `method`; `trace_dir`,
-    `check`: as for `measure_program`; `process`: recorded in the result.
+    `check`, `budget_s`: as for `measure_program`, the budget counted from
+    `started` (`time.perf_counter()`; default now); `process`: recorded in
+    the result; `report(runs_done)`: called after each run.
 
     **Returns:** the `Measurement`; warns (`PageFaultWarning`) when a steady
     measurement page-faulted in every kept run.
     """
     import jax
 
+    started = time.perf_counter() if started is None else started
+    repeats, discard = method.repeats, method.discard
+    fewest = min(repeats, discard + MIN_KEPT_RUNS)  # runs a budget never cuts below
     set_allocator(method.allocator)
     index = ModuleIndex(hlo_text)
     dev = device_description()
@@ -281,20 +317,50 @@ def time_program(run_once, hlo_text: str, method: Method, *, trace_dir=None, che
     with tempfile.TemporaryDirectory(prefix="xla_costmodel_trace_") as tmp:
         logdir = Path(trace_dir) if trace_dir is not None else Path(tmp)
         with jax.profiler.trace(str(logdir)):
-            for i in range(method.repeats):
+            for i in range(repeats):
+                if budget_s is not None and i >= fewest and time.perf_counter() - started >= budget_s:
+                    break
                 with jax.profiler.TraceAnnotation(f"{RUN_ANNOTATION}{i}"):
                     f0 = page_faults()
                     t0 = time.perf_counter_ns()
                     run_once()
                     host_wall.append((time.perf_counter_ns() - t0) * 1e-9)
                     faults.append(float(page_faults() - f0))
+                if report is not None:
+                    report(i + 1)
+        taken = len(host_wall)
+        if taken < repeats:  # the budget ended the runs: the method records the runs taken
+            method = dataclasses.replace(method, repeats=taken)
         events, fmt, path = read_newest(logdir)
-        m = build_measurement(events, fmt, path, index, dev, host_wall, method.repeats, method.discard, check,
-                              method=method, faults=faults)
+        m = build_measurement(events, fmt, path, index, dev, host_wall, taken, discard, check, method=method,
+                              faults=faults)
     m = dataclasses.replace(m, process=process)
-    m.kernels.attrs["process"] = process
+    m.kernels.attrs.update(process=process, repeats_requested=repeats, budget_s=budget_s,
+                           stopped_by_budget=taken < repeats)
     _check_page_faults(m)
     return m
+
+
+def _progress(progress, total: int, name: str):
+    """`report(runs_done)` after each run and `report(None)` at the end, for `progress` (see `measure`)."""
+    if callable(progress):
+        return lambda done: None if done is None else progress(done, total)
+    if not progress:
+        return lambda done: None
+    import sys
+
+    from tqdm import tqdm
+
+    # Shown only when the runs take more than a second: short measurements stay quiet.
+    bar = tqdm(total=total, desc=f"measuring {name}", unit="run", delay=1.0, file=sys.stderr, leave=False)
+
+    def report(done):
+        if done is None:
+            bar.close()
+        else:
+            bar.update(done - bar.n)
+
+    return report
 
 
 def _check_page_faults(m: Measurement) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .._text import count
 from ._allocator import ALLOCATORS
 from ._dataset import per_launch_s
 from ._module import ModuleIndex
@@ -148,7 +149,7 @@ class Measurement:
         kept = self.runs[self.runs["kept"]]
         head = (
             f"<p><b>{html.escape(self.module.name)}</b> on {html.escape(self.device)}: "
-            f"{len(self.kernels)} kernels, {len(kept)} kept runs ({html.escape(self.method.allocator)} allocator), "
+            f"{count(len(self.kernels), 'kernel')}, {count(len(kept), 'kept run')} ({html.escape(self.method.allocator)} allocator), "
             f"wall min {kept['wall_s'].min() * 1e6:.1f} µs per run"
             + (f"; <b>missing</b>: {html.escape(', '.join(self.missing))}" if self.missing else "")
             + "</p>"

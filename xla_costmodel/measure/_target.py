@@ -24,8 +24,9 @@ def load_program(spec: str) -> tuple[Callable[..., Any], tuple]:
     """`(fn, args)` from `spec` = `MODULE:FUNCTION` (FUNCTION may be dotted: `module:Class.build`).
 
     **Raises:** `ProgramSpecError` (a `ValueError`) naming `spec` and the
-    problem: no colon, no such file, a module that does not import, no such
-    attribute, not callable, or a return value that is not `(fn, args)`.
+    problem: no colon, no such file, a module that does not import (or
+    raises while loading), no such attribute, not callable, a function that
+    raises, or a return value that is not `(fn, args)`.
     """
     if ":" not in spec:
         raise ProgramSpecError(f"expects MODULE:FUNCTION, got {spec!r}")
@@ -36,12 +37,18 @@ def load_program(spec: str) -> tuple[Callable[..., Any], tuple]:
             if not path.is_file():
                 raise ProgramSpecError(f"{spec}: no such file {path}")
             file_spec = importlib.util.spec_from_file_location(path.stem, path)
+            if file_spec is None:  # not a .py file Python can load
+                raise ProgramSpecError(f"{spec}: {path} is not a Python file")
             module = importlib.util.module_from_spec(file_spec)
             file_spec.loader.exec_module(module)
         else:
             module = importlib.import_module(mod_name)
+    except ProgramSpecError:
+        raise
     except ImportError as e:
         raise ProgramSpecError(f"{spec}: cannot import {mod_name!r} ({e})") from e
+    except Exception as e:  # not Python source (a binary file), or the module's own code failed
+        raise ProgramSpecError(f"{spec}: loading {mod_name!r} raised {type(e).__name__}: {e}") from e
     target = module
     for part in func_name.split("."):
         if not hasattr(target, part):
@@ -49,7 +56,10 @@ def load_program(spec: str) -> tuple[Callable[..., Any], tuple]:
         target = getattr(target, part)
     if not callable(target):
         raise ProgramSpecError(f"{spec}: {func_name!r} is not callable")
-    built = target()
+    try:
+        built = target()
+    except Exception as e:  # the user's builder failed: say so, with its error
+        raise ProgramSpecError(f"{spec}: {func_name}() raised {type(e).__name__}: {e}") from e
     if not (isinstance(built, tuple) and len(built) == 2 and callable(built[0]) and isinstance(built[1], (tuple, list))):
         raise ProgramSpecError(
             f"{spec}: {func_name}() must return (fn, args): a function and a tuple of example "

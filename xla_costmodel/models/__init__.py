@@ -20,6 +20,7 @@ from ._xla_gpu import XlaGpuModel as XlaGpuModel
 from ._xla_gpu_tables import XlaGpuTablesModel as XlaGpuTablesModel
 from ._roofline import RooflineModel as RooflineModel
 from ._analyze import KernelTable as KernelTable
+from ._summary import TableSummary as TableSummary
 from ._analyze import analyze as analyze
 from ._resolve import BackendMismatchWarning as BackendMismatchWarning
 from ._granularity import GranularityError as GranularityError

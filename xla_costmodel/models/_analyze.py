@@ -8,10 +8,8 @@ many times it runs (`executions`) and whether that count is known.
 
 from __future__ import annotations
 
-import html
 import math
 import warnings
-from typing import Any
 
 import pandas as pd
 
@@ -27,6 +25,7 @@ from ._resolve import (
     resolve_model,
     resolve_priced_module,
 )
+from ._summary import TableSummary
 
 COLUMNS = (
     "kernel", "computation", "opcode", "kind", "emitter", "executions", "executions_known",
@@ -72,7 +71,7 @@ class KernelTable(pd.DataFrame):
       `note` says why); `note`.
 
     `total_s` (the property) sums the priced kernels; `summary()` gives the
-    totals as a dict. Attributes: `module_name`, `device_name`, `model_name`,
+    totals (a `TableSummary`). Attributes: `module_name`, `device_name`, `model_name`,
     `estimates` (kernel name → `KernelEstimate`, the first execution site),
     `priced_module` (what was priced: "the module as given", "the module
     XLA:CPU compiled", "XLA:GPU fusion simulated from the lowered module", ...;
@@ -92,8 +91,8 @@ class KernelTable(pd.DataFrame):
             return float("nan")
         return float(self["total_s"].fillna(0.0).sum())
 
-    def summary(self) -> dict[str, Any]:
-        """Totals: time, kernels (priced, unpriced, free), time by bound.
+    def summary(self) -> TableSummary:
+        """Totals: time per run, kernels (priced, unpriced, free), time by bound, what was priced (a `TableSummary`).
 
         Works on a column subset too (`table[["kernel", "time_s"]]`): figures
         whose columns are missing are NaN (times) or counted without them.
@@ -106,52 +105,32 @@ class KernelTable(pd.DataFrame):
             priced.groupby("bound")["total_s"].sum().to_dict() if len(priced) and {"bound", "total_s"} <= set(cols)
             else {}
         )
-        return {
-            "module": getattr(self, "module_name", None),
-            "device": getattr(self, "device_name", None),
-            "model": getattr(self, "model_name", None),
-            "priced_module": getattr(self, "priced_module", None),
-            "total_s": self.total_time_s,
-            "kernels": int(len(kernels)),
-            "unpriced": int((~kernels["priced"].astype(bool)).sum()) if "priced" in cols else 0,
-            "free": int(len(df) - len(kernels)),
-            "assumed_counts": (
+        return TableSummary(
+            module=getattr(self, "module_name", None),
+            device=getattr(self, "device_name", None),
+            model=getattr(self, "model_name", None),
+            total_s=self.total_time_s,
+            kernels=int(len(kernels)),
+            unpriced=int((~kernels["priced"].astype(bool)).sum()) if "priced" in cols else 0,
+            free=int(len(df) - len(kernels)),
+            assumed_counts=(
                 int((~kernels["executions_known"].astype(bool)).sum()) if "executions_known" in cols else 0
             ),
-            "time_by_bound_s": {k: float(v) for k, v in by_bound.items()},
-        }
+            time_by_bound_s={k: float(v) for k, v in by_bound.items()},
+            priced_module=getattr(self, "priced_module", None),
+        )
 
     def _repr_html_(self) -> str:
         plain = pd.DataFrame(self)._repr_html_()
         if not _SUMMARY_COLUMNS <= set(self.columns):
             # A column subset (`table[["kernel", "time_s"]]`): no totals to show, just the table.
             return plain
-        s = self.summary()
-        unpriced = f", <b style='color:#b00'>{s['unpriced']} unpriced</b>" if s["unpriced"] else ""
-        assumed = f", {s['assumed_counts']} with assumed execution counts" if s["assumed_counts"] else ""
-        bounds = ", ".join(f"{k}: {_fmt_time(v)}" for k, v in sorted(s["time_by_bound_s"].items(), key=lambda kv: -kv[1]))
-        head = (
-            f"<p><b>{html.escape(str(s['module']))}</b> on <b>{html.escape(str(s['device']))}</b> "
-            f"({html.escape(str(s['model']))}): total <b>{_fmt_time(s['total_s'])}</b> over "
-            f"{s['kernels']} kernels{unpriced}{assumed} ({s['free']} free instructions)"
-            + (f"<br>by bound: {html.escape(bounds)}" if bounds else "")
-            + (f"<br>priced: {html.escape(str(s['priced_module']))}" if s["priced_module"] else "")
-            + "</p>"
-        )
+        head = self.summary()._repr_html_()
         return head + (plain or "")
 
 
 # Columns the summary line of `KernelTable._repr_html_` needs.
 _SUMMARY_COLUMNS = frozenset({"bound", "priced", "total_s", "executions_known"})
-
-
-def _fmt_time(seconds: float) -> str:
-    if seconds is None or not math.isfinite(seconds):
-        return str(seconds)
-    for factor, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
-        if seconds >= factor:
-            return f"{seconds / factor:.4g} {unit}"
-    return f"{seconds / 1e-9:.4g} ns"
 
 
 def _branches(instr) -> list:

@@ -356,7 +356,10 @@ def get_model(model: "str | CostModel", **params) -> CostModel:
         # --- end combined models
         eps = _entry_points().get(model)
         if not eps:
-            raise ValueError(f"unknown cost model {model!r}; valid names: {', '.join(model_names())}")
+            from ._combined import COMBINATIONS
+
+            raise ValueError(f"unknown cost model {model!r}; valid names: {', '.join(model_names())}; "
+                             f"combinations: {', '.join(f'{c}(...)' for c in COMBINATIONS)}")
         # --- plugins (models/_plugins.py): a failing plugin names itself and its entry point.
         from ._plugins import ModelPluginError, describe_entry_point, load_plugin
 

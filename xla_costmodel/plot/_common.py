@@ -6,9 +6,22 @@ import math
 
 import numpy as np
 
-# Colours for categories in first-seen order (matplotlib's tab10 without its grey).
+# Colours for categories in first-seen order (matplotlib's tab10, its grey last).
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
            "#e377c2", "#bcbd22", "#17becf", "#7f7f7f")
+# Markers combined with the colours, so that more categories than colours stay apart.
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "p", "h", "*")
+
+#: The one colour of each bound (`analyze`'s `bound` column) in every figure: a kernel that is
+#: memory-bound in the roofline is the same colour in the predicted-vs-measured scatter.
+BOUND_COLOURS = {
+    "compute": "#d62728",   # red
+    "memory": "#1f77b4",    # blue
+    "launch": "#2ca02c",    # green
+    "network": "#9467bd",   # purple (collectives)
+    "unknown": "#7f7f7f",   # grey
+    "free": "#bcbd22",      # olive
+}
 
 
 def get_ax(ax):
@@ -60,9 +73,22 @@ def decade_limits(*arrays: np.ndarray) -> tuple[float, float]:
 
 
 def colours_for(categories) -> dict:
-    """A stable colour for each category, in first-seen order."""
-    out: dict = {}
-    for c in categories:
-        if c not in out:
-            out[c] = PALETTE[len(out) % len(PALETTE)]
-    return out
+    """A stable colour for each category: a bound's own colour (`BOUND_COLOURS`), others in first-seen order.
+
+    When every category is a bound, each gets its bound colour; otherwise the
+    palette is dealt out in order (so up to 10 categories get 10 colours).
+    """
+    cats = list(dict.fromkeys(categories))
+    if cats and all(c in BOUND_COLOURS for c in cats):
+        return {c: BOUND_COLOURS[c] for c in cats}
+    return {c: PALETTE[i % len(PALETTE)] for i, c in enumerate(cats)}
+
+
+def styles_for(categories) -> dict:
+    """`{category: (colour, marker)}`, distinct for up to `len(PALETTE) * len(MARKERS)` categories.
+
+    Colours as `colours_for`; past the palette's length the marker changes
+    too, so that categories sharing a colour never share a marker.
+    """
+    colours = colours_for(categories)
+    return {c: (colours[c], MARKERS[(i // len(PALETTE)) % len(MARKERS)]) for i, c in enumerate(colours)}

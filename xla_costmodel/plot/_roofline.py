@@ -7,10 +7,8 @@ import math
 import numpy as np
 import pandas as pd
 
+from ..models._base import BOUNDS
 from ._common import colours_for, decade_limits, fmt_si, get_ax
-
-# Order of the bound categories in the legend.
-_BOUND_ORDER = ("compute", "memory", "launch", "unknown")
 
 
 def roofline(df, device, ax=None, *, time=None, hue="bound", title=None):
@@ -105,7 +103,8 @@ def roofline(df, device, ax=None, *, time=None, hue="bound", title=None):
         groups = [(None, np.ones(len(sub), dtype=bool))]
     else:
         values = sub[hue].astype(str).to_numpy()
-        present = sorted(set(values.tolist()), key=lambda v: (_BOUND_ORDER.index(v) if v in _BOUND_ORDER else 99, v))
+        # Bounds in their usual order (and their one colour, `BOUND_COLOURS`); other values by name.
+        present = sorted(set(values.tolist()), key=lambda v: (BOUNDS.index(v) if v in BOUNDS else 99, v))
         groups = [(v, values == v) for v in present]
     colours = colours_for([g for g, _ in groups])
     for name, sel in groups:

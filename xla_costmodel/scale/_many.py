@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from .._text import count
 from ..hlo import HloModule, HloParseError, load_hlo, parse_hlo
 from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL, check_prices_device, resolve_device, resolve_model
 from ._engines import Engine, LocalEngine, Outcome, Task, get_engine
@@ -64,7 +65,7 @@ class SourcesTable(pd.DataFrame):
 
         s = self.summary()
         failures = getattr(self, "failures", None)
-        head = f"<p><b>{s['sources']}</b> sources, {s['rows']} rows"
+        head = f"<p><b>{s['sources']}</b> {'source' if s['sources'] == 1 else 'sources'}, {count(s['rows'], 'row')}"
         if s["failed"]:
             shown = "; ".join(f"{html.escape(str(r.source))}: {html.escape(str(r.error))}"
                               for r in failures.head(10).itertuples())

@@ -1,0 +1,105 @@
+"""`TableSummary`: the totals of an `analyze` table (`KernelTable.summary()`), as a small frozen object."""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Iterator
+
+from .._text import count
+
+__all__ = ["TableSummary"]
+
+
+def _fmt_time(seconds: float) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return str(seconds)
+    for factor, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs")):
+        if seconds >= factor:
+            return f"{seconds / factor:.4g} {unit}"
+    return f"{seconds / 1e-9:.4g} ns"
+
+
+@dataclass(frozen=True)
+class TableSummary(Mapping):
+    """The totals of an `analyze` table, per execution of the module.
+
+    **Attributes:** `module`, `device`, `model` (names); `total_s` (predicted
+    seconds per run of the module: Σ `time_s × executions` over the priced
+    kernels; NaN when the table has no `total_s` column); `kernels`
+    (instructions run as kernels, free ones excluded), `unpriced` (kernels
+    the model could not price), `free` (instructions that run no code:
+    parameters, tuples, bitcasts, ...), `assumed_counts` (kernels whose
+    execution count was assumed); `time_by_bound_s` (seconds per run by
+    bound: compute, memory, launch, ...); `priced_module` (what was priced:
+    `KernelTable.priced_module`).
+
+    Reads like the dict it replaces (`s["kernels"]`, `dict(s)`);
+    `to_frame()` gives a one-row DataFrame, `to_dict()` plain JSON-ready
+    values; it renders as a sentence in notebooks (`_repr_html_`).
+    """
+
+    module: str | None
+    device: str | None
+    model: str | None
+    total_s: float
+    kernels: int
+    unpriced: int
+    free: int
+    assumed_counts: int
+    time_by_bound_s: Mapping[str, float] = field(default_factory=dict)
+    priced_module: str | None = None
+
+    # ------------------------------------------------------------ dict-like
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._keys():
+            raise KeyError(f"{key!r}; a table summary has {', '.join(self._keys())}")
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys())
+
+    def __len__(self) -> int:
+        return len(self._keys())
+
+    @classmethod
+    def _keys(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    # ------------------------------------------------------------ views
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values (JSON-ready: NaN as None), the field names as keys."""
+        out = {k: getattr(self, k) for k in self._keys()}
+        out["time_by_bound_s"] = {str(k): float(v) for k, v in self.time_by_bound_s.items()}
+        if isinstance(out["total_s"], float) and not math.isfinite(out["total_s"]):
+            out["total_s"] = None
+        return out
+
+    def to_frame(self):
+        """One row: the names, `total_s`, the counts, and `<bound>_s` per bound (seconds per run)."""
+        import pandas as pd
+
+        row = {k: getattr(self, k) for k in self._keys() if k != "time_by_bound_s"}
+        row.update({f"{bound}_s": float(t) for bound, t in self.time_by_bound_s.items()})
+        return pd.DataFrame([row])
+
+    def __str__(self) -> str:
+        extra = (f", {self.unpriced} unpriced" if self.unpriced else "") + (
+            f", {self.assumed_counts} with assumed execution counts" if self.assumed_counts else "")
+        return (f"{self.module} on {self.device} ({self.model}): total {_fmt_time(self.total_s)} per run over "
+                f"{count(self.kernels, 'kernel')}{extra} ({count(self.free, 'free instruction')})")
+
+    def _repr_html_(self) -> str:
+        unpriced = f", <b style='color:#b00'>{self.unpriced} unpriced</b>" if self.unpriced else ""
+        assumed = f", {self.assumed_counts} with assumed execution counts" if self.assumed_counts else ""
+        bounds = ", ".join(f"{k}: {_fmt_time(v)}" for k, v in sorted(self.time_by_bound_s.items(), key=lambda kv: -kv[1]))
+        return (
+            f"<p><b>{html.escape(str(self.module))}</b> on <b>{html.escape(str(self.device))}</b> "
+            f"({html.escape(str(self.model))}): total <b>{_fmt_time(self.total_s)}</b> per run over "
+            f"{count(self.kernels, 'kernel')}{unpriced}{assumed} ({count(self.free, 'free instruction')})"
+            + (f"<br>by bound: {html.escape(bounds)}" if bounds else "")
+            + (f"<br>priced: {html.escape(self.priced_module)}" if self.priced_module else "")
+            + "</p>"
+        )
