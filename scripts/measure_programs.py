@@ -69,31 +69,6 @@ LARGE = {
 UNFUSED_OPTIONS = {"xla_disable_hlo_passes": "fusion"}
 
 
-class _CompileWith:
-    """A jitted function whose `lower(...).compile()` passes XLA compiler options.
-
-    `measure_program` compiles with `fn.lower(*args).compile()`; this shim lets
-    it measure the same program compiled differently (here: without fusion).
-    """
-
-    def __init__(self, fn, options: dict):
-        import jax
-
-        self._jitted = jax.jit(fn)
-        self._options = dict(options)
-        self.__name__ = getattr(fn, "__name__", "program")
-
-    def lower(self, *args):
-        lowered = self._jitted.lower(*args)
-        options = self._options
-
-        class _Lowered:
-            def compile(self_inner):
-                return lowered.compile(compiler_options=options)
-
-        return _Lowered()
-
-
 def _builder(name: str):
     """`() -> (fn, args)` of a zoo program, or of a `LARGE` one."""
     from xla_costmodel import zoo
@@ -124,11 +99,12 @@ def measure_zoo(names, *, rounds: int, repeats: int, discard: int, unfused: bool
             if progress:
                 print(f"[round {r + 1}/{rounds}] {name}{'' if fused else ' (unfused)'}", file=sys.stderr, flush=True)
             fn, args = _builder(name)()
-            target = fn if fused else _CompileWith(fn, UNFUSED_OPTIONS)
+            options = None if fused else UNFUSED_OPTIONS
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", ConcurrentKernelsWarning)
-                    parts[(name, cls)].append(measure_program(target, *args, repeats=repeats, discard=discard, check="warn"))
+                    parts[(name, cls)].append(measure_program(fn, *args, repeats=repeats, discard=discard,
+                                                              check="warn", compiler_options=options))
             except Exception as exc:  # one program failing must not lose the others
                 failed[(name, cls)] = f"{type(exc).__name__}: {exc}"
                 print(f"  skipped {name} ({cls}): {failed[(name, cls)]}", file=sys.stderr)

@@ -16,6 +16,8 @@ make them slower, never wrong. Candidates for the front end proper:
   likewise.
 - `backend_config(instr)`: the backend config as a dict, read as XLA's
   protobuf JSON reader reads it (bare keys allowed).
+- `compiled_for(module)`: which backend's XLA optimized a module, from the
+  marks only its pipeline leaves.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 
-__all__ = ["backend_config", "int_list_attribute", "may_have_attribute", "word_attribute"]
+__all__ = ["backend_config", "compiled_for", "int_list_attribute", "may_have_attribute", "word_attribute"]
 
 _INT_LIST = re.compile(r"\s*\{\s*(-?\d+(?:\s*,\s*-?\d+)*)?\s*\}\s*")
 
@@ -139,3 +141,36 @@ def backend_config(instr) -> dict | None:
         except ValueError:
             return None
     return cfg if isinstance(cfg, dict) else None
+
+
+# Marks only one backend's compiler leaves in an optimized module: library fusions and backend
+# configs of XLA:CPU, library custom calls and backend configs of XLA:GPU.
+_CPU_FUSION_MARKS = ("__ynn_fusion", "__onednn", "outer_dimension_partitions")
+_GPU_FUSION_MARKS = ("fusion_backend_config", "operation_queue_id")
+_CPU_TARGETS = ("lapack_", "__onednn$", "__xnn")
+_GPU_TARGETS = ("__cublas$", "__cudnn$", "__triton", "cusolver_", "__gpu$", "cu_threefry")
+
+
+def compiled_for(module) -> tuple[str, str] | None:
+    """The kind of backend (`"cpu"` or `"gpu"`) whose XLA optimized `module`, and the evidence, or None.
+
+    Read from marks only that backend's pipeline leaves: XLA:CPU's library
+    fusions (YNNPACK `__ynn_fusion`, oneDNN) and its `outer_dimension_partitions`
+    backend config, LAPACK and oneDNN custom calls; XLA:GPU's fusion backend
+    configs and its cuBLAS, cuDNN, cuSolver and Triton calls. None when the
+    module shows none of them (unoptimized, or optimized without any).
+    """
+    for _comp, instr in module.instructions():
+        op = instr.opcode
+        if op == "fusion" and may_have_attribute(instr, "backend_config"):
+            text = str(instr.raw_attributes.get("backend_config", ""))
+            for kind, marks in (("cpu", _CPU_FUSION_MARKS), ("gpu", _GPU_FUSION_MARKS)):
+                found = next((m for m in marks if m in text), None)
+                if found is not None:
+                    return kind, f"fusion '{instr.name}' carries XLA:{kind.upper()}'s {found}"
+        elif op == "custom-call":
+            target = str(instr.attribute("custom_call_target", "") or "")
+            for kind, prefixes in (("cpu", _CPU_TARGETS), ("gpu", _GPU_TARGETS)):
+                if target.startswith(prefixes):
+                    return kind, f"custom call '{instr.name}' targets XLA:{kind.upper()}'s {target}"
+    return None

@@ -110,6 +110,7 @@ def evaluate(
     repeats: int | None = None,
     discard: int | None = None,
     allocator: str | None = None,
+    in_process: bool | None = None,
 ) -> Evaluation:
     """Measure a program on this machine and predict the same compiled module with cost models.
 
@@ -123,7 +124,8 @@ def evaluate(
     - `models`: names for `get_model` (`models._resolve`; default `fitted`, `learned`,
       `roofline`; the fitted ones use the device's saved calibration).
     - `repeats`, `discard`, `allocator`: the measurement's (default: the
-      project's methodology, `DEFAULT_METHOD`).
+      project's methodology, `DEFAULT_METHOD`); `in_process`: where it runs,
+      as for `measure`.
 
     **Returns:** an `Evaluation`.
 
@@ -160,6 +162,7 @@ def evaluate(
         discard=DEFAULT_METHOD.discard if discard is None else discard,
         allocator=DEFAULT_METHOD.allocator if allocator is None else allocator,
         check="warn",
+        in_process=in_process,
     )
     module = parse_hlo(m.hlo_text, source="<evaluated module>")
     # Measured rows that are not kernels of their own: a while/conditional/call's
@@ -180,6 +183,7 @@ def evaluate(
     overhead = _saved_overhead(dev)
     for name in models:
         table = analyze(module, device=dev, model=name)
+        table.priced_module = "the module measured"
         tables[name] = table
         # A kernel reached from several call sites has one row per site: add them up.
         per_run = pd.DataFrame(table)[["kernel", "total_s"]].groupby("kernel", sort=False)["total_s"].sum(min_count=1)

@@ -21,7 +21,7 @@ assignment included). So:
   compile succeeds). `run_on_cpu` lowers one Cholesky first, which fills them.
 
 Nothing is rewritten: what runs is the text given. `IsolatedCpuRunner` runs
-modules in a separate worker process, so that a crash inside jaxlib is
+modules in a worker process (`xla_costmodel._worker`), so that a crash inside jaxlib is
 reported as `CpuClientCrashed` instead of ending the caller's process.
 """
 
@@ -29,16 +29,12 @@ from __future__ import annotations
 
 import atexit
 import os
-import pickle
-import select
 import signal
-import struct
-import subprocess
-import sys
-import tempfile
 from typing import Any, Sequence
 
 import numpy as np
+
+from .._worker import WorkerCrashed, WorkerProcess
 
 __all__ = [
     "CpuClientCrashed",
@@ -230,49 +226,23 @@ def run_on_cpu(
 
 
 # ---------------------------------------------------------------------------
-# In a worker process
+# In a worker process (`xla_costmodel._worker`)
 
 
-def _send(stream, obj) -> None:
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(struct.pack("<Q", len(data)))
-    stream.write(data)
-    stream.flush()
-
-
-def _recv(stream):
-    head = stream.read(8)
-    if len(head) < 8:
-        raise EOFError
-    (n,) = struct.unpack("<Q", head)
-    data = stream.read(n)
-    if len(data) < n:
-        raise EOFError
-    return pickle.loads(data)
-
-
-def _serve() -> None:
-    """The worker: read `(text, args, options)` requests on stdin, answer on the original stdout."""
-    channel = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # anything else written to stdout (XLA, jax) goes to stderr, not into the channel
-    requests = sys.stdin.buffer
-    while True:
-        try:
-            text, args, options = _recv(requests)
-        except EOFError:
-            return
-        try:
-            _send(channel, ("ok", run_on_cpu(text, args, **options)))
-        except CpuRunError as e:
-            _send(channel, ("error", str(e)))
-        except Exception as e:  # noqa: BLE001 - reported to the caller, who raises it
-            _send(channel, ("error", f"{type(e).__name__}: {e}"))
+def _run_in_worker(text: str, args: Sequence[Any], options: dict) -> list[np.ndarray]:
+    """What the worker runs: `run_on_cpu`, any failure other than XLA's reported as a `CpuRunError`."""
+    try:
+        return run_on_cpu(text, args, **options)
+    except CpuRunError:
+        raise
+    except Exception as e:  # noqa: BLE001 - reported to the caller, who raises it
+        raise CpuRunError(f"{type(e).__name__}: {e}") from None
 
 
 class IsolatedCpuRunner:
     """Runs modules on jaxlib's CPU client in a worker process, one at a time.
 
-    The worker (`python -m xla_costmodel.fusion._execute`) is started on first
+    The worker (an `xla_costmodel._worker.WorkerProcess`) is started on first
     use and kept for the next modules (jax is imported once). If jaxlib kills
     it (SIGSEGV, an abort on a failed check), `run` raises `CpuClientCrashed`
     naming the signal and the last lines the worker wrote, and the next call
@@ -284,29 +254,9 @@ class IsolatedCpuRunner:
 
     def __init__(self, timeout_s: float = 600.0):
         self.timeout_s = timeout_s
-        self._proc: subprocess.Popen | None = None
-        self._log = None
-
-    def _start(self) -> None:
-        env = dict(os.environ)
-        env.setdefault("JAX_PLATFORMS", "cpu")
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        self._log = tempfile.TemporaryFile()
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "xla_costmodel.fusion._execute"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, env=env,
-        )
-
-    def _log_tail(self, lines: int = 5) -> str:
-        if self._log is None:
-            return ""
-        self._log.seek(0)
-        text = self._log.read().decode(errors="replace")
-        self._log.seek(0, os.SEEK_END)
-        kept = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("@")]
-        return "\n".join(kept[-lines:])
+        self._worker = WorkerProcess({"JAX_PLATFORMS": os.environ.get("JAX_PLATFORMS") or "cpu",
+                                      "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL") or "2"},
+                                     timeout_s=timeout_s, name="CPU-client worker")
 
     def run(self, text: str, args: Sequence[Any], **options) -> list[np.ndarray]:
         """Compile and run `text` on `args` in the worker, as written (`options`: of `run_on_cpu`).
@@ -314,52 +264,21 @@ class IsolatedCpuRunner:
         **Returns:** the outputs. **Raises:** `CpuRunError` (XLA rejected the
         module), `CpuClientCrashed` (the worker died or ran past `timeout_s`).
         """
-        if self._proc is None or self._proc.poll() is not None:
-            self.close()
-            self._start()
-        proc = self._proc
         try:
-            _send(proc.stdin, (text, [np.asarray(a) for a in args], options))
-            ready, _, _ = select.select([proc.stdout], [], [], self.timeout_s)
-            if not ready:
-                proc.kill()
-                raise TimeoutError
-            status, payload = _recv(proc.stdout)
-        except (BrokenPipeError, EOFError, TimeoutError) as e:
-            code = proc.wait()
-            tail = self._log_tail()
-            self.close()
-            if isinstance(e, TimeoutError):
+            return self._worker.call(f"{__name__}:_run_in_worker", text, [np.asarray(a) for a in args], options)
+        except WorkerCrashed as e:
+            if e.timed_out:
                 raise CpuClientCrashed(f"the module ran longer than {self.timeout_s:g} s; worker killed") from None
-            number = -code if code is not None and code < 0 else None
-            what = f"signal {signal.Signals(number).name}" if number else f"exit status {code}"
+            what = f"signal {signal.Signals(e.signal).name}" if e.signal else f"exit status {e.exit_status}"
             raise CpuClientCrashed(
-                f"jaxlib's CPU client ended the process running the module ({what})" + (f":\n{tail}" if tail else ""),
-                number,
+                f"jaxlib's CPU client ended the process running the module ({what})"
+                + (f":\n{e.log_tail}" if e.log_tail else ""),
+                e.signal,
             ) from None
-        if status == "error":
-            raise CpuRunError(payload)
-        return payload
 
     def close(self) -> None:
         """Stop the worker (a new one starts on the next `run`)."""
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            try:
-                if proc.poll() is None:
-                    proc.stdin.close()
-                    proc.wait(timeout=10)
-            except (OSError, subprocess.TimeoutExpired):
-                proc.kill()
-                proc.wait()
-            for stream in (proc.stdin, proc.stdout):
-                try:
-                    stream.close()
-                except OSError:
-                    pass
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        self._worker.close()
 
     def __enter__(self) -> "IsolatedCpuRunner":
         return self
@@ -378,7 +297,3 @@ def run_on_cpu_isolated(text: str, args: Sequence[Any]) -> list[np.ndarray]:
         _SHARED = IsolatedCpuRunner()
         atexit.register(_SHARED.close)
     return _SHARED.run(text, args)
-
-
-if __name__ == "__main__":
-    _serve()

@@ -474,3 +474,10 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
         model_calls=calls,
         origin=MappingProxyType(live_origin),
     )
+
+
+def simulated_gpu_kernels(module: HloModule, dev, cost_model) -> HloModule:
+    """The fused module `simulate_fusion` makes of an unfused `module` for `dev` and `cost_model`, totals
+    left out: what `analyze` prices for a function on a GPU while jax compiles for the CPU
+    (`models._resolve.resolve_priced_module`, to which `xla_costmodel.fusion` registers this)."""
+    return simulate_fusion(module, device=dev, model=cost_model, price_totals=False).module

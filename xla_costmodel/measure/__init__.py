@@ -4,7 +4,9 @@
   one row per kernel, joined to the compiled module's instructions;
   `measure_program` returns the per-run table and the module as well. Both,
   the suite and the command line time kernels with one methodology
-  (`Method`, `DEFAULT_METHOD`: steady allocator, warm-up, minimum).
+  (`Method`, `DEFAULT_METHOD`: steady allocator, warm-up, minimum). On the
+  CPU a program is timed in the measuring worker, a process started with
+  the allocator steady, unless this one was started so (`steady_from_start`).
 - `read_trace` / `kernel_executions` read an `xplane.pb` (or the trace JSON)
   into tables of events and kernel executions.
 - `run_suite` measures the performance-instructive kernels over size sweeps;
@@ -15,6 +17,8 @@
 """
 
 from ._allocator import ALLOCATORS as ALLOCATORS
+from ._allocator import STEADY_TUNABLES as STEADY_TUNABLES
+from ._allocator import steady_from_start as steady_from_start
 from ._allocator import set_allocator as set_allocator
 from ._allocator import steady_allocator as steady_allocator
 from ._dataset import DATASET_COLUMNS as DATASET_COLUMNS
@@ -34,6 +38,7 @@ from ._measure import device_description as device_description
 from ._measure import disable_gpu_command_buffers as disable_gpu_command_buffers
 from ._measure import measure as measure
 from ._measure import measure_program as measure_program
+from ._isolated import InProcessMeasurementWarning as InProcessMeasurementWarning
 from ._runs import measurement_from_trace as measurement_from_trace
 from ._runs import merge_measurements as merge_measurements
 from ._host import measure_host as measure_host

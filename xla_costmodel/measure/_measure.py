@@ -12,6 +12,14 @@ remaining per-run time as a sample and report the minimum (the
 least-disturbed run) next to the median. Cold timings (fresh pages on every
 run) only when asked for, with `allocator="cold"`.
 
+Where it runs: the steady state holds only in a process that started in it
+(`_allocator.STEADY_TUNABLES` in its environment: `mallopt` later cannot
+switch off glibc's per-thread cache, which keeps large aligned buffers from
+being reused). On the CPU, a process that did not (a notebook, the command
+line) has its programs timed in the measuring worker (`_isolated`), one that
+did times them itself; both run the same timing loop (`time_program`). GPU
+programs are timed in the process that holds the GPU.
+
 Units: a kernel launched several times in one run (a loop body) has its
 launches summed per run; columns say which they hold (`*_per_run_s`,
 `*_per_launch_s`).
@@ -22,6 +30,7 @@ the trace into a `Measurement` is `_runs`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -33,7 +42,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..devices._host import cpu_model
-from ._allocator import page_faults, set_allocator
+from ._allocator import page_faults, set_allocator, steady_from_start
 from ._method import DEFAULT_METHOD, RUN_ANNOTATION, CommandBufferWarning, Measurement, Method, PageFaultWarning
 from ._module import ModuleIndex
 from ._runs import build_measurement, read_newest
@@ -120,13 +129,16 @@ def measure(
     allocator: str = DEFAULT_METHOD.allocator,
     budget_s: float | None = None,
     progress=True,
+    in_process: bool | None = None,
 ) -> pd.DataFrame:
     """Measure every kernel of a jitted program, joined to its HLO instructions.
 
     The project's one methodology (`Method`, the same as the measurement
     suite's and calibration's): glibc's allocator in its steady state, one
     untraced call, `repeats` traced runs of which the first `discard` are
-    thrown away, the minimum over the kept runs.
+    thrown away, the minimum over the kept runs. On the CPU the program runs
+    in the measuring worker, a process started with the allocator steady,
+    unless this process was started so (see `in_process`).
 
     **Arguments:**
 
@@ -143,6 +155,14 @@ def measure(
     - `progress`: a progress bar on stderr when the runs take more than a
       second (True), none (False), or a function called with `(runs done,
       repeats)` after each run.
+    - `in_process`: where the program runs. None (default): on a GPU, here;
+      on the CPU, here only if this process started with the steady
+      allocator in its environment (`steady_from_start`), else in the
+      measuring worker (started once per session; the program travels as
+      `jax.export` StableHLO, and what cannot travel is measured here with an
+      `InProcessMeasurementWarning`). True: here (large buffers may then pay
+      page faults, see `PageFaultWarning`). False: in the measuring worker
+      (CPU only; raises `ValueError` for a program that cannot travel).
 
     **Returns:** a DataFrame with one row per kernel, in execution order
     (`KERNEL_COLUMNS`): `hlo_module`, `hlo_op` (the instruction name),
@@ -155,16 +175,18 @@ def measure(
     `analyze(...)["time_s"]` predicts), `samples_per_run_s` (the kept
     per-run samples), `in_module` (the instruction was found in the compiled
     module). `attrs` carries `hlo_module`, `backend`, `device`,
-    `jax_version`, `hlo_text` and the methodology (`Method.fields()`:
-    `repeats` counts the runs taken), and `repeats_requested`, `budget_s`,
-    `stopped_by_budget` (whether the budget ended the runs early).
+    `jax_version`, `hlo_text` (the module that ran), `process` and the
+    methodology (`Method.fields()`: `repeats` counts the runs taken), and
+    `repeats_requested`, `budget_s`, `stopped_by_budget` (whether the budget
+    ended the runs early).
 
     Raises `MeasurementError` when the trace shows no kernel of the program,
-    or when a run's kernels do not fit within its wall time. See
-    `measure_program` for the per-run table and more options.
+    when a run's kernels do not fit within its wall time, or when the
+    measuring worker died. See `measure_program` for the per-run table and
+    more options.
     """
     return measure_program(fn, *args, repeats=repeats, discard=discard, allocator=allocator, budget_s=budget_s,
-                           progress=progress).kernels
+                           progress=progress, in_process=in_process).kernels
 
 
 def measure_program(
@@ -177,6 +199,8 @@ def measure_program(
     check: str = "raise",
     budget_s: float | None = None,
     progress=False,
+    in_process: bool | None = None,
+    compiler_options: dict | None = None,
 ) -> Measurement:
     """Like `measure`, but returns the whole `Measurement`.
 
@@ -186,16 +210,22 @@ def measure_program(
     **Arguments:**
 
     - `fn`, `*args`, `repeats`, `discard`, `allocator`, `budget_s`,
-      `progress`: as for `measure` (here `progress` defaults to False).
+      `progress`, `in_process`: as for `measure` (here `progress` defaults
+      to False).
     - `trace_dir`: where to write the profiler trace (kept); default a
       temporary directory, removed afterwards.
     - `check`: what a failed wall-time check does: `"raise"`, `"warn"` or
       `"ignore"`. Kernels that merely overlap (the CPU runtime runs
       independent thunks on several threads) only ever warn.
+    - `compiler_options`: XLA options for the compilation, as for
+      `Lowered.compile(compiler_options=...)` (e.g. `{"xla_disable_hlo_passes":
+      "fusion"}`), wherever the program runs.
 
-    **Returns:** a `Measurement`.
+    **Returns:** a `Measurement` (`process` says where it ran).
     """
     import jax
+
+    from ._isolated import InProcessMeasurementWarning, NotExportable, export_program, measure_in_worker
 
     started = time.perf_counter()
     method = Method(allocator=allocator, repeats=repeats, discard=discard)
@@ -203,15 +233,32 @@ def measure_program(
         raise ValueError(f"check must be 'raise', 'warn' or 'ignore', not {check!r}")
     if budget_s is not None and not (isinstance(budget_s, (int, float)) and budget_s > 0):
         raise ValueError(f"budget_s must be a positive number of seconds, not {budget_s!r}")
-    fewest = min(repeats, discard + MIN_KEPT_RUNS)  # runs a budget never cuts below
+    jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
+    name = getattr(fn, "__name__", "program")
+    if not _runs_here(in_process):
+        try:
+            program = export_program(jitted, args, name)
+        except NotExportable as e:
+            if in_process is False:
+                raise ValueError(f"{name} cannot be measured in the measuring worker: {e}") from None
+            warnings.warn(
+                f"{name} is measured in this process, not in the measuring worker: {e}; kernels writing "
+                "large buffers may pay page faults the calibration never saw (see Measurement.runs['page_faults'])",
+                InProcessMeasurementWarning,
+                stacklevel=2,
+            )
+        else:
+            report = _progress(progress, repeats, name)
+            left = None if budget_s is None else max(budget_s - (time.perf_counter() - started), 1e-9)
+            try:
+                return measure_in_worker(program, method, trace_dir=trace_dir, check=check, budget_s=left,
+                                         compiler_options=compiler_options, on_runs=report, warn_stacklevel=3)
+            finally:
+                report(None)
 
     set_allocator(method.allocator)
-    jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
-    compiled = jitted.lower(*args).compile()
-    hlo_text = compiled.as_text()
-    index = ModuleIndex(hlo_text)
-    dev = device_description()
-    if dev["backend"] in ("gpu", "cuda", "rocm") and not _command_buffers_off(os.environ.get("XLA_FLAGS", "")):
+    compiled = jitted.lower(*args).compile(compiler_options=compiler_options)
+    if device_description()["backend"] in ("gpu", "cuda", "rocm") and not _command_buffers_off(os.environ.get("XLA_FLAGS", "")):
         warnings.warn(
             "XLA:GPU command buffers are on: kernels recorded into a command buffer lose their "
             f"HLO names. Start Python with XLA_FLAGS='{GPU_COMMAND_BUFFER_FLAG}' "
@@ -219,12 +266,54 @@ def measure_program(
             CommandBufferWarning,
             stacklevel=2,
         )
+    report = _progress(progress, repeats, name)
+    try:
+        return time_program(lambda: jax.block_until_ready(compiled(*args)), compiled.as_text(), method,
+                            trace_dir=trace_dir, check=check, process="in-process", budget_s=budget_s,
+                            started=started, report=report)
+    finally:
+        report(None)
 
+
+def _runs_here(in_process: bool | None) -> bool:
+    """Whether `measure_program` times the program in this process (see `measure`'s `in_process`)."""
+    import jax
+
+    backend = jax.default_backend()
+    if in_process is None:
+        return backend != "cpu" or steady_from_start()
+    if not in_process and backend != "cpu":
+        raise ValueError(f"the measuring worker runs programs on the CPU; this process's backend is {backend} "
+                         "(GPU programs are measured in the process that holds the GPU: in_process=None or True)")
+    return bool(in_process)
+
+
+def time_program(run_once, hlo_text: str, method: Method, *, trace_dir=None, check: str = "raise",
+                 process: str = "in-process", budget_s: float | None = None, started: float | None = None,
+                 report=None) -> Measurement:
+    """The methodology's timing loop, in the process that runs the program (here, or the measuring worker).
+
+    **Arguments:** `run_once()`: runs the compiled program once and waits for
+    it; `hlo_text`: the compiled module's text; `method`; `trace_dir`,
+    `check`, `budget_s`: as for `measure_program`, the budget counted from
+    `started` (`time.perf_counter()`; default now); `process`: recorded in
+    the result; `report(runs_done)`: called after each run.
+
+    **Returns:** the `Measurement`; warns (`PageFaultWarning`) when a steady
+    measurement page-faulted in every kept run.
+    """
+    import jax
+
+    started = time.perf_counter() if started is None else started
+    repeats, discard = method.repeats, method.discard
+    fewest = min(repeats, discard + MIN_KEPT_RUNS)  # runs a budget never cuts below
+    set_allocator(method.allocator)
+    index = ModuleIndex(hlo_text)
+    dev = device_description()
     for _ in range(method.warmup_calls):  # allocations, thread pools
-        jax.block_until_ready(compiled(*args))
+        run_once()
     host_wall: list[float] = []
     faults: list[float] = []
-    report = _progress(progress, repeats, index.name)
     with tempfile.TemporaryDirectory(prefix="xla_costmodel_trace_") as tmp:
         logdir = Path(trace_dir) if trace_dir is not None else Path(tmp)
         with jax.profiler.trace(str(logdir)):
@@ -234,17 +323,20 @@ def measure_program(
                 with jax.profiler.TraceAnnotation(f"{RUN_ANNOTATION}{i}"):
                     f0 = page_faults()
                     t0 = time.perf_counter_ns()
-                    jax.block_until_ready(compiled(*args))
+                    run_once()
                     host_wall.append((time.perf_counter_ns() - t0) * 1e-9)
                     faults.append(float(page_faults() - f0))
-                report(i + 1)
-        report(None)
+                if report is not None:
+                    report(i + 1)
         taken = len(host_wall)
         if taken < repeats:  # the budget ended the runs: the method records the runs taken
-            method = Method(allocator=allocator, repeats=taken, discard=discard)
+            method = dataclasses.replace(method, repeats=taken)
         events, fmt, path = read_newest(logdir)
-        m = build_measurement(events, fmt, path, index, dev, host_wall, taken, discard, check, method=method, faults=faults)
-    m.kernels.attrs.update(repeats_requested=repeats, budget_s=budget_s, stopped_by_budget=taken < repeats)
+        m = build_measurement(events, fmt, path, index, dev, host_wall, taken, discard, check, method=method,
+                              faults=faults)
+    m = dataclasses.replace(m, process=process)
+    m.kernels.attrs.update(process=process, repeats_requested=repeats, budget_s=budget_s,
+                           stopped_by_budget=taken < repeats)
     _check_page_faults(m)
     return m
 
@@ -277,13 +369,13 @@ def _check_page_faults(m: Measurement) -> None:
     kept = m.runs[m.runs["kept"]]
     least = float(kept["page_faults"].min()) if len(kept) else math.nan
     if least > _STEADY_FAULTS_MAX:
+        where = ("the measuring worker" if m.process == "worker" else
+                 "this process, which did not start with the steady allocator in its environment "
+                 "(measure with in_process=None or False to time it in the measuring worker)")
         warnings.warn(
             f"{m.module.name}: every kept run page-faulted at least {least:.0f} times "
             f"({least * 4096 / 2**20:.0f} MiB of fresh pages at 4 KiB) although the allocator is steady, "
-            "so kernel times include first-touch costs; glibc maps buffers larger than a thread arena (64 MiB) "
-            "afresh: start Python with MALLOC_ARENA_MAX=1 for steady timings",
+            f"so kernel times include first-touch costs; measured in {where}",
             PageFaultWarning,
-            stacklevel=3,
+            stacklevel=4,
         )
-
-

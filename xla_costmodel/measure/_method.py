@@ -127,6 +127,8 @@ class Measurement:
     - `backend`, `device`, `jax_version`, `jaxlib_version`, `trace_format`,
       `trace_path`: provenance.
     - `method`: the `Method` it was measured with.
+    - `process`: where the program ran: `"worker"` (the measuring worker,
+      `_isolated`) or `"in-process"` (the calling process).
     """
 
     kernels: pd.DataFrame
@@ -141,6 +143,7 @@ class Measurement:
     trace_format: str
     trace_path: str
     method: Method = DEFAULT_METHOD
+    process: str = "in-process"
 
     def _repr_html_(self) -> str:
         kept = self.runs[self.runs["kept"]]

@@ -81,6 +81,10 @@ class ModuleIndex:
                 )
         self._blocks, self._lines = _split_text(self.text)
 
+    def __reduce__(self):
+        # Sent between processes (a `Measurement` from the measuring worker) as its text, parsed again there.
+        return (ModuleIndex, (self.text,))
+
     def _executed_computations(self) -> set[str]:
         """Names of computations that run as kernel sequences (entry, loop bodies, branches)."""
         entry = self.module.entry

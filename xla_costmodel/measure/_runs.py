@@ -148,6 +148,7 @@ def merge_measurements(parts: list[Measurement]) -> Measurement:
         trace_format=first.trace_format,
         trace_path=first.trace_path,
         method=first.method,
+        process=first.process,
     )
 
 

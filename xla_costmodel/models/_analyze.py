@@ -16,12 +16,21 @@ import pandas as pd
 from ..analysis import while_trip_count
 from ..analysis._opcodes import is_free
 from ._base import CostModelWarning, KernelEstimate
-from ._resolve import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
+from ._kernel_costs import ModuleCounts
+from ._resolve import (
+    DEFAULT_DEVICE,
+    DEFAULT_MODEL,
+    check_prices_device,
+    resolve_device,
+    resolve_model,
+    resolve_priced_module,
+)
 from ._summary import TableSummary
 
 COLUMNS = (
     "kernel", "computation", "opcode", "kind", "emitter", "executions", "executions_known",
-    "flops", "bytes_accessed", "intensity", "compute_s", "memory_s", "launch_s", "time_s",
+    "flops", "transcendentals", "bytes_accessed", "intensity", "model_flops", "model_bytes",
+    "compute_s", "memory_s", "launch_s", "time_s",
     "total_s", "bound", "coalesced", "priced", "note",
 )
 
@@ -42,9 +51,19 @@ class KernelTable(pd.DataFrame):
     - `executions`: how many times the kernel runs per execution of the module
       (loop trip counts and branch shares multiplied in); `executions_known`:
       False when a trip count or a branch choice had to be assumed (see `note`).
-    - `flops`, `bytes_accessed`, `intensity`: as the model counts them (for
-      `xla-gpu`, XLA's cycle-weighted GPU flops and bytes incl. re-reads; for
-      `roofline`, plain flops and DRAM bytes).
+    - `flops`, `transcendentals`, `bytes_accessed`: what the kernel does,
+      counted once and the same whatever the model: XLA's `HloCostAnalysis`
+      of the instruction (`Compiled.cost_analysis()`'s semantics; a fusion
+      counts each fused instruction once; textbook counts for the custom
+      calls XLA leaves unknown, see `models._kernel_costs.KernelCounts`; NaN
+      where unknown). Free rows carry XLA's counts too (a tuple's pointer
+      table). Over the rows, composed as XLA composes computations (a loop
+      body and condition once, the largest branch of a conditional), they add
+      up to the module's `Compiled.cost_analysis()`. `intensity` = flops / bytes.
+    - `model_flops`, `model_bytes`: what the model priced, by its own counting
+      (`xla-gpu`: XLA's cycle-weighted GPU flops and bytes with re-reads and
+      recomputation through broadcasts; `roofline`: plain flops with that
+      recomputation and DRAM bytes); NaN when the model does not say.
     - `compute_s`, `memory_s`, `launch_s`, `time_s` (one execution) and
       `total_s` (= `time_s` × `executions`), `bound`.
     - `coalesced`: whether every read is coalesced (models that model it).
@@ -53,10 +72,13 @@ class KernelTable(pd.DataFrame):
 
     `total_s` (the property) sums the priced kernels; `summary()` gives the
     totals (a `TableSummary`). Attributes: `module_name`, `device_name`, `model_name`,
-    `estimates` (kernel name → `KernelEstimate`, the first execution site).
+    `estimates` (kernel name → `KernelEstimate`, the first execution site),
+    `priced_module` (what was priced: "the module as given", "the module
+    XLA:CPU compiled", "XLA:GPU fusion simulated from the lowered module", ...;
+    see `models._resolve.resolve_priced_module`).
     """
 
-    _metadata = ["module_name", "device_name", "model_name", "estimates"]
+    _metadata = ["module_name", "device_name", "model_name", "estimates", "priced_module"]
 
     @property
     def _constructor(self):
@@ -70,7 +92,7 @@ class KernelTable(pd.DataFrame):
         return float(self["total_s"].fillna(0.0).sum())
 
     def summary(self) -> TableSummary:
-        """Totals: time per run, kernels (priced, unpriced, free), time by bound (a `TableSummary`).
+        """Totals: time per run, kernels (priced, unpriced, free), time by bound, what was priced (a `TableSummary`).
 
         Works on a column subset too (`table[["kernel", "time_s"]]`): figures
         whose columns are missing are NaN (times) or counted without them.
@@ -95,6 +117,7 @@ class KernelTable(pd.DataFrame):
                 int((~kernels["executions_known"].astype(bool)).sum()) if "executions_known" in cols else 0
             ),
             time_by_bound_s={k: float(v) for k, v in by_bound.items()},
+            priced_module=getattr(self, "priced_module", None),
         )
 
     def _repr_html_(self) -> str:
@@ -129,8 +152,14 @@ def analyze(
     **Arguments:**
 
     - `module_or_fn`: an `HloModule`, the path of an HLO text file, HLO text,
-      or a function (jitted or not) to trace with `*args` / `**kwargs` (its
-      module as XLA optimized it for the default backend, via `from_jax`).
+      or a function (jitted or not) to trace with `*args` / `**kwargs`: its
+      module as XLA optimized it for the default backend (`from_jax`), or,
+      on a GPU device while jax compiles for the CPU, XLA:GPU's priority
+      fusion simulated from its lowered module (`simulate_fusion`), since
+      XLA:CPU's kernels are not the ones a GPU runs. A module XLA optimized
+      for another kind of device than `device` is priced as given, with a
+      `BackendMismatchWarning`; `KernelTable.priced_module` says which
+      (`models._resolve.resolve_priced_module`).
     - `device`: a `DeviceSpec` or a name for `get_device` (default
       `DEFAULT_DEVICE`, `"h100-sxm"`: see `models._resolve`).
     - `model`: a cost model or a name for `get_model` (default
@@ -148,8 +177,13 @@ def analyze(
     **Raises:** `ValueError` for an unknown device or model, or a model that
     cannot price the device (`xla-gpu` on the host CPU).
     """
-    module, dev, cost_model = resolve_inputs("analyze", module_or_fn, args, kwargs, device=device, model=model)
-    return price_module(module, dev, cost_model, unknown_trip_count=unknown_trip_count, warn_stacklevel=3)
+    dev = resolve_device(device)
+    cost_model = resolve_model(model)
+    check_prices_device(cost_model, dev)
+    priced = resolve_priced_module("analyze", module_or_fn, args, kwargs, dev, cost_model)
+    table = price_module(priced.module, dev, cost_model, unknown_trip_count=unknown_trip_count, warn_stacklevel=3)
+    table.priced_module = priced.description
+    return table
 
 
 def is_free_site(instr) -> bool:
@@ -229,6 +263,7 @@ def price_module(
     rows: list[dict] = []
     estimates: dict[str, KernelEstimate] = {}
     unpriced: list[str] = []
+    counts = ModuleCounts(module)
 
     def row(instr, comp, executions: float, known: bool, note: str) -> None:
         op = instr.opcode
@@ -239,11 +274,12 @@ def price_module(
             kind = instr.fusion_kind if op == "fusion" else "unfused"
         d = est.details or {}
         if est.bound == "free":
-            flops, nbytes = 0.0, 0.0
+            model_flops, model_bytes = 0.0, 0.0
         else:
-            flops = float(d.get("flops", math.nan))
-            nbytes = float(d.get("bytes_accessed", math.nan))
-        intensity = flops / nbytes if (nbytes and math.isfinite(nbytes)) else math.nan
+            model_flops = float(d.get("flops", math.nan))
+            model_bytes = float(d.get("bytes_accessed", math.nan))
+        c = counts(instr)
+        intensity = c.flops / c.bytes_accessed if (c.bytes_accessed and math.isfinite(c.bytes_accessed)) else math.nan
         coalesced = d.get("coalesced", None)
         priced = est.priced
         if not priced:
@@ -258,9 +294,12 @@ def price_module(
             "emitter": d.get("emitter", ""),
             "executions": float(executions),
             "executions_known": bool(known),
-            "flops": flops,
-            "bytes_accessed": nbytes,
+            "flops": c.flops,
+            "transcendentals": c.transcendentals,
+            "bytes_accessed": c.bytes_accessed,
             "intensity": intensity,
+            "model_flops": model_flops,
+            "model_bytes": model_bytes,
             "compute_s": est.compute_s,
             "memory_s": est.memory_s,
             "launch_s": est.launch_s,
@@ -283,6 +322,7 @@ def price_module(
     table.device_name = dev.name
     table.model_name = cost_model.name
     table.estimates = estimates
+    table.priced_module = "the module as given"
     if unpriced and warn:
         _warn_unpriced_kernels(table.model_name, module.name, unpriced, warn_stacklevel + 1)
     return table

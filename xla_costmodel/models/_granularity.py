@@ -39,7 +39,7 @@ from ._base import KernelEstimate, dominant_bound
 from ..analysis._emission import emitter_kind, warp_size
 from ..analysis._shapes import elements, first_array
 from ._launch import LaunchDimensions, launch_dimensions
-from ._resolve import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_device, resolve_model, resolve_module
+from ._resolve import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_device, resolve_model, resolve_priced_module
 
 __all__ = ["GranularityError", "PricesLaunchConfigurations", "granularity"]
 
@@ -192,7 +192,7 @@ def granularity(module_or_fn, kernel, *args, device=DEFAULT_DEVICE, model=DEFAUL
     if dev.kind != "gpu":
         raise GranularityError(f"granularity prices GPU launch configurations; device '{dev.name}' is a {dev.kind}")
     cost_model = resolve_model(model)
-    module = resolve_module(module_or_fn, args, kwargs, caller="granularity")
+    module = resolve_priced_module("granularity", module_or_fn, args, kwargs, dev, cost_model).module
     k = _find_kernel(module, kernel)
     # XLA tiles a Triton fusion (`analysis._emission` tells them by their backend config's kind).
     use_tiles = emitter_kind(k, warp_size(dev))[0] == "triton" if tiled is None else tiled

@@ -24,16 +24,20 @@ What is the models' own and lives here:
   overrides, so they count inside fusions too);
 - the split of the flops into matrix-unit work (dots, convolutions,
   triangular solves, Cholesky, gemm custom calls; `matmul_flops` and its
-  dtype) and the rest by element type (`flops_by_dtype`).
+  dtype) and the rest by element type (`flops_by_dtype`);
+- the counts that belong to a kernel whatever model prices it
+  (`KernelCounts`, `ModuleCounts`: XLA's `HloCostAnalysis` of the
+  instruction, with the textbook counts above), which `analyze` reports.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from ..analysis._kernel import KernelCost, kernel_cost
 from ..analysis._opcodes import MATMUL_OPCODES
-from ..analysis._rules import FLOPS, OUT, BYTES, UNPRICED, FMA_FLOPS, merge_unpriced
+from ..analysis._rules import BYTES, FLOPS, FMA_FLOPS, OUT, TRANS, UNPRICED, merge_unpriced
 from ..analysis._rules import convolution_flops, dot_flops
 from ..analysis._shapes import elements, first_array, shape_size
 
@@ -314,3 +318,56 @@ def _computation_shares(c: KernelCost, comps: list, memo: dict) -> dict:
     out = {k: v / total for k, v in totals.items()} if total else {}
     memo[key] = out
     return out
+
+
+# ---------------------------------------------------------------------------
+# Counts that belong to the kernel, whatever model prices it
+
+
+@dataclass(frozen=True, slots=True)
+class KernelCounts:
+    """What one instruction does, counted once, the same for every model (`analyze`'s count columns).
+
+    **Attributes:** `flops`, `transcendentals`, `bytes_accessed`: XLA's
+    `HloCostAnalysis` of the instruction (`Compiled.cost_analysis()`'s
+    semantics): a fusion counts each fused instruction once, as XLA:CPU's
+    library fusions run them, plus the bytes its operands and result move;
+    custom calls XLA marks unknown (-1) get the textbook counts of
+    `custom_call_work`, top-k (0 in XLA) its heap-selection count. NaN where
+    the cost is unknown (an opcode without a rule, an unknown custom call).
+    """
+
+    flops: float
+    transcendentals: float
+    bytes_accessed: float
+
+
+_UNKNOWN_COUNTS = KernelCounts(math.nan, math.nan, math.nan)
+
+
+class ModuleCounts:
+    """`KernelCounts` of every instruction of a module, from one `HloCostAnalysis` of the whole module.
+
+    **Arguments:** `module`, an `HloModule`. Call the object with an
+    instruction of it (a detached one, e.g. a hypothetical fusion, is
+    analysed on its own).
+    """
+
+    def __init__(self, module):
+        from .._gc import gc_paused
+        from ..analysis._interpreter import Analysis
+
+        self._an = Analysis(module, warn=False, overrides=MODEL_RULES)
+        with gc_paused():
+            self._an.analyze_module()
+
+    def __call__(self, instr) -> KernelCounts:
+        if self._an.has_record(instr):
+            p = self._an.record(instr)
+            unpriced, flops, trans, nbytes = p[UNPRICED], p[FLOPS], p[TRANS], p[BYTES]
+        else:
+            c = kernel_cost(instr, "xla", overrides=MODEL_RULES)
+            unpriced, flops, trans, nbytes = c.unpriced, c.flops, c.transcendentals, c.bytes_accessed
+        if unpriced:
+            return _UNKNOWN_COUNTS
+        return KernelCounts(float(flops), float(trans), float(nbytes))

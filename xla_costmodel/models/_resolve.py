@@ -19,13 +19,21 @@ measured times) says `device="host"` in its own signature instead.
 A model that prices only some kinds of device declares them
 (`PricesDeviceKinds`); `check_prices_device` is the one place that refuses
 the others (`xla-gpu` on a CPU).
+
+Which module a device's kernels come from is decided here too
+(`resolve_priced_module`): a function priced on a GPU while jax compiles for
+the CPU gets XLA:GPU's fusion simulated from its lowered module (the CPU's
+kernels would be priced otherwise); a module optimized for another kind of
+device is priced as given, with a `BackendMismatchWarning`.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
 from ._base import CostModel, get_model
 
@@ -36,8 +44,12 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_DEVICE",
     "DEFAULT_MODEL",
+    "BackendMismatchWarning",
+    "PricedModule",
     "PricesDeviceKinds",
     "check_prices_device",
+    "register_gpu_fusion",
+    "resolve_priced_module",
     "resolve_device",
     "resolve_inputs",
     "resolve_model",
@@ -132,3 +144,116 @@ def resolve_inputs(caller: str, source: Any, args: tuple = (), kwargs: dict | No
     cost_model = resolve_model(model)
     check_prices_device(cost_model, dev)
     return resolve_module(source, args, kwargs, caller=caller, optimized=optimized), dev, cost_model
+
+
+# ---------------------------------------------------------------------------
+# The module a device's kernels come from
+
+
+class BackendMismatchWarning(UserWarning):
+    """A module XLA optimized for one kind of backend is priced on a device of another kind."""
+
+
+#: `KernelTable.priced_module` when a function's module is XLA:GPU's fusion simulated here.
+SIMULATED_FROM_LOWERED = "XLA:GPU fusion simulated from the lowered module"
+#: ... for a program partitioned over several devices (the lowered module is not yet partitioned).
+SIMULATED_FROM_PARTITIONED = ("XLA:GPU fusion simulated from the partitioned module XLA:{backend} compiled, "
+                              "its fusions undone")
+
+_GPU_BACKENDS = ("gpu", "cuda", "rocm")
+
+# What `fusion` registers when imported: (unfused module, device, model) -> the fused module.
+_GPU_FUSION: list[Callable[["HloModule", "DeviceSpec", CostModel], "HloModule"]] = []
+
+
+def register_gpu_fusion(fuse: Callable[["HloModule", "DeviceSpec", CostModel], "HloModule"]) -> None:
+    """Make `fuse` what prices a function on a GPU when jax compiles for another backend (`fusion` registers
+    its priority-fusion simulation)."""
+    _GPU_FUSION[:] = [fuse]
+
+
+@dataclass(frozen=True)
+class PricedModule:
+    """The module whose kernels a device is priced on, and what it is (`KernelTable.priced_module`)."""
+
+    module: "HloModule"
+    description: str
+
+
+def resolve_priced_module(caller: str, source: Any, args: tuple, kwargs: dict | None, dev: "DeviceSpec",
+                          cost_model: CostModel) -> PricedModule:
+    """The module whose kernels `dev` is priced on: what `analyze` and `granularity` price.
+
+    - A function, on a device of the kind jax compiles for: the module XLA
+      compiled (`from_jax`).
+    - A function, on a GPU while jax compiles for another backend (XLA:CPU):
+      its kernels would be XLA:CPU's fusion decisions (YNNPACK library
+      fusions, ...), not XLA:GPU's. So the lowered, unfused module goes
+      through the project's priority fusion for `dev` and `cost_model` (what
+      `simulate_fusion` does) and its fused kernels are priced
+      (`SIMULATED_FROM_LOWERED`). A program partitioned over several devices
+      starts instead from the module XLA compiled, partitioned (the lowered
+      one has no collectives yet), with its fusions undone
+      (`SIMULATED_FROM_PARTITIONED`).
+    - A module, file or text: as given. When it shows the marks of XLA's
+      optimization for another kind of device than `dev`
+      (`analysis._frontend.compiled_for`: XLA:CPU's library fusions priced on
+      a GPU, say), a `BackendMismatchWarning` says so: the result prices
+      that backend's kernels on `dev`, which is a question one may ask, but
+      not the kernels `dev` would run.
+    """
+    from ..analysis._frontend import compiled_for
+    from ..hlo import HloModule, from_jax
+
+    if callable(source) and not isinstance(source, (HloModule, str, os.PathLike)):
+        backend = _jax_backend()
+        if dev.kind == "gpu" and backend not in _GPU_BACKENDS:
+            if not _GPU_FUSION:  # `fusion` registers it; importing `xla_costmodel` imports that
+                raise RuntimeError("pricing a function on a GPU from XLA:CPU needs xla_costmodel.fusion "
+                                   "(import xla_costmodel)")
+            module = from_jax(source, *args, optimized=False, **(kwargs or {}))
+            description = SIMULATED_FROM_LOWERED
+            if _may_be_partitioned(module):
+                compiled = from_jax(source, *args, optimized=True, **(kwargs or {}))
+                if _partitions(compiled) > 1:
+                    from ..hlo._edit import inline_fusions
+
+                    module = inline_fusions(compiled, copy=False)
+                    description = SIMULATED_FROM_PARTITIONED.format(backend=backend.upper())
+            return PricedModule(_GPU_FUSION[0](module, dev, cost_model), description)
+        module = resolve_module(source, args, kwargs, caller=caller)
+        return PricedModule(module, f"the module XLA:{backend.upper()} compiled")
+    module = resolve_module(source, args, kwargs, caller=caller)
+    found = compiled_for(module)
+    if found is not None and found[0] != dev.kind:
+        kind, evidence = found
+        warnings.warn(
+            f"module '{module.name}' was optimized by XLA:{kind.upper()} ({evidence}); on '{dev.name}', a "
+            f"{dev.kind}, this prices XLA:{kind.upper()}'s kernels, not the ones XLA would compile for it"
+            + ("; for XLA:GPU's kernels pass the function itself, or its unoptimized module to simulate_fusion"
+               if dev.kind == "gpu" else ""),
+            BackendMismatchWarning,
+            stacklevel=3,
+        )
+        return PricedModule(module, f"the module as given, optimized by XLA:{kind.upper()}")
+    return PricedModule(module, "the module as given")
+
+
+def _jax_backend() -> str:
+    import jax
+
+    return jax.default_backend()
+
+
+def _may_be_partitioned(lowered: "HloModule") -> bool:
+    """Whether a lowered module carries shardings (then only its compiled module says how many partitions)."""
+    if _partitions(lowered) > 1 or "sdy.mesh" in lowered.header_attributes.get("frontend_attributes", ""):
+        return True
+    return any(i.has_attribute("sharding") for _, i in lowered.instructions())
+
+
+def _partitions(module: "HloModule") -> int:
+    try:
+        return int(module.header_attributes.get("num_partitions", 1) or 1)
+    except (TypeError, ValueError):
+        return 1

@@ -33,7 +33,8 @@ class TableSummary(Mapping):
     the model could not price), `free` (instructions that run no code:
     parameters, tuples, bitcasts, ...), `assumed_counts` (kernels whose
     execution count was assumed); `time_by_bound_s` (seconds per run by
-    bound: compute, memory, launch, ...).
+    bound: compute, memory, launch, ...); `priced_module` (what was priced:
+    `KernelTable.priced_module`).
 
     Reads like the dict it replaces (`s["kernels"]`, `dict(s)`);
     `to_frame()` gives a one-row DataFrame, `to_dict()` plain JSON-ready
@@ -49,6 +50,7 @@ class TableSummary(Mapping):
     free: int
     assumed_counts: int
     time_by_bound_s: Mapping[str, float] = field(default_factory=dict)
+    priced_module: str | None = None
 
     # ------------------------------------------------------------ dict-like
     def __getitem__(self, key: str) -> Any:
@@ -98,5 +100,6 @@ class TableSummary(Mapping):
             f"({html.escape(str(self.model))}): total <b>{_fmt_time(self.total_s)}</b> per run over "
             f"{count(self.kernels, 'kernel')}{unpriced}{assumed} ({count(self.free, 'free instruction')})"
             + (f"<br>by bound: {html.escape(bounds)}" if bounds else "")
+            + (f"<br>priced: {html.escape(self.priced_module)}" if self.priced_module else "")
             + "</p>"
         )
