@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ._data import PROGRAM_CLASSES, Prepared, default_dataset, default_training, load_rows, prepare, training_rows
+from ._data import (PROGRAM_CLASSES, SUITE, TEST_PROGRAM, TRAINING_PROGRAM, Prepared, default_dataset, default_training,
+                    load_rows, prepare, row_roles, training_rows)
 from ._store import CalibrationError, calibration_dir, header, load_calibration, save_calibration
 
 __all__ = ["calibrate", "refit_learned", "FITTABLE_MODELS"]
@@ -89,19 +90,27 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
       measurement suite on this machine first, appends its rows to the
       device's dataset (`calibration/host_cpu.parquet`; quick runs go to
       `<out_dir>/<device>_quick.parquet` and are fitted alone), and fits to
-      that plus the supplementary kernels (`extra-*` rows) of
-      `calibration/host_cpu_programs.parquet` when present.
+      that plus the supplementary microbenchmarks of
+      `calibration/host_cpu_programs.parquet` when present: the default
+      training data, the suite alone (role `suite`, `fit._data`).
     - `models`: which of `fitted`, `learned`, `roofline-calibrated`,
       `xla-gpu-calibrated` to fit.
     - `out_dir`: where to write (default the project's `calibration/`, or
       `$XLA_COSTMODEL_CALIBRATION_DIR`).
-    - `include_programs`: also fit to rows of real programs (`kernel_class`
-      `program`, `program-unfused`); by default they are held out, so that
-      `compare` can score the saved models on them.
+    - `include_programs`: also fit to this project's own programs in the
+      dataset (role `training-program`: the zoo, `extra-program`); by
+      default they are left out. Programs of other sources (the
+      independent corpus, role `test-program`) are never fitted to: they
+      are what `compare` scores the models on. Rows left out are counted
+      in the progress message and in the calibration file (`left_out_rows`),
+      and a warning names test programs found in a dataset given here.
     - `progress`: progress messages on stderr.
 
     **Returns:** a DataFrame, one row per model: `model`, `file`,
     `training_rows`, training-set `gmre` and `within_2x`, `fit_s`.
+
+    **Raises:** `ValueError` when fewer than 10 usable kernel rows are left
+    (saying which roles the dataset's other rows have).
 
     Afterwards `analyze(..., device=device, model="fitted")` (and the other
     models) use these calibrations.
@@ -118,17 +127,25 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
     out = Path(out_dir) if out_dir is not None else calibration_dir()
     out.mkdir(parents=True, exist_ok=True)
 
+    given = False
     if dataset is None:
         measured = _measure(dev.name, quick, out, progress)
         dataset = measured if quick else [p for p in default_training(dev.name) if p != measured] + [measured]
+    else:
+        given = True
     if isinstance(dataset, pd.DataFrame):
         df = dataset
         paths: list[Path] = []
     else:
         paths = [Path(dataset)] if isinstance(dataset, (str, os.PathLike)) else [Path(p) for p in dataset]
         df = load_rows(paths)
-    if not include_programs:
-        df = training_rows(df)
+    roles = _used_roles(include_programs)
+    left_out = _left_out(df, roles)
+    if left_out.get(TEST_PROGRAM) and given:
+        warnings.warn(f"calibrate: {left_out[TEST_PROGRAM]} rows of programs of other sources (the independent "
+                      "corpus: role test-program) are left out; they score models and never train them",
+                      RuntimeWarning, stacklevel=2)
+    df = training_rows(df, include_programs=include_programs)
     from ._devices import dataset_devices
 
     measured_on = dataset_devices(df)
@@ -138,9 +155,13 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
                          "fit each and all together with calibrate_devices (xla-costmodel calibrate --dataset)")
     prep = prepare(df, dev)
     if len(prep.y) < 10:
-        raise ValueError(f"only {len(prep.y)} usable kernel rows to calibrate with; need at least 10")
+        others = "; ".join(f"{n} rows of role {r}" for r, n in left_out.items())
+        raise ValueError(f"only {len(prep.y)} usable kernel rows to calibrate with; need at least 10"
+                         + (f" (left out: {others})" if others else ""))
     if progress:
-        print(f"calibrating {len(models)} model(s) for '{dev.name}' on {len(prep.y)} kernels", file=sys.stderr)
+        others = ", ".join(f"{n} {r} rows" for r, n in left_out.items())
+        print(f"calibrating {len(models)} model(s) for '{dev.name}' on {len(prep.y)} kernels"
+              + (f" (left out: {others})" if others else ""), file=sys.stderr)
 
     datasets = [_dataset_entry(p, out, include_programs) for p in paths]
     facts = _device_facts(dev)
@@ -150,6 +171,8 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
         base = header(name, dev, len(prep.y), datasets)
         base["device_facts"] = facts
         base["excluded_classes"] = [] if include_programs else list(PROGRAM_CLASSES)
+        base["rows_roles"] = list(roles)
+        base["left_out_rows"] = left_out
         if name == "fitted":
             m = FittedModel().fit(prep.X, prep.y)
             payload = {**base, **m.to_calibration()}
@@ -185,8 +208,23 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
     return pd.DataFrame(results)
 
 
-def _used_rows(df: pd.DataFrame, excluded, suite_runs=None) -> pd.DataFrame:
-    if excluded and "kernel_class" in df:
+def _used_roles(include_programs: bool) -> tuple[str, ...]:
+    """The roles of the rows a calibration is fitted to (`fit._data`)."""
+    return (SUITE, TRAINING_PROGRAM) if include_programs else (SUITE,)
+
+
+def _left_out(df: pd.DataFrame, roles) -> dict[str, int]:
+    """How many rows of each other role a calibration leaves out."""
+    found = pd.Series(row_roles(df)).value_counts()
+    return {str(r): int(n) for r, n in found.items() if r not in roles and n}
+
+
+def _used_rows(df: pd.DataFrame, excluded, suite_runs=None, roles=None) -> pd.DataFrame:
+    """The rows of a dataset a calibration was fitted to: those of `roles` (files since roles were
+    recorded), else those whose `kernel_class` is not `excluded`, and of the `suite_runs` it used."""
+    if roles is not None:
+        df = df[np.isin(row_roles(df), list(roles))]
+    elif excluded and "kernel_class" in df:
         df = df[~df["kernel_class"].isin(list(excluded))]
     if suite_runs is not None and "suite_run" in df:
         df = df[df["suite_run"].astype(str).isin(set(suite_runs))]
@@ -209,8 +247,7 @@ def _dataset_entry(path: Path, out: Path, include_programs: bool) -> dict:
     Later appends (new suite runs) leave the calibration valid; a change to the
     rows it was fitted on is detected when the `learned` model refits.
     """
-    excluded = [] if include_programs else list(PROGRAM_CLASSES)
-    rows = _used_rows(load_rows(path), excluded)
+    rows = _used_rows(load_rows(path), None, roles=_used_roles(include_programs))
     runs = sorted(set(rows["suite_run"].astype(str))) if "suite_run" in rows else None
     return {"path": _rel(path, out), "suite_runs": runs, "rows": int(len(rows)), "rows_sha256": _rows_sha256(rows)}
 
@@ -268,7 +305,7 @@ def _refit_learned(data: dict, device):
         if not p.is_file():
             raise CalibrationError(f"{where}: its training dataset {p} is missing; {how}")
         try:
-            rows = _used_rows(load_rows(p), excluded, d.get("suite_runs"))
+            rows = _used_rows(load_rows(p), excluded, d.get("suite_runs"), data.get("rows_roles"))
         except ValueError as exc:
             raise CalibrationError(f"{where}: its training dataset cannot be read ({exc}); {how}") from None
         if d.get("rows_sha256") and _rows_sha256(rows) != d["rows_sha256"]:
