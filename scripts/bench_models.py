@@ -116,7 +116,7 @@ def _form_ceiling(models, corpus, device):
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            pred = _predict(_fit(model, kernels, np.ones(len(kernels.y), bool), device), kernels, device)
+            pred = _predict(_fit(model, kernels, device), kernels, device)
         for source in [*pd.unique(sources), "all"]:
             inside = np.ones(len(sources), bool) if source == "all" else sources == source
             out.append({"model": name, "source": source, **accuracy(pred[inside], kernels.y[inside])})

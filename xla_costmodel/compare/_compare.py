@@ -130,8 +130,8 @@ def _fittable(model) -> bool:
     return hasattr(model, "fit") and callable(model.fit)
 
 
-def _fit(model, pool: Prepared, mask, device, parts: dict | None = None):
-    """A fresh copy of `model` fitted to the rows `mask` of `pool`.
+def _fit(model, pool: Prepared, device, *, mask=None, parts: dict | None = None):
+    """A fresh copy of `model` fitted to the rows `mask` of `pool` (default all of them).
 
     `parts`: a dict kept across the folds of one pool, where a calibrated
     model keeps what it prices of every pooled kernel once (`CalibratedModel.parts`).
@@ -141,6 +141,7 @@ def _fit(model, pool: Prepared, mask, device, parts: dict | None = None):
     from ..fit._calibrated import CalibratedModel
 
     fresh = clone(model)
+    mask = np.ones(len(pool.y), bool) if mask is None else np.asarray(mask, bool)
     train = pool.subset(mask)
     if isinstance(model, CalibratedModel):
         cache = {} if parts is None else parts
@@ -148,7 +149,7 @@ def _fit(model, pool: Prepared, mask, device, parts: dict | None = None):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 cache[model.base] = model.parts(pool.kernels, device)
-        return fresh.fit(train.kernels, train.y, device, parts=cache[model.base][np.asarray(mask, bool)])
+        return fresh.fit(train.kernels, train.y, device, parts=cache[model.base][mask])
     return fresh.fit(train.X, train.y)
 
 
@@ -394,7 +395,7 @@ def compare(models: Sequence = DEFAULT_MODELS, dataset=None, split: str = "sourc
             m = model
             if split != "none" and _fittable(model):
                 t0 = time.perf_counter()
-                m = _fit(model, pool, trm, dev, parts)
+                m = _fit(model, pool, dev, mask=trm, parts=parts)
                 fit_s += time.perf_counter() - t0
             pred[tem] = _predict(m, pool.subset(tem), dev)
             fold_of[tem] = fold
