@@ -1,4 +1,5 @@
-"""`scripts/bench_models.py --quick` runs end to end on the committed data and writes consistent tables."""
+"""`scripts/bench_models.py --quick` end to end on the committed data (a few corpus sources, for time):
+its tables are `compare`'s and the ceilings' own numbers, and the goals are judged on what it prints."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+SOURCES = ("dm-pix", "numpyro", "optimistix")
 
 
 def _bench():
@@ -19,64 +21,114 @@ def _bench():
     return module
 
 
-def test_quick_benchmark_tables_and_goals(tmp_path, capsys):
-    if not (ROOT / "calibration" / "host_cpu_programs.parquet").is_file():
-        pytest.skip("no measured programs")
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    from xla_costmodel.measure import read_dataset
+
+    d = tmp_path_factory.mktemp("bench")
+    paths = {}
+    for name in ("corpus", "corpus_rerun"):
+        rows = read_dataset(ROOT / "calibration" / f"host_cpu_{name}.parquet")
+        paths[name] = d / f"{name}.parquet"
+        rows[rows["source"].isin(SOURCES)].to_parquet(paths[name], index=False)
+    out = d / "bench.json"
     bench = _bench()
-    out = tmp_path / "bench.json"
-    assert bench.main(["--quick", "--json", str(out)]) == 0
-    printed = capsys.readouterr().out
-    payload = json.loads(out.read_text())
+    import contextlib
+    import io
 
-    program = {row["model"]: row for row in payload["program"]}
-    assert set(program) == set(bench.MODELS)
-    for row in program.values():
-        assert row["n"] > 100 and -1 <= row["kendall_tau"] <= 1 and row["sk_gmre"] <= row["gmre"]
-    # The goals are judged on the printed table's own numbers, and each is printed.
-    goals = {g["goal"]: g for g in payload["goals"]}
-    tau_goal = next(g for name, g in goals.items() if "Kendall tau" in name)
-    assert tau_goal["met"] == (program["fitted"]["kendall_tau"] >= 0.9)
-    assert f"{program['fitted']['kendall_tau']:.3f}" in tau_goal["value"]
-    for name, g in goals.items():
-        assert f"{'PASS' if g['met'] else 'MISS'}  {name}" in printed
-    # Scored on their own training rows: trees follow those more closely than the linear model.
-    fit = {row["model"]: row for row in payload["training_fit"]}
-    assert set(fit) == {"fitted", "learned"} and all(row["n"] > 1000 for row in fit.values())
-    assert fit["learned"]["gmre"] < fit["fitted"]["gmre"]
-    assert all(math.isfinite(row["kendall_tau"]) for row in fit.values())
-    if (ROOT / "calibration" / "host_cpu_programs_large.parquet").is_file():
-        large = {row["model"]: row for row in payload["program_large"]}
-        assert set(large) == set(bench.MODELS) and all(row["n"] > 50 for row in large.values())
-    # Table 9: the wrong orderings split into measured-ratio bands that cover them all.
-    for row in payload["discordance"]:
-        assert 0 < row["ordered wrong"] < 0.5
-        assert sum(row[f"of those, {band}"] for band, _, _ in bench.RATIO_BANDS) == pytest.approx(1.0)
-    same = payload["same_features_ceiling"][0]
-    assert same["distinct feature vectors"] <= same["kernels"] == program["fitted"]["n"]
-    assert program["fitted"]["kendall_tau"] < same["kendall_tau"] <= 1
-    # Table 10: fitted to the held-out kernels themselves, each model is scored on the same kernels as in
-    # table 1; the trees can follow their own training rows, the linear model far less.
-    form = {(row["kernels"], row["model"]): row for row in payload["form_ceiling"]}
-    own = form[("programs (table 1)", "fitted")], form[("programs (table 1)", "learned")]
-    assert all(row["n"] == program["fitted"]["n"] for row in own)
-    assert own[1]["gmre"] < program["learned"]["gmre"] and own[1]["kendall_tau"] > own[0]["kendall_tau"]
-    assert f"the linear form fitted to these kernels' own times: {own[0]['kendall_tau']:.3f}" in tau_goal["value"]
-    # Weights fitted to the order start from the relative least-squares ones and keep the better tau.
-    assert own[0]["kendall_tau, weights fitted for order"] >= own[0]["kendall_tau"] - 1e-3
-    assert math.isnan(own[1]["kendall_tau, weights fitted for order"])
-    if "tau_against_runs" in payload:
-        runs = {row["model"]: row for row in payload["tau_against_runs"]}
-        assert runs["fitted"]["tau vs run 1"] == pytest.approx(program["fitted"]["kendall_tau"], abs=1e-9)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        rc = bench.main(["--quick", "--corpus", str(paths["corpus"]), "--rerun", str(paths["corpus_rerun"]),
+                         "--json", str(out)])
+    return bench, rc, printed.getvalue(), json.loads(out.read_text()), paths
 
 
-def test_order_fitted_weights_recover_an_order_the_start_misses():
-    import numpy as np
-    from scipy.stats import kendalltau
+def test_tables_are_compares_numbers(run):
+    from xla_costmodel.compare import compare
 
-    rng = np.random.default_rng(0)
-    X = rng.uniform(0.0, 1.0, size=(60, 3))
-    y = X @ np.array([1e-7, 3e-7, 2e-8])
-    start = np.array([1e-7, 0.0, 1e-6])  # weights that order these rows badly
-    before = kendalltau(X @ start, y)[0]
-    after = kendalltau(_bench()._order_fitted_weights(X, y, start), y)[0]
-    assert before < 0.7 and after > 0.95
+    bench, rc, printed, payload, paths = run
+    assert rc == 0 and set(payload["overall"]) == {"suite"}  # --quick: the suite-alone regime only
+    overall = {r["model"]: r for r in payload["overall"]["suite"]}
+    assert list(overall) == list(bench.MODELS)
+    again = compare(["fitted", "roofline"], dataset=paths["corpus"], split="source").set_index("model")
+    for model in ("fitted", "roofline"):
+        for metric in bench.METRICS:
+            assert overall[model][metric] == pytest.approx(again.loc[model, metric])
+    # One table per source and one overall, each model's row equal to `by_source` (`all`: the overall row).
+    assert set(payload["tables"]) == {*SOURCES, "all"}
+    by_source = {(r["model"], r["source"]): r for r in payload["by_source"]["suite"]}
+    for source, rows in payload["tables"].items():
+        for row in rows:
+            if row["row"] in bench.MODELS:
+                assert row["sk_error suite"] == pytest.approx(by_source[(row["row"], source)]["sk_error"])
+                assert row["n suite"] == by_source[(row["row"], source)]["n"]
+        labels = [row["row"] for row in rows]
+        assert "noise: run 2 vs run 1" in labels and "form: fitted" in labels and "form: roofline" not in labels
+        assert f"\n== {'overall' if source == 'all' else 'source ' + source}:" in printed
+
+
+def test_ceilings_are_the_measurements_own(run):
+    from xla_costmodel.compare._ceiling import noise_by_source
+    from xla_costmodel.fit._data import load_rows
+
+    bench, rc, printed, payload, paths = run
+    noise = noise_by_source(load_rows(paths["corpus"]), load_rows(paths["corpus_rerun"])).set_index("source")
+    for source, rows in payload["tables"].items():
+        row = next(r for r in rows if r["row"] == "noise: run 2 vs run 1")
+        assert row["kendall_tau suite"] == pytest.approx(noise.loc[source, "kendall_tau"])
+    # The form ceiling fits each model to the scored kernels themselves: the trees follow them closely.
+    form = {(r["model"], r["source"]): r for r in payload["form"]}
+    assert {m for m, _ in form} == {"fitted", "learned", "context", "learned-context", "roofline-calibrated",
+                                    "xla-gpu-calibrated"}
+    learned = {r["model"]: r for r in payload["overall"]["suite"]}["learned"]
+    assert form[("learned", "all")]["ratio_error"] < learned["ratio_error"]
+    assert form[("learned", "all")]["n"] == learned["n"]
+
+
+def test_goals_are_judged_on_the_printed_figures(run):
+    bench, rc, printed, payload, _ = run
+    overall = {r["model"]: r for r in payload["overall"]["suite"]}
+    best = min(overall, key=lambda m: overall[m]["sk_error"])
+    goals = payload["goals"]
+    for g in goals:
+        line = f"{'PASS' if g['met'] else 'MISS'}  [{g['regime']}] {g['goal']}: {g['value']:.3f}"
+        assert line in printed
+    kernel_goals = [g for g in goals if g["goal"].startswith("best model")]
+    assert {g["model"] for g in kernel_goals} == {best} and len(kernel_goals) == len(bench.BEST_GOALS)
+    for g, (metric, bound, at_least) in zip(kernel_goals, bench.BEST_GOALS):
+        assert g["value"] == pytest.approx(overall[best][metric])
+        assert g["met"] == (g["value"] >= bound if at_least else g["value"] <= bound)
+    fitted = next(g for g in goals if g["goal"] == "fitted sk_error <= 0.2")
+    assert fitted["value"] == pytest.approx(overall["fitted"]["sk_error"]) and fitted["met"] == (fitted["value"] <= 0.2)
+    # Program goals: the share of program runs within the factor, from the per-program table.
+    programs = {r["case"]: r for r in payload["by_program"]["suite"] if r["model"] == "fitted"}
+    within = [abs(math.log(r["predicted_over_measured"])) <= math.log(1.25) for r in programs.values()]
+    share = sum(within) / len(within)
+    goal = next(g for g in goals if g["goal"].startswith("fitted: every program's predicted total within 1.25x"))
+    assert goal["value"] == pytest.approx(share) and goal["met"] == (share == 1.0)
+    assert "ratio against a peer measured in this run" in printed
+
+
+def test_program_wall_time_adds_the_overhead_fitted_to_our_own_programs(run):
+    """The /wall goal judges what `program_time` predicts: the kernels plus the program overhead, which is
+    fitted to this project's own programs, never to the corpus."""
+    from xla_costmodel.fit._data import TRAINING_PROGRAM, load_rows, programs_dataset, row_roles
+    from xla_costmodel.fit._program import ProgramOverhead, program_table
+
+    bench, rc, printed, payload, _ = run
+    rows = load_rows(programs_dataset("host"))
+    own = (row_roles(rows) == TRAINING_PROGRAM) & rows["kernel_class"].isin(["program", "extra-program"]).to_numpy()
+    overhead = ProgramOverhead.fit(program_table(rows[own]))
+    assert f"{overhead.per_run_s * 1e6:.1f} us per run" in printed
+    records = [r for r in payload["by_program"]["suite"] if r["predicted_per_run_s"] is not None]
+    assert records
+    for r in records:
+        wall = r["predicted_per_run_s"] + overhead(r["kernels"])
+        assert r["predicted_wall_per_run_s"] == pytest.approx(wall, rel=1e-4)
+        assert r["predicted_over_wall"] == pytest.approx(r["predicted_wall_per_run_s"] / r["wall_per_run_s"], rel=1e-4)
+
+
+def test_unknown_model_is_refused(capsys):
+    with pytest.raises(SystemExit) as stop:
+        _bench().main(["--quick", "--models", "no-such-model"])
+    assert stop.value.code == 2 and "no-such-model" in capsys.readouterr().err

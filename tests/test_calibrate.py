@@ -158,3 +158,44 @@ def test_host_as_gpu_keeps_the_host_rates():
     assert g.memory_bandwidth_bytes_per_s == CPU.memory_bandwidth_bytes_per_s
     assert g.core_count == 2 and g.l2_cache_bytes == CPU.l3_cache_bytes
     assert g.kernel_launch_overhead_s == CPU.kernel_launch_overhead_s
+
+
+def test_roles_decide_what_a_calibration_fits(tmp_path, monkeypatch):
+    """Default: measurement kernels only; `include_programs`: also this project's programs; the corpus never,
+    with a warning; a learned refit selects the same rows again."""
+    import pandas as pd
+
+    suite = read_dataset(ROOT / "calibration" / "host_cpu.parquet")
+    suite = suite[suite["kernel"].isin(["ew_add", "copy_s1", "matmul_square", "launch_add"])
+                  & (suite["dtype"] == "float32")]
+    programs = read_dataset(ROOT / "calibration" / "host_cpu_programs.parquet")
+    programs = programs[programs["kernel"].isin(["mlp_fwd", "x_ew_add"]) | (programs["case"] == "p_mixer_grad/64")]
+    corpus = read_dataset(ROOT / "calibration" / "host_cpu_corpus.parquet")
+    corpus = corpus[corpus["case"] == "flax_linen_conv_fwd@small"]
+    path = tmp_path / "mixed.parquet"
+    pd.concat([suite, programs, corpus], ignore_index=True).to_parquet(path, index=False)
+    ours = programs["kernel_class"].isin(["program", "program-unfused", "extra-program"])
+
+    def kernels(rows):  # rows that are kernels (control flow is not)
+        return int((~rows["opcode"].isin(["while", "conditional", "call"])).sum())
+
+    n_suite, n_ours = kernels(pd.concat([suite, programs[~ours]])), kernels(programs[ours])
+
+    with pytest.warns(RuntimeWarning, match=f"{len(corpus)} rows of programs of other sources"):
+        plain = calibrate(device=CPU, dataset=path, out_dir=tmp_path / "a", models=("fitted",), progress=False)
+    assert plain["training_rows"].iloc[0] == n_suite
+    meta = json.loads((tmp_path / "a" / "test-cpu_fitted.json").read_text())
+    assert meta["rows_roles"] == ["suite"]
+    assert meta["left_out_rows"] == {"training-program": int(ours.sum()), "test-program": len(corpus)}
+
+    with pytest.warns(RuntimeWarning, match="rows of programs of other sources"):
+        both = calibrate(device=CPU, dataset=path, out_dir=tmp_path / "b", models=("fitted", "learned"),
+                         include_programs=True, progress=False)
+    assert (both["training_rows"] == n_suite + n_ours).all()
+    monkeypatch.setenv("XLA_COSTMODEL_DATA_DIR", str(tmp_path / "b"))
+    assert LearnedModel.from_calibration(CPU).n_train_ == n_suite + n_ours
+
+    only_corpus = tmp_path / "corpus.parquet"
+    corpus.to_parquet(only_corpus, index=False)
+    with pytest.warns(RuntimeWarning), pytest.raises(ValueError, match=r"only 0 usable kernel rows .*test-program"):
+        calibrate(device=CPU, dataset=only_corpus, out_dir=tmp_path / "c", models=("fitted",), progress=False)

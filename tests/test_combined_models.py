@@ -334,10 +334,12 @@ def test_scale_fitted_to_measured_times(small_host_dataset):
     fitted = m.fitted_to(df, "host")
     assert fitted.name == "scaled-min(roofline,roofline)"
     assert fitted.scales == ((pytest.approx(want), 1.0), (pytest.approx(want), 1.0))
-    # on one scale, a scaled roofline is nearer the measured times than the plain one (geometric mean error)
+    # The scale is the least-squares fit in log time: the scaled roofline's log residuals average to zero,
+    # and their mean square is the plain one's less the square of the offset it removed.
     scaled = np.array([fitted.estimate(k, host).time_s for k in kernels])
-    gm = lambda p: float(np.exp(np.mean(np.abs(np.log(p[ok] / seconds[ok])))))  # noqa: E731
-    assert gm(scaled) < gm(pred)
+    resid = lambda p: np.log(seconds[ok] / p[ok])  # noqa: E731
+    assert float(np.mean(resid(scaled))) == pytest.approx(0.0, abs=1e-9)
+    assert float(np.mean(resid(scaled) ** 2)) == pytest.approx(float(np.mean(resid(pred) ** 2)) - want ** 2)
 
 
 def test_scaled_names_fit_on_the_device_dataset_and_refuse_devices_without_one():

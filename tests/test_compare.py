@@ -154,6 +154,7 @@ def test_cli_compare(small_data, capsys, monkeypatch):
     assert rc == 0
     records = json.loads(out)
     assert [r["model"] for r in records] == ["fitted", "roofline"]
-    assert {"gmre", "kendall_tau", "fusion_order_acc"} <= set(records[0])
+    assert {"gmre", "sk_error", "ratio_error", "kendall_tau", "within_2x", "fusion_order_acc"} <= set(records[0])
+    assert records[0]["gmre"] == records[0]["ratio_error"] and records[0]["sk_gmre"] == records[0]["sk_error"]
     assert main(["compare", "--split", "random", "--dataset", str(prog_path)]) == 2
     assert "unknown split" in capsys.readouterr().err

@@ -79,3 +79,28 @@ def test_noise_ceiling_of_the_committed_programs_has_every_kernel():
     table = noise_ceiling(rows, rounds_of(rows))
     assert (table["n"] == len(kernel_rows(rows))).all()
     assert np.isfinite(table[["gmre", "sk_gmre", "kendall_tau"]].to_numpy()).all()
+
+
+def test_noise_by_source_and_program_noise_by_hand():
+    from xla_costmodel.compare._ceiling import noise_by_source, program_noise
+
+    # Source a: one program (2 kernels, the second launched twice per run); source b: one program of 1 kernel.
+    run1 = pd.concat([_rows([[1.0], [4.0]], launches=[1, 2], case="pa", ops=["x", "y"]).assign(source="a"),
+                      _rows([[3.0]], case="pb", ops=["z"]).assign(source="b")], ignore_index=True)
+    run2 = pd.concat([_rows([[2.0], [4.0]], launches=[1, 2], case="pa", ops=["x", "y"]).assign(source="a"),
+                      _rows([[3.0]], case="pb", ops=["z"]).assign(source="b")], ignore_index=True)
+    run1["wall_min_per_run_s"] = [10.0, 10.0, 5.0]
+    run2["wall_min_per_run_s"] = [12.0, 12.0, 5.0]
+    table = noise_by_source(run1, run2).set_index("source")
+    assert list(table.index) == ["a", "b", "all"]
+    # Per launch: a = (1 -> 2, 2 -> 2), run 2 scored against run 1 as a prediction.
+    assert table.loc["a", "ratio_error"] == pytest.approx(accuracy([2.0, 2.0], [1.0, 2.0])["gmre"])
+    assert table.loc["a", "ties"] == 0.5 and table.loc["b", "ties"] == 1.0
+    assert table.loc["all", "n"] == 3 and table.loc["all", "programs"] == 2
+    per = program_noise(run1, run2).set_index("case")
+    # pa per run: run 1 = 1 + 4 = 5, run 2 = 2 + 4 = 6 (the second kernel's 4 s already sums its 2 launches).
+    assert per.loc["pa", "run1_per_run_s"] == pytest.approx(5.0)
+    assert per.loc["pa", "run2_per_run_s"] == pytest.approx(6.0)
+    assert per.loc["pa", "run2_over_run1"] == pytest.approx(1.2)
+    assert per.loc["pa", "wall2_over_wall1"] == pytest.approx(1.2)
+    assert per.loc["pb", "run2_over_run1"] == 1.0 and per.loc["pb", "kernels"] == 1

@@ -134,6 +134,22 @@ def test_program_overhead_and_program_time():
     assert "per run" in pt._repr_html_()
 
 
+def test_program_time_of_a_function_with_the_defaults():
+    """The user's path: `xla_costmodel.program_time(fn, *args)`, the shipped overhead and `fitted` calibration."""
+    import jax.numpy as jnp
+
+    def f(x, w):
+        return jnp.tanh(x @ w).sum(axis=0)
+
+    x, w = jnp.ones((64, 128), jnp.float32), jnp.ones((128, 32), jnp.float32)
+    pt = xc.program_time(f, x, w)
+    shipped = ProgramOverhead.from_calibration("host")
+    assert pt.device == "host" and pt.n_kernels >= 1 and pt.unpriced == 0
+    assert pt.overhead_per_run_s == pytest.approx(shipped(pt.n_kernels))
+    assert 0 < pt.kernels_per_run_s < pt.wall_per_run_s
+    assert pt.wall_per_run_s == pytest.approx(pt.kernels_per_run_s + pt.overhead_per_run_s)
+
+
 def test_program_table_sums_a_run():
     rows = pd.DataFrame({
         "case": ["p@s"] * 3 + ["q@s"], "source": ["lib"] * 4, "program": ["p", "p", "p", "q"],

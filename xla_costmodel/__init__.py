@@ -3,7 +3,7 @@
 The public API, in the order data flows: HLO front end (`parse_hlo`, `load_hlo`,
 `from_jax`) → cost analysis (`cost_analysis`, `module_cost`) → devices and models
 (`get_device`, `get_model`, `analyze`, `granularity`) → fusion (`simulate_fusion`, `search_fusion`)
-→ measurement (`measure`) → fitting and comparison (`calibrate`, `compare`, `evaluate`, `plot`);
+→ measurement (`measure`) → fitting and comparison (`calibrate`, `compare`, `evaluate`, `program_time`, `plot`);
 the same over many modules or devices (`analyze_many`, ..., `xla_costmodel.scale`).
 """
 
@@ -36,6 +36,7 @@ from .fusion import simulate_fusion as simulate_fusion
 from .measure import measure as measure
 from . import plot as plot
 from .fit import calibrate as calibrate
+from .fit import program_time as program_time
 from .compare import compare as compare
 from .scale import analyze_many as analyze_many
 from .scale import map_modules as map_modules

@@ -8,21 +8,28 @@ from pathlib import Path
 
 from ._common import UsageError, check_device, check_models, command, count, print_table
 
-_SHOWN = ("model", "split", "n", "unpriced", "gmre", "sk_gmre", "mape", "median_abs_log", "within_2x", "bias",
-          "kendall_tau", "spearman", "fusion_n", "fusion_order_acc", "fusion_gain_gmre", "fusion_gain_tau")
+_SHOWN = ("model", "split", "source", "programs", "n", "unpriced", "sk_error", "ratio_error", "kendall_tau",
+          "within_2x", "mape", "median_abs_log", "bias", "spearman", "fusion_n", "fusion_order_acc", "fusion_gain_gmre",
+          "fusion_gain_tau")
 
 
 def _compare_configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--models", nargs="+", default=None, metavar="MODEL",
                    help="models to compare (default: fitted learned roofline-calibrated xla-gpu-calibrated "
                         "roofline xla-gpu)")
-    p.add_argument("--split", default="program", help="program (default), program-cv, class, cv or none")
+    p.add_argument("--split", default="source",
+                   help="source (default: fit on the suite, score each source of the corpus), source-cv (leave one "
+                        "source out, the other sources' programs train too), program, program-cv (this project's "
+                        "own programs), class, cv or none")
     p.add_argument("--dataset", nargs="+", default=None, metavar="PATH",
-                   help="data to score: real programs' kernels (kernel class program, or user: what `measure --jax "
-                        "... --out` writes); default host_cpu_programs.parquet (yours, else the shipped one); the "
-                        "suite for class/cv")
+                   help="data to score: programs' kernels (kernel class program, or user: what `measure --jax "
+                        "... --out` writes); default host_cpu_corpus.parquet, for program/program-cv "
+                        "host_cpu_programs.parquet (yours, else the shipped one); the suite for class/cv")
     p.add_argument("--train", nargs="+", default=None, metavar="PATH",
-                   help="training data of the program splits (default host_cpu.parquet: yours, else the shipped one)")
+                   help="training data (default host_cpu.parquet and the supplementary kernels of "
+                        "host_cpu_programs.parquet: yours, else the shipped ones)")
+    p.add_argument("--by-source", action="store_true",
+                   help="one row per model and source of the scored programs, then each model over all of them")
     p.add_argument("--device", default="host", help="device (default host)")
     p.add_argument("--folds", type=int, default=5, help="folds of program-cv and cv (default 5, at least 2)")
     p.add_argument("--predictions", metavar="PATH", help="also write the per-kernel predictions (.csv or .parquet)")
@@ -71,7 +78,15 @@ def _compare(args: argparse.Namespace) -> int:
             write_atomically(args.predictions, buffer.getvalue())
         else:
             write_atomically(args.predictions, pred.to_csv(index=False))
-    shown = table[[c for c in _SHOWN if c in table.columns]].copy()
+    if args.by_source:
+        import pandas as pd
+
+        overall = pd.DataFrame(table).assign(source="all", programs=table.by_source.groupby("model")["programs"].sum()
+                                              .reindex(table["model"]).to_numpy())
+        table = pd.concat([table.by_source.assign(split=table.split_name), overall], ignore_index=True)
+    # Records carry both names of the two error metrics (`gmre` = `ratio_error`, `sk_gmre` = `sk_error`).
+    columns = _SHOWN if not (args.json or args.csv) else (*_SHOWN, "gmre", "sk_gmre")
+    shown = table[[c for c in columns if c in table.columns]].copy()
     if not (args.json or args.csv):
         shown = shown.round(3)
     print_table(shown, as_json=args.json, as_csv=args.csv)

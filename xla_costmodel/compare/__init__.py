@@ -1,7 +1,10 @@
 """Cost models compared against measured kernel times, on held-out data.
 
 - `compare(models, dataset, split=...)`: accuracy metrics of several models
-  on held-out data (`Comparison`, one row per model).
+  on held-out data (`Comparison`, one row per model; `by_source` and
+  `by_program` break them down). By default the models are fitted on the
+  measurement suite alone and scored on the independent corpus, per source;
+  `split="source-cv"` leaves one source out.
 - `evaluate(fn, *args, device="host", models=...)`: measure one program and
   predict it, joined per kernel (`Evaluation`).
 - `noise ceiling` (`_ceiling`): the measurement's own reproducibility, the

@@ -37,7 +37,8 @@ import pandas as pd
 from ..fit._data import kernel_rows
 from ..fit._metrics import METRIC_COLUMNS, accuracy
 
-__all__ = ["kernel_times", "noise_ceiling", "round_minima", "round_pairs", "rounds_of", "run_pair"]
+__all__ = ["kernel_times", "noise_by_source", "noise_ceiling", "program_noise", "round_minima", "round_pairs",
+           "rounds_of", "run_pair"]
 
 #: Passes of `scripts/measure_programs.py` when a file does not record them (its default).
 DEFAULT_ROUNDS = 3
@@ -156,3 +157,62 @@ def noise_ceiling(rows: pd.DataFrame, rounds: int | None = None, other: pd.DataF
         label = "run 1 vs run 2 (separate processes)" + (f", {missing} unmatched" if missing else "")
         out.append(_row(label, a, b, "all (the target's estimator)"))
     return pd.DataFrame(out, columns=["comparison", "samples", *METRIC_COLUMNS, "ties"])
+
+
+def _matched_runs(rows: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
+    """Kernel rows of two runs matched on `case` and `hlo_op`: `source`, `case`, `launches`, `run1_s`,
+    `run2_s` (seconds per launch, the target's estimator), `wall1_per_run_s`, `wall2_per_run_s`."""
+    def frame(r):
+        r = kernel_rows(r)
+        f = pd.DataFrame({
+            "source": r["source"].astype(str).to_numpy() if "source" in r else "",
+            "case": r["case"].astype(str).to_numpy(), "hlo_op": r["hlo_op"].astype(str).to_numpy(),
+            "launches": _launches(r), "t": r["min_per_run_s"].to_numpy(float) / _launches(r),
+            "wall": r["wall_min_per_run_s"].to_numpy(float) if "wall_min_per_run_s" in r else np.nan,
+        })
+        return f.drop_duplicates(["case", "hlo_op"], keep="first")
+
+    a, b = frame(rows), frame(other)
+    m = a.merge(b[["case", "hlo_op", "t", "wall"]], on=["case", "hlo_op"], suffixes=("1", "2"))
+    return m.rename(columns={"t1": "run1_s", "t2": "run2_s", "wall1": "wall1_per_run_s", "wall2": "wall2_per_run_s"})
+
+
+def noise_by_source(rows: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
+    """The run-to-run noise ceiling per source and over all: a second, separate measurement scored
+    against the first as if it were a model's prediction.
+
+    **Arguments:** `rows`, `other`: dataset rows of two runs of the same
+    programs (kernels matched on `case` and `hlo_op`; others left out).
+
+    **Returns:** one row per source, then `all`: `source`, `programs`, the
+    `METRIC_COLUMNS` of `accuracy` (run 2 as "predicted", run 1 as
+    "measured", the way a model is scored against run 1), and `ties`.
+    """
+    m = _matched_runs(rows, other)
+    out = []
+    for source, g in [*m.groupby("source", sort=False), ("all", m)]:
+        a, b = g["run2_s"].to_numpy(), g["run1_s"].to_numpy()
+        out.append({"source": source, "programs": int(g["case"].nunique()), **accuracy(a, b),
+                    "ties": float(np.mean(a == b)) if len(a) else np.nan})
+    return pd.DataFrame(out, columns=["source", "programs", *METRIC_COLUMNS, "ties"])
+
+
+def program_noise(rows: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
+    """Per program run (`case`): run 2's measured kernels added up (each × launches) against run 1's,
+    and the same for the wall time per run: how well a program's total reproduces.
+
+    **Returns:** one row per case: `source`, `case`, `kernels` (matched),
+    `run1_per_run_s`, `run2_per_run_s`, `run2_over_run1`, `wall1_per_run_s`,
+    `wall2_per_run_s`, `wall2_over_wall1`.
+    """
+    m = _matched_runs(rows, other)
+    m["r1"] = m["run1_s"] * m["launches"]
+    m["r2"] = m["run2_s"] * m["launches"]
+    g = m.groupby("case", sort=False).agg(source=("source", "first"), kernels=("hlo_op", "size"),
+                                         run1_per_run_s=("r1", "sum"), run2_per_run_s=("r2", "sum"),
+                                         wall1_per_run_s=("wall1_per_run_s", "first"),
+                                         wall2_per_run_s=("wall2_per_run_s", "first")).reset_index()
+    g["run2_over_run1"] = g["run2_per_run_s"] / g["run1_per_run_s"]
+    g["wall2_over_wall1"] = g["wall2_per_run_s"] / g["wall1_per_run_s"]
+    return g[["source", "case", "kernels", "run1_per_run_s", "run2_per_run_s", "run2_over_run1",
+              "wall1_per_run_s", "wall2_per_run_s", "wall2_over_wall1"]]

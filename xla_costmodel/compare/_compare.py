@@ -1,15 +1,30 @@
 """`compare`: several cost models scored against measured kernel times, on held-out data.
 
+The data's roles (`xla_costmodel.fit._data`): `suite` rows (measurement
+kernels) train by default; this project's own programs (`training-program`:
+the zoo and the `extra-program` training programs) train only when asked and
+are then never scored; the independent corpus (`test-program`, `source` =
+the library) never trains a model that scores it.
+
 Splits (what is fitted on what, what is scored):
 
-- `"program"`: fit on measurement kernels (`train`, default the suite
-  `calibration/host_cpu.parquet` plus the supplementary `extra-*` rows of
-  `calibration/host_cpu_programs.parquet`), score the kernels of real
-  programs (`dataset`, default `calibration/host_cpu_programs.parquet`,
-  rows of kernel class `program`). Nothing of the programs is seen in
-  fitting.
-- `"program-cv"`: GroupKFold over the programs (`folds` folds, grouped by
-  program): fit on the suite plus the other programs' kernels (fused and
+- `"source"` (the default): fit on the training data (`train`, default the
+  suite `calibration/host_cpu.parquet` plus the supplementary microbenchmarks
+  of `calibration/host_cpu_programs.parquet`; with `include_programs=True`
+  also this project's own programs), score every program of the test data
+  (`dataset`, default the independent corpus
+  `calibration/host_cpu_corpus.parquet`), per source and overall.
+- `"source-cv"`: leave one source out. For each source of the test data,
+  fit on the suite rows plus the programs of every *other* source (this
+  project's own programs from `train` as one source, `zoo`, and the other
+  sources of the test data), score that source's kernels. A source's
+  programs never train the model that scores them.
+- `"program"`: the scoring of this project's own programs: fit on the
+  training data (suite rows only), score the kernels of the zoo programs
+  (`dataset`, default `calibration/host_cpu_programs.parquet`, rows of
+  kernel class `program`).
+- `"program-cv"`: GroupKFold over the zoo programs (`folds` folds, grouped
+  by program): fit on the suite plus the other programs' kernels (fused and
   unfused variants), score the held-out programs' kernels. Every program is
   held out once; metrics pool the out-of-fold predictions.
 - `"class"`: GroupKFold over the suite by kernel class (leave one class out:
@@ -18,7 +33,7 @@ Splits (what is fitted on what, what is scored):
 - `"cv"`: GroupKFold (`folds`) over the suite by suite kernel (all sizes and
   dtypes of one kernel held out together).
 - `"none"`: no fitting; score the models as they are (saved calibrations for
-  the fitted ones) on `dataset`.
+  the fitted ones) on `dataset` (default the corpus).
 
 Fittable models (`fitted`, `learned`, `*-calibrated`) are refitted from
 scratch on each training part; the analytical models (`roofline`,
@@ -36,30 +51,50 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from ..fit._data import PROGRAM_CLASSES, Prepared, default_training, load_rows, prepare, programs_dataset, training_rows
+from ..fit._data import (FUSION_VARIANT_CLASSES, PROGRAM_CLASSES, SUITE, TRAINING_PROGRAM, Prepared, corpus_dataset,
+                         default_training, empty_prepared, prepare_dataset, programs_dataset, row_roles, row_sources)
 from ..fit._metrics import METRIC_COLUMNS, accuracy, fusion_metrics
 
 __all__ = ["compare", "Comparison", "DEFAULT_MODELS", "SPLITS", "make_model"]
 
 DEFAULT_MODELS = ("fitted", "learned", "roofline-calibrated", "xla-gpu-calibrated", "roofline", "xla-gpu")
-SPLITS = ("program", "program-cv", "class", "cv", "none")
+SPLITS = ("source", "source-cv", "program", "program-cv", "class", "cv", "none")
 FUSION_COLUMNS = ("fusion_n", "fusion_order_acc", "fusion_gain_gmre", "fusion_gain_tau")
+#: Columns of `Comparison.by_program`.
+PROGRAM_COLUMNS = ("model", "source", "case", "program", "size", "kernels", "unpriced", "measured_per_run_s",
+                   "predicted_per_run_s", "wall_per_run_s", "predicted_over_measured", "predicted_over_wall")
 
 
 class Comparison(pd.DataFrame):
-    """The result of `compare`: one row per model with its metrics.
+    """The result of `compare`: one row per model with its metrics on every scored kernel.
 
-    Columns: `model`, `split`, then `n` (kernels scored), `unpriced`,
-    `gmre`, `mape`, `median_abs_log`, `within_2x`, `bias`, `kendall_tau`,
-    `spearman`, the fusion-decision metrics (`fusion_n`, `fusion_order_acc`,
-    `fusion_gain_gmre`, `fusion_gain_tau`; NaN where the data has no
-    fused/unfused pairs), and `fit_s` (seconds spent fitting).
-    `predictions` (attribute) holds one row per scored kernel and model:
-    `model`, `program`/`case`, `hlo_op`, `kernel_class`, `measured_s`,
-    `predicted_s`, `fold`.
+    Columns: `model`, `split`, then `n` (kernels scored), `unpriced`, the
+    metrics of `xla_costmodel.fit._metrics` (`sk_error` = `sk_gmre`,
+    `ratio_error` = `gmre`, `kendall_tau`, `within_2x`, `mape`,
+    `median_abs_log`, `bias`, `spearman`), the fusion-decision metrics
+    (`fusion_n`, `fusion_order_acc`, `fusion_gain_gmre`, `fusion_gain_tau`;
+    NaN where the data has no fused/unfused pairs), and `fit_s` (seconds
+    spent fitting).
+
+    Attributes:
+
+    - `predictions`: one row per kernel and model: `model`, `source`,
+      `case`, `program`, `size`, `hlo_op`, `kernel_class`, `scored`,
+      `launches` (per program run), `measured_s` and `predicted_s` (per
+      launch), `fold`.
+    - `by_source`: one row per (model, source) of the scored kernels: `model`,
+      `source`, `programs`, then the columns of the table above but the
+      fusion ones.
+    - `by_program`: one row per (model, program measured at one size) of the
+      scored kernels (`PROGRAM_COLUMNS`): the program's `kernels`, how many
+      are `unpriced`, `measured_per_run_s` (its measured kernels added up,
+      each × its launches), `predicted_per_run_s` (the same sum of
+      predictions; NaN when a kernel is unpriced), `wall_per_run_s` (the
+      program's fastest run, wall clock), and the ratios of the prediction
+      to both.
     """
 
-    _metadata = ["predictions", "split_name"]
+    _metadata = ["predictions", "by_source", "by_program", "split_name"]
 
     @property
     def _constructor(self):
@@ -95,15 +130,27 @@ def _fittable(model) -> bool:
     return hasattr(model, "fit") and callable(model.fit)
 
 
-def _fit(model, prep: Prepared, device):
+def _fit(model, pool: Prepared, device, *, mask=None, parts: dict | None = None):
+    """A fresh copy of `model` fitted to the rows `mask` of `pool` (default all of them).
+
+    `parts`: a dict kept across the folds of one pool, where a calibrated
+    model keeps what it prices of every pooled kernel once (`CalibratedModel.parts`).
+    """
     from sklearn.base import clone
 
     from ..fit._calibrated import CalibratedModel
 
     fresh = clone(model)
+    mask = np.ones(len(pool.y), bool) if mask is None else np.asarray(mask, bool)
+    train = pool.subset(mask)
     if isinstance(model, CalibratedModel):
-        return fresh.fit(prep.kernels, prep.y, device)
-    return fresh.fit(prep.X, prep.y)
+        cache = {} if parts is None else parts
+        if model.base not in cache:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                cache[model.base] = model.parts(pool.kernels, device)
+        return fresh.fit(train.kernels, train.y, device, parts=cache[model.base][mask])
+    return fresh.fit(train.X, train.y)
 
 
 def _predict(model, prep: Prepared, device) -> np.ndarray:
@@ -164,16 +211,17 @@ def _decisions(rows: pd.DataFrame, pred: np.ndarray) -> pd.DataFrame:
     return out.dropna(subset=["meas_fused", "meas_unfused"]).reset_index(drop=True)
 
 
-def _folds(split: str, train: Prepared, test: Prepared, folds: int):
-    """Yield (fold, train_mask over train+test pool, test_mask over the pool)."""
+def _classic_folds(split: str, n_tr: int, train_rows: pd.DataFrame, test_rows: pd.DataFrame, folds: int):
+    """Folds of the `program`, `program-cv`, `class`, `cv` and `none` splits over a pool of `n_tr`
+    training rows followed by the test rows: yields (fold, train mask, test mask)."""
     from sklearn.model_selection import GroupKFold
 
-    n_tr, n_te = len(train.y), len(test.y)
+    n_te = len(test_rows)
     if split in ("program", "none"):
         yield 0, np.r_[np.ones(n_tr, bool), np.zeros(n_te, bool)], np.r_[np.zeros(n_tr, bool), np.ones(n_te, bool)]
         return
     if split == "program-cv":
-        groups = _program(test.rows)
+        groups = _program(test_rows)
         uniq = np.unique(groups)
         k = min(max(int(folds), 2), len(uniq))
         if k < 2:
@@ -184,7 +232,7 @@ def _folds(split: str, train: Prepared, test: Prepared, folds: int):
             yield f, trm, tem
         return
     col = "kernel_class" if split == "class" else "kernel"
-    groups = train.rows[col].astype(str).to_numpy()
+    groups = train_rows[col].astype(str).to_numpy()
     uniq = np.unique(groups)
     k = len(uniq) if split == "class" else min(max(int(folds), 2), len(uniq))
     if k < 2:
@@ -196,12 +244,107 @@ def _folds(split: str, train: Prepared, test: Prepared, folds: int):
 
 
 def _concat(a: Prepared, b: Prepared) -> Prepared:
+    if len(a.y) == 0:
+        return b
+    if len(b.y) == 0:
+        return a
     return Prepared(pd.concat([a.rows, b.rows]), a.kernels + b.kernels, pd.concat([a.X, b.X]),
                     np.r_[a.y, b.y], {**a.skipped, **b.skipped})
 
 
-def compare(models: Sequence = DEFAULT_MODELS, dataset=None, split: str = "program", *, train=None,
-            device="host", folds: int = 5, test_classes: Sequence[str] = ("program", "user")) -> Comparison:
+def _keys(rows: pd.DataFrame) -> pd.Index | None:
+    """What identifies one measured kernel across files (`suite_run`, `case`, `hlo_op`), or None."""
+    cols = ["suite_run", "case", "hlo_op"]
+    if len(rows) == 0 or any(c not in rows for c in cols):
+        return None
+    return pd.MultiIndex.from_frame(rows[cols].astype(str))
+
+
+def _without_test_rows(train: Prepared, test: Prepared) -> Prepared:
+    """`train` without the kernels that are also in `test` (the same file given as both): a kernel
+    is scored only where it cannot train."""
+    a, b = _keys(train.rows), _keys(test.rows)
+    if a is None or b is None:
+        return train
+    return train.subset(~a.isin(b))
+
+
+class _Plan:
+    """What one split fits and scores: a pool of prepared rows (training part first, then the test part),
+    the folds over it, and which pooled rows count in the scores."""
+
+    def __init__(self, pool: Prepared, folds: list, scored: np.ndarray, sources: np.ndarray):
+        self.pool, self.folds, self.scored, self.sources = pool, folds, scored, sources
+
+
+def _plan(split: str, dataset, train, dev, folds: int, test_classes, include_programs: bool) -> _Plan:
+    if include_programs and split != "source":
+        raise ValueError(f"include_programs applies to the 'source' split (split {split!r} decides itself "
+                         "which programs train)")
+    if split in ("class", "cv"):
+        source = dataset if dataset is not None else (train if train is not None else default_training(dev.name))
+        whole = prepare_dataset(source, dev)
+        tr = whole.subset(row_roles(whole.rows) == SUITE)
+        te = empty_prepared()
+    else:
+        if dataset is None:
+            dataset = programs_dataset(dev.name) if split in ("program", "program-cv") else corpus_dataset(dev.name)
+        whole = prepare_dataset(dataset, dev)
+        _check_scorable(whole.rows, dataset, test_classes)
+        te = whole
+        if "kernel_class" in whole.rows:
+            te = whole.subset(whole.rows["kernel_class"].isin(set(FUSION_VARIANT_CLASSES) | set(test_classes)))
+        if split == "none":
+            tr = empty_prepared()
+        else:
+            data = prepare_dataset(train if train is not None else default_training(dev.name), dev)
+            roles = row_roles(data.rows)
+            if split == "source-cv":
+                keep = (roles == SUITE) | np.isin(data.rows["kernel_class"].astype(str), PROGRAM_CLASSES) \
+                    if "kernel_class" in data.rows else roles == SUITE
+            elif include_programs:
+                keep = np.isin(roles, (SUITE, TRAINING_PROGRAM))
+            else:
+                keep = roles == SUITE
+            tr = _without_test_rows(data.subset(keep), te)
+        if not len(te.y):
+            raise ValueError(f"{_where(dataset)}: none of its rows to score is a kernel with a usable time and HLO "
+                             "text" + (f" (first problem: {next(iter(whole.skipped.values()))})"
+                                       if whole.skipped else ""))
+    pool = _concat(tr, te)
+    n_tr = len(tr.y)
+    is_test = np.r_[np.zeros(n_tr, bool), np.ones(len(te.y), bool)]
+    sources = row_sources(pool.rows) if len(pool.y) else np.zeros(0, object)
+    scored = is_test.copy()
+    if split != "class" and split != "cv" and "kernel_class" in pool.rows:
+        scored &= pool.rows["kernel_class"].isin(set(test_classes)).to_numpy()
+    if split in ("class", "cv"):
+        scored = ~is_test
+    if split == "source":
+        if include_programs:
+            # Training programs that train are never scored.
+            scored &= row_roles(pool.rows) != TRAINING_PROGRAM
+        fold_list = [(0, ~is_test, is_test.copy())]
+    elif split == "source-cv":
+        programs = np.isin(pool.rows["kernel_class"].astype(str), PROGRAM_CLASSES) if "kernel_class" in pool.rows \
+            else np.zeros(len(pool.y), bool)
+        suite = ~is_test & ~programs
+        held = [s for s in pd.unique(sources[scored])]
+        if len(held) < 1:
+            raise ValueError("split 'source-cv' found no scored program rows in the test data")
+        fold_list = [(f, suite | (programs & (sources != s)), is_test & (sources == s)) for f, s in enumerate(held)]
+    else:
+        fold_list = list(_classic_folds(split, n_tr, tr.rows, te.rows, folds))
+    if not scored.any():
+        raise ValueError(f"split {split!r} has no kernels to score"
+                         + (": the test data's programs are the training programs include_programs adds"
+                            if include_programs else f" (kernel classes {', '.join(test_classes)} of the test data)"))
+    return _Plan(pool, fold_list, scored, sources)
+
+
+def compare(models: Sequence = DEFAULT_MODELS, dataset=None, split: str = "source", *, train=None,
+            device="host", folds: int = 5, test_classes: Sequence[str] = ("program", "user"),
+            include_programs: bool = False) -> Comparison:
     """Score cost models against measured kernel times.
 
     **Arguments:**
@@ -210,25 +353,33 @@ def compare(models: Sequence = DEFAULT_MODELS, dataset=None, split: str = "progr
       `xla-gpu-calibrated`, `roofline`, `xla-gpu`, or any registered model)
       or model objects.
     - `dataset`: the data to score: a dataset path, list of paths or
-      DataFrame. Default: the device's real-program dataset
-      (`calibration/host_cpu_programs.parquet`) for the `program` splits and
-      `none`, the suite dataset for `class` and `cv`.
-    - `split`: `"program"`, `"program-cv"`, `"class"`, `"cv"` or `"none"`
-      (see the module docstring).
-    - `train`: training data for the `program` splits (default the suite
-      dataset `calibration/host_cpu.parquet` plus the `extra-*` rows of the
-      real-program dataset; rows of real programs are always left out).
+      DataFrame. Default: the independent corpus
+      (`calibration/host_cpu_corpus.parquet`) for `source`, `source-cv` and
+      `none`; this project's programs (`calibration/host_cpu_programs.parquet`)
+      for `program` and `program-cv`; the training data for `class` and `cv`.
+    - `split`: `"source"`, `"source-cv"`, `"program"`, `"program-cv"`,
+      `"class"`, `"cv"` or `"none"` (see the module docstring).
+    - `train`: training data (default the suite `calibration/host_cpu.parquet`
+      plus `calibration/host_cpu_programs.parquet`, of which only the
+      supplementary microbenchmarks train unless `source-cv` or
+      `include_programs` add its programs). Rows of test programs (the
+      corpus) never train here.
     - `device`: `DeviceSpec` or name (default `"host"`).
     - `folds`: folds of the `program-cv` and `cv` splits.
-    - `test_classes`: kernel classes of `dataset` that are scored in the
-      `program` splits and `none` (default real programs as compiled:
-      `program`, and `user` for a program measured with `measure --jax ...
-      --out`; the `program-unfused` rows serve the fusion metrics).
+    - `test_classes`: kernel classes of `dataset` that are scored (default
+      programs as compiled, `program`, and `user` for a program measured
+      with `measure --jax ... --out`; `program-unfused` rows serve the
+      fusion metrics).
+    - `include_programs`: with the `source` split, also train on this
+      project's own programs in `train` (they are then never scored).
 
-    **Returns:** a `Comparison` (a DataFrame, one row per model; see there).
+    **Returns:** a `Comparison` (a DataFrame, one row per model, with
+    `predictions`, `by_source` and `by_program`; see there).
 
-    **Raises:** `ValueError` when `dataset` has no row to score (none of
-    `test_classes`, or none with a usable time and HLO), naming what it has.
+    **Raises:** `ValueError` for an unknown split or model, or when nothing
+    is left to score (none of `test_classes`, or none with a usable time and
+    HLO), naming what the dataset has; `DatasetError` for a dataset that
+    cannot be read.
     """
     from ..models._resolve import resolve_device
 
@@ -238,31 +389,8 @@ def compare(models: Sequence = DEFAULT_MODELS, dataset=None, split: str = "progr
     if isinstance(models, str):
         models = [models]
     objects = [(m, make_model(m, dev)) for m in models]
-
-    if split in ("class", "cv"):
-        source = dataset if dataset is not None else (train if train is not None else default_training(dev.name))
-        train_df = training_rows(load_rows(source))
-        test_df = train_df.iloc[0:0]
-    else:
-        test_df = load_rows(dataset if dataset is not None else programs_dataset(dev.name))
-        if split == "none":
-            train_df = test_df.iloc[0:0]
-        elif train is not None:
-            train_df = training_rows(load_rows(train))
-        else:
-            # The suite, plus the supplementary (extra-*) rows kept with the programs.
-            train_df = training_rows(load_rows(default_training(dev.name)))
-        _check_scorable(test_df, dataset, test_classes)
-        if "kernel_class" in test_df:
-            test_df = test_df[test_df["kernel_class"].isin(set(PROGRAM_CLASSES) | set(test_classes))]
-    tr = prepare(train_df, dev) if len(train_df) else _empty(dev)
-    te = prepare(test_df, dev) if len(test_df) else _empty(dev)
-    if split not in ("class", "cv") and not len(te.y):
-        raise ValueError(f"{_where(dataset)}: none of its {len(test_df)} rows to score is a kernel with a usable "
-                         "time and HLO text" + (f" (first problem: {next(iter(te.skipped.values()))})"
-                                                if te.skipped else ""))
-    pool = _concat(tr, te)
-    scored_class = set(test_classes)
+    plan = _plan(split, dataset, train, dev, folds, tuple(test_classes), include_programs)
+    pool, scored_all = plan.pool, plan.scored
 
     rows, pred_rows = [], []
     for given, model in objects:
@@ -270,34 +398,25 @@ def compare(models: Sequence = DEFAULT_MODELS, dataset=None, split: str = "progr
         pred = np.full(len(pool.y), np.nan)
         fold_of = np.full(len(pool.y), -1)
         fit_s = 0.0
-        for fold, trm, tem in _folds(split, tr, te, folds):
+        parts: dict = {}
+        for fold, trm, tem in plan.folds:
             m = model
             if split != "none" and _fittable(model):
                 t0 = time.perf_counter()
-                m = _fit(model, pool.subset(trm), dev)
+                m = _fit(model, pool, dev, mask=trm, parts=parts)
                 fit_s += time.perf_counter() - t0
             pred[tem] = _predict(m, pool.subset(tem), dev)
             fold_of[tem] = fold
-        scored = fold_of >= 0
-        if split in ("program", "program-cv", "none") and "kernel_class" in pool.rows:
-            scored &= pool.rows["kernel_class"].isin(scored_class).to_numpy()
+        scored = scored_all & (fold_of >= 0)
         acc = accuracy(pred[scored], pool.y[scored]) if scored.any() else {k: math.nan for k in METRIC_COLUMNS}
         fus = fusion_metrics(_decisions(pool.rows[fold_of >= 0], pred[fold_of >= 0]))
         rows.append({"model": label, "split": split, **acc, **fus, "fit_s": fit_s})
-        sub = pool.rows[fold_of >= 0]
-        pred_rows.append(pd.DataFrame({
-            "model": label,
-            "case": sub["case"].to_numpy() if "case" in sub else "",
-            "program": _program(sub) if "kernel" in sub else "",
-            "hlo_op": sub["hlo_op"].to_numpy() if "hlo_op" in sub else "",
-            "kernel_class": sub["kernel_class"].to_numpy() if "kernel_class" in sub else "",
-            "scored": scored[fold_of >= 0],
-            "measured_s": pool.y[fold_of >= 0],
-            "predicted_s": pred[fold_of >= 0],
-            "fold": fold_of[fold_of >= 0],
-        }))
+        pred_rows.append(_prediction_rows(label, pool.rows, plan.sources, pool.y, pred, fold_of, scored))
     table = Comparison(rows, columns=["model", "split", *METRIC_COLUMNS, *FUSION_COLUMNS, "fit_s"])
-    table.predictions = pd.concat(pred_rows, ignore_index=True) if pred_rows else pd.DataFrame()
+    predictions = pd.concat(pred_rows, ignore_index=True) if pred_rows else pd.DataFrame()
+    table.predictions = predictions
+    table.by_source = _by_source(predictions)
+    table.by_program = _by_program(predictions)
     table.split_name = split
     return table
 
@@ -322,7 +441,60 @@ def _check_scorable(test_df: pd.DataFrame, dataset, test_classes) -> None:
                      + "; measured kernels of a suite are scored with split='class' or 'cv'")
 
 
-def _empty(dev) -> Prepared:
-    from ..fit._features import FEATURES
+def _column(rows: pd.DataFrame, name: str, default="") -> np.ndarray:
+    return rows[name].to_numpy() if name in rows else np.full(len(rows), default, dtype=object)
 
-    return Prepared(pd.DataFrame(), [], pd.DataFrame(columns=list(FEATURES), dtype=float), np.zeros(0))
+
+def _prediction_rows(label, rows, sources, y, pred, fold_of, scored) -> pd.DataFrame:
+    """The `predictions` rows of one model: every pooled row that some fold predicted."""
+    done = fold_of >= 0
+    sub = rows[done]
+    launches = sub["launches"].to_numpy(float) if "launches" in sub else np.ones(len(sub))
+    return pd.DataFrame({
+        "model": label,
+        "source": sources[done],
+        "case": _column(sub, "case"),
+        "program": _program(sub) if "kernel" in sub else "",
+        "size": _column(sub, "size"),
+        "hlo_op": _column(sub, "hlo_op"),
+        "kernel_class": _column(sub, "kernel_class"),
+        "scored": scored[done],
+        "launches": np.where(np.isfinite(launches) & (launches >= 1), launches, 1.0),
+        "measured_s": y[done],
+        "predicted_s": pred[done],
+        "wall_per_run_s": sub["wall_min_per_run_s"].to_numpy(float) if "wall_min_per_run_s" in sub else np.nan,
+        "fold": fold_of[done],
+    })
+
+
+def _by_source(predictions: pd.DataFrame) -> pd.DataFrame:
+    """Metrics per (model, source) of the scored kernels (`Comparison.by_source`)."""
+    columns = ["model", "source", "programs", *METRIC_COLUMNS]
+    if len(predictions) == 0:
+        return pd.DataFrame(columns=columns)
+    scored = predictions[predictions["scored"]]
+    out = []
+    for (model, source), g in scored.groupby(["model", "source"], sort=False):
+        out.append({"model": model, "source": source, "programs": int(g["case"].nunique()),
+                    **accuracy(g["predicted_s"].to_numpy(float), g["measured_s"].to_numpy(float))})
+    return pd.DataFrame(out, columns=columns)
+
+
+def _by_program(predictions: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, program at one size): the predicted and measured totals per run (`Comparison.by_program`)."""
+    if len(predictions) == 0:
+        return pd.DataFrame(columns=list(PROGRAM_COLUMNS))
+    p = predictions[predictions["scored"]].copy()
+    p["measured_run"] = p["measured_s"] * p["launches"]
+    p["predicted_run"] = p["predicted_s"] * p["launches"]
+    p["unpriced"] = ~(np.isfinite(p["predicted_s"]) & (p["predicted_s"] > 0))
+    g = p.groupby(["model", "source", "case"], sort=False)
+    out = g.agg(program=("program", "first"), size=("size", "first"), kernels=("hlo_op", "size"),
+                unpriced=("unpriced", "sum"), measured_per_run_s=("measured_run", "sum"),
+                # An unpriced kernel makes the program's prediction NaN, never a sum that leaves it out.
+                predicted_per_run_s=("predicted_run", lambda s: s.sum() if s.notna().all() else np.nan),
+                wall_per_run_s=("wall_per_run_s", "first")).reset_index()
+    out["predicted_over_measured"] = out["predicted_per_run_s"] / out["measured_per_run_s"]
+    out["predicted_over_wall"] = out["predicted_per_run_s"] / out["wall_per_run_s"]
+    out["unpriced"] = out["unpriced"].astype(int)
+    return out[list(PROGRAM_COLUMNS)]

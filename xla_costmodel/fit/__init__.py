@@ -21,6 +21,9 @@
   and the model-name combinators `scaled(...)`, `scaled-min(...)`,
   `scaled-max-savings(...)` (`ScaledModel`: a model on the scale of
   measured times).
+- Whole programs (`program_time(fn, *args, device=, model=)`): a run's
+  predicted wall time, the model's kernels plus the device's fitted
+  per-run overhead (`ProgramOverhead`, saved by `calibrate`).
 - Metrics (`accuracy`, `fusion_metrics`, `sk_gmre`): how far predictions are
   from measured times (what fitting reports and `compare` scores).
 
@@ -44,6 +47,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._learned import LearnedModel
     from ._context import CONTEXT_FEATURES, context_features
     from ._context_model import ContextModel, LearnedContextModel
+    from ._program import ProgramOverhead, ProgramTime, program_time
     from ._rows import kernel_features
     from ._metrics import accuracy, fusion_metrics, sk_gmre
     from ._store import CalibrationError, DeviceMismatchError, calibration_path, load_calibration, user_data_dir
@@ -72,6 +76,9 @@ _LAZY = {
     "user_data_dir": ("._store", "user_data_dir"),
     "load_calibration": ("._store", "load_calibration"),
     "calibration_path": ("._store", "calibration_path"),
+    "program_time": ("._program", "program_time"),
+    "ProgramTime": ("._program", "ProgramTime"),
+    "ProgramOverhead": ("._program", "ProgramOverhead"),
 }
 
 __all__ = sorted([*_LAZY, "ScaledModel"])

@@ -33,7 +33,8 @@ import numpy as np
 import pandas as pd
 
 from .._text import count
-from ._data import PROGRAM_CLASSES, Prepared, dataset_name, load_rows, prepare, training_rows
+from ._data import (PROGRAM_CLASSES, SUITE, TEST_PROGRAM, TRAINING_PROGRAM, Prepared, dataset_name,
+                    load_rows, prepare, row_roles, training_rows)
 from ._store import (CalibrationError, DeviceMismatchError, header, load_calibration, measured_on,
                      rows_device_matches, save_calibration, user_data_dir)
 
@@ -124,14 +125,23 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
       `device`, appends its rows to the device's dataset in `out_dir`
       (`host_cpu.parquet`; quick runs go to `<device>_quick.parquet`
       and are fitted alone), and fits to that plus the supplementary
-      kernels (`extra-*` rows) of a `host_cpu_programs.parquet` there.
+      microbenchmarks of a `host_cpu_programs.parquet` (the user's, else
+      the shipped one): the default training data, the suite alone (role
+      `suite`, `fit._data`).
     - `models`: which of `fitted`, `learned`, `roofline-calibrated`,
-      `xla-gpu-calibrated` to fit.
+      `xla-gpu-calibrated`, `context`, `learned-context` to fit.
     - `out_dir`: where to write (default the user's data directory,
       `$XLA_COSTMODEL_DATA_DIR` or platformdirs'; see `fit._store`).
-    - `include_programs`: also fit to rows of real programs (`kernel_class`
-      `program`, `program-unfused`); by default they are held out, so that
-      `compare` can score the saved models on them.
+    - `include_programs`: also fit to this project's own programs in the
+      dataset (role `training-program`: the zoo, `extra-program`); by
+      default they are left out, except that the context models
+      (`context`, `learned-context`) and the program overhead also fit
+      this project's own programs (`context_training_rows`). Programs of
+      other sources (the independent corpus, role `test-program`) are never
+      fitted to: they are what `compare` scores the models on. Rows left
+      out are counted in the progress message and in the calibration file
+      (`left_out_rows`), and a warning names test programs found in a
+      dataset given here.
     - `progress`: progress messages on stderr.
 
     **Returns:** a DataFrame, one row per model: `model`, `file`,
@@ -141,7 +151,8 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
     `ValueError`) when the measurements are of another device than
     `device`: this machine's for `dataset=None`, or the dataset's rows;
     `ValueError` for unknown models or devices, a dataset of several devices
-    (`calibrate_devices` fits those) or fewer than 10 usable rows.
+    (`calibrate_devices` fits those) or fewer than 10 usable rows (saying
+    which roles the dataset's other rows have).
 
     Afterwards `analyze(..., device=device, model="fitted")` (and the other
     models) use these calibrations.
@@ -154,10 +165,14 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
     dev = resolve_device(device)
     out = Path(out_dir) if out_dir is not None else user_data_dir()
 
+    given = False
     if dataset is None:
         measured = _measure(dev, quick, out, progress)
+        # Supplementary kernels only from the same folder: the shipped ones were measured on another machine.
         extra = out / "host_cpu_programs.parquet"
         dataset = measured if quick or dev.name != "host" or not extra.is_file() else [measured, extra]
+    else:
+        given = True
     if isinstance(dataset, pd.DataFrame):
         df = dataset
         paths: list[Path] = []
@@ -167,8 +182,13 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
         df = load_rows(paths)
         where = ", ".join(str(p) for p in paths)
     every_row = df
-    if not include_programs:
-        df = training_rows(df)
+    roles = _used_roles(include_programs)
+    left_out = _left_out(df, roles)
+    if left_out.get(TEST_PROGRAM) and given:
+        warnings.warn(f"calibrate: {left_out[TEST_PROGRAM]} rows of programs of other sources (the independent "
+                      "corpus: role test-program) are left out; they score models and never train them",
+                      RuntimeWarning, stacklevel=2)
+    df = training_rows(df, include_programs=include_programs)
     from ._devices import dataset_devices
 
     devices = dataset_devices(df)
@@ -194,14 +214,19 @@ def fit_and_save(dev, df: pd.DataFrame, *, paths, models, out: Path, include_pro
     from ._calibrated import CalibratedModel
 
     every_row = df if every_row is None else every_row
+    roles = _used_roles(include_programs)
+    left_out = _left_out(every_row, roles)
 
     out.mkdir(parents=True, exist_ok=True)
     prep = prepare(df, dev)
     if len(prep.y) < 10:
-        raise ValueError(f"only {len(prep.y)} usable kernel rows to calibrate with; need at least 10")
+        others = "; ".join(f"{n} rows of role {r}" for r, n in left_out.items())
+        raise ValueError(f"only {len(prep.y)} usable kernel rows to calibrate with; need at least 10"
+                         + (f" (left out: {others})" if others else ""))
     if progress:
-        print(f"calibrating {count(len(models), 'model')} for '{dev.name}' on {count(len(prep.y), 'kernel')}",
-              file=sys.stderr)
+        others = ", ".join(f"{n} {r} rows" for r, n in left_out.items())
+        print(f"calibrating {count(len(models), 'model')} for '{dev.name}' on {count(len(prep.y), 'kernel')}"
+              + (f" (left out: {others})" if others else ""), file=sys.stderr)
 
     datasets = [_dataset_entry(p, out, include_programs) for p in paths]
     facts = _device_facts(dev)
@@ -221,6 +246,8 @@ def fit_and_save(dev, df: pd.DataFrame, *, paths, models, out: Path, include_pro
         base = header(name, dev, len(prep.y), entries, devices)
         base["device_facts"] = facts
         base["excluded_classes"] = [] if include_programs else list(PROGRAM_CLASSES)
+        base["rows_roles"] = list(roles)
+        base["left_out_rows"] = left_out
         if rule is not None:
             base["rows_rule"] = rule
         model_class = _model_classes().get(name)
@@ -315,9 +342,25 @@ def _model_classes() -> dict:
     return {"fitted": FittedModel, "learned": LearnedModel, "context": ContextModel, "learned-context": LearnedContextModel}
 
 
-def _used_rows(df: pd.DataFrame, excluded, suite_runs=None, rule=None) -> pd.DataFrame:
+def _used_roles(include_programs: bool) -> tuple[str, ...]:
+    """The roles of the rows a calibration is fitted to (`fit._data`)."""
+    return (SUITE, TRAINING_PROGRAM) if include_programs else (SUITE,)
+
+
+def _left_out(df: pd.DataFrame, roles) -> dict[str, int]:
+    """How many rows of each other role a calibration leaves out."""
+    found = pd.Series(row_roles(df)).value_counts()
+    return {str(r): int(n) for r, n in found.items() if r not in roles and n}
+
+
+def _used_rows(df: pd.DataFrame, excluded, suite_runs=None, rule=None, roles=None) -> pd.DataFrame:
+    """The rows of a dataset a calibration was fitted to: by its `rows_rule` (the context models'), else
+    those of `roles` (files since roles were recorded), else those whose `kernel_class` is not `excluded`;
+    and of the `suite_runs` it used."""
     if rule == CONTEXT_ROWS_RULE:
         df = context_training_rows(df)
+    elif roles is not None:
+        df = df[np.isin(row_roles(df), list(roles))]
     elif excluded and "kernel_class" in df:
         df = df[~df["kernel_class"].isin(list(excluded))]
     if suite_runs is not None and "suite_run" in df:
@@ -341,8 +384,7 @@ def _dataset_entry(path: Path, out: Path, include_programs: bool, rule: str | No
     Later appends (new suite runs) leave the calibration valid; a change to the
     rows it was fitted on is detected when the `learned` model refits.
     """
-    excluded = [] if include_programs else list(PROGRAM_CLASSES)
-    rows = _used_rows(load_rows(path), excluded, rule=rule)
+    rows = _used_rows(load_rows(path), None, rule=rule, roles=_used_roles(include_programs))
     runs = sorted(set(rows["suite_run"].astype(str))) if "suite_run" in rows else None
     return {"path": _rel(path, out), "suite_runs": runs, "rows": int(len(rows)), "rows_sha256": _rows_sha256(rows)}
 
@@ -403,7 +445,8 @@ def _refit_learned(data: dict, device, model_class):
         if not p.is_file():
             raise CalibrationError(f"{where}: its training dataset {p} is missing; {how}")
         try:
-            rows = _used_rows(load_rows(p), excluded, d.get("suite_runs"), data.get("rows_rule"))
+            rows = _used_rows(load_rows(p), excluded, d.get("suite_runs"), data.get("rows_rule"),
+                              data.get("rows_roles"))
         except ValueError as exc:
             raise CalibrationError(f"{where}: its training dataset cannot be read ({exc}); {how}") from None
         if d.get("rows_sha256") and _rows_sha256(rows) != d["rows_sha256"]:

@@ -171,11 +171,23 @@ class CalibratedModel(BaseEstimator):
         return f"{self.base}-calibrated"
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, kernels, y, device="host") -> "CalibratedModel":
+    def parts(self, kernels, device="host") -> np.ndarray:
+        """What `fit` computes of each kernel before fitting: its vector compute, matrix compute and
+        memory seconds on the starting device (NaN rows for kernels the model cannot price).
+
+        Pricing the kernels is nearly all of a fit's time; pass (rows of)
+        this array to `fit(..., parts=)` to fit many subsets of the same
+        kernels (cross-validation folds) without pricing them again.
+        """
+        dev = resolve_device(device)
+        return _parts(self.base, _base_model(self.base), _spec_for(self.base, dev), list(kernels))
+
+    def fit(self, kernels, y, device="host", parts=None) -> "CalibratedModel":
         """Fit the device parameters to measured kernels.
 
         **Arguments:** `kernels`: `HloInstruction`s (one kernel each);
-        `y`: their measured seconds; `device`: the starting `DeviceSpec` or name.
+        `y`: their measured seconds; `device`: the starting `DeviceSpec` or
+        name; `parts`: `self.parts(kernels, device)` when already computed.
 
         **Returns:** self.
         """
@@ -183,12 +195,15 @@ class CalibratedModel(BaseEstimator):
 
         dev = resolve_device(device)
         spec0 = _spec_for(self.base, dev)
-        model = _base_model(self.base)
         y = np.asarray(y, dtype=float)
         kernels = list(kernels)
         if len(kernels) != len(y):
             raise ValueError(f"{len(kernels)} kernels but {len(y)} times")
-        parts = _parts(self.base, model, spec0, kernels)
+        if parts is None:
+            parts = _parts(self.base, _base_model(self.base), spec0, kernels)
+        parts = np.asarray(parts, dtype=float)
+        if parts.shape != (len(kernels), 3):
+            raise ValueError(f"parts has shape {parts.shape}, expected ({len(kernels)}, 3): one row per kernel")
         ok = np.all(np.isfinite(parts), axis=1) & np.isfinite(y) & (y > 0)
         if ok.sum() < 5:
             raise ValueError(f"only {int(ok.sum())} kernels could be priced by {self.base}; need at least 5")

@@ -1,4 +1,23 @@
-"""Calibration-dataset rows as training and test data: selection, times, kernels and features."""
+"""Calibration-dataset rows as training and test data: roles, selection, times, kernels and features.
+
+Every row of a dataset has one **role** (`row_roles`), which decides what it
+may be used for:
+
+- `suite`: measurement kernels: the measurement suite (`host_cpu.parquet`),
+  the supplementary microbenchmarks of the suite (`kernel_class` `extra-*`
+  other than `extra-program`, kept in `host_cpu_programs.parquet`), and
+  kernels a user measured (`kernel_class` `user`). The default training data.
+- `training-program`: this project's own programs: the zoo as compiled and
+  unfused (`kernel_class` `program`, `program-unfused`, `source` `zoo`) and
+  the training programs (`extra-program`). They train only when asked
+  (`include_programs`, the `source-cv` split), and are then never scored.
+- `test-program`: programs nobody here wrote, `source` = their library (the
+  independent corpus, `host_cpu_corpus.parquet`), and any other program
+  rows. They never train a model that scores them.
+
+`compare`'s `source-cv` split groups programs by `row_sources`: the
+library of a corpus program, `zoo` for all of this project's own.
+"""
 
 from __future__ import annotations
 
@@ -17,11 +36,23 @@ from ._features import FEATURES, FeatureError
 from ._rows import kernel_from_row
 from ._store import find_data_file
 
-__all__ = ["PROGRAM_CLASSES", "Prepared", "dataset_name", "default_dataset", "default_training", "kernel_rows",
-           "load_rows", "measured_times", "prepare", "programs_dataset", "training_rows"]
+__all__ = ["FUSION_VARIANT_CLASSES", "OWN_PROGRAMS_SOURCE", "OWN_SOURCES", "PROGRAM_CLASSES", "Prepared", "ROLES",
+           "SUITE", "TEST_PROGRAM", "TRAINING_PROGRAM", "corpus_dataset", "dataset_name", "default_dataset",
+           "default_training", "kernel_rows", "load_rows", "measured_times", "prepare", "prepare_dataset",
+           "programs_dataset", "row_roles", "row_sources", "training_rows", "empty_prepared"]
 
-#: `kernel_class` of rows measured from real programs (`scripts/measure_programs.py`).
-PROGRAM_CLASSES = ("program", "program-unfused")
+#: Roles of dataset rows (see the module docstring).
+SUITE, TRAINING_PROGRAM, TEST_PROGRAM = "suite", "training-program", "test-program"
+ROLES = (SUITE, TRAINING_PROGRAM, TEST_PROGRAM)
+
+#: `kernel_class` of rows that are kernels of whole programs, not measurement kernels.
+PROGRAM_CLASSES = ("program", "program-unfused", "extra-program")
+#: `kernel_class` of a program as XLA compiles it and with XLA's fusion passes off: the fusion-decision pairs.
+FUSION_VARIANT_CLASSES = ("program", "program-unfused")
+#: `source` of this project's own programs (`scripts/measure_programs.py`).
+OWN_SOURCES = ("zoo", "extra")
+#: The one source this project's own programs form among the corpus's libraries (`row_sources`).
+OWN_PROGRAMS_SOURCE = "zoo"
 
 
 def dataset_name(device="host") -> str:
@@ -36,14 +67,22 @@ def default_dataset(device="host") -> Path:
 
 
 def programs_dataset(device="host") -> Path:
-    """The real-program dataset of a device (`host_cpu_programs.parquet` for the host): the user's, else
-    the shipped one."""
+    """This project's own programs and the supplementary kernels (`host_cpu_programs.parquet` for the host):
+    the user's, else the shipped one."""
     name = device if isinstance(device, str) else getattr(device, "name", "host")
     return find_data_file("host_cpu_programs.parquet" if name == "host" else f"{name}_programs.parquet")
 
 
+def corpus_dataset(device="host") -> Path:
+    """The independent corpus measured on a device, the test data (`host_cpu_corpus.parquet` for the host):
+    the user's, else the shipped one."""
+    name = device if isinstance(device, str) else getattr(device, "name", "host")
+    return find_data_file("host_cpu_corpus.parquet" if name == "host" else f"{name}_corpus.parquet")
+
+
 def default_training(device="host") -> list[Path]:
-    """The training datasets of a device: the suite, plus the real-program file for its `extra-*` rows."""
+    """The files of a device's default training data: the suite, plus the programs file for its `extra-*`
+    microbenchmarks (`training_rows` keeps the suite rows of both)."""
     paths = [default_dataset(device)]
     extra = programs_dataset(device)
     if extra.is_file():
@@ -51,11 +90,32 @@ def default_training(device="host") -> list[Path]:
     return paths
 
 
-def training_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """`df` without the rows of real programs (`kernel_class` program / program-unfused): held-out data."""
+def row_roles(df: pd.DataFrame) -> np.ndarray:
+    """The role of each row (`SUITE`, `TRAINING_PROGRAM`, `TEST_PROGRAM`; see the module docstring)."""
+    n = len(df)
     if "kernel_class" not in df:
-        return df
-    return df[~df["kernel_class"].isin(PROGRAM_CLASSES)]
+        return np.full(n, SUITE, dtype=object)
+    kcls = df["kernel_class"].astype(str).to_numpy()
+    source = df["source"].fillna("").astype(str).to_numpy() if "source" in df else np.full(n, "", dtype=object)
+    program = np.isin(kcls, PROGRAM_CLASSES)
+    own = (kcls == "extra-program") | np.isin(source, OWN_SOURCES)
+    return np.where(~program, SUITE, np.where(own, TRAINING_PROGRAM, TEST_PROGRAM)).astype(object)
+
+
+def row_sources(df: pd.DataFrame) -> np.ndarray:
+    """The source each row counts under when programs are held out by source: its `source` column,
+    `OWN_PROGRAMS_SOURCE` for every training program (zoo and `extra-program` alike)."""
+    source = df["source"].fillna("").astype(str).to_numpy(object) if "source" in df else np.full(len(df), "", object)
+    return np.where(row_roles(df) == TRAINING_PROGRAM, OWN_PROGRAMS_SOURCE, source).astype(object)
+
+
+def training_rows(df: pd.DataFrame, include_programs: bool = False) -> pd.DataFrame:
+    """The rows of `df` that may train a model: role `suite`, and `training-program` when `include_programs`.
+
+    Test programs (the corpus) are never among them.
+    """
+    keep = (SUITE, TRAINING_PROGRAM) if include_programs else (SUITE,)
+    return df[np.isin(row_roles(df), keep)]
 
 
 def load_rows(dataset) -> pd.DataFrame:
@@ -140,3 +200,47 @@ def prepare(df: pd.DataFrame, device, *, task_bytes: int | None = None) -> Prepa
     rows = rows.loc[keep]
     X = pd.DataFrame(feats, index=rows.index, columns=list(FEATURES + CONTEXT_FEATURES), dtype=float)
     return Prepared(rows, kernels, X, measured_times(rows), skipped)
+
+
+# Prepared datasets by (files with their modification times and sizes, device facts, task bytes):
+# parsing and featurizing a corpus takes seconds, and a benchmark asks for the same files many times.
+_PREPARED: dict = {}
+
+
+def prepare_dataset(dataset, device, *, task_bytes: int | None = None) -> Prepared:
+    """`prepare` of every row of a dataset; files are prepared once per process (until they change).
+
+    **Arguments:** `dataset`: a path, a list of paths or a DataFrame (prepared
+    afresh each time); `device`: as for `prepare`.
+
+    **Returns:** a `Prepared` shared by every caller: select rows with
+    `Prepared.subset`, never modify it.
+    """
+    from ._features import device_facts
+
+    if isinstance(dataset, pd.DataFrame):
+        return prepare(dataset, device, task_bytes=task_bytes) if len(dataset) else empty_prepared()
+    paths = [Path(dataset)] if isinstance(dataset, (str, os.PathLike)) else [Path(p) for p in dataset]
+    stamps = []
+    for p in paths:
+        try:
+            st = p.stat()
+        except OSError:
+            stamps = None  # let load_rows report the missing file
+            break
+        stamps.append((str(p.resolve()), st.st_mtime_ns, st.st_size))
+    facts = device_facts(device)
+    key = None if stamps is None else (tuple(stamps), repr(sorted(dict(facts).items())), task_bytes)
+    if key is not None and key in _PREPARED:
+        return _PREPARED[key]
+    df = load_rows(paths[0] if len(paths) == 1 else paths)
+    prepared = prepare(df, facts, task_bytes=task_bytes) if len(df) else empty_prepared()
+    if key is not None:
+        _PREPARED[key] = prepared
+    return prepared
+
+
+def empty_prepared() -> Prepared:
+    """A `Prepared` of no rows."""
+    columns = list(FEATURES + CONTEXT_FEATURES)
+    return Prepared(pd.DataFrame(), [], pd.DataFrame(columns=columns, dtype=float), np.zeros(0))

@@ -2,6 +2,9 @@
 
 With `r = predicted / measured` per kernel:
 
+- `sk_error` (also `sk_gmre`) and `ratio_error` (also `gmre`): the names the
+  issue tracker, `evaluate` and the benchmark use for the two error figures
+  below; each table carries both names with the same value.
 - `gmre` (geometric-mean relative error) = exp(mean |ln r|) − 1: the typical
   factor by which a prediction is off, as a fraction (0.15 = off by a factor
   1.15 in the geometric mean; over- and under-prediction count alike).
@@ -42,9 +45,13 @@ import math
 import numpy as np
 import pandas as pd
 
-__all__ = ["accuracy", "fusion_metrics", "sk_gmre", "METRIC_COLUMNS", "SK_FLOOR"]
+__all__ = ["accuracy", "fusion_metrics", "sk_gmre", "METRIC_ALIASES", "METRIC_COLUMNS", "SK_FLOOR"]
 
-METRIC_COLUMNS = ("n", "unpriced", "gmre", "sk_gmre", "mape", "median_abs_log", "within_2x", "bias", "kendall_tau", "spearman")
+#: Second names of two metrics (alias -> metric): the issue's and `evaluate`'s names for them.
+METRIC_ALIASES = {"sk_error": "sk_gmre", "ratio_error": "gmre"}
+
+METRIC_COLUMNS = ("n", "unpriced", "sk_error", "ratio_error", "kendall_tau", "within_2x", "gmre", "sk_gmre", "mape",
+                  "median_abs_log", "bias", "spearman")
 
 
 #: Floor of the relative error |p − m| / m in `sk_gmre` (an exact prediction would make the log −inf).
@@ -87,7 +94,7 @@ def accuracy(predicted, measured) -> dict[str, float]:
     out: dict[str, float] = {"n": int(ok.sum()), "unpriced": int((~ok).sum())}
     if ok.sum() == 0:
         out.update({k: math.nan for k in METRIC_COLUMNS if k not in out})
-        return out
+        return _with_aliases(out)
     p, m = p[ok], m[ok]
     lr = np.log(p / m)
     out["gmre"] = float(np.exp(np.mean(np.abs(lr))) - 1.0)
@@ -101,7 +108,13 @@ def accuracy(predicted, measured) -> dict[str, float]:
         out["spearman"] = float(spearmanr(p, m).statistic)
     else:
         out["kendall_tau"] = out["spearman"] = math.nan
-    return out
+    return _with_aliases(out)
+
+
+def _with_aliases(out: dict) -> dict:
+    """`out` with `METRIC_ALIASES` filled in, keys in `METRIC_COLUMNS` order."""
+    out = {**out, **{alias: out.get(name, math.nan) for alias, name in METRIC_ALIASES.items()}}
+    return {k: out[k] for k in METRIC_COLUMNS if k in out} | {k: v for k, v in out.items() if k not in METRIC_COLUMNS}
 
 
 def fusion_metrics(decisions: pd.DataFrame) -> dict[str, float]:

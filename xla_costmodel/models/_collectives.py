@@ -176,6 +176,22 @@ def describe_collective(instr, device=None) -> Collective:
     )
 
 
+def collective_or_estimate(model_name: str, kernel, device, stacklevel: int = 4):
+    """A collective's description (`describe_collective`), or the estimate that stands in for it: free for
+    an asynchronous `*-done` (its time is on the start), unpriced, with a warning naming the kernel
+    (`stacklevel` as for `warn_unpriced`, counted from the caller), when its groups cannot be read."""
+    from ._base import KernelEstimate, warn_unpriced
+
+    if kernel.opcode in DONE_OPCODES:
+        return KernelEstimate.free(f"{kernel.opcode}: the time is on its start")
+    try:
+        return describe_collective(kernel, device)
+    except ValueError as exc:
+        why = f"cannot read the collective's groups: {exc}"
+        warn_unpriced(model_name, kernel, why, stacklevel=stacklevel + 1)
+        return KernelEstimate.unpriced(why)
+
+
 def wire_bytes(c: Collective, devices: int) -> float:
     """Bytes each device sends under the bandwidth-optimal algorithm (the lower bound a roofline uses):
     all-reduce 2(N-1)/N of its buffer, all-gather, reduce-scatter and all-to-all (N-1)/N of the larger

@@ -143,16 +143,11 @@ class RooflineModel(FusionByMaterializing):
 
     def estimate_collective(self, kernel, device) -> KernelEstimate:
         """The bandwidth and latency bound of a collective (module docstring)."""
-        from ._collectives import DONE_OPCODES, NCCL_LAUNCH_S, describe_collective, nvlink_bytes_per_s, wire_bytes
+        from ._collectives import NCCL_LAUNCH_S, collective_or_estimate, nvlink_bytes_per_s, wire_bytes
 
-        if kernel.opcode in DONE_OPCODES:
-            return KernelEstimate.free(f"{kernel.opcode}: the time is on its start")
-        try:
-            c = describe_collective(kernel, device)
-        except ValueError as exc:
-            why = f"cannot read the collective's groups: {exc}"
-            warn_unpriced(self.name, kernel, why, stacklevel=3)
-            return KernelEstimate.unpriced(why)
+        c = collective_or_estimate(self.name, kernel, device, stacklevel=3)
+        if isinstance(c, KernelEstimate):
+            return c
         n = c.devices
         if n is None:
             why = "the group size is not known (replica groups of different sizes)"

@@ -49,7 +49,7 @@ from typing import Any, ClassVar, Sequence
 
 from ..analysis._opcodes import COLLECTIVE_OPCODES, CONTROL_FLOW_OPCODES, is_free
 from ._base import FusionEstimate, KernelEstimate, dominant_bound, register_model, warn_unpriced
-from ._collectives import DONE_OPCODES, CollectiveTime, describe_collective, nccl_ring_time
+from ._collectives import CollectiveTime, collective_or_estimate, nccl_ring_time
 from ._coalescing import kernel_coalescing, utilization_rate
 from ._kernel_costs import CostContext, KernelCosts, kernel_costs, shape_size_cached
 from ._launch import LaunchDimensions, launch_dimensions
@@ -281,14 +281,9 @@ class XlaGpuModel:
                               threads=self.nccl_threads or None)
 
     def _collective_estimate(self, kernel, device) -> KernelEstimate:
-        if kernel.opcode in DONE_OPCODES:
-            return KernelEstimate.free(f"{kernel.opcode}: the time is on its start")
-        try:
-            c = describe_collective(kernel, device)
-        except ValueError as exc:
-            why = f"cannot read the collective's groups: {exc}"
-            warn_unpriced(self.name, kernel, why, stacklevel=4)
-            return KernelEstimate.unpriced(why)
+        c = collective_or_estimate(self.name, kernel, device, stacklevel=4)
+        if isinstance(c, KernelEstimate):
+            return c
         t = self.collective_time(c, device)
         return collective_estimate(c, t)
 

@@ -36,7 +36,7 @@ from ..analysis._opcodes import COLLECTIVE_OPCODES, is_free
 from ._base import KernelEstimate, dominant_bound, register_model, warn_unpriced
 from ._collective_sol import sol_collective_time, sol_config
 from ._collective_table import collective_table_for
-from ._collectives import DONE_OPCODES, CollectiveTime, describe_collective
+from ._collectives import CollectiveTime, collective_or_estimate
 from ._gemm_table import gemm_interpolator, gemm_spec
 from ._xla_gpu import XlaGpuModel, collective_estimate
 
@@ -128,14 +128,9 @@ class XlaGpuTablesModel(XlaGpuModel):
         return t
 
     def _collective_estimate(self, kernel, device) -> KernelEstimate:
-        if kernel.opcode in DONE_OPCODES:
-            return KernelEstimate.free(f"{kernel.opcode}: the time is on its start")
-        try:
-            c = describe_collective(kernel, device)
-        except ValueError as exc:
-            why = f"cannot read the collective's groups: {exc}"
-            warn_unpriced(self.name, kernel, why, stacklevel=4)
-            return KernelEstimate.unpriced(why)
+        c = collective_or_estimate(self.name, kernel, device, stacklevel=4)
+        if isinstance(c, KernelEstimate):
+            return c
         return collective_estimate(c, self.collective_time(c, device))
 
     # ---------------------------------------------------------------- kernels
