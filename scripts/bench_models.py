@@ -41,7 +41,10 @@ with two ceilings next to the figures:
   measured times, all sources at once) and scored on them: what its form can
   represent. It reads the test set's times, so it is a ceiling, not a model.
 
-Then Kendall's tau within bands of kernel time, the goals with PASS/MISS for
+Then Kendall's tau within bands of kernel time, the errors per kernel
+category the issue names as failing (converts, transposes, large broadcasts,
+reductions, scatter, sort/top-k, custom calls, while-loop bodies, CPU library
+fusions, dots/convolutions) next to the noise on the same kernels, the goals with PASS/MISS for
 the best model of each regime (lowest overall `sk_error`) and for `fitted`,
 the per-program table (each program's predicted total per run, the sum of
 prediction x launches over its kernels, against the sum of its measured
@@ -80,6 +83,21 @@ FITTED_GOAL = ("sk_error", 0.20, False)
 #: Program totals: predicted per run within this factor of the measured kernels' sum, and of the wall time.
 PROGRAM_GOALS = (("predicted_over_measured", 1.25, "sum of its measured kernels"),
                  ("predicted_over_wall", 1.5, "its measured wall time per run (kernels + program overhead)"))
+#: The kernel categories the issue names as failing, each a test on a kernel's dataset row (`opcode`,
+#: `fusion_kind`, `role`, `out_bytes` and `mix`, its fused instructions' opcodes); a kernel may be in several.
+CATEGORIES = (
+    ("converts (mixed precision)", lambda r: "convert" in r["mix"]),
+    ("transposes and copies", lambda r: "transpose" in r["mix"] or r["opcode"] in ("copy", "transpose")),
+    ("broadcasts >= 1 MiB", lambda r: "broadcast" in r["mix"] and r["out_bytes"] >= 2**20),
+    ("reductions", lambda r: "reduce" in r["mix"] or r["opcode"] == "reduce"),
+    ("scatter", lambda r: "scatter" in r["mix"] or r["opcode"] == "scatter"),
+    ("sort, top-k", lambda r: "sort" in r["mix"] or r["opcode"] == "sort" or "topk" in r["mix"]),
+    ("custom calls (LAPACK, ...)", lambda r: r["opcode"] == "custom-call"),
+    ("in while-loop bodies", lambda r: r["role"] == "control"),
+    ("CPU library fusions (kCustom)", lambda r: r["fusion_kind"] == "kCustom"),
+    ("dots and convolutions", lambda r: r["opcode"] in ("dot", "convolution") or "dot" in r["mix"]
+     or "convolution" in r["mix"]),
+)
 #: Kernel-time bands for the banded tau (seconds per launch).
 BANDS = (("< 1 us", 0.0, 1e-6), ("1-100 us", 1e-6, 1e-4), (">= 100 us", 1e-4, math.inf))
 
@@ -191,6 +209,52 @@ def _banded_tau(results: dict, noise_pairs) -> "object":
             inside = (m >= lo) & (m < hi)
             row[f"n {band}"] = int(inside.sum())
             row[f"tau {band}"] = accuracy(p[inside], m[inside])["kendall_tau"] if inside.sum() >= 2 else math.nan
+        out.append(row)
+    return pd.DataFrame(out)
+
+
+def _categories(corpus_rows) -> "object":
+    """The `CATEGORIES` each corpus kernel is in: a DataFrame of booleans indexed by (`case`, `hlo_op`)."""
+    import json as _json
+
+    import pandas as pd
+
+    rows = corpus_rows.drop_duplicates(["case", "hlo_op"])
+    mixes = [set(_json.loads(m)) if isinstance(m, str) and m.startswith("{") else set() for m in rows["opcode_mix"]]
+    records = []
+    for (_, r), mix in zip(rows.iterrows(), mixes):
+        facts = {"mix": mix, "opcode": str(r["opcode"]), "fusion_kind": str(r["fusion_kind"]),
+                 "role": str(r["role"]), "out_bytes": float(r["out_bytes"]) if r["out_bytes"] == r["out_bytes"] else 0}
+        records.append({name: bool(test(facts)) for name, test in CATEGORIES})
+    return pd.DataFrame(records, index=pd.MultiIndex.from_frame(rows[["case", "hlo_op"]].astype(str)))
+
+
+def _by_category(results: dict, corpus_rows, noise_pairs) -> "object":
+    """sk_error, Kendall tau and the share within 2x per kernel category, for each regime's best model and
+    `fitted`, next to the noise's (run 2 against run 1) on the same kernels."""
+    import numpy as np
+    import pandas as pd
+
+    from xla_costmodel.fit._metrics import accuracy
+
+    cats = _categories(corpus_rows)
+    out = []
+    for name, _ in CATEGORIES:
+        inside = set(cats.index[cats[name].to_numpy()])
+        noise = noise_pairs[[k in inside for k in zip(noise_pairs["case"], noise_pairs["hlo_op"])]]
+        row = {"category": name, "kernels": len(inside)}
+        acc = accuracy(noise["run2_s"].to_numpy(float), noise["run1_s"].to_numpy(float))
+        row.update({"noise sk_error": acc["sk_error"], "noise tau": acc["kendall_tau"]})
+        for regime, comparison in results.items():
+            pred = comparison.predictions[comparison.predictions["scored"]]
+            keys = list(zip(pred["case"].astype(str), pred["hlo_op"].astype(str)))
+            mask = np.array([k in inside for k in keys], bool)
+            for model in dict.fromkeys([_best(comparison), "fitted"]):
+                g = pred[mask & (pred["model"] == model).to_numpy()]
+                acc = accuracy(g["predicted_s"].to_numpy(float), g["measured_s"].to_numpy(float))
+                row[f"{model} ({regime}) sk_error"] = acc["sk_error"]
+                row[f"{model} ({regime}) tau"] = acc["kendall_tau"]
+                row[f"{model} ({regime}) within_2x"] = acc["within_2x"]
         out.append(row)
     return pd.DataFrame(out)
 
@@ -381,6 +445,9 @@ def _run(args) -> int:
 
     banded = _banded_tau(results, matched)
     _print("Kendall tau within bands of measured kernel time (all sources)", banded, index=False)
+    categories = _by_category(results, first, matched)
+    _print("the kernel categories the issue names as failing (all sources; a kernel may be in several)",
+           categories.set_index("category").T)
 
     goals = []
     for regime, comparison in results.items():
@@ -433,6 +500,7 @@ def _run(args) -> int:
             "program_noise": records(prog_noise),
             "form": records(form),
             "banded_tau": records(banded),
+            "categories": records(categories),
             "goals": goals,
             "programs": records(programs),
             "peers": records(pd.DataFrame(peers)),

@@ -132,3 +132,29 @@ def test_unknown_model_is_refused(capsys):
     with pytest.raises(SystemExit) as stop:
         _bench().main(["--quick", "--models", "no-such-model"])
     assert stop.value.code == 2 and "no-such-model" in capsys.readouterr().err
+
+
+def test_categories_count_the_kernels_that_are_in_them(run):
+    """The failing-class table: each category holds the kernels its test names, scored on exactly those."""
+    import numpy as np
+
+    from xla_costmodel.fit._data import load_rows
+    from xla_costmodel.fit._metrics import accuracy
+
+    bench, rc, printed, payload, paths = run
+    rows = load_rows(paths["corpus"]).drop_duplicates(["case", "hlo_op"])
+    table = {r["category"]: r for r in payload["categories"]}
+    assert list(table) == [name for name, _ in bench.CATEGORIES]
+    loop = rows[rows["role"] == "control"]
+    assert table["in while-loop bodies"]["kernels"] == len(loop)
+    assert table["CPU library fusions (kCustom)"]["kernels"] == int((rows["fusion_kind"] == "kCustom").sum())
+    # fitted's figure on the loop bodies is `accuracy` over those kernels' predictions
+    from xla_costmodel.compare import compare
+
+    again = compare(["fitted"], dataset=paths["corpus"], split="source").predictions
+    again = again[again["scored"]]
+    keys = set(zip(loop["case"].astype(str), loop["hlo_op"].astype(str)))
+    inside = np.array([k in keys for k in zip(again["case"].astype(str), again["hlo_op"].astype(str))])
+    want = accuracy(again["predicted_s"][inside].to_numpy(float), again["measured_s"][inside].to_numpy(float))
+    got = table["in while-loop bodies"]["fitted (suite) sk_error"]
+    assert (got is None and not inside.any()) or got == pytest.approx(want["sk_error"], rel=1e-4)
