@@ -168,6 +168,28 @@ def test_the_worker_runs_the_module_this_process_compiles():
     assert m.missing == () and set(m.kernels["hlo_op"]) <= set(here.instructions)
 
 
+def test_a_program_calling_lapack_is_measured_in_a_fresh_worker():
+    """`measure(fn, *args)` with its defaults on a program that calls jaxlib's LAPACK kernels (Cholesky, a
+    triangular solve, an LU solve), in a worker that has never lowered a linear-algebra op itself: without
+    `_lapack.prepare_lapack` the worker dies with SIGSEGV on the first run."""
+    from xla_costmodel import measure
+    from xla_costmodel.measure._isolated import measuring_worker
+
+    def solve(a, b):
+        spd = a @ a.T + 8.0 * jnp.eye(a.shape[0], dtype=a.dtype)
+        c = jnp.linalg.cholesky(spd)
+        return jax.scipy.linalg.solve_triangular(c, b, lower=True) + jnp.linalg.solve(spd, b)
+
+    rng = np.random.default_rng(1)
+    a, b = jnp.asarray(rng.random((32, 32)), jnp.float32), jnp.asarray(rng.random((32, 4)), jnp.float32)
+    measuring_worker().close()  # the next measurement starts a new worker
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConcurrentKernelsWarning)
+        kernels = measure(solve, a, b, repeats=4, discard=1)
+    assert kernels.attrs["process"] == "worker"
+    assert (kernels["opcode"] == "custom-call").any() and (kernels["min_per_run_s"] > 0).all()
+
+
 def test_what_cannot_travel_is_measured_here_and_says_so():
     def noisy(x):
         y = jax.pure_callback(lambda v: np.asarray(v) * 2, jax.ShapeDtypeStruct(x.shape, x.dtype), x)

@@ -18,7 +18,7 @@ assignment included). So:
   through function pointers that jaxlib fills in only when JAX lowers a
   linear-algebra op (`jaxlib.lapack.prepare_lapack_call`). A module holding
   them, compiled from text before that, dies with SIGSEGV when run (the
-  compile succeeds). `run_on_cpu` lowers one Cholesky first, which fills them.
+  compile succeeds). `run_on_cpu` fills them first (`_lapack.prepare_lapack`).
 
 Nothing is rewritten: what runs is the text given. `IsolatedCpuRunner` runs
 modules in a worker process (`xla_costmodel._worker`), so that a crash inside jaxlib is
@@ -34,6 +34,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .. import _lapack
 from .._worker import WorkerCrashed, WorkerProcess
 
 __all__ = [
@@ -163,21 +164,6 @@ def bitcasts_to_logical(module) -> int:
     return n
 
 
-_LAPACK_READY = False
-
-
-def _prepare_lapack(text: str) -> None:
-    """Fill jaxlib's LAPACK function pointers if `text` calls a LAPACK kernel (see the module doc)."""
-    global _LAPACK_READY
-    if _LAPACK_READY or 'custom_call_target="lapack_' not in text:
-        return
-    import jax
-
-    # Lowering a linear-algebra op is what makes jaxlib initialize its LAPACK table.
-    jax.jit(jax.lax.linalg.cholesky).lower(np.eye(2, dtype=np.float32))
-    _LAPACK_READY = True
-
-
 def run_on_cpu(
     text: str, args: Sequence[Any], *, prepare_lapack: bool = True, bitcasts_as_logical_ops: bool = False
 ) -> list[np.ndarray]:
@@ -211,7 +197,7 @@ def run_on_cpu(
         if bitcasts_to_logical(module):
             text = module.to_text()
     if prepare_lapack:
-        _prepare_lapack(text)
+        _lapack.prepare_lapack(text)
     backend = get_backend("cpu")
     try:
         module = hlo.hlo_module_from_text(text)

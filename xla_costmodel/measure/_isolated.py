@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._lapack import prepare_lapack
 from .._worker import WorkerCrashed, WorkerProcess, shared_worker
 from ._allocator import STEADY_TUNABLES
 from ._method import Measurement, MeasurementError, Method
@@ -200,6 +201,7 @@ def measure_exported(blob: bytes, args: tuple, method: Method, trace_dir: str | 
     import jax
 
     executable, device, hlo_text = _compile_exported(blob, compiler_options, len(args), outputs)
+    prepare_lapack(hlo_text)  # else a LAPACK custom call of the program ends the worker (SIGSEGV)
     with jax.enable_x64(True):  # f64 inputs stay f64: they are the module's types already
         device_args = [jax.device_put(a, device) for a in args]
 
