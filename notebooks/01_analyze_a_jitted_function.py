@@ -110,12 +110,23 @@ for instr in fusion.fused_computation.instructions:
 # kernel pays a 1 µs launch.
 #
 # Caveat: this grouping into kernels is XLA:**CPU**'s, priced as if each
-# kernel ran on the GPU. It answers "what would these kernels cost on an
-# H100", not "what will XLA:GPU generate".
+# kernel ran on the GPU (`analyze` says so with a `BackendMismatchWarning`).
+# It answers "what would these kernels cost on an H100", not "what will
+# XLA:GPU generate": for that, pass the function itself
+# (`analyze(mlp_block, *args, device="h100-sxm")` simulates XLA:GPU's
+# priority fusion on its lowered module) or see notebook 02.
 
 # %%
+import warnings
+
+from xla_costmodel.models import BackendMismatchWarning
+
 h100 = xcm.get_device("h100-sxm")
-gpu = xcm.analyze(module, device=h100, model="xla-gpu")
+with warnings.catch_warnings(record=True) as caught:  # analyze says what it prices: shown here as a line
+    warnings.simplefilter("always", BackendMismatchWarning)
+    gpu = xcm.analyze(module, device=h100, model="xla-gpu")
+for w in caught:
+    print(f"{w.category.__name__}: {w.message}")
 cols = ["kernel", "kind", "flops", "bytes_accessed", "intensity",
         "compute_s", "memory_s", "launch_s", "time_s", "bound", "coalesced"]
 kernels = pd.DataFrame(gpu[gpu["bound"] != "free"])  # a plain DataFrame: we only want some columns

@@ -84,11 +84,12 @@ FITTED_GOAL = ("sk_error", 0.20, False)
 PROGRAM_GOALS = (("predicted_over_measured", 1.25, "sum of its measured kernels"),
                  ("predicted_over_wall", 1.5, "its measured wall time per run (kernels + program overhead)"))
 #: The kernel categories the issue names as failing, each a test on a kernel's dataset row (`opcode`,
-#: `fusion_kind`, `role`, `out_bytes` and `mix`, its fused instructions' opcodes); a kernel may be in several.
+#: `fusion_kind`, `role`, `out_bytes`, `mix`: the opcodes of its instructions that do work, and `text`: its HLO,
+#: for the free ones such as broadcast); a kernel may be in several.
 CATEGORIES = (
     ("converts (mixed precision)", lambda r: "convert" in r["mix"]),
     ("transposes and copies", lambda r: "transpose" in r["mix"] or r["opcode"] in ("copy", "transpose")),
-    ("broadcasts >= 1 MiB", lambda r: "broadcast" in r["mix"] and r["out_bytes"] >= 2**20),
+    ("broadcasts >= 1 MiB", lambda r: " broadcast(" in r["text"] and r["out_bytes"] >= 2**20),
     ("reductions", lambda r: "reduce" in r["mix"] or r["opcode"] == "reduce"),
     ("scatter", lambda r: "scatter" in r["mix"] or r["opcode"] == "scatter"),
     ("sort, top-k", lambda r: "sort" in r["mix"] or r["opcode"] == "sort" or "topk" in r["mix"]),
@@ -223,8 +224,9 @@ def _categories(corpus_rows) -> "object":
     mixes = [set(_json.loads(m)) if isinstance(m, str) and m.startswith("{") else set() for m in rows["opcode_mix"]]
     records = []
     for (_, r), mix in zip(rows.iterrows(), mixes):
-        facts = {"mix": mix, "opcode": str(r["opcode"]), "fusion_kind": str(r["fusion_kind"]),
-                 "role": str(r["role"]), "out_bytes": float(r["out_bytes"]) if r["out_bytes"] == r["out_bytes"] else 0}
+        out_bytes = float(r["out_bytes"]) if r["out_bytes"] == r["out_bytes"] else 0.0
+        facts = {"mix": mix, "text": str(r["hlo_text"]), "opcode": str(r["opcode"]),
+                 "fusion_kind": str(r["fusion_kind"]), "role": str(r["role"]), "out_bytes": out_bytes}
         records.append({name: bool(test(facts)) for name, test in CATEGORIES})
     return pd.DataFrame(records, index=pd.MultiIndex.from_frame(rows[["case", "hlo_op"]].astype(str)))
 

@@ -148,6 +148,8 @@ def test_categories_count_the_kernels_that_are_in_them(run):
     loop = rows[rows["role"] == "control"]
     assert table["in while-loop bodies"]["kernels"] == len(loop)
     assert table["CPU library fusions (kCustom)"]["kernels"] == int((rows["fusion_kind"] == "kCustom").sum())
+    big = rows["hlo_text"].str.contains(" broadcast(", regex=False) & (rows["out_bytes"] >= 2**20)
+    assert table["broadcasts >= 1 MiB"]["kernels"] == int(big.sum())
     # fitted's figure on the loop bodies is `accuracy` over those kernels' predictions
     from xla_costmodel.compare import compare
 
