@@ -334,6 +334,10 @@ def test_host_measurement(host_cache):
     # A jitted no-op takes microseconds to dispatch, not nanoseconds or seconds.
     assert 1e-7 < spec.kernel_launch_overhead_s < 1e-2
     assert spec.measurements["fast_mode"] == 1.0
+    # Timed where `measure()` times programs: in the measuring worker, unless this process started steady.
+    from xla_costmodel.measure import steady_from_start
+
+    assert spec.measurements["measured_in_worker"] == float(not steady_from_start())
     assert spec.op_profile == {} and spec.compute_capability is None
     l1 = Path("/sys/devices/system/cpu/cpu0/cache/index0")
     if (l1 / "type").exists() and (l1 / "type").read_text().strip() == "Data":

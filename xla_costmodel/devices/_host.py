@@ -113,7 +113,7 @@ def memory_bytes() -> int:
 
 
 # Bumped whenever what `measure_host` measures changes, so older caches are not reused.
-MEASUREMENT_VERSION = 2
+MEASUREMENT_VERSION = 3
 
 
 def host_key() -> str:
