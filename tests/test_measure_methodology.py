@@ -112,6 +112,19 @@ def test_large_buffers_pay_no_page_faults_by_default_and_do_when_cold():
     assert t_cold > 1.5 * t_steady
 
 
+def test_cold_stays_cold_after_the_steady_worker_held_large_buffers():
+    """The steady worker keeps the memory of what it ran (a 128 MiB program here, like the host's copy
+    benchmark); a cold measurement after it must still map its buffers afresh, so it runs in a worker of its
+    own (`measuring_worker("cold")`)."""
+    big = jnp.ones((1 << 25,), jnp.float32)
+    fn, (x,) = big_program()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConcurrentKernelsWarning)
+        measure_program(lambda v: v * 2.0 + 1.0, big, repeats=3, discard=1)
+        cold = measure_program(fn, x, repeats=6, discard=1, allocator="cold")
+    assert (cold.runs.loc[cold.runs["kept"], "page_faults"] >= _PAGES).all()
+
+
 _STARTED_STEADY = """
 import json, sys, warnings
 from xla_costmodel.measure import measure_program, steady_from_start

@@ -42,7 +42,7 @@ import ctypes.util
 import os
 import resource
 
-__all__ = ["ALLOCATORS", "STEADY_TUNABLES", "current_allocator", "page_faults", "set_allocator",
+__all__ = ["ALLOCATORS", "COLD_TUNABLES", "STEADY_TUNABLES", "current_allocator", "page_faults", "set_allocator",
            "steady_allocator", "steady_from_start"]
 
 #: The allocator states a measurement may ask for.
@@ -54,6 +54,11 @@ ALLOCATORS = ("steady", "cold")
 #: that the spare bytes of an aligned allocation merge back into it when it is freed.
 STEADY_TUNABLES = ("glibc.malloc.arena_max=1:glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=2147483647"
                    ":glibc.malloc.tcache_count=0:glibc.malloc.mxfast=0")
+
+#: The cold state as glibc tunables: every allocation above 128 KiB mapped fresh and each freed chunk above
+#: 128 KiB trimmed, fixed from the start (`set_allocator("cold")` sets the same), so that no earlier work of
+#: the process leaves warm heap memory for a large buffer to reuse.
+COLD_TUNABLES = "glibc.malloc.mmap_threshold=131072:glibc.malloc.trim_threshold=131072"
 
 # mallopt parameters, from glibc's malloc.h.
 _M_MXFAST = 1

@@ -37,7 +37,7 @@ import numpy as np
 
 from .._lapack import prepare_lapack
 from .._worker import WorkerCrashed, WorkerProcess, shared_worker
-from ._allocator import STEADY_TUNABLES
+from ._allocator import COLD_TUNABLES, STEADY_TUNABLES
 from ._method import Measurement, MeasurementError, Method
 
 __all__ = [
@@ -117,17 +117,25 @@ def export_program(jitted, args: tuple, name: str = "program") -> ExportedProgra
                            outputs=len(exported.out_avals))
 
 
-def _worker_environment() -> dict[str, str]:
+def _worker_environment(allocator: str = "steady") -> dict[str, str]:
     tunables = os.environ.get("GLIBC_TUNABLES", "")
+    state = COLD_TUNABLES if allocator == "cold" else STEADY_TUNABLES
     return {
-        "GLIBC_TUNABLES": ":".join(t for t in (tunables, STEADY_TUNABLES) if t),
+        "GLIBC_TUNABLES": ":".join(t for t in (tunables, state) if t),
         "JAX_PLATFORMS": "cpu",
         "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL") or "2",
     }
 
 
-def measuring_worker() -> WorkerProcess:
-    """The session's measuring worker (started on first use, kept until Python exits)."""
+def measuring_worker(allocator: str = "steady") -> WorkerProcess:
+    """The session's measuring worker for an allocator state (started on first use, kept until Python exits).
+
+    A process of its own per state: a steady worker keeps the memory of what it ran before, so a "cold"
+    measurement there would reuse warm heap memory instead of paying the page faults it is meant to show.
+    """
+    if allocator == "cold":
+        return shared_worker("measure-cold", lambda: WorkerProcess(_worker_environment("cold"),
+                                                                   name="measuring worker (cold allocator)"))
     return shared_worker("measure", lambda: WorkerProcess(_worker_environment(), name="measuring worker"))
 
 
@@ -142,7 +150,7 @@ def measure_in_worker(program: ExportedProgram, method: Method, *, trace_dir=Non
     `MeasurementError` when the worker died.
     """
     try:
-        return measuring_worker().call(
+        return measuring_worker(method.allocator).call(
             f"{__name__}:measure_exported", program.blob, program.args, method,
             None if trace_dir is None else os.fspath(trace_dir), check, compiler_options, program.outputs, budget_s,
             on_message=on_runs, warn_stacklevel=warn_stacklevel + 1,
