@@ -216,12 +216,10 @@ def _banded_tau(results: dict, noise_pairs) -> "object":
 
 def _categories(corpus_rows) -> "object":
     """The `CATEGORIES` each corpus kernel is in: a DataFrame of booleans indexed by (`case`, `hlo_op`)."""
-    import json as _json
-
     import pandas as pd
 
     rows = corpus_rows.drop_duplicates(["case", "hlo_op"])
-    mixes = [set(_json.loads(m)) if isinstance(m, str) and m.startswith("{") else set() for m in rows["opcode_mix"]]
+    mixes = [set(json.loads(m)) if isinstance(m, str) and m.startswith("{") else set() for m in rows["opcode_mix"]]
     records = []
     for (_, r), mix in zip(rows.iterrows(), mixes):
         out_bytes = float(r["out_bytes"]) if r["out_bytes"] == r["out_bytes"] else 0.0
@@ -234,25 +232,29 @@ def _categories(corpus_rows) -> "object":
 def _by_category(results: dict, corpus_rows, noise_pairs) -> "object":
     """sk_error, Kendall tau and the share within 2x per kernel category, for each regime's best model and
     `fitted`, next to the noise's (run 2 against run 1) on the same kernels."""
-    import numpy as np
     import pandas as pd
 
     from xla_costmodel.fit._metrics import accuracy
 
     cats = _categories(corpus_rows)
+
+    def member(frame):  # each row's categories, looked up once per frame
+        keys = pd.MultiIndex.from_arrays([frame["case"].astype(str), frame["hlo_op"].astype(str)])
+        return cats.reindex(keys, fill_value=False).to_numpy(bool)
+
+    noise_in = member(noise_pairs)
+    scored = {regime: c.predictions[c.predictions["scored"]] for regime, c in results.items()}
+    scored_in = {regime: member(pred) for regime, pred in scored.items()}
     out = []
-    for name, _ in CATEGORIES:
-        inside = set(cats.index[cats[name].to_numpy()])
-        noise = noise_pairs[[k in inside for k in zip(noise_pairs["case"], noise_pairs["hlo_op"])]]
-        row = {"category": name, "kernels": len(inside)}
-        acc = accuracy(noise["run2_s"].to_numpy(float), noise["run1_s"].to_numpy(float))
-        row.update({"noise sk_error": acc["sk_error"], "noise tau": acc["kendall_tau"]})
+    for j, (name, _) in enumerate(CATEGORIES):
+        inside = noise_pairs[noise_in[:, j]]
+        acc = accuracy(inside["run2_s"].to_numpy(float), inside["run1_s"].to_numpy(float))
+        row = {"category": name, "kernels": int(cats[name].sum()),
+               "noise sk_error": acc["sk_error"], "noise tau": acc["kendall_tau"]}
         for regime, comparison in results.items():
-            pred = comparison.predictions[comparison.predictions["scored"]]
-            keys = list(zip(pred["case"].astype(str), pred["hlo_op"].astype(str)))
-            mask = np.array([k in inside for k in keys], bool)
+            pred = scored[regime]
             for model in dict.fromkeys([_best(comparison), "fitted"]):
-                g = pred[mask & (pred["model"] == model).to_numpy()]
+                g = pred[scored_in[regime][:, j] & (pred["model"] == model).to_numpy()]
                 acc = accuracy(g["predicted_s"].to_numpy(float), g["measured_s"].to_numpy(float))
                 row[f"{model} ({regime}) sk_error"] = acc["sk_error"]
                 row[f"{model} ({regime}) tau"] = acc["kendall_tau"]
@@ -328,12 +330,11 @@ def _program_table(results: dict, models: list[str], program_noise):
 def _program_overhead():
     """What a run costs besides its kernels (`fit._program.ProgramOverhead`), fitted to this project's own
     programs (`calibration/host_cpu_programs.parquet`: the zoo and the training programs as compiled)."""
-    from xla_costmodel.fit._data import TRAINING_PROGRAM, load_rows, programs_dataset, row_roles
+    from xla_costmodel.fit._data import load_rows, own_program_rows, programs_dataset
     from xla_costmodel.fit._program import ProgramOverhead, program_table
 
     rows = load_rows(programs_dataset("host"))
-    own = (row_roles(rows) == TRAINING_PROGRAM) & rows["kernel_class"].isin(["program", "extra-program"]).to_numpy()
-    return ProgramOverhead.fit(program_table(rows[own]))
+    return ProgramOverhead.fit(program_table(rows[own_program_rows(rows)]))
 
 
 def _with_overhead(comparison, overhead):

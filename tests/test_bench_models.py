@@ -112,12 +112,13 @@ def test_goals_are_judged_on_the_printed_figures(run):
 def test_program_wall_time_adds_the_overhead_fitted_to_our_own_programs(run):
     """The /wall goal judges what `program_time` predicts: the kernels plus the program overhead, which is
     fitted to this project's own programs, never to the corpus."""
-    from xla_costmodel.fit._data import TRAINING_PROGRAM, load_rows, programs_dataset, row_roles
+    from xla_costmodel.fit._data import load_rows, programs_dataset
     from xla_costmodel.fit._program import ProgramOverhead, program_table
 
     bench, rc, printed, payload, _ = run
     rows = load_rows(programs_dataset("host"))
-    own = (row_roles(rows) == TRAINING_PROGRAM) & rows["kernel_class"].isin(["program", "extra-program"]).to_numpy()
+    # this project's own programs as compiled: the zoo and the training programs, not their unfused variants
+    own = rows["kernel_class"].isin(["program", "extra-program"]) & rows["source"].isin(["zoo", "extra"])
     overhead = ProgramOverhead.fit(program_table(rows[own]))
     assert f"{overhead.per_run_s * 1e6:.1f} us per run" in printed
     records = [r for r in payload["by_program"]["suite"] if r["predicted_per_run_s"] is not None]

@@ -12,7 +12,7 @@ import pytest
 import xla_costmodel as xc
 from xla_costmodel.fit import CONTEXT_FEATURES, FEATURES, ContextModel, FittedModel, LearnedContextModel, context_features
 from xla_costmodel.fit._calibrate import context_training_rows
-from xla_costmodel.fit._program import ProgramOverhead, makespan, program_table, program_time
+from xla_costmodel.fit._program import ProgramOverhead, program_table, program_time
 from xla_costmodel.hlo import HloInstruction
 
 MiB = 1 << 20
@@ -163,9 +163,3 @@ def test_program_table_sums_a_run():
     assert table.loc["p@s", "n_kernels"] == 2 and table.loc["p@s", "kernels_per_run_s"] == pytest.approx(5e-6)
     assert table.loc["p@s", "wall_per_run_s"] == 4e-5
 
-
-def test_makespan_by_hand():
-    # a(3) and b(2) independent, c(1) after both: two cores finish at 3 + 1; one core at 3 + 2 + 1
-    assert makespan([3.0, 2.0, 1.0], [[], [], [0, 1]], cores=2) == 4.0
-    assert makespan([3.0, 2.0, 1.0], [[], [], [0, 1]], cores=1) == 6.0
-    assert makespan([3.0, 0.0, 1.0], [[], [0], [1]], cores=2) == 4.0  # a free unit passes its ready time on

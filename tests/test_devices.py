@@ -334,15 +334,33 @@ def test_host_measurement(host_cache):
     # A jitted no-op takes microseconds to dispatch, not nanoseconds or seconds.
     assert 1e-7 < spec.kernel_launch_overhead_s < 1e-2
     assert spec.measurements["fast_mode"] == 1.0
-    # Timed where `measure()` times programs: in the measuring worker, unless this process started steady.
-    from xla_costmodel.measure import steady_from_start
-
-    assert spec.measurements["measured_in_worker"] == float(not steady_from_start())
     assert spec.op_profile == {} and spec.compute_capability is None
     l1 = Path("/sys/devices/system/cpu/cpu0/cache/index0")
     if (l1 / "type").exists() and (l1 / "type").read_text().strip() == "Data":
         assert spec.l1_cache_bytes_per_core == _host._parse_size((l1 / "size").read_text())
     assert path.name.startswith("host-") and path.exists()
+
+
+def test_host_benchmarks_run_where_measure_runs_programs(monkeypatch):
+    """In a process that did not start with the steady allocator, the benchmarks run in the measuring
+    worker (as `measure()` runs programs there), and the spec says so."""
+    from xla_costmodel.measure import _host as host_module
+    from xla_costmodel.measure import steady_from_start
+
+    if steady_from_start():
+        pytest.skip("this process started with the steady allocator: the benchmarks run here")
+    handlers = []
+    real = host_module.measuring_worker
+
+    class Recording:
+        def call(self, handler, *args, **kwargs):
+            handlers.append(handler)
+            return real().call(handler, *args, **kwargs)
+
+    monkeypatch.setattr(host_module, "measuring_worker", Recording)
+    spec = measure_host(fast=True, progress=False, save=False)
+    assert handlers == ["xla_costmodel.measure._host:host_benchmarks"]
+    assert spec.measurements["measured_in_worker"] == 1.0 and spec.measurements["copy_bandwidth_bytes_per_s"] > 0
 
 
 def test_host_measurement_logs_each_benchmark(caplog):

@@ -46,6 +46,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -269,12 +270,22 @@ def _without_test_rows(train: Prepared, test: Prepared) -> Prepared:
     return train.subset(~a.isin(b))
 
 
+@dataclass(frozen=True)
 class _Plan:
     """What one split fits and scores: a pool of prepared rows (training part first, then the test part),
     the folds over it, and which pooled rows count in the scores."""
 
-    def __init__(self, pool: Prepared, folds: list, scored: np.ndarray, sources: np.ndarray):
-        self.pool, self.folds, self.scored, self.sources = pool, folds, scored, sources
+    pool: Prepared
+    folds: list
+    scored: np.ndarray
+    sources: np.ndarray
+
+
+def _program_rows(rows: pd.DataFrame) -> np.ndarray:
+    """Which rows are kernels of whole programs (any source; `PROGRAM_CLASSES`)."""
+    if "kernel_class" not in rows:
+        return np.zeros(len(rows), bool)
+    return np.isin(rows["kernel_class"].astype(str), PROGRAM_CLASSES)
 
 
 def _plan(split: str, dataset, train, dev, folds: int, test_classes, include_programs: bool) -> _Plan:
@@ -300,8 +311,7 @@ def _plan(split: str, dataset, train, dev, folds: int, test_classes, include_pro
             data = prepare_dataset(train if train is not None else default_training(dev.name), dev)
             roles = row_roles(data.rows)
             if split == "source-cv":
-                keep = (roles == SUITE) | np.isin(data.rows["kernel_class"].astype(str), PROGRAM_CLASSES) \
-                    if "kernel_class" in data.rows else roles == SUITE
+                keep = (roles == SUITE) | _program_rows(data.rows)
             elif include_programs:
                 keep = np.isin(roles, (SUITE, TRAINING_PROGRAM))
             else:
@@ -315,21 +325,21 @@ def _plan(split: str, dataset, train, dev, folds: int, test_classes, include_pro
     n_tr = len(tr.y)
     is_test = np.r_[np.zeros(n_tr, bool), np.ones(len(te.y), bool)]
     sources = row_sources(pool.rows) if len(pool.y) else np.zeros(0, object)
-    scored = is_test.copy()
-    if split != "class" and split != "cv" and "kernel_class" in pool.rows:
-        scored &= pool.rows["kernel_class"].isin(set(test_classes)).to_numpy()
     if split in ("class", "cv"):
         scored = ~is_test
+    elif "kernel_class" in pool.rows:
+        scored = is_test & pool.rows["kernel_class"].isin(set(test_classes)).to_numpy()
+    else:
+        scored = is_test.copy()
     if split == "source":
         if include_programs:
             # Training programs that train are never scored.
             scored &= row_roles(pool.rows) != TRAINING_PROGRAM
         fold_list = [(0, ~is_test, is_test.copy())]
     elif split == "source-cv":
-        programs = np.isin(pool.rows["kernel_class"].astype(str), PROGRAM_CLASSES) if "kernel_class" in pool.rows \
-            else np.zeros(len(pool.y), bool)
+        programs = _program_rows(pool.rows)
         suite = ~is_test & ~programs
-        held = [s for s in pd.unique(sources[scored])]
+        held = list(pd.unique(sources[scored]))
         if len(held) < 1:
             raise ValueError("split 'source-cv' found no scored program rows in the test data")
         fold_list = [(f, suite | (programs & (sources != s)), is_test & (sources == s)) for f, s in enumerate(held)]

@@ -33,8 +33,8 @@ import numpy as np
 import pandas as pd
 
 from .._text import count
-from ._data import (PROGRAM_CLASSES, SUITE, TEST_PROGRAM, TRAINING_PROGRAM, Prepared, dataset_name,
-                    load_rows, prepare, row_roles, training_rows)
+from ._data import (SUITE, TEST_PROGRAM, TRAINING_PROGRAM, Prepared, dataset_name, load_rows,
+                    own_program_rows, prepare, row_roles, training_rows)
 from ._store import (CalibrationError, DeviceMismatchError, header, load_calibration, measured_on,
                      rows_device_matches, save_calibration, user_data_dir)
 
@@ -245,7 +245,6 @@ def fit_and_save(dev, df: pd.DataFrame, *, paths, models, out: Path, include_pro
         entries = datasets if rule is None else [_dataset_entry(p, out, include_programs, rule) for p in paths]
         base = header(name, dev, len(prep.y), entries, devices)
         base["device_facts"] = facts
-        base["excluded_classes"] = [] if include_programs else list(PROGRAM_CLASSES)
         base["rows_roles"] = list(roles)
         base["left_out_rows"] = left_out
         if rule is not None:
@@ -291,14 +290,11 @@ def fit_and_save(dev, df: pd.DataFrame, *, paths, models, out: Path, include_pro
 def _calibrate_program_overhead(rows: pd.DataFrame, dev, out: Path, paths, progress: bool) -> list[dict]:
     """Fit and save the device's per-run program overhead (`fit._program`) when the data holds at least
     3 of this project's own programs with their wall times (never corpus programs)."""
-    from ._context_model import OWN_PROGRAM_CLASSES, OWN_PROGRAM_SOURCES
     from ._program import PROGRAM_OVERHEAD, ProgramOverhead, program_table
 
-    if "kernel_class" not in rows or "wall_min_per_run_s" not in rows:
+    if "wall_min_per_run_s" not in rows:
         return []
-    own = rows["kernel_class"].isin(OWN_PROGRAM_CLASSES)
-    if "source" in rows:
-        own &= rows["source"].isin(OWN_PROGRAM_SOURCES)
+    own = own_program_rows(rows)
     programs = program_table(rows[own])
     if len(programs) < 3:
         return []
@@ -320,17 +316,9 @@ CONTEXT_ROWS_RULE = "suite and own programs"
 
 
 def context_training_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """The rows the context models' saved calibrations are fitted to: every row but those of programs
-    (`training_rows`), plus the rows of this project's own programs (`kernel_class` `program` or
-    `extra-program` from the `zoo`/`extra` sources; never a corpus program)."""
-    from ._context_model import OWN_PROGRAM_CLASSES, OWN_PROGRAM_SOURCES
-
-    if "kernel_class" not in df:
-        return df
-    own = df["kernel_class"].isin(OWN_PROGRAM_CLASSES)
-    if "source" in df:
-        own &= df["source"].isin(OWN_PROGRAM_SOURCES)
-    return df[df.index.isin(training_rows(df).index) | own]
+    """The rows the context models' saved calibrations are fitted to: the suite's (role `suite`) and this
+    project's own programs as compiled (`own_program_rows`); never a corpus program."""
+    return df[(row_roles(df) == SUITE) | own_program_rows(df)]
 
 
 def _model_classes() -> dict:

@@ -9,7 +9,7 @@ the way `learned` is (gradient-boosted trees in log time over a linear
 baseline).
 
 Their saved calibrations are fitted to the measurement suite and to this
-project's own programs (`kernel_class` `program` and `extra-program`): a
+project's own programs (`fit._data.own_program_rows`): a
 kernel of the suite runs almost alone, so the suite by itself shows little
 context to learn from. Programs of the independent corpus are never fitted
 (see `compare`).
@@ -24,15 +24,10 @@ from ._features import FEATURES
 from ._fitted import FittedModel
 from ._learned import LearnedModel
 
-__all__ = ["ContextModel", "LearnedContextModel", "CONTEXT_COLUMNS", "OWN_PROGRAM_CLASSES", "OWN_PROGRAM_SOURCES"]
+__all__ = ["ContextModel", "LearnedContextModel", "CONTEXT_COLUMNS"]
 
 #: The columns both models read: the kernel's features, then its context.
 CONTEXT_COLUMNS: tuple[str, ...] = FEATURES + CONTEXT_FEATURES
-
-#: Kernel classes of this project's own programs that the context models' saved calibrations are fitted to.
-OWN_PROGRAM_CLASSES = ("program", "extra-program")
-#: Dataset `source`s of this project's own programs (the zoo and the supplementary training programs).
-OWN_PROGRAM_SOURCES = ("zoo", "extra")
 
 
 class ContextModel(FittedModel):

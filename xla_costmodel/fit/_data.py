@@ -36,10 +36,11 @@ from ._features import FEATURES, FeatureError
 from ._rows import kernel_from_row
 from ._store import find_data_file
 
-__all__ = ["FUSION_VARIANT_CLASSES", "OWN_PROGRAMS_SOURCE", "OWN_SOURCES", "PROGRAM_CLASSES", "Prepared", "ROLES",
+__all__ = ["FUSION_VARIANT_CLASSES", "OWN_PROGRAM_CLASSES", "OWN_PROGRAMS_SOURCE",
+           "OWN_SOURCES", "PROGRAM_CLASSES", "Prepared", "ROLES",
            "SUITE", "TEST_PROGRAM", "TRAINING_PROGRAM", "corpus_dataset", "dataset_name", "default_dataset",
            "default_training", "kernel_rows", "load_rows", "measured_times", "prepare", "prepare_dataset",
-           "programs_dataset", "row_roles", "row_sources", "training_rows", "empty_prepared"]
+           "own_program_rows", "programs_dataset", "row_roles", "row_sources", "training_rows", "empty_prepared"]
 
 #: Roles of dataset rows (see the module docstring).
 SUITE, TRAINING_PROGRAM, TEST_PROGRAM = "suite", "training-program", "test-program"
@@ -51,6 +52,9 @@ PROGRAM_CLASSES = ("program", "program-unfused", "extra-program")
 FUSION_VARIANT_CLASSES = ("program", "program-unfused")
 #: `source` of this project's own programs (`scripts/measure_programs.py`).
 OWN_SOURCES = ("zoo", "extra")
+#: `kernel_class` of this project's own programs as XLA compiles them (no unfused variants): what the
+#: context models and the program overhead add to the suite (`own_program_rows`).
+OWN_PROGRAM_CLASSES = ("program", "extra-program")
 #: The one source this project's own programs form among the corpus's libraries (`row_sources`).
 OWN_PROGRAMS_SOURCE = "zoo"
 
@@ -107,6 +111,14 @@ def row_sources(df: pd.DataFrame) -> np.ndarray:
     `OWN_PROGRAMS_SOURCE` for every training program (zoo and `extra-program` alike)."""
     source = df["source"].fillna("").astype(str).to_numpy(object) if "source" in df else np.full(len(df), "", object)
     return np.where(row_roles(df) == TRAINING_PROGRAM, OWN_PROGRAMS_SOURCE, source).astype(object)
+
+
+def own_program_rows(df: pd.DataFrame) -> np.ndarray:
+    """Which rows are this project's own programs as XLA compiles them (role `training-program`, `kernel_class`
+    in `OWN_PROGRAM_CLASSES`): a boolean mask. Never a corpus program."""
+    if "kernel_class" not in df:
+        return np.zeros(len(df), bool)
+    return (row_roles(df) == TRAINING_PROGRAM) & df["kernel_class"].isin(OWN_PROGRAM_CLASSES).to_numpy()
 
 
 def training_rows(df: pd.DataFrame, include_programs: bool = False) -> pd.DataFrame:

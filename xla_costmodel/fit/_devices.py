@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from .._text import count
-from ._calibrate import FITTABLE_MODELS, _dataset_entry, _train_accuracy, fit_and_save
+from ._calibrate import FITTABLE_MODELS, _dataset_entry, _train_accuracy, _used_roles, fit_and_save
 from ._data import load_rows, prepare, training_rows
 from ._store import header, measured_on, save_calibration, user_data_dir
 
@@ -144,7 +144,7 @@ def calibrate_devices(dataset, *, models=FITTABLE_MODELS, devices=None, out_dir=
         payload = {**header("fitted", CROSS_DEVICE, len(y), [_dataset_entry(p, out, include_programs) for p in paths],
                             measured_on(df)),
                    **model.to_calibration(), "devices": [s.name for s in specs.values()],
-                   "excluded_classes": [] if include_programs else ["program", "program-unfused"],
+                   "rows_roles": list(_used_roles(include_programs)),
                    "train_metrics": _train_accuracy(model.predict(X), y)}
         path = save_calibration(payload, out)
         fit_s = time.perf_counter() - t0
