@@ -193,6 +193,27 @@ def _reshape_tile(src: tuple, dst: tuple, tile: Tile) -> Tile:
     return Tile(tuple(sizes), tuple(strides))
 
 
+def _major_to_minor(hlo) -> tuple:
+    return tuple(reversed(first_array(hlo.shape).minor_to_major))
+
+
+def _bitcast_tile(src, dst, tile: Tile) -> Tile:
+    """The tile of `src` that a bitcast to `dst` reads: a bitcast keeps the bytes in memory order, so
+    the tile is reshaped between the two shapes' physical (major-to-minor) dimensions; with different
+    layouts that is a transpose as well (XLA's `GetBitcastMap`)."""
+    out_order, in_order = _major_to_minor(dst), _major_to_minor(src)
+    dst_dims, src_dims = dims_of(dst), dims_of(src)
+    physical = Tile(tuple(tile.sizes[d] for d in out_order), tuple(tile.strides[d] for d in out_order))
+    src_physical = tuple(src_dims[d] for d in in_order)
+    dst_physical = tuple(dst_dims[d] for d in out_order)
+    # The same physical dimensions: a pure relayout, the tile carries over whole (sizes over a dimension too).
+    t = physical if src_physical == dst_physical else _reshape_tile(src_physical, dst_physical, physical)
+    sizes, strides = [1] * len(src_dims), [1] * len(src_dims)
+    for k, d in enumerate(in_order):
+        sizes[d], strides[d] = t.sizes[k], t.strides[k]
+    return Tile(tuple(sizes), tuple(strides))
+
+
 def _block_k(dot) -> int | None:
     """The dot's reduction tile from its `backend_config` `sizes` (Triton GEMM fusions), or None."""
     raw = dot.raw_attributes.get("backend_config", "") if hasattr(dot, "raw_attributes") else ""
@@ -219,7 +240,9 @@ def operand_tiles(hlo, tile: Tile, block_k: int | None = None) -> list[tuple[Any
         for i, p in enumerate(perm):
             sizes[p], strides[p] = tile.sizes[i], tile.strides[i]
         return [(ops[0], Tile(tuple(sizes), tuple(strides)), None)]
-    if op in ("bitcast", "reshape"):
+    if op == "bitcast":
+        return [(ops[0], _bitcast_tile(ops[0], hlo, tile), None)]
+    if op == "reshape":
         return [(ops[0], _reshape_tile(dims_of(ops[0]), dims_of(hlo), tile), None)]
     if op == "reduce":
         reduced = set(_attr_tuple(hlo, "dimensions"))
@@ -385,21 +408,40 @@ def candidate_tiles(kernel) -> list[tuple]:
 
 @dataclass(frozen=True, slots=True)
 class BlockLevelParameters:
-    """A Triton fusion's `block_level_fusion_config`: output tile, warps (None: XLA's estimate), stages, TMA."""
+    """A Triton fusion's tiling as its backend config gives it: output tile, warps (None: XLA's estimate),
+    stages, TMA, and the dots' reduction tile (`block_k`; None: each dot's own `backend_config` `sizes`)."""
 
     output_tile: tuple
     num_warps: int | None = None
     num_stages: int = 1
     is_tma_allowed: bool = False
+    block_k: int | None = None
 
 
 def configured_tiling(kernel) -> BlockLevelParameters | None:
-    """The block-level parameters a Triton fusion's `backend_config` asks for, or None."""
+    """The block-level parameters a Triton fusion's `backend_config` asks for, or None.
+
+    Read from `fusion_backend_config.block_level_fusion_config` (what XLA writes for generic Triton
+    fusions and nested GEMM fusions), else from a legacy `triton_gemm_config` (`__triton_gemm`): the
+    root tile is `block_m` x `block_n` over its two minor dimensions, 1 over the batch dimensions,
+    and `block_k` the dot's reduction tile.
+    """
     cfg = backend_config(kernel)
     fc = cfg.get("fusion_backend_config") if isinstance(cfg, dict) else None
-    blc = fc.get("block_level_fusion_config") if isinstance(fc, dict) else None
-    if not isinstance(blc, dict) or not blc.get("output_tiles"):
+    if not isinstance(fc, dict):
         return None
-    sizes = tuple(int(s) for s in blc["output_tiles"][0].get("sizes", ()))
-    return BlockLevelParameters(sizes, int(blc["num_warps"]) if blc.get("num_warps") else None,
-                                int(blc.get("num_stages", 1) or 1), bool(blc.get("is_tma_allowed", False)))
+    blc = fc.get("block_level_fusion_config")
+    if isinstance(blc, dict) and blc.get("output_tiles"):
+        sizes = tuple(int(s) for s in blc["output_tiles"][0].get("sizes", ()))
+        return BlockLevelParameters(sizes, int(blc["num_warps"]) if blc.get("num_warps") else None,
+                                    int(blc.get("num_stages", 1) or 1), bool(blc.get("is_tma_allowed", False)))
+    gemm = fc.get("triton_gemm_config")
+    if isinstance(gemm, dict) and gemm.get("block_m") and gemm.get("block_n"):
+        rank = len(dims_of(kernel))
+        if rank < 2:
+            return None
+        tile = (1,) * (rank - 2) + (int(gemm["block_m"]), int(gemm["block_n"]))
+        return BlockLevelParameters(tile, int(gemm["num_warps"]) if gemm.get("num_warps") else None,
+                                    int(gemm.get("num_stages", 1) or 1), False,
+                                    int(gemm["block_k"]) if gemm.get("block_k") else None)
+    return None

@@ -23,6 +23,12 @@ how many blocks):
    the largest padded tile (<= 256 elements: 1, <= 1024: 2, <= 4096: 4, else
    8), infinite ones dropped, stable-sorted by time.
 
+`price_triton_fusion` is what the `xla-gpu` model runs for a Triton fusion
+(XLA's `GpuPerformanceModelWithIndexingAnalysis::EstimateRunTimeForTriton`,
+which `combined_gpu_performance_model.cc` dispatches generic Triton fusions
+to): the tiling the fusion's backend config names (what ran), else the best
+one the search finds.
+
 A dot that XLA's dot cost model supports (`dot_supported`) is priced by it
 (`dot_fusion_estimate`, `gpu_dot_fusion_cost_model.cc`): its compute time is
 added to the fusion's and the fusion takes at least the dot's own time; other
@@ -42,6 +48,7 @@ from ..analysis._tiling import (
     TiledInstruction,
     TilingError,
     candidate_tiles,
+    configured_tiling,
     dims_of,
     dot_operand_tiles,
     pow2_ceil,
@@ -52,6 +59,7 @@ from ..analysis._tiling import (
 __all__ = [
     "TiledEstimate",
     "best_tilings",
+    "price_triton_fusion",
     "dot_fusion_estimate",
     "dot_supported",
     "estimate",
@@ -353,3 +361,22 @@ def best_tilings(kernel, device, *, top_k: int | None = None, model=None) -> lis
     return out[:top_k] if top_k else out
 
 
+
+
+def price_triton_fusion(kernel, device, model=None) -> tuple[TiledEstimate, str]:
+    """A Triton fusion's time under the tiling it ran with: `(estimate, where the tiling came from)`.
+
+    The tiling is the fusion's `block_level_fusion_config` (or legacy
+    `triton_gemm_config`; `analysis._tiling.configured_tiling`): output tile,
+    warps (XLA's `EstimateNumWarps` when absent), stages and TMA. Without one,
+    the fastest valid tiling, as XLA's `TryFindBestTilingForFusion` picks it
+    (`best_tilings`). **Raises** `TilingError` when the tile cannot be
+    propagated through the fusion or no tiling is valid.
+    """
+    cfg = configured_tiling(kernel)
+    if cfg is None:
+        return best_tilings(kernel, device, top_k=1, model=model)[0], "best tiling (TryFindBestTilingForFusion)"
+    tiled = propagate(kernel, cfg.output_tile, block_k=cfg.block_k)
+    e = estimate(tiled, device, cfg.num_warps or num_warps_for(tiled), model, num_stages=cfg.num_stages,
+                 is_tma_allowed=cfg.is_tma_allowed)
+    return e, "backend config"

@@ -16,6 +16,14 @@ For one kernel (XLA's `EstimateRunTimeForInstruction`):
 6. exec = compute + memory − 0.95 · min(compute, memory);
 7. the kernel launch (1 µs on XLA's GPUs) is added on top.
 
+A Triton fusion (kind `kCustom`, backend config kind `__triton...`: softmax
+and normalization fusions, GEMM fusions and nested GEMM fusions) is priced
+as XLA's combined model prices it, with the tiled (indexing) model
+(`models._tiled.price_triton_fusion`): the tiling its backend config names
+(what ran), else the best one; flops counted on the tiles (no per-element
+recomputation), dots with XLA's dot-fusion model. A fusion whose tile cannot
+be propagated falls back to the steps above (`details["tiled_fallback"]`).
+
 For fusion decisions, `estimate_fusion(producer, consumers)` is XLA's
 `EstimateRunTimes`: unfused = (n+1) launches + T(P) + Σ T(Cᵢ), fused =
 n launches + Σ T_fused(P, Cᵢ), where T_fused recomputes the producer
@@ -55,6 +63,8 @@ from ._kernel_costs import CostContext, KernelCosts, kernel_costs, shape_size_ca
 from ._launch import LaunchDimensions, launch_dimensions
 from ._resolve import check_prices_device
 from ._xla_gpu_fusion import XlaGpuPairPricer, fused_estimate, fused_short_cut
+from ._tiled import TilingError, price_triton_fusion
+from ..analysis._emission import emitter_kind
 
 
 def _round_half_away(x: float) -> float:
@@ -263,6 +273,39 @@ class XlaGpuModel:
             details=details,
         )
 
+    def _triton_estimate(self, kernel, device) -> tuple[KernelEstimate | None, str]:
+        """A Triton fusion priced with the tiled model: `(estimate, "")`; `(None, why)` when the tiled
+        model cannot price it; `(None, "")` for any other kernel."""
+        if kernel.opcode != "fusion" or kernel.fusion_kind != "kCustom" or emitter_kind(kernel)[0] != "triton":
+            return None, ""
+        try:
+            e, source = price_triton_fusion(kernel, device, self)
+        except TilingError as exc:
+            return None, f"tiled model: {exc}"
+        if e.infinite:
+            return None, "tiled model: a tile does not fit in registers"
+        launch = device.kernel_launch_overhead_s
+        memory = e.read_s + e.write_s
+        threads = e.num_warps * (device.warp_size or 32)
+        details: dict[str, Any] = {
+            "exec_s": e.exec_s,
+            "read_s": e.read_s,
+            "write_s": e.write_s,
+            "flops": e.flops,
+            "bytes_read": e.bytes_read,
+            "bytes_written": e.bytes_written,
+            "bytes_accessed": e.bytes_read + e.bytes_written,
+            "emitter": "triton",
+            "num_blocks": e.num_blocks,
+            "threads_per_block": threads,
+            "tiles": e.tiles,
+            "num_warps": e.num_warps,
+            "tiling": source,
+            **e.details,
+        }
+        return KernelEstimate(compute_s=e.compute_s, memory_s=memory, launch_s=launch, time_s=e.exec_s + launch,
+                              bound=dominant_bound(e.compute_s, memory, launch), details=details), ""
+
     def _not_a_kernel(self, kernel) -> str:
         op = kernel.opcode
         if op in CONTROL_FLOW_OPCODES:
@@ -311,12 +354,18 @@ class XlaGpuModel:
             return KernelEstimate.unpriced(why)
         if kernel.opcode in COLLECTIVE_OPCODES:
             return self._collective_estimate(kernel, device)
+        tiled, fallback = self._triton_estimate(kernel, device)
+        if tiled is not None:
+            return tiled
         rt = self._runtime(kernel, device)
         if rt.costs.unpriced:
             why = "no cost rule for " + ", ".join(rt.costs.unpriced)
             warn_unpriced(self.name, kernel, why)
             return KernelEstimate.unpriced(why, {"unpriced": rt.costs.unpriced})
-        return self._estimate_from(rt, device)
+        est = self._estimate_from(rt, device)
+        if fallback:
+            est.details["tiled_fallback"] = fallback
+        return est
 
     def estimate_with_launch(self, kernel, device, launch: LaunchDimensions) -> KernelEstimate:
         """Price `kernel` as if launched with `launch` instead of XLA's choice (a granularity what-if).
@@ -347,6 +396,9 @@ class XlaGpuModel:
         if instr.opcode in COLLECTIVE_OPCODES:
             return self._collective_estimate(instr, device), None
         rt = self._runtime(instr, device, cache)
+        tiled, _ = self._triton_estimate(instr, device)
+        if tiled is not None:
+            return tiled, rt
         if rt.costs.unpriced:
             why = "no cost rule for " + ", ".join(rt.costs.unpriced)
             warn_unpriced(self.name, instr, why, stacklevel=4)
