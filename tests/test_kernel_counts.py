@@ -123,4 +123,6 @@ def test_a_library_fusion_counts_each_op_once():
         assert row["flops"] == pytest.approx(once, rel=1e-9)
         assert float(table["flops"].sum()) == pytest.approx(compiled.cost_analysis()["flops"], rel=1e-6)
     roofline = tables[("h100-sxm", "roofline")].set_index("kernel").loc[fusion.name]
-    assert roofline["model_flops"] > 100 * once  # the roofline's own count, recomputing through the broadcast
+    # A library (tiled) emitter does not recompute through the broadcast: the roofline's own count is the
+    # same ops once each (issue 24: recomputing made flax_nnx_mha_fwd@large's ynn_fusion 1.8e13 flops).
+    assert roofline["model_flops"] == pytest.approx(once, rel=0.01)

@@ -19,7 +19,10 @@ Variants:
   and repeated reads (`count_multiple_input_accesses`, utilization propagated
   from the root, flops *and* transcendentals counted once per unit of
   utilization): the plain operation count of what a GPU kernel executes,
-  recomputation included, which is what a roofline wants.
+  recomputation included, which is what a roofline wants. A `kCustom`
+  fusion (Triton, cuDNN, YNNPACK, oneDNN: tiled or library emitters) does
+  not recompute: each fused instruction counts once, each operand is read
+  once (`computes_each_instruction_once`).
 """
 
 from __future__ import annotations
@@ -32,9 +35,18 @@ from ._cost import Analysis, InstructionCost
 from ._gpu import _GpuAnalysis, _resolve_profile
 from ._rules import BYTES, FLOPS, OPB, OPU, OUT, TRANS, UNPRICED, UTIL
 
-__all__ = ["KernelCost", "kernel_cost"]
+__all__ = ["KernelCost", "computes_each_instruction_once", "kernel_cost"]
 
 VARIANTS = ("gpu", "xla", "base")
+
+
+def computes_each_instruction_once(fusion) -> bool:
+    """Whether a fusion's emitter computes each fused instruction once per output element of it, with no
+    recomputation through broadcasts or into dots and reduces: a `kCustom` fusion, which a tiled emitter
+    (Triton, cuDNN on XLA:GPU) or a library (YNNPACK, oneDNN on XLA:CPU) runs. Loop, input and output
+    fusions go through XLA's elemental emitters, which recompute a producer for every element of each
+    consumer that reads it."""
+    return fusion.opcode == "fusion" and fusion.fusion_kind == "kCustom"
 
 
 class _BaseKernelAnalysis(_GpuAnalysis):
@@ -43,6 +55,9 @@ class _BaseKernelAnalysis(_GpuAnalysis):
     variant = "xla"
 
     def fusion_utilizations(self, instr, comp, p: list) -> tuple[list, list]:
+        if computes_each_instruction_once(instr):
+            # A tiled or library emitter: every fused instruction computed once, each operand read once.
+            return Analysis.fusion_utilizations(self, instr, comp, p)
         params, constants = super().fusion_utilizations(instr, comp, p)
         records = self._records
         trans = 0.0
