@@ -34,6 +34,26 @@ COLUMNS = (
     "total_s", "bound", "coalesced", "priced", "note",
 )
 
+
+def _check_trip_counts(module, trip_counts) -> dict:
+    """`trip_counts` as `{while instruction name: int}`, checked against the module's loops."""
+    if not trip_counts:
+        return {}
+    if not isinstance(trip_counts, dict):
+        raise TypeError(f"trip_counts must be a dict {{while loop name: trip count}}, got {type(trip_counts).__name__}")
+    loops = {i.name for c in module.computations for i in c.instructions if i.opcode == "while"}
+    unknown = sorted(str(k) for k in trip_counts if k not in loops)
+    if unknown:
+        have = ", ".join(sorted(loops)) or "none"
+        raise ValueError(f"trip_counts names no while loop of module '{module.name}': {', '.join(unknown)} "
+                         f"(its while loops: {have})")
+    out = {}
+    for name, n in trip_counts.items():
+        if isinstance(n, bool) or not isinstance(n, (int, float)) or n < 0 or n != int(n):
+            raise ValueError(f"trip count of '{name}' must be a whole number >= 0, got {n!r}")
+        out[name] = int(n)
+    return out
+
 # Opcodes that are bookkeeping around a called computation: free rows.
 _ASYNC_BOOKKEEPING = frozenset({"async-update", "async-done"})
 
@@ -75,10 +95,19 @@ class KernelTable(pd.DataFrame):
     `estimates` (kernel name → `KernelEstimate`, the first execution site),
     `priced_module` (what was priced: "the module as given", "the module
     XLA:CPU compiled", "XLA:GPU fusion simulated from the lowered module", ...;
-    see `models._resolve.resolve_priced_module`).
+    see `models._resolve.resolve_priced_module`), `unknown_loops` (the `while`
+    loops whose trip count was neither known nor given, so assumed
+    `unknown_trip_count`) and `total_is_lower_bound` (True when there is
+    one: a loop that runs more often than assumed makes the module slower,
+    so with the default assumption of 1 the total is a lower bound).
     """
 
-    _metadata = ["module_name", "device_name", "model_name", "estimates", "priced_module"]
+    _metadata = ["module_name", "device_name", "model_name", "estimates", "priced_module", "unknown_loops"]
+
+    @property
+    def total_is_lower_bound(self) -> bool:
+        """Whether a loop's trip count was assumed (see the class docstring)."""
+        return bool(getattr(self, "unknown_loops", ()))
 
     @property
     def _constructor(self):
@@ -118,6 +147,7 @@ class KernelTable(pd.DataFrame):
             ),
             time_by_bound_s={k: float(v) for k, v in by_bound.items()},
             priced_module=getattr(self, "priced_module", None),
+            unknown_loops=tuple(getattr(self, "unknown_loops", ()) or ()),
         )
 
     def _repr_html_(self) -> str:
@@ -145,6 +175,7 @@ def analyze(
     device=DEFAULT_DEVICE,
     model=DEFAULT_MODEL,
     unknown_trip_count: int = 1,
+    trip_counts: dict | None = None,
     **kwargs,
 ) -> KernelTable:
     """Price every kernel of a module with a cost model.
@@ -167,21 +198,29 @@ def analyze(
     - `unknown_trip_count`: trip count assumed for a `while` loop whose count is
       not known (neither `known_trip_count` in its backend_config nor a
       recognisable induction variable); such rows get `executions_known=False`.
-      Branches of a `conditional` are assumed equally likely.
+      Branches of a `conditional` are assumed equally likely. When any count
+      is assumed, `KernelTable.total_is_lower_bound` is True and the summary
+      says so.
+    - `trip_counts`: `{while instruction name: trip count}`, the counts you
+      know (from the program, or a measurement): they replace what `analyze`
+      would read or assume for those loops, and their rows count as known.
 
     **Returns:** a `KernelTable` (a `pandas.DataFrame` subclass; see its
     columns there), one row per kernel in execution order, free instructions
     included with bound `"free"`. Kernels the model cannot price have
     `priced=False` and NaN times, and one `CostModelWarning` names them.
 
-    **Raises:** `ValueError` for an unknown device or model, or a model that
-    cannot price the device (`xla-gpu` on the host CPU).
+    **Raises:** `ValueError` for an unknown device or model, a model that
+    cannot price the device (`xla-gpu` on the host CPU), or `trip_counts`
+    naming no `while` loop of the priced module or giving a count that is
+    not a whole number >= 0.
     """
     dev = resolve_device(device)
     cost_model = resolve_model(model)
     check_prices_device(cost_model, dev)
     priced = resolve_priced_module("analyze", module_or_fn, args, kwargs, dev, cost_model)
-    table = price_module(priced.module, dev, cost_model, unknown_trip_count=unknown_trip_count, warn_stacklevel=3)
+    table = price_module(priced.module, dev, cost_model, unknown_trip_count=unknown_trip_count,
+                         trip_counts=trip_counts, warn_stacklevel=3)
     table.priced_module = priced.description
     return table
 
@@ -191,8 +230,13 @@ def is_free_site(instr) -> bool:
     return is_free(instr) or instr.opcode in _ASYNC_BOOKKEEPING
 
 
-def kernel_sites(module, unknown_trip_count: int = 1) -> list[tuple]:
+def kernel_sites(module, unknown_trip_count: int = 1, trip_counts: dict | None = None,
+                 unknown_loops: list | None = None) -> list[tuple]:
     """Every top-level instruction `analyze` makes a row of, in execution order.
+
+    **Arguments:** `module`; `unknown_trip_count`, `trip_counts` (see
+    `analyze`; `trip_counts` as checked there); `unknown_loops`: a list that
+    receives the names of the loops whose count was assumed.
 
     **Returns:** `(instruction, computation, executions, executions_known, note)`
     tuples: the entry computation, with `while` bodies and conditions,
@@ -200,6 +244,7 @@ def kernel_sites(module, unknown_trip_count: int = 1) -> list[tuple]:
     expanded in place (see `analyze`).
     """
     sites: list[tuple] = []
+    given = trip_counts or {}
 
     def visit(comp, executions: float, known: bool, note: str, depth: int = 0) -> None:
         if depth > 64:
@@ -207,13 +252,15 @@ def kernel_sites(module, unknown_trip_count: int = 1) -> list[tuple]:
         for instr in comp.instructions:
             op = instr.opcode
             if op == "while":
-                n, source = while_trip_count(instr)
+                n, source = (given[instr.name], "given") if instr.name in given else while_trip_count(instr)
                 k = known
                 why = note
                 if n is None:
                     n = unknown_trip_count
                     k = False
                     why = "; ".join(x for x in (note, f"trip count of '{instr.name}' unknown: assumed {n}") if x)
+                    if unknown_loops is not None and instr.name not in unknown_loops:
+                        unknown_loops.append(instr.name)
                 visit(instr.attribute("condition"), executions * (n + 1), k, why, depth + 1)
                 visit(instr.attribute("body"), executions * n, k, why, depth + 1)
             elif op == "conditional":
@@ -241,6 +288,7 @@ def price_module(
     cost_model,
     *,
     unknown_trip_count: int = 1,
+    trip_counts: dict | None = None,
     cache: dict | None = None,
     version=None,
     key=None,
@@ -250,7 +298,7 @@ def price_module(
     """`analyze` of an `HloModule` with a resolved device and model (what `simulate_fusion` totals use).
 
     **Arguments:** `module`; `dev`, a `DeviceSpec`; `cost_model`, a model
-    object; `unknown_trip_count` (see `analyze`); `cache`: a dict reused
+    object; `unknown_trip_count`, `trip_counts` (see `analyze`); `cache`: a dict reused
     across calls, `(instruction, version) -> KernelEstimate`, with `version`
     (`instruction -> int`, default 0) telling when an instruction changed in
     place; `key`: `instruction -> hashable`, the cache key instead of
@@ -264,6 +312,8 @@ def price_module(
     estimates: dict[str, KernelEstimate] = {}
     unpriced: list[str] = []
     counts = ModuleCounts(module)
+    given = _check_trip_counts(module, trip_counts)
+    unknown_loops: list[str] = []
 
     def row(instr, comp, executions: float, known: bool, note: str) -> None:
         op = instr.opcode
@@ -313,7 +363,7 @@ def price_module(
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", CostModelWarning)
-        for site in kernel_sites(module, unknown_trip_count):
+        for site in kernel_sites(module, unknown_trip_count, given, unknown_loops):
             row(*site)
 
     table = KernelTable(rows, columns=list(COLUMNS))
@@ -323,6 +373,7 @@ def price_module(
     table.model_name = cost_model.name
     table.estimates = estimates
     table.priced_module = "the module as given"
+    table.unknown_loops = tuple(unknown_loops)
     if unpriced and warn:
         _warn_unpriced_kernels(table.model_name, module.name, unpriced, warn_stacklevel + 1)
     return table

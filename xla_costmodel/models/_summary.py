@@ -34,7 +34,8 @@ class TableSummary(Mapping):
     parameters, tuples, bitcasts, ...), `assumed_counts` (kernels whose
     execution count was assumed); `time_by_bound_s` (seconds per run by
     bound: compute, memory, launch, ...); `priced_module` (what was priced:
-    `KernelTable.priced_module`).
+    `KernelTable.priced_module`); `unknown_loops` (loops whose trip count
+    was assumed) and `total_is_lower_bound` (True when there is one).
 
     Reads like the dict it replaces (`s["kernels"]`, `dict(s)`);
     `to_frame()` gives a one-row DataFrame, `to_dict()` plain JSON-ready
@@ -51,6 +52,20 @@ class TableSummary(Mapping):
     assumed_counts: int
     time_by_bound_s: Mapping[str, float] = field(default_factory=dict)
     priced_module: str | None = None
+    unknown_loops: tuple = ()
+
+    @property
+    def total_is_lower_bound(self) -> bool:
+        """Whether a loop's trip count was assumed, making `total_s` a lower bound (the default assumes 1)."""
+        return bool(self.unknown_loops)
+
+    def _lower_bound_note(self) -> str:
+        if not self.unknown_loops:
+            return ""
+        shown = ", ".join(self.unknown_loops[:5]) + (f" and {len(self.unknown_loops) - 5} more"
+                                                     if len(self.unknown_loops) > 5 else "")
+        return (f"; a lower bound: the trip count of {count(len(self.unknown_loops), 'while loop')} ({shown}) "
+                f"is unknown (give it with analyze(..., trip_counts={{name: n}}))")
 
     # ------------------------------------------------------------ dict-like
     def __getitem__(self, key: str) -> Any:
@@ -73,6 +88,7 @@ class TableSummary(Mapping):
         """Plain values (JSON-ready: NaN as None), the field names as keys."""
         out = {k: getattr(self, k) for k in self._keys()}
         out["time_by_bound_s"] = {str(k): float(v) for k, v in self.time_by_bound_s.items()}
+        out["unknown_loops"] = list(self.unknown_loops)
         if isinstance(out["total_s"], float) and not math.isfinite(out["total_s"]):
             out["total_s"] = None
         return out
@@ -81,7 +97,8 @@ class TableSummary(Mapping):
         """One row: the names, `total_s`, the counts, and `<bound>_s` per bound (seconds per run)."""
         import pandas as pd
 
-        row = {k: getattr(self, k) for k in self._keys() if k != "time_by_bound_s"}
+        row = {k: getattr(self, k) for k in self._keys() if k not in ("time_by_bound_s", "unknown_loops")}
+        row["total_is_lower_bound"] = self.total_is_lower_bound
         row.update({f"{bound}_s": float(t) for bound, t in self.time_by_bound_s.items()})
         return pd.DataFrame([row])
 
@@ -89,7 +106,8 @@ class TableSummary(Mapping):
         extra = (f", {self.unpriced} unpriced" if self.unpriced else "") + (
             f", {self.assumed_counts} with assumed execution counts" if self.assumed_counts else "")
         return (f"{self.module} on {self.device} ({self.model}): total {_fmt_time(self.total_s)} per run over "
-                f"{count(self.kernels, 'kernel')}{extra} ({count(self.free, 'free instruction')})")
+                f"{count(self.kernels, 'kernel')}{extra} ({count(self.free, 'free instruction')})"
+                + self._lower_bound_note())
 
     def _repr_html_(self) -> str:
         unpriced = f", <b style='color:#b00'>{self.unpriced} unpriced</b>" if self.unpriced else ""
@@ -101,5 +119,6 @@ class TableSummary(Mapping):
             f"{count(self.kernels, 'kernel')}{unpriced}{assumed} ({count(self.free, 'free instruction')})"
             + (f"<br>by bound: {html.escape(bounds)}" if bounds else "")
             + (f"<br>priced: {html.escape(self.priced_module)}" if self.priced_module else "")
+            + (f"<br>{html.escape(self._lower_bound_note()[2:])}" if self.unknown_loops else "")
             + "</p>"
         )

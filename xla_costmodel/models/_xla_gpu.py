@@ -24,6 +24,11 @@ as XLA's combined model prices it, with the tiled (indexing) model
 recomputation), dots with XLA's dot-fusion model. A fusion whose tile cannot
 be propagated falls back to the steps above (`details["tiled_fallback"]`).
 
+A scatter whose indices may collide takes at least its atomic contention
+time (`models._contention.scatter_contention`: requests queued on one L2
+line, one L2 round trip each), a term XLA's model lacks
+(`atomic_contention=False` drops it).
+
 For fusion decisions, `estimate_fusion(producer, consumers)` is XLA's
 `EstimateRunTimes`: unfused = (n+1) launches + T(P) + Σ T(Cᵢ), fused =
 n launches + Σ T_fused(P, Cᵢ), where T_fused recomputes the producer
@@ -59,6 +64,7 @@ from ..analysis._opcodes import COLLECTIVE_OPCODES, CONTROL_FLOW_OPCODES, is_fre
 from ._base import FusionEstimate, KernelEstimate, dominant_bound, register_model, warn_unpriced
 from ._collectives import CollectiveTime, collective_or_estimate, nccl_ring_time
 from ._coalescing import kernel_coalescing, utilization_rate
+from ._contention import scatter_contention
 from ._kernel_costs import CostContext, KernelCosts, kernel_costs, shape_size_cached
 from ._launch import LaunchDimensions, launch_dimensions
 from ._resolve import check_prices_device
@@ -126,6 +132,9 @@ class XlaGpuModel:
     - `collective_extensions`: price all-to-all, collective-permute, send and
       recv by their transfer over the ring bus (XLA's model charges them the
       5 µs launch only; False restores that).
+    - `atomic_contention`: a scatter whose indices may collide takes at
+      least the time its atomics queue on one L2 line (`models._contention`;
+      XLA has no such term, False drops it).
     - `nccl_max_channels`, `nccl_min_channels`, `nccl_threads`: what XLA's
       collective model reads from `NCCL_MAX_NCHANNELS`, `NCCL_MIN_NCHANNELS`
       and `NCCL_NTHREADS` (0: unset).
@@ -146,6 +155,7 @@ class XlaGpuModel:
     matrix_units: bool = True
     access_patterns: bool = True
     collective_extensions: bool = True
+    atomic_contention: bool = True
     nccl_max_channels: int = 32
     nccl_min_channels: int = 1
     nccl_threads: int = 0
@@ -264,11 +274,21 @@ class XlaGpuModel:
         }
         if ld.detail:
             details["launch_detail"] = ld.detail
+        exec_s = rt.exec_s
+        if self.atomic_contention and ld.emitter == "scatter":
+            c = scatter_contention(rt.costs.kernel, device)
+            if c is not None:
+                details.update(atomic_requests=c.requests, atomic_target_lines=c.target_lines,
+                               atomic_contention_s=c.time_s)
+                if c.time_s > exec_s:
+                    exec_s = c.time_s
+                    memory = max(memory, c.time_s)
+                    details["exec_s"] = exec_s
         return KernelEstimate(
             compute_s=rt.compute_s,
             memory_s=memory,
             launch_s=launch,
-            time_s=rt.exec_s + launch,
+            time_s=exec_s + launch,
             bound=dominant_bound(rt.compute_s, memory, launch),
             details=details,
         )
