@@ -236,3 +236,15 @@ def test_bad_trip_counts_are_refused(bad, error):
         [(name, 3)]
     with pytest.raises(error):
         analyze(module, device="h100-sxm", trip_counts=bad)
+
+
+def test_a_triton_fusion_launches_the_grid_cupti_recorded(attention):
+    """CUPTI's launch records on the H100 (corpus_kernels.parquet `kernel_details`): triton_softmax.2
+    grid 384 x block 256, gemm_fusion_dot.5 grid 576 x block 64 (jax_nn_attention_fwd, large). All 631
+    Triton kernels of the capture match the same way."""
+    from xla_costmodel.models._launch import launch_dimensions
+
+    dev = get_device("h100-sxm")
+    for name, grid, block in (("triton_softmax.2", 384, 256), ("gemm_fusion_dot.5", 576, 64)):
+        ld = launch_dimensions(_instr(attention, name), dev)
+        assert (ld.emitter, ld.num_blocks, ld.threads_per_block) == ("triton", grid, block)

@@ -4,8 +4,11 @@ The emitter is `analysis._emission.emitter_kind`'s (XLA's
 `HloFusionAnalysis::GetEmitterFusionKind`); the grid follows the emitters' own
 `launch_dimensions()` (loop with unrolling, row / multi-row / column / small
 column reductions, the shared-memory transpose, concatenate, scatter, in-place
-dynamic-update-slice), with XLA's fallback of 128 threads per block and one
-thread per output element for everything else (library calls, custom fusions).
+dynamic-update-slice), a Triton fusion's grid from the tiling its backend
+config names (one block per output tile, 32 x `num_warps` threads), with
+XLA's fallback of 128 threads per block and one thread per output element for
+everything else (library calls, custom fusions, Triton fusions without a
+config).
 
 A kernel is a `fusion` instruction or a lone instruction, which XLA analyses
 as a fusion of one instruction.
@@ -30,6 +33,7 @@ from ..analysis._emission import (
     warp_size,
 )
 from ..analysis._shapes import array_leaves, element_bits, elements, elements_recursive, first_array
+from ..analysis._tiling import TilingError, configured_tiling, dims_of, propagate
 
 # XLA constants (transpose.cc, reduction_utils.h, launch_dimensions.cc); the emitter facts'
 # own (tiled transposes, race-free reductions) are in `analysis._emission`.
@@ -235,6 +239,29 @@ def fallback_launch(roots) -> tuple[int, int]:
     return max(_ceil(n, FALLBACK_THREADS), 1), FALLBACK_THREADS
 
 
+def triton_launch(kernel, device) -> tuple[int, int, str] | None:
+    """`(blocks, threads, detail)` of a Triton fusion under its configured tiling, or None without one.
+
+    Blocks = ∏⌈dim / tile⌉ over the tiled root, threads = 32 x `num_warps`
+    (XLA's `EstimateNumWarps` when the config has none).
+    """
+    cfg = configured_tiling(kernel)
+    if cfg is None:
+        return None
+    try:
+        tiled = propagate(kernel, cfg.output_tile, block_k=cfg.block_k)
+    except TilingError:
+        return None
+    warps = cfg.num_warps
+    if warps is None:
+        from ._tiled import num_warps_for
+
+        warps = num_warps_for(tiled)
+    root = next((r for r, t in tiled.roots if t.sizes == tuple(cfg.output_tile)), tiled.roots[0][0])
+    detail = f"tile {list(cfg.output_tile)} of {list(dims_of(root))}, {warps} warps"
+    return tiled.num_blocks, warps * warp_size(device), detail
+
+
 def _loop_fusion_roots(kernel) -> list | None:
     """The roots of a fusion that `emitter_kind` certainly gives the loop emitter, found
     without looking for heroes; None when that takes the full analysis.
@@ -299,6 +326,10 @@ def launch_dimensions(kernel, device, *, max_unroll: int = 4) -> LaunchDimension
         upd = first_array(roots[0].operands[1].shape)
         blocks, threads = _calculate(elements(upd), 1, device)
         return LaunchDimensions(kind, blocks, threads, 1, roots[0].name)
+    if kind == "triton":
+        grid = triton_launch(kernel, device)
+        if grid is not None:
+            return LaunchDimensions(kind, grid[0], grid[1], 1, roots[0].name, grid[2])
     blocks, threads = fallback_launch(roots)
     return LaunchDimensions(kind, blocks, threads, 1, heroes[0].name if heroes else "")
 
