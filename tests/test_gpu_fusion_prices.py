@@ -248,3 +248,14 @@ def test_a_triton_fusion_launches_the_grid_cupti_recorded(attention):
     for name, grid, block in (("triton_softmax.2", 384, 256), ("gemm_fusion_dot.5", 576, 64)):
         ld = launch_dimensions(_instr(attention, name), dev)
         assert (ld.emitter, ld.num_blocks, ld.threads_per_block) == ("triton", grid, block)
+
+
+def test_gemm_fusions_can_take_xlas_own_dispatch(attention):
+    """XLA's `CombinedGpuPerformanceModel` sends only generic `__triton` fusions to the tiled model;
+    `dot_fusion_model=False` does the same (GEMM fusions priced by the legacy steps)."""
+    dev = get_device("h100-sxm")
+    tiled, legacy = get_model("xla-gpu"), get_model("xla-gpu", dot_fusion_model=False)
+    gemm, softmax = _instr(attention, "gemm_fusion_dot.5"), _instr(attention, "triton_softmax.2")
+    assert "dot_exec_s" in tiled.estimate(gemm, dev).details
+    assert "tiling" not in legacy.estimate(gemm, dev).details
+    assert legacy.estimate(softmax, dev).time_s == tiled.estimate(softmax, dev).time_s

@@ -71,6 +71,14 @@ from ._resolve import check_prices_device
 from ._xla_gpu_fusion import XlaGpuPairPricer, fused_estimate, fused_short_cut
 from ._tiled import TilingError, price_triton_fusion
 from ..analysis._emission import emitter_kind
+from ..analysis._frontend import backend_config
+
+
+def _fusion_backend_kind(kernel) -> str:
+    """The `fusion_backend_config.kind` of a fusion (`"__triton"`, `"__triton_nested_gemm_fusion"`, ...)."""
+    cfg = backend_config(kernel) or {}
+    fc = cfg.get("fusion_backend_config")
+    return str(fc.get("kind", "")) if isinstance(fc, dict) else ""
 
 
 def _round_half_away(x: float) -> float:
@@ -132,6 +140,11 @@ class XlaGpuModel:
     - `collective_extensions`: price all-to-all, collective-permute, send and
       recv by their transfer over the ring bus (XLA's model charges them the
       5 µs launch only; False restores that).
+    - `dot_fusion_model`: price Triton GEMM fusions (`__triton_gemm`,
+      `__triton_nested_gemm_fusion`) with the tiled model and XLA's dot-fusion
+      model under their configured tiles; False prices them with the steps
+      above, as XLA's `CombinedGpuPerformanceModel` does (it sends only
+      generic `__triton` fusions to the tiled model).
     - `atomic_contention`: a scatter whose indices may collide takes at
       least the time its atomics queue on one L2 line (`models._contention`;
       XLA has no such term, False drops it).
@@ -155,6 +168,7 @@ class XlaGpuModel:
     matrix_units: bool = True
     access_patterns: bool = True
     collective_extensions: bool = True
+    dot_fusion_model: bool = True
     atomic_contention: bool = True
     nccl_max_channels: int = 32
     nccl_min_channels: int = 1
@@ -297,6 +311,8 @@ class XlaGpuModel:
         """A Triton fusion priced with the tiled model: `(estimate, "")`; `(None, why)` when the tiled
         model cannot price it; `(None, "")` for any other kernel."""
         if kernel.opcode != "fusion" or kernel.fusion_kind != "kCustom" or emitter_kind(kernel)[0] != "triton":
+            return None, ""
+        if not self.dot_fusion_model and _fusion_backend_kind(kernel) != "__triton":
             return None, ""
         try:
             e, source = price_triton_fusion(kernel, device, self)
