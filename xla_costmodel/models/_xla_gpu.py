@@ -18,11 +18,13 @@ For one kernel (XLA's `EstimateRunTimeForInstruction`):
 
 A Triton fusion (kind `kCustom`, backend config kind `__triton...`: softmax
 and normalization fusions, GEMM fusions and nested GEMM fusions) is priced
-as XLA's combined model prices it, with the tiled (indexing) model
-(`models._tiled.price_triton_fusion`): the tiling its backend config names
-(what ran), else the best one; flops counted on the tiles (no per-element
-recomputation), dots with XLA's dot-fusion model. A fusion whose tile cannot
-be propagated falls back to the steps above (`details["tiled_fallback"]`).
+with the tiled (indexing) model (`models._tiled.price_triton_fusion`), as
+XLA's `CombinedGpuPerformanceModel` prices generic (`__triton`) fusions: the
+tiling its backend config names (what ran), else the best one; flops counted
+on the tiles (no per-element recomputation), dots with XLA's dot-fusion
+model. XLA sends GEMM fusions to the steps above instead;
+`dot_fusion_model=False` does too. A fusion whose tile cannot be propagated
+falls back to the steps above (`details["tiled_fallback"]`).
 
 A scatter whose indices may collide takes at least its atomic contention
 time (`models._contention.scatter_contention`: requests queued on one L2
@@ -60,6 +62,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
+from ..analysis._emission import emitter_kind
+from ..analysis._frontend import backend_config
 from ..analysis._opcodes import COLLECTIVE_OPCODES, CONTROL_FLOW_OPCODES, is_free
 from ._base import FusionEstimate, KernelEstimate, dominant_bound, register_model, warn_unpriced
 from ._collectives import CollectiveTime, collective_or_estimate, nccl_ring_time
@@ -68,10 +72,8 @@ from ._contention import scatter_contention
 from ._kernel_costs import CostContext, KernelCosts, kernel_costs, shape_size_cached
 from ._launch import LaunchDimensions, launch_dimensions
 from ._resolve import check_prices_device
-from ._xla_gpu_fusion import XlaGpuPairPricer, fused_estimate, fused_short_cut
 from ._tiled import TilingError, price_triton_fusion
-from ..analysis._emission import emitter_kind
-from ..analysis._frontend import backend_config
+from ._xla_gpu_fusion import XlaGpuPairPricer, fused_estimate, fused_short_cut
 
 
 def _fusion_backend_kind(kernel) -> str:
