@@ -7,7 +7,8 @@ several kernels per execution; the kernel launches per run are not its
 executions.
 
 Per routine, the form's terms (`_TERMS`) are fitted by non-negative least
-squares on relative errors (each row divided by its measured time):
+squares on relative errors (a cuBLAS GEMM: one scale of the measured GEMM
+table's time, the geometric mean of measured / table) (each row divided by its measured time):
 
     t / t = launch_multiple · launch/t + step_s · steps/t + (1/flops_eff) · (flops/peak)/t + (1/bw_eff) · (bytes/bw)/t
 
@@ -28,7 +29,7 @@ import pandas as pd
 __all__ = ["LIBRARY_ROW_COLUMNS", "fit_library_constants", "library_call_rows", "score_library_rows"]
 
 LIBRARY_ROW_COLUMNS = ["program", "size", "source", "hlo_op", "routine", "executions", "measured_s",
-                       "launch_s", "steps", "flops_s", "bytes_s"]
+                       "launch_s", "steps", "flops_s", "bytes_s", "table_s"]
 
 # Which terms each routine's form fits (the others are left out: 0).
 _SOLVER_TERMS = ("launch_multiple", "step_s", "flops_efficiency")
@@ -43,12 +44,14 @@ _TERMS = {
     "sort_pairs": ("launch_multiple", "step_s", "bandwidth_efficiency"),
     "sort_keys": ("launch_multiple", "step_s", "bandwidth_efficiency"),
     "topk": ("launch_multiple", "bandwidth_efficiency"),
+    # A cuBLAS GEMM: the measured GEMM table's time, times one scale (the geometric mean of measured / table).
+    "gemm": ("table_scale",),
 }
 _FAMILY = {r: "solver" for r in ("getrf", "potrf", "geqrf", "orgqr", "syevd", "gesvdj", "gesvd", "trsm",
                                  "lu_pivots_to_permutation")}
 _FAMILY.update({r: "cudnn" for r in ("conv_forward", "conv_bias_activation", "conv_backward_filter",
                                      "conv_backward_input")})
-_FAMILY.update({"sort_pairs": "sort", "sort_keys": "sort", "topk": "sort"})
+_FAMILY.update({"sort_pairs": "sort", "sort_keys": "sort", "topk": "sort", "gemm": "gemm"})
 _COLUMN = {"launch_multiple": "launch_s", "step_s": "steps", "flops_efficiency": "flops_s",
            "bandwidth_efficiency": "bytes_s"}
 # Fewest rows a routine's own fit takes.
@@ -67,6 +70,7 @@ def library_call_rows(modules, kernels: pd.DataFrame, device) -> pd.DataFrame:
     aside: the GEMM table prices them).
     """
     from ..analysis._library import library_work
+    from ..models._library_calls import gemm_table_estimate
 
     out = []
     for (program, size), module in modules.items():
@@ -77,8 +81,14 @@ def library_call_rows(modules, kernels: pd.DataFrame, device) -> pd.DataFrame:
             if instr.opcode != "custom-call" or instr.name not in by_op:
                 continue
             work = library_work(instr)
-            if work is None or work.routine == "gemm":
+            if work is None:
                 continue
+            table_s = math.nan
+            if work.routine == "gemm":
+                est = gemm_table_estimate(instr, device, scaled=False)
+                if est is None:
+                    continue
+                table_s = est.time_s
             r = by_op[instr.name]
             executions = runs.get(instr.name, 1) or 1
             peak = device.matmul_flops_per_s(work.dtype) if work.matrix_flops else device.peak_fp32_flops_per_s
@@ -88,6 +98,7 @@ def library_call_rows(modules, kernels: pd.DataFrame, device) -> pd.DataFrame:
                 "measured_s": float(r.min_per_run_s) / executions,
                 "launch_s": device.kernel_launch_overhead_s, "steps": work.steps,
                 "flops_s": work.flops / peak, "bytes_s": work.bytes_accessed / device.memory_bandwidth_bytes_per_s,
+                "table_s": table_s,
             })
     return pd.DataFrame(out, columns=LIBRARY_ROW_COLUMNS)
 
@@ -108,6 +119,8 @@ def _executions(module, device) -> dict:
 def _nnls(rows: pd.DataFrame, terms) -> dict:
     from scipy.optimize import nnls
 
+    if terms == ("table_scale",):
+        return {"table_scale": float(np.exp(np.mean(np.log(rows["measured_s"] / rows["table_s"]))))}
     y = rows["measured_s"].to_numpy(float)
     a = np.column_stack([rows[_COLUMN[t]].to_numpy(float) / y for t in terms])
     coef, _ = nnls(a, np.ones(len(y)))
@@ -160,6 +173,8 @@ def fit_library_constants(rows: pd.DataFrame) -> dict:
 
 
 def _predict(row, c: dict) -> float:
+    if "table_scale" in c:
+        return row.table_s * c["table_scale"]
     t = row.launch_s * c["launch_multiple"] + row.steps * c["step_s"]
     if c["flops_efficiency"] > 0:
         t += row.flops_s / c["flops_efficiency"]

@@ -41,7 +41,8 @@ from importlib import resources
 from ..analysis._library import LibraryWork, library_work
 from ._base import KernelEstimate, dominant_bound
 
-__all__ = ["LibraryConstants", "library_call_estimate", "library_constants", "leaving_source_out"]
+__all__ = ["LibraryConstants", "gemm_table_estimate", "library_call_estimate", "library_call_or_gemm",
+           "library_constants", "leaving_source_out"]
 
 #: Data files of fitted constants, by device preset name.
 _FILES = {"h100-sxm": "library_calls_h100.json"}
@@ -104,11 +105,12 @@ def library_constants(device, routine: str, held_out_source: str | None = None) 
     if entry is None:
         return None
     source = held_out_source if held_out_source is not None else _HELD_OUT.get()
-    if source is not None:
-        held = entry.get("leave_source_out", {})
-        if source in held:
-            h = held[source]
-            return LibraryConstants.from_dict(h["constants"], h.get("fitted_on", ""), bool(h.get("honest", True)))
+    if source is not None and source in entry.get("sources", ()):
+        # The rows of `source` trained `all`: only constants fitted without them are honest, if any.
+        h = entry.get("leave_source_out", {}).get(source)
+        if h is None:
+            return None
+        return LibraryConstants.from_dict(h["constants"], h.get("fitted_on", ""), bool(h.get("honest", True)))
     return LibraryConstants.from_dict(entry["all"]["constants"], entry["all"].get("fitted_on", ""), True)
 
 
@@ -147,3 +149,60 @@ def library_call_estimate(kernel, device) -> KernelEstimate | None:
     note = "" if fitted else f"no fitted library constants for {getattr(device, 'name', device)}: a lower bound"
     return KernelEstimate(compute_s=compute, memory_s=memory, launch_s=launch + serial, time_s=time,
                           bound=dominant_bound(compute, memory, launch + serial), note=note, details=details)
+
+
+def gemm_table_estimate(kernel, device, method: str = "log-grid", *, scaled: bool = True) -> KernelEstimate | None:
+    """A cuBLAS GEMM call priced by the device's measured GEMM table (`models._gemm_table`), or None
+    (not a cuBLAS GEMM, or no table for the device or the dtype). The table timed the GEMM kernels
+    themselves: no launch overhead is added, as in XLA's SoL estimator. With `scaled`, the time is
+    multiplied by the device's fitted `table_scale` of the `gemm` routine, where it has one: on the
+    H100 measured here, cuBLAS's TF32 kernels run about 1.3x faster than XLA's sm_90 table says for
+    the same (b, m, n, k) and dtype key."""
+    from ..devices import xla_table_key
+    from ._gemm_table import gemm_interpolator, gemm_spec, is_cublas_gemm
+
+    if not is_cublas_gemm(kernel) or getattr(device, "kind", "gpu") != "gpu":
+        return None
+    spec = gemm_spec(kernel)
+    key = xla_table_key(device)
+    interp = gemm_interpolator(key, method) if key and spec is not None else None
+    t = interp.time_s(spec) if interp is not None else None
+    if t is None or not t > 0:
+        return None
+    table_s = t
+    if scaled:
+        fitted = _load(getattr(device, "name", str(device)))
+        scale = _gemm_scale(device) if fitted is not None else None
+        if scale is not None:
+            t *= scale
+    work = library_work(kernel)
+    memory = work.bytes_accessed / device.memory_bandwidth_bytes_per_s if work is not None else 0.0
+    details = {"source": f"gemm table {key} ({method})", "routine": "gemm", "library": "cublas",
+               "gemm": (spec.b, spec.m, spec.n, spec.k, spec.dtype_key), "table_s": table_s, "exec_s": t,
+               "flops": spec.flops, "matmul_flops": spec.flops,
+               "bytes_accessed": work.bytes_accessed if work is not None else float("nan")}
+    compute = max(t - memory, 0.0)
+    return KernelEstimate(compute_s=compute, memory_s=min(memory, t), launch_s=0.0, time_s=t,
+                          bound=dominant_bound(compute, min(memory, t), 0.0), details=details)
+
+
+def _gemm_scale(device) -> float | None:
+    data = _load(getattr(device, "name", str(device))) or {}
+    entry = data.get("routines", {}).get("gemm")
+    if entry is None:
+        return None
+    source = _HELD_OUT.get()
+    if source is not None and source in entry.get("sources", ()):
+        held = entry.get("leave_source_out", {}).get(source)
+        return float(held["constants"]["table_scale"]) if held else None
+    return float(entry["all"]["constants"]["table_scale"])
+
+
+def library_call_or_gemm(kernel, device, gemm_method: str = "log-grid") -> KernelEstimate | None:
+    """What every GPU model asks for a custom call: a cuBLAS GEMM from the measured GEMM table
+    (`gemm_method`: `"log-grid"` or `"xla"`), any other library routine from the library-call model;
+    None for a custom call neither prices."""
+    if kernel.opcode != "custom-call":
+        return None
+    est = gemm_table_estimate(kernel, device, gemm_method)
+    return est if est is not None else library_call_estimate(kernel, device)

@@ -53,6 +53,7 @@ from ._collectives import CollectiveTime, collective_or_estimate, nccl_ring_time
 from ._coalescing import kernel_coalescing, utilization_rate
 from ._kernel_costs import CostContext, KernelCosts, kernel_costs, shape_size_cached
 from ._launch import LaunchDimensions, launch_dimensions
+from ._library_calls import library_call_or_gemm
 from ._resolve import check_prices_device
 from ._xla_gpu_fusion import XlaGpuPairPricer, fused_estimate, fused_short_cut
 
@@ -311,6 +312,10 @@ class XlaGpuModel:
             return KernelEstimate.unpriced(why)
         if kernel.opcode in COLLECTIVE_OPCODES:
             return self._collective_estimate(kernel, device)
+        # Library calls: cuBLAS GEMMs from the measured GEMM table, the rest from `models._library_calls`.
+        gemm_method = getattr(self, "gemm_interpolation", "log-grid")
+        if kernel.opcode == "custom-call" and (library := library_call_or_gemm(kernel, device, gemm_method)):
+            return library
         rt = self._runtime(kernel, device)
         if rt.costs.unpriced:
             why = "no cost rule for " + ", ".join(rt.costs.unpriced)
@@ -346,6 +351,10 @@ class XlaGpuModel:
             return KernelEstimate.unpriced(why), None
         if instr.opcode in COLLECTIVE_OPCODES:
             return self._collective_estimate(instr, device), None
+        # Library calls: cuBLAS GEMMs from the measured GEMM table, the rest from `models._library_calls`.
+        gemm_method = getattr(self, "gemm_interpolation", "log-grid")
+        if instr.opcode == "custom-call" and (library := library_call_or_gemm(instr, device, gemm_method)):
+            return library, None
         rt = self._runtime(instr, device, cache)
         if rt.costs.unpriced:
             why = "no cost rule for " + ", ".join(rt.costs.unpriced)
