@@ -32,11 +32,12 @@ import re
 from dataclasses import dataclass
 
 from ._frontend import backend_config, custom_call_target
+from ._opcodes import CUBLAS_GEMM_TARGETS
 from ._shapes import array_leaves, elements, first_array
 
 __all__ = [
-    "LIBRARY_ROUTINES", "LibraryWork", "cholesky_flops", "library_routine", "library_work",
-    "triangular_solve_flops",
+    "LIBRARY_ROUTINES", "LibraryWork", "cholesky_flops", "library_of", "library_routine", "library_work",
+    "topk_flops", "triangular_solve_flops",
 ]
 
 FMA_FLOPS = 2
@@ -62,7 +63,6 @@ LIBRARY_ROUTINES: dict[str, tuple[str, str]] = {
     "topk": ("xla", "top-k selection"),
 }
 
-_CUBLAS_GEMM = frozenset({"__cublas$gemm", "__cublas$lt$matmul", "__cublas$lt$matmul$f8", "__cublas$lt$matmul$mx"})
 _CUDNN = {
     "__cudnn$convforward": "conv_forward",
     "__cudnn$convforwardgraph": "conv_forward",
@@ -89,7 +89,7 @@ def library_routine(instr) -> str | None:
     target = custom_call_target(instr)
     if not target:
         return None
-    if target in _CUBLAS_GEMM:
+    if target in CUBLAS_GEMM_TARGETS:
         return "gemm"
     low = target.lower()
     hit = _CUDNN.get(low)
@@ -159,6 +159,12 @@ def cholesky_flops(a_shape) -> float:
     """`HloCostAnalysis::HandleCholesky`: n · elements(a) / 3 (n³/3 per matrix, integer division as XLA)."""
     n = a_shape.dims[-1] if a_shape.dims else 1
     return float((n * elements(a_shape)) // 3)
+
+
+def topk_flops(input_shape, k: int) -> float:
+    """Top-k by heap selection: one comparison per input element per level of a k-element heap, ⌈log2 k⌉
+    (XLA counts 0 for the `topk` opcode; the opcode and the custom call both count this)."""
+    return float(elements(input_shape) * max(1, (max(k, 1) - 1).bit_length()))
 
 
 def _getrf_flops(m: int, n: int) -> float:
@@ -315,7 +321,7 @@ def library_work(instr) -> LibraryWork | None:
         k = out.dims[-1] if out.dims else 1
         n = a.dims[-1] if a.dims else 1
         batch, m = max(elements(a) // max(n, 1), 1), 0
-        flops = float(elements(a) * max(1, (max(k, 1) - 1).bit_length()))
+        flops = topk_flops(a, k)
         steps = 0.0
     else:
         batch, m, n = _matrices(a)
