@@ -37,7 +37,7 @@ from ._shapes import array_leaves, elements, first_array
 
 __all__ = [
     "LIBRARY_ROUTINES", "LibraryWork", "cholesky_flops", "library_of", "library_routine", "library_work",
-    "topk_flops", "triangular_solve_flops",
+    "real_outputs", "topk_flops", "triangular_solve_flops",
 ]
 
 FMA_FLOPS = 2
@@ -202,9 +202,10 @@ def _bytes(shape) -> float:
     return float(sum(leaf.byte_size for _, leaf in array_leaves(shape)))
 
 
-def _real_outputs(instr, routine: str) -> list:
-    """The result leaves that are data: a GEMM's / convolution's / trsm's workspace (the last s8 / u8
-    element) and a solver's s32[] `info` scalars are dropped."""
+def real_outputs(instr) -> list:
+    """The result leaves of a custom call that are data: the workspace of a GEMM, a convolution, a
+    triangular solve or a sort (the last s8 / u8 element of the tuple) and a solver's s32[] `info`
+    scalars are dropped."""
     leaves = [leaf for _, leaf in array_leaves(instr.shape)]
     if instr.shape.element_type == "tuple" and len(leaves) > 1 and leaves[-1].element_type in ("s8", "u8"):
         leaves = leaves[:-1]
@@ -277,7 +278,7 @@ def library_work(instr) -> LibraryWork | None:
     if routine is None or not instr.operands:
         return None
     library = library_of(instr)
-    outs = _real_outputs(instr, routine)
+    outs = real_outputs(instr)
     read = sum(_bytes(op.shape) for op in instr.operands)
     written = sum(float(leaf.byte_size) for leaf in outs)
     a = first_array(instr.operands[0].shape)
