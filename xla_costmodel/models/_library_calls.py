@@ -47,6 +47,10 @@ __all__ = ["LibraryConstants", "gemm_table_estimate", "library_call_estimate", "
 #: Data files of fitted constants, by device preset name.
 _FILES = {"h100-sxm": "library_calls_h100.json"}
 
+# A routine the device's data lacks is priced with the constants of the one it would run instead: a
+# LAPACK SVD (`gesdd`, what jax lowers `svd` to on a CPU, the laptop path) as the GPU's Jacobi SVD.
+_SIBLINGS = {"gesvd": "gesvdj", "gesvdj": "gesvd"}
+
 _HELD_OUT: contextvars.ContextVar[str | None] = contextvars.ContextVar("library_held_out_source", default=None)
 
 
@@ -101,7 +105,8 @@ def library_constants(device, routine: str, held_out_source: str | None = None) 
     data = _load(getattr(device, "name", str(device)))
     if data is None:
         return None
-    entry = data.get("routines", {}).get(routine)
+    routines = data.get("routines", {})
+    entry = routines.get(routine) or routines.get(_SIBLINGS.get(routine, ""))
     if entry is None:
         return None
     source = held_out_source if held_out_source is not None else _HELD_OUT.get()
