@@ -16,7 +16,7 @@ import re
 import numpy as np
 
 from . import _rules as R
-from ._library import library_routine, library_work
+from ._library import library_routine, xla_library_flops
 from ._rules import BYTES, FLOPS, OPB, OPU, OUT, UNPRICED, cost_rule, elements, elements_recursive, get_extra, set_extra
 
 __all__ = ["DEFAULT_CYCLES", "num_ranks"]
@@ -207,18 +207,16 @@ def gpu_custom_call_rule(an, instr, p):
     """cuBLAS gemms and cuDNN convolutions priced as dots / convolutions; hints honoured; else unknown."""
     shape = instr.shape
     real_out = shape.tuple_shapes[0] if shape.element_type == "tuple" and shape.tuple_shapes else shape
-    routine = library_routine(instr)
-    if routine == "gemm" or (routine or "").startswith("conv_"):
-        # `GpuHloCostAnalysis::HandleCustomCall`: the dot's / the convolution's flops
-        # (`_library`, the one table of library routines); only the real output is written.
-        work = library_work(instr)
-        if work is not None:
-            p[FLOPS] = work.flops
-            if routine == "gemm" or shape.element_type == "tuple":
-                size = float(an.size(real_out))
-                p[BYTES] = p[BYTES] - p[OUT] + size
-                p[OUT] = size
-            return
+    flops = xla_library_flops(instr)
+    if flops is not None:
+        # `GpuHloCostAnalysis::HandleCustomCall`: the dot's / the convolution's flops (`_library`, the
+        # one table of library routines); only the real output is written.
+        p[FLOPS] = flops
+        if library_routine(instr) == "gemm" or shape.element_type == "tuple":
+            size = float(an.size(real_out))
+            p[BYTES] = p[BYTES] - p[OUT] + size
+            p[OUT] = size
+        return
     if instr.has_attribute("backend_config"):
         hint = _cost_estimate(instr.attribute("backend_config", None))
         if hint:

@@ -37,7 +37,7 @@ from ._shapes import array_leaves, elements, first_array
 
 __all__ = [
     "LIBRARY_ROUTINES", "LibraryWork", "cholesky_flops", "library_of", "library_routine", "library_work",
-    "real_outputs", "topk_flops", "triangular_solve_flops",
+    "real_outputs", "topk_flops", "triangular_solve_flops", "xla_library_flops",
 ]
 
 FMA_FLOPS = 2
@@ -263,6 +263,29 @@ def _conv_flops(instr, routine: str, outs) -> float | None:
         return None
     shapes = [first_array(instr.operands[i].shape) if i != "out" else outs[0] for i in _CONV_ROLES[routine]]
     return float(convolution_flops(instr, *shapes))
+
+
+def xla_library_flops(instr) -> float | None:
+    """`GpuHloCostAnalysis::HandleCustomCall`'s flops of a cuBLAS GEMM or cuDNN convolution call, None
+    for any other custom call (XLA: unknown).
+
+    A GEMM's are its `LibraryWork.flops`. A convolution's are `GetConvolutionFlops` of (operand 0,
+    operand 1, result 0) under the call's labels, whatever its kind: for the backward kinds that is
+    not the work done (the labels describe the forward convolution, the shapes do not), which
+    `LibraryWork.flops` counts instead; the cost analysis keeps XLA's number.
+    """
+    from ._rules_math import convolution_flops
+
+    routine = library_routine(instr)
+    if routine == "gemm":
+        work = library_work(instr)
+        return work.flops if work is not None else None
+    if routine is None or not routine.startswith("conv_") or not instr.has_attribute("dim_labels") \
+            or len(instr.operands) < 2:
+        return None
+    out = real_outputs(instr)[0]
+    return float(convolution_flops(instr, first_array(instr.operands[0].shape),
+                                   first_array(instr.operands[1].shape), out))
 
 
 def _radix_passes(key_type: str) -> int:
