@@ -145,7 +145,7 @@ def library_call_estimate(kernel, device) -> KernelEstimate | None:
     # The serial chain is latency, as a launch is: it goes with the launch term.
     time = launch + serial + compute + memory
     details = {
-        "source": f"library call model ({'fitted: ' + constants.fitted_on if fitted else constants.fitted_on})",
+        "emitter": "library", "source": f"library call model ({'fitted: ' + constants.fitted_on if fitted else constants.fitted_on})",
         "routine": work.routine, "library": work.library, "flops": work.flops, "matmul_flops":
         work.flops if work.matrix_flops else 0.0, "bytes_read": work.bytes_read, "bytes_written": work.bytes_written,
         "bytes_accessed": work.bytes_accessed, "steps": work.steps, "serial_s": serial, "exec_s": time - launch,
@@ -182,7 +182,7 @@ def gemm_table_estimate(kernel, device, method: str = "log-grid", *, scaled: boo
             t *= scale
     work = library_work(kernel)
     memory = work.bytes_accessed / device.memory_bandwidth_bytes_per_s if work is not None else 0.0
-    details = {"source": f"gemm table {key} ({method})", "routine": "gemm", "library": "cublas",
+    details = {"emitter": "library", "source": f"gemm table {key} ({method})", "routine": "gemm", "library": "cublas",
                "gemm": (spec.b, spec.m, spec.n, spec.k, spec.dtype_key), "table_s": table_s, "exec_s": t,
                "flops": spec.flops, "matmul_flops": spec.flops,
                "bytes_accessed": work.bytes_accessed if work is not None else float("nan")}
