@@ -47,8 +47,10 @@ _TERMS = {
     # A cuBLAS GEMM: the measured GEMM table's time, times one scale (the geometric mean of measured / table).
     "gemm": ("table_scale",),
 }
-_FAMILY = {r: "solver" for r in ("getrf", "potrf", "geqrf", "orgqr", "syevd", "gesvdj", "gesvd", "trsm",
-                                 "lu_pivots_to_permutation")}
+# Families share the kind of serial step: a factorisation's step (a column) reduces over and updates the
+# trailing matrix; a substitution's (trsm) or a pivot swap's touches one row.
+_FAMILY = {r: "factorisation" for r in ("getrf", "potrf", "geqrf", "orgqr", "syevd", "gesvdj", "gesvd")}
+_FAMILY.update({"trsm": "substitution", "lu_pivots_to_permutation": "substitution"})
 _FAMILY.update({r: "cudnn" for r in ("conv_forward", "conv_bias_activation", "conv_backward_filter",
                                      "conv_backward_input")})
 _FAMILY.update({"sort_pairs": "sort", "sort_keys": "sort", "topk": "sort", "gemm": "gemm"})
