@@ -144,7 +144,7 @@ def test_every_gpu_model_prices_library_calls():
     for model in ("xla-gpu", "xla-gpu-tables", "roofline"):
         t = _price(model, "jax_linalg_svd", "large", "jax", "svd.0")
         # Row: jax_linalg_svd, large, jax, svd.0: 17.05 ms in 1,264 kernels. gesvdj is measured in jax's
-        # programs only: its held-out constants come from lineax's other solver rows (no honest data).
+        # programs only: its held-out constants come from lineax's getrf rows (no honest data of its own).
         assert math.isfinite(t) and 17.05e-3 / 50 < t < 17.05e-3 * 50
 
 
