@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ._frontend import backend_config, int_list_attribute
+from ._frontend import fusion_backend_kind, int_list_attribute
 from ._opcodes import IS_ELEMENTWISE, LIBRARY_OPCODES, is_elementwise
 from ._shapes import elements, elements_recursive, reshape_is_bitcast, transpose_is_bitcast
 
@@ -341,12 +341,7 @@ def tiled_transpose(instr) -> TransposeDescription | None:
 
 
 def _custom_kind(kernel) -> str:
-    cfg = backend_config(kernel)
-    kind = ""
-    if cfg is not None:
-        fc = cfg.get("fusion_backend_config") or cfg.get("fusion_config") or {}
-        if isinstance(fc, dict):
-            kind = str(fc.get("kind", ""))
+    kind = fusion_backend_kind(kernel)
     if kind.startswith("__triton"):
         return "triton"
     if "cudnn" in kind:

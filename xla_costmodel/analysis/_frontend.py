@@ -25,7 +25,8 @@ from __future__ import annotations
 import json
 import re
 
-__all__ = ["backend_config", "compiled_for", "int_list_attribute", "may_have_attribute", "word_attribute"]
+__all__ = ["backend_config", "compiled_for", "custom_call_target", "fusion_backend_kind", "int_list_attribute",
+           "may_have_attribute", "word_attribute"]
 
 _INT_LIST = re.compile(r"\s*\{\s*(-?\d+(?:\s*,\s*-?\d+)*)?\s*\}\s*")
 
@@ -143,6 +144,27 @@ def backend_config(instr) -> dict | None:
     return cfg if isinstance(cfg, dict) else None
 
 
+def custom_call_target(instr) -> str:
+    """A custom call's `custom_call_target` ("" for any other instruction or none written): the one
+    reader of the target, for the cost analysis, every model and the fitted features."""
+    if instr.opcode != "custom-call" or not instr.has_attribute("custom_call_target"):
+        return ""
+    return str(instr.attribute("custom_call_target", "") or "")
+
+
+def fusion_backend_kind(instr) -> str:
+    """The kind XLA:GPU writes into a fusion's `backend_config.fusion_backend_config.kind`
+    (`"__triton"`, `"__triton_gemm"`, `"__triton_nested_gemm_fusion"`, `"__cudnn$fusion"`, ...),
+    "" when it wrote none: the one reader of it. (XLA:CPU's `fusion_config` is read the same way.)"""
+    if instr.opcode != "fusion":
+        return ""
+    cfg = backend_config(instr)
+    if cfg is None:
+        return ""
+    fc = cfg.get("fusion_backend_config") or cfg.get("fusion_config") or {}
+    return str(fc.get("kind", "") or "") if isinstance(fc, dict) else ""
+
+
 # Marks only one backend's compiler leaves in an optimized module: library fusions and backend
 # configs of XLA:CPU, library custom calls and backend configs of XLA:GPU.
 _CPU_FUSION_MARKS = ("__ynn_fusion", "__onednn", "outer_dimension_partitions")
@@ -169,7 +191,7 @@ def compiled_for(module) -> tuple[str, str] | None:
                 if found is not None:
                     return kind, f"fusion '{instr.name}' carries XLA:{kind.upper()}'s {found}"
         elif op == "custom-call":
-            target = str(instr.attribute("custom_call_target", "") or "")
+            target = custom_call_target(instr)
             for kind, prefixes in (("cpu", _CPU_TARGETS), ("gpu", _GPU_TARGETS)):
                 if target.startswith(prefixes):
                     return kind, f"custom call '{instr.name}' targets XLA:{kind.upper()}'s {target}"

@@ -16,7 +16,7 @@ import re
 import numpy as np
 
 from . import _rules as R
-from ._opcodes import CUBLAS_GEMM_TARGETS
+from ._library import library_routine, xla_library_flops
 from ._rules import BYTES, FLOPS, OPB, OPU, OUT, UNPRICED, cost_rule, elements, elements_recursive, get_extra, set_extra
 
 __all__ = ["DEFAULT_CYCLES", "num_ranks"]
@@ -177,13 +177,6 @@ def gpu_async_start_rule(an, instr, p):
         gpu_all_to_all_rule(an, wrapped, p)
 
 
-_CUDNN_CONVS = (
-    "__cudnn$convForward",
-    "__cudnn$convBackwardInput",
-    "__cudnn$convBackwardFilter",
-    "__cudnn$convBiasActivationForward",
-    "__cudnn$convForwardGraph",
-)
 _ESCAPED_QUOTE = re.compile(r"\\+(?:\"|22|x22|u0022|U00000022)")
 
 
@@ -212,23 +205,14 @@ def _cost_estimate(config) -> dict[str, float] | None:
 @cost_rule("custom-call", variant="gpu")
 def gpu_custom_call_rule(an, instr, p):
     """cuBLAS gemms and cuDNN convolutions priced as dots / convolutions; hints honoured; else unknown."""
-    target = instr.attribute("custom_call_target", "") if instr.has_attribute("custom_call_target") else ""
     shape = instr.shape
     real_out = shape.tuple_shapes[0] if shape.element_type == "tuple" and shape.tuple_shapes else shape
-    if target in CUBLAS_GEMM_TARGETS:
-        config = instr.attribute("backend_config", None) if instr.has_attribute("backend_config") else None
-        dims = {}
-        if isinstance(config, dict):
-            dims = (config.get("gemm_backend_config") or {}).get("dot_dimension_numbers") or {}
-        contracting = tuple(int(d) for d in dims.get("lhs_contracting_dimensions", ()))
-        p[FLOPS] = float(R.dot_flops(instr.operands[0].shape, real_out, contracting))
-        size = float(an.size(real_out))
-        p[BYTES] = p[BYTES] - p[OUT] + size
-        p[OUT] = size
-        return
-    if target in _CUDNN_CONVS:
-        p[FLOPS] = float(R.convolution_flops(instr, instr.operands[0].shape, instr.operands[1].shape, real_out))
-        if shape.element_type == "tuple":
+    flops = xla_library_flops(instr)
+    if flops is not None:
+        # `GpuHloCostAnalysis::HandleCustomCall`: the dot's / the convolution's flops (`_library`, the
+        # one table of library routines); only the real output is written.
+        p[FLOPS] = flops
+        if library_routine(instr) == "gemm" or shape.element_type == "tuple":
             size = float(an.size(real_out))
             p[BYTES] = p[BYTES] - p[OUT] + size
             p[OUT] = size

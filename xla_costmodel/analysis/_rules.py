@@ -499,7 +499,9 @@ def outfeed_rule(an, instr, p):
 
 
 def custom_call_label(instr) -> str:
-    target = instr.attribute("custom_call_target", "")
+    from ._frontend import custom_call_target
+
+    target = custom_call_target(instr)
     return f"custom-call:{target}" if target else "custom-call"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from ._records import BYTES, FLOPS, FMA_FLOPS, OPB, OUT, TRANS
+from ._library import cholesky_flops, triangular_solve_flops
 from ._rules import _attr_tuple, cost_rule, elements
 from ._shapes import elements_recursive
 
@@ -124,8 +125,7 @@ def triangular_solve_rule(an, instr, p):
     # XLA writes operand 0's slot twice; the second (b's size) wins.
     p[OPB][0] = b_size
     p[BYTES] = out + a_size / 2.0 + b_size
-    n = a.dims[-1] if a.dims else 1
-    p[FLOPS] = float(FMA_FLOPS * n * elements(b))
+    p[FLOPS] = triangular_solve_flops(a, b)
 
 
 @cost_rule("cholesky")
@@ -136,8 +136,7 @@ def cholesky_rule(an, instr, p):
     p[BYTES] = 2 * half
     p[OUT] = half
     p[OPB][0] = half
-    n = a.dims[-1] if a.dims else 1
-    p[FLOPS] = float((n * elements(a)) // 3)
+    p[FLOPS] = cholesky_flops(a)
 
 
 # ---------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 
+from ..analysis._library import cholesky_flops, library_work, triangular_solve_flops
 from ..analysis._opcodes import CONTROL_FLOW_OPCODES, NO_WORK_IN_KERNEL_OPCODES
 
 from ._features import (
@@ -298,65 +299,20 @@ def _instruction_ops(h, acc: dict, util: float) -> None:
         _add(acc, "fft_flops", util * 5.0 * transforms * n * math.log2(max(n, 2)))
         return
     if op == "cholesky":
-        a = h.operands[0].shape
-        n = a.dims[-1] if a.dims else 1
-        _add(acc, "solver_flops", util * (a.num_elements / max(n * n, 1)) * n ** 3 / 3.0)
+        _add(acc, "solver_flops", util * cholesky_flops(h.operands[0].shape))
         return
     if op == "triangular-solve":
-        a, b = h.operands[0].shape, h.operands[1].shape
-        n = a.dims[-1] if a.dims else 1
-        _add(acc, "solver_flops", util * n * b.num_elements)
+        _add(acc, "solver_flops", util * triangular_solve_flops(h.operands[0].shape, h.operands[1].shape))
         return
     if op == "custom-call":
-        target = str(_attr(h, "custom_call_target", "") or "").lower()
-        if any(t in target for t in _SOLVER_FLOPS) or "lapack" in target:
-            _add(acc, "solver_flops", util * _solver_flops(h, target))
+        # Flops of the library routine, from the one table (`analysis._library`).
+        work = library_work(h)
+        if work is not None and (work.library in ("lapack", "cusolver") or work.routine == "trsm"):
+            _add(acc, "solver_flops", util * work.flops)
         return
     if op in ("rng", "rng-bit-generator"):
         _add(acc, f"op_special_{_dtype_group(_first_leaf(h.shape).element_type)}", util * _elements(h.shape))
         return
-
-
-def _matrices(a) -> tuple[float, int, int]:
-    """(matrices in the batch, rows m, columns n) of a (batched) matrix operand."""
-    m = a.dims[-2] if len(a.dims) >= 2 else 1
-    n = a.dims[-1] if a.dims else 1
-    return a.num_elements / max(m * n, 1), int(m), int(n)
-
-
-# Textbook flop counts of LAPACK's algorithms (Golub & Van Loan, "Matrix Computations"), per matrix,
-# by a substring of the custom-call target (`lapack_sgesdd_ffi`, `lapack_dsyevd_ffi`, ...).
-def _svd_flops(m: int, n: int) -> float:
-    big, small = max(m, n), min(m, n)
-    return 4.0 * big * big * small + 8.0 * big * small * small + 9.0 * small ** 3
-
-
-_SOLVER_FLOPS = {
-    "potrf": lambda m, n: n ** 3 / 3.0,
-    "getrf": lambda m, n: 2.0 * n ** 3 / 3.0 if m == n else m * n * n - n ** 3 / 3.0,
-    "geqrf": lambda m, n: 2.0 * m * n * n - 2.0 * n ** 3 / 3.0,
-    "orgqr": lambda m, n: 2.0 * m * n * n - 2.0 * n ** 3 / 3.0,
-    "ungqr": lambda m, n: 2.0 * m * n * n - 2.0 * n ** 3 / 3.0,
-    "syevd": lambda m, n: 9.0 * n ** 3,
-    "heevd": lambda m, n: 9.0 * n ** 3,
-    "gesdd": _svd_flops,
-    "gesvd": _svd_flops,
-}
-
-
-def _solver_flops(h, target: str) -> float:
-    """Flops of a LAPACK custom call (see `_SOLVER_FLOPS`; a triangular solve is n² per right-hand side,
-    an unknown LAPACK routine n³/3 per matrix, as a Cholesky)."""
-    if not h.operands:
-        return 0.0
-    count, m, n = _matrices(_first_leaf(h.operands[0].shape))
-    if "trsm" in target and len(h.operands) > 1:
-        b = _first_leaf(h.operands[1].shape)
-        return float(n) * b.num_elements
-    for name, flops in _SOLVER_FLOPS.items():
-        if name in target:
-            return count * flops(m, n)
-    return count * n ** 3 / 3.0
 
 
 _DOTS = frozenset({"dot", "scaled-dot", "ragged-dot"})

@@ -49,10 +49,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis._frontend import backend_config
+from ..analysis._frontend import custom_call_target, fusion_backend_kind
 from ..analysis._opcodes import CUBLAS_GEMM_TARGETS
 from ..analysis._shapes import first_array
-from ._kernel_costs import custom_call_target
 
 __all__ = ["GemmSpec", "GemmTableInterpolator", "XlaMatmulInterpolator", "gemm_interpolator", "gemm_spec"]
 
@@ -107,15 +106,9 @@ def _dot_spec(dot, out) -> GemmSpec:
                  _ints(dot, "rhs_batch_dims"), _ints(dot, "rhs_contracting_dims"))
 
 
-def _fusion_kind(instr) -> str:
-    cfg = backend_config(instr)
-    fc = cfg.get("fusion_backend_config") if cfg is not None else None
-    return str(fc.get("kind", "")) if isinstance(fc, dict) else ""
-
-
 def is_cublas_gemm(instr) -> bool:
     """A cuBLAS GEMM custom call (`__cublas$gemm`, `__cublas$lt$matmul`, its f8 / mx forms)."""
-    return instr.opcode == "custom-call" and custom_call_target(instr) in CUBLAS_GEMM_TARGETS
+    return custom_call_target(instr) in CUBLAS_GEMM_TARGETS
 
 
 def gemm_spec(instr) -> GemmSpec | None:
@@ -145,7 +138,7 @@ def gemm_spec(instr) -> GemmSpec | None:
         return _spec(first_array(instr.operands[0].shape), first_array(instr.operands[1].shape),
                      first_array(instr.shape), dims("lhs_batch_dimensions"), dims("lhs_contracting_dimensions"),
                      dims("rhs_batch_dimensions"), dims("rhs_contracting_dimensions"))
-    if op == "fusion" and _fusion_kind(instr) in ("__triton_gemm", "__triton_nested_gemm_fusion"):
+    if op == "fusion" and fusion_backend_kind(instr) in ("__triton_gemm", "__triton_nested_gemm_fusion"):
         comp = instr.fused_computation
         dots = [h for h in comp.instructions if h.opcode == "dot"] if comp is not None else []
         if len(dots) == 1:

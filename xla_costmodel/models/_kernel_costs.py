@@ -18,10 +18,10 @@ Which instructions run no code and which are not kernels is
 `analysis._opcodes`'s (`is_free`, `FREE_OPCODES`, `CONTROL_FLOW_OPCODES`, ...).
 What is the models' own and lives here:
 
-- textbook flops where XLA reports "unknown" or 0: cuBLAS / cuDNN custom calls
-  under any target name, LAPACK / cuSolver `potrf`, `getrf`, `trsm`, `TopK`
-  custom calls and the `topk` opcode (passed to the analysis as rule
-  overrides, so they count inside fusions too);
+- flops where XLA reports "unknown" or 0: every routine of
+  `analysis._library` (cuBLAS / cuDNN, cuSolver and LAPACK, CUB sorts,
+  top-k) and the `topk` opcode, from that one table (passed to the analysis
+  as rule overrides, so they count inside fusions too);
 - the split of the flops into matrix-unit work (dots, convolutions,
   triangular solves, Cholesky, gemm custom calls; `matmul_flops` and its
   dtype) and the rest by element type (`flops_by_dtype`);
@@ -35,11 +35,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..analysis._frontend import custom_call_target
 from ..analysis._kernel import KernelCost, kernel_cost
+from ..analysis._library import library_work, topk_flops
 from ..analysis._opcodes import MATMUL_OPCODES
-from ..analysis._rules import BYTES, FLOPS, FMA_FLOPS, OUT, TRANS, UNPRICED, merge_unpriced
-from ..analysis._rules import convolution_flops, dot_flops
-from ..analysis._shapes import elements, first_array, shape_size
+from ..analysis._rules import BYTES, FLOPS, OUT, TRANS, UNPRICED, merge_unpriced
+from ..analysis._shapes import first_array, shape_size
 
 # Shapes are immutable and shared by many instructions: their sizes are computed once
 # (keyed by id, the shape kept alive with its size so that the id is not reused).
@@ -68,66 +69,21 @@ _OPERAND_TYPED = frozenset({"fft", "sort", "topk", "custom-call"})
 # Textbook flops where XLA has none (rule overrides for the analysis)
 
 
-def custom_call_target(instr) -> str:
-    return str(instr.attribute("custom_call_target", "") or "")
-
-
-def _gemm_dims(instr) -> tuple | None:
-    cfg = instr.attribute("backend_config", None) if instr.has_attribute("backend_config") else None
-    if not isinstance(cfg, dict):
-        return None
-    gemm = cfg.get("gemm_backend_config", cfg)
-    ddn = gemm.get("dot_dimension_numbers") if isinstance(gemm, dict) else None
-    if not isinstance(ddn, dict):
-        return None
-    return tuple(int(x) for x in ddn.get("lhs_contracting_dimensions", ()))
-
-
-def _topk_flops(instr, k: int) -> float:
-    """One comparison per input element per level of a k-element heap, ceil(log2 k)."""
-    n = elements(first_array(instr.operands[0].shape))
-    return float(n * max(1, (max(k, 1) - 1).bit_length()))
-
-
 def custom_call_work(instr) -> tuple[str, float, float | None] | None:
     """`(kind, flops, output bytes or None)` of a custom call the models can price, else None.
 
-    `kind` is `"matmul"` for cuBLAS gemms and cuDNN convolutions (under any
-    target name; only their real output written) and `"vector"` for the
-    linear-algebra and top-k calls of XLA's CPU and GPU backends (LAPACK /
-    cuSolver `potrf`, `getrf`, `trsm`; `TopK`) with their textbook counts.
+    The counts are `analysis._library.library_work`'s (the one table of
+    library routines): `kind` is `"matmul"` for cuBLAS GEMMs and cuDNN
+    convolutions (only their real output written, the workspace left out)
+    and `"vector"` for the other routines (cuSolver / LAPACK factorisations
+    and solves, sorts, top-k).
     """
-    low = custom_call_target(instr).lower()
-    if "cublas" in low or "gemm" in low or "matmul" in low:
-        dims = _gemm_dims(instr)
-        if dims is not None:
-            out = first_array(instr.shape)
-            return "matmul", float(dot_flops(instr.operands[0].shape, out, dims)), float(out.byte_size)
-    if "cudnn" in low and "conv" in low and instr.has_attribute("dim_labels"):
-        out = first_array(instr.shape)
-        flops = convolution_flops(instr, instr.operands[0].shape, instr.operands[1].shape, out)
-        return "matmul", float(flops), float(out.byte_size)
-    if not instr.operands:
+    work = library_work(instr)
+    if work is None:
         return None
-    a = first_array(instr.operands[0].shape)
-    if "topk" in low:
-        out = first_array(instr.shape)
-        flops = _topk_flops(instr, out.dims[-1] if out.dims else 1)
-    elif "potrf" in low or "cholesky" in low:
-        n = a.dims[-1] if a.dims else 1
-        flops = float((n * elements(a)) // 3)
-    elif "getrf" in low:
-        m, n = (a.dims[-2], a.dims[-1]) if len(a.dims) >= 2 else (1, 1)
-        batch = elements(a) // max(m * n, 1)
-        k = min(m, n)
-        flops = float(batch * (2 * m * n * k - (m + n) * k * k + 2 * k ** 3 / 3))
-    elif "trsm" in low and len(instr.operands) >= 2:
-        b = first_array(instr.operands[1].shape)
-        n = a.dims[-1] if a.dims else 1
-        flops = float(FMA_FLOPS * n * elements(b)) / 2
-    else:
-        return None
-    return "vector", flops, None
+    if work.matrix_flops:
+        return "matmul", work.flops, work.bytes_written
+    return "vector", work.flops, None
 
 
 def _custom_call_rule(an, instr, p):
@@ -146,7 +102,7 @@ def _custom_call_rule(an, instr, p):
 
 def _topk_rule(an, instr, p):
     """XLA leaves top-k at 0 flops (a TODO); here the heap-selection count."""
-    p[FLOPS] = _topk_flops(instr, int(instr.attribute("k", 1) or 1))
+    p[FLOPS] = topk_flops(first_array(instr.operands[0].shape), int(instr.attribute("k", 1) or 1))
 
 
 MODEL_RULES = {"custom-call": _custom_call_rule, "topk": _topk_rule}

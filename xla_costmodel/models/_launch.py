@@ -32,6 +32,7 @@ from ..analysis._emission import (
     tiled_transpose,
     warp_size,
 )
+from ..analysis._library import real_outputs
 from ..analysis._shapes import array_leaves, element_bits, elements, elements_recursive, first_array
 from ..analysis._tiling import TilingError, configured_tiling, dims_of, propagate
 
@@ -234,8 +235,11 @@ def transpose_launch(tr: TransposeDescription, device) -> tuple[int, int]:
 
 
 def fallback_launch(roots) -> tuple[int, int]:
-    """XLA's fallback: 128 threads per block, one thread per element of root 0."""
-    n = elements_recursive(roots[0].shape)
+    """XLA's fallback: 128 threads per block, one thread per element of root 0 (of a library call's
+    real outputs: the workspace and status leaves of its result tuple are not work)."""
+    root = roots[0]
+    n = sum(elements(leaf) for leaf in real_outputs(root)) if root.opcode == "custom-call" else \
+        elements_recursive(root.shape)
     return max(_ceil(n, FALLBACK_THREADS), 1), FALLBACK_THREADS
 
 

@@ -36,6 +36,7 @@ from typing import ClassVar
 from ..analysis._opcodes import COLLECTIVE_OPCODES, CONTROL_FLOW_OPCODES, is_free
 from ._base import FusionByMaterializing, KernelEstimate, dominant_bound, register_model, warn_unpriced
 from ._kernel_costs import CostContext, kernel_costs, shape_size_cached
+from ._library_calls import library_call_estimate
 
 _INT_PREFIXES = ("s", "u", "pred")
 
@@ -96,6 +97,8 @@ class RooflineModel(FusionByMaterializing):
             return KernelEstimate.unpriced(why)
         if op in COLLECTIVE_OPCODES:
             return self.estimate_collective(kernel, device)
+        if op == "custom-call" and (library := library_call_estimate(kernel, device)) is not None:
+            return library  # a cuSolver / cuDNN / CUB routine: its serial steps are no roofline's
         costs = kernel_costs(kernel, CostContext(device, gpu=False))
         if costs.unpriced:
             why = "no cost rule for " + ", ".join(costs.unpriced)

@@ -71,6 +71,7 @@ from ._coalescing import kernel_coalescing, utilization_rate
 from ._contention import scatter_contention
 from ._kernel_costs import CostContext, KernelCosts, kernel_costs, shape_size_cached
 from ._launch import LaunchDimensions, launch_dimensions
+from ._library_calls import library_call_or_gemm
 from ._resolve import check_prices_device
 from ._tiled import TilingError, price_triton_fusion
 from ._xla_gpu_fusion import XlaGpuPairPricer, fused_estimate, fused_short_cut
@@ -172,6 +173,8 @@ class XlaGpuModel:
     collective_extensions: bool = True
     dot_fusion_model: bool = True
     atomic_contention: bool = True
+    # How a cuBLAS call's (m, n, k) is read off XLA's measured GEMM table (`models._gemm_table`).
+    gemm_interpolation: str = "log-grid"
     nccl_max_channels: int = 32
     nccl_min_channels: int = 1
     nccl_threads: int = 0
@@ -392,6 +395,11 @@ class XlaGpuModel:
             return KernelEstimate.unpriced(why)
         if kernel.opcode in COLLECTIVE_OPCODES:
             return self._collective_estimate(kernel, device)
+        # Library calls: cuBLAS GEMMs from the measured GEMM table, the rest from `models._library_calls`.
+        if kernel.opcode == "custom-call" and (
+            library := library_call_or_gemm(kernel, device, self.gemm_interpolation)
+        ):
+            return library
         tiled, fallback = self._triton_estimate(kernel, device)
         if tiled is not None:
             return tiled
@@ -433,6 +441,11 @@ class XlaGpuModel:
             return KernelEstimate.unpriced(why), None
         if instr.opcode in COLLECTIVE_OPCODES:
             return self._collective_estimate(instr, device), None
+        # Library calls: cuBLAS GEMMs from the measured GEMM table, the rest from `models._library_calls`.
+        if instr.opcode == "custom-call" and (
+            library := library_call_or_gemm(instr, device, self.gemm_interpolation)
+        ):
+            return library, None
         rt = self._runtime(instr, device, cache)
         tiled, _ = self._triton_estimate(instr, device)
         if tiled is not None:

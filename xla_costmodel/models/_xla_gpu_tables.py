@@ -60,7 +60,6 @@ class XlaGpuTablesModel(XlaGpuModel):
     name: ClassVar[str] = "xla-gpu-tables"
     prices_by_content: ClassVar[bool] = True
 
-    gemm_interpolation: str = "log-grid"
     collective_interpolation: str = "log-bytes"
     gpus_per_node: int = 8
     sol_overrides: tuple = field(default=())
@@ -140,6 +139,8 @@ class XlaGpuTablesModel(XlaGpuModel):
         est = XlaGpuModel.estimate(self, kernel, device)
         if not est.priced or est.bound == "free" or kernel.opcode in COLLECTIVE_OPCODES or is_free(kernel):
             return est
+        if kernel.opcode == "custom-call" and "routine" in est.details:
+            return est  # a library call: xla-gpu priced it already (cuBLAS GEMMs from the table)
         table = self.gemm_estimate(kernel, device, est)
         return table if table is not None else est
 

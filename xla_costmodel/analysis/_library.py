@@ -1,0 +1,362 @@
+"""The one table of library routines XLA hands work to, and what each does, from its operands.
+
+XLA:GPU runs GEMMs, convolutions, dense linear algebra and sorts through
+libraries (cuBLAS / cuBLASLt, cuDNN, cuSolver, CUB) as custom calls; XLA:CPU
+runs the linear algebra through LAPACK. XLA's `HloCostAnalysis` reports most
+of them as unknown (-1). This module says, for every routine the project
+knows, once:
+
+- which routine a custom call is (`library_routine`, from its target, read by
+  `_frontend.custom_call_target`);
+- its work (`library_work`): flops (textbook counts, with XLA's own where XLA
+  has one: a GEMM's and a convolution's `HloCostAnalysis` flops, a triangular
+  solve's 2·n·|b| and a Cholesky's n·|a|/3 as the `triangular-solve` and
+  `cholesky` opcodes count them), the bytes it must move (operands and real
+  results; the s8 / u8 workspace element and the s32 `info` scalars of the
+  result tuple are scratch, not output), the matrices in the batch, the
+  matrix order, and `steps`: the length of the routine's serial dependency
+  chain per matrix, which bounds the time of the solvers whatever their flops
+  (a column per step for LU, Cholesky, triangular solves, Householder
+  tridiagonalisation; n·⌈log2 n⌉ rotations rounds for one-sided Jacobi SVD,
+  whose sweeps grow like log n; a radix pass per 8 key bits for CUB's sorts).
+
+The cost analysis (`_gpu_rules`, `_rules_math`), every model
+(`models._kernel_costs`, `models._library_calls`) and the fitted models'
+features (`fit._counting`) read the counts here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from ._frontend import backend_config, custom_call_target
+from ._opcodes import CUBLAS_GEMM_TARGETS
+from ._shapes import array_leaves, elements, first_array
+
+__all__ = [
+    "LIBRARY_ROUTINES", "LibraryWork", "cholesky_flops", "library_of", "library_routine", "library_work",
+    "real_outputs", "topk_flops", "triangular_solve_flops", "xla_library_flops",
+]
+
+FMA_FLOPS = 2
+
+#: Routine name -> (library, what it is). Targets map to these through `_TARGET_RULES`.
+LIBRARY_ROUTINES: dict[str, tuple[str, str]] = {
+    "gemm": ("cublas", "cuBLAS / cuBLASLt GEMM (`__cublas$gemm`, `__cublas$lt$matmul` and its f8 / mx forms)"),
+    "trsm": ("cublas", "triangular solve (`__cublas$triangularSolve`, LAPACK `trsm`)"),
+    "getrf": ("cusolver", "LU factorisation with partial pivoting"),
+    "potrf": ("cusolver", "Cholesky factorisation"),
+    "geqrf": ("cusolver", "Householder QR factorisation"),
+    "orgqr": ("cusolver", "forming Q from Householder reflectors (orgqr / ungqr, householder_product)"),
+    "syevd": ("cusolver", "symmetric / Hermitian eigendecomposition (syevd, heevd, syevj)"),
+    "gesvdj": ("cusolver", "SVD by one-sided Jacobi rotations"),
+    "gesvd": ("cusolver", "SVD by bidiagonalisation (gesvd, gesdd)"),
+    "lu_pivots_to_permutation": ("cusolver", "LU pivots to a permutation (jaxlib's `cu_lu_pivots_to_permutation`)"),
+    "conv_forward": ("cudnn", "cuDNN convolution, forward"),
+    "conv_bias_activation": ("cudnn", "cuDNN fused convolution + bias + activation, forward"),
+    "conv_backward_filter": ("cudnn", "cuDNN convolution, gradient of the filter"),
+    "conv_backward_input": ("cudnn", "cuDNN convolution, gradient of the input"),
+    "sort_pairs": ("cub", "CUB radix sort of keys with values"),
+    "sort_keys": ("cub", "CUB radix sort of keys"),
+    "topk": ("xla", "top-k selection"),
+}
+
+_CUDNN = {
+    "__cudnn$convforward": "conv_forward",
+    "__cudnn$convforwardgraph": "conv_forward",
+    "__cudnn$convbiasactivationforward": "conv_bias_activation",
+    "__cudnn$convbackwardfilter": "conv_backward_filter",
+    "__cudnn$convbackwardinput": "conv_backward_input",
+}
+# Substrings of a lower-cased target, first match wins (cuSolver `cusolver_*_ffi`, hipSolver, LAPACK `lapack_?*_ffi`).
+_TARGET_RULES = (
+    ("lu_pivots_to_permutation", "lu_pivots_to_permutation"),
+    ("triangularsolve", "trsm"), ("trsm", "trsm"),
+    ("getrf", "getrf"), ("potrf", "potrf"), ("cholesky", "potrf"),
+    ("geqrf", "geqrf"), ("geqp3", "geqrf"), ("orgqr", "orgqr"), ("ungqr", "orgqr"), ("householder_product", "orgqr"),
+    ("syevd", "syevd"), ("heevd", "syevd"), ("syevj", "syevd"), ("heevj", "syevd"),
+    ("gesvdj", "gesvdj"), ("gesvd", "gesvd"), ("gesdd", "gesvd"),
+    ("sort_pairs", "sort_pairs"), ("sort_keys", "sort_keys"), ("cub_sort", "sort_keys"),
+    ("topk", "topk"),
+)
+_LAPACK = re.compile(r"^lapack_")
+
+
+def library_routine(instr) -> str | None:
+    """The `LIBRARY_ROUTINES` name of a custom call, or None (not a custom call, or not a library routine)."""
+    target = custom_call_target(instr)
+    if not target:
+        return None
+    if target in CUBLAS_GEMM_TARGETS:
+        return "gemm"
+    low = target.lower()
+    hit = _CUDNN.get(low)
+    if hit is not None:
+        return hit
+    for needle, routine in _TARGET_RULES:
+        if needle in low:
+            return routine
+    return None
+
+
+def library_of(instr) -> str:
+    """The library that runs a custom call's routine: `cublas`, `cudnn`, `cusolver`, `cub`, `lapack`
+    (XLA:CPU), `xla`, or "" when it is none of `LIBRARY_ROUTINES`."""
+    routine = library_routine(instr)
+    if routine is None:
+        return ""
+    if _LAPACK.match(custom_call_target(instr).lower()):
+        return "lapack"
+    return LIBRARY_ROUTINES[routine][0]
+
+
+@dataclass(frozen=True, slots=True)
+class LibraryWork:
+    """What one library call does.
+
+    **Attributes:** `routine` (a key of `LIBRARY_ROUTINES`), `library`;
+    `flops` (all matrices of the batch); `matrix_flops`: True when the flops run
+    on matrix units (GEMMs, convolutions); `dtype`: the element type the work
+    is done in; `bytes_read` and `bytes_written` (real operands and results,
+    no workspace); `batch`: matrices (or sorts) in the call; `m`, `n`: rows
+    and columns of one matrix (a sort's length in `n`); `rhs`: right-hand
+    sides of a solve (GEMM: its n); `steps`: the serial dependency chain of
+    one matrix (module docstring).
+    """
+
+    routine: str
+    library: str
+    flops: float
+    matrix_flops: bool
+    dtype: str
+    bytes_read: float
+    bytes_written: float
+    batch: int
+    m: int
+    n: int
+    rhs: int
+    steps: float
+
+    @property
+    def bytes_accessed(self) -> float:
+        return self.bytes_read + self.bytes_written
+
+
+# ---------------------------------------------------------------------------
+# Flop counts, shared with the `triangular-solve` and `cholesky` opcodes
+
+
+def triangular_solve_flops(a_shape, b_shape) -> float:
+    """`HloCostAnalysis::HandleTriangularSolve`: 2 · n · elements(b), n the order of `a` (XLA counts the
+    whole square, twice the textbook n²·rhs: the same count for the opcode and the library call)."""
+    n = a_shape.dims[-1] if a_shape.dims else 1
+    return float(FMA_FLOPS * n * elements(b_shape))
+
+
+def cholesky_flops(a_shape) -> float:
+    """`HloCostAnalysis::HandleCholesky`: n · elements(a) / 3 (n³/3 per matrix, integer division as XLA)."""
+    n = a_shape.dims[-1] if a_shape.dims else 1
+    return float((n * elements(a_shape)) // 3)
+
+
+def topk_flops(input_shape, k: int) -> float:
+    """Top-k by heap selection: one comparison per input element per level of a k-element heap, ⌈log2 k⌉
+    (XLA counts 0 for the `topk` opcode; the opcode and the custom call both count this)."""
+    return float(elements(input_shape) * max(1, (max(k, 1) - 1).bit_length()))
+
+
+def _getrf_flops(m: int, n: int) -> float:
+    k = min(m, n)
+    return 2.0 * m * n * k - (m + n) * k * k + 2.0 * k ** 3 / 3.0
+
+
+def _householder_flops(m: int, n: int) -> float:
+    k = min(m, n)
+    return 2.0 * m * n * k - 2.0 * k ** 3 / 3.0 if m >= n else 2.0 * n * m * k - 2.0 * k ** 3 / 3.0
+
+
+def _svd_flops(m: int, n: int) -> float:
+    # Golub & Van Loan, "Matrix Computations", R-SVD with U, Σ and V.
+    big, small = max(m, n), min(m, n)
+    return 4.0 * big * big * small + 8.0 * big * small * small + 9.0 * small ** 3
+
+
+_PER_MATRIX_FLOPS = {
+    "getrf": _getrf_flops,
+    "potrf": lambda m, n: n ** 3 / 3.0,
+    "geqrf": _householder_flops,
+    "orgqr": _householder_flops,
+    "syevd": lambda m, n: 9.0 * n ** 3,
+    "gesvdj": _svd_flops,
+    "gesvd": _svd_flops,
+}
+
+
+# ---------------------------------------------------------------------------
+# The work of one call
+
+
+def _bytes(shape) -> float:
+    return float(sum(leaf.byte_size for _, leaf in array_leaves(shape)))
+
+
+def real_outputs(instr) -> list:
+    """The result leaves of a custom call that are data: the workspace of a GEMM, a convolution, a
+    triangular solve or a sort (the last s8 / u8 element of the tuple) and a solver's s32[] `info`
+    scalars are dropped."""
+    leaves = [leaf for _, leaf in array_leaves(instr.shape)]
+    if instr.shape.element_type == "tuple" and len(leaves) > 1 and leaves[-1].element_type in ("s8", "u8"):
+        leaves = leaves[:-1]
+    return [leaf for leaf in leaves if leaf.dims or leaf.element_type not in ("s32", "s64")] or leaves[:1]
+
+
+def _matrices(a) -> tuple[int, int, int]:
+    """(matrices in the batch, rows m, columns n) of a (batched) matrix."""
+    m = a.dims[-2] if len(a.dims) >= 2 else 1
+    n = a.dims[-1] if a.dims else 1
+    return max(elements(a) // max(m * n, 1), 1), int(m), int(n)
+
+
+def _gemm_dims(instr) -> dict | None:
+    cfg = backend_config(instr)
+    gemm = cfg.get("gemm_backend_config", cfg) if cfg is not None else None
+    ddn = gemm.get("dot_dimension_numbers") if isinstance(gemm, dict) else None
+    return ddn if isinstance(ddn, dict) else None
+
+
+def _gemm(instr, outs) -> tuple:
+    ddn = _gemm_dims(instr)
+    if ddn is None or len(instr.operands) < 2:
+        return None
+    lhs, rhs = first_array(instr.operands[0].shape), first_array(instr.operands[1].shape)
+
+    def dims(key):
+        return tuple(int(x) for x in ddn.get(key, ()))
+
+    lb, lc, rb, rc = (dims(k) for k in ("lhs_batch_dimensions", "lhs_contracting_dimensions",
+                                         "rhs_batch_dimensions", "rhs_contracting_dimensions"))
+    b = math.prod(lhs.dims[d] for d in lb)
+    k = math.prod(lhs.dims[d] for d in lc)
+    m = math.prod(x for d, x in enumerate(lhs.dims) if d not in lb and d not in lc)
+    n = math.prod(x for d, x in enumerate(rhs.dims) if d not in rb and d not in rc)
+    # `HloCostAnalysis::GetDotFlops` on the real output: 2 x output elements x contracted size.
+    return FMA_FLOPS * elements(outs[0]) * k, b, m, n, k, lhs.element_type
+
+
+_CONV_ROLES = {
+    # (forward input, kernel, forward output) as (operand index | "out")
+    "conv_forward": (0, 1, "out"),
+    "conv_bias_activation": (0, 1, "out"),
+    "conv_backward_filter": (0, "out", 1),
+    "conv_backward_input": ("out", 1, 0),
+}
+
+
+def _conv_flops(instr, routine: str, outs) -> float | None:
+    """`HloCostAnalysis::GetConvolutionFlops` of the forward convolution the call computes (or
+    differentiates): its dimension labels and window describe that forward convolution."""
+    from ._rules_math import convolution_flops
+
+    if not instr.has_attribute("dim_labels") or len(instr.operands) < 2:
+        return None
+    shapes = [first_array(instr.operands[i].shape) if i != "out" else outs[0] for i in _CONV_ROLES[routine]]
+    return float(convolution_flops(instr, *shapes))
+
+
+def xla_library_flops(instr) -> float | None:
+    """`GpuHloCostAnalysis::HandleCustomCall`'s flops of a cuBLAS GEMM or cuDNN convolution call, None
+    for any other custom call (XLA: unknown).
+
+    A GEMM's are its `LibraryWork.flops`. A convolution's are `GetConvolutionFlops` of (operand 0,
+    operand 1, result 0) under the call's labels, whatever its kind: for the backward kinds that is
+    not the work done (the labels describe the forward convolution, the shapes do not), which
+    `LibraryWork.flops` counts instead; the cost analysis keeps XLA's number.
+    """
+    from ._rules_math import convolution_flops
+
+    routine = library_routine(instr)
+    if routine == "gemm":
+        work = library_work(instr)
+        return work.flops if work is not None else None
+    if routine is None or not routine.startswith("conv_") or not instr.has_attribute("dim_labels") \
+            or len(instr.operands) < 2:
+        return None
+    out = real_outputs(instr)[0]
+    return float(convolution_flops(instr, first_array(instr.operands[0].shape),
+                                   first_array(instr.operands[1].shape), out))
+
+
+def _radix_passes(key_type: str) -> int:
+    from ..hlo._shape import PRIMITIVE_BITS
+
+    return max(1, math.ceil(PRIMITIVE_BITS.get(key_type, 32) / 8))
+
+
+def library_work(instr) -> LibraryWork | None:
+    """The `LibraryWork` of a library custom call, or None (not one of `LIBRARY_ROUTINES`, or its
+    operands do not say: a GEMM without dimension numbers, a convolution without labels)."""
+    routine = library_routine(instr)
+    if routine is None or not instr.operands:
+        return None
+    library = library_of(instr)
+    outs = real_outputs(instr)
+    read = sum(_bytes(op.shape) for op in instr.operands)
+    written = sum(float(leaf.byte_size) for leaf in outs)
+    a = first_array(instr.operands[0].shape)
+    dtype = a.element_type
+    matrix = False
+    rhs = 0
+    if routine == "gemm":
+        hit = _gemm(instr, outs)
+        if hit is None:
+            return None
+        flops, batch, m, n, _k, dtype = hit
+        rhs, steps, matrix = n, 0.0, True
+    elif routine.startswith("conv_"):
+        flops = _conv_flops(instr, routine, outs)
+        if flops is None:
+            return None
+        batch, m, n, steps, matrix = 1, 0, 0, 0.0, True
+    elif routine == "trsm":
+        if len(instr.operands) < 2:
+            return None
+        b = first_array(instr.operands[1].shape)
+        batch, m, n = _matrices(a)
+        flops = triangular_solve_flops(a, b)
+        rhs = max(elements(b) // max(batch * n, 1), 1)
+        # Substitution runs down the rows of the triangle; the right-hand sides go in parallel.
+        steps = float(n)
+    elif routine == "lu_pivots_to_permutation":
+        m, n = 0, a.dims[-1] if a.dims else 1
+        batch = max(elements(a) // max(n, 1), 1)
+        flops, steps = 0.0, float(n)
+    elif routine in ("sort_pairs", "sort_keys"):
+        n = a.dims[-1] if a.dims else 1
+        batch, m = max(elements(a) // max(n, 1), 1), 0
+        passes = _radix_passes(a.element_type)
+        flops = 0.0
+        # Each radix pass reads and writes keys (and values); the passes run one after another.
+        read, written = read * passes, written * passes
+        steps = float(passes)
+    elif routine == "topk":
+        out = outs[0]
+        k = out.dims[-1] if out.dims else 1
+        n = a.dims[-1] if a.dims else 1
+        batch, m = max(elements(a) // max(n, 1), 1), 0
+        flops = topk_flops(a, k)
+        steps = 0.0
+    else:
+        batch, m, n = _matrices(a)
+        flops = batch * _PER_MATRIX_FLOPS[routine](m, n)
+        k = min(m, n)
+        if routine == "gesvdj":
+            # One-sided Jacobi: about log2(n) sweeps, each of n rounds of disjoint column-pair rotations.
+            steps = float(k * max(1, math.ceil(math.log2(max(k, 2)))))
+        elif routine == "potrf":
+            steps = float(n)
+        else:
+            steps = float(k)
+    return LibraryWork(routine, library, float(flops), matrix, dtype, float(read), float(written),
+                       int(batch), int(m), int(n), int(rhs), float(steps))
