@@ -246,18 +246,23 @@ def fitted_scores(names, rows, modules, kernels, reference):
     from xla_costmodel.measure import read_dataset
 
     device = get_device(DEVICE)
-    suite = read_dataset(SUITE)
-    corpus = training_rows(rows, reference)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pool = prepare_dataset(pd.concat([read_dataset(SUITE), training_rows(rows, reference)], ignore_index=True),
+                               device)
+    source_of = pool.rows["source"].astype(str).to_numpy()
+    print(f"   training pool: {len(pool.y)} kernels prepared in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     out = {}
     for name in names:
         parts = []
         t0 = time.perf_counter()
+        cache: dict = {}
         try:
             for source in sorted(kernels["source"].unique()):
-                train = pd.concat([suite, corpus[corpus["source"] != source]], ignore_index=True)
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    model = _fit(make_model(name, device), prepare_dataset(train, device), device)
+                    model = _fit(make_model(name, device), pool, device, mask=source_of != source, parts=cache)
                 held = set(kernels.loc[kernels["source"] == source, "case"])
                 parts.append(price({c: m for c, m in modules.items() if c in held}, model))
         except Exception as exc:  # noqa: BLE001 - one model failing must not hide the others
