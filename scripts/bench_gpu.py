@@ -115,6 +115,9 @@ def category(instr, kernel_symbol: str) -> str:
         return "other"
     if op in ("cholesky", "triangular-solve"):
         return "cuSolver"
+    if op == "sort" or (op == "fusion" and instr.fused_computation is not None
+                        and any(i.opcode == "sort" for i in instr.fused_computation.instructions)):
+        return "sort"  # XLA:GPU's sort emitter (a kCustom fusion of a sort and its iota)
     if op == "fusion" and instr.fusion_kind == "kCustom":
         cfg = backend_config(instr) or {}
         kind = str((cfg.get("fusion_backend_config") or {}).get("kind", ""))
