@@ -29,9 +29,15 @@ Method (issue 24):
 
 Fitted models (`fitted`, `learned`, `context`) are scored leaving one source
 out: for each library of the corpus, the model is fitted to the H100 suite
-(`calibration/h100-sxm.parquet`) and the corpus rows of every other library,
-and prices that library's modules; the corpus never trains the model that
-scores it.
+(`calibration/h100-sxm.parquet`) and the corpus rows of every other library
+(per execution, `Memcpy` rows aside), and prices that library's modules; the
+corpus never trains the model that scores it. (`--programs` restricts the
+training rows to the selected programs too.) A library routine found in one
+source only has no training data then: the routine table says which.
+
+Time on the 2-core reference VM: `--quick` about 25 s; everything about 10
+minutes (`learned`'s eleven fits and the laptop path's four diffrax modules,
+a minute each, take most of it).
 
 Printed: all kernels and kernels >= 5 us per execution (ratio error, Kendall
 tau, within 2x and 1.25x, unpriced, > 10x off), per kernel category, program
@@ -139,6 +145,31 @@ def category(instr, kernel_symbol: str) -> str:
         emitter, "other")
 
 
+def _routine(instr) -> str:
+    """The library routine a kernel calls: its custom-call target, or the opcode XLA hands to a library."""
+    if instr is None:
+        return ""
+    if instr.opcode == "custom-call":
+        return str(instr.attribute("custom_call_target", "") or "")
+    return instr.opcode if instr.opcode in ("cholesky", "triangular-solve", "fft") else ""
+
+
+def routine_table(kernels):
+    """Each library routine of the corpus: kernels, the sources they come from, their share of the measured time.
+    A routine found in one source alone has no honest training data: leaving its source out leaves none."""
+    import pandas as pd
+
+    lib = kernels[kernels["routine"] != ""]
+    total = float(kernels["min_per_run_s"].sum())
+    rows = []
+    for routine, g in lib.groupby("routine", sort=False):
+        sources = sorted(g["source"].unique())
+        rows.append({"routine": routine, "kernels": len(g), "programs": g["program"].nunique(),
+                     "sources": ", ".join(sources), "share_of_time": float(g["min_per_run_s"].sum()) / total,
+                     "training data when its source is left out": "none" if len(sources) == 1 else "other sources"})
+    return pd.DataFrame(rows).sort_values("share_of_time", ascending=False)
+
+
 def measured_kernels(rows, modules):
     """The scored kernels: measured rows that are not `Memcpy`, with their category and instruction."""
     import numpy as np
@@ -151,6 +182,7 @@ def measured_kernels(rows, modules):
     by_name = {c: {i.name: i for _comp, i in m.instructions()} for c, m in modules.items()}
     out["category"] = [category(by_name[c].get(op), s)
                        for c, op, s in zip(out["case"], out["hlo_op"], out["kernel_symbol"])]
+    out["routine"] = [_routine(by_name[c].get(op)) for c, op in zip(out["case"], out["hlo_op"])]
     out.attrs["memcpy_rows"] = int(np.sum(memcpy))
     return out.reset_index(drop=True)
 
@@ -505,6 +537,8 @@ def run(args) -> int:
         _print(f"{title} (noise: the capture's median run scored against its fastest, as if a model)", frame)
     cats = category_table(scores)
     _print("per category, kernels >= 5 us (share_of_time: of all scored kernels' measured time)", cats)
+    _print("library routines (custom calls and library ops): where they come from", routine_table(kernels),
+           index=False)
     programs = program_table(scores, kernels, rows)
     shares = []
     for col in programs.columns:
