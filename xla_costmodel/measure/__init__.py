@@ -12,6 +12,9 @@
 - `run_suite` measures the performance-instructive kernels over size sweeps;
   `append_dataset` / `read_dataset` keep the results in a tidy, atomically
   appended Parquet or CSV file; `noise_floor` compares two suite runs.
+- `capture_kernels` / `capture_rows` turn a GPU capture (device events of
+  traced runs, the H100 corpus's format; `capture_events_from_trace` makes
+  one from a `jax.profiler` trace) into dataset rows.
 - `measure_host()` measures this machine's CPU: the `"host"` device
   (`get_device("host")` runs it when the cache is missing).
 """
@@ -41,6 +44,10 @@ from ._measure import measure_program as measure_program
 from ._isolated import InProcessMeasurementWarning as InProcessMeasurementWarning
 from ._runs import measurement_from_trace as measurement_from_trace
 from ._runs import merge_measurements as merge_measurements
+from ._gpu_capture import CaptureError as CaptureError
+from ._gpu_capture import capture_events_from_trace as capture_events_from_trace
+from ._gpu_capture import capture_kernels as capture_kernels
+from ._gpu_capture import capture_rows as capture_rows
 from ._host import measure_host as measure_host
 from ._noise import noise_floor as noise_floor
 from ._suite import SUITE as SUITE

@@ -20,10 +20,18 @@ Kernel classes:
 - `scatter`: scatter-add of random rows.
 - `launch`: an empty program (a copy of one element) and tiny elementwise
   kernels, which measure the fixed cost of a launch.
+
+On a GPU the sweeps are sized for it (`sizes_for`: streams of 2^20 to 2^28
+elements, GEMMs to 8192, larger convolutions; sizes made for a CPU leave most
+GPU kernels near the launch cost), and the library routines XLA:GPU hands to
+cuSolver, cuBLAS, cuDNN and CUB are measured too (`GPU_LIBRARY_SUITE`):
+`linalg` (Cholesky, LU, QR, eigh, SVD, triangular solve), `sort` (sort, top-k)
+and wider convolutions.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
 import math
@@ -44,7 +52,8 @@ from ._measure import measure_program
 from ._method import DEFAULT_METHOD, ConcurrentKernelsWarning
 from ._runs import merge_measurements
 
-__all__ = ["SuiteKernel", "SUITE", "suite_cases", "run_suite", "steady_allocator", "FULL", "QUICK"]
+__all__ = ["SuiteKernel", "SUITE", "GPU_LIBRARY_SUITE", "GPU_SIZES", "suite_cases", "sizes_for", "run_suite",
+           "steady_allocator", "FULL", "QUICK"]
 
 Built = tuple[Callable[..., Any], tuple[Any, ...]]
 
@@ -61,6 +70,7 @@ class SuiteKernel:
     - `sizes`: the full sweep; `quick_sizes` the `--quick` one.
     - `dtypes`: dtypes to run it in.
     - `size_meaning`: what `size` counts (for the dataset's `params`).
+    - `gpu_sizes`: the full sweep on a GPU (None: `GPU_SIZES` by kind, see `sizes_for`).
     """
 
     name: str
@@ -71,6 +81,7 @@ class SuiteKernel:
     dtypes: tuple[str, ...] = ("float32",)
     size_meaning: str = "elements"
     params: dict = field(default_factory=dict)
+    gpu_sizes: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -337,6 +348,136 @@ SUITE: tuple[SuiteKernel, ...] = (
 )
 
 
+# --------------------------------------------------------------------------- GPU sizes and library routines
+
+#: Elements per array on a GPU: 4 MiB to 1 GiB of f32, from about the launch cost to streams that take
+#: milliseconds (on an H100 the CPU sweep's 2^14-2^23 left 340 of 453 kernels under 5 us, near the 1 us launch).
+_STREAM_GPU = tuple(1 << k for k in (20, 22, 24, 25, 26, 27, 28))
+#: GPU sweeps of the kernels whose size is not a stream length (`sizes_for`).
+GPU_SIZES: dict[str, tuple[int, ...]] = {
+    "matmul_square": (256, 512, 1024, 2048, 4096, 8192),
+    "matmul_skinny": (1024, 2048, 4096, 8192, 16384, 32768),
+    "conv3x3": (16, 32, 64, 128, 256),
+    "conv1x1": (32, 64, 128, 256, 512),
+}
+
+
+def sizes_for(kernel: SuiteKernel, backend: str = "cpu", quick: bool = False) -> tuple[int, ...]:
+    """The sweep of `kernel` on `backend` (`"cpu"`, `"gpu"`, ...): its own sizes, on a GPU its `gpu_sizes`, else
+    `GPU_SIZES[name]`, else `_STREAM_GPU` for a stream; the quick sweep is the same everywhere."""
+    if quick:
+        return kernel.quick_sizes
+    if backend != "gpu" or kernel.kernel_class == "launch":
+        return kernel.sizes
+    if kernel.gpu_sizes is not None:
+        return kernel.gpu_sizes
+    if kernel.name in GPU_SIZES:
+        return GPU_SIZES[kernel.name]
+    return _STREAM_GPU if kernel.size_meaning == "elements" else kernel.sizes
+
+
+def _spd(rng, n: int, dtype: str):
+    """A symmetric positive definite n x n matrix (well conditioned: A A^T / n + I)."""
+    import jax.numpy as jnp
+
+    a = rng.uniform(-1.0, 1.0, size=(n, n))
+    return jnp.asarray(a @ a.T / n + np.eye(n), dtype=_jnp_dtype(dtype))
+
+
+def _linalg(routine: str):
+    def build(n, dtype, rng):
+        import jax
+        import jax.numpy as jnp
+
+        if routine == "cholesky":
+            args = (_spd(rng, n, dtype),)
+            f = jnp.linalg.cholesky
+        elif routine == "lu":
+            args = (_arr(rng, (n, n), dtype, -1.0, 1.0),)
+            f = jax.lax.linalg.lu
+        elif routine == "qr":
+            args = (_arr(rng, (n, n), dtype, -1.0, 1.0),)
+            f = jnp.linalg.qr
+        elif routine == "eigh":
+            args = (_spd(rng, n, dtype),)
+            f = jnp.linalg.eigh
+        elif routine == "svd":
+            args = (_arr(rng, (n, n), dtype, -1.0, 1.0),)
+            f = jnp.linalg.svd
+        else:  # triangular solve: L X = B, L lower triangular and well conditioned, B n x n
+            low = jnp.tril(_arr(rng, (n, n), dtype, -1.0, 1.0) / n) + jnp.eye(n, dtype=_jnp_dtype(dtype))
+            args = (low, _arr(rng, (n, n), dtype, -1.0, 1.0))
+
+            def f(a, b):
+                return jax.scipy.linalg.solve_triangular(a, b, lower=True)
+
+        def g(*xs):
+            return f(*xs)
+
+        return _named(g, routine), args
+
+    return build
+
+
+def _sort(kind: str):
+    def build(n, dtype, rng):
+        import jax
+
+        if kind == "sort":
+            x = _arr(rng, (n,), dtype)
+
+            def f(x):
+                return jax.numpy.sort(x)
+        else:  # top 16 of each row of 1024
+            x = _arr(rng, (max(1, n // 1024), 1024), dtype)
+
+            def f(x):
+                return jax.lax.top_k(x, 16)
+
+        return _named(f, kind), (x,)
+
+    return build
+
+
+def _conv_wide(k: int, channels: int):
+    def build(s, dtype, rng):
+        import jax
+
+        x = _arr(rng, (8, s, s, channels), dtype, -1.0, 1.0)
+        w = _arr(rng, (k, k, channels, channels), dtype, -1.0, 1.0)
+
+        def f(x, w):
+            return jax.lax.conv_general_dilated(x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+        return _named(f, f"conv{k}x{k}_c{channels}"), (x, w)
+
+    return build
+
+
+_MATRIX_GPU = (64, 256, 1024, 2048, 4096)
+
+#: Library routines measured on a GPU only (`suite_cases(backend="gpu")`): what XLA:GPU hands to cuSolver
+#: (`cusolver_potrf_ffi`, `cusolver_getrf_ffi`, `cusolver_geqrf_ffi`, `cusolver_syevd_ffi`,
+#: `cusolver_gesvdj_ffi`), cuBLAS (`__cublas$triangularSolve`), CUB (`cub_sort_*`, top-k) and cuDNN
+#: (wider convolutions), none of which XLA's cost model prices.
+GPU_LIBRARY_SUITE: tuple[SuiteKernel, ...] = (
+    *(SuiteKernel(r, "linalg", _linalg(r), _MATRIX_GPU, (64,), size_meaning="n", params={"routine": r})
+      for r in ("cholesky", "lu", "qr", "triangular_solve")),
+    SuiteKernel("eigh", "linalg", _linalg("eigh"), (64, 256, 1024, 2048), (64,), size_meaning="n",
+                params={"routine": "eigh"}),
+    SuiteKernel("svd", "linalg", _linalg("svd"), (64, 256, 512, 1024), (64,), size_meaning="n",
+                params={"routine": "svd"}),
+    SuiteKernel("sort", "sort", _sort("sort"), tuple(1 << k for k in (16, 18, 20, 22, 24, 26)), (1 << 16,),
+                params={"routine": "sort"}),
+    SuiteKernel("top_k", "sort", _sort("top_k"), tuple(1 << k for k in (16, 18, 20, 22, 24, 26)), (1 << 16,),
+                params={"routine": "top_k", "k": 16, "row": 1024}),
+    SuiteKernel("conv3x3_c128", "conv", _conv_wide(3, 128), (16, 32, 64, 128), (16,), size_meaning="spatial",
+                params={"batch": 8, "channels": 128}),
+)
+# Their sweeps are GPU sweeps already.
+GPU_LIBRARY_SUITE = tuple(dataclasses.replace(k, gpu_sizes=k.sizes) for k in GPU_LIBRARY_SUITE)
+
+
 @dataclass(frozen=True)
 class Case:
     kernel: SuiteKernel
@@ -348,7 +489,7 @@ class Case:
         return f"{self.kernel.name}/{self.dtype}/{self.size}"
 
 
-def suite_cases(*, quick: bool = False, only: str | list[str] | None = None) -> list[Case]:
+def suite_cases(*, quick: bool = False, only: str | list[str] | None = None, backend: str = "cpu") -> list[Case]:
     """The cases (kernel × dtype × size) of the suite.
 
     **Arguments:**
@@ -356,19 +497,22 @@ def suite_cases(*, quick: bool = False, only: str | list[str] | None = None) -> 
     - `quick`: the short sweep.
     - `only`: glob pattern(s) matched against kernel names and classes
       (`"ew_*"`, `"matmul"`, `"copy_s1"`); None for all.
+    - `backend`: the jax platform measured (`"cpu"`, `"gpu"`): on a GPU the
+      sweeps are sized for it and `GPU_LIBRARY_SUITE` is added (`sizes_for`).
 
     **Returns:** the cases, in suite order.
     """
     pats = [only] if isinstance(only, str) else list(only or [])
     out = []
-    for k in SUITE:
+    kernels = SUITE + GPU_LIBRARY_SUITE if backend == "gpu" else SUITE
+    for k in kernels:
         if pats and not any(fnmatch.fnmatchcase(k.name, p) or fnmatch.fnmatchcase(k.kernel_class, p) for p in pats):
             continue
         for dtype in k.dtypes:
-            for size in k.quick_sizes if quick else k.sizes:
+            for size in sizes_for(k, backend, quick):
                 out.append(Case(k, dtype, size))
     if pats and not out:
-        raise ValueError(f"no suite kernel matches {pats}; kernels: {', '.join(k.name for k in SUITE)}")
+        raise ValueError(f"no suite kernel matches {pats}; kernels: {', '.join(k.name for k in kernels)}")
     return out
 
 
@@ -400,6 +544,9 @@ def run_suite(
     - `progress`: show a progress bar on stderr.
     - `seed`: seeds the inputs of every case.
 
+    The sweeps follow the backend jax runs on (`suite_cases(backend=...)`): on
+    a GPU, larger sizes and the library routines.
+
     Every case is measured by `measure_program` with the project's one
     methodology (`DEFAULT_METHOD`: steady allocator, one untraced call, the
     minimum over the kept runs), the same as `measure()`.
@@ -415,7 +562,7 @@ def run_suite(
     mode = QUICK if quick else FULL
     repeats = mode.repeats if repeats is None else repeats
     discard = mode.discard if discard is None else discard
-    cases = suite_cases(quick=quick, only=only)
+    cases = suite_cases(quick=quick, only=only, backend=jax.default_backend())
     rounds = mode.rounds if rounds is None else rounds
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")

@@ -1,0 +1,88 @@
+"""`scripts/bench_gpu.py --quick` on a few H100 corpus programs: its figures are `analyze`'s prices against the
+shipped H100 measurements, per execution, recomputed here from the dataset and `analyze` directly."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import importlib.util
+import io
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PROGRAMS = ("jax_scipy_cho_solve", "equinox_mlp_grad")
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "scripts" / "bench_gpu.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench_gpu") / "bench.json"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = _bench().main(["--quick", "--models", "xla-gpu", "--programs", *PROGRAMS, "--json", str(out)])
+    assert code == 0
+    return printed.getvalue(), json.loads(out.read_text())
+
+
+def test_kernel_figures_are_analyze_against_the_measurement(run):
+    import warnings
+
+    from xla_costmodel import analyze
+    from xla_costmodel.measure import read_dataset
+
+    text, payload = run
+    rows = read_dataset(ROOT / "calibration" / "h100-sxm_corpus.parquet")
+    rows = rows[rows["program"].isin(PROGRAMS) & ~rows["kernel_symbol"].str.startswith("Memcpy")]
+    ratios = []
+    for case, g in rows.groupby("case"):
+        with gzip.open(ROOT / "hlo_fixtures" / "gpu_h100" / f"{case}.post.hlo.gz", "rt") as f:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                table = analyze(f.read(), device="h100-sxm", model="xla-gpu")
+        table = table[table["bound"] != "free"].drop_duplicates("kernel").set_index("kernel")
+        for op, per_run, launches in zip(g["hlo_op"], g["min_per_run_s"], g["launches"]):
+            known = op in table.index and bool(table.loc[op, "executions_known"])
+            executions = float(table.loc[op, "executions"]) if known else max(float(launches), 1.0)
+            predicted = float(table.loc[op, "time_s"]) if op in table.index else math.nan
+            ratios.append(predicted / (per_run / executions))
+    ratios = np.array(ratios)
+    priced = np.isfinite(ratios) & (ratios > 0)
+    every = {r["model"]: r for r in payload["kernels"]["all kernels"]}
+    assert every["xla-gpu"]["kernels"] == len(ratios)
+    assert every["xla-gpu"]["unpriced"] == int((~priced).sum())
+    assert every["xla-gpu"]["within_2x"] == pytest.approx(np.mean(np.abs(np.log(ratios[priced])) <= math.log(2)))
+    assert every["xla-gpu"]["over_10x_off"] == int(np.sum(np.abs(np.log(ratios[priced])) > math.log(10)))
+    # The uncalibrated roofline is always scored beside the models, and the capture's noise beside both.
+    assert "roofline" in every
+    noise = every["noise: median run vs min run"]
+    assert noise["unpriced"] == 0 and 0 <= noise["ratio_error"] < 0.1
+    assert "== goals" in text and ("PASS" in text or "MISS" in text)
+    assert {g["goal"] for g in payload["goals"]} >= {"xla-gpu, no fitting: >= 80% of kernels >= 5 us within 2x"}
+
+
+def test_program_totals_add_up_the_kernels(run):
+    _text, payload = run
+    programs = {p["case"]: p for p in payload["programs"]}
+    assert set(programs) == {"jax_scipy_cho_solve@small", "jax_scipy_cho_solve@large", "equinox_mlp_grad@small",
+                             "equinox_mlp_grad@medium", "equinox_mlp_grad@large"}
+    for p in programs.values():
+        assert p["kernel_sum_us"] > 0 and p["wall_us"] >= p["kernel_sum_us"]
+        assert p["noise_median_over_min"] >= 1.0
+
+
+def test_unknown_model_exits_2(capsys):
+    with pytest.raises(SystemExit) as e:
+        _bench().main(["--quick", "--models", "no-such-model", "--programs", "equinox_mlp_fwd"])
+    assert e.value.code == 2
+    assert "no-such-model" in capsys.readouterr().err
