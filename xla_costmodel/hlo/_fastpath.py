@@ -117,6 +117,7 @@ _ENUMS = {
     "fusion_kind": "kLoop|kInput|kOutput|kCustom",
     "comparison_direction": "EQ|NE|GE|GT|LE|LT",
     "comparison_type": "FLOAT|TOTALORDER|SIGNED|UNSIGNED",
+    "comparison_order": "TOTAL|PARTIAL",
     "fft_type": "FFT|IFFT|RFFT|IRFFT",
     "padding_type": "PADDING_INVALID|PADDING_VALID|PADDING_SAME",
 }

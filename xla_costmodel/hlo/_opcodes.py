@@ -187,7 +187,8 @@ def _ternary(k: Check) -> Shape:
 
 
 @rule("compare", operands=2,
-      attributes={"direction": (True, "comparison_direction"), "type": (False, "comparison_type")}, infers_only=True)
+      attributes={"direction": (True, "comparison_direction"), "type": (False, "comparison_type"),
+                  "order": (False, "comparison_order")}, infers_only=True)
 def _compare(k: Check) -> Shape:
     return infer(k, lambda: inf.binary("compare", k.operands[0].shape, k.operands[1].shape))
 
@@ -226,7 +227,8 @@ def _as_written(k: Check) -> Shape:
     return k.shape
 
 
-@rule("topk", operands=1, attributes={"k": (True, "int64"), "largest": (False, "bool")}, reads=("k",), infers_only=True)
+@rule("topk", operands=1, attributes={"k": (True, "int64"), "largest": (False, "bool"), "is_stable": (False, "bool")},
+      reads=("k",), infers_only=True)
 def _topk(k: Check) -> Shape:
     return infer(k, lambda: inf.topk(k.operands[0].shape, k.values["k"]))
 

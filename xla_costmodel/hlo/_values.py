@@ -18,6 +18,8 @@ from ._parser import _FLOAT_MAX, _INT32_MAX, _INT32_MIN, Parser, value_parser
 FUSION_KINDS = frozenset({"kLoop", "kInput", "kOutput", "kCustom"})
 COMPARISON_DIRECTIONS = frozenset({"EQ", "NE", "GE", "GT", "LE", "LT"})
 COMPARISON_TYPES = frozenset({"FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"})
+# `order=` of compare, written by jax 0.11.2's XLA in place of `type=` (XLA's Comparison::Order: kTotal, kPartial).
+COMPARISON_ORDERS = frozenset({"TOTAL", "PARTIAL"})
 FFT_TYPES = frozenset({"FFT", "IFFT", "RFFT", "IRFFT"})
 PADDING_TYPES = frozenset({"PADDING_INVALID", "PADDING_VALID", "PADDING_SAME"})
 DISTRIBUTIONS = frozenset({"rng_invalid", "rng_uniform", "rng_normal"})
@@ -165,6 +167,11 @@ def _direction(p: Parser):
 @value_parser("comparison_type")
 def _comparison_type(p: Parser):
     return _enum(p, "comparison type", COMPARISON_TYPES)
+
+
+@value_parser("comparison_order")
+def _comparison_order(p: Parser):
+    return _enum(p, "comparison order", COMPARISON_ORDERS)
 
 
 @value_parser("fusion_kind")

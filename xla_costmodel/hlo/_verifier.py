@@ -205,6 +205,12 @@ def _elementwise(instr: HloInstruction) -> None:
         if not inf.compatible_ignoring_type(o.shape, out):
             raise _Invalid(f"Implicit broadcast is not allowed in HLO.Found different shapes for instruction "
                            f"{instr.opcode}.\noutput: {inf.human(out)}\noperand: {inf.human(o.shape)}\n")
+    if instr.opcode == "compare" and instr.has_attribute("order") and instr.attribute("order") == "PARTIAL":
+        # XLA's Comparison refuses a partial order on integers and pred (IsValidComparison).
+        operand = instr.operands[1].shape
+        if operand.element_type not in inf.FLOATS and operand.element_type not in inf.COMPLEX:
+            raise _Invalid(f"A partial order is only valid for floating-point and complex comparisons.\n"
+                           f"operand: {inf.human(operand)}\n")
     if instr.opcode == "compare" and instr.has_attribute("type"):
         operand = instr.operands[1].shape
         et = operand.element_type
