@@ -421,19 +421,36 @@ def verify(module: HloModule, *, text: str | None = None, source: str = "<module
     **Raises:** `HloParseError` naming the instruction and the rule, in XLA's words.
     """
     positions = getattr(module, "_positions", None) or {}
-    cache: set = set()
+    checked: set = set()
+    programs: dict = {}  # id(computation) -> its program key, for _memo_key
+    unbounded: dict = {}  # id(shape) -> _unbounded(shape): shapes are shared, the answer is asked often
     arity = _arity()
+    verified = VERIFIED_OPCODES
+    unchecked = _UNCHECKED_ATTRIBUTES
     for comp in module.computations:
         for instr in comp.instructions:
             op = instr.opcode
-            if op in VERIFIED_OPCODES or op in arity:
-                key = _memo_key(instr)
+            shape = instr.shape
+            if op in verified or op in arity:
+                # `_memo_key`, written out for the usual instruction (no computation called, attributes split).
+                if instr._called or instr._lazy is not None:
+                    key = _memo_key(instr, programs)
+                else:
+                    raw = instr._raw_store
+                    attrs = tuple([item for item in raw.items() if item[0] not in unchecked]) if raw else ()
+                    key = (op, id(shape), attrs, *[id(o.shape) for o in instr.operands])
+                    if op == "add-dependency":
+                        key += tuple([id(o) for o in instr.operands])
                 if key is not None:
-                    if key in cache:
+                    if key in checked:
                         continue
-                    cache.add(key)
-            elif not _unbounded(instr.shape):
-                continue  # no rule of ours looks at it
+                    checked.add(key)
+            else:
+                flag = unbounded.get(id(shape))
+                if flag is None:
+                    flag = unbounded[id(shape)] = _unbounded(shape)
+                if not flag:
+                    continue  # no rule of ours looks at it
             try:
                 _check(instr)
             except _Invalid as err:
@@ -450,18 +467,44 @@ _UNCHECKED_ATTRIBUTES = frozenset({"metadata", "backend_config", "sharding", "fr
                                    "statistics"})
 
 
-def _memo_key(instr: HloInstruction):
+def _memo_key(instr: HloInstruction, programs: dict):
     """Instructions equal in everything a rule looks at are checked once. Shapes count by identity (the
-    parser gives equal texts one shape object): equal shapes in two objects are merely checked twice."""
-    if instr._called:
-        return None
+    parser gives equal texts one shape object): equal shapes in two objects are merely checked twice. A
+    called computation counts by its program shape (parameter numbers and shapes, root shape), which is
+    all the rules of instructions that call one look at: JAX gives each reduce a region of its own."""
+    called = instr._called
     if instr._lazy is not None:
+        if called:
+            return None
         text, _, start, end = instr._lazy
         attrs = (text[start:end],)
     else:
-        attrs = tuple(item for item in instr._raw_store.items() if item[0] not in _UNCHECKED_ATTRIBUTES)
-    return (instr.opcode, id(instr.shape), tuple([id(o.shape) for o in instr.operands]),
-            tuple([id(o) for o in instr.operands]) if instr.opcode == "add-dependency" else (), attrs)
+        attrs = tuple([item for item in instr._raw_store.items() if item[0] not in _UNCHECKED_ATTRIBUTES])
+    if called:
+        if instr.opcode not in _BY_PROGRAM_SHAPE:
+            return None
+        attrs += tuple([(name, _program_key(value, programs)) for name, value in called.items()])
+    key = (instr.opcode, id(instr.shape), attrs, *[id(o.shape) for o in instr.operands])
+    if instr.opcode == "add-dependency":
+        key += tuple([id(o) for o in instr.operands])
+    return key
+
+
+# Opcodes whose rules see their called computations only through `_program_key`.
+_BY_PROGRAM_SHAPE = frozenset({"reduce", "sort", "map", "call", "while", "conditional", "fusion"})
+
+
+def _program_key(value, programs: dict):
+    if isinstance(value, (list, tuple)):
+        return tuple([_program_key(v, programs) for v in value])
+    key = programs.get(id(value))
+    if key is None:
+        root = value.root
+        key = programs[id(value)] = (
+            tuple([(p.parameter_number, id(p.shape)) for p in value.instructions if p.opcode == "parameter"]),
+            id(root.shape) if root is not None else None,
+        )
+    return key
 
 
 def _raise(message: str, instr: HloInstruction, positions: dict, text: str | None, source: str) -> None:
