@@ -22,7 +22,7 @@ verbatim are then taken from the text itself.
 
 The fast path is an accelerator, not a second grammar: on anything it does
 not recognise (async ops and send/recv, nested instructions, ...), or any
-check that fails, it gives up and the token parser (`_parser.Parser`) reads
+check that fails, it gives up and the token parser (`_token_parser.Parser`) reads
 the text instead, which also reports errors. For every text it accepts it
 builds exactly the graph the token parser builds: `tests/test_hlo_fuzz.py`
 checks that on mutated text, `tests/test_hlo_xla_corpus.py` on XLA's tests.
@@ -36,11 +36,11 @@ from .._gc import gc_paused
 from . import _opcodes
 from ._ir import HloComputation, HloInstruction, HloModule
 from ._lexer import KEYWORDS, PRIMITIVE_TYPES, int_value, unquote
-from ._opcodes import CALLED_TYPES, RULES, Check, Problem, can_infer_shape, new_instruction
-from ._parser import _HEADER_ATTRIBUTES, _VALUE_PARSERS, Parser, _Builder, _Fail, shape_problem
+from ._opcodes import CALLED_TYPES, RULES, Check, Problem, _Builder, can_infer_shape, new_instruction
+from ._token_parser import _HEADER_ATTRIBUTES, _VALUE_PARSERS, Parser, _Fail, shape_problem
 from ._shape import Layout, Shape
 
-__all__ = ["fast_parse", "split_lazy_attributes"]
+__all__ = ["entry_layout_shapes", "fast_parse"]
 
 
 class _GiveUp(Exception):
@@ -797,21 +797,6 @@ def _plain_name(name: str) -> str:
 
 def _leaf_count(shape: Shape) -> int:
     return sum(_leaf_count(s) for s in shape.tuple_shapes) if shape.is_tuple else 1
-
-
-def split_lazy_attributes(instr: HloInstruction) -> None:
-    """Fill in the attributes of an instruction whose list the fast path left unsplit."""
-    text, source, start, end = instr._lazy
-    instr._lazy = None
-    raw = instr._raw_store
-    pos: dict[str, tuple[int, int]] = {}
-    for am in _ATTRIBUTE.finditer(text, start, end):
-        key = am.group(1)
-        raw[key] = am.group(2)
-        pos[key] = am.span(2)
-    if pos:
-        instr._pos = pos
-        instr._src = (text, source)
 
 
 def entry_layout_shapes(text: str) -> tuple[list[Shape], Shape] | None:

@@ -12,7 +12,7 @@ from ._lexer import (
     ASTERISK, ATTRNAME, COLON, COMMA, DECIMAL, DIMLABELS, DXD, EQUAL, IDENT, INT, KEYWORD, LBRACE, LEQ, LPAREN,
     LSQUARE, NAME, NEGINF, PAD, QUESTION, RBRACE, RPAREN, RSQUARE, STRING, int_value, unquote,
 )
-from ._parser import _FLOAT_MAX, _INT32_MAX, _INT32_MIN, Parser, value_parser
+from ._token_parser import _FLOAT_MAX, _INT32_MAX, _INT32_MIN, Parser, value_parser
 
 # Enumerations as XLA spells them. Case-insensitive ones (XLA's StringToEnum) are lower case here.
 FUSION_KINDS = frozenset({"kLoop", "kInput", "kOutput", "kCustom"})
@@ -972,9 +972,8 @@ def _recovery_table(p: Parser):
 
 
 def parse_recovery_module(text: str) -> None:
-    from ._parser import parse_hlo_tokens
-
-    parse_hlo_tokens(text, verify=False)
+    """Read the module of a recovery table entry as XLA's parser does (unverified); raises if it cannot."""
+    Parser(text, "<recovery module>").run()
 
 
 @value_parser("sparsity_config")

@@ -30,12 +30,16 @@ from __future__ import annotations
 from . import _inference as inf
 from ._errors import HloParseError
 from ._inference import InferenceError, program_shape
-from ._ir import HloInstruction, HloModule
+from ._fastpath import entry_layout_shapes
+from ._ir import HloInstruction, HloModule, instruction_to_text
+from ._opcodes import OPCODES
 from ._shape import Shape
+from ._token_parser import shape_problem
 
 __all__ = ["VERIFIED_OPCODES", "verify"]
 
-_FIXED_ARITY = None
+# Operand counts of the opcodes that have a fixed one.
+_FIXED_ARITY = {op: n for op, n in OPCODES.items() if n is not None and op not in ("parameter", "constant")}
 # Opcodes whose shape XLA's verifier compares exactly (they move data, they cannot convert f32 to bf16);
 # the others it compares ignoring floating-point precision (mixed precision allowed, as in XLA's test base).
 _EXACT_TYPES = frozenset(
@@ -58,8 +62,6 @@ class _Invalid(Exception):
 
 
 def _text(instr: HloInstruction) -> str:
-    from ._printer import instruction_to_text
-
     try:
         return instruction_to_text(instr)
     except Exception:  # pragma: no cover - printing a broken instruction
@@ -108,7 +110,7 @@ def _check(instr: HloInstruction) -> None:
     op = instr.opcode
     ops = instr.operands
     shape = instr.shape
-    arity = _arity().get(op)
+    arity = _FIXED_ARITY.get(op)
     if arity is not None and len(ops) != arity:
         raise _Invalid(f"Expected {arity} operands for {op} instruction: {_text(instr)}")
     if _unbounded(shape):
@@ -361,15 +363,6 @@ def _unbounded(shape: Shape) -> bool:
     return any(d == -1 and dyn for d, dyn in zip(shape.dims, shape.dynamic))
 
 
-def _arity() -> dict:
-    global _FIXED_ARITY
-    if _FIXED_ARITY is None:
-        from ._opcodes import OPCODES
-
-        _FIXED_ARITY = {op: n for op, n in OPCODES.items() if n is not None and op not in ("parameter", "constant")}
-    return _FIXED_ARITY
-
-
 VERIFIED_OPCODES = frozenset(_UNARY | _BINARY | {
     "select", "clamp", "tuple", "get-tuple-element", "concatenate", "pad", "slice", "transpose", "reverse", "dot",
     "reduce", "sort", "map", "call", "while", "conditional", "fusion", "broadcast", "reshape", "convert", "iota",
@@ -379,16 +372,12 @@ VERIFIED_OPCODES = frozenset(_UNARY | _BINARY | {
 
 
 def _entry_layout(module: HloModule) -> None:
-    from ._parser import shape_problem
-
     entry = module.entry
     text = module.header_attributes.get("entry_computation_layout")
     if text is None:
         params = [p.shape for p in entry.parameters]
         result = entry.root.shape
     else:
-        from ._fastpath import entry_layout_shapes
-
         layout = entry_layout_shapes(text)
         if layout is None:
             raise _Invalid(f"entry_computation_layout={text} is not a computation layout")
@@ -424,7 +413,7 @@ def verify(module: HloModule, *, text: str | None = None, source: str = "<module
     checked: set = set()
     programs: dict = {}  # id(computation) -> its program key, for _memo_key
     unbounded: dict = {}  # id(shape) -> _unbounded(shape): shapes are shared, the answer is asked often
-    arity = _arity()
+    arity = _FIXED_ARITY
     verified = VERIFIED_OPCODES
     unchecked = _UNCHECKED_ATTRIBUTES
     for comp in module.computations:
@@ -432,8 +421,8 @@ def verify(module: HloModule, *, text: str | None = None, source: str = "<module
             op = instr.opcode
             shape = instr.shape
             if op in verified or op in arity:
-                # `_memo_key`, written out for the usual instruction (no computation called, attributes split).
-                if instr._called or instr._lazy is not None:
+                # `_memo_key`, written out for the usual instruction (no computation called).
+                if instr._called:
                     key = _memo_key(instr, programs)
                 else:
                     raw = instr._raw_store
@@ -473,13 +462,7 @@ def _memo_key(instr: HloInstruction, programs: dict):
     called computation counts by its program shape (parameter numbers and shapes, root shape), which is
     all the rules of instructions that call one look at: JAX gives each reduce a region of its own."""
     called = instr._called
-    if instr._lazy is not None:
-        if called:
-            return None
-        text, _, start, end = instr._lazy
-        attrs = (text[start:end],)
-    else:
-        attrs = tuple([item for item in instr._raw_store.items() if item[0] not in _UNCHECKED_ATTRIBUTES])
+    attrs = tuple([item for item in instr._raw_store.items() if item[0] not in _UNCHECKED_ATTRIBUTES])
     if called:
         if instr.opcode not in _BY_PROGRAM_SHAPE:
             return None
@@ -512,8 +495,6 @@ def _raise(message: str, instr: HloInstruction, positions: dict, text: str | Non
     if pos is None and text is not None:
         pos = _caller_position(instr, positions)  # an instruction the parser made (async sugar, nesting)
     if text is None or pos is None:
-        from ._printer import instruction_to_text
-
         line = instruction_to_text(instr)
         raise HloParseError(message, text=line, pos=0, source=source) from None
     raise HloParseError(message, text=text, pos=pos, source=source) from None
