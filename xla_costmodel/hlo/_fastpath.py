@@ -211,6 +211,7 @@ class _FastReader:
         self.signature: Shape | None = None
         self.entry: HloComputation | None = None
         self.root_name: str | None = None
+        self.entry_layout: tuple | None = None  # (text, parameter shapes, result shape), read with the header
 
     # the module ----------------------------------------------------------------------------
     def read(self) -> HloModule:
@@ -252,7 +253,9 @@ class _FastReader:
                 raise _GiveUp
         if self.builder is not None or not self.p.computations:
             raise _GiveUp
-        return self.p.assemble(self.entry, header)
+        module = self.p.assemble(self.entry, header)
+        module._entry_layout = self.entry_layout
+        return module
 
     def _continuation_end(self, first: str, i: int) -> int:
         """The index past the last line of the instruction that starts with `first` (line i - 1)."""
@@ -315,8 +318,9 @@ class _FastReader:
         m = _ENTRY_LAYOUT.fullmatch(value)
         if m is None:
             return False
-        for shape_text in _LAYOUT_ITEMS.findall(value, 2):  # the parameters' shapes, then the result's
-            self._shape_of(shape_text)
+        # The parameters' shapes, then the result's; kept for the verifier, which compares them with the entry's.
+        shapes = [self._shape_of(shape_text) for shape_text in _LAYOUT_ITEMS.findall(value, 2)]
+        self.entry_layout = (value, shapes[:-1], shapes[-1])
         return True
 
     def _stack_frames(self, text: str, headerless: bool) -> None:

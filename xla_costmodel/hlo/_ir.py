@@ -396,7 +396,7 @@ class HloModule:
 
     __slots__ = (
         "name", "computations", "entry", "header_attributes", "stack_frames", "_stack_frame_text", "_by_name", "_uniq",
-        "_positions",
+        "_positions", "_entry_layout",
     )
 
     def __init__(self, name: str, computations=(), entry: HloComputation | None = None):
@@ -409,6 +409,8 @@ class HloModule:
         self._uniq: dict[str, int] = {}
         # Where each instruction was read (id -> character offset), for errors found after parsing.
         self._positions: dict[int, int] | None = None
+        # The entry computation layout as the reader read it: (its text, parameter shapes, result shape).
+        self._entry_layout: tuple | None = None
         for comp in computations:
             self.add_computation(comp)
         self.entry = entry
