@@ -492,9 +492,20 @@ class _FastReader:
 
     def _operands(self, text: str) -> list[HloInstruction]:
         """The operands named in `a, b` (else see `_shaped_operands`)."""
+        table = self.table
+        # The usual text first: names of this computation's instructions joined by ", ". Each name in the
+        # table was read by the name pattern (and is no reserved word), so this is what `_SIMPLE_OPERANDS`
+        # admits; anything else is read below.
+        ops = []
+        for ref in text.split(", "):
+            op = table.get(ref[1:]) if ref[:1] == "%" else table.get(ref)
+            if op is None:
+                break
+            ops.append(op)
+        else:
+            return ops
         if _SIMPLE_OPERANDS.fullmatch(text) is None:
             return [] if not text or text.isspace() else self._shaped_operands(text)
-        table = self.table
         ops = []
         for ref in text.split(", "):
             if ref[0] == "%":
