@@ -15,8 +15,11 @@ Modules, in two groups:
 For each: best-of-N time of `parse_hlo(text, verify=False)` (the parser
 alone, as XLA's `hlo_module_from_text` is), of `parse_hlo(text)` (the
 default, which also runs the verifier rules we encode), and of jaxlib's
-`hlo_module_from_text`, with the ratios. The goal: at most 2x XLA's C++
-parser on any module XLA writes.
+`hlo_module_from_text`, with the ratios. Times are this process's CPU time
+(`time.process_time`; both parsers run on this thread), so that other work on
+a shared machine does not land in one side of a ratio. The goals: at most 2x
+XLA's C++ parser on any module XLA writes, and at most 1.5x with the
+verifier on the transformer modules.
 
     .venv/bin/python scripts/bench_parse.py [--layers 48] [--repeats 5] [--json]
 """
@@ -32,14 +35,15 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "hlo_fixtures" / "xla_tests"
 MOBILENET = CORPUS / "modules" / "tools__data__benchmarking__mobilenet_v2.hlo"
 GOAL = 2.0
+GOAL_WITH_VERIFY = 1.5  # on the transformer gradient's modules, parse_hlo() as called by default
 
 
 def best_of(fn, repeats: int) -> float:
     best = float("inf")
     for _ in range(repeats):
-        t = time.perf_counter()
+        t = time.process_time()
         fn()
-        best = min(best, time.perf_counter() - t)
+        best = min(best, time.process_time() - t)
     return best
 
 
@@ -133,6 +137,9 @@ def main() -> int:
         print(f"worst ratio, {group}: {ratio:.2f}x")
     met = worst["XLA-formatted"] <= GOAL
     print(f"goal: at most {GOAL:g}x XLA's C++ parser on modules XLA writes: {'met' if met else 'NOT met'}")
+    verified = max(r["ratio_with_verify"] for r in rows if r["module"].startswith("transformer_grad"))
+    print(f"worst ratio with the verifier, transformer_grad({args.layers}): {verified:.2f}x; goal at most "
+          f"{GOAL_WITH_VERIFY:g}x: {'met' if verified <= GOAL_WITH_VERIFY else 'NOT met'}")
     return 0
 
 

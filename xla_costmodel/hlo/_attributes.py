@@ -283,7 +283,7 @@ def _string_rule(r: _ValueReader):
     return r.finish(unquote(r.tok.texts[r.i - 1]))
 
 
-@_rule("kind", "direction", "type", "distribution", "fft_type", "padding_type", "api_version", "schedule",
+@_rule("kind", "direction", "type", "order", "distribution", "fft_type", "padding_type", "api_version", "schedule",
        "algorithm", "mode", "custom_call_schedule", "rng_algorithm")
 def _enum_rule(r: _ValueReader):
     return r.finish(r.word())

@@ -22,7 +22,7 @@ verbatim are then taken from the text itself.
 
 The fast path is an accelerator, not a second grammar: on anything it does
 not recognise (async ops and send/recv, nested instructions, ...), or any
-check that fails, it gives up and the token parser (`_parser.Parser`) reads
+check that fails, it gives up and the token parser (`_token_parser.Parser`) reads
 the text instead, which also reports errors. For every text it accepts it
 builds exactly the graph the token parser builds: `tests/test_hlo_fuzz.py`
 checks that on mutated text, `tests/test_hlo_xla_corpus.py` on XLA's tests.
@@ -36,11 +36,11 @@ from .._gc import gc_paused
 from . import _opcodes
 from ._ir import HloComputation, HloInstruction, HloModule
 from ._lexer import KEYWORDS, PRIMITIVE_TYPES, int_value, unquote
-from ._opcodes import CALLED_TYPES, RULES, Check, Problem, can_infer_shape, new_instruction
-from ._parser import _HEADER_ATTRIBUTES, _VALUE_PARSERS, Parser, _Builder, _Fail, shape_problem
+from ._opcodes import CALLED_TYPES, RULES, Check, Problem, _Builder, can_infer_shape, new_instruction
+from ._token_parser import _HEADER_ATTRIBUTES, _VALUE_PARSERS, Parser, _Fail, shape_problem
 from ._shape import Layout, Shape
 
-__all__ = ["fast_parse", "split_lazy_attributes"]
+__all__ = ["entry_layout_shapes", "fast_parse"]
 
 
 class _GiveUp(Exception):
@@ -117,6 +117,7 @@ _ENUMS = {
     "fusion_kind": "kLoop|kInput|kOutput|kCustom",
     "comparison_direction": "EQ|NE|GE|GT|LE|LT",
     "comparison_type": "FLOAT|TOTALORDER|SIGNED|UNSIGNED",
+    "comparison_order": "TOTAL|PARTIAL",
     "fft_type": "FFT|IFFT|RFFT|IRFFT",
     "padding_type": "PADDING_INVALID|PADDING_VALID|PADDING_SAME",
 }
@@ -210,6 +211,7 @@ class _FastReader:
         self.signature: Shape | None = None
         self.entry: HloComputation | None = None
         self.root_name: str | None = None
+        self.entry_layout: tuple | None = None  # (text, parameter shapes, result shape), read with the header
 
     # the module ----------------------------------------------------------------------------
     def read(self) -> HloModule:
@@ -251,7 +253,9 @@ class _FastReader:
                 raise _GiveUp
         if self.builder is not None or not self.p.computations:
             raise _GiveUp
-        return self.p.assemble(self.entry, header)
+        module = self.p.assemble(self.entry, header)
+        module._entry_layout = self.entry_layout
+        return module
 
     def _continuation_end(self, first: str, i: int) -> int:
         """The index past the last line of the instruction that starts with `first` (line i - 1)."""
@@ -314,8 +318,9 @@ class _FastReader:
         m = _ENTRY_LAYOUT.fullmatch(value)
         if m is None:
             return False
-        for shape_text in _LAYOUT_ITEMS.findall(value, 2):  # the parameters' shapes, then the result's
-            self._shape_of(shape_text)
+        # The parameters' shapes, then the result's; kept for the verifier, which compares them with the entry's.
+        shapes = [self._shape_of(shape_text) for shape_text in _LAYOUT_ITEMS.findall(value, 2)]
+        self.entry_layout = (value, shapes[:-1], shapes[-1])
         return True
 
     def _stack_frames(self, text: str, headerless: bool) -> None:
@@ -487,9 +492,20 @@ class _FastReader:
 
     def _operands(self, text: str) -> list[HloInstruction]:
         """The operands named in `a, b` (else see `_shaped_operands`)."""
+        table = self.table
+        # The usual text first: names of this computation's instructions joined by ", ". Each name in the
+        # table was read by the name pattern (and is no reserved word), so this is what `_SIMPLE_OPERANDS`
+        # admits; anything else is read below.
+        ops = []
+        for ref in text.split(", "):
+            op = table.get(ref[1:]) if ref[:1] == "%" else table.get(ref)
+            if op is None:
+                break
+            ops.append(op)
+        else:
+            return ops
         if _SIMPLE_OPERANDS.fullmatch(text) is None:
             return [] if not text or text.isspace() else self._shaped_operands(text)
-        table = self.table
         ops = []
         for ref in text.split(", "):
             if ref[0] == "%":
@@ -796,21 +812,6 @@ def _plain_name(name: str) -> str:
 
 def _leaf_count(shape: Shape) -> int:
     return sum(_leaf_count(s) for s in shape.tuple_shapes) if shape.is_tuple else 1
-
-
-def split_lazy_attributes(instr: HloInstruction) -> None:
-    """Fill in the attributes of an instruction whose list the fast path left unsplit."""
-    text, source, start, end = instr._lazy
-    instr._lazy = None
-    raw = instr._raw_store
-    pos: dict[str, tuple[int, int]] = {}
-    for am in _ATTRIBUTE.finditer(text, start, end):
-        key = am.group(1)
-        raw[key] = am.group(2)
-        pos[key] = am.span(2)
-    if pos:
-        instr._pos = pos
-        instr._src = (text, source)
 
 
 def entry_layout_shapes(text: str) -> tuple[list[Shape], Shape] | None:

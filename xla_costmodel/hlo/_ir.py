@@ -99,7 +99,7 @@ class HloInstruction:
         self.parameter_number = parameter_number
         self.literal_text = literal_text
         self._raw_store: dict[str, str | None] = {}
-        self._lazy: tuple | None = None
+        self._lazy: tuple | None = None  # always None now (every reader splits attribute lists); still read elsewhere
         self._pos: dict[str, tuple[int, int]] | None = None
         self._cache: dict[str, Any] | None = None
         self._called: dict[str, Any] | None = None
@@ -112,15 +112,7 @@ class HloInstruction:
     # -- attributes -------------------------------------------------------
     @property
     def _raw(self) -> dict[str, str | None]:
-        """Attribute texts by name (None marks a called computation held in `_called`).
-
-        The fast parser may leave an instruction's attribute list unsplit
-        (`_lazy`); it is split the first time anyone looks.
-        """
-        if self._lazy is not None:
-            from ._fastpath import split_lazy_attributes
-
-            split_lazy_attributes(self)
+        """Attribute texts by name (None marks a called computation held in `_called`)."""
         return self._raw_store
 
     @property
@@ -404,7 +396,7 @@ class HloModule:
 
     __slots__ = (
         "name", "computations", "entry", "header_attributes", "stack_frames", "_stack_frame_text", "_by_name", "_uniq",
-        "_positions",
+        "_positions", "_entry_layout",
     )
 
     def __init__(self, name: str, computations=(), entry: HloComputation | None = None):
@@ -417,6 +409,8 @@ class HloModule:
         self._uniq: dict[str, int] = {}
         # Where each instruction was read (id -> character offset), for errors found after parsing.
         self._positions: dict[int, int] | None = None
+        # The entry computation layout as the reader read it: (its text, parameter shapes, result shape).
+        self._entry_layout: tuple | None = None
         for comp in computations:
             self.add_computation(comp)
         self.entry = entry
@@ -503,8 +497,6 @@ class HloModule:
 
     def to_text(self) -> str:
         """HLO text that XLA's parser accepts and that reparses to the same graph."""
-        from ._printer import module_to_text
-
         return module_to_text(self)
 
     def __str__(self) -> str:
@@ -534,3 +526,45 @@ def _not_found(message: str, name: str, names, what: str) -> str:
         return f"{message}; nearest: {', '.join(near)}"
     shown = ", ".join(names[:8]) + (f", ... ({len(names)} in all)" if len(names) > 8 else "")
     return f"{message}; its {what}: {shown}" if names else f"{message}; it has no {what}"
+
+
+# -- printing: the long form XLA prints after optimization ----------------------------------
+
+
+def instruction_to_text(instr: HloInstruction) -> str:
+    """One instruction line (without indentation or `ROOT`)."""
+    if instr.opcode == "parameter":
+        body = str(instr.parameter_number)
+    elif instr.opcode == "constant":
+        body = instr.literal_text or ""
+    else:
+        body = ", ".join("%" + op.name for op in instr.operands)
+    parts = [f"%{instr.name} = {instr.shape} {instr.opcode}({body})"]
+    for key, value in instr.raw_attributes.items():
+        parts.append(f"{key}={value}")
+    return ", ".join(parts)
+
+
+def computation_to_text(comp: HloComputation) -> str:
+    lines = [f"{'ENTRY ' if comp.is_entry else ''}%{comp.name} {comp.signature()} {{"]
+    for instr in comp.instructions:
+        prefix = "ROOT " if instr is comp.root else ""
+        lines.append(f"  {prefix}{instruction_to_text(instr)}")
+    tail = "}"
+    if comp.execution_thread is not None:
+        tail += f', execution_thread="{comp.execution_thread}"'
+    lines.append(tail)
+    return "\n".join(lines)
+
+
+def module_to_text(module: HloModule) -> str:
+    header = f"HloModule {module.name}"
+    for key, value in module.header_attributes.items():
+        header += f", {key}={value}"
+    blocks = [header]
+    if module._stack_frame_text:
+        blocks.append(module._stack_frame_text)
+    # XLA wants callees before callers; keep text order, which already is, for parsed modules.
+    for comp in module.computations:
+        blocks.append(computation_to_text(comp))
+    return "\n\n".join(blocks) + "\n"

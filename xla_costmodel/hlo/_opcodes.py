@@ -7,7 +7,7 @@ gives the instruction's shape: the one written, the one XLA infers when the
 text gives none (for the opcodes XLA can infer), or the one XLA computes
 itself whatever the text says (send, recv, after-all, ...).
 
-Both readers use these rules: the token parser (`_parser`) and the
+Both readers use these rules: the token parser (`_token_parser`) and the
 line-oriented fast path (`_fastpath`), so they accept exactly the same
 instructions. A few opcodes need the token parser's machinery (parameters,
 constants, async ops and their sugar, send/recv chains) and have their own
@@ -187,7 +187,8 @@ def _ternary(k: Check) -> Shape:
 
 
 @rule("compare", operands=2,
-      attributes={"direction": (True, "comparison_direction"), "type": (False, "comparison_type")}, infers_only=True)
+      attributes={"direction": (True, "comparison_direction"), "type": (False, "comparison_type"),
+                  "order": (False, "comparison_order")}, infers_only=True)
 def _compare(k: Check) -> Shape:
     return infer(k, lambda: inf.binary("compare", k.operands[0].shape, k.operands[1].shape))
 
@@ -226,7 +227,8 @@ def _as_written(k: Check) -> Shape:
     return k.shape
 
 
-@rule("topk", operands=1, attributes={"k": (True, "int64"), "largest": (False, "bool")}, reads=("k",), infers_only=True)
+@rule("topk", operands=1, attributes={"k": (True, "int64"), "largest": (False, "bool"), "is_stable": (False, "bool")},
+      reads=("k",), infers_only=True)
 def _topk(k: Check) -> Shape:
     return infer(k, lambda: inf.topk(k.operands[0].shape, k.values["k"]))
 
@@ -607,6 +609,40 @@ def _set_dimension_size(k: Check) -> Shape:
 # -- building instructions ------------------------------------------------------------------
 
 
+class _Builder:
+    """A computation being read (XLA's `HloComputation::Builder`)."""
+
+    __slots__ = ("name", "instructions", "params", "table")
+
+    def __init__(self, name: str):
+        self.name = name
+        self.instructions: list[HloInstruction] = []
+        self.params: dict[int, HloInstruction] = {}
+        self.table: dict[str, tuple[HloInstruction, int]] = {}
+
+
+class Create:
+    """What `CreateInstruction` gets: see `_opcodes`."""
+
+    __slots__ = ("builder", "name", "shape", "opcode", "wrapped", "attrs", "allow_attributes", "preset",
+                 "operands", "values", "spans", "loc")
+
+    def __init__(self, builder, name, shape, opcode, wrapped, attrs, allow_attributes, preset, loc):
+        self.builder = builder
+        self.name = name
+        self.shape: Shape | None = shape
+        self.opcode: str = opcode
+        self.wrapped: str | None = wrapped
+        self.attrs: dict = attrs
+        self.allow_attributes = allow_attributes
+        self.preset = preset
+        self.operands: list[HloInstruction] = list(preset) if preset is not None else []
+        self.values: dict = {}
+        self.spans: dict[str, tuple[int, int]] = {}
+        self.loc = loc
+
+
+
 def new_instruction(name: str, opcode: str, shape: Shape, operands: list) -> HloInstruction:
     """An instruction with no attributes yet, registered as a user of its operands."""
     instr = HloInstruction.__new__(HloInstruction)
@@ -828,8 +864,6 @@ _WRAPPED_OWNS = {"custom-call": ("output_to_operand_aliasing",), "fusion": ("out
 
 def _async_wrapped(p, c, shape: Shape) -> HloComputation:
     """The computation XLA builds for `op-start(...)`: one parameter per operand, the op as its root."""
-    from ._parser import Create, _Builder
-
     builder = _Builder("async_wrapped")
     params = []
     for k, op in enumerate(c.operands):

@@ -12,12 +12,14 @@ from ._lexer import (
     ASTERISK, ATTRNAME, COLON, COMMA, DECIMAL, DIMLABELS, DXD, EQUAL, IDENT, INT, KEYWORD, LBRACE, LEQ, LPAREN,
     LSQUARE, NAME, NEGINF, PAD, QUESTION, RBRACE, RPAREN, RSQUARE, STRING, int_value, unquote,
 )
-from ._parser import _FLOAT_MAX, _INT32_MAX, _INT32_MIN, Parser, value_parser
+from ._token_parser import _FLOAT_MAX, _INT32_MAX, _INT32_MIN, Parser, value_parser
 
 # Enumerations as XLA spells them. Case-insensitive ones (XLA's StringToEnum) are lower case here.
 FUSION_KINDS = frozenset({"kLoop", "kInput", "kOutput", "kCustom"})
 COMPARISON_DIRECTIONS = frozenset({"EQ", "NE", "GE", "GT", "LE", "LT"})
 COMPARISON_TYPES = frozenset({"FLOAT", "TOTALORDER", "SIGNED", "UNSIGNED"})
+# `order=` of compare, written by jax 0.11.2's XLA in place of `type=` (XLA's Comparison::Order: kTotal, kPartial).
+COMPARISON_ORDERS = frozenset({"TOTAL", "PARTIAL"})
 FFT_TYPES = frozenset({"FFT", "IFFT", "RFFT", "IRFFT"})
 PADDING_TYPES = frozenset({"PADDING_INVALID", "PADDING_VALID", "PADDING_SAME"})
 DISTRIBUTIONS = frozenset({"rng_invalid", "rng_uniform", "rng_normal"})
@@ -165,6 +167,11 @@ def _direction(p: Parser):
 @value_parser("comparison_type")
 def _comparison_type(p: Parser):
     return _enum(p, "comparison type", COMPARISON_TYPES)
+
+
+@value_parser("comparison_order")
+def _comparison_order(p: Parser):
+    return _enum(p, "comparison order", COMPARISON_ORDERS)
 
 
 @value_parser("fusion_kind")
@@ -965,9 +972,8 @@ def _recovery_table(p: Parser):
 
 
 def parse_recovery_module(text: str) -> None:
-    from ._parser import parse_hlo_tokens
-
-    parse_hlo_tokens(text, verify=False)
+    """Read the module of a recovery table entry as XLA's parser does (unverified); raises if it cannot."""
+    Parser(text, "<recovery module>").run()
 
 
 @value_parser("sparsity_config")

@@ -30,12 +30,16 @@ from __future__ import annotations
 from . import _inference as inf
 from ._errors import HloParseError
 from ._inference import InferenceError, program_shape
-from ._ir import HloInstruction, HloModule
+from ._fastpath import entry_layout_shapes
+from ._ir import HloInstruction, HloModule, instruction_to_text
+from ._opcodes import OPCODES
 from ._shape import Shape
+from ._token_parser import shape_problem
 
 __all__ = ["VERIFIED_OPCODES", "verify"]
 
-_FIXED_ARITY = None
+# Operand counts of the opcodes that have a fixed one.
+_FIXED_ARITY = {op: n for op, n in OPCODES.items() if n is not None and op not in ("parameter", "constant")}
 # Opcodes whose shape XLA's verifier compares exactly (they move data, they cannot convert f32 to bf16);
 # the others it compares ignoring floating-point precision (mixed precision allowed, as in XLA's test base).
 _EXACT_TYPES = frozenset(
@@ -58,8 +62,6 @@ class _Invalid(Exception):
 
 
 def _text(instr: HloInstruction) -> str:
-    from ._printer import instruction_to_text
-
     try:
         return instruction_to_text(instr)
     except Exception:  # pragma: no cover - printing a broken instruction
@@ -108,7 +110,7 @@ def _check(instr: HloInstruction) -> None:
     op = instr.opcode
     ops = instr.operands
     shape = instr.shape
-    arity = _arity().get(op)
+    arity = _FIXED_ARITY.get(op)
     if arity is not None and len(ops) != arity:
         raise _Invalid(f"Expected {arity} operands for {op} instruction: {_text(instr)}")
     if _unbounded(shape):
@@ -205,6 +207,12 @@ def _elementwise(instr: HloInstruction) -> None:
         if not inf.compatible_ignoring_type(o.shape, out):
             raise _Invalid(f"Implicit broadcast is not allowed in HLO.Found different shapes for instruction "
                            f"{instr.opcode}.\noutput: {inf.human(out)}\noperand: {inf.human(o.shape)}\n")
+    if instr.opcode == "compare" and instr.has_attribute("order") and instr.attribute("order") == "PARTIAL":
+        # XLA's Comparison refuses a partial order on integers and pred (IsValidComparison).
+        operand = instr.operands[1].shape
+        if operand.element_type not in inf.FLOATS and operand.element_type not in inf.COMPLEX:
+            raise _Invalid(f"A partial order is only valid for floating-point and complex comparisons.\n"
+                           f"operand: {inf.human(operand)}\n")
     if instr.opcode == "compare" and instr.has_attribute("type"):
         operand = instr.operands[1].shape
         et = operand.element_type
@@ -355,14 +363,9 @@ def _unbounded(shape: Shape) -> bool:
     return any(d == -1 and dyn for d, dyn in zip(shape.dims, shape.dynamic))
 
 
-def _arity() -> dict:
-    global _FIXED_ARITY
-    if _FIXED_ARITY is None:
-        from ._opcodes import OPCODES
-
-        _FIXED_ARITY = {op: n for op, n in OPCODES.items() if n is not None and op not in ("parameter", "constant")}
-    return _FIXED_ARITY
-
+# Opcodes whose rules read no attribute (nor operand identity): their memo key leaves attributes out.
+_NO_ATTRIBUTES_READ = frozenset((_UNARY | _BINARY | {"select", "clamp", "tuple", "reshape", "convert", "after-all"})
+                                - {"compare"})
 
 VERIFIED_OPCODES = frozenset(_UNARY | _BINARY | {
     "select", "clamp", "tuple", "get-tuple-element", "concatenate", "pad", "slice", "transpose", "reverse", "dot",
@@ -373,17 +376,14 @@ VERIFIED_OPCODES = frozenset(_UNARY | _BINARY | {
 
 
 def _entry_layout(module: HloModule) -> None:
-    from ._parser import shape_problem
-
     entry = module.entry
     text = module.header_attributes.get("entry_computation_layout")
     if text is None:
         params = [p.shape for p in entry.parameters]
         result = entry.root.shape
     else:
-        from ._fastpath import entry_layout_shapes
-
-        layout = entry_layout_shapes(text)
+        read = getattr(module, "_entry_layout", None)  # unset in a module made without the constructor
+        layout = read[1:] if read is not None and read[0] is text else entry_layout_shapes(text)
         if layout is None:
             raise _Invalid(f"entry_computation_layout={text} is not a computation layout")
         params, result = layout
@@ -415,19 +415,39 @@ def verify(module: HloModule, *, text: str | None = None, source: str = "<module
     **Raises:** `HloParseError` naming the instruction and the rule, in XLA's words.
     """
     positions = getattr(module, "_positions", None) or {}
-    cache: set = set()
-    arity = _arity()
+    checked: set = set()
+    programs: dict = {}  # id(computation) -> its program key, for _memo_key
+    unbounded: dict = {}  # id(shape) -> _unbounded(shape): shapes are shared, the answer is asked often
+    arity = _FIXED_ARITY
+    verified = VERIFIED_OPCODES
+    unchecked = _UNCHECKED_ATTRIBUTES
+    blind = _NO_ATTRIBUTES_READ
     for comp in module.computations:
         for instr in comp.instructions:
             op = instr.opcode
-            if op in VERIFIED_OPCODES or op in arity:
-                key = _memo_key(instr)
+            shape = instr.shape
+            if op in verified or op in arity:
+                # `_memo_key`, written out for the usual instruction (no computation called).
+                if op in blind:
+                    key = (op, id(shape), *[id(o.shape) for o in instr.operands])
+                elif instr._called:
+                    key = _memo_key(instr, programs)
+                else:
+                    raw = instr._raw_store
+                    attrs = tuple([item for item in raw.items() if item[0] not in unchecked]) if raw else ()
+                    key = (op, id(shape), attrs, *[id(o.shape) for o in instr.operands])
+                    if op == "add-dependency":
+                        key += tuple([id(o) for o in instr.operands])
                 if key is not None:
-                    if key in cache:
+                    if key in checked:
                         continue
-                    cache.add(key)
-            elif not _unbounded(instr.shape):
-                continue  # no rule of ours looks at it
+                    checked.add(key)
+            else:
+                flag = unbounded.get(id(shape))
+                if flag is None:
+                    flag = unbounded[id(shape)] = _unbounded(shape)
+                if not flag:
+                    continue  # no rule of ours looks at it
             try:
                 _check(instr)
             except _Invalid as err:
@@ -444,18 +464,38 @@ _UNCHECKED_ATTRIBUTES = frozenset({"metadata", "backend_config", "sharding", "fr
                                    "statistics"})
 
 
-def _memo_key(instr: HloInstruction):
+def _memo_key(instr: HloInstruction, programs: dict):
     """Instructions equal in everything a rule looks at are checked once. Shapes count by identity (the
-    parser gives equal texts one shape object): equal shapes in two objects are merely checked twice."""
-    if instr._called:
-        return None
-    if instr._lazy is not None:
-        text, _, start, end = instr._lazy
-        attrs = (text[start:end],)
-    else:
-        attrs = tuple(item for item in instr._raw_store.items() if item[0] not in _UNCHECKED_ATTRIBUTES)
-    return (instr.opcode, id(instr.shape), tuple([id(o.shape) for o in instr.operands]),
-            tuple([id(o) for o in instr.operands]) if instr.opcode == "add-dependency" else (), attrs)
+    parser gives equal texts one shape object): equal shapes in two objects are merely checked twice. A
+    called computation counts by its program shape (parameter numbers and shapes, root shape), which is
+    all the rules of instructions that call one look at: JAX gives each reduce a region of its own."""
+    called = instr._called
+    attrs = tuple([item for item in instr._raw_store.items() if item[0] not in _UNCHECKED_ATTRIBUTES])
+    if called:
+        if instr.opcode not in _BY_PROGRAM_SHAPE:
+            return None
+        attrs += tuple([(name, _program_key(value, programs)) for name, value in called.items()])
+    key = (instr.opcode, id(instr.shape), attrs, *[id(o.shape) for o in instr.operands])
+    if instr.opcode == "add-dependency":
+        key += tuple([id(o) for o in instr.operands])
+    return key
+
+
+# Opcodes whose rules see their called computations only through `_program_key`.
+_BY_PROGRAM_SHAPE = frozenset({"reduce", "sort", "map", "call", "while", "conditional", "fusion"})
+
+
+def _program_key(value, programs: dict):
+    if isinstance(value, (list, tuple)):
+        return tuple([_program_key(v, programs) for v in value])
+    key = programs.get(id(value))
+    if key is None:
+        root = value.root
+        key = programs[id(value)] = (
+            tuple([(p.parameter_number, id(p.shape)) for p in value.instructions if p.opcode == "parameter"]),
+            id(root.shape) if root is not None else None,
+        )
+    return key
 
 
 def _raise(message: str, instr: HloInstruction, positions: dict, text: str | None, source: str) -> None:
@@ -463,8 +503,6 @@ def _raise(message: str, instr: HloInstruction, positions: dict, text: str | Non
     if pos is None and text is not None:
         pos = _caller_position(instr, positions)  # an instruction the parser made (async sugar, nesting)
     if text is None or pos is None:
-        from ._printer import instruction_to_text
-
         line = instruction_to_text(instr)
         raise HloParseError(message, text=line, pos=0, source=source) from None
     raise HloParseError(message, text=text, pos=pos, source=source) from None
