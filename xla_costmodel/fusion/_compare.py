@@ -148,7 +148,7 @@ def compare_with_xla(result_or_module, xla_optimized_module) -> FusionComparison
     XLA changed: the k-th instruction with a given opcode, shape and the
     opcodes and shapes of its operands and of their operands, seen through
     fusion boundaries, bitcasts and copies (`structure_keys`), matches the k-th
-    on the other side. Parameters,
+    on the other side; then the same with operands one level up only. Parameters,
     constants, tuples, get-tuple-elements and bitcasts (layout-only reshapes and
     transposes among them) are left out.
 
@@ -201,22 +201,31 @@ def compare_with_xla(result_or_module, xla_optimized_module) -> FusionComparison
             continue
         left.append((name, opcode, kernel))
     matched_structure = 0
-    unmatched = []
-    if left:
-        ours_keys = structure_keys(ours_module, origin=origin)
-        their_structure = structure_keys(xla_module)
+    # By structure: operands two levels up first, then one level (XLA's simplifier often changes
+    # what feeds an operand, e.g. a broadcast of a constant, more than the operand itself).
+    their_kernel = dict(zip(theirs["instruction"], theirs["kernel"]))
+    for depth in _STRUCTURE_DEPTHS:
+        if not left:
+            break
+        ours_keys = structure_keys(ours_module, depth, origin=origin)
+        their_structure = structure_keys(xla_module, depth)
         free: dict = {}  # structure key -> XLA's unmatched instructions with it, in module order
-        for name, kernel in zip(theirs["instruction"], theirs["kernel"]):
+        for name in theirs["instruction"]:
             if name not in taken:
-                free.setdefault(their_structure.get(name), []).append(kernel)
+                free.setdefault(their_structure.get(name), []).append(name)
+        still = []
         for name, opcode, kernel in left:
             key = ours_keys.get(name)
             queue = free.get(key) if key is not None else None
             if queue:
+                theirs_name = queue.pop(0)
+                taken.add(theirs_name)
                 matched_structure += 1
-                rows.append((name, opcode, kernel, queue.pop(0), "structure"))
+                rows.append((name, opcode, kernel, their_kernel[theirs_name], "structure"))
             else:
-                unmatched.append((name, opcode, kernel))
+                still.append((name, opcode, kernel))
+        left = still
+    unmatched = left
     table = pd.DataFrame(rows, columns=["instruction", "opcode", "kernel_ours", "kernel_xla", "matched_by"])
     ari = float(adjusted_rand_score(table["kernel_xla"], table["kernel_ours"])) if len(table) else float("nan")
     return FusionComparison(
@@ -233,6 +242,8 @@ def compare_with_xla(result_or_module, xla_optimized_module) -> FusionComparison
         unmatched=pd.DataFrame(unmatched, columns=["instruction", "opcode", "kernel"]),
     )
 
+
+_STRUCTURE_DEPTHS = (2, 1)
 
 # Instructions that pass their operand's value on unchanged, for structural matching
 # (XLA's layout assignment adds copies and makes reshapes bitcasts).
