@@ -138,8 +138,9 @@ def compare_with_xla(result_or_module, xla_optimized_module) -> FusionComparison
     """Compare a kernel grouping (ours) with XLA's own (an optimized module).
 
     Instructions are matched by metadata first: the k-th instruction with a
-    given `op_name`, opcode and shape on one side matches the k-th on the
-    other, in module order (XLA's compilers rename most instructions, so
+    given `op_name`, opcode, shape and operand structure (`structure_keys`, two
+    levels, then one) on one side matches the k-th on the other, in module
+    order, then the same without the operands (XLA's compilers rename most instructions, so
     this does most of the work; it needs a module lowered with metadata,
     `lowered.as_text(dialect="hlo", debug_info=True)`). Instructions left
     are matched by name, opcode and shape (`.clone` suffixes ignored; copies made
@@ -170,61 +171,59 @@ def compare_with_xla(result_or_module, xla_optimized_module) -> FusionComparison
     ours = kernel_assignment(ours_module, origin).drop_duplicates("instruction")
     theirs = kernel_assignment(xla_module)
     theirs = theirs.assign(base=theirs["instruction"].map(_base_name)).drop_duplicates("base")
-    # values: (XLA's kernel, XLA's instruction name)
-    by_name = {
-        (b, op, sh): (k, n)
-        for b, op, sh, k, n in zip(theirs["base"], theirs["opcode"], theirs["shape"], theirs["kernel"],
-                                   theirs["instruction"])
-    }
-    # (op_name, opcode, shape) and its occurrence number, in module order.
-    their_keys = dict(zip(_occurrence_keys(theirs), zip(theirs["kernel"], theirs["instruction"])))
-    rows = []
-    left = []
-    taken: set = set()  # XLA's instructions already matched
-    matched_name = matched_op = 0
-    for (name, opcode, shape, kernel), key in zip(
-        ours[["instruction", "opcode", "shape", "kernel"]].itertuples(index=False), _occurrence_keys(ours)
-    ):
-        k = their_keys.get(key) if key is not None else None
-        if k is not None:
-            matched_op += 1
-            rows.append((name, opcode, kernel, k[0], "op_name"))
-            taken.add(k[1])
-            continue
-        k = by_name.get((name, opcode, shape))
-        if k is None:
-            k = by_name.get((_base_name(name), opcode, shape))
-        if k is not None:
-            matched_name += 1
-            rows.append((name, opcode, kernel, k[0], "name"))
-            taken.add(k[1])
-            continue
-        left.append((name, opcode, kernel))
-    matched_structure = 0
-    # By structure: operands two levels up first, then one level (XLA's simplifier often changes
-    # what feeds an operand, e.g. a broadcast of a constant, more than the operand itself).
     their_kernel = dict(zip(theirs["instruction"], theirs["kernel"]))
-    for depth in _STRUCTURE_DEPTHS:
-        if not left:
-            break
-        ours_keys = structure_keys(ours_module, depth, origin=origin)
-        their_structure = structure_keys(xla_module, depth)
-        free: dict = {}  # structure key -> XLA's unmatched instructions with it, in module order
-        for name in theirs["instruction"]:
-            if name not in taken:
-                free.setdefault(their_structure.get(name), []).append(name)
+    their_order = list(theirs["instruction"])
+    ours_rows = list(ours[["instruction", "op_name", "opcode", "shape", "kernel"]].itertuples(index=False, name=None))
+    their_rows = {n: (op_name, opcode, shape) for n, op_name, opcode, shape in
+                  theirs[["instruction", "op_name", "opcode", "shape"]].itertuples(index=False, name=None)}
+    ours_structure = {d: structure_keys(ours_module, d, origin=origin) for d in _STRUCTURE_DEPTHS}
+    their_structure = {d: structure_keys(xla_module, d) for d in _STRUCTURE_DEPTHS}
+    rows = []
+    taken: set = set()  # XLA's instructions already matched
+    counts = {"op_name": 0, "name": 0, "structure": 0}
+
+    def stage(left, label, ours_key, their_key):
+        """Match each instruction of `left` to the first free XLA instruction with the same key, in order."""
+        free: dict = {}
+        for n in their_order:
+            if n not in taken:
+                k = their_key(n)
+                if k is not None:
+                    free.setdefault(k, []).append(n)
         still = []
-        for name, opcode, kernel in left:
-            key = ours_keys.get(name)
-            queue = free.get(key) if key is not None else None
+        for row in left:
+            k = ours_key(row)
+            queue = free.get(k) if k is not None else None
             if queue:
-                theirs_name = queue.pop(0)
-                taken.add(theirs_name)
-                matched_structure += 1
-                rows.append((name, opcode, kernel, their_kernel[theirs_name], "structure"))
+                n = queue.pop(0)
+                taken.add(n)
+                counts[label] += 1
+                rows.append((row[0], row[2], row[4], their_kernel[n], label))
             else:
-                still.append((name, opcode, kernel))
-        left = still
+                still.append(row)
+        return still
+
+    def with_op_name(key):
+        return lambda t: key + (t[0],) if t[0] else None
+
+    left = ours_rows
+    # metadata: with the operands' structure first (XLA repeats an op_name over many instructions), then alone
+    for depth in _STRUCTURE_DEPTHS:
+        left = stage(left, "op_name", lambda r: (r[1], r[2], r[3], ours_structure[depth].get(r[0])) if r[1] else None,
+                     lambda n: (*their_rows[n], their_structure[depth].get(n)) if their_rows[n][0] else None)
+    left = stage(left, "op_name", lambda r: (r[1], r[2], r[3]) if r[1] else None,
+                 lambda n: their_rows[n] if their_rows[n][0] else None)
+    # names (`.clone` suffixes ignored), then structure alone: operands two levels up first, then one
+    # level (XLA's simplifier often changes what feeds an operand, e.g. a broadcast of a constant)
+    base_of = dict(zip(theirs["instruction"], theirs["base"]))
+    by_base = {(base_of[n], *their_rows[n][1:]) for n in their_order}
+    left = stage(left, "name", lambda r: (r[0], r[2], r[3]) if (r[0], r[2], r[3]) in by_base
+                 else (_base_name(r[0]), r[2], r[3]), lambda n: (base_of[n], *their_rows[n][1:]))
+    for depth in _STRUCTURE_DEPTHS:
+        left = stage(left, "structure", lambda r: ours_structure[depth].get(r[0]),
+                     lambda n: their_structure[depth].get(n))
+    matched_op, matched_name, matched_structure = counts["op_name"], counts["name"], counts["structure"]
+    left = [(r[0], r[2], r[4]) for r in left]
     unmatched = left
     table = pd.DataFrame(rows, columns=["instruction", "opcode", "kernel_ours", "kernel_xla", "matched_by"])
     ari = float(adjusted_rand_score(table["kernel_xla"], table["kernel_ours"])) if len(table) else float("nan")
@@ -325,21 +324,6 @@ def structure_keys(module: HloModule, depth: int = 2, origin: Mapping[str, str] 
     for _, instr in module.instructions():
         if _is_work(instr):
             out.setdefault(origin.get(instr.name, instr.name), key(instr, depth))
-    return out
-
-
-def _occurrence_keys(df: pd.DataFrame) -> list:
-    """(op_name, opcode, shape, k) for the k-th instruction with that op_name, opcode and shape; None without op_name."""
-    seen: dict = {}
-    out = []
-    for op_name, opcode, shape in df[["op_name", "opcode", "shape"]].itertuples(index=False):
-        if not op_name:
-            out.append(None)
-            continue
-        base = (op_name, opcode, shape)
-        k = seen.get(base, 0)
-        seen[base] = k + 1
-        out.append(base + (k,))
     return out
 
 
