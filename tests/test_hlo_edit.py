@@ -1,4 +1,4 @@
-"""Graph surgery (`xla_costmodel.hlo._edit`): checked by XLA's parser and by running on jaxlib's CPU client.
+"""Graph surgery (`xla_costmodel.hlo._edit`, `hlo._fusion_engine`): checked by XLA's parser and by running on jaxlib's CPU client.
 
 References: jaxlib's HLO parser must accept every edited module, and the edited
 module (fusions inlined back for execution) must compute what the original
@@ -20,13 +20,11 @@ from xla_costmodel.hlo import load_hlo, parse_hlo  # noqa: E402
 from xla_costmodel.hlo._edit import (  # noqa: E402
     NameUniquifier,
     copy_module,
-    fuse,
-    hypothetical_fusion,
     inline_calls,
     inline_fusions,
-    make_fusion,
     unfuse_for_execution,
 )
+from xla_costmodel.hlo._fusion_engine import fuse, hypothetical_fusion, make_fusion  # noqa: E402
 
 from conftest import FIXTURES  # noqa: E402
 
@@ -178,7 +176,7 @@ def test_unfuse_as_calls():
 
 
 def test_fusion_editor_batch_edits():
-    from xla_costmodel.hlo._edit import FusionEditor
+    from xla_costmodel.hlo._fusion_engine import FusionEditor
 
     m = parse_hlo(CHAIN)
     original = copy_module(m)

@@ -88,7 +88,8 @@ def _fuse(args: argparse.Namespace) -> int:
         summary = result.summary()
         summary["output"] = str(out)
         print(json.dumps({"summary": json_value(summary), "steps": json_records(steps),
-                          "rejected": json_records(result.rejected)}, indent=1))
+                          "rejected": json_records(result.rejected), "notes": result.notes,
+                          "not_simulated": json_records(result.not_simulated)}, indent=1))
         return 0
     import pandas as pd
 
@@ -116,6 +117,8 @@ def _fuse(args: argparse.Namespace) -> int:
     by_rule = result.rejected_by_rule()
     if len(by_rule):
         print("  unfused by rule: " + ", ".join(f"{rule} {n}" for rule, n in by_rule.items()))
+    for note in result.notes:
+        print("  note: " + note)
     print(f"wrote {out}")
     return 0
 

@@ -10,7 +10,7 @@ from ..analysis._emission import fusion_pass_is_tiled_transpose, is_contiguous_r
 from ..analysis._gpu import MAX_IR_SIZE as MAX_IR_SIZE
 from ..analysis._opcodes import passes_elementwise_roots
 from ..hlo import HloInstruction
-from ..hlo._edit import _ordered
+from ..hlo._fusion_engine import _ordered
 
 
 MAX_OPERANDS_AND_OUTPUTS = 96  # MaxOperandsAndOutputsPerFusion

@@ -31,7 +31,7 @@ from ..analysis._emission import (
 )
 from ..analysis._opcodes import is_elementwise
 from ..hlo import HloInstruction
-from ..hlo._edit import discard_fusion, hypothetical_fusion
+from ..hlo._fusion_engine import discard_fusion, hypothetical_fusion
 from ..hlo._structure import ContentIds
 from ._budget import (
     MAX_IR_SIZE,

@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from ..hlo import HloComputation, HloInstruction
-from ..hlo._edit import FusionEditor, NameUniquifier, discard_fusion, hypothetical_fusion
+from ..hlo._edit import NameUniquifier
+from ..hlo._fusion_engine import FusionEditor, discard_fusion, hypothetical_fusion
 from ..hlo._structure import ContentIds
 from ..models import CachesInstructions, CostModel, FusionPricing, fuses_by_materializing, prices_by_content
 from ._legality import (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import itertools
 import math
@@ -23,6 +24,7 @@ from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
 from ._legality import RULES, LegalityChecker
 from ._pair_cache import PairCache
 from ._priority import FusionPass, PriorityFusionRun
+from ._xla_passes import BEFORE_FUSION_HINT, unsimulated_kernels
 
 __all__ = [
     "FusionResult",
@@ -237,6 +239,11 @@ class FusionResult:
       so repeated layers add none).
     - `origin`: instruction name in `module` -> name of the input instruction
       it was cloned from (only for names that differ).
+    - `input_through_xla`: whether the input had been through XLA's passes
+      before fusion (`layouts_assigned`). When not, XLA:GPU would have
+      rewritten some of its kernels before fusing (`not_simulated`), and
+      merged or removed others: `notes` says so, and how to get XLA's own input
+      to its fusion pass.
     """
 
     module: HloModule
@@ -253,6 +260,29 @@ class FusionResult:
     elapsed_s: float
     model_calls: int = 0
     origin: Mapping[str, str] = field(default_factory=dict, repr=False)
+    input_through_xla: bool = True
+
+    @property
+    def not_simulated(self) -> pd.DataFrame:
+        """Kernels of `module` that XLA:GPU makes with passes this simulation does not run (a dot
+        becomes a Triton GEMM fusion or a cuBLAS call before fusion, ...): `_xla_passes.unsimulated_kernels`."""
+        return unsimulated_kernels(kernels_of(self.module))
+
+    @property
+    def notes(self) -> list[str]:
+        """What a user should know before comparing these kernels with XLA:GPU's, one line each."""
+        out = []
+        ns = self.not_simulated
+        if len(ns):
+            parts = ", ".join(f"{n} {op} ({ns[ns.opcode == op].xla_pass.iloc[0]}: {ns[ns.opcode == op].xla_makes.iloc[0]})"
+                              for op, n in ns.opcode.value_counts().items())
+            out.append(f"{len(ns)} kernel{'s' if len(ns) != 1 else ''} come from passes XLA:GPU runs before fusion "
+                       f"and this simulation does not: {parts}")
+        if not self.input_through_xla:
+            out.append("the input has not been through XLA's passes before fusion (simplification, CSE, GEMM "
+                       "and Triton rewriting, layout assignment), nor will the result go through those after it "
+                       "(multi-output and horizontal fusion): XLA:GPU may make fewer kernels; " + BEFORE_FUSION_HINT)
+        return out
 
     @property
     def speedup(self) -> float:
@@ -392,7 +422,8 @@ def simulate_fusion(
                                              optimized=False)
     mode = bitcast_mode(module, bitcast_layout_changes)
     with gc_paused():  # see xla_costmodel._gc
-        return _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode)
+        result = _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode)
+    return dataclasses.replace(result, input_through_xla=layouts_assigned(module))
 
 
 def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode="decide") -> FusionResult:

@@ -208,12 +208,12 @@ def warn_unpriced(model_name: str, kernel: "HloInstruction", reason: str, stackl
 
 def materialize_fusion(producer: "HloInstruction", consumer: "HloInstruction") -> "HloInstruction":
     """The fusion of `producer` into `consumer`, built detached from the module
-    (`xla_costmodel.hlo._edit.hypothetical_fusion`; the module is not changed).
+    (`xla_costmodel.hlo._fusion_engine.hypothetical_fusion`; the module is not changed).
 
     A multi-output producer that `consumer` reads through get-tuple-elements is
     fused by first pulling those get-tuple-elements into the consumer.
     """
-    from ..hlo._edit import hypothetical_fusion
+    from ..hlo._fusion_engine import hypothetical_fusion
 
     if any(o is producer for o in consumer.operands):
         return hypothetical_fusion(producer, consumer)
@@ -232,7 +232,7 @@ class FusionByMaterializing:
 
     Prices the producer and every consumer as they are, then every consumer
     with the producer fused into it: the fusion is built detached from the
-    module (`materialize_fusion`, i.e. `hlo._edit.hypothetical_fusion`) and
+    module (`materialize_fusion`, i.e. `hlo._fusion_engine.hypothetical_fusion`) and
     priced with the model's own `estimate`. As in XLA's `EstimateRunTimes`, each kernel's
     time includes its launch, so the unfused side pays one launch more.
     """

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from ..analysis._emission import LaunchFacts, launch_facts
 from ..analysis._opcodes import IS_ELEMENTWISE
-from ..hlo._edit import discard_fusion
+from ..hlo._fusion_engine import discard_fusion
 from ._base import KernelEstimate, dominant_bound, materialize_fusion
 from ._coalescing import kernel_coalescing, read_coalesced_heuristic, utilization_rate
 from ._kernel_costs import KernelCosts, shape_size_cached
@@ -136,7 +136,7 @@ def fused_estimate(model: "XlaGpuModel", producer, consumer, device, pc: KernelC
             if not ok:
                 access[id(o)] = why
     if fused is not None:
-        discard_fusion(fused)  # built here, priced: free it now (see hlo._edit.discard_fusion)
+        discard_fusion(fused)  # built here, priced: free it now (see hlo._fusion_engine.discard_fusion)
     read = 0.0
     bytes_read = 0
     per_operand: dict[str, float] = {}
