@@ -35,9 +35,10 @@ corpus never trains the model that scores it. (`--programs` restricts the
 training rows to the selected programs too.) A library routine found in one
 source only has no training data then: the routine table says which.
 
-Time on the 2-core reference VM: `--quick` about 25 s; everything about 10
-minutes (`learned`'s eleven fits and the laptop path's four diffrax modules,
-a minute each, take most of it).
+Time on the 2-core reference VM (shared with other work): `--quick` about
+25 s; everything 9 to 14 minutes, most of it the fitted models' eleven fits
+each (`--models` picks fewer) and the laptop path, whose four diffrax modules
+take a minute each to simulate (`--no-laptop` skips it).
 
 Printed: all kernels and kernels >= 5 us per execution (ratio error, Kendall
 tau, within 2x and 1.25x, unpriced, > 10x off), per kernel category, program

@@ -170,3 +170,9 @@ def test_a_profiler_trace_becomes_a_capture(tmp_path):
     assert events.loc[events["hlo_op"] == "add.2", "start_in_run_ns"].tolist() == [40_000, 40_000]
     with pytest.raises(CaptureError, match="no run annotation"):
         capture_events_from_trace(trace, program="f", annotation=r"step#(\d+)$")
+
+
+def test_the_shipped_h100_suite_is_a_dataset_of_the_h100():
+    suite = read_dataset(ROOT / "calibration" / "h100-sxm.parquet")
+    assert len(suite) == 453 and set(suite["device_kind"]) == {"NVIDIA H100 80GB HBM3"}
+    assert set(suite["backend"]) == {"gpu"} and set(suite["source"]) == {"suite"}
