@@ -35,9 +35,10 @@ corpus never trains the model that scores it. (`--programs` restricts the
 training rows to the selected programs too.) A library routine found in one
 source only has no training data then: the routine table says which.
 
-Time on the 2-core reference VM: `--quick` about 25 s; everything about 10
-minutes (`learned`'s eleven fits and the laptop path's four diffrax modules,
-a minute each, take most of it).
+Time on the 2-core reference VM (shared with other work): `--quick` about
+25 s; everything 9 to 14 minutes, most of it the fitted models' eleven fits
+each (`--models` picks fewer) and the laptop path, whose four diffrax modules
+take a minute each to simulate (`--no-laptop` skips it).
 
 Printed: all kernels and kernels >= 5 us per execution (ratio error, Kendall
 tau, within 2x and 1.25x, unpriced, > 10x off), per kernel category, program
@@ -537,8 +538,8 @@ def run(args) -> int:
         _print(f"{title} (noise: the capture's median run scored against its fastest, as if a model)", frame)
     cats = category_table(scores)
     _print("per category, kernels >= 5 us (share_of_time: of all scored kernels' measured time)", cats)
-    _print("library routines (custom calls and library ops): where they come from", routine_table(kernels),
-           index=False)
+    routines = routine_table(kernels)
+    _print("library routines (custom calls and library ops): where they come from", routines, index=False)
     programs = program_table(scores, kernels, rows)
     shares = []
     for col in programs.columns:
@@ -554,6 +555,10 @@ def run(args) -> int:
                    "median": float(programs["noise_median_over_min"].median())})
     _print("programs: predicted total per run over measured (see program_table: /kernels is the issue's figure)",
            pd.DataFrame(shares), index=False)
+    overhead = (programs["wall_us"] - programs["kernel_sum_us"]).dropna()
+    print(f"\nmeasured wall time per run minus the kernel sum (what no kernel model prices: launches from the host, "
+          f"synchronisation): median {overhead.median():.0f} us, 10th-90th percentile {overhead.quantile(0.1):.0f}-"
+          f"{overhead.quantile(0.9):.0f} us over {len(overhead)} program runs")
     key = f"{names[0]} /kernels"
     off = programs.set_index("case")[key].map(lambda r: abs(math.log(r)) if r > 0 else 0.0)
     shown = ["source", "kernel_sum_us", "wall_us", "noise_median_over_min", "trip_counts_unknown",
@@ -590,6 +595,7 @@ def run(args) -> int:
             return json.loads(frame.reset_index().to_json(orient="records"))
 
         payload = {"kernels": {k: records(v) for k, v in tabs.items()}, "categories": records(cats),
+                   "routines": records(routines),
                    "programs": records(programs), "goals": gl,
                    "laptop": records(laptop) if laptop is not None else None}
         Path(args.json).write_text(json.dumps(payload, indent=1))

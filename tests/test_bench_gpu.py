@@ -86,3 +86,21 @@ def test_unknown_model_exits_2(capsys):
         _bench().main(["--quick", "--models", "no-such-model", "--programs", "equinox_mlp_fwd"])
     assert e.value.code == 2
     assert "no-such-model" in capsys.readouterr().err
+
+
+def test_laptop_path_prices_the_lowered_module_against_the_measured_kernel_sum():
+    from xla_costmodel.measure import read_dataset
+
+    bench = _bench()
+    rows = read_dataset(ROOT / "calibration" / "h100-sxm_corpus.parquet")
+    cases = ["equinox_mlp_fwd@small", "jax_numpy_sort_topk@small"]
+    rows = rows[rows["case"].isin(cases)]
+    out = bench.laptop_path(rows, cases).set_index("case")
+    mlp = out.loc["equinox_mlp_fwd@small"]
+    assert mlp["parsed"] and mlp["kernels"] >= 1 and mlp["unpriced"] == 0
+    measured = rows.loc[rows["case"] == "equinox_mlp_fwd@small", "min_per_run_s"].sum()
+    assert mlp["measured_s"] == pytest.approx(measured)
+    assert mlp["ratio"] == pytest.approx(mlp["predicted_s"] / measured) and 0.1 < mlp["ratio"] < 10
+    # A lowered module this project's parser cannot read is listed with why, not scored.
+    assert not out.loc["jax_numpy_sort_topk@small", "parsed"]
+    assert "order" in out.loc["jax_numpy_sort_topk@small", "note"]

@@ -170,3 +170,31 @@ def test_a_profiler_trace_becomes_a_capture(tmp_path):
     assert events.loc[events["hlo_op"] == "add.2", "start_in_run_ns"].tolist() == [40_000, 40_000]
     with pytest.raises(CaptureError, match="no run annotation"):
         capture_events_from_trace(trace, program="f", annotation=r"step#(\d+)$")
+
+
+def test_the_shipped_h100_suite_is_a_dataset_of_the_h100():
+    suite = read_dataset(ROOT / "calibration" / "h100-sxm.parquet")
+    assert len(suite) == 453 and set(suite["device_kind"]) == {"NVIDIA H100 80GB HBM3"}
+    assert set(suite["backend"]) == {"gpu"} and set(suite["source"]) == {"suite"}
+
+
+def test_measures_own_trace_reader_counts_launches_as_the_capture_reader(tmp_path):
+    """`measure` (`measurement_from_trace`) and the capture reader, on the same GPU trace, agree per kernel."""
+    from xla_costmodel.measure import measurement_from_trace
+
+    trace = tmp_path / "t.trace.json"
+    _chrome_trace(trace)
+    text = """HloModule jit_f
+ENTRY main {
+  p = f32[4]{0} parameter(0)
+  gemm.1 = f32[4]{0} negate(p)
+  ROOT add.2 = f32[4]{0} add(gemm.1, p)
+}"""
+    # (check="ignore": the trace holds one event outside every run on purpose, which `measure` refuses)
+    ours = measurement_from_trace(trace, text, check="ignore").kernels.set_index("hlo_op")
+    events, _runs = capture_events_from_trace(trace, program="f", hlo_module="jit_f")
+    theirs = capture_kernels(events).set_index("hlo_op")
+    assert sorted(ours.index) == sorted(theirs.index) == ["add.2", "gemm.1"]
+    for col in ("launches", "min_per_run_s", "median_per_run_s"):
+        np.testing.assert_allclose(ours.loc[theirs.index, col], theirs[col], rtol=1e-9, err_msg=col)
+    assert ours.loc["gemm.1", "launches"] == 1.0  # the memset before the GEMM is not a launch

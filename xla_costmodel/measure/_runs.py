@@ -28,6 +28,7 @@ from ._method import (
     Method,
     kernel_statistics,
 )
+from ._gpu_capture import is_memset
 from ._module import ModuleIndex
 from ._trace import TraceError, find_trace_files, interval_union_ns, kernel_executions, read_trace
 
@@ -258,7 +259,10 @@ def build_measurement(events, fmt, path, index: ModuleIndex, dev, host_wall, rep
     _check_runs(runs, outside, path, check)
 
     kept = ours[ours["run"] >= discard]
-    per_run = kept.groupby(["hlo_op", "run"], sort=False).agg(t=("dur_ns", "sum"), k=("dur_ns", "size"), s=("start_ns", "min"))
+    # A GPU memset (a cuBLAS or cuDNN call clears its workspace first) is part of its call's time, not a launch:
+    # `launches` counts the others, as the GPU capture reader does (`_gpu_capture.is_memset`).
+    kept = kept.assign(launch=~is_memset(kept["name"]))
+    per_run = kept.groupby(["hlo_op", "run"], sort=False).agg(t=("dur_ns", "sum"), k=("launch", "sum"), s=("start_ns", "min"))
     rows = []
     first_start = per_run.groupby(level=0, sort=False)["s"].min()
     for op in first_start.sort_values(kind="stable").index:
