@@ -423,13 +423,20 @@ def verify(module: HloModule, *, text: str | None = None, source: str = "<module
     unchecked = _UNCHECKED_ATTRIBUTES
     blind = _NO_ATTRIBUTES_READ
     for comp in module.computations:
+        params = []  # this computation's program key, gathered on the way (callees come before callers)
         for instr in comp.instructions:
             op = instr.opcode
             shape = instr.shape
+            if op == "parameter":
+                params.append((instr.parameter_number, id(shape)))
             if op in verified or op in arity:
                 # `_memo_key`, written out for the usual instruction (no computation called).
                 if op in blind:
                     key = (op, id(shape), *[id(o.shape) for o in instr.operands])
+                elif op == "fusion":  # its rule reads no attribute but the fused computation
+                    fused = instr.fused_computation
+                    key = None if fused is None else (op, id(shape), _program_key(fused, programs),
+                                                      *[id(o.shape) for o in instr.operands])
                 elif instr._called:
                     key = _memo_key(instr, programs)
                 else:
@@ -454,6 +461,9 @@ def verify(module: HloModule, *, text: str | None = None, source: str = "<module
                 _raise(str(err), instr, positions, text, source)
             except (KeyError, IndexError, TypeError, AttributeError, ValueError) as err:
                 _raise(f"cannot verify {instr.opcode} '{instr.name}': {err}", instr, positions, text, source)
+        if id(comp) not in programs:
+            root = comp.root
+            programs[id(comp)] = (tuple(params), id(root.shape) if root is not None else None)
     try:
         _entry_layout(module)
     except _Invalid as err:
