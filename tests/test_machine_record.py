@@ -113,3 +113,34 @@ def test_the_shipped_calibration_warns_on_another_machine(monkeypatch, tmp_path,
     with pytest.warns(MachineMismatchWarning) as caught:
         load_calibration("fitted", "host")
     assert str(SHIPPED / "host_fitted.json") in str(caught[0].message)
+
+
+def test_a_full_host_calibration_measures_the_supplementary_data_once_per_machine(tmp_path, monkeypatch):
+    """The training data the shipped calibrations have besides the suite is measured here (not taken from
+    another machine), and kept while it holds this machine's rows."""
+    import pandas as pd
+
+    from xla_costmodel.fit import _calibrate
+    from xla_costmodel.measure import _programs, device_description, read_dataset
+
+    shipped = read_dataset(SHIPPED / "host_cpu_programs.parquet")
+    sample = shipped[shipped["kernel_class"].isin(["extra-elementwise", "program"])].head(40).copy()
+    calls = []
+
+    def fake_measure(**kw):
+        calls.append(kw)
+        out = sample.copy()
+        out["device"] = device_description()["device"]
+        return out
+
+    monkeypatch.setattr(_programs, "measure_supplementary", fake_measure)
+    path = _calibrate._supplementary(tmp_path, progress=False)
+    assert path == tmp_path / "host_cpu_programs.parquet" and len(calls) == 1
+    assert len(read_dataset(path)) == len(sample)
+    assert _calibrate._supplementary(tmp_path, progress=False) == path and len(calls) == 1  # kept
+
+    other = sample.copy()
+    other["device"] = "cpu: Intel Xeon, 16 cores"
+    pd.DataFrame(other).to_parquet(path, index=False)  # another machine's rows: measured again
+    _calibrate._supplementary(tmp_path, progress=False)
+    assert len(calls) == 2

@@ -102,6 +102,31 @@ def _measure(dev, quick: bool, out_dir: Path, progress: bool) -> Path:
     return path
 
 
+#: Where a full host calibration keeps this machine's supplementary kernels and own programs (`_supplementary`).
+SUPPLEMENTARY = "host_cpu_programs.parquet"
+
+
+def _supplementary(out_dir: Path, progress: bool) -> Path:
+    """This machine's supplementary kernels and this project's own programs (`measure._programs`), the
+    training data the shipped calibrations have besides the suite: `out_dir/host_cpu_programs.parquet`,
+    measured now unless it holds rows timed on this machine already."""
+    from ..measure import device_description
+    from ..measure._dataset import write_dataset
+    from ..measure._programs import measure_supplementary
+
+    path = out_dir / SUPPLEMENTARY
+    here = device_description()["device"]
+    if path.is_file():
+        rows = load_rows(path)
+        if "device" in rows and set(rows["device"].astype(str)) == {here}:
+            return path
+    if progress:
+        print(f"measuring the supplementary kernels and this project's programs ({path.name}; minutes, once "
+              "per machine)", file=sys.stderr)
+    write_dataset(measure_supplementary(progress=progress), path)
+    return path
+
+
 def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTABLE_MODELS, out_dir=None,
               include_programs: bool = False, progress: bool = True) -> pd.DataFrame:
     """Fit every fittable model to measured kernels of a device and save the calibrations.
@@ -118,10 +143,16 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
       the measurement suite on this machine first, which must then be
       `device`, appends its rows to the device's dataset in `out_dir`
       (`host_cpu.parquet`; quick runs go to `<device>_quick.parquet`
-      and are fitted alone), and fits to that plus the supplementary
-      microbenchmarks of a `host_cpu_programs.parquet` (the user's, else
-      the shipped one): the default training data, the suite alone (role
-      `suite`, `fit._data`).
+      and are fitted alone). A full `host` calibration then measures the
+      rest of the training data the shipped calibrations have, on this
+      machine, once (`out_dir/host_cpu_programs.parquet`, kept while it
+      holds this machine's rows; `measure._programs`): the supplementary
+      kernels, with which the suite is the default training data (role
+      `suite`, `fit._data`), and this project's own programs, which the
+      context models and the program overhead also fit. Without them a
+      calibration extrapolates from the suite's large kernels to the small
+      ones real programs run, and is worse than the shipped one on the same
+      machine (`scripts/bench_models.py --saved`).
     - `models`: which of `fitted`, `learned`, `roofline-calibrated`,
       `xla-gpu-calibrated`, `context`, `learned-context` to fit.
     - `out_dir`: where to write (default the user's data directory,
@@ -162,9 +193,9 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
     given = False
     if dataset is None:
         measured = _measure(dev, quick, out, progress)
-        # Supplementary kernels only from the same folder: the shipped ones were measured on another machine.
-        extra = out / "host_cpu_programs.parquet"
-        dataset = measured if quick or dev.name != "host" or not extra.is_file() else [measured, extra]
+        # The rest of the training data from the same folder: the shipped files were timed on another machine.
+        extra = None if quick or dev.name != "host" else _supplementary(out, progress)
+        dataset = measured if extra is None else [measured, extra]
     else:
         given = True
     if isinstance(dataset, pd.DataFrame):
