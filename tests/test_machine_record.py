@@ -144,3 +144,19 @@ def test_a_full_host_calibration_measures_the_supplementary_data_once_per_machin
     pd.DataFrame(other).to_parquet(path, index=False)  # another machine's rows: measured again
     _calibrate._supplementary(tmp_path, progress=False)
     assert len(calls) == 2
+
+
+def test_the_drift_between_two_measurings_is_the_ratio_of_the_same_kernels():
+    import importlib.util
+
+    import pandas as pd
+
+    spec = importlib.util.spec_from_file_location("bench_host_transfer", ROOT / "scripts" / "bench_host_transfer.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    a = pd.DataFrame({"case": ["c1", "c2", "c3", "c4"], "hlo_op": ["k"] * 4, "min_per_run_s": [1.0, 1.0, 2.0, 1.0]})
+    b = pd.DataFrame({"case": ["c1", "c2", "c3", "c5"], "hlo_op": ["k"] * 4, "min_per_run_s": [1.1, 4.0, 1.0, 9.0]})
+    d = bench._drift(a, b)  # c4 and c5 are in one measuring only
+    assert d["kernels"] == 3 and d["worst_factor"] == pytest.approx(4.0)
+    assert d["within_1.25x"] == pytest.approx(1 / 3) and d["within_2x"] == pytest.approx(2 / 3)
+    assert d["geomean_other_over_shipped"] == pytest.approx((1.1 * 4.0 * 0.5) ** (1 / 3))
