@@ -50,8 +50,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._program import ProgramOverhead, ProgramTime, program_time
     from ._rows import kernel_features
     from ._metrics import accuracy, fusion_metrics, sk_gmre
-    from ._store import (CalibrationError, DeviceMismatchError, MachineMismatchWarning, calibration_path,
-                         load_calibration, user_data_dir)
+    from ._store import CalibrationError, DeviceMismatchError, calibration_path, load_calibration, user_data_dir
+    from ._store import MachineMismatchWarning
 
 _LAZY = {
     "calibrate": ("._calibrate", "calibrate"),
