@@ -327,10 +327,9 @@ def _warn_other_machine(data: dict, path: Path) -> None:
         return
     _WARNED_MACHINES.add(key)
     warnings.warn(
-        f"{path} was measured on another machine ({_host.describe_machine(record)}; {'; '.join(differences)}), "
-        f"so its kernel times are that machine's; calibrate this one with `xla-costmodel calibrate --device host` "
-        f"(xla_costmodel.calibrate(device='host'); minutes), which writes to {user_data_dir()}, read before "
-        f"the shipped calibrations",
+        f"{path} was measured on another machine ({'; '.join(differences)}), so its kernel times are that "
+        f"machine's; calibrate this one: `xla-costmodel calibrate --device host` (minutes; it writes to "
+        f"{user_data_dir()}, which is read before the shipped calibrations)",
         MachineMismatchWarning,
         stacklevel=3,
     )
