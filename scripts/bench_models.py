@@ -61,8 +61,9 @@ each folder named (e.g. the user's data directory after `xla-costmodel
 calibrate --device host`), each on the corpus, which none of them fits on,
 next to the machine each was measured on and this machine
 (`devices._host.machine_record`, what `lscpu` shows), with `sk_error`,
-Kendall's tau and the worst program total (the program whose predicted total
-per run is furthest from its measured kernels' sum, as a factor). A
+Kendall's tau, `bias` (the median predicted / measured) and the worst program
+total (the program whose predicted total per run is furthest from its
+measured kernels' sum, as a factor). A
 calibration made on this machine should be no worse than the shipped one by
 all three; the verdict is printed. `--only-saved` scores just these.
 """
@@ -417,7 +418,7 @@ def _saved(folders, corpus, device):
             rows.append({"folder": str(folder), "model": model, "training_rows": data.get("training_rows"),
                          "machine": describe_machine(record) if record else "not recorded",
                          "differs_here": "; ".join(machine_differences(record, here)) if record else "unknown",
-                         "n": int(row["n"]), **{m: float(row[m]) for m in METRICS},
+                         "n": int(row["n"]), **{m: float(row[m]) for m in METRICS}, "bias": float(row["bias"]),
                          "worst_program_factor": _worst_factor(progs["predicted_over_measured"]),
                          "worst_program": str(progs.loc[(np.log(progs["predicted_over_measured"].astype(float))
                                                          .abs()).idxmax(), "case"]) if len(progs) else ""})
@@ -474,7 +475,7 @@ def _run_saved(args, corpus, device):
     print(f"\nthis machine: {describe_machine(machine_record())}")
     _print("saved calibrations as they are (no refit), on the corpus; worst_program_factor: the largest factor "
            "between a program's predicted total and its measured kernels' sum",
-           table[["folder", "model", "training_rows", "machine", "differs_here", "n", *METRICS,
+           table[["folder", "model", "training_rows", "machine", "differs_here", "n", *METRICS, "bias",
                   "worst_program_factor", "worst_program"]], index=False)
     print(f"corpus noise (run 2 against run 1): sk_error {noise['sk_error']:.3f}, 1 - tau {noise['kendall_tau']:.3f}, "
           f"worst program factor {noise['worst_program_factor']:.3f}")
