@@ -6,6 +6,7 @@
     .venv/bin/python scripts/bench_models.py --models my-plugin  # also score other registered models
     .venv/bin/python scripts/bench_models.py --json out.json   # also write every table as JSON
     .venv/bin/python scripts/bench_models.py --zoo             # also the scoring of this project's own programs
+    .venv/bin/python scripts/bench_models.py --saved ~/.local/share/xla_costmodel   # your calibration against the shipped one
 
 Data (this machine's CPU, `calibration/README.md`): the test data is the
 independent corpus `calibration/host_cpu_corpus.parquet` (programs from
@@ -53,6 +54,18 @@ this project's own programs) against its measured wall time per run, as
 `xla_costmodel.program_time` predicts it; with the run-to-run
 ratio of its measured total), and the ratio against a peer measured in the
 same run (the uncalibrated roofline's error over the best model's).
+
+`--saved DIR ...` scores saved calibrations as they are, without refitting
+(`compare`'s `none` split): the shipped ones (`calibration/`) and those of
+each folder named (e.g. the user's data directory after `xla-costmodel
+calibrate --device host`), each on the corpus, which none of them fits on,
+next to the machine each was measured on and this machine
+(`devices._host.machine_record`, what `lscpu` shows), with `sk_error`,
+Kendall's tau, `bias` (the median predicted / measured) and the worst program
+total (the program whose predicted total per run is furthest from its
+measured kernels' sum, as a factor). A
+calibration made on this machine should be no worse than the shipped one by
+all three; the verdict is printed. `--only-saved` scores just these.
 """
 
 from __future__ import annotations
@@ -346,6 +359,134 @@ def _with_overhead(comparison, overhead):
     return comparison
 
 
+#: The goals of a calibration made on this machine against the shipped one: (metric, lower is better).
+SAVED_GOALS = (("sk_error", True), ("kendall_tau", False), ("worst_program_factor", True))
+
+
+def _worst_factor(ratios) -> float:
+    """The largest factor between a predicted and a measured total: max(r, 1/r) over finite ratios `r`."""
+    import numpy as np
+
+    r = np.asarray(ratios, float)
+    r = r[np.isfinite(r) & (r > 0)]
+    return float(np.exp(np.abs(np.log(r)).max())) if len(r) else math.nan
+
+
+def _saved(folders, corpus, device):
+    """Each folder's saved `host` calibrations scored as they are (no refit) on `corpus`, one row per
+    (folder, model) with the machine the calibration records and how it differs from this one."""
+    import os
+
+    import numpy as np
+    import pandas as pd
+
+    from xla_costmodel.compare import compare
+    from xla_costmodel.devices._host import describe_machine, machine_differences, machine_record
+    from xla_costmodel.fit._calibrate import FITTABLE_MODELS
+    from xla_costmodel.fit._store import DATA_DIR_ENV, LEGACY_DIR_ENV, MachineMismatchWarning, calibration_path
+
+    here = machine_record()
+    rows = []
+    for folder in folders:
+        folder = Path(folder).expanduser().resolve()
+        present = [m for m in FITTABLE_MODELS if calibration_path(m, "host", folder).is_file()]
+        if not present:
+            print(f"bench_models: no host calibration in {folder}", file=sys.stderr)
+            raise SystemExit(2)
+        before = {name: os.environ.get(name) for name in (DATA_DIR_ENV, LEGACY_DIR_ENV)}
+        # The folder is the user's data directory for the scoring: calibrations (and the `learned`
+        # models' datasets) are read from it before the shipped ones; only its own files are scored.
+        os.environ[DATA_DIR_ENV] = str(folder)
+        os.environ.pop(LEGACY_DIR_ENV, None)
+        t0 = time.perf_counter()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MachineMismatchWarning)  # the table says it, per folder
+                comparison = compare(present, dataset=corpus, split="none", device=device)
+        finally:
+            for name, value in before.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
+        print(f"   saved calibrations of {folder}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+        for model in present:
+            data = json.loads(calibration_path(model, "host", folder).read_text())
+            record = data.get("machine") or {}
+            row = comparison[comparison["model"] == model].iloc[0]
+            progs = comparison.by_program[comparison.by_program["model"] == model]
+            rows.append({"folder": str(folder), "model": model, "training_rows": data.get("training_rows"),
+                         "machine": describe_machine(record) if record else "not recorded",
+                         "differs_here": "; ".join(machine_differences(record, here)) if record else "unknown",
+                         "n": int(row["n"]), **{m: float(row[m]) for m in METRICS}, "bias": float(row["bias"]),
+                         "worst_program_factor": _worst_factor(progs["predicted_over_measured"]),
+                         "worst_program": str(progs.loc[(np.log(progs["predicted_over_measured"].astype(float))
+                                                         .abs()).idxmax(), "case"]) if len(progs) else ""})
+    return pd.DataFrame(rows)
+
+
+def _saved_verdicts(table, shipped: str, noise: dict) -> list[dict]:
+    """For each other folder's model: is it no worse than the shipped calibration of the same model by
+    every `SAVED_GOALS` metric? `worse_by` names the metrics that are worse, and `beyond_noise` those worse by
+    more than the corpus's run-to-run difference of that metric (`noise`: how far the same figure lies from
+    its perfect value, 0 or 1, when a second measurement is scored against the first)."""
+    out = []
+    base = table[table["folder"] == shipped].set_index("model")
+    for _, row in table[table["folder"] != shipped].iterrows():
+        if row["model"] not in base.index:
+            continue
+        ref = base.loc[row["model"]]
+        worse, beyond = [], []
+        for metric, lower in SAVED_GOALS:
+            a, b = float(row[metric]), float(ref[metric])
+            if not (a > b if lower else a < b):
+                continue
+            worse.append(f"{metric} {a:.3f} vs {b:.3f}")
+            gap = math.log(a / b) if metric == "worst_program_factor" else abs(a - b)
+            allowed = math.log(noise[metric]) if metric == "worst_program_factor" else noise[metric]
+            if gap > allowed:
+                beyond.append(metric)
+        out.append({"folder": row["folder"], "model": row["model"], "no_worse": not worse,
+                    "worse_by": "; ".join(worse), "beyond_noise": beyond})
+    return out
+
+
+def _saved_noise(corpus, rerun) -> dict:
+    """The corpus measured twice, run 2 scored against run 1: `sk_error`, the distance of Kendall's tau from 1
+    (`kendall_tau`), and the worst program total's factor (`worst_program_factor`)."""
+    from xla_costmodel.compare._ceiling import noise_by_source, program_noise
+    from xla_costmodel.fit._data import load_rows
+
+    first, second = load_rows(corpus), load_rows(rerun)
+    every = noise_by_source(first, second).set_index("source").loc["all"]
+    return {"sk_error": float(every["sk_error"]), "kendall_tau": 1.0 - float(every["kendall_tau"]),
+            "worst_program_factor": _worst_factor(program_noise(first, second)["run2_over_run1"])}
+
+
+def _run_saved(args, corpus, device):
+    """`--saved`: the table of saved calibrations (shipped first) and the verdicts, printed."""
+    from xla_costmodel.devices._host import describe_machine, machine_record
+
+    shipped = str((ROOT / "calibration").resolve())
+    folders = list(dict.fromkeys([shipped, *(str(Path(f).expanduser().resolve()) for f in args.saved)]))
+    table = _saved(folders, corpus, device)
+    noise = _saved_noise(corpus, Path(args.rerun)) if Path(args.rerun).is_file() else \
+        {metric: math.inf for metric, _ in SAVED_GOALS}
+    print(f"\nthis machine: {describe_machine(machine_record())}")
+    _print("saved calibrations as they are (no refit), on the corpus; worst_program_factor: the largest factor "
+           "between a program's predicted total and its measured kernels' sum",
+           table[["folder", "model", "training_rows", "machine", "differs_here", "n", *METRICS, "bias",
+                  "worst_program_factor", "worst_program"]], index=False)
+    print(f"corpus noise (run 2 against run 1): sk_error {noise['sk_error']:.3f}, 1 - tau {noise['kendall_tau']:.3f}, "
+          f"worst program factor {noise['worst_program_factor']:.3f}")
+    for v in _saved_verdicts(table, shipped, noise):
+        verdict = "PASS" if v["no_worse"] else "MISS" if v["beyond_noise"] else "PASS within noise"
+        print(f"  {verdict}  {v['model']} of {v['folder']} no worse than the shipped one (sk_error, kendall_tau, "
+              f"worst program)" + (f": worse by {v['worse_by']}" if v["worse_by"] else "")
+              + (f" (beyond the noise: {', '.join(v['beyond_noise'])})" if v["beyond_noise"] else ""))
+    return table
+
+
 def _zoo(models, device, quick: bool) -> dict:
     """The scoring of this project's own programs (`--zoo`): the `program` split, `program-cv`, their noise."""
     from xla_costmodel.compare import compare
@@ -389,7 +530,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rerun", metavar="PATH", default=str(RERUN),
                    help="a second, separate measurement of the test data, for the noise ceiling")
     p.add_argument("--zoo", action="store_true", help="also score this project's own programs (the old test set)")
+    p.add_argument("--saved", nargs="+", metavar="DIR", default=(),
+                   help="also score the saved host calibrations of these folders as they are, against the "
+                        "shipped ones (calibration/), on the corpus")
+    p.add_argument("--only-saved", action="store_true", help="with --saved: score only the saved calibrations")
     args = p.parse_args(argv)
+    if args.only_saved and not args.saved:
+        p.error("--only-saved needs --saved DIR")
 
     # One BLAS thread: the fits are small, and on a shared 2-core machine a BLAS thread pool mostly waits.
     from threadpoolctl import threadpool_limits
@@ -410,6 +557,12 @@ def _run(args) -> int:
     device = get_device("host")
     corpus, rerun = Path(args.corpus), Path(args.rerun)
     t_start = time.perf_counter()
+    saved = _run_saved(args, corpus, device) if args.saved else None
+    if args.only_saved:
+        if args.json:
+            Path(args.json).write_text(json.dumps({"saved": json.loads(saved.to_json(orient="records"))}, indent=1))
+        print(f"(whole benchmark {time.perf_counter() - t_start:.0f} s)")
+        return 0
 
     results = {}
     overhead = _program_overhead()
@@ -508,6 +661,7 @@ def _run(args) -> int:
             "programs": records(programs),
             "peers": records(pd.DataFrame(peers)),
             **{name: records(pd.DataFrame(frame)) for name, frame in extra.items()},
+            **({"saved": records(saved)} if saved is not None else {}),
         }
         Path(args.json).write_text(json.dumps(payload, indent=1))
     return 0

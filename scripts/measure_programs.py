@@ -51,8 +51,6 @@ import argparse
 import os
 import sys
 import time
-import uuid
-import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,131 +64,14 @@ LARGE = {
     "transformer_fwd@large": ("transformer_fwd", _LARGE_SIZES),
     "transformer_grad@large": ("transformer_grad", _LARGE_SIZES),
 }
-UNFUSED_OPTIONS = {"xla_disable_hlo_passes": "fusion"}
 
 
-def _builder(name: str):
-    """`() -> (fn, args)` of a zoo program, or of a `LARGE` one."""
+def _large_builders() -> dict:
+    """`{name: (build, sizes)}` of the `LARGE` programs, for `measure_zoo`."""
     from xla_costmodel import zoo
 
-    if name in LARGE:
-        program, sizes = LARGE[name]
-        return lambda: getattr(zoo, program)(**sizes)
-    return zoo.get_program(name).build
-
-
-def measure_zoo(names, *, rounds: int, repeats: int, discard: int, unfused: bool, progress: bool = True):
-    """Dataset rows for the kernels of the named zoo programs (fused, and unfused if asked)."""
-    import pandas as pd
-
-    from xla_costmodel.measure import ConcurrentKernelsWarning, measure_program, merge_measurements
-    from xla_costmodel.measure._dataset import DATASET_COLUMNS
-    from xla_costmodel.measure._suite import measurement_rows
-
-    variants = [("program", True)] + ([("program-unfused", False)] if unfused else [])
-    jobs = [(name, cls, fused) for name in names for cls, fused in variants]
-    parts: dict[tuple, list] = {(n, c): [] for n, c, _ in jobs}
-    failed: dict[tuple, str] = {}
-    suite_run = uuid.uuid4().hex[:12]
-    for r in range(rounds):
-        for name, cls, fused in jobs:
-            if (name, cls) in failed:
-                continue
-            if progress:
-                print(f"[round {r + 1}/{rounds}] {name}{'' if fused else ' (unfused)'}", file=sys.stderr, flush=True)
-            fn, args = _builder(name)()
-            options = None if fused else UNFUSED_OPTIONS
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", ConcurrentKernelsWarning)
-                    parts[(name, cls)].append(measure_program(fn, *args, repeats=repeats, discard=discard,
-                                                              check="warn", compiler_options=options))
-            except Exception as exc:  # one program failing must not lose the others
-                failed[(name, cls)] = f"{type(exc).__name__}: {exc}"
-                print(f"  skipped {name} ({cls}): {failed[(name, cls)]}", file=sys.stderr)
-    rows: list[dict] = []
-    for name, cls, fused in jobs:
-        if (name, cls) in failed or not parts[(name, cls)]:
-            continue
-        m = merge_measurements(parts[(name, cls)])
-        rows.extend(
-            measurement_rows(
-                m,
-                case=name if fused else f"{name}/unfused",
-                kernel=name,
-                kernel_class=cls,
-                dtype="",
-                size=0,
-                # rounds/repeats/discard tell which pooled sample came from which pass
-                # (`xla_costmodel.compare._ceiling` splits them for the noise ceiling).
-                params={"program": name, "fusion": fused, "rounds": rounds, "repeats": repeats, "discard": discard,
-                        **({"sizes": LARGE[name][1]} if name in LARGE else {})},
-                source="zoo",
-                program=name,
-                suite_run=suite_run,
-                rounds=rounds,
-            )
-        )
-    df = pd.DataFrame(rows)
-    if len(df):
-        # The launch cost of this run: the fastest kernel of any program (a
-        # one-element broadcast or copy), the same notion as the suite's.
-        df["launch_overhead_s"] = float(df["min_per_launch_s"].min())
-        df = df[list(DATASET_COLUMNS)]
-    df.attrs["failed"] = failed
-    return df
-
-
-def measure_extra(only, *, rounds: int, repeats: int, discard: int, progress: bool = True):
-    """Dataset rows for the supplementary measurement kernels (`xla_costmodel.measure._extra_suite`)."""
-    import jax
-    import numpy as np
-    import pandas as pd
-
-    from xla_costmodel.measure._extra_suite import extra_cases, is_chain
-    from xla_costmodel.measure import ConcurrentKernelsWarning, measure_program, merge_measurements
-    from xla_costmodel.measure._dataset import DATASET_COLUMNS
-    from xla_costmodel.measure._suite import measurement_rows
-
-    cases = extra_cases(only)
-    parts: dict[int, list] = {i: [] for i in range(len(cases))}
-    failed: dict[str, str] = {}
-    suite_run = uuid.uuid4().hex[:12]
-    for r in range(rounds):
-        for i, (name, cls, size, build) in enumerate(cases):
-            case = f"{name}/{size}"
-            if case in failed:
-                continue
-            if progress:
-                print(f"[round {r + 1}/{rounds}] {case}", file=sys.stderr, flush=True)
-            rng = np.random.default_rng([7, i])
-            try:
-                with jax.enable_x64("f64" in name), warnings.catch_warnings():
-                    warnings.simplefilter("ignore", ConcurrentKernelsWarning)
-                    fn, args = build(size, rng)
-                    parts[i].append(measure_program(fn, *args, repeats=repeats, discard=discard, check="warn"))
-            except Exception as exc:  # one case failing must not lose the others
-                failed[case] = f"{type(exc).__name__}: {exc}"
-                print(f"  skipped {case}: {failed[case]}", file=sys.stderr)
-    rows: list[dict] = []
-    for i, (name, cls, size, build) in enumerate(cases):
-        case = f"{name}/{size}"
-        if case in failed or not parts[i]:
-            continue
-        rows.extend(measurement_rows(
-            merge_measurements(parts[i]), case=case, kernel=name, kernel_class=f"extra-{cls}",
-            dtype="float64" if "f64" in name else "float32", size=size,
-            params={"chain": is_chain(name),
-                    "size_meaning": "elements (matmul/conv/sort/fft: side; programs: width)",
-                    "rounds": rounds, "repeats": repeats, "discard": discard},
-            source="extra", suite_run=suite_run, rounds=rounds,
-        ))
-    df = pd.DataFrame(rows)
-    if len(df):
-        df["launch_overhead_s"] = float(df["min_per_launch_s"].min())
-        df = df[list(DATASET_COLUMNS)]
-    df.attrs["failed"] = failed
-    return df
+    return {name: ((lambda program=program, sizes=sizes: getattr(zoo, program)(**sizes)), sizes)
+            for name, (program, sizes) in LARGE.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -216,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     from xla_costmodel.measure import append_dataset
+    from xla_costmodel.measure._dataset import write_dataset
+    from xla_costmodel.measure._programs import measure_extra, measure_zoo
     from xla_costmodel.zoo import program_names
 
     import pandas as pd
@@ -226,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = {}
     if names:
         zoo = measure_zoo(names, rounds=args.rounds, repeats=args.repeats, discard=args.discard,
-                          unfused=not args.no_unfused)
+                          unfused=not args.no_unfused, builders=_large_builders())
         frames.append(zoo)
         failed.update({f"{n} ({c})": w for (n, c), w in zoo.attrs.get("failed", {}).items()})
     if not args.no_extra and not args.only:
@@ -237,14 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     partial = not args.large and bool(args.only or args.only_extra or args.no_programs or args.no_extra
                                       or args.no_unfused)
     out = Path(args.out)
-    if not partial and out.exists():
-        # A fresh file: write next to it, then replace (append_dataset is atomic).
-        tmp = out.with_name(f".{out.stem}.new{out.suffix}")
-        if tmp.exists():
-            tmp.unlink()
-        append_dataset(df, tmp)
-        os.replace(tmp, out)
-        total = len(df)
+    if not partial:
+        total = write_dataset(df, out)  # a fresh file, atomically
     else:
         total = append_dataset(df, out)
     elapsed = time.perf_counter() - t0

@@ -161,3 +161,27 @@ def test_categories_count_the_kernels_that_are_in_them(run):
     want = accuracy(again["predicted_s"][inside].to_numpy(float), again["measured_s"][inside].to_numpy(float))
     got = table["in while-loop bodies"]["fitted (suite) sk_error"]
     assert (got is None and not inside.any()) or got == pytest.approx(want["sk_error"], rel=1e-4)
+
+
+def test_saved_calibrations_are_judged_against_the_shipped_ones_and_the_noise():
+    """`--saved`: a calibration made here is no worse than the shipped one by sk_error, tau and the worst
+    program; a loss smaller than the corpus's run-to-run difference is reported as within the noise."""
+    import pandas as pd
+
+    bench = _bench()
+    assert bench._worst_factor([0.5, 2.5, float("nan"), 0.0]) == pytest.approx(2.5)
+    assert bench._worst_factor([0.1, 3.0]) == pytest.approx(10.0)
+    table = pd.DataFrame([
+        {"folder": "shipped", "model": "fitted", "sk_error": 0.25, "kendall_tau": 0.77, "worst_program_factor": 16.0},
+        {"folder": "mine", "model": "fitted", "sk_error": 0.29, "kendall_tau": 0.74, "worst_program_factor": 458.0},
+        {"folder": "close", "model": "fitted", "sk_error": 0.252, "kendall_tau": 0.775, "worst_program_factor": 17.0},
+        {"folder": "better", "model": "fitted", "sk_error": 0.2, "kendall_tau": 0.8, "worst_program_factor": 3.0},
+        {"folder": "mine", "model": "learned", "sk_error": 0.1, "kendall_tau": 0.9, "worst_program_factor": 2.0},
+    ])
+    noise = {"sk_error": 0.057, "kendall_tau": 0.067, "worst_program_factor": 2.97}
+    verdicts = {v["folder"]: v for v in bench._saved_verdicts(table, "shipped", noise)}
+    assert set(verdicts) == {"mine", "close", "better"}  # `learned` has no shipped peer here
+    assert not verdicts["mine"]["no_worse"] and verdicts["mine"]["beyond_noise"] == ["worst_program_factor"]
+    assert "sk_error 0.290 vs 0.250" in verdicts["mine"]["worse_by"]
+    assert not verdicts["close"]["no_worse"] and verdicts["close"]["beyond_noise"] == []
+    assert verdicts["better"]["no_worse"] and verdicts["better"]["worse_by"] == ""

@@ -62,14 +62,10 @@ def test_writes_are_atomic(tmp_path, monkeypatch):
     class Boom(Exception):
         pass
 
-    real_fdopen = os.fdopen
-
-    def failing(fd, *a, **k):  # the write fails half way
-        with real_fdopen(fd, *a, **k) as f:
-            f.write(b"half")
+    def failing(*_):  # the new file is complete, the rename fails
         raise Boom
 
-    monkeypatch.setattr(os, "fdopen", failing)
+    monkeypatch.setattr(os, "replace", failing)
     with pytest.raises(Boom):
         write_atomically(target, "second")
     monkeypatch.undo()

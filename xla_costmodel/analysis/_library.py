@@ -40,7 +40,7 @@ __all__ = [
     "real_outputs", "topk_flops", "triangular_solve_flops", "xla_library_flops",
 ]
 
-FMA_FLOPS = 2
+from ._records import FMA_FLOPS  # noqa: E402  (HloCostAnalysis::kFmaFlops, one home)
 
 #: Routine name -> (library, what it is). Targets map to these through `_TARGET_RULES`.
 LIBRARY_ROUTINES: dict[str, tuple[str, str]] = {
@@ -257,7 +257,6 @@ _CONV_ROLES = {
 def _conv_flops(instr, routine: str, outs) -> float | None:
     """`HloCostAnalysis::GetConvolutionFlops` of the forward convolution the call computes (or
     differentiates): its dimension labels and window describe that forward convolution."""
-    from ._rules_math import convolution_flops
 
     if not instr.has_attribute("dim_labels") or len(instr.operands) < 2:
         return None
@@ -274,7 +273,6 @@ def xla_library_flops(instr) -> float | None:
     not the work done (the labels describe the forward convolution, the shapes do not), which
     `LibraryWork.flops` counts instead; the cost analysis keeps XLA's number.
     """
-    from ._rules_math import convolution_flops
 
     routine = library_routine(instr)
     if routine == "gemm":
@@ -360,3 +358,56 @@ def library_work(instr) -> LibraryWork | None:
             steps = float(k)
     return LibraryWork(routine, library, float(flops), matrix, dtype, float(read), float(written),
                        int(batch), int(m), int(n), int(rhs), float(steps))
+
+
+def convolution_flops(instr, lhs_shape, rhs_shape, out_shape) -> int:
+    """`HloCostAnalysis::GetConvolutionFlops`: 2 x FMAs over the valid (output, kernel) position pairs."""
+    dn = instr.attribute("dim_labels")
+    window = instr.attribute("window", None)
+    win_dims = list(window.dimensions) if window is not None else []
+    in_feature = lhs_shape.dims[dn.input_feature]
+    out_feature = out_shape.dims[dn.output_feature]
+    batch = lhs_shape.dims[dn.input_batch]
+    if not win_dims:
+        from ..hlo._attributes import WindowDimension
+
+        win_dims = [WindowDimension()]
+        kernel_limits, output_limits, input_limits = [1], [1], [1]
+    else:
+        kernel_limits = [rhs_shape.dims[d] for d in dn.kernel_spatial]
+        output_limits = [out_shape.dims[d] for d in dn.output_spatial]
+        input_limits = [lhs_shape.dims[d] for d in dn.input_spatial]
+    valid = []
+    for s, wd in enumerate(win_dims):
+        i_lim, o_lim, k_lim = input_limits[s], output_limits[s], kernel_limits[s]
+        if (i_lim == o_lim and k_lim == o_lim and i_lim == wd.base_dilation and wd.window_dilation == 1
+                and max(1, i_lim - 1) == wd.stride and wd.padding_low == 0 and wd.padding_high == 0):
+            valid.append(i_lim)
+            continue
+        if (i_lim == 1 and k_lim == o_lim and wd.window_dilation == 1 and wd.base_dilation == 1
+                and wd.stride == 1 and wd.padding_high == o_lim - 1 and wd.padding_low == o_lim - 1):
+            valid.append(o_lim)
+            continue
+        count = 0
+        for k in range(k_lim):
+            if wd.stride == 1 and wd.base_dilation == 1:
+                base = wd.padding_low - k * wd.window_dilation
+                count += max(min(i_lim + base, o_lim) - max(base, 0), 0)
+                continue
+            for o in range(o_lim):
+                undilated = o * wd.stride - wd.padding_low + k * wd.window_dilation
+                if wd.base_dilation > 1:
+                    # C++ integer division truncates toward zero.
+                    q = abs(undilated) // wd.base_dilation
+                    lhs_index = q if undilated >= 0 else -q
+                else:
+                    lhs_index = undilated
+                if undilated != lhs_index * wd.base_dilation:
+                    continue
+                if 0 <= lhs_index < i_lim:
+                    count += 1
+        valid.append(count)
+    fgc = instr.attribute("feature_group_count", 1)
+    bgc = instr.attribute("batch_group_count", 1)
+    fma = (in_feature // fgc) * out_feature * (batch // bgc) * math.prod(valid)
+    return fma * FMA_FLOPS

@@ -8,6 +8,7 @@ import math
 import os
 from pathlib import Path
 
+from .._atomic import write_atomically as _write_atomically
 from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL
 from ._common import UsageError, command, count, json_records, json_value, print_table, resolve_device_and_model
 
@@ -30,21 +31,6 @@ def _configure(p: argparse.ArgumentParser) -> None:
 
 def _us(seconds: float) -> float:
     return seconds * 1e6 if math.isfinite(seconds) else seconds
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """Write `text` to `path` through a temporary file and a rename: never half a module."""
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent if str(path.parent) else ".")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def _same_file(a: Path, b: Path) -> bool:

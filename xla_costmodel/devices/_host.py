@@ -21,9 +21,11 @@ import socket
 from collections.abc import Callable
 from pathlib import Path
 
+from .._atomic import write_atomically
 from ._spec import DeviceSpec
 
-__all__ = ["HostCacheError", "cache_sizes", "clock_ghz", "core_count", "cpu_model", "host_cache_path", "load_host",
+__all__ = ["HostCacheError", "MACHINE_FACTS", "UNKNOWN", "cache_sizes", "clock_ghz", "core_count", "cpu_model",
+           "describe_machine", "host_cache_path", "load_host", "machine_differences", "machine_record",
            "memory_bytes", "read_host_cache", "register_host_measurer", "save_host_cache"]
 
 log = logging.getLogger("xla_costmodel.devices")
@@ -112,6 +114,57 @@ def memory_bytes() -> int:
         return 0
 
 
+# ------------------------------------------------------------------ the machine a calibration was measured on
+
+#: What a calibration records of the machine its kernels were timed on: kernel times depend on them.
+MACHINE_FACTS = ("cpu_model", "cores", "l1_bytes", "l2_bytes", "l3_bytes")
+#: The value of a fact that was not recorded (calibrations made before machines were recorded).
+UNKNOWN = "unknown (pre-record)"
+
+
+def machine_record() -> dict:
+    """This machine, as a calibration records it: `cpu_model`, `cores` (those this process may run on),
+    `l1_bytes` (data cache per core), `l2_bytes`, `l3_bytes` (sysfs; `UNKNOWN` where unreadable)."""
+    caches = cache_sizes()
+    return {"cpu_model": cpu_model(), "cores": core_count(),
+            **{f"{level}_bytes": caches.get(level, UNKNOWN) for level in ("l1", "l2", "l3")}}
+
+
+def machine_differences(record: dict, here: dict | None = None) -> list[str]:
+    """The facts in which `record` (a calibration's `machine`) differs from `here` (default this machine),
+    each as `"cores 2 (here 16)"`; a fact unknown on either side is not compared."""
+    here = machine_record() if here is None else here
+    out = []
+    for fact in MACHINE_FACTS:
+        a, b = record.get(fact, UNKNOWN), here.get(fact, UNKNOWN)
+        if UNKNOWN not in (a, b) and a != b:
+            out.append(f"{_fact_name(fact)} {_fact_value(fact, a)} (here {_fact_value(fact, b)})")
+    return out
+
+
+def describe_machine(record: dict) -> str:
+    """`"AMD EPYC, 2 cores, L1 32 KiB, L2 1 MiB, L3 32 MiB"` (unknown facts left out)."""
+    parts = [str(record.get("cpu_model", UNKNOWN))]
+    if record.get("cores", UNKNOWN) != UNKNOWN:
+        parts.append(f"{record['cores']} cores")
+    parts += [f"{_fact_name(f)} {_fact_value(f, record[f])}" for f in MACHINE_FACTS[2:]
+              if record.get(f, UNKNOWN) != UNKNOWN]
+    return ", ".join(parts)
+
+
+def _fact_name(fact: str) -> str:
+    return {"cpu_model": "CPU", "cores": "cores"}.get(fact, fact.removesuffix("_bytes").upper())
+
+
+def _fact_value(fact: str, value) -> str:
+    if fact.endswith("_bytes") and isinstance(value, int):
+        for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+            if value >= size and value % size == 0:
+                return f"{value // size} {unit}"
+        return f"{value} B"
+    return repr(value) if fact == "cpu_model" else str(value)
+
+
 # Bumped whenever what `measure_host` measures changes, so older caches are not reused.
 MEASUREMENT_VERSION = 3
 
@@ -137,11 +190,8 @@ def host_cache_path() -> Path:
 
 
 def save_host_cache(spec: DeviceSpec, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     doc = {"format": _CACHE_FORMAT, "key": host_key(), "spec": spec.to_dict()}
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)  # atomic, so a reader never sees half a file
+    write_atomically(path, json.dumps(doc, indent=2) + "\n")  # a reader never sees half a file
 
 
 def read_host_cache(path: Path) -> DeviceSpec:

@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._rows import kernel_features
     from ._metrics import accuracy, fusion_metrics, sk_gmre
     from ._store import CalibrationError, DeviceMismatchError, calibration_path, load_calibration, user_data_dir
+    from ._store import MachineMismatchWarning
 
 _LAZY = {
     "calibrate": ("._calibrate", "calibrate"),
@@ -73,6 +74,7 @@ _LAZY = {
     "sk_gmre": ("._metrics", "sk_gmre"),
     "CalibrationError": ("._store", "CalibrationError"),
     "DeviceMismatchError": ("._store", "DeviceMismatchError"),
+    "MachineMismatchWarning": ("._store", "MachineMismatchWarning"),
     "user_data_dir": ("._store", "user_data_dir"),
     "load_calibration": ("._store", "load_calibration"),
     "calibration_path": ("._store", "calibration_path"),

@@ -33,10 +33,11 @@ import numpy as np
 import pandas as pd
 
 from .._text import count
-from ._data import (SUITE, TEST_PROGRAM, TRAINING_PROGRAM, Prepared, dataset_name, load_rows,
-                    own_program_rows, prepare, row_roles, training_rows)
-from ._store import (CalibrationError, DeviceMismatchError, header, load_calibration, measured_on,
-                     rows_device_matches, save_calibration, user_data_dir)
+from ._data import TEST_PROGRAM, Prepared, dataset_name, load_rows, own_program_rows, prepare, row_roles, training_rows
+from ._refit import (CONTEXT_ROWS_RULE, context_training_rows, dataset_entry, refit_learned, relative_path,
+                     used_roles)
+from ._store import (DeviceMismatchError, dataset_devices, header, measured_on, rows_device_matches,
+                     save_calibration, user_data_dir)
 
 __all__ = ["calibrate", "check_measured_device", "refit_learned", "FITTABLE_MODELS"]
 
@@ -44,13 +45,6 @@ FITTABLE_MODELS = ("fitted", "learned", "roofline-calibrated", "xla-gpu-calibrat
 #: Models whose saved calibration is also fitted to this project's own programs (`fit._context_model`).
 CONTEXT_MODELS = ("context", "learned-context")
 _CHECK_ROWS = 8
-
-
-def _rel(path: Path, base: Path) -> str:
-    try:
-        return os.path.relpath(Path(path).resolve(), base.resolve())
-    except ValueError:  # another drive (Windows)
-        return str(Path(path).resolve())
 
 
 def _device_facts(dev) -> dict:
@@ -108,6 +102,31 @@ def _measure(dev, quick: bool, out_dir: Path, progress: bool) -> Path:
     return path
 
 
+#: Where a full host calibration keeps this machine's supplementary kernels and own programs (`_supplementary`).
+SUPPLEMENTARY = "host_cpu_programs.parquet"
+
+
+def _supplementary(out_dir: Path, progress: bool) -> Path:
+    """This machine's supplementary kernels and this project's own programs (`measure._programs`), the
+    training data the shipped calibrations have besides the suite: `out_dir/host_cpu_programs.parquet`,
+    measured now unless it holds rows timed on this machine already."""
+    from ..measure import device_description
+    from ..measure._dataset import write_dataset
+    from ..measure._programs import measure_supplementary
+
+    path = out_dir / SUPPLEMENTARY
+    here = device_description()["device"]
+    if path.is_file():
+        rows = load_rows(path)
+        if "device" in rows and set(rows["device"].astype(str)) == {here}:
+            return path
+    if progress:
+        print(f"measuring the supplementary kernels and this project's programs ({path.name}; minutes, once "
+              "per machine)", file=sys.stderr)
+    write_dataset(measure_supplementary(progress=progress), path)
+    return path
+
+
 def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTABLE_MODELS, out_dir=None,
               include_programs: bool = False, progress: bool = True) -> pd.DataFrame:
     """Fit every fittable model to measured kernels of a device and save the calibrations.
@@ -124,10 +143,16 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
       the measurement suite on this machine first, which must then be
       `device`, appends its rows to the device's dataset in `out_dir`
       (`host_cpu.parquet`; quick runs go to `<device>_quick.parquet`
-      and are fitted alone), and fits to that plus the supplementary
-      microbenchmarks of a `host_cpu_programs.parquet` (the user's, else
-      the shipped one): the default training data, the suite alone (role
-      `suite`, `fit._data`).
+      and are fitted alone). A full `host` calibration then measures the
+      rest of the training data the shipped calibrations have, on this
+      machine, once (`out_dir/host_cpu_programs.parquet`, kept while it
+      holds this machine's rows; `measure._programs`): the supplementary
+      kernels, with which the suite is the default training data (role
+      `suite`, `fit._data`), and this project's own programs, which the
+      context models and the program overhead also fit. Without them a
+      calibration extrapolates from the suite's large kernels to the small
+      ones real programs run, and is worse than the shipped one on the same
+      machine (`scripts/bench_models.py --saved`).
     - `models`: which of `fitted`, `learned`, `roofline-calibrated`,
       `xla-gpu-calibrated`, `context`, `learned-context` to fit.
     - `out_dir`: where to write (default the user's data directory,
@@ -168,9 +193,9 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
     given = False
     if dataset is None:
         measured = _measure(dev, quick, out, progress)
-        # Supplementary kernels only from the same folder: the shipped ones were measured on another machine.
-        extra = out / "host_cpu_programs.parquet"
-        dataset = measured if quick or dev.name != "host" or not extra.is_file() else [measured, extra]
+        # The rest of the training data from the same folder: the shipped files were timed on another machine.
+        extra = None if quick or dev.name != "host" else _supplementary(out, progress)
+        dataset = measured if extra is None else [measured, extra]
     else:
         given = True
     if isinstance(dataset, pd.DataFrame):
@@ -182,15 +207,13 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
         df = load_rows(paths)
         where = ", ".join(str(p) for p in paths)
     every_row = df
-    roles = _used_roles(include_programs)
+    roles = used_roles(include_programs)
     left_out = _left_out(df, roles)
     if left_out.get(TEST_PROGRAM) and given:
         warnings.warn(f"calibrate: {left_out[TEST_PROGRAM]} rows of programs of other sources (the independent "
                       "corpus: role test-program) are left out; they score models and never train them",
                       RuntimeWarning, stacklevel=2)
     df = training_rows(df, include_programs=include_programs)
-    from ._devices import dataset_devices
-
     devices = dataset_devices(df)
     if len(devices) > 1:
         # One device's spec for another's rows would give wrong features and a meaningless fit.
@@ -214,7 +237,7 @@ def fit_and_save(dev, df: pd.DataFrame, *, paths, models, out: Path, include_pro
     from ._calibrated import CalibratedModel
 
     every_row = df if every_row is None else every_row
-    roles = _used_roles(include_programs)
+    roles = used_roles(include_programs)
     left_out = _left_out(every_row, roles)
 
     out.mkdir(parents=True, exist_ok=True)
@@ -228,7 +251,7 @@ def fit_and_save(dev, df: pd.DataFrame, *, paths, models, out: Path, include_pro
         print(f"calibrating {count(len(models), 'model')} for '{dev.name}' on {count(len(prep.y), 'kernel')}"
               + (f" (left out: {others})" if others else ""), file=sys.stderr)
 
-    datasets = [_dataset_entry(p, out, include_programs) for p in paths]
+    datasets = [dataset_entry(p, out, include_programs) for p in paths]
     facts = _device_facts(dev)
     suite_prep = prep
     context_prep = None
@@ -242,7 +265,7 @@ def fit_and_save(dev, df: pd.DataFrame, *, paths, models, out: Path, include_pro
                 context_prep = prepare(context_training_rows(every_row), dev)
             prep, rule = context_prep, CONTEXT_ROWS_RULE
         devices = [{**e, "device_map": True} for e in measured_on(prep.rows)] if device_map else measured_on(prep.rows)
-        entries = datasets if rule is None else [_dataset_entry(p, out, include_programs, rule) for p in paths]
+        entries = datasets if rule is None else [dataset_entry(p, out, include_programs, rule) for p in paths]
         base = header(name, dev, len(prep.y), entries, devices)
         base["device_facts"] = facts
         base["rows_roles"] = list(roles)
@@ -257,14 +280,11 @@ def fit_and_save(dev, df: pd.DataFrame, *, paths, models, out: Path, include_pro
         elif name in ("learned", "learned-context"):
             if not paths:
                 # Refitting needs the rows: keep them next to the calibration.
-                from ..measure import append_dataset
+                from ..measure._dataset import write_dataset
 
                 keep = out / f"{dev.name}_{name}_training.parquet"
-                fresh = keep.with_name(f".{keep.name}.new")
-                fresh.unlink(missing_ok=True)
-                append_dataset(prep.rows, fresh)
-                os.replace(fresh, keep)  # the earlier rows stay until the new ones are complete
-                base["datasets"] = [_dataset_entry(keep, out, include_programs, rule)]
+                write_dataset(prep.rows, keep)  # atomically: the earlier rows stay until the new ones are complete
+                base["datasets"] = [dataset_entry(keep, out, include_programs, rule)]
             m = model_class().fit(prep.X, prep.y)
             pred = m.predict(prep.X)
             payload = {**base, **m.to_calibration(), "checks": _checks(prep, pred)}
@@ -300,7 +320,7 @@ def _calibrate_program_overhead(rows: pd.DataFrame, dev, out: Path, paths, progr
         return []
     t0 = time.perf_counter()
     overhead = ProgramOverhead.fit(programs)
-    payload = {**header(PROGRAM_OVERHEAD, dev, int(len(programs)), [{"path": _rel(p, out)} for p in paths],
+    payload = {**header(PROGRAM_OVERHEAD, dev, int(len(programs)), [{"path": relative_path(p, out)} for p in paths],
                         measured_on(rows[own])),
                **overhead.to_calibration()}
     path = save_calibration(payload, out)
@@ -309,16 +329,6 @@ def _calibrate_program_overhead(rows: pd.DataFrame, dev, out: Path, paths, progr
               f"per kernel, from {len(programs)} programs -> {path}", file=sys.stderr)
     return [{"model": PROGRAM_OVERHEAD, "file": str(path), "training_rows": int(len(programs)),
              "gmre": math.nan, "within_2x": math.nan, "fit_s": time.perf_counter() - t0}]
-
-
-#: The `rows_rule` of a calibration fitted to the suite and this project's own programs (context models).
-CONTEXT_ROWS_RULE = "suite and own programs"
-
-
-def context_training_rows(df: pd.DataFrame) -> pd.DataFrame:
-    """The rows the context models' saved calibrations are fitted to: the suite's (role `suite`) and this
-    project's own programs as compiled (`own_program_rows`); never a corpus program."""
-    return df[(row_roles(df) == SUITE) | own_program_rows(df)]
 
 
 def _model_classes() -> dict:
@@ -330,51 +340,10 @@ def _model_classes() -> dict:
     return {"fitted": FittedModel, "learned": LearnedModel, "context": ContextModel, "learned-context": LearnedContextModel}
 
 
-def _used_roles(include_programs: bool) -> tuple[str, ...]:
-    """The roles of the rows a calibration is fitted to (`fit._data`)."""
-    return (SUITE, TRAINING_PROGRAM) if include_programs else (SUITE,)
-
-
 def _left_out(df: pd.DataFrame, roles) -> dict[str, int]:
     """How many rows of each other role a calibration leaves out."""
     found = pd.Series(row_roles(df)).value_counts()
     return {str(r): int(n) for r, n in found.items() if r not in roles and n}
-
-
-def _used_rows(df: pd.DataFrame, excluded, suite_runs=None, rule=None, roles=None) -> pd.DataFrame:
-    """The rows of a dataset a calibration was fitted to: by its `rows_rule` (the context models'), else
-    those of `roles` (files since roles were recorded), else those whose `kernel_class` is not `excluded`;
-    and of the `suite_runs` it used."""
-    if rule == CONTEXT_ROWS_RULE:
-        df = context_training_rows(df)
-    elif roles is not None:
-        df = df[np.isin(row_roles(df), list(roles))]
-    elif excluded and "kernel_class" in df:
-        df = df[~df["kernel_class"].isin(list(excluded))]
-    if suite_runs is not None and "suite_run" in df:
-        df = df[df["suite_run"].astype(str).isin(set(suite_runs))]
-    return df
-
-
-def _rows_sha256(df: pd.DataFrame) -> str:
-    """A fingerprint of the rows a model was fitted on (order-independent)."""
-    import hashlib
-
-    # `min_per_run_s` holds what schema 1 called `min_s`, so fingerprints of either schema agree.
-    cols = [c for c in ("suite_run", "case", "hlo_op", "min_per_run_s", "launches") if c in df]
-    keys = sorted("\x1f".join(repr(v) for v in row) for row in df[cols].itertuples(index=False))
-    return hashlib.sha256("\n".join(keys).encode()).hexdigest()
-
-
-def _dataset_entry(path: Path, out: Path, include_programs: bool, rule: str | None = None) -> dict:
-    """Where a training dataset is, which of its suite runs were used, and a fingerprint of those rows.
-
-    Later appends (new suite runs) leave the calibration valid; a change to the
-    rows it was fitted on is detected when the `learned` model refits.
-    """
-    rows = _used_rows(load_rows(path), None, rule=rule, roles=_used_roles(include_programs))
-    runs = sorted(set(rows["suite_run"].astype(str))) if "suite_run" in rows else None
-    return {"path": _rel(path, out), "suite_runs": runs, "rows": int(len(rows)), "rows_sha256": _rows_sha256(rows)}
 
 
 def _time(model, kernel, dev) -> float:
@@ -394,68 +363,3 @@ def _checks(prep: Prepared, pred: np.ndarray) -> list[dict]:
         out.append({"case": str(r.get("case", "")), "hlo_op": str(r.get("hlo_op", "")),
                     "suite_run": str(r.get("suite_run", "")), "prediction_s": float(pred[i])})
     return out
-
-
-# Refitted models by (calibration file, its mtime): refitting takes seconds, and
-# every `get_model("learned")` is a new, unfitted instance.
-_REFITS: dict = {}
-
-
-def refit_learned(device, model_class=None):
-    """The `learned` (or `learned-context`, by `model_class`) model of a saved calibration, refitted
-    from its datasets (see module docstring).
-
-    Refits are cached per calibration file (and its modification time) in this process.
-    """
-    from ._learned import LearnedModel
-
-    model_class = model_class or LearnedModel
-    data = load_calibration(model_class.name, device)
-    where = data.get("_path")
-    key = (where, os.stat(where).st_mtime_ns)
-    if key not in _REFITS:
-        _REFITS[key] = _refit_learned(data, device, model_class)
-    return _REFITS[key]
-
-
-def _refit_learned(data: dict, device, model_class):
-    from ..models._resolve import resolve_device
-    from ._features import device_facts
-
-    where = data.get("_path")
-    how = f"make a new one with xla_costmodel.calibrate(device={data.get('device')!r})"
-    base = Path(where).parent
-    excluded = data.get("excluded_classes", [])
-    frames = []
-    for d in data.get("datasets", []):
-        p = Path(d["path"])
-        p = p if p.is_absolute() else base / p
-        if not p.is_file():
-            raise CalibrationError(f"{where}: its training dataset {p} is missing; {how}")
-        try:
-            rows = _used_rows(load_rows(p), excluded, d.get("suite_runs"), data.get("rows_rule"),
-                              data.get("rows_roles"))
-        except ValueError as exc:
-            raise CalibrationError(f"{where}: its training dataset cannot be read ({exc}); {how}") from None
-        if d.get("rows_sha256") and _rows_sha256(rows) != d["rows_sha256"]:
-            raise CalibrationError(f"{where}: the rows of its training dataset {p} changed since calibration; {how}")
-        frames.append(rows)
-    if not frames:
-        raise CalibrationError(f"{where}: names no training dataset; {how}")
-    df = pd.concat(frames, ignore_index=True)
-    facts = data.get("device_facts")
-    dev = facts if isinstance(facts, dict) and facts else device_facts(resolve_device(device))
-    prep = prepare(df, dev)
-    try:
-        params = dict(data["params"])
-        model = model_class(**params).fit(prep.X, prep.y)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise CalibrationError(f"{where}: unusable 'learned' calibration ({exc}); {how}") from None
-    pred = model.predict(prep.X)
-    lookup = {(str(r.get("case", "")), str(r.get("hlo_op", "")), str(r.get("suite_run", ""))): i
-              for i, (_, r) in enumerate(prep.rows.iterrows())}
-    for c in data.get("checks", []):
-        i = lookup.get((c["case"], c["hlo_op"], c["suite_run"]))
-        if i is None or not math.isclose(pred[i], c["prediction_s"], rel_tol=1e-6):
-            raise CalibrationError(f"{where}: refitting did not reproduce the saved predictions; {how}")
-    return model

@@ -30,21 +30,15 @@ import numpy as np
 import pandas as pd
 
 from .._text import count
-from ._calibrate import FITTABLE_MODELS, _dataset_entry, _train_accuracy, _used_roles, fit_and_save
+from ._calibrate import FITTABLE_MODELS, _train_accuracy, fit_and_save
 from ._data import load_rows, prepare, training_rows
-from ._store import header, measured_on, save_calibration, user_data_dir
+from ._refit import dataset_entry, used_roles
+from ._store import dataset_devices, header, measured_on, save_calibration, user_data_dir
 
 __all__ = ["CROSS_DEVICE", "calibrate_devices", "dataset_devices", "device_for_rows"]
 
 #: The device name the across-devices calibration is saved under.
 CROSS_DEVICE = "fleet"
-
-
-def dataset_devices(df: pd.DataFrame) -> list[str]:
-    """The distinct devices rows were measured on (the `device` column, as read on each node), in order."""
-    if "device" not in df.columns:
-        return []
-    return list(dict.fromkeys(df["device"].dropna().astype(str)))
 
 
 def device_for_rows(device: str, device_kind: str, devices=None):
@@ -141,10 +135,10 @@ def calibrate_devices(dataset, *, models=FITTABLE_MODELS, devices=None, out_dir=
         X = pd.concat([p.X for p in preps.values()])
         y = np.concatenate([p.y for p in preps.values()])
         model = FittedModel().fit(X, y)
-        payload = {**header("fitted", CROSS_DEVICE, len(y), [_dataset_entry(p, out, include_programs) for p in paths],
+        payload = {**header("fitted", CROSS_DEVICE, len(y), [dataset_entry(p, out, include_programs) for p in paths],
                             measured_on(df)),
                    **model.to_calibration(), "devices": [s.name for s in specs.values()],
-                   "rows_roles": list(_used_roles(include_programs)),
+                   "rows_roles": list(used_roles(include_programs)),
                    "train_metrics": _train_accuracy(model.predict(X), y)}
         path = save_calibration(payload, out)
         fit_s = time.perf_counter() - t0

@@ -150,6 +150,6 @@ class LearnedModel(FeatureCostModel, RegressorMixin, BaseEstimator):
         **Raises:** `CalibrationError` when there is no calibration, a dataset
         is missing or changed, or the refit does not reproduce the checks.
         """
-        from ._calibrate import refit_learned
+        from ._refit import refit_learned
 
         return refit_learned(device, cls)

@@ -17,15 +17,22 @@ Two places hold calibrations and measurement datasets, with one layout
 
 Reading (`load_calibration`, `find_data_file`) looks in the user's
 directory first, then in the shipped one. Every write goes through a
-temporary file and a rename (`write_atomically`), so a reader never sees
-half a file.
+temporary file and a rename (`xla_costmodel._atomic.write_atomically`), so
+a reader never sees half a file.
 
 Every calibration file has a common header (`format`, `model`, `device`,
-`date`, `jax_version`, `jaxlib_version`, `training_rows`, `datasets`, and
-`measured_on`: the devices its rows were measured on) and the model's own
-payload (`weights`, `params`, ...). `xla_costmodel.calibrate(device=...)`
-writes them; the `fitted`, `learned` and `*-calibrated` models read them
-when used without being fitted first.
+`date`, `jax_version`, `jaxlib_version`, `training_rows`, `datasets`,
+`measured_on`: the devices its rows were measured on, and for rows timed on
+a CPU `machine`: its CPU model, cores and cache sizes,
+`devices._host.machine_record`) and the model's own payload (`weights`,
+`params`, ...). `xla_costmodel.calibrate(device=...)` writes them; the
+`fitted`, `learned` and `*-calibrated` models read them when used without
+being fitted first.
+
+A `host` calibration measured on another machine than this one (another CPU
+model, core count or cache size) still loads, since it is the best there is
+until this machine is calibrated, but says so once per process
+(`MachineMismatchWarning`).
 """
 
 from __future__ import annotations
@@ -35,11 +42,14 @@ import hashlib
 import json
 import os
 import re
-import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CalibrationError", "DATA_DIR_ENV", "DeviceMismatchError", "calibration_path",
+from .._atomic import write_atomically
+
+__all__ = ["CalibrationError", "DATA_DIR_ENV", "DeviceMismatchError", "MachineMismatchWarning", "calibration_path",
+           "dataset_devices", "rows_machine",
            "find_data_file", "load_calibration", "save_calibration", "shipped_dir", "user_data_dir",
            "write_atomically"]
 
@@ -59,6 +69,11 @@ class CalibrationError(ValueError):
 class DeviceMismatchError(CalibrationError):
     """Measurements of one device offered as another's: calibrating `h100-sxm` from this CPU's runs,
     or a saved calibration whose rows were measured on another device. The message names both."""
+
+
+class MachineMismatchWarning(UserWarning):
+    """A `host` calibration measured on another machine (CPU model, cores or caches) is used here: its
+    kernel times are that machine's. The message names both machines and how to calibrate this one."""
 
 
 # --------------------------------------------------------------------------- where
@@ -149,26 +164,6 @@ def _how(device: str) -> str:
 # --------------------------------------------------------------------------- writing
 
 
-def write_atomically(path, data: str | bytes) -> Path:
-    """Write `data` to `path` through a temporary file in the same folder and a rename.
-
-    A reader sees the old file or the new one, never half of one; a failed
-    write leaves the old file as it was. **Returns:** `path`.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
-
-
 def file_sha256(path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -182,7 +177,8 @@ def header(model: str, device, training_rows: int, datasets: list[dict], measure
 
     `measured_on`: the distinct `{backend, device_kind, device}` of the rows
     fitted (`measured_on(df)`), so that a reader can tell which hardware the
-    times came from.
+    times came from; for rows of a CPU, `machine` records which one
+    (`rows_machine`).
     """
     try:
         import jax
@@ -192,7 +188,7 @@ def header(model: str, device, training_rows: int, datasets: list[dict], measure
     except ImportError:  # pragma: no cover - jax is a dependency
         jax_version = jaxlib_version = ""
     desc = getattr(device, "description", "") if not isinstance(device, str) else ""
-    return {
+    out = {
         "format": FORMAT,
         "model": model,
         "device": _device_name(device),
@@ -204,6 +200,32 @@ def header(model: str, device, training_rows: int, datasets: list[dict], measure
         "datasets": datasets,
         "measured_on": list(measured_on or []),
     }
+    machine = rows_machine(measured_on or [])
+    if machine is not None:
+        out["machine"] = machine
+    return out
+
+
+_CPU_DEVICE = re.compile(r"cpu: (?P<model>.*), (?P<cores>\d+) cores")
+
+
+def rows_machine(entries) -> dict | None:
+    """The machine rows were timed on, from their `measured_on` entries: this machine's record
+    (`devices._host.machine_record`) when their CPU model and core count are this machine's, else the
+    model and cores their `device` names (`"cpu: AMD EPYC, 2 cores"`) with the caches `UNKNOWN`; None
+    for rows of no CPU, or of several."""
+    from ..devices import _host
+
+    cpus = {str(e.get("device", "")) for e in entries if str(e.get("backend", "cpu")).lower() == "cpu"}
+    if len(cpus) != 1 or len(cpus) != len(entries):
+        return None
+    found = _CPU_DEVICE.fullmatch(cpus.pop())
+    if found is None:
+        return None
+    model, cores = found["model"], int(found["cores"])
+    if model == _host.cpu_model() and cores == (os.cpu_count() or 1):  # as `measure.device_description` counts
+        return _host.machine_record()
+    return {"cpu_model": model, "cores": cores, **{f: _host.UNKNOWN for f in _host.MACHINE_FACTS[2:]}}
 
 
 def measured_on(df) -> list[dict[str, str]]:
@@ -213,6 +235,13 @@ def measured_on(df) -> list[dict[str, str]]:
         return []
     seen = df[cols].astype(str).drop_duplicates()
     return [dict(zip(cols, row)) for row in seen.itertuples(index=False)]
+
+
+def dataset_devices(df) -> list[str]:
+    """The distinct devices rows were measured on (the `device` column, as read on each node), in order."""
+    if "device" not in getattr(df, "columns", ()):
+        return []
+    return list(dict.fromkeys(df["device"].dropna().astype(str)))
 
 
 def save_calibration(payload: dict[str, Any], directory=None) -> Path:
@@ -273,7 +302,37 @@ def load_calibration(model: str, device, directory=None) -> dict[str, Any]:
         )
     data["_path"] = str(path)
     _check_measured_on(data, path, device)
+    if name == "host":
+        _warn_other_machine(data, path)
     return data
+
+
+#: The machines (CPU model, cores) `_warn_other_machine` has warned about in this process.
+_WARNED_MACHINES: set[tuple] = set()
+
+
+def _warn_other_machine(data: dict, path: Path) -> None:
+    """Warn (`MachineMismatchWarning`, once per recorded machine) when a `host` calibration's rows were
+    timed on another machine than this one: by its `machine`, or, in files from before that was
+    recorded, by the CPU model and cores of its `measured_on`."""
+    from ..devices import _host
+
+    record = data.get("machine")
+    if not isinstance(record, dict):
+        record = rows_machine([e for e in data.get("measured_on") or [] if not e.get("device_map")]) or {}
+    here = _host.machine_record()
+    differences = _host.machine_differences(record, here)
+    key = (record.get("cpu_model"), record.get("cores"))
+    if not differences or key in _WARNED_MACHINES:
+        return
+    _WARNED_MACHINES.add(key)
+    warnings.warn(
+        f"{path} was measured on another machine ({'; '.join(differences)}), so its kernel times are that "
+        f"machine's; calibrate this one: `xla-costmodel calibrate --device host` (minutes; it writes to "
+        f"{user_data_dir()}, which is read before the shipped calibrations)",
+        MachineMismatchWarning,
+        stacklevel=3,
+    )
 
 
 def _spec_of(device):

@@ -21,11 +21,12 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from .._atomic import replacing
 
 __all__ = [
     "DatasetError",
@@ -36,6 +37,7 @@ __all__ = [
     "per_launch_s",
     "read_dataset",
     "append_dataset",
+    "write_dataset",
 ]
 
 #: Value of the `schema` column; bumped when columns change meaning.
@@ -352,46 +354,31 @@ def append_dataset(rows: pd.DataFrame, path) -> int:
             combined = pd.concat([_coerce(old), new], ignore_index=True)
         else:
             combined = new
-        # The temporary name keeps the target's extension so that the same
-        # reader (and compression) applies when it is read back.
-        ext = ".csv.gz" if path.name.lower().endswith(".csv.gz") else path.suffix
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{ext}", dir=path.parent)
-        os.close(fd)
-        tmp = Path(tmp_name)
-        try:
-            _write(combined, tmp, fmt)
-            back = read_dataset(tmp)
-            if len(back) != len(combined):
-                raise DatasetError(path, f"read-back of the new file gave {len(back)} rows, expected {len(combined)}")
-            with open(tmp, "rb") as f:
-                os.fsync(f.fileno())
-            os.chmod(tmp, _file_mode(path))
-            os.replace(tmp, path)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
-        _fsync_dir(path.parent)
+        _replace(combined, path, fmt)
     return len(combined)
 
 
-def _file_mode(path: Path) -> int:
-    """The existing file's permissions, or the usual ones for a new file (mkstemp makes 0600)."""
-    try:
-        return path.stat().st_mode & 0o777
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+def write_dataset(rows: pd.DataFrame, path) -> int:
+    """Write rows as a new dataset file, atomically, replacing any file at `path`.
+
+    **Arguments:** as for `append_dataset`. **Returns:** the number of rows written.
+    """
+    path = Path(path)
+    fmt = _format(path)
+    new = _coerce(rows)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _dir_lock(path.parent):
+        _replace(new, path, fmt)
+    return len(new)
 
 
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:  # pragma: no cover
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover - some filesystems refuse
-        pass
-    finally:
-        os.close(fd)
+def _replace(df: pd.DataFrame, path: Path, fmt: str) -> None:
+    """Write `df` over `path` through a temporary file that is read back before the rename."""
+    # The temporary name keeps the target's extension so that the same
+    # reader (and compression) applies when it is read back.
+    ext = ".csv.gz" if path.name.lower().endswith(".csv.gz") else path.suffix
+    with replacing(path, suffix=f".tmp{ext}") as tmp:
+        _write(df, tmp, fmt)
+        back = read_dataset(tmp)
+        if len(back) != len(df):
+            raise DatasetError(path, f"read-back of the new file gave {len(back)} rows, expected {len(df)}")

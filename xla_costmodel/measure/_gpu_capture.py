@@ -33,6 +33,7 @@ import pandas as pd
 from ._dataset import DATASET_COLUMNS
 from ._method import RUN_ANNOTATION, Measurement, Method, kernel_statistics
 from ._module import ModuleIndex
+from ._runs import is_memset
 
 __all__ = [
     "CAPTURE_EVENT_COLUMNS",
@@ -59,12 +60,6 @@ class CaptureError(ValueError):
 
     `str(error)` names the capture and the problem.
     """
-
-
-def is_memset(kernel_symbol) -> np.ndarray:
-    """Whether each event is a memset (CUPTI names them `Memset ...`): work a library call does before its kernel,
-    not a launch of its own."""
-    return pd.Series(kernel_symbol, dtype=object).astype(str).str.startswith("Memset").to_numpy()
 
 
 def is_memcpy(kernel_symbol) -> np.ndarray:

@@ -18,7 +18,7 @@ that module with the compile options jax gives a one-device `jit`, so the
 compiled module (its name, its kernels and their names) is the one this
 process compiles, and `Measurement.hlo_text` is the module that ran, read
 from the worker's executable. It then times it with the same code as an
-in-process measurement (`_measure.time_program`).
+in-process measurement (`_timing.time_program`).
 
 What cannot travel is measured in this process, with an
 `InProcessMeasurementWarning` saying why: programs over several devices,
@@ -202,7 +202,7 @@ def measure_exported(blob: bytes, args: tuple, method: Method, trace_dir: str | 
 
     from .._worker import report
     from ._allocator import set_allocator
-    from ._measure import time_program
+    from ._timing import time_program
 
     started = time.perf_counter()
     set_allocator(method.allocator)

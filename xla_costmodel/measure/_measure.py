@@ -17,7 +17,7 @@ Where it runs: the steady state holds only in a process that started in it
 switch off glibc's per-thread cache, which keeps large aligned buffers from
 being reused). On the CPU, a process that did not (a notebook, the command
 line) has its programs timed in the measuring worker (`_isolated`), one that
-did times them itself; both run the same timing loop (`time_program`). GPU
+did times them itself; both run the same timing loop (`_timing.time_program`). GPU
 programs are timed in the process that holds the GPU.
 
 Units: a kernel launched several times in one run (a loop body) has its
@@ -30,22 +30,16 @@ the trace into a `Measurement` is `_runs`.
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import os
 import re
-import tempfile
 import time
 import warnings
-from pathlib import Path
 
 import pandas as pd
 
-from ..devices._host import cpu_model
-from ._allocator import page_faults, set_allocator, steady_from_start
-from ._method import DEFAULT_METHOD, RUN_ANNOTATION, CommandBufferWarning, Measurement, Method, PageFaultWarning
-from ._module import ModuleIndex
-from ._runs import build_measurement, read_newest
+from ._allocator import set_allocator, steady_from_start
+from ._method import DEFAULT_METHOD, CommandBufferWarning, Measurement, Method
+from ._timing import MIN_KEPT_RUNS, device_description, time_program
 
 __all__ = [
     "GPU_COMMAND_BUFFER_FLAG",
@@ -56,35 +50,9 @@ __all__ = [
     "measure_program",
 ]
 
-# A steady run may still touch a few fresh pages (trace buffers, small
-# allocations); more than this many in every kept run means buffers are
-# being mapped afresh.
-_STEADY_FAULTS_MAX = 2048
-
-
 #: XLA flag that stops XLA:GPU from recording kernels into command buffers
 #: (CUDA graphs); inside a command buffer kernels lose their `hlo_op` names.
 GPU_COMMAND_BUFFER_FLAG = "--xla_gpu_enable_command_buffer="
-
-
-def device_description() -> dict[str, str]:
-    """The default device and the host it runs on, for provenance columns.
-
-    **Returns:** `backend` (`"cpu"`, `"gpu"`, ...), `device_kind` (from jax),
-    and `device` (a readable one-liner: for CPU the processor model and the
-    number of cores jax may use).
-    """
-    import jax
-
-    dev = jax.devices()[0]
-    backend = dev.platform
-    kind = str(getattr(dev, "device_kind", backend))
-    if backend == "cpu":
-        model = cpu_model()
-        desc = f"cpu: {model}, {os.cpu_count()} cores"
-    else:
-        desc = f"{backend}: {kind}"
-    return {"backend": backend, "device_kind": kind, "device": desc}
 
 
 def disable_gpu_command_buffers() -> None:
@@ -115,10 +83,6 @@ def _command_buffers_off(flags: str) -> bool:
     # The last occurrence wins, as in XLA's own flag parsing.
     found = re.findall(r"--xla_gpu_enable_command_buffer=(\S*)", flags)
     return bool(found) and found[-1] in ("", '""', "''")
-
-
-#: Runs kept (after the discarded ones) that a time budget never cuts below.
-MIN_KEPT_RUNS = 5
 
 
 def measure(
@@ -288,59 +252,6 @@ def _runs_here(in_process: bool | None) -> bool:
     return bool(in_process)
 
 
-def time_program(run_once, hlo_text: str, method: Method, *, trace_dir=None, check: str = "raise",
-                 process: str = "in-process", budget_s: float | None = None, started: float | None = None,
-                 report=None) -> Measurement:
-    """The methodology's timing loop, in the process that runs the program (here, or the measuring worker).
-
-    **Arguments:** `run_once()`: runs the compiled program once and waits for
-    it; `hlo_text`: the compiled module's text; `method`; `trace_dir`,
-    `check`, `budget_s`: as for `measure_program`, the budget counted from
-    `started` (`time.perf_counter()`; default now); `process`: recorded in
-    the result; `report(runs_done)`: called after each run.
-
-    **Returns:** the `Measurement`; warns (`PageFaultWarning`) when a steady
-    measurement page-faulted in every kept run.
-    """
-    import jax
-
-    started = time.perf_counter() if started is None else started
-    repeats, discard = method.repeats, method.discard
-    fewest = min(repeats, discard + MIN_KEPT_RUNS)  # runs a budget never cuts below
-    set_allocator(method.allocator)
-    index = ModuleIndex(hlo_text)
-    dev = device_description()
-    for _ in range(method.warmup_calls):  # allocations, thread pools
-        run_once()
-    host_wall: list[float] = []
-    faults: list[float] = []
-    with tempfile.TemporaryDirectory(prefix="xla_costmodel_trace_") as tmp:
-        logdir = Path(trace_dir) if trace_dir is not None else Path(tmp)
-        with jax.profiler.trace(str(logdir)):
-            for i in range(repeats):
-                if budget_s is not None and i >= fewest and time.perf_counter() - started >= budget_s:
-                    break
-                with jax.profiler.TraceAnnotation(f"{RUN_ANNOTATION}{i}"):
-                    f0 = page_faults()
-                    t0 = time.perf_counter_ns()
-                    run_once()
-                    host_wall.append((time.perf_counter_ns() - t0) * 1e-9)
-                    faults.append(float(page_faults() - f0))
-                if report is not None:
-                    report(i + 1)
-        taken = len(host_wall)
-        if taken < repeats:  # the budget ended the runs: the method records the runs taken
-            method = dataclasses.replace(method, repeats=taken)
-        events, fmt, path = read_newest(logdir)
-        m = build_measurement(events, fmt, path, index, dev, host_wall, taken, discard, check, method=method,
-                              faults=faults)
-    m = dataclasses.replace(m, process=process)
-    m.kernels.attrs.update(process=process, repeats_requested=repeats, budget_s=budget_s,
-                           stopped_by_budget=taken < repeats)
-    _check_page_faults(m)
-    return m
-
-
 def _progress(progress, total: int, name: str):
     """`report(runs_done)` after each run and `report(None)` at the end, for `progress` (see `measure`)."""
     if callable(progress):
@@ -361,21 +272,3 @@ def _progress(progress, total: int, name: str):
             bar.update(done - bar.n)
 
     return report
-
-
-def _check_page_faults(m: Measurement) -> None:
-    if m.method.allocator != "steady":
-        return
-    kept = m.runs[m.runs["kept"]]
-    least = float(kept["page_faults"].min()) if len(kept) else math.nan
-    if least > _STEADY_FAULTS_MAX:
-        where = ("the measuring worker" if m.process == "worker" else
-                 "this process, which did not start with the steady allocator in its environment "
-                 "(measure with in_process=None or False to time it in the measuring worker)")
-        warnings.warn(
-            f"{m.module.name}: every kept run page-faulted at least {least:.0f} times "
-            f"({least * 4096 / 2**20:.0f} MiB of fresh pages at 4 KiB) although the allocator is steady, "
-            f"so kernel times include first-touch costs; measured in {where}",
-            PageFaultWarning,
-            stacklevel=4,
-        )

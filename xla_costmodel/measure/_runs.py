@@ -28,7 +28,6 @@ from ._method import (
     Method,
     kernel_statistics,
 )
-from ._gpu_capture import is_memset
 from ._module import ModuleIndex
 from ._trace import TraceError, find_trace_files, interval_union_ns, kernel_executions, read_trace
 
@@ -260,7 +259,7 @@ def build_measurement(events, fmt, path, index: ModuleIndex, dev, host_wall, rep
 
     kept = ours[ours["run"] >= discard]
     # A GPU memset (a cuBLAS or cuDNN call clears its workspace first) is part of its call's time, not a launch:
-    # `launches` counts the others, as the GPU capture reader does (`_gpu_capture.is_memset`).
+    # `launches` counts the others, as the GPU capture reader does (`is_memset`).
     kept = kept.assign(launch=~is_memset(kept["name"]))
     per_run = kept.groupby(["hlo_op", "run"], sort=False).agg(t=("dur_ns", "sum"), k=("launch", "sum"), s=("start_ns", "min"))
     rows = []
@@ -385,3 +384,9 @@ def _check_runs(runs: pd.DataFrame, outside: pd.DataFrame, path: str, check: str
             ConcurrentKernelsWarning,
             stacklevel=4,
         )
+
+
+def is_memset(kernel_symbol) -> np.ndarray:
+    """Whether each event is a memset (CUPTI names them `Memset ...`): work a library call does before its kernel,
+    not a launch of its own."""
+    return pd.Series(kernel_symbol, dtype=object).astype(str).str.startswith("Memset").to_numpy()

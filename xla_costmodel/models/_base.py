@@ -19,6 +19,8 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_checkable
 
+from ._plugins import ENTRY_POINT_GROUP, ModelPluginError, describe_entry_point, load_plugin
+
 if TYPE_CHECKING:
     from ..devices import DeviceSpec
     from ..hlo import HloInstruction
@@ -266,7 +268,10 @@ def fuses_by_materializing(model: CostModel) -> bool:
 
 _MODELS: dict[str, Callable[..., CostModel]] = {}
 _FROM_PLUGINS: set[str] = set()  # names in _MODELS that `get_model` loaded from entry points
-ENTRY_POINT_GROUP = "xla_costmodel.models"
+#: How `get_model` reads a name with parentheses, a combination of models (`(read, combinations)`):
+#: `models/_combined.py` registers itself (`register_combination_reader`), so that this module, which it
+#: builds on, imports nothing of it.
+_COMBINATION_READER: list[tuple[Callable[..., CostModel], Callable[[], Sequence[str]]]] = []
 
 
 def register_model(name: str):
@@ -279,6 +284,12 @@ def register_model(name: str):
         return factory
 
     return register
+
+
+def register_combination_reader(read: Callable[..., CostModel], combinations: Callable[[], Sequence[str]]) -> None:
+    """Make `get_model(name, **params)` build a name with parentheses as `read(name, **params)`;
+    `combinations()`: the names of the combinations it knows (`min`, ...), for messages."""
+    _COMBINATION_READER[:] = [(read, combinations)]
 
 
 def _entry_points() -> dict[str, list[Any]]:
@@ -299,14 +310,11 @@ def model_names() -> tuple[str, ...]:
     Warns (`CostModelWarning`) about a plugin that a built-in model of the same
     name hides.
     """
-    _load_builtins()
     names = [n for n in _MODELS if n not in _FROM_PLUGINS]
     for name, eps in _entry_points().items():
         if name not in _MODELS or name in _FROM_PLUGINS:  # (`get_model` keeps the plugins it loaded)
             names.append(name)
         else:
-            from ._plugins import describe_entry_point
-
             warnings.warn(
                 f"cost-model plugin {name!r} (entry point {describe_entry_point(eps[0])}) is hidden by the "
                 f"built-in model of the same name; rename the entry point to use it",
@@ -344,25 +352,18 @@ def get_model(model: "str | CostModel", **params) -> CostModel:
             return clone(model).set_params(**params)
         raise TypeError(f"get_model: cannot set {', '.join(params)} on a {type(model).__name__} "
                         f"(neither a dataclass nor an estimator with set_params)")
-    _load_builtins()
     factory = _MODELS.get(model)
     if factory is None:
-        # --- combined models (models/_combined.py): a name with parentheses is a
-        # combination such as "min(xla-gpu,roofline)" or "scaled-min(roofline,fitted)".
-        if "(" in model:
-            from ._combined import parse_model_name
-
-            return parse_model_name(model, **params)
-        # --- end combined models
+        # A name with parentheses is a combination such as "min(xla-gpu,roofline)" (models/_combined.py).
+        if "(" in model and _COMBINATION_READER:
+            read, _ = _COMBINATION_READER[0]
+            return read(model, **params)
         eps = _entry_points().get(model)
         if not eps:
-            from ._combined import COMBINATIONS
-
+            combinations = _COMBINATION_READER[0][1]() if _COMBINATION_READER else ()
             raise ValueError(f"unknown cost model {model!r}; valid names: {', '.join(model_names())}; "
-                             f"combinations: {', '.join(f'{c}(...)' for c in COMBINATIONS)}")
+                             f"combinations: {', '.join(f'{c}(...)' for c in combinations)}")
         # --- plugins (models/_plugins.py): a failing plugin names itself and its entry point.
-        from ._plugins import ModelPluginError, describe_entry_point, load_plugin
-
         if len(eps) > 1:
             raise ModelPluginError(
                 f"cost-model plugin {model!r} is declared by {len(eps)} entry points: "
@@ -374,11 +375,3 @@ def get_model(model: "str | CostModel", **params) -> CostModel:
         _MODELS[model] = factory
         _FROM_PLUGINS.add(model)
     return factory(**params)
-
-
-def _load_builtins() -> None:
-    # Importing the package registers its models (importing `xla_costmodel` registers the fitted
-    # ones too: `xla_costmodel.fit`).
-    import importlib
-
-    importlib.import_module(__name__.rpartition(".")[0])

@@ -49,7 +49,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Protocol, Sequence, runtime_checkable
 
-from ._base import CostModel, FusionEstimate, KernelEstimate, get_model, prices_by_content
+from ._base import (CostModel, FusionEstimate, KernelEstimate, get_model, prices_by_content,
+                    register_combination_reader)
 from ._resolve import resolve_device
 
 __all__ = [
@@ -418,3 +419,7 @@ def parse_model_name(text: str, **params):
     """
     p = _NameParser(text)
     return p.build(p.parse(), params)
+
+
+# `get_model` reads names with parentheses through this module.
+register_combination_reader(parse_model_name, lambda: tuple(COMBINATIONS))

@@ -258,7 +258,6 @@ def triton_launch(kernel, device) -> tuple[int, int, str] | None:
         return None
     warps = cfg.num_warps
     if warps is None:
-        from ._tiled import num_warps_for
 
         warps = num_warps_for(tiled)
     root = next((r for r, t in tiled.roots if t.sizes == tuple(cfg.output_tile)), tiled.roots[0][0])
@@ -366,3 +365,9 @@ def fused_loop_launch(producer, consumer, device, pf: LaunchFacts, cf: LaunchFac
     blocks, threads, unroll = loop_launch(None, roots, device, max_unroll=max_unroll,
                                           no_vectorize=pf[2] or cf[2])
     return LaunchDimensions("loop", blocks, threads, unroll, roots[0].name)
+
+
+def num_warps_for(tiled) -> int:
+    """XLA's `EstimateNumWarps`: from the largest padded tile anywhere in the computation."""
+    largest = max([1, *(ti.tile.padded for ti in tiled.instructions)])
+    return 1 if largest <= 256 else 2 if largest <= 1024 else 4 if largest <= 4096 else 8

@@ -21,7 +21,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-__all__ = ["ModelPluginError", "describe_entry_point", "load_plugin"]
+__all__ = ["ENTRY_POINT_GROUP", "ModelPluginError", "describe_entry_point", "load_plugin"]
+
+#: The entry-point group a distribution declares its cost models in.
+ENTRY_POINT_GROUP = "xla_costmodel.models"
 
 
 class ModelPluginError(ImportError):
@@ -30,8 +33,6 @@ class ModelPluginError(ImportError):
 
 def describe_entry_point(ep: Any) -> str:
     """`'name = module:attr' (group 'xla_costmodel.models', distribution 'dist 1.0')` for messages."""
-    from ._base import ENTRY_POINT_GROUP
-
     name = getattr(ep, "name", "?")
     value = getattr(ep, "value", None)
     spelled = f"'{name} = {value}'" if value else f"'{name}'"
@@ -57,8 +58,6 @@ def load_plugin(ep: Any) -> Callable[..., Any]:
     **Raises:** `ModelPluginError` naming the plugin and its entry point when
     the import fails or the object is not callable.
     """
-    from ._base import CostModel
-
     name = getattr(ep, "name", "?")
     try:
         target = ep.load()
@@ -79,8 +78,9 @@ def load_plugin(ep: Any) -> Callable[..., Any]:
         except Exception as exc:
             exc.add_note(f"while building cost-model plugin {name!r} from entry point {describe_entry_point(ep)}")
             raise
+        # The `CostModel` protocol's members (`models._base`, which builds on this module).
         missing = [a for a in ("name", "estimate", "estimate_fusion") if not hasattr(model, a)]
-        if missing or not isinstance(model, CostModel):
+        if missing:
             raise ModelPluginError(
                 f"cost-model plugin {name!r}: entry point {describe_entry_point(ep)} built a "
                 f"{type(model).__name__} without {', '.join(missing) or 'the CostModel protocol'} "

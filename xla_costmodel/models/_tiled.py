@@ -55,6 +55,8 @@ from ..analysis._tiling import (
     propagate,
     satisfies_triton_constraints,
 )
+from ._base import get_model
+from ._launch import num_warps_for
 
 __all__ = [
     "TiledEstimate",
@@ -229,12 +231,6 @@ def _coalescing(ti: TiledInstruction, device) -> float:
     return nbytes / (tx * math.ceil(nbytes / tx))
 
 
-def num_warps_for(tiled: TiledComputation) -> int:
-    """XLA's `EstimateNumWarps`: from the largest padded tile anywhere in the computation."""
-    largest = max([1, *(ti.tile.padded for ti in tiled.instructions)])
-    return 1 if largest <= 256 else 2 if largest <= 1024 else 4 if largest <= 4096 else 8
-
-
 @dataclass(frozen=True, slots=True)
 class TiledEstimate:
     """The tiled model's figures for one tiling (XLA's `EstimateRunTimeData`), times in seconds."""
@@ -270,9 +266,8 @@ def estimate(tiled: TiledComputation, device, num_warps: int, model=None, *, num
     `num_warps`; `model`: the `XlaGpuModel` whose read, compute and combine
     rules (XLA's, with their rounding) are used; default `xla-gpu`.
     """
-    from ._xla_gpu import XlaGpuModel
-
-    model = model or XlaGpuModel()
+    # Through the registry: `_xla_gpu` imports this module, so it is not imported back.
+    model = model or get_model("xla-gpu")
     tiles = tuple(t.sizes for _, t in tiled.roots)
     limit = REGISTER_FRACTION * device.registers_per_block_limit
     fits = all(t.padded <= limit for _, t in tiled.roots) and all(

@@ -1,15 +1,16 @@
 """The accuracy figures a predicted-vs-measured plot is annotated with.
 
-They come from `xla_costmodel.compare.accuracy`, the same function that
-fills `compare`'s table, so a figure and a comparison table never disagree.
+They come from `xla_costmodel.fit._metrics.accuracy` (`compare.accuracy`),
+the same function that fills `compare`'s table, so a figure and a
+comparison table never disagree.
 Here only the pairs that cannot go on log axes are set aside first.
 """
 
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
+
+from ..fit._metrics import accuracy
 
 
 def clean_pairs(measured, predicted, kind=None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, int]:
@@ -32,15 +33,13 @@ def clean_pairs(measured, predicted, kind=None) -> tuple[np.ndarray, np.ndarray,
 
 
 def metrics(measured: np.ndarray, predicted: np.ndarray) -> dict[str, float]:
-    """`xla_costmodel.compare.accuracy` of clean pairs (see `clean_pairs`).
+    """`accuracy` of clean pairs (see `clean_pairs`).
 
     Keys: `n`, `gmre` (exp(mean |ln(pred/meas)|) - 1), `sk_gmre`
     (exp(mean ln(|pred - meas| / meas)), Stevens & Klöckner's), `bias`
     (exp(median ln(pred/meas))), `within_2x`, `mape`, `median_abs_log`,
     `kendall_tau`, `spearman` (NaN when either side is constant).
     """
-    # `xla_costmodel.compare` the attribute is the function; the module is imported by name.
-    compare = importlib.import_module("xla_costmodel.compare")
     if len(measured) == 0:
-        return compare.accuracy(np.zeros(0), np.zeros(0))
-    return compare.accuracy(predicted, measured)
+        return accuracy(np.zeros(0), np.zeros(0))
+    return accuracy(predicted, measured)

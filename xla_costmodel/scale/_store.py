@@ -12,12 +12,12 @@ one of these, is refused and left as it was.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 
 import pandas as pd
+
+from .._atomic import replacing
 
 __all__ = ["FORMAT", "ResultFileError", "ResultStore", "read_results"]
 
@@ -157,23 +157,9 @@ def _write_atomically(df: pd.DataFrame, path: Path, record: dict) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from ..measure._dataset import _file_mode, _fsync_dir
-
     table = pa.Table.from_pandas(pd.DataFrame(df), preserve_index=False)
     meta = dict(table.schema.metadata or {})
     meta[_META_KEY] = json.dumps(record, default=str).encode()
     table = table.replace_schema_metadata(meta)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp.parquet", dir=path.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
+    with replacing(path, suffix=".tmp.parquet") as tmp:
         pq.write_table(table, tmp, compression="zstd")
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.chmod(tmp, _file_mode(path))
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    _fsync_dir(path.parent)
