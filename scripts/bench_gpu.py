@@ -191,16 +191,25 @@ def measured_kernels(rows, modules):
 # --------------------------------------------------------------------------- pricing
 
 
+def source_of_case(case: str) -> str:
+    """The library a corpus case comes from (`program@size`)."""
+    from xla_costmodel.corpus import PROGRAMS
+
+    return PROGRAMS[case.split("@")[0]].source
+
+
 def price(modules: dict, model) -> "object":
     """`analyze` of each module: one row per (case, instruction): `time_s` (first site), `executions` (summed over
-    sites), `executions_known` (all sites), `priced`."""
+    sites), `executions_known` (all sites), `priced`. Library calls are priced with the constants fitted without
+    the module's own source (`leaving_source_out`): no program is scored by constants its source trained."""
     import pandas as pd
 
     from xla_costmodel import analyze
+    from xla_costmodel.models._library_calls import leaving_source_out
 
     parts = []
     for case, module in modules.items():
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), leaving_source_out(source_of_case(case)):
             warnings.simplefilter("ignore")
             t = pd.DataFrame(analyze(module, device=DEVICE, model=model))
         t = t[t["bound"] != "free"]
@@ -401,6 +410,7 @@ def laptop_path(rows, pre_cases, model: str = "xla-gpu"):
 
     from xla_costmodel import analyze, simulate_fusion
     from xla_costmodel.hlo import HloParseError, parse_hlo
+    from xla_costmodel.models._library_calls import leaving_source_out
 
     measured = rows.groupby("case", sort=False)["min_per_run_s"].sum()
     out = []
@@ -411,7 +421,7 @@ def laptop_path(rows, pre_cases, model: str = "xla-gpu"):
         except HloParseError as exc:
             out.append({"case": case, "parsed": False, "note": str(exc)[:120]})
             continue
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), leaving_source_out(source_of_case(case)):
             warnings.simplefilter("ignore")
             fused = simulate_fusion(module, device=DEVICE, model=model, price_totals=False).module
             table = analyze(fused, device=DEVICE, model=model)
