@@ -12,7 +12,7 @@ import warnings
 
 from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL
 from ._common import (UsageError, command, count, format_seconds, json_records, load_module, print_table,
-                      resolve_device_and_model)
+                      report_warnings, resolve_device_and_model)
 
 _TABLE_COLUMNS = ["kernel", "kind", "emitter", "executions", "flops", "bytes_accessed", "compute_s", "memory_s",
                   "time_s", "total_s", "bound", "coalesced", "note"]
@@ -52,8 +52,7 @@ def _analyze(args: argparse.Namespace) -> int:
 
     df = pd.DataFrame(table)
     s = table.summary()
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
+    report_warnings(caught)
     if args.json:
         print(_json_report(df if args.all else df[df["bound"] != "free"], s))
         return 0
@@ -155,8 +154,7 @@ def _analyze_many(args: argparse.Namespace, device, model) -> int:
         print_table(_per_source(df))
         print(f"\n{count(df['source'].nunique() if len(df) else 0, 'file')}, {count(len(df), 'row')} on {device.name} "
               f"({table.job['model']})" + (f"; written to {args.out}" if args.out else ""))
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
+    report_warnings(caught, unit="file")
     for row in table.failures.itertuples():
         print(f"error: {row.source}: {row.error}", file=sys.stderr)
     return 1 if len(table.failures) else 0
