@@ -11,8 +11,8 @@ from typing import Callable
 from .._text import count
 
 __all__ = ["COMMANDS", "Command", "UsageError", "check_device", "check_models", "command", "count", "format_seconds",
-           "json_records", "json_value", "load_module", "model_error", "one_line_warnings", "print_table", "report_warnings",
-           "resolve_device_and_model", "say_warning", "user_error"]
+           "fusions_in", "json_records", "json_value", "load_module", "model_error", "one_line_warnings", "print_table", "report_warnings",
+           "resolve_device_and_model", "say_note", "say_warning", "user_error"]
 
 
 class UsageError(Exception):
@@ -49,9 +49,18 @@ def command(name: str, help: str, configure: Callable[[argparse.ArgumentParser],
 
 
 def load_module(path: str):
-    """The HLO module in file `path`; `UsageError` when there is no such file."""
-    from ..hlo import load_hlo
+    """The HLO module in file `path` (`-`: read from standard input); `UsageError` when there is no such file."""
+    from ..hlo import HloParseError, load_hlo, parse_hlo
 
+    if path == "-":
+        import sys
+
+        data = sys.stdin.buffer.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise HloParseError(f"not a text file ({exc.reason})", text="", pos=0, source="<stdin>") from None
+        return parse_hlo(text, source="<stdin>")
     try:
         return load_hlo(path)
     except FileNotFoundError:
@@ -199,6 +208,18 @@ def report_warnings(caught, unit: str = "") -> None:
         messages = list(dict.fromkeys(messages))
         more = f" (the same for {count(len(messages) - 1, 'more ' + unit)})" if len(messages) > 1 else ""
         say_warning(messages[0] + more)
+
+
+def say_note(text: str) -> None:
+    """Print `note: TEXT` on stderr: a word on what the user asked for, not a problem with the result."""
+    import sys
+
+    print(f"note: {text}", file=sys.stderr, flush=True)
+
+
+def fusions_in(module) -> int:
+    """How many fusion instructions `module` has: 0 for a module as lowered, before XLA's passes."""
+    return sum(1 for _comp, instr in module.instructions() if instr.opcode == "fusion")
 
 
 def _one_line(text: str) -> str:

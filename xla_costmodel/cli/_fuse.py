@@ -9,7 +9,8 @@ import os
 from pathlib import Path
 
 from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL
-from ._common import UsageError, command, count, json_records, json_value, print_table, resolve_device_and_model
+from ._common import (UsageError, command, count, fusions_in, json_records, json_value, print_table,
+                      resolve_device_and_model, say_note)
 
 _COLUMNS = ["step", "producer", "producer_opcode", "consumers", "priority_us", "unfused_us", "fused_us", "reason"]
 
@@ -76,6 +77,7 @@ def _fuse(args: argparse.Namespace) -> int:
         raise UsageError(f"--budget must be a positive number of seconds, got {args.budget}")
     device, model = resolve_device_and_model(args)
     module = load_hlo(src)
+    _say_if_fused(src, module)
     if args.search:
         return _search(args, module, device, model, out)
     with warnings.catch_warnings():
@@ -118,6 +120,20 @@ def _fuse(args: argparse.Namespace) -> int:
         print("  unfused by rule: " + ", ".join(f"{rule} {n}" for rule, n in by_rule.items()))
     print(f"wrote {out}")
     return 0
+
+
+def _say_if_fused(src: Path, module) -> None:
+    """A note when the input is already fused: priority fusion then runs over XLA's kernels, not the program's ops."""
+    from ..analysis._frontend import compiled_for
+
+    fusions = fusions_in(module)
+    if not fusions:
+        return
+    backend = compiled_for(module)
+    by = f" (optimized by XLA:{backend[0].upper()}: {backend[1]})" if backend else ""
+    say_note(f"{src} is already fused, {count(fusions, 'fusion')}{by}: priority fusion runs again over those "
+             "kernels; to simulate XLA's fusion of the program, give its module as lowered, before XLA's passes "
+             "(e.g. `xla_costmodel.from_jax(fn, *args, optimized=False)`)")
 
 
 # --- fusion search (`fuse --search [--budget SECONDS]`) ---
