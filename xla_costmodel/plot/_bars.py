@@ -8,11 +8,11 @@ import pandas as pd
 from ._common import colours_for, fmt_seconds, get_ax
 
 # Column names the error metric may have in a `compare` table, preferred first.
-METRIC_COLUMNS = ("gmre", "mape", "median_abs_log")
+METRIC_COLUMNS = ("ratio_error", "sk_error", "mape", "median_abs_log")
 # Columns that name a kernel class when a `compare` table is broken down by one.
 GROUP_COLUMNS = ("kernel_class", "kind", "class", "group", "category")
 # Metrics that are shares or relative errors: shown in percent.
-_PERCENT_HINTS = ("gmre", "mape", "within")
+_PERCENT_HINTS = ("ratio_error", "sk_error", "mape", "within")
 
 
 def _find(columns, candidates, what: str, given=None):
@@ -36,8 +36,9 @@ def error_by_model(compare_df, ax=None, *, metric=None, by=None, title=None):
       kernel class.
     - `ax`: the Axes to draw on; None makes a new figure.
     - `metric`: the column to plot (any metric of `compare`'s table, e.g.
-      `within_2x`, `kendall_tau`); default the first present of `gmre`
-      (geometric-mean relative error), `mape`, `median_abs_log`.
+      `within_2x`, `kendall_tau`); default the first present of
+      `ratio_error` (exp(mean |ln(pred/meas)|) − 1), `sk_error`, `mape`,
+      `median_abs_log`.
     - `by`: the column of kernel classes; default `kernel_class` (or `kind`,
       ...) when the table has one. Then there is one group of bars per class,
       one bar per model, and a legend; otherwise one bar per model, named
