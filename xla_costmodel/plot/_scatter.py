@@ -47,7 +47,7 @@ def _columns(ax, labels: list[str]) -> int:
     return int(max(1, min(len(labels), width_pt // column_pt, 4)))
 
 
-def predicted_vs_measured(measured, predicted, kind=None, ax=None, title=None, *, highlight=None):
+def predicted_vs_measured(measured, predicted, kind=None, ax=None, title=None, *, highlight=None, limits=None):
     """Log-log scatter of predicted against measured kernel time.
 
     Measured on x, predicted on y, equal aspect and identical whole-decade
@@ -77,6 +77,9 @@ def predicted_vs_measured(measured, predicted, kind=None, ax=None, title=None, *
     - `highlight`: a kind (or several) to bring forward, e.g. your own
       program among the corpus: drawn larger, outlined, on top and listed
       first; the other kinds are drawn fainter.
+    - `limits`: `(low, high)` seconds of both axes, e.g. the same for the
+      panels of one figure (`decade_limits` of all their times); default
+      the whole decades around these times.
 
     **Returns:** the Axes. Artists carry `gid`s for inspection: `"identity"`
     (the y = x line), `"band_2x"` (the band), `"points:<kind>"` (one
@@ -92,7 +95,9 @@ def predicted_vs_measured(measured, predicted, kind=None, ax=None, title=None, *
     highlighted = _highlighted(highlight, k)
     if ax is None:
         ax = _new_axes(0 if k is None else len(set(k.astype(str).tolist())))
-    lo, hi = decade_limits(m, p)
+    lo, hi = decade_limits(m, p) if limits is None else (float(limits[0]), float(limits[1]))
+    if not 0 < lo < hi:
+        raise ValueError(f"limits must be 0 < low < high seconds, got {limits}")
     xs = np.array([lo, hi])
     ax.fill_between(xs, xs / BAND, xs * BAND, color="0.5", alpha=0.15, linewidth=0,
                     label=f"±{BAND:g}×", gid="band_2x")
