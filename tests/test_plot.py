@@ -254,7 +254,7 @@ def test_fusion_savings_leaves_out_unpriced_steps_and_marks_the_repriced_time():
     np.testing.assert_allclose([p.get_height() for p in bars], [4e-6, 1e-6])
     np.testing.assert_allclose(by_gid(ax.cumulative_ax, "cumulative").get_ydata(), [10e-6, 6e-6, 5e-6])
     np.testing.assert_allclose(by_gid(ax.cumulative_ax, "after").get_ydata(), [6e-6, 6e-6])
-    assert "1 step(s) without a finite priority" in ax.get_title()
+    assert "1 step without a finite priority" in ax.get_title()
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1: exp.1", "3: add.3"]
 
 
@@ -409,3 +409,31 @@ def test_a_changed_source_makes_the_notebook_stale(tmp_path):
     assert not build.is_stale(build.percent_to_notebook(src.read_text(), src), committed)
     src.write_text("# %%\nprint(2)\n")
     assert build.is_stale(build.percent_to_notebook(src.read_text(), src), committed)
+
+
+def test_fusion_savings_ticks_are_round_step_numbers_at_a_regular_interval():
+    """Issue 26: the ticks were spread by position (14, 20, 26, 32, 38, 43, ...), at uneven steps."""
+    steps = pd.DataFrame({"step": np.arange(1, 81), "producer": [f"p{i}" for i in range(80)],
+                          "priority_s": np.r_[np.full(13, np.inf), np.linspace(1e-6, 0.9e-6, 54), np.full(13, -np.inf)]})
+    ax = plot.fusion_savings(steps, label_steps=False)
+    labels = [int(t.get_text()) for t in ax.get_xticklabels()]
+    assert len(labels) >= 4 and labels[0] >= 14 and labels[-1] <= 67
+    gaps = set(np.diff(labels))
+    assert len(gaps) == 1 and gaps.pop() in (5, 10), labels
+    # Each tick sits on the bar of the step it names.
+    positions = ax.get_xticks()
+    assert [int(p) + 14 for p in positions] == labels
+
+
+def test_eleven_sources_get_eleven_colours_and_panels_can_share_their_range():
+    """Issue 26: in predicted_vs_measured.png two of the corpus's 11 sources shared a colour, and the two
+    panels had different axis ranges."""
+    from xla_costmodel.plot._common import fmt_seconds, styles_for
+
+    names = [f"source{i}" for i in range(11)]
+    assert len({colour for colour, _ in styles_for(names).values()}) == 11
+    ax = plot.predicted_vs_measured([1e-6, 2e-6], [1e-6, 3e-6], limits=(1e-7, 1e3))
+    assert ax.get_xlim() == pytest.approx((1e-7, 1e3)) and ax.get_ylim() == pytest.approx((1e-7, 1e3))
+    with pytest.raises(ValueError, match="limits"):
+        plot.predicted_vs_measured([1e-6], [1e-6], limits=(1e-3, 1e-6))
+    assert fmt_seconds(1000.0) == "1,000 s" and fmt_seconds(2e-6) == "2 µs"
