@@ -437,3 +437,16 @@ def test_eleven_sources_get_eleven_colours_and_panels_can_share_their_range():
     with pytest.raises(ValueError, match="limits"):
         plot.predicted_vs_measured([1e-6], [1e-6], limits=(1e-3, 1e-6))
     assert fmt_seconds(1000.0) == "1,000 s" and fmt_seconds(2e-6) == "2 µs"
+
+
+def test_readable_tables_show_microseconds_and_integer_counts():
+    """Issue 26: notebooks showed times as 0.000001, counts as 130560.0 and 2.0580500000000004e-05."""
+    df = pd.DataFrame({"kernel": ["a", "b"], "flops": [130560.0, 4194304.0], "time_s": [2.0580500000000004e-05, 1e-6],
+                       "ratio": [0.337825123, 1.5], "priced": [True, False]})
+    shown = plot.readable(df)
+    assert list(shown.columns) == ["kernel", "flops", "time_us", "ratio", "priced"]
+    assert shown["flops"].tolist() == [130560, 4194304] and str(shown["flops"].dtype) == "Int64"
+    assert shown["time_us"].tolist() == [20.6, 1.0] and shown["ratio"].tolist() == [0.338, 1.5]
+    assert plot.readable(df, unit="ms")["time_ms"].tolist() == [0.0206, 0.001]
+    with pytest.raises(ValueError, match="unknown unit"):
+        plot.readable(df, unit="min")
