@@ -65,13 +65,14 @@ def fmt_si(value: float, unit: str = "", _pos=None) -> str:
 
 
 def decade_limits(*arrays: np.ndarray) -> tuple[float, float]:
-    """Whole-decade limits around every positive finite value (at least one decade apart)."""
+    """Whole-decade limits around every positive finite value, strictly (at least one decade apart)."""
     vals = np.concatenate([np.asarray(a, dtype=float).ravel() for a in arrays]) if arrays else np.array([])
     vals = vals[np.isfinite(vals) & (vals > 0)]
     if vals.size == 0:
         return 1e-6, 1e-3
-    lo = 10.0 ** math.floor(math.log10(vals.min()) + 1e-9)
-    hi = 10.0 ** math.ceil(math.log10(vals.max()) - 1e-9)
+    # A value on a whole decade gets the decade beyond it too: a point on the axes' edge is half hidden.
+    lo = 10.0 ** math.floor(math.log10(vals.min()) - 1e-9)
+    hi = 10.0 ** math.ceil(math.log10(vals.max()) + 1e-9)
     if hi <= lo:
         hi = lo * 10.0
     return lo, hi
