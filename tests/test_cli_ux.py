@@ -304,3 +304,20 @@ def test_readme_has_no_words_for_insiders_and_its_pointers_point_the_right_way()
         assert title in headings, title
         at = re.search(rf"^#+ {re.escape(title)}$", text, re.M).start()
         assert (at > m.start()) == (direction == "below"), (title, direction)
+
+
+def test_the_demo_never_prices_xla_cpu_kernels_on_a_gpu():
+    """`scripts/run`'s step 2 priced XLA:CPU's optimized module on the H100 (with a raw warning), which the
+    README warns against."""
+    from xla_costmodel import from_jax
+    from xla_costmodel._demo import stage_two_tables
+    from xla_costmodel.models import BackendMismatchWarning
+    from xla_costmodel.zoo import get_program
+
+    fn, args = get_program("mlp_grad").build()
+    optimized = from_jax(fn, *args)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BackendMismatchWarning)
+        tables = stage_two_tables(fn, args, optimized)
+    assert tables[("h100-sxm", "xla-gpu")].priced_module == "XLA:GPU fusion simulated from the lowered module"
+    assert tables[("host", "roofline")].priced_module.startswith("the module as given")

@@ -70,9 +70,10 @@ def decade_limits(*arrays: np.ndarray) -> tuple[float, float]:
     vals = vals[np.isfinite(vals) & (vals > 0)]
     if vals.size == 0:
         return 1e-6, 1e-3
-    # A value on a whole decade gets the decade beyond it too: a point on the axes' edge is half hidden.
-    lo = 10.0 ** math.floor(math.log10(vals.min()) - 1e-9)
-    hi = 10.0 ** math.ceil(math.log10(vals.max()) + 1e-9)
+    # A value on (or within 5 % of) a whole decade gets the decade beyond it too: a point on the
+    # axes' edge is half hidden.
+    lo = 10.0 ** math.floor(math.log10(vals.min()) - 0.02)
+    hi = 10.0 ** math.ceil(math.log10(vals.max()) + 0.02)
     if hi <= lo:
         hi = lo * 10.0
     return lo, hi
