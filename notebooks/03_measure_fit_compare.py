@@ -167,7 +167,7 @@ import tempfile
 with tempfile.TemporaryDirectory() as out_dir:
     calibration = xcm.calibrate(device="host", dataset=DATASET, out_dir=out_dir,
                                 models=("fitted", "roofline-calibrated"), progress=False)
-plot.readable(calibration.assign(file=calibration["file"].map(lambda f: Path(f).name)))  # where they went: out_dir
+plot.readable(calibration.assign(file=calibration["file"].map(lambda f: Path(f).name)), unit="s")  # in out_dir
 
 # %% [markdown]
 # The training-set error above says how well each model *can* fit the suite.
@@ -229,7 +229,7 @@ plt.show()
 # questions. The error says how far a predicted time is from the measured
 # one; τ says whether the model puts kernels in the right order, which is
 # what a fusion decision needs. Fitting fixes constants that are
-# systematically off (look at `bias` and `within_2x` of the plain roofline
+# systematically off (look at `sk_error` and `within_2x` of the plain roofline
 # against the fitted models); the ranking improves less, because it is
 # limited by what the features can tell kernels apart by.
 #
@@ -246,10 +246,12 @@ preds = preds[preds["scored"]].merge(kinds, on=["case", "hlo_op"], how="left")
 preds["kind"] = preds["fusion_kind"].fillna(preds["opcode"]).fillna("?")
 
 best = comparison.sort_values("sk_error").iloc[0]["model"]
+shown = preds[preds["model"].isin(["roofline", best])]
+limits = plot.decade_limits(shown["measured_s"], shown["predicted_s"])  # one range for both panels
 fig, axes = plt.subplots(1, 2, figsize=(13, 5.5), layout="constrained")
 for ax, name in zip(axes, ["roofline", best]):
     p = preds[preds["model"] == name]
-    plot.predicted_vs_measured(p["measured_s"], p["predicted_s"], kind=p["kind"], ax=ax, title=name)
+    plot.predicted_vs_measured(p["measured_s"], p["predicted_s"], kind=p["kind"], ax=ax, title=name, limits=limits)
 plt.show()
 
 # %% [markdown]

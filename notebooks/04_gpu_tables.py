@@ -100,9 +100,10 @@ for row, name in enumerate(("h100-sxm", "b200")):
 fig.tight_layout()
 
 # %% [markdown]
-# The analytical model orders the GEMMs well (tau near 0.9) but predicts the
-# small ones several times too fast: a dot of a few GFLOP on a 1,000-TFLOP/s
-# tensor core would take microseconds, and the measured kernels take longer.
+# The analytical model orders the GEMMs fairly well (Kendall tau 0.75 on the
+# H100, 0.86 on the B200; 0.69 to 0.91 per dtype) but predicts the small ones
+# several times too fast: a dot of a few GFLOP on a 1,000-TFLOP/s tensor core
+# would take microseconds, and the measured kernels take longer.
 # The table, interpolated in log space between its grid points, is within a
 # few percent at points it never saw. Per dtype:
 

@@ -70,10 +70,10 @@ def decade_limits(*arrays: np.ndarray) -> tuple[float, float]:
     vals = vals[np.isfinite(vals) & (vals > 0)]
     if vals.size == 0:
         return 1e-6, 1e-3
-    # A value on (or within 5 % of) a whole decade gets the decade beyond it too: a point on the
+    # A value on (or within 12 % of) a whole decade gets the decade beyond it too: a point on the
     # axes' edge is half hidden.
-    lo = 10.0 ** math.floor(math.log10(vals.min()) - 0.02)
-    hi = 10.0 ** math.ceil(math.log10(vals.max()) + 0.02)
+    lo = 10.0 ** math.floor(math.log10(vals.min()) - 0.05)
+    hi = 10.0 ** math.ceil(math.log10(vals.max()) + 0.05)
     if hi <= lo:
         hi = lo * 10.0
     return lo, hi
