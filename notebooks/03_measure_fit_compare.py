@@ -97,8 +97,9 @@ plt.show()
 # %% [markdown]
 # **Reading it.** Points above the line are over-predicted, below it
 # under-predicted; the grey band is a factor of 2 either way. The heading of
-# the legend, under the plot, gives the geometric-mean relative error (`exp(mean |ln(pred/meas)|) - 1`:
-# a typical kernel is off by a factor of one plus this), the median bias
+# the legend, under the plot, gives `ratio_error` (`exp(mean |ln(pred/meas)|) - 1`:
+# a typical kernel is off by a factor of one plus this), Stevens & Klöckner's
+# `sk_error` (the geometric mean of |pred − meas| / meas), the median bias
 # (`exp(median ln(pred/meas))`, above 1 when the model tends to
 # over-predict), the share within 2× and Kendall's τ (does the model at
 # least *rank* the kernels right: what fusion decisions need). These are the
