@@ -321,3 +321,18 @@ def test_the_demo_never_prices_xla_cpu_kernels_on_a_gpu():
         tables = stage_two_tables(fn, args, optimized)
     assert tables[("h100-sxm", "xla-gpu")].priced_module == "XLA:GPU fusion simulated from the lowered module"
     assert tables[("host", "roofline")].priced_module.startswith("the module as given")
+
+
+@pytest.mark.parametrize("argv", [
+    ["stats", CPU_MODULE],
+    ["analyze", CPU_MODULE],
+    ["analyze", CPU_MODULE, "--json"],
+    ["analyze", LOWERED, "--model", "min(xla-gpu,roofline)"],
+    ["granularity", CPU_MODULE, "--kernel", "add_maximum_fusion", "--json"],
+    ["fuse", CPU_MODULE, "-o", "{tmp}/fused.hlo", "--search", "--budget", "1"],
+])
+def test_no_command_writes_a_python_source_line(argv, tmp_path, capsys):
+    """Each of these drew a warning (a CPU-optimized module priced on a GPU, an unfused module): on
+    stderr it is one `warning:` or `note:` line, never Python's `file.py:LINE: Warning` and source line."""
+    assert main([a.replace("{tmp}", str(tmp_path)) for a in argv]) == 0
+    _clean(capsys.readouterr().err)

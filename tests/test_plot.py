@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import matplotlib
 
@@ -459,3 +460,21 @@ def test_decade_limits_keep_points_off_the_edges():
     assert decade_limits(np.array([1.1e-6, 3e-4])) == pytest.approx((1e-7, 1e-3))
     assert decade_limits(np.array([2e-6, 0.9e-3])) == pytest.approx((1e-6, 1e-2))
     assert decade_limits(np.array([2e-6, 3e-4])) == pytest.approx((1e-6, 1e-3))
+
+
+def test_committed_notebook_outputs_are_clean():
+    """Issue 26: a tqdm bar and `<matplotlib.legend.Legend at 0x...>` reprs in the outputs, and tables
+    with times as 0.000001 and counts as 130560.0."""
+    import nbformat
+
+    build = _build_notebooks_module()
+    for committed in sorted(build.NOTEBOOKS.glob("[0-9]*.ipynb")):
+        nb = nbformat.reads(committed.read_text(encoding="utf-8"), as_version=4)
+        for index, cell in enumerate(nb.cells):
+            for out in cell.get("outputs", []):
+                text = out.get("text", "") + out.get("data", {}).get("text/plain", "")
+                where = f"{committed.name} cell {index}"
+                assert "%|" not in text, f"{where}: a progress bar"
+                assert "<matplotlib." not in text, f"{where}: a matplotlib object's repr"
+                # A DataFrame printed with float counts: "130560.0" in a flops or bytes column.
+                assert not re.search(r"\b\d{5,}\.0\b", text), f"{where}: a count shown as a float"
