@@ -53,7 +53,7 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
                 "computations": stats["computations"],
                 "instructions": stats["instructions"],
                 "entry instructions": stats["entry_instructions"],
-                **{k: stats[k] for k in ("flops", "transcendentals", "bytes_accessed") if k in stats},
+                **{k: int(stats[k]) for k in ("flops", "transcendentals", "bytes_accessed") if k in stats},
                 "most common opcodes": top,
             }
         )
@@ -208,7 +208,7 @@ def _format_times(df: pd.DataFrame) -> pd.DataFrame:
     for col in out.columns:
         if col.endswith("_s") and pd.api.types.is_numeric_dtype(out[col]):
             out[col.replace("_s", "_us")] = out.pop(col).map(lambda v: f"{v * 1e6:.2f}")
-        elif col in ("flops", "bytes_accessed"):
+        elif col in ("flops", "bytes_accessed", "launches"):
             out[col] = out[col].map(lambda v: f"{v:,.0f}")
         elif col in ("intensity", "ratio"):
             out[col] = out[col].map(lambda v: f"{v:.2f}")
