@@ -112,6 +112,12 @@ class FusionComparison:
             **({"note": self.note} if self.note else {}),
         }
 
+    def __repr__(self) -> str:
+        # Three decimals of the index are all it can tell apart; a repr of every digit is noise to a reader.
+        note = f", note={self.note!r}" if self.note else ""
+        return (f"FusionComparison(ari={self.ari:.3f}, matched={self.matched}, coverage={self.coverage:.3f}, "
+                f"kernels_ours={self.kernels_ours}, kernels_xla={self.kernels_xla}{note})")
+
     def _repr_html_(self) -> str:
         rows = "".join(
             f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{v:.4g}</td></tr>"
