@@ -130,7 +130,7 @@ for w in caught:
 cols = ["kernel", "kind", "flops", "bytes_accessed", "intensity",
         "compute_s", "memory_s", "launch_s", "time_s", "bound", "coalesced"]
 kernels = pd.DataFrame(gpu[gpu["bound"] != "free"])  # a plain DataFrame: we only want some columns
-kernels[cols]
+plot.readable(kernels[cols])  # times in µs, counts as integers
 
 # %%
 gpu.summary()
@@ -149,16 +149,18 @@ gpu.summary()
 #
 # `time_s` is not simply the sum: XLA's model overlaps compute and memory.
 # On an H100 the kernels of this small block are mostly launch- or
-# memory-bound. The one compute-bound kernel is the GELU fusion: XLA's cycle
-# tables charge `tanh` and friends many cycles per element, which is why its
-# `flops` column (cycle-weighted, as in XLA) is as large as a matmul's. Time by
-# bound tells where a fusion or a layout change would pay.
+# memory-bound. The one compute-bound kernel is the GELU fusion
+# (`multiply_multiply_fusion`): its `flops` column, XLA's `HloCostAnalysis`
+# count, is 64 times smaller than a matmul's (4.2 M against 268 M), but XLA's
+# per-opcode cycle tables charge `tanh` and friends many cycles per element,
+# while the matmuls run on the tensor cores; so its `compute_us` is the largest
+# of the module. Time by bound tells where a fusion or a layout change would pay.
 
 # %%
 by_bound = kernels.groupby("bound")[["time_s"]].agg(["count", "sum"])
 by_bound.columns = ["kernels", "time_s"]
-by_bound["share"] = by_bound["time_s"] / by_bound["time_s"].sum()
-by_bound
+by_bound["share_%"] = 100 * by_bound["time_s"] / by_bound["time_s"].sum()
+plot.readable(by_bound)
 
 # %% [markdown]
 # ## 5. The same kernels on this host, with the roofline model
@@ -166,15 +168,19 @@ by_bound
 # `xla-gpu` prices GPU kernels only. For the CPU we use the `roofline` model:
 # `max(flops / peak, bytes / bandwidth) + launch`, with the peak and
 # bandwidth *measured* on this machine (`get_device("host")`, cached after
-# the first run). Here FLOPs and bytes are plain counts, not XLA:GPU's
-# cycle-weighted ones, so the `flops` column differs from the H100 table.
+# the first run). The `flops` and `bytes_accessed` columns are the same as in
+# the H100 table: they are the kernel's own counts, with XLA's
+# `HloCostAnalysis` semantics, whatever the model and device. What differs is
+# the pricing: the host's peak and bandwidth, and the roofline's rule instead
+# of XLA's cycle tables (what a model priced with, by its own counting, is in
+# `model_flops` and `model_bytes`).
 
 # %%
 host = xcm.get_device("host")
 print(host.description or host.name, "·", f"{host.peak_fp32_flops_per_s / 1e9:.0f} GFLOP/s FP32,",
       f"{host.memory_bandwidth_bytes_per_s / 1e9:.1f} GB/s")
 cpu = xcm.analyze(module, device=host, model="roofline")
-pd.DataFrame(cpu[cpu["bound"] != "free"])[cols]
+plot.readable(pd.DataFrame(cpu[cpu["bound"] != "free"])[cols])
 
 # %%
 both = pd.DataFrame({
@@ -185,7 +191,7 @@ both = pd.DataFrame({
 })
 both = both[both["h100 bound"] != "free"]
 both["host / h100"] = both["host roofline"] / both["h100 xla-gpu"]
-both
+plot.readable(both.rename(columns={"h100 xla-gpu": "h100 xla-gpu_s", "host roofline": "host roofline_s"}))
 
 # %% [markdown]
 # ## 6. The roofline plot

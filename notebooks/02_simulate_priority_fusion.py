@@ -99,8 +99,8 @@ print(f"{summary['kernels_before']} kernels -> {summary['kernels_after']};",
 
 # %%
 steps = result.steps
-steps[["step", "producer", "producer_opcode", "consumers", "fusions",
-       "priority_s", "time_unfused_s", "time_fused_s", "reason"]].head(15)
+plot.readable(steps[["step", "producer", "producer_opcode", "consumers", "fusions",
+                     "priority_s", "time_unfused_s", "time_fused_s", "reason"]].iloc[10:25])  # times in µs
 
 # %%
 steps["reason"].value_counts()
@@ -140,15 +140,17 @@ plt.show()
 
 # %% [markdown]
 # The fused module is an ordinary `HloModule`: `analyze` prices its kernels
-# like any other, and its total is the re-priced time above. (`analyze` lists
-# the reshapes between the dots as `free`, running no code, while the
-# simulation's kernel count includes them.)
+# like any other, and its total is the re-priced time above. Its kernel count
+# is the simulation's too: the reshapes around the dots, which run no code
+# (`free` in `analyze`), were fused first as bitcasts, so neither side counts
+# them.
 
 # %%
 fused_table = xcm.analyze(result.module, device="h100-sxm", model="xla-gpu")
 kernels = pd.DataFrame(fused_table[fused_table["bound"] != "free"])
-print(f"{len(kernels)} kernels, {fused_table.total_time_s * 1e6:.1f} µs")
-kernels[["kernel", "opcode", "kind", "emitter", "flops", "bytes_accessed", "time_s", "bound"]]
+print(f"analyze: {len(kernels)} kernels, {fused_table.total_time_s * 1e6:.1f} µs; "
+      f"the simulation: {result.kernels_after} kernels, {result.time_after_s * 1e6:.1f} µs")
+plot.readable(kernels[["kernel", "opcode", "kind", "emitter", "flops", "bytes_accessed", "time_s", "bound"]])
 
 # %% [markdown]
 # ## 4. Compare the grouping with XLA's
@@ -199,4 +201,4 @@ models = pd.DataFrame([
     for r in (result, roof)
 ]).set_index("model")
 models["ARI vs xla-gpu grouping"] = [1.0, compare_with_xla(roof, result.module).ari]
-models
+models.round(3)

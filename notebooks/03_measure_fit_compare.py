@@ -64,10 +64,11 @@ DATASET = ROOT / "calibration" / "host_cpu.parquet"
 # %%
 program = zoo.get_program("transformer_fwd")
 fn, args = program.build()
-measured = measure(fn, *args, repeats=20, discard=4)
+measured = measure(fn, *args, repeats=20, discard=4, progress=False)
 print(program.description)
 print(f"{len(measured)} kernels; backend {measured.attrs.get('backend')}, {measured.attrs.get('device')}")
-measured[["hlo_op", "opcode", "fusion_kind", "n", "launches", "min_per_run_s", "median_per_run_s", "min_per_launch_s"]]
+plot.readable(measured[["hlo_op", "opcode", "fusion_kind", "n", "launches", "min_per_run_s", "median_per_run_s",
+                         "min_per_launch_s"]])  # times in µs
 
 # %% [markdown]
 # ## 2. Predict the same kernels
@@ -86,7 +87,7 @@ joined = measured.merge(
 )
 # `time_s` is one launch of a kernel: compare it with the measured time per launch.
 joined["ratio"] = joined["time_s"] / joined["min_per_launch_s"]
-joined[["hlo_op", "kind", "launches", "min_per_launch_s", "time_s", "ratio", "bound"]]
+plot.readable(joined[["hlo_op", "kind", "launches", "min_per_launch_s", "time_s", "ratio", "bound"]])
 
 # %%
 ax = plot.predicted_vs_measured(joined["min_per_launch_s"], joined["time_s"], kind=joined["kind"],
@@ -96,8 +97,9 @@ plt.show()
 # %% [markdown]
 # **Reading it.** Points above the line are over-predicted, below it
 # under-predicted; the grey band is a factor of 2 either way. The heading of
-# the legend, under the plot, gives the geometric-mean relative error (`exp(mean |ln(pred/meas)|) - 1`:
-# a typical kernel is off by a factor of one plus this), the median bias
+# the legend, under the plot, gives `ratio_error` (`exp(mean |ln(pred/meas)|) - 1`:
+# a typical kernel is off by a factor of one plus this), Stevens & Klöckner's
+# `sk_error` (the geometric mean of |pred − meas| / meas), the median bias
 # (`exp(median ln(pred/meas))`, above 1 when the model tends to
 # over-predict), the share within 2× and Kendall's τ (does the model at
 # least *rank* the kernels right: what fusion decisions need). These are the
@@ -135,10 +137,10 @@ dataset = read_dataset(DATASET)
 main = dataset[dataset["is_main"]]
 print(f"{len(dataset)} rows, {len(main)} main kernels, {main['case'].nunique()} cases, "
       f"suite runs: {dataset['suite_run'].nunique()}")
-main.groupby("kernel_class").agg(
+plot.readable(main.groupby("kernel_class").agg(
     cases=("case", "nunique"), kernels=("kernel", "nunique"),
     fastest_per_launch_s=("min_per_launch_s", "min"), slowest_per_launch_s=("min_per_launch_s", "max"),
-)
+))
 
 # %% [markdown]
 # ## 4. Fit the models
@@ -166,7 +168,7 @@ import tempfile
 with tempfile.TemporaryDirectory() as out_dir:
     calibration = xcm.calibrate(device="host", dataset=DATASET, out_dir=out_dir,
                                 models=("fitted", "roofline-calibrated"), progress=False)
-calibration.assign(file=calibration["file"].map(lambda f: Path(f).name))  # where they went: out_dir
+plot.readable(calibration.assign(file=calibration["file"].map(lambda f: Path(f).name)), unit="s")  # in out_dir
 
 # %% [markdown]
 # The training-set error above says how well each model *can* fit the suite.
@@ -190,8 +192,8 @@ calibration.assign(file=calibration["file"].map(lambda f: Path(f).name))  # wher
 # %%
 models = ["fitted", "learned", "roofline-calibrated", "roofline"]
 comparison = xcm.compare(models)
-comparison.set_index("model")[["n", "sk_error", "ratio_error", "within_2x", "bias", "kendall_tau", "spearman",
-                               "fit_s"]]
+plot.readable(comparison.set_index("model")[["n", "sk_error", "ratio_error", "within_2x", "bias", "kendall_tau",
+                                             "spearman", "fit_s"]], unit="s")
 
 # %% [markdown]
 # The same, library by library (`comparison.by_source`): a model that holds
@@ -228,7 +230,7 @@ plt.show()
 # questions. The error says how far a predicted time is from the measured
 # one; τ says whether the model puts kernels in the right order, which is
 # what a fusion decision needs. Fitting fixes constants that are
-# systematically off (look at `bias` and `within_2x` of the plain roofline
+# systematically off (look at `sk_error` and `within_2x` of the plain roofline
 # against the fitted models); the ranking improves less, because it is
 # limited by what the features can tell kernels apart by.
 #
@@ -245,10 +247,12 @@ preds = preds[preds["scored"]].merge(kinds, on=["case", "hlo_op"], how="left")
 preds["kind"] = preds["fusion_kind"].fillna(preds["opcode"]).fillna("?")
 
 best = comparison.sort_values("sk_error").iloc[0]["model"]
+shown = preds[preds["model"].isin(["roofline", best])]
+limits = plot.decade_limits(shown["measured_s"], shown["predicted_s"])  # one range for both panels
 fig, axes = plt.subplots(1, 2, figsize=(13, 5.5), layout="constrained")
 for ax, name in zip(axes, ["roofline", best]):
     p = preds[preds["model"] == name]
-    plot.predicted_vs_measured(p["measured_s"], p["predicted_s"], kind=p["kind"], ax=ax, title=name)
+    plot.predicted_vs_measured(p["measured_s"], p["predicted_s"], kind=p["kind"], ax=ax, title=name, limits=limits)
 plt.show()
 
 # %% [markdown]
@@ -271,12 +275,12 @@ per_class = pd.DataFrame([
     for (model, cls), g in by_class.predictions.groupby(["model", "kernel_class"], sort=False)
 ])
 fig, ax = plt.subplots(figsize=(11, 4), layout="constrained")
-plot.error_by_model(per_class, ax=ax, by="kernel_class", title="leave one kernel class out")
-ax.set_yscale("log")
+plot.error_by_model(per_class, ax=ax, by="kernel_class", metric="within_2x",
+                    title="leave one kernel class out: kernels within 2× of their measured time")
 plt.show()
 
 # %%
-per_class.pivot(index="kernel_class", columns="model", values="gmre").round(3)
+per_class.pivot(index="kernel_class", columns="model", values="ratio_error").round(3)
 
 # %% [markdown]
 # **Where to go from here.** `xla-costmodel calibrate` refits the models to

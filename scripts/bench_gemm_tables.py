@@ -25,7 +25,7 @@ FLOP/s: the median kernel time of `matmul_perf_table_gen`). Scored:
 
 Metrics (per GPU, per dtype combination, and per size band of 2bmnk): `sk`,
 Stevens & Klöckner's error (geometric mean of |p - m| / m,
-`compare.sk_gmre`); `gmre` (geometric-mean ratio error); Kendall's tau;
+`compare.sk_error`); `ratio` (`ratio_error`, the geometric-mean ratio error); Kendall's tau;
 `w1.25`, the share predicted within 1.25x; `bias` (median p/m). The goal:
 `xla-gpu-tables held out` sk <= 0.10 on the H100 table; the ratio of the
 analytical model's sk to it is printed as the peer comparison.
@@ -70,7 +70,7 @@ def score(p, m) -> dict:
     p, m = np.asarray(p, float), np.asarray(m, float)
     a = accuracy(p, m)
     within = float(np.mean(np.abs(np.log(p / m)) <= math.log(1.25) + 1e-12))
-    return {"n": a["n"], "sk": a["sk_gmre"], "gmre": a["gmre"], "tau": a["kendall_tau"], "w1.25": within,
+    return {"n": a["n"], "sk": a["sk_error"], "ratio": a["ratio_error"], "tau": a["kendall_tau"], "w1.25": within,
             "bias": a["bias"]}
 
 
@@ -120,7 +120,7 @@ def report(device_name: str, df: pd.DataFrame) -> dict:
     lines = []
     for group_col, title in (("dtype_key", "dtype"), ("band", "size band")):
         lines.append(f"\n{device_name} ({out['table_key']}): by {title}")
-        lines.append(f"{'':24s} {'model':34s} {'n':>5s} {'sk':>7s} {'gmre':>7s} {'tau':>6s} {'w1.25':>6s} {'bias':>6s}")
+        lines.append(f"{'':24s} {'model':34s} {'n':>5s} {'sk':>7s} {'ratio':>7s} {'tau':>6s} {'w1.25':>6s} {'bias':>6s}")
         keys = sorted(df[group_col].unique(), key=lambda v: (str(v)))
         if group_col == "band":
             keys = [b[2] for b in BANDS if b[2] in set(df["band"])]
@@ -129,7 +129,7 @@ def report(device_name: str, df: pd.DataFrame) -> dict:
                 sub = data if key == "all" else data[data[group_col] == key]
                 s = score(sub[col], sub["time_s"])
                 out.setdefault(title, {}).setdefault(str(key), {})[label] = s
-                lines.append(f"{str(key):24s} {label:34s} {s['n']:5d} {s['sk']:7.3f} {s['gmre']:7.3f} "
+                lines.append(f"{str(key):24s} {label:34s} {s['n']:5d} {s['sk']:7.3f} {s['ratio']:7.3f} "
                              f"{s['tau']:6.3f} {s['w1.25']:6.2f} {s['bias']:6.2f}")
     in_sample = float(np.max(np.abs(df["in_sample"] / df["time_s"] - 1)))
     out["in_sample_max_rel_error"] = in_sample

@@ -67,7 +67,7 @@ def test_per_device_and_cross_device(tmp_path):
     np.testing.assert_allclose(weights(per.loc["test-cpu-twin", "file"]), 2 * weights(per.loc["test-cpu", "file"]),
                                rtol=1e-6, atol=1e-18)
     # while the one weight table for both is scored on each device's rows.
-    assert cross["gmre"].notna().all() and (cross["file"] == str(tmp_path / "fleet_fitted.json")).all()
+    assert cross["ratio_error"].notna().all() and (cross["file"] == str(tmp_path / "fleet_fitted.json")).all()
     saved = json.loads((tmp_path / "fleet_fitted.json").read_text())
     assert saved["device"] == "fleet" and saved["devices"] == ["test-cpu", "test-cpu-twin"]
 
@@ -83,7 +83,7 @@ def test_identical_devices_give_the_same_fit_across_devices(tmp_path):
     np.testing.assert_allclose(model(tmp_path / "fleet_fitted.json").predict(X),
                                model(per.loc["test-cpu", "file"]).predict(X), rtol=1e-6)
     cross = table[table["fit"] == "cross-device"].set_index("device")
-    np.testing.assert_allclose(cross["gmre"], per["gmre"], rtol=1e-6)
+    np.testing.assert_allclose(cross["ratio_error"], per["ratio_error"], rtol=1e-6)
 
 
 def test_unknown_devices_and_mixed_data_are_refused(tmp_path):

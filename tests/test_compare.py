@@ -12,7 +12,7 @@ import pytest
 from scipy.stats import kendalltau, spearmanr
 
 from xla_costmodel.compare import accuracy, compare, fusion_metrics
-from xla_costmodel.fit._metrics import SK_FLOOR, sk_gmre
+from xla_costmodel.fit._metrics import SK_FLOOR, sk_error
 from xla_costmodel.measure import read_dataset
 from conftest import TEST_CPU
 
@@ -27,8 +27,8 @@ def test_accuracy_by_hand():
     pred = np.array([2.0, 1.0, 1.0, 3.0])
     meas = np.array([1.0, 1.0, 2.0, 3.0])
     acc = accuracy(pred, meas)
-    # |ln r| = ln 2, 0, ln 2, 0 -> mean ln 2 / 2 -> gmre = sqrt(2) - 1.
-    assert acc["gmre"] == pytest.approx(math.sqrt(2) - 1)
+    # |ln r| = ln 2, 0, ln 2, 0 -> mean ln 2 / 2 -> ratio_error = sqrt(2) - 1.
+    assert acc["ratio_error"] == pytest.approx(math.sqrt(2) - 1)
     assert acc["mape"] == pytest.approx((1 + 0 + 0.5 + 0) / 4)
     assert acc["median_abs_log"] == pytest.approx(math.log(2) / 2)
     assert acc["within_2x"] == 1.0
@@ -38,31 +38,31 @@ def test_accuracy_by_hand():
     assert acc["n"] == 4 and acc["unpriced"] == 0
 
 
-def test_sk_gmre_by_hand():
+def test_sk_error_by_hand():
     # Relative errors |p - m| / m: 0.5 (over), 0.5 (under: 1 vs 2), 0.1, 0.4 -> geometric mean.
     pred = np.array([3.0, 1.0, 1.1, 0.6])
     meas = np.array([2.0, 2.0, 1.0, 1.0])
     expected = (0.5 * 0.5 * 0.1 * 0.4) ** 0.25
     acc = accuracy(pred, meas)
-    assert acc["sk_gmre"] == pytest.approx(expected)
-    assert sk_gmre(pred, meas) == pytest.approx(expected)
+    assert acc["sk_error"] == pytest.approx(expected)
+    assert sk_error(pred, meas) == pytest.approx(expected)
     # The ratio error is stricter: 1.5, 2, 1.1, 1/0.6 -> exp(mean ln) - 1.
-    assert acc["gmre"] == pytest.approx((1.5 * 2 * 1.1 / 0.6) ** 0.25 - 1)
-    assert acc["sk_gmre"] < acc["gmre"]
+    assert acc["ratio_error"] == pytest.approx((1.5 * 2 * 1.1 / 0.6) ** 0.25 - 1)
+    assert acc["sk_error"] < acc["ratio_error"]
 
 
-def test_sk_gmre_floors_exact_predictions():
+def test_sk_error_floors_exact_predictions():
     # One exact kernel counts as SK_FLOOR, not as 0 (which would zero the geometric mean).
-    assert sk_gmre([1.0, 2.0], [1.0, 1.0]) == pytest.approx(math.sqrt(SK_FLOOR * 1.0))
-    assert sk_gmre([5.0], [5.0]) == pytest.approx(SK_FLOOR)
-    assert math.isnan(sk_gmre([], []))
-    assert accuracy([np.nan, 1.5], [1.0, 1.0])["sk_gmre"] == pytest.approx(0.5)  # unpriced left out
+    assert sk_error([1.0, 2.0], [1.0, 1.0]) == pytest.approx(math.sqrt(SK_FLOOR * 1.0))
+    assert sk_error([5.0], [5.0]) == pytest.approx(SK_FLOOR)
+    assert math.isnan(sk_error([], []))
+    assert accuracy([np.nan, 1.5], [1.0, 1.0])["sk_error"] == pytest.approx(0.5)  # unpriced left out
 
 
 def test_accuracy_leaves_out_unpriced():
     acc = accuracy([np.nan, 4.0, 1.0], [1.0, 1.0, 1.0])
     assert acc["unpriced"] == 1 and acc["n"] == 2
-    assert acc["within_2x"] == 0.5 and acc["gmre"] == pytest.approx(2 - 1)  # exp((ln 4 + 0) / 2) - 1
+    assert acc["within_2x"] == 0.5 and acc["ratio_error"] == pytest.approx(2 - 1)  # exp((ln 4 + 0) / 2) - 1
     with pytest.raises(ValueError):
         accuracy([1.0], [0.0])
 
@@ -76,7 +76,7 @@ def test_fusion_metrics_by_hand():
     m = fusion_metrics(d)
     assert m["fusion_n"] == 3
     assert m["fusion_order_acc"] == pytest.approx(2 / 3)  # c: measured says don't fuse, model says fuse
-    assert m["fusion_gain_gmre"] == pytest.approx(math.exp((math.log(2) + math.log(2) + math.log(2.4)) / 3) - 1)
+    assert m["fusion_gain_ratio_error"] == pytest.approx(math.exp((math.log(2) + math.log(2) + math.log(2.4)) / 3) - 1)
     assert m["fusion_gain_tau"] == pytest.approx(kendalltau([4, 1.5, 1.2], [2, 3, 0.5]).statistic)
 
 
@@ -105,7 +105,7 @@ def test_compare_program_split(small_data):
     assert (table["n"] + table["unpriced"] == n_kernels).all()
     assert (table["fusion_n"] == 2).all()  # mlp_fwd and layernorm_softmax, fused and unfused
     fitted = table.set_index("model").loc["fitted"]
-    assert 0 <= fitted["gmre"] < 3 and -1 <= fitted["kendall_tau"] <= 1
+    assert 0 <= fitted["ratio_error"] < 3 and -1 <= fitted["kendall_tau"] <= 1
     pred = table.predictions
     assert set(pred["model"]) == {"fitted", "roofline", "xla-gpu"}
     scored = pred[pred["scored"]]
@@ -123,7 +123,7 @@ def test_program_rows_never_train(small_data):
     extra_only = prog[prog["kernel_class"].str.startswith("extra-")]
     both = pd.concat([read_dataset(suite_path), extra_only], ignore_index=True)
     b = compare(["fitted"], prog_path, "program", train=both, device=CPU)
-    assert a["gmre"].iloc[0] == pytest.approx(b["gmre"].iloc[0], rel=1e-9)
+    assert a["ratio_error"].iloc[0] == pytest.approx(b["ratio_error"].iloc[0], rel=1e-9)
 
 
 def test_compare_class_and_cv_splits(small_data):
@@ -154,7 +154,7 @@ def test_cli_compare(small_data, capsys, monkeypatch):
     assert rc == 0
     records = json.loads(out)
     assert [r["model"] for r in records] == ["fitted", "roofline"]
-    assert {"gmre", "sk_error", "ratio_error", "kendall_tau", "within_2x", "fusion_order_acc"} <= set(records[0])
-    assert records[0]["gmre"] == records[0]["ratio_error"] and records[0]["sk_gmre"] == records[0]["sk_error"]
+    assert {"sk_error", "ratio_error", "kendall_tau", "within_2x"} <= set(records[0])
+    assert not {"gmre", "sk_gmre"} & set(records[0])  # one name per metric
     assert main(["compare", "--split", "random", "--dataset", str(prog_path)]) == 2
     assert "unknown split" in capsys.readouterr().err

@@ -45,12 +45,12 @@ def test_noise_ceiling_round_pairs_are_accuracy_of_one_pass_against_another():
     first = table.iloc[0]
     # Round 1 = (1, 4, 9), round 2 = (2, 8, 6): ratios 1/2, 1/2, 3/2.
     expected = math.exp((2 * math.log(2) + math.log(1.5)) / 3) - 1
-    assert first["gmre"] == pytest.approx(expected)
-    assert first["gmre"] == pytest.approx(accuracy([1, 4, 9], [2, 8, 6])["gmre"])
+    assert first["ratio_error"] == pytest.approx(expected)
+    assert first["ratio_error"] == pytest.approx(accuracy([1, 4, 9], [2, 8, 6])["ratio_error"])
     assert first["ties"] == 0.0
     # Round 2 vs round 3 = (2, 8, 6) vs (3, 2, 6): one kernel timed identically.
     assert table.iloc[2]["ties"] == pytest.approx(1 / 3)
-    assert table.iloc[3]["gmre"] == pytest.approx(table.iloc[:3]["gmre"].mean())
+    assert table.iloc[3]["ratio_error"] == pytest.approx(table.iloc[:3]["ratio_error"].mean())
 
 
 def test_run_pair_matches_kernels_by_case_and_op():
@@ -60,7 +60,7 @@ def test_run_pair_matches_kernels_by_case_and_op():
     assert sorted(zip(ta.tolist(), tb.tolist())) == [(1.0, 1.0), (2.0, 2.0)] and missing == 1
     table = noise_ceiling(a, other=b)
     assert table["comparison"].iloc[0].startswith("run 1 vs run 2") and "1 unmatched" in table["comparison"].iloc[0]
-    assert table["gmre"].iloc[0] == pytest.approx(0.0) and table["ties"].iloc[0] == 1.0
+    assert table["ratio_error"].iloc[0] == pytest.approx(0.0) and table["ties"].iloc[0] == 1.0
 
 
 def test_rounds_of_reads_params_or_falls_back():
@@ -78,7 +78,7 @@ def test_noise_ceiling_of_the_committed_programs_has_every_kernel():
     rows = rows[rows["kernel_class"] == "program"]
     table = noise_ceiling(rows, rounds_of(rows))
     assert (table["n"] == len(kernel_rows(rows))).all()
-    assert np.isfinite(table[["gmre", "sk_gmre", "kendall_tau"]].to_numpy()).all()
+    assert np.isfinite(table[["ratio_error", "sk_error", "kendall_tau"]].to_numpy()).all()
 
 
 def test_noise_by_source_and_program_noise_by_hand():
@@ -94,7 +94,7 @@ def test_noise_by_source_and_program_noise_by_hand():
     table = noise_by_source(run1, run2).set_index("source")
     assert list(table.index) == ["a", "b", "all"]
     # Per launch: a = (1 -> 2, 2 -> 2), run 2 scored against run 1 as a prediction.
-    assert table.loc["a", "ratio_error"] == pytest.approx(accuracy([2.0, 2.0], [1.0, 2.0])["gmre"])
+    assert table.loc["a", "ratio_error"] == pytest.approx(accuracy([2.0, 2.0], [1.0, 2.0])["ratio_error"])
     assert table.loc["a", "ties"] == 0.5 and table.loc["b", "ties"] == 1.0
     assert table.loc["all", "n"] == 3 and table.loc["all", "programs"] == 2
     per = program_noise(run1, run2).set_index("case")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import matplotlib
 
@@ -87,8 +88,8 @@ def test_scatter_annotation_is_numerically_right_on_hand_example():
     ax = plot.predicted_vs_measured(HAND_MEASURED, HAND_PREDICTED, ["a", "b", "a", "b"])
     text = by_gid(ax, "metrics").get_text()
     assert "N = 4" in text
-    assert "geo-mean rel. error = 100.0%" in text
-    assert "S&K error (gm |p-m|/m) = 3.5%" in text
+    assert "ratio_error = 100.0%" in text
+    assert "sk_error (gm |p-m|/m) = 3.5%" in text
     assert "within 2×: 75.0%" in text
     assert "Kendall τ = 0.667" in text
     assert "median bias = ×1.41" in text  # median of ln r = (0 + ln2) / 2
@@ -100,7 +101,7 @@ def test_scatter_annotation_is_numerically_right_on_hand_example():
 def test_scatter_annotation_of_a_perfect_prediction():
     ax = plot.predicted_vs_measured([1e-6, 3e-6, 2e-5], [1e-6, 3e-6, 2e-5])
     text = by_gid(ax, "metrics").get_text()
-    assert "geo-mean rel. error = 0.0%" in text and "within 2×: 100.0%" in text and "Kendall τ = 1.000" in text
+    assert "ratio_error = 0.0%" in text and "within 2×: 100.0%" in text and "Kendall τ = 1.000" in text
 
 
 def test_scatter_leaves_out_times_that_cannot_be_on_log_axes():
@@ -194,7 +195,7 @@ def test_roofline_of_an_analyze_table():
 
 
 def test_error_by_model_one_bar_per_model_in_percent():
-    df = pd.DataFrame({"gmre": [1.5, 0.25], "kendall_tau": [0.5, 0.9]},
+    df = pd.DataFrame({"ratio_error": [1.5, 0.25], "kendall_tau": [0.5, 0.9]},
                       index=pd.Index(["roofline", "fitted"], name="model"))
     ax = plot.error_by_model(df)
     heights = {c.get_label(): [p.get_height() for p in c.patches] for c in ax.containers}
@@ -254,7 +255,7 @@ def test_fusion_savings_leaves_out_unpriced_steps_and_marks_the_repriced_time():
     np.testing.assert_allclose([p.get_height() for p in bars], [4e-6, 1e-6])
     np.testing.assert_allclose(by_gid(ax.cumulative_ax, "cumulative").get_ydata(), [10e-6, 6e-6, 5e-6])
     np.testing.assert_allclose(by_gid(ax.cumulative_ax, "after").get_ydata(), [6e-6, 6e-6])
-    assert "1 step(s) without a finite priority" in ax.get_title()
+    assert "1 step without a finite priority" in ax.get_title()
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1: exp.1", "3: add.3"]
 
 
@@ -409,3 +410,71 @@ def test_a_changed_source_makes_the_notebook_stale(tmp_path):
     assert not build.is_stale(build.percent_to_notebook(src.read_text(), src), committed)
     src.write_text("# %%\nprint(2)\n")
     assert build.is_stale(build.percent_to_notebook(src.read_text(), src), committed)
+
+
+def test_fusion_savings_ticks_are_round_step_numbers_at_a_regular_interval():
+    """Issue 26: the ticks were spread by position (14, 20, 26, 32, 38, 43, ...), at uneven steps."""
+    steps = pd.DataFrame({"step": np.arange(1, 81), "producer": [f"p{i}" for i in range(80)],
+                          "priority_s": np.r_[np.full(13, np.inf), np.linspace(1e-6, 0.9e-6, 54), np.full(13, -np.inf)]})
+    ax = plot.fusion_savings(steps, label_steps=False)
+    labels = [int(t.get_text()) for t in ax.get_xticklabels()]
+    assert len(labels) >= 4 and labels[0] >= 14 and labels[-1] <= 67
+    gaps = set(np.diff(labels))
+    assert len(gaps) == 1 and gaps.pop() in (5, 10), labels
+    # Each tick sits on the bar of the step it names.
+    positions = ax.get_xticks()
+    assert [int(p) + 14 for p in positions] == labels
+
+
+def test_eleven_sources_get_eleven_colours_and_panels_can_share_their_range():
+    """Issue 26: in predicted_vs_measured.png two of the corpus's 11 sources shared a colour, and the two
+    panels had different axis ranges."""
+    from xla_costmodel.plot._common import fmt_seconds, styles_for
+
+    names = [f"source{i}" for i in range(11)]
+    assert len({colour for colour, _ in styles_for(names).values()}) == 11
+    ax = plot.predicted_vs_measured([1e-6, 2e-6], [1e-6, 3e-6], limits=(1e-7, 1e3))
+    assert ax.get_xlim() == pytest.approx((1e-7, 1e3)) and ax.get_ylim() == pytest.approx((1e-7, 1e3))
+    with pytest.raises(ValueError, match="limits"):
+        plot.predicted_vs_measured([1e-6], [1e-6], limits=(1e-3, 1e-6))
+    assert fmt_seconds(1000.0) == "1,000 s" and fmt_seconds(2e-6) == "2 µs"
+
+
+def test_readable_tables_show_microseconds_and_integer_counts():
+    """Issue 26: notebooks showed times as 0.000001, counts as 130560.0 and 2.0580500000000004e-05."""
+    df = pd.DataFrame({"kernel": ["a", "b"], "flops": [130560.0, 4194304.0], "time_s": [2.0580500000000004e-05, 1e-6],
+                       "ratio": [0.337825123, 1.5], "priced": [True, False]})
+    shown = plot.readable(df)
+    assert list(shown.columns) == ["kernel", "flops", "time_us", "ratio", "priced"]
+    assert shown["flops"].tolist() == [130560, 4194304] and str(shown["flops"].dtype) == "Int64"
+    assert shown["time_us"].tolist() == [20.6, 1.0] and shown["ratio"].tolist() == [0.338, 1.5]
+    assert plot.readable(df, unit="ms")["time_ms"].tolist() == [0.0206, 0.001]
+    with pytest.raises(ValueError, match="unknown unit"):
+        plot.readable(df, unit="min")
+
+
+def test_decade_limits_keep_points_off_the_edges():
+    """Issue 26: a kernel at 1.1 µs sat on the bottom edge of a panel whose range started at 1 µs."""
+    from xla_costmodel.plot._common import decade_limits
+
+    assert decade_limits(np.array([1.1e-6, 3e-4])) == pytest.approx((1e-7, 1e-3))
+    assert decade_limits(np.array([2e-6, 0.9e-3])) == pytest.approx((1e-6, 1e-2))
+    assert decade_limits(np.array([2e-6, 3e-4])) == pytest.approx((1e-6, 1e-3))
+
+
+def test_committed_notebook_outputs_are_clean():
+    """Issue 26: a tqdm bar and `<matplotlib.legend.Legend at 0x...>` reprs in the outputs, and tables
+    with times as 0.000001 and counts as 130560.0."""
+    import nbformat
+
+    build = _build_notebooks_module()
+    for committed in sorted(build.NOTEBOOKS.glob("[0-9]*.ipynb")):
+        nb = nbformat.reads(committed.read_text(encoding="utf-8"), as_version=4)
+        for index, cell in enumerate(nb.cells):
+            for out in cell.get("outputs", []):
+                text = out.get("text", "") + out.get("data", {}).get("text/plain", "")
+                where = f"{committed.name} cell {index}"
+                assert "%|" not in text, f"{where}: a progress bar"
+                assert "<matplotlib." not in text, f"{where}: a matplotlib object's repr"
+                # A DataFrame printed with float counts: "130560.0" in a flops or bytes column.
+                assert not re.search(r"\b\d{5,}\.0\b", text), f"{where}: a count shown as a float"

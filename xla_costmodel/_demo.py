@@ -53,7 +53,7 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
                 "computations": stats["computations"],
                 "instructions": stats["instructions"],
                 "entry instructions": stats["entry_instructions"],
-                **{k: stats[k] for k in ("flops", "transcendentals", "bytes_accessed") if k in stats},
+                **{k: int(stats[k]) for k in ("flops", "transcendentals", "bytes_accessed") if k in stats},
                 "most common opcodes": top,
             }
         )
@@ -62,17 +62,13 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
     (folder / "statistics.json").write_text(json.dumps(rows, indent=1))
     _done(t0)
 
-    t0 = _stage("2. Per-kernel analysis of the optimized module")
-    from . import analyze
-
-    tables = {}
-    for device, model in (("h100-sxm", "xla-gpu"), ("host", "roofline")):
-        table = analyze(optimized, device=device, model=model)
-        tables[(device, model)] = table
+    t0 = _stage("2. Per-kernel analysis: XLA:GPU's kernels on h100-sxm, XLA:CPU's on this CPU")
+    tables = stage_two_tables(fn, args, optimized)
+    for (device, model), table in tables.items():
         table.to_csv(folder / f"analysis_{device}_{model}.csv", index=False)
         kernels = pd.DataFrame(table)
         kernels = kernels[kernels["bound"] != "free"].sort_values("total_s", ascending=False)
-        print(analysis_line(table))
+        print(analysis_line(table) + f"\n   (priced: {table.priced_module})")
         cols = ["kernel", "kind", "flops", "bytes_accessed", "intensity", "time_s", "bound"]
         print(_format_times(kernels[cols].head(6)).to_string(index=False))
     _done(t0)
@@ -95,7 +91,7 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
     print(
         f"   grouping vs XLA's own CPU fusion: adjusted Rand index {agreement.ari:.2f} over "
         f"{count(agreement.matched, 'matched instruction')}; kernels {agreement.kernels_ours} (ours) vs "
-        f"{agreement.kernels_xla} (XLA CPU)"
+        f"{agreement.kernels_xla} (XLA CPU)" + (f"; {agreement.note}" if agreement.note else "")
     )
     _done(t0)
 
@@ -152,19 +148,47 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    # Tall enough for the legends under the plots (one entry per source).
-    fig, axes = plt.subplots(1, 2, figsize=(12, 8), layout="constrained")
     roof = preds[preds["model"] == "roofline"]
-    predicted_vs_measured(roof["measured_s"], roof["predicted_s"], kind=roof["source"], ax=axes[0],
-                          title="roofline, uncalibrated host")
-    predicted_vs_measured(best["measured_s"], best["predicted_s"], kind=best["source"], ax=axes[1],
-                          title="fitted (Stevens & Klöckner) on the suite, scored on the corpus")
+    fig = scatter_figure(roof, best, "roofline\n(uncalibrated host)",
+                         "fitted (Stevens & Klöckner)\non the suite, scored on the corpus")
     fig.savefig(folder / "predicted_vs_measured.png", dpi=110)
     plt.close(fig)
     print(f"   scatter: {folder / 'predicted_vs_measured.png'}")
     _done(t0)
     print(f"\nwrote {sorted(p.name for p in folder.iterdir())} to {folder}")
     return 0
+
+
+def scatter_figure(left: pd.DataFrame, right: pd.DataFrame, left_title: str, right_title: str):
+    """Stage 5's figure: two panels of predicted against measured time, per source, on the same axes
+    (one decade range for both, so that they compare at a glance); rows of `compare(...).predictions`.
+
+    **Returns:** the Figure."""
+    import matplotlib.pyplot as plt
+
+    from .plot import predicted_vs_measured
+    from .plot._common import decade_limits
+
+    limits = decade_limits(*(frame[col].to_numpy(float) for frame in (left, right)
+                             for col in ("measured_s", "predicted_s")))
+    # Tall enough for the legends under the plots (one entry per source).
+    fig, axes = plt.subplots(1, 2, figsize=(12, 7.8), layout="constrained")
+    fig.get_layout_engine().set(w_pad=0.2, h_pad=0.1)  # inches: tick labels and titles clear of the edges
+    for ax, frame, title in ((axes[0], left, left_title), (axes[1], right, right_title)):
+        predicted_vs_measured(frame["measured_s"], frame["predicted_s"], kind=frame["source"], ax=ax, title=title,
+                              limits=limits)
+    return fig
+
+
+def stage_two_tables(fn, args, optimized) -> dict:
+    """Stage 2's tables, `{(device, model): KernelTable}`: the program's XLA:GPU kernels on `h100-sxm`
+    (`xla-gpu`; fusion simulated from its lowered module, as `analyze` does for a function while jax
+    runs on the CPU) and the kernels XLA:CPU made (`optimized`) on this CPU (`roofline`). Never
+    XLA:CPU's kernels priced on a GPU: the README warns against that (`BackendMismatchWarning`)."""
+    from . import analyze
+
+    return {("h100-sxm", "xla-gpu"): analyze(fn, *args, device="h100-sxm", model="xla-gpu"),
+            ("host", "roofline"): analyze(optimized, device="host", model="roofline")}
 
 
 def analysis_line(table) -> str:
@@ -184,7 +208,7 @@ def _format_times(df: pd.DataFrame) -> pd.DataFrame:
     for col in out.columns:
         if col.endswith("_s") and pd.api.types.is_numeric_dtype(out[col]):
             out[col.replace("_s", "_us")] = out.pop(col).map(lambda v: f"{v * 1e6:.2f}")
-        elif col in ("flops", "bytes_accessed"):
+        elif col in ("flops", "bytes_accessed", "launches"):
             out[col] = out[col].map(lambda v: f"{v:,.0f}")
         elif col in ("intensity", "ratio"):
             out[col] = out[col].map(lambda v: f"{v:.2f}")

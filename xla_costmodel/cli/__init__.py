@@ -17,8 +17,8 @@ import argparse
 import importlib
 import sys
 
-from ._common import (COMMANDS, UsageError, command, count, load_module, print_table, resolve_device_and_model,
-                      user_error)
+from ._common import (COMMANDS, UsageError, command, count, load_module, one_line_warnings, print_table,
+                      resolve_device_and_model, user_error)
 
 __all__ = ["SUBCOMMANDS", "TRACEBACK_ENV", "UsageError", "build_parser", "command", "count", "load_module", "main",
            "print_table", "resolve_device_and_model"]
@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        return int(COMMANDS[args.command].run(args) or 0)
+        with one_line_warnings():
+            return int(COMMANDS[args.command].run(args) or 0)
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:

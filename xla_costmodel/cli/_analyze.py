@@ -12,7 +12,7 @@ import warnings
 
 from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL
 from ._common import (UsageError, command, count, format_seconds, json_records, load_module, print_table,
-                      resolve_device_and_model)
+                      report_warnings, resolve_device_and_model, say_note, fusions_in)
 
 _TABLE_COLUMNS = ["kernel", "kind", "emitter", "executions", "flops", "bytes_accessed", "compute_s", "memory_s",
                   "time_s", "total_s", "bound", "coalesced", "note"]
@@ -31,7 +31,8 @@ def _configure(p: argparse.ArgumentParser) -> None:
     fmt.add_argument("--json", action="store_true",
                      help="print a JSON object: module, device, model, totals (with units) and the kernels "
                           "(every column; free instructions with --all); for several files, every row")
-    fmt.add_argument("--csv", action="store_true", help="print CSV (every column)")
+    fmt.add_argument("--csv", action="store_true",
+                     help="print CSV (every column; the kernels, and free instructions with --all)")
     _many_options(p)
 
 
@@ -52,15 +53,18 @@ def _analyze(args: argparse.Namespace) -> int:
 
     df = pd.DataFrame(table)
     s = table.summary()
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
+    report_warnings(caught)
+    if device.kind == "gpu" and s.kernels >= 2 and fusions_in(module) == 0:
+        say_note(f"{args.files[0]} has no fusions (a module as lowered, before XLA's passes): each of its "
+                 f"{count(s.kernels, 'op')} is priced as a kernel of its own; `xla-costmodel fuse "
+                 f"{args.files[0]} --device {device.name} -o FUSED.hlo` simulates XLA:GPU's fusion first")
     if args.json:
         print(_json_report(df if args.all else df[df["bound"] != "free"], s))
         return 0
-    if args.csv:
-        print_table(df, as_csv=True)
-        return 0
     shown = df if args.all else df[df["bound"] != "free"]
+    if args.csv:
+        print_table(shown, as_csv=True)
+        return 0
     shown = shown[_TABLE_COLUMNS].copy()
     for col in ("compute_s", "memory_s", "time_s", "total_s"):
         shown[col] = shown[col].map(format_seconds)
@@ -155,8 +159,7 @@ def _analyze_many(args: argparse.Namespace, device, model) -> int:
         print_table(_per_source(df))
         print(f"\n{count(df['source'].nunique() if len(df) else 0, 'file')}, {count(len(df), 'row')} on {device.name} "
               f"({table.job['model']})" + (f"; written to {args.out}" if args.out else ""))
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
+    report_warnings(caught, unit="file")
     for row in table.failures.itertuples():
         print(f"error: {row.source}: {row.error}", file=sys.stderr)
     return 1 if len(table.failures) else 0

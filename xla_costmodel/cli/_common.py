@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -10,7 +11,8 @@ from typing import Callable
 from .._text import count
 
 __all__ = ["COMMANDS", "Command", "UsageError", "check_device", "check_models", "command", "count", "format_seconds",
-           "json_records", "json_value", "load_module", "model_error", "print_table", "resolve_device_and_model", "user_error"]
+           "fusions_in", "json_records", "json_value", "load_module", "model_error", "one_line_warnings", "print_table", "report_warnings",
+           "resolve_device_and_model", "say_note", "say_warning", "user_error"]
 
 
 class UsageError(Exception):
@@ -47,9 +49,18 @@ def command(name: str, help: str, configure: Callable[[argparse.ArgumentParser],
 
 
 def load_module(path: str):
-    """The HLO module in file `path`; `UsageError` when there is no such file."""
-    from ..hlo import load_hlo
+    """The HLO module in file `path` (`-`: read from standard input); `UsageError` when there is no such file."""
+    from ..hlo import HloParseError, load_hlo, parse_hlo
 
+    if path == "-":
+        import sys
+
+        data = sys.stdin.buffer.read()
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise HloParseError(f"not a text file ({exc.reason})", text="", pos=0, source="<stdin>") from None
+        return parse_hlo(text, source="<stdin>")
     try:
         return load_hlo(path)
     except FileNotFoundError:
@@ -149,6 +160,66 @@ def user_error(exc: BaseException) -> str | None:
     if target is not None and isinstance(exc, target.ProgramSpecError):
         return _one_line(str(exc))
     return None
+
+
+#: The warning lines printed while the current subcommand runs (each is printed once).
+_SAID: set[str] = set()
+
+
+def say_warning(message) -> None:
+    """Print `warning: MESSAGE` on stderr, on one line, unless that line was printed already."""
+    import sys
+
+    text = f"warning: {_one_line(str(message))}"
+    if text not in _SAID:
+        _SAID.add(text)
+        print(text, file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def one_line_warnings():
+    """While a subcommand runs: each warning as one `warning: MESSAGE` line on stderr (`say_warning`),
+    deprecation warnings (about the libraries this program imports, e.g. jaxlib's on Python 3.12)
+    not at all. Python's own format adds the file and the source line, which mean nothing to a
+    user of the command."""
+    import warnings
+
+    _SAID.clear()
+    with warnings.catch_warnings():
+        warnings.showwarning = lambda message, *args, **kwargs: say_warning(message)
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", category=PendingDeprecationWarning)
+        yield
+
+
+def report_warnings(caught, unit: str = "") -> None:
+    """Print warnings a subcommand recorded (`warnings.catch_warnings(record=True)`), with `say_warning`.
+
+    With `unit` (e.g. "file"), the warnings of one category after the first
+    are counted rather than printed: one line for the category, "(the same
+    for N more files)", so that many files do not give many lines.
+    """
+    by_category: dict = {}
+    for w in caught:
+        if issubclass(w.category, (DeprecationWarning, PendingDeprecationWarning)):
+            continue
+        by_category.setdefault(w.category if unit else len(by_category), []).append(str(w.message))
+    for messages in by_category.values():
+        messages = list(dict.fromkeys(messages))
+        more = f" (the same for {count(len(messages) - 1, 'more ' + unit)})" if len(messages) > 1 else ""
+        say_warning(messages[0] + more)
+
+
+def say_note(text: str) -> None:
+    """Print `note: TEXT` on stderr: a word on what the user asked for, not a problem with the result."""
+    import sys
+
+    print(f"note: {text}", file=sys.stderr, flush=True)
+
+
+def fusions_in(module) -> int:
+    """How many fusion instructions `module` has: 0 for a module as lowered, before XLA's passes."""
+    return sum(1 for _comp, instr in module.instructions() if instr.opcode == "fusion")
 
 
 def _one_line(text: str) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 from ._common import UsageError, check_device, check_models, command, count, print_table
 
 _SHOWN = ("model", "split", "source", "programs", "n", "unpriced", "sk_error", "ratio_error", "kendall_tau",
-          "within_2x", "mape", "median_abs_log", "bias", "spearman", "fusion_n", "fusion_order_acc", "fusion_gain_gmre",
+          "within_2x", "mape", "median_abs_log", "bias", "spearman", "fusion_n", "fusion_order_acc", "fusion_gain_ratio_error",
           "fusion_gain_tau")
 
 
@@ -84,9 +84,10 @@ def _compare(args: argparse.Namespace) -> int:
         overall = pd.DataFrame(table).assign(source="all", programs=table.by_source.groupby("model")["programs"].sum()
                                               .reindex(table["model"]).to_numpy())
         table = pd.concat([table.by_source.assign(split=table.split_name), overall], ignore_index=True)
-    # Records carry both names of the two error metrics (`gmre` = `ratio_error`, `sk_gmre` = `sk_error`).
-    columns = _SHOWN if not (args.json or args.csv) else (*_SHOWN, "gmre", "sk_gmre")
-    shown = table[[c for c in columns if c in table.columns]].copy()
+    from ..compare._compare import shown_columns
+
+    # The fusion-decision columns only where the data has fused/unfused pairs (else they are all NaN).
+    shown = shown_columns(table[[c for c in _SHOWN if c in table.columns]].copy())
     if not (args.json or args.csv):
         shown = shown.round(3)
     print_table(shown, as_json=args.json, as_csv=args.csv)

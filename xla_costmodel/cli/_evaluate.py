@@ -48,21 +48,35 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise UsageError(str(exc).splitlines()[0]) from None
     summary = result.summary.reset_index()
     if args.json:
-        print(json.dumps({"program": args.jax, "device": result.device,
-                          "summary": json_records(summary), "kernels": json_records(result.kernels)}, indent=1))
+        print(json.dumps({"program": args.jax, "device": result.device, "summary": json_records(summary),
+                          "kernels": json_records(result.kernels), "notes": list(result.notes)}, indent=1))
         return 0
     m = result.measurement
     print(f"{m.module.name}: {count(len(result.kernels), 'kernel')} measured on {m.device} ({m.method.allocator} allocator, "
-          f"minimum of {count(m.method.kept, 'run')}), predicted on {result.device}; times per program run")
-    shown = summary.copy()
-    for col in ("predicted_total_s", "measured_total_s", "measured_wall_s"):
-        shown[col.replace("_s", "_us")] = shown.pop(col) * 1e6
-    with pd.option_context("display.width", 200, "display.float_format", "{:.3f}".format):
-        print(shown.to_string(index=False))
-        if args.kernels:
-            k = result.kernels.copy()
-            for col in [c for c in k.columns if c.endswith("_s")]:
-                k[col[:-2] + "_us"] = k.pop(col) * 1e6
-            print()
-            print(k.to_string(index=False))
+          f"minimum of {count(m.method.kept, 'run')}), predicted on {result.device}; times in us per program run")
+    print(_in_microseconds(summary).to_string(index=False))
+    for note in result.notes:
+        print(f"note: {note.replace('predicted_wall_s', 'predicted_wall_us')}")
+    if args.kernels:
+        print()
+        print(_in_microseconds(result.kernels).to_string(index=False))
     return 0
+
+
+def _in_microseconds(df):
+    """`df` for printing: every `*_s` column as `*_us` (one unit for the table, two decimals), the
+    error metrics with three decimals, counts as integers."""
+    import pandas as pd
+
+    out = pd.DataFrame(index=df.index)
+    for col in df.columns:
+        values = df[col]
+        if col.endswith("_s") and pd.api.types.is_numeric_dtype(values):
+            out[col[:-2] + "_us"] = (values * 1e6).map(lambda v: f"{v:.2f}" if pd.notna(v) else "NaN")
+        elif col in ("kernels", "unpriced", "launches") and pd.api.types.is_numeric_dtype(values):
+            out[col] = values.map(lambda v: f"{v:.0f}" if pd.notna(v) else "NaN")
+        elif pd.api.types.is_float_dtype(values):
+            out[col] = values.map(lambda v: f"{v:.3f}" if pd.notna(v) else "NaN")
+        else:
+            out[col] = values
+    return out

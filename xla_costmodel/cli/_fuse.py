@@ -10,7 +10,8 @@ from pathlib import Path
 
 from .._atomic import write_atomically as _write_atomically
 from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL
-from ._common import UsageError, command, count, json_records, json_value, print_table, resolve_device_and_model
+from ._common import (UsageError, command, count, fusions_in, json_records, json_value, print_table,
+                      resolve_device_and_model, say_note)
 
 _COLUMNS = ["step", "producer", "producer_opcode", "consumers", "priority_us", "unfused_us", "fused_us", "reason"]
 
@@ -62,6 +63,7 @@ def _fuse(args: argparse.Namespace) -> int:
         raise UsageError(f"--budget must be a positive number of seconds, got {args.budget}")
     device, model = resolve_device_and_model(args)
     module = load_hlo(src)
+    _say_if_fused(src, module)
     if args.search:
         return _search(args, module, device, model, out)
     with warnings.catch_warnings():
@@ -107,6 +109,20 @@ def _fuse(args: argparse.Namespace) -> int:
         print("  note: " + note)
     print(f"wrote {out}")
     return 0
+
+
+def _say_if_fused(src: Path, module) -> None:
+    """A note when the input is already fused: priority fusion then runs over XLA's kernels, not the program's ops."""
+    from ..analysis._frontend import compiled_for
+
+    fusions = fusions_in(module)
+    if not fusions:
+        return
+    backend = compiled_for(module)
+    by = f" (optimized by XLA:{backend[0].upper()}: {backend[1]})" if backend else ""
+    say_note(f"{src} is already fused, {count(fusions, 'fusion')}{by}: priority fusion runs again over those "
+             "kernels; to simulate XLA's fusion of the program, give its module as lowered, before XLA's passes "
+             "(e.g. `xla_costmodel.from_jax(fn, *args, optimized=False)`)")
 
 
 # --- fusion search (`fuse --search [--budget SECONDS]`) ---

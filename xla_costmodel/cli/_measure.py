@@ -7,7 +7,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from ._common import UsageError, command, count
+from ._common import UsageError, command, count, report_warnings
 
 __all__ = ["DEFAULT_DATASET", "DEFAULT_FLEET_DATASET", "load_target", "per_kernel_table"]
 
@@ -205,16 +205,14 @@ def _measure_user(args) -> int:
     fn, fargs = load_target(args.jax)
     repeats = args.repeats if args.repeats is not None else mode.repeats
     discard = args.discard if args.discard is not None else mode.discard
-    with warnings.catch_warnings():
-        warnings.simplefilter("default")
-        try:
-            m = measure_program(fn, *fargs, repeats=repeats, discard=discard,
-                                allocator="cold" if args.cold else "steady", budget_s=args.budget,
-                                progress=not args.no_progress)
-        except ValueError as e:
-            if "repeats" in str(e) or "discard" in str(e):
-                raise UsageError(str(e)) from e
-            raise
+    try:
+        m = measure_program(fn, *fargs, repeats=repeats, discard=discard,
+                            allocator="cold" if args.cold else "steady", budget_s=args.budget,
+                            progress=not args.no_progress)
+    except ValueError as e:
+        if "repeats" in str(e) or "discard" in str(e):
+            raise UsageError(str(e)) from e
+        raise
     table = per_kernel_table(m.kernels)
     kept = m.runs[m.runs["kept"]]
     with pd.option_context("display.width", 160, "display.max_rows", 500, "display.float_format", "{:.2f}".format):
@@ -298,8 +296,7 @@ def _measure_fleet(args: argparse.Namespace) -> int:
             print(table.to_string())
         if out is not None:
             print(f"appended {count(len(rows), 'row')} to {out}")
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr)
+    report_warnings(caught)
     for kind, error in rows.attrs["failures"].items():
         print(f"xla-costmodel measure: error: task {kind}: {error}", file=sys.stderr)
     return 1 if rows.attrs["failures"] else 0

@@ -9,7 +9,7 @@ from ._common import command, count, load_module
 
 
 def _stats_configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", help="HLO text file")
+    p.add_argument("file", help="HLO text file ('-' reads it from standard input)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
 

@@ -36,7 +36,7 @@ _LAZY = {
 # Names that moved to `xla_costmodel.fit` (the package below), still reachable from here.
 _FROM_FIT = (
     "calibrate", "FITTABLE_MODELS", "calibrate_devices", "CalibratedModel", "host_as_gpu", "FEATURES", "FEATURE_GROUPS",
-    "FeatureError", "kernel_features", "FittedModel", "LearnedModel", "accuracy", "fusion_metrics", "sk_gmre",
+    "FeatureError", "kernel_features", "FittedModel", "LearnedModel", "accuracy", "fusion_metrics", "sk_error", "sk_gmre",
     "CalibrationError", "load_calibration", "calibration_path",
 )
 

@@ -22,7 +22,7 @@ Both sides are noisy, so the figures bound from below what the noise
 allows; a model predicting the noise-free time would be off from either
 side by less (for log-normal noise about 1/√2 of the pair's log error).
 Timestamps are quantized (10 ns on XLA:CPU's traces), so two measurements
-often agree exactly; `ties` reports that share, because `sk_gmre` floors
+often agree exactly; `ties` reports that share, because `sk_error` floors
 each such kernel's error at `SK_FLOOR` and is then far below the others.
 """
 

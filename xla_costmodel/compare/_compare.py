@@ -60,7 +60,7 @@ __all__ = ["compare", "Comparison", "DEFAULT_MODELS", "SPLITS", "make_model"]
 
 DEFAULT_MODELS = ("fitted", "learned", "roofline-calibrated", "xla-gpu-calibrated", "roofline", "xla-gpu")
 SPLITS = ("source", "source-cv", "program", "program-cv", "class", "cv", "none")
-FUSION_COLUMNS = ("fusion_n", "fusion_order_acc", "fusion_gain_gmre", "fusion_gain_tau")
+FUSION_COLUMNS = ("fusion_n", "fusion_order_acc", "fusion_gain_ratio_error", "fusion_gain_tau")
 #: Columns of `Comparison.by_program`.
 PROGRAM_COLUMNS = ("model", "source", "case", "program", "size", "kernels", "unpriced", "measured_per_run_s",
                    "predicted_per_run_s", "wall_per_run_s", "predicted_over_measured", "predicted_over_wall")
@@ -70,12 +70,12 @@ class Comparison(pd.DataFrame):
     """The result of `compare`: one row per model with its metrics on every scored kernel.
 
     Columns: `model`, `split`, then `n` (kernels scored), `unpriced`, the
-    metrics of `xla_costmodel.fit._metrics` (`sk_error` = `sk_gmre`,
-    `ratio_error` = `gmre`, `kendall_tau`, `within_2x`, `mape`,
+    metrics of `xla_costmodel.fit._metrics` (`sk_error`, `ratio_error`,
+    `kendall_tau`, `within_2x`, `mape`,
     `median_abs_log`, `bias`, `spearman`), the fusion-decision metrics
-    (`fusion_n`, `fusion_order_acc`, `fusion_gain_gmre`, `fusion_gain_tau`;
-    NaN where the data has no fused/unfused pairs), and `fit_s` (seconds
-    spent fitting).
+    (`fusion_n`, `fusion_order_acc`, `fusion_gain_ratio_error`,
+    `fusion_gain_tau`; NaN where the data has no fused/unfused pairs, and
+    then left out of its display), and `fit_s` (seconds spent fitting).
 
     Attributes:
 
@@ -104,7 +104,15 @@ class Comparison(pd.DataFrame):
     def _repr_html_(self) -> str:
         split = getattr(self, "split_name", "")
         head = f"<p>cost models compared on split <b>{split}</b></p>" if split else ""
-        return head + pd.DataFrame(self)._repr_html_()
+        return head + shown_columns(pd.DataFrame(self))._repr_html_()
+
+
+def shown_columns(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` without its fusion-decision columns where the data had no fused/unfused pairs (all NaN,
+    `fusion_n` 0): what `compare`'s displays show."""
+    if "fusion_n" in table and not (table["fusion_n"].fillna(0) > 0).any():
+        return table.drop(columns=[c for c in FUSION_COLUMNS if c in table])
+    return table
 
 
 def make_model(name_or_model, device):

@@ -48,10 +48,12 @@ class Evaluation:
       run, `KernelTable.total_time_s`), `measured_total_s` (the measured
       kernels added up, per run), `predicted_wall_s` (the predicted kernels
       plus the device's per-run program overhead, `fit._program`; NaN when
-      the device has no saved overhead) and `measured_wall_s` (the program's
-      fastest kept run, wall clock, per run).
+      the device has no saved overhead, and `notes` says so) and
+      `measured_wall_s` (the program's fastest kept run, wall clock, per run).
     - `measurement`: the `Measurement`; `tables`: model → `KernelTable`;
       `device`: the device name the models priced.
+    - `notes`: sentences on what the tables leave out and why (e.g. why
+      `predicted_wall_s` is NaN), shown with them.
     """
 
     kernels: pd.DataFrame
@@ -59,6 +61,7 @@ class Evaluation:
     measurement: object = field(repr=False)
     tables: dict = field(repr=False)
     device: str = "host"
+    notes: tuple[str, ...] = ()
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -99,7 +102,8 @@ class Evaluation:
         head = (f"<p><b>{html.escape(m.module.name)}</b>: {count(len(self.kernels), 'kernel')} measured on "
                 f"{html.escape(m.device)} ({html.escape(m.method.allocator)} allocator, minimum of "
                 f"{m.method.kept} runs), predicted on <b>{html.escape(self.device)}</b>; times per program run</p>")
-        return head + self.summary._repr_html_() + self.kernels._repr_html_()
+        notes = "".join(f"<p><i>{html.escape(n)}</i></p>" for n in self.notes)
+        return head + self.summary._repr_html_() + notes + self.kernels._repr_html_()
 
 
 def evaluate(
@@ -153,7 +157,7 @@ def evaluate(
     if dev.kind != measured_kind:
         raise ValueError(
             f"evaluate measures on this machine ({backend}) but device {dev.name!r} is a {dev.kind}: its "
-            f"predictions would price kernels XLA compiled for another backend; use device='host'"
+            f"predictions would price kernels XLA compiled for another backend; evaluate on the device 'host'"
             if backend == "cpu" else f"device {dev.name!r} is a {dev.kind}, the program runs on {backend}")
 
     m = measure_program(
@@ -180,7 +184,7 @@ def evaluate(
     measured_total = float(kernels["measured_s"].sum())
     kept = m.runs[m.runs["kept"]]
     wall = float(kept["wall_s"].min()) if len(kept) else math.nan
-    overhead = _saved_overhead(dev)
+    overhead, missing_overhead = _saved_overhead(dev)
     for name in models:
         table = analyze(module, device=dev, model=name)
         table.priced_module = "the module measured"
@@ -204,16 +208,21 @@ def evaluate(
             "measured_wall_s": wall,
         })
     summary = pd.DataFrame(rows, columns=["model", *SUMMARY_COLUMNS]).set_index("model")
+    notes = (missing_overhead,) if missing_overhead else ()
     return Evaluation(kernels=kernels.reset_index(drop=True), summary=summary, measurement=m, tables=tables,
-                      device=dev.name)
+                      device=dev.name, notes=notes)
 
 
 def _saved_overhead(dev):
-    """The device's saved per-run program overhead, or None when it has none."""
-    from ..fit._program import ProgramOverhead
+    """`(overhead, None)`: the device's saved per-run program overhead; `(None, why)` when it has none,
+    `why` saying what `predicted_wall_s` lacks and where the overhead would come from."""
+    from ..fit._program import PROGRAM_OVERHEAD, ProgramOverhead
     from ..fit._store import CalibrationError
 
     try:
-        return ProgramOverhead.from_calibration(dev)
+        return ProgramOverhead.from_calibration(dev), None
     except CalibrationError:
-        return None
+        # A device's overhead is fitted to wall times of whole programs measured on it (`calibrate`
+        # saves it as `<device>_program-overhead.json`); a device measured nowhere has none.
+        return None, (f"predicted_wall_s is NaN: no per-run program overhead is known for device {dev.name!r} "
+                      f"(no '{PROGRAM_OVERHEAD}' calibration for it); the kernels' time is predicted_total_s")

@@ -170,7 +170,7 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
     - `progress`: progress messages on stderr.
 
     **Returns:** a DataFrame, one row per model: `model`, `file`,
-    `training_rows`, training-set `gmre` and `within_2x`, `fit_s`.
+    `training_rows`, training-set `ratio_error` and `within_2x`, `fit_s`.
 
     **Raises:** `DeviceMismatchError` (a `CalibrationError`, so a
     `ValueError`) when the measurements are of another device than
@@ -299,10 +299,10 @@ def fit_and_save(dev, df: pd.DataFrame, *, paths, models, out: Path, include_pro
         acc = payload["train_metrics"]
         results.append({
             "model": name, "file": str(path), "training_rows": int(len(prep.y)),
-            "gmre": acc.get("gmre"), "within_2x": acc.get("within_2x"), "fit_s": time.perf_counter() - t0,
+            "ratio_error": acc.get("ratio_error"), "within_2x": acc.get("within_2x"), "fit_s": time.perf_counter() - t0,
         })
         if progress:
-            print(f"  {name}: training gmre {acc.get('gmre'):.3f} -> {path}", file=sys.stderr)
+            print(f"  {name}: training ratio_error {acc.get('ratio_error'):.3f} -> {path}", file=sys.stderr)
     results += _calibrate_program_overhead(every_row, dev, out, paths, progress)
     return pd.DataFrame(results)
 
@@ -328,7 +328,7 @@ def _calibrate_program_overhead(rows: pd.DataFrame, dev, out: Path, paths, progr
         print(f"  {PROGRAM_OVERHEAD}: {overhead.per_run_s * 1e6:.1f} µs per run + {overhead.per_kernel_s * 1e6:.2f} µs "
               f"per kernel, from {len(programs)} programs -> {path}", file=sys.stderr)
     return [{"model": PROGRAM_OVERHEAD, "file": str(path), "training_rows": int(len(programs)),
-             "gmre": math.nan, "within_2x": math.nan, "fit_s": time.perf_counter() - t0}]
+             "ratio_error": math.nan, "within_2x": math.nan, "fit_s": time.perf_counter() - t0}]
 
 
 def _model_classes() -> dict:

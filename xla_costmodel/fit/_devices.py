@@ -96,7 +96,7 @@ def calibrate_devices(dataset, *, models=FITTABLE_MODELS, devices=None, out_dir=
     **Returns:** a DataFrame, one row per (fit, device, model): `fit`
     (`per-device` or `cross-device`), `device` (the spec's name),
     `measured_on` (the rows' `device`), `model`, `file`, `training_rows`,
-    the training-set `gmre` and `within_2x` on that device's rows, `fit_s`.
+    the training-set `ratio_error` and `within_2x` on that device's rows, `fit_s`.
 
     **Raises:** `ValueError` for rows of a device that matches no spec, or a
     dataset without rows.
@@ -146,10 +146,10 @@ def calibrate_devices(dataset, *, models=FITTABLE_MODELS, devices=None, out_dir=
             acc = _train_accuracy(model.predict(prep.X), prep.y)
             results.append(pd.DataFrame([{
                 "fit": "cross-device", "device": specs[name].name, "measured_on": name, "model": "fitted",
-                "file": str(path), "training_rows": int(len(y)), "gmre": acc.get("gmre"),
+                "file": str(path), "training_rows": int(len(y)), "ratio_error": acc.get("ratio_error"),
                 "within_2x": acc.get("within_2x"), "fit_s": fit_s,
             }]))
         if progress:
             print(f"  fitted across {len(specs)} devices ({count(len(y), 'kernel')}) -> {path}", file=sys.stderr)
     table = pd.concat(results, ignore_index=True)
-    return table[["fit", "device", "measured_on", "model", "file", "training_rows", "gmre", "within_2x", "fit_s"]]
+    return table[["fit", "device", "measured_on", "model", "file", "training_rows", "ratio_error", "within_2x", "fit_s"]]

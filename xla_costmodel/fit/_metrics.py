@@ -1,24 +1,24 @@
 """Accuracy metrics of predicted against measured kernel times.
 
-With `r = predicted / measured` per kernel:
+With `r = predicted / measured` per kernel (each metric has one name, the
+same in every table, figure and report of this project):
 
-- `sk_error` (also `sk_gmre`) and `ratio_error` (also `gmre`): the names the
-  issue tracker, `evaluate` and the benchmark use for the two error figures
-  below; each table carries both names with the same value.
-- `gmre` (geometric-mean relative error) = exp(mean |ln r|) − 1: the typical
-  factor by which a prediction is off, as a fraction (0.15 = off by a factor
-  1.15 in the geometric mean; over- and under-prediction count alike).
-- `sk_gmre` = exp(mean ln(|predicted − measured| / measured)): Stevens &
+- `ratio_error` = exp(mean |ln r|) − 1 (the geometric-mean ratio error):
+  the typical factor by which a prediction is off, as a fraction (0.15 =
+  off by a factor 1.15 in the geometric mean; over- and under-prediction
+  count alike).
+- `sk_error` = exp(mean ln(|predicted − measured| / measured)): Stevens &
   Klöckner's model error (2016, section 5: "the ratio of absolute value of
   the difference between predicted and actual execution times and the
   actual execution time", summarized by the geometric mean). It is the
   figure their 6–16 % on GPUs are stated in. It is never larger than
-  `gmre` (up to the floor below: per kernel |r − 1| ≤ exp|ln r| − 1, and
-  the geometric mean is superadditive) and usually much smaller: a
+  `ratio_error` (up to the floor below: per kernel |r − 1| ≤ exp|ln r| − 1,
+  and the geometric mean is superadditive) and usually much smaller: a
   geometric mean of |r − 1| is pulled down by the kernels that happen to be
-  nearly right (|r − 1| = 0.01 counts as ln 0.01 = −4.6). A kernel predicted exactly (|r − 1| = 0) would send
-  it to 0, so each relative error is floored at `SK_FLOOR` = 1e-6 (a
-  1 ppm error, below any timer's resolution).
+  nearly right (|r − 1| = 0.01 counts as ln 0.01 = −4.6). A kernel predicted
+  exactly (|r − 1| = 0) would send it to 0, so each relative error is
+  floored at `SK_FLOOR` = 1e-6 (a 1 ppm error, below any timer's resolution).
+  (Earlier versions also called these two `gmre` and `sk_gmre`.)
 - `mape` = mean |predicted − measured| / measured.
 - `median_abs_log` = median |ln r| (ln 2 = 0.69 is "off by 2x").
 - `within_2x`: the share of kernels with 1/2 ≤ r ≤ 2.
@@ -32,9 +32,8 @@ Per program, `time_fused` and `time_unfused` are the summed per-run times of
 its kernels (each kernel's time × launches per run), measured or predicted.
 `fusion_order_acc` is the share of programs for which the model orders
 `time_fused` against `time_unfused` as the measurement does (the decision
-"fuse" or "do not fuse" comes out right); `fusion_gain_gmre` is the
-geometric-mean relative error of the predicted gain time_unfused /
-time_fused; `fusion_gain_tau` the Kendall tau of predicted against measured
+"fuse" or "do not fuse" comes out right); `fusion_gain_ratio_error` is the
+`ratio_error` of the predicted gain time_unfused / time_fused; `fusion_gain_tau` the Kendall tau of predicted against measured
 gains across programs (which programs profit most from fusion).
 """
 
@@ -45,20 +44,17 @@ import math
 import numpy as np
 import pandas as pd
 
-__all__ = ["accuracy", "fusion_metrics", "sk_gmre", "METRIC_ALIASES", "METRIC_COLUMNS", "SK_FLOOR"]
+__all__ = ["accuracy", "fusion_metrics", "sk_error", "sk_gmre", "METRIC_COLUMNS", "SK_FLOOR"]
 
-#: Second names of two metrics (alias -> metric): the issue's and `evaluate`'s names for them.
-METRIC_ALIASES = {"sk_error": "sk_gmre", "ratio_error": "gmre"}
-
-METRIC_COLUMNS = ("n", "unpriced", "sk_error", "ratio_error", "kendall_tau", "within_2x", "gmre", "sk_gmre", "mape",
-                  "median_abs_log", "bias", "spearman")
+METRIC_COLUMNS = ("n", "unpriced", "sk_error", "ratio_error", "kendall_tau", "within_2x", "mape", "median_abs_log",
+                  "bias", "spearman")
 
 
-#: Floor of the relative error |p − m| / m in `sk_gmre` (an exact prediction would make the log −inf).
+#: Floor of the relative error |p − m| / m in `sk_error` (an exact prediction would make the log −inf).
 SK_FLOOR = 1e-6
 
 
-def sk_gmre(predicted, measured) -> float:
+def sk_error(predicted, measured) -> float:
     """Stevens & Klöckner's geometric-mean relative error, exp(mean ln(max(|p − m| / m, SK_FLOOR))).
 
     **Arguments:** `predicted`, `measured`: positive seconds, same length.
@@ -71,6 +67,14 @@ def sk_gmre(predicted, measured) -> float:
         return math.nan
     rel = np.maximum(np.abs(p - m) / m, SK_FLOOR)
     return float(np.exp(np.mean(np.log(rel))))
+
+
+def sk_gmre(predicted, measured) -> float:
+    """Deprecated name of `sk_error` (the same function); warns `DeprecationWarning`."""
+    import warnings
+
+    warnings.warn("sk_gmre is now named sk_error", DeprecationWarning, stacklevel=2)
+    return sk_error(predicted, measured)
 
 
 def accuracy(predicted, measured) -> dict[str, float]:
@@ -94,11 +98,11 @@ def accuracy(predicted, measured) -> dict[str, float]:
     out: dict[str, float] = {"n": int(ok.sum()), "unpriced": int((~ok).sum())}
     if ok.sum() == 0:
         out.update({k: math.nan for k in METRIC_COLUMNS if k not in out})
-        return _with_aliases(out)
+        return out
     p, m = p[ok], m[ok]
     lr = np.log(p / m)
-    out["gmre"] = float(np.exp(np.mean(np.abs(lr))) - 1.0)
-    out["sk_gmre"] = sk_gmre(p, m)
+    out["sk_error"] = sk_error(p, m)
+    out["ratio_error"] = float(np.exp(np.mean(np.abs(lr))) - 1.0)
     out["mape"] = float(np.mean(np.abs(p - m) / m))
     out["median_abs_log"] = float(np.median(np.abs(lr)))
     out["within_2x"] = float(np.mean(np.abs(lr) <= math.log(2.0) + 1e-12))
@@ -108,13 +112,7 @@ def accuracy(predicted, measured) -> dict[str, float]:
         out["spearman"] = float(spearmanr(p, m).statistic)
     else:
         out["kendall_tau"] = out["spearman"] = math.nan
-    return _with_aliases(out)
-
-
-def _with_aliases(out: dict) -> dict:
-    """`out` with `METRIC_ALIASES` filled in, keys in `METRIC_COLUMNS` order."""
-    out = {**out, **{alias: out.get(name, math.nan) for alias, name in METRIC_ALIASES.items()}}
-    return {k: out[k] for k in METRIC_COLUMNS if k in out} | {k: v for k, v in out.items() if k not in METRIC_COLUMNS}
+    return {k: out[k] for k in METRIC_COLUMNS}
 
 
 def fusion_metrics(decisions: pd.DataFrame) -> dict[str, float]:
@@ -124,7 +122,7 @@ def fusion_metrics(decisions: pd.DataFrame) -> dict[str, float]:
     `meas_unfused`, `pred_fused`, `pred_unfused` (seconds per run; NaN
     predictions leave the program out).
 
-    **Returns:** `fusion_n`, `fusion_order_acc`, `fusion_gain_gmre`, `fusion_gain_tau`.
+    **Returns:** `fusion_n`, `fusion_order_acc`, `fusion_gain_ratio_error`, `fusion_gain_tau`.
     """
     from scipy.stats import kendalltau
 
@@ -133,12 +131,12 @@ def fusion_metrics(decisions: pd.DataFrame) -> dict[str, float]:
     d = d[ok]
     out = {"fusion_n": int(len(d))}
     if len(d) == 0:
-        out.update(fusion_order_acc=math.nan, fusion_gain_gmre=math.nan, fusion_gain_tau=math.nan)
+        out.update(fusion_order_acc=math.nan, fusion_gain_ratio_error=math.nan, fusion_gain_tau=math.nan)
         return out
     meas_gain = (d["meas_unfused"] / d["meas_fused"]).to_numpy(float)
     pred_gain = (d["pred_unfused"] / d["pred_fused"]).to_numpy(float)
     out["fusion_order_acc"] = float(np.mean(np.sign(meas_gain - 1.0) == np.sign(pred_gain - 1.0)))
-    out["fusion_gain_gmre"] = float(np.exp(np.mean(np.abs(np.log(pred_gain / meas_gain)))) - 1.0)
+    out["fusion_gain_ratio_error"] = float(np.exp(np.mean(np.abs(np.log(pred_gain / meas_gain)))) - 1.0)
     if len(d) >= 2 and np.ptp(pred_gain) > 0 and np.ptp(meas_gain) > 0:
         out["fusion_gain_tau"] = float(kendalltau(pred_gain, meas_gain).statistic)
     else:

@@ -73,7 +73,9 @@ class FusionComparison:
 
     - `ari`: adjusted Rand index of the instruction -> kernel assignments,
       over the instructions found in both (1: same grouping; about 0: no
-      better than chance).
+      better than chance). NaN where it is degenerate: when one side puts
+      every matched instruction in a single kernel and the other does not,
+      the index is 0 whatever the other grouping is; `note` says so.
     - `matched`: how many instructions were found in both, and how
       (`matched_by_op_name`, `matched_by_name`, `matched_by_structure`);
       `ours_instructions` / `xla_instructions`: how many each side has.
@@ -95,6 +97,8 @@ class FusionComparison:
     table: pd.DataFrame = field(repr=False)
     matched_by_structure: int = 0
     unmatched: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+    #: Why `ari` is NaN, or "".
+    note: str = ""
 
     @property
     def coverage(self) -> float:
@@ -112,13 +116,20 @@ class FusionComparison:
             "unmatched": self.ours_instructions - self.matched,
             "kernels_ours": self.kernels_ours,
             "kernels_xla": self.kernels_xla,
+            **({"note": self.note} if self.note else {}),
         }
+
+    def __repr__(self) -> str:
+        # Three decimals of the index are all it can tell apart; a repr of every digit is noise to a reader.
+        note = f", note={self.note!r}" if self.note else ""
+        return (f"FusionComparison(ari={self.ari:.3f}, matched={self.matched}, coverage={self.coverage:.3f}, "
+                f"kernels_ours={self.kernels_ours}, kernels_xla={self.kernels_xla}{note})")
 
     def _repr_html_(self) -> str:
         rows = "".join(
             f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{v:.4g}</td></tr>"
             if isinstance(v, float)
-            else f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{v}</td></tr>"
+            else f"<tr><th style='text-align:left'>{html.escape(k)}</th><td>{html.escape(str(v))}</td></tr>"
             for k, v in self.summary().items()
         )
         return f"<div><b>Kernel grouping vs XLA</b><table>{rows}</table></div>"
@@ -227,6 +238,15 @@ def compare_with_xla(result_or_module, xla_optimized_module) -> FusionComparison
     unmatched = left
     table = pd.DataFrame(rows, columns=["instruction", "opcode", "kernel_ours", "kernel_xla", "matched_by"])
     ari = float(adjusted_rand_score(table["kernel_xla"], table["kernel_ours"])) if len(table) else float("nan")
+    note = "" if len(table) else "no instruction matched"
+    single = [side for side, col in (("XLA", "kernel_xla"), ("ours", "kernel_ours")) if table[col].nunique() == 1]
+    if len(table) and len(single) == 1:
+        # With one cluster on one side, the Rand index's agreement equals its chance level: 0, whatever the
+        # other side does; no information about the grouping.
+        ari = float("nan")
+        note = (f"{'XLA' if single[0] == 'XLA' else 'the simulation'} put all {len(table)} matched instructions "
+                "in a single kernel: the adjusted Rand index is degenerate (0 whatever the other grouping); "
+                "compare the kernel counts instead")
     return FusionComparison(
         ari=ari,
         matched=len(table),
@@ -239,6 +259,7 @@ def compare_with_xla(result_or_module, xla_optimized_module) -> FusionComparison
         table=table,
         matched_by_structure=matched_structure,
         unmatched=pd.DataFrame(unmatched, columns=["instruction", "opcode", "kernel"]),
+        note=note,
     )
 
 

@@ -123,7 +123,9 @@ class Parser:
         index = fail.index
         # At the end of the text XLA points past the last character, blanks included.
         pos = self.starts[index] if index < len(self.starts) else len(self.text)
-        return HloParseError(fail.reason, text=self.text, pos=pos, source=self.source)
+        # XLA's words come first (the conformance tests compare them); a reader also needs to know why.
+        reason = fail.reason if index < len(self.starts) else f"{fail.reason} (unexpected end of file)"
+        return HloParseError(reason, text=self.text, pos=pos, source=self.source)
 
     # -- primitives ------------------------------------------------------------
     def name(self) -> str:

@@ -56,13 +56,17 @@ def load_program(spec: str) -> tuple[Callable[..., Any], tuple]:
         target = getattr(target, part)
     if not callable(target):
         raise ProgramSpecError(f"{spec}: {func_name!r} is not callable")
+    factory = (f"; FUNCTION is a factory called with no arguments that returns (fn, args), e.g. "
+               f"`def build(): return {func_name.rpartition('.')[2]}, (x, w)` with example arguments x, w")
     try:
         built = target()
+    except TypeError as e:  # most often the program itself, given where its factory was expected
+        raise ProgramSpecError(f"{spec}: {func_name}() raised TypeError: {e}{factory}") from e
     except Exception as e:  # the user's builder failed: say so, with its error
         raise ProgramSpecError(f"{spec}: {func_name}() raised {type(e).__name__}: {e}") from e
     if not (isinstance(built, tuple) and len(built) == 2 and callable(built[0]) and isinstance(built[1], (tuple, list))):
         raise ProgramSpecError(
             f"{spec}: {func_name}() must return (fn, args): a function and a tuple of example "
-            f"arguments, got {type(built).__name__}"
+            f"arguments, got {type(built).__name__}{factory}"
         )
     return built[0], tuple(built[1])

@@ -89,12 +89,26 @@ def check_prices_device(model: CostModel, device: "DeviceSpec") -> None:
     **Raises:** `ValueError`, e.g. "the xla-gpu model prices GPU kernels;
     device 'host' is a cpu (use the 'roofline' model for it)".
     """
-    if isinstance(model, PricesDeviceKinds) and device.kind not in model.device_kinds:
-        kinds = " or ".join(k.upper() for k in model.device_kinds)
-        raise ValueError(
-            f"the {model.name} model prices {kinds} kernels; device '{device.name}' is a {device.kind} "
-            f"(use the 'roofline' model for it)"
-        )
+    for part in _model_parts(model):
+        if isinstance(part, PricesDeviceKinds) and device.kind not in part.device_kinds:
+            kinds = " or ".join(k.upper() for k in part.device_kinds)
+            inside = f", and '{model.name}' holds it" if part is not model else ""
+            raise ValueError(
+                f"the {part.name} model prices {kinds} kernels; device '{device.name}' is a {device.kind}{inside} "
+                f"(use the 'roofline' model for it)"
+            )
+
+
+def _model_parts(model):
+    """`model` and every model a combination (`members`) or a scaled model (`model`) holds, at any depth:
+    a combination prices a device only where each of them does."""
+    from ._combined import CombinedModel, ScaledCostModel
+
+    yield model
+    inner = model.members if isinstance(model, CombinedModel) else (
+        (model.model,) if isinstance(model, ScaledCostModel) else ())
+    for part in inner:
+        yield from _model_parts(part)
 
 
 def resolve_module(source: Any, args: tuple = (), kwargs: dict | None = None, *, caller: str = "analyze",

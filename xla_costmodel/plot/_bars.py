@@ -5,14 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .._text import count
 from ._common import colours_for, fmt_seconds, get_ax
 
 # Column names the error metric may have in a `compare` table, preferred first.
-METRIC_COLUMNS = ("gmre", "mape", "median_abs_log")
+METRIC_COLUMNS = ("ratio_error", "sk_error", "mape", "median_abs_log")
 # Columns that name a kernel class when a `compare` table is broken down by one.
 GROUP_COLUMNS = ("kernel_class", "kind", "class", "group", "category")
 # Metrics that are shares or relative errors: shown in percent.
-_PERCENT_HINTS = ("gmre", "mape", "within")
+_PERCENT_HINTS = ("ratio_error", "sk_error", "mape", "within")
 
 
 def _find(columns, candidates, what: str, given=None):
@@ -36,8 +37,9 @@ def error_by_model(compare_df, ax=None, *, metric=None, by=None, title=None):
       kernel class.
     - `ax`: the Axes to draw on; None makes a new figure.
     - `metric`: the column to plot (any metric of `compare`'s table, e.g.
-      `within_2x`, `kendall_tau`); default the first present of `gmre`
-      (geometric-mean relative error), `mape`, `median_abs_log`.
+      `within_2x`, `kendall_tau`); default the first present of
+      `ratio_error` (exp(mean |ln(pred/meas)|) − 1), `sk_error`, `mape`,
+      `median_abs_log`.
     - `by`: the column of kernel classes; default `kernel_class` (or `kind`,
       ...) when the table has one. Then there is one group of bars per class,
       one bar per model, and a legend; otherwise one bar per model, named
@@ -169,9 +171,14 @@ def fusion_savings(steps_df, ax=None, *, total_s=None, after_s=None, label_steps
         ax.set_xticklabels([f"{s}: {p}" for s, p in zip(steps, frame["producer"].astype(str))],
                            rotation=60, ha="right", fontsize=7)
     elif len(frame):
-        ticks = np.unique(np.linspace(0, len(frame) - 1, min(len(frame), 10)).round().astype(int))
-        ax.set_xticks(ticks)
-        ax.set_xticklabels([str(steps[t]) for t in ticks])
+        # Round step numbers at a regular interval (5, 10, 20, ...), where such a step is shown.
+        from matplotlib.ticker import MaxNLocator
+
+        where = {int(s): i for i, s in enumerate(steps)}
+        nice = MaxNLocator(nbins=10, integer=True, steps=[1, 2, 5, 10]).tick_values(min(where), max(where))
+        shown = [int(v) for v in nice if int(v) in where]
+        ax.set_xticks([where[s] for s in shown])
+        ax.set_xticklabels([str(s) for s in shown])
 
     cum = np.cumsum(saved)
     twin = ax.twinx()
@@ -204,7 +211,7 @@ def fusion_savings(steps_df, ax=None, *, total_s=None, after_s=None, label_steps
         if total_s is not None and total_s > 0:
             title += f" ({100 * cum[-1] / total_s:.0f}% of {fmt_seconds(float(total_s))})"
     if title is not None and unpriced:
-        title += f"\n{unpriced} step(s) without a finite priority not shown"
+        title += f"\n{count(unpriced, 'step')} without a finite priority not shown"
     if title:
         ax.set_title(title, fontsize=10)
     ax.cumulative_ax = twin

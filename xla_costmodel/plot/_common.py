@@ -6,9 +6,12 @@ import math
 
 import numpy as np
 
-# Colours for categories in first-seen order (matplotlib's tab10, its grey last).
+# Colours for categories in first-seen order: matplotlib's tab10 (its grey last), then ten darker
+# ones of tab20b, so that up to 20 categories (the corpus has 11 sources) never share a colour.
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b",
-           "#e377c2", "#bcbd22", "#17becf", "#7f7f7f")
+           "#e377c2", "#bcbd22", "#17becf", "#7f7f7f",
+           "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#6b6ecf", "#b5cf6b", "#e7ba52",
+           "#d6616b", "#ce6dbd")
 # Markers combined with the colours, so that more categories than colours stay apart.
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "p", "h", "*")
 
@@ -44,7 +47,9 @@ def fmt_seconds(value: float, _pos=None) -> str:
     v = abs(value)
     for factor, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "µs"), (1e-9, "ns")):
         if v >= factor * 0.9999 or unit == "ns":
-            return f"{sign}{v / factor:.3g} {unit}"
+            # (no exponent: 1000 s, not 1e+03 s)
+            scaled = v / factor
+            return f"{sign}{scaled:,.0f} {unit}" if scaled >= 999.5 else f"{sign}{scaled:.3g} {unit}"
     return f"{value:.3g} s"  # pragma: no cover
 
 
@@ -60,13 +65,15 @@ def fmt_si(value: float, unit: str = "", _pos=None) -> str:
 
 
 def decade_limits(*arrays: np.ndarray) -> tuple[float, float]:
-    """Whole-decade limits around every positive finite value (at least one decade apart)."""
+    """Whole-decade limits around every positive finite value, strictly (at least one decade apart)."""
     vals = np.concatenate([np.asarray(a, dtype=float).ravel() for a in arrays]) if arrays else np.array([])
     vals = vals[np.isfinite(vals) & (vals > 0)]
     if vals.size == 0:
         return 1e-6, 1e-3
-    lo = 10.0 ** math.floor(math.log10(vals.min()) + 1e-9)
-    hi = 10.0 ** math.ceil(math.log10(vals.max()) - 1e-9)
+    # A value on (or within 12 % of) a whole decade gets the decade beyond it too: a point on the
+    # axes' edge is half hidden.
+    lo = 10.0 ** math.floor(math.log10(vals.min()) - 0.05)
+    hi = 10.0 ** math.ceil(math.log10(vals.max()) + 0.05)
     if hi <= lo:
         hi = lo * 10.0
     return lo, hi
@@ -76,7 +83,7 @@ def colours_for(categories) -> dict:
     """A stable colour for each category: a bound's own colour (`BOUND_COLOURS`), others in first-seen order.
 
     When every category is a bound, each gets its bound colour; otherwise the
-    palette is dealt out in order (so up to 10 categories get 10 colours).
+    palette is dealt out in order (so up to 20 categories get 20 colours).
     """
     cats = list(dict.fromkeys(categories))
     if cats and all(c in BOUND_COLOURS for c in cats):

@@ -35,7 +35,7 @@ def clean_pairs(measured, predicted, kind=None) -> tuple[np.ndarray, np.ndarray,
 def metrics(measured: np.ndarray, predicted: np.ndarray) -> dict[str, float]:
     """`accuracy` of clean pairs (see `clean_pairs`).
 
-    Keys: `n`, `gmre` (exp(mean |ln(pred/meas)|) - 1), `sk_gmre`
+    Keys: `n`, `ratio_error` (exp(mean |ln(pred/meas)|) - 1), `sk_error`
     (exp(mean ln(|pred - meas| / meas)), Stevens & Klöckner's), `bias`
     (exp(median ln(pred/meas))), `within_2x`, `mape`, `median_abs_log`,
     `kendall_tau`, `spearman` (NaN when either side is constant).

@@ -116,7 +116,7 @@ def roofline(df, device, ax=None, *, time=None, hue="bound", title=None):
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(x_lo, x_hi)
-    ax.set_ylim(max(y_lo, top * 1e-7), top * 3.0)
+    ax.set_ylim(max(y_lo, top * 1e-9), top * 3.0)  # (far below the roof: a point on the edge would hide)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: fmt_si(v, "FLOP/s")))
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
     what = "measured" if time == "measured_s" else "predicted"

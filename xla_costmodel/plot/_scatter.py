@@ -21,7 +21,7 @@ def metrics_text(m: dict, dropped: int = 0) -> str:
     lines = [
         f"N = {m['n']}" + (f" ({dropped} dropped: time <= 0 or NaN)" if dropped else ""),
         # Stevens & Klöckner's figure, geo-mean of |p - m| / m: lower than the ratio error before it.
-        f"geo-mean rel. error = {100 * m['gmre']:.1f}%   S&K error (gm |p-m|/m) = {100 * m['sk_gmre']:.1f}%",
+        f"ratio_error = {100 * m['ratio_error']:.1f}%   sk_error (gm |p-m|/m) = {100 * m['sk_error']:.1f}%",
         f"median bias = ×{m['bias']:.3g}   within 2×: {100 * m['within_2x']:.1f}%   "
         f"Kendall τ = {m['kendall_tau']:.3f}",
     ]
@@ -47,7 +47,7 @@ def _columns(ax, labels: list[str]) -> int:
     return int(max(1, min(len(labels), width_pt // column_pt, 4)))
 
 
-def predicted_vs_measured(measured, predicted, kind=None, ax=None, title=None, *, highlight=None):
+def predicted_vs_measured(measured, predicted, kind=None, ax=None, title=None, *, highlight=None, limits=None):
     """Log-log scatter of predicted against measured kernel time.
 
     Measured on x, predicted on y, equal aspect and identical whole-decade
@@ -61,7 +61,7 @@ def predicted_vs_measured(measured, predicted, kind=None, ax=None, title=None, *
     columns as fit the axes' width) is headed by the accuracy over all
     kernels: N, the geometric-mean relative error
     `exp(mean|ln(pred/meas)|) - 1`, Stevens & Klöckner's error
-    `exp(mean ln(|pred - meas| / meas))` (`sk_gmre`), the median bias
+    `exp(mean ln(|pred - meas| / meas))` (`sk_error`), the median bias
     `exp(median ln(pred/meas))`, the share within 2x and Kendall's tau,
     computed by `xla_costmodel.compare.accuracy` (the numbers of `compare`'s
     table). Pairs with a non-positive or non-finite time cannot go on log
@@ -77,6 +77,9 @@ def predicted_vs_measured(measured, predicted, kind=None, ax=None, title=None, *
     - `highlight`: a kind (or several) to bring forward, e.g. your own
       program among the corpus: drawn larger, outlined, on top and listed
       first; the other kinds are drawn fainter.
+    - `limits`: `(low, high)` seconds of both axes, e.g. the same for the
+      panels of one figure (`decade_limits` of all their times); default
+      the whole decades around these times.
 
     **Returns:** the Axes. Artists carry `gid`s for inspection: `"identity"`
     (the y = x line), `"band_2x"` (the band), `"points:<kind>"` (one
@@ -92,7 +95,9 @@ def predicted_vs_measured(measured, predicted, kind=None, ax=None, title=None, *
     highlighted = _highlighted(highlight, k)
     if ax is None:
         ax = _new_axes(0 if k is None else len(set(k.astype(str).tolist())))
-    lo, hi = decade_limits(m, p)
+    lo, hi = decade_limits(m, p) if limits is None else (float(limits[0]), float(limits[1]))
+    if not 0 < lo < hi:
+        raise ValueError(f"limits must be 0 < low < high seconds, got {limits}")
     xs = np.array([lo, hi])
     ax.fill_between(xs, xs / BAND, xs * BAND, color="0.5", alpha=0.15, linewidth=0,
                     label=f"±{BAND:g}×", gid="band_2x")
@@ -111,7 +116,7 @@ def predicted_vs_measured(measured, predicted, kind=None, ax=None, title=None, *
         if name is None:
             label = f"kernels (n={int(sel.sum())})"
         else:
-            err = metrics(m[sel], p[sel])["gmre"] if sel.any() else math.nan
+            err = metrics(m[sel], p[sel])["ratio_error"] if sel.any() else math.nan
             label = f"{name} (n={int(sel.sum())}, err {100 * err:.0f}%)"
         if name in highlighted:
             ax.scatter(m[sel], p[sel], s=46, alpha=1.0, color=colour, marker=marker, edgecolors="black",

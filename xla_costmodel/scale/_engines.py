@@ -73,6 +73,9 @@ class Outcome:
     key: str
     value: Any = None
     error: str | None = None
+    #: The warnings the task issued in its worker, `(category's "module:qualname", message)`, for the
+    #: driver to issue again (`reissue_warnings`): a worker's own stderr would show them raw, once per task.
+    warnings: tuple = ()
 
     @property
     def ok(self) -> bool:
@@ -92,16 +95,39 @@ class Engine(Protocol):
         ...
 
 
-def run_task(fn: Callable[..., Any], args: tuple) -> tuple[bool, Any]:
-    """Call `fn(*args)` in a worker: `(True, value)`, or `(False, "Type: message")`.
+def run_task(fn: Callable[..., Any], args: tuple) -> tuple[bool, Any, tuple]:
+    """Call `fn(*args)` in a worker: `(True, value, warnings)`, or `(False, "Type: message", warnings)`.
 
     Errors travel back as text, so that an exception that cannot be pickled
-    (or whose class the driver cannot import) still reports its source.
+    (or whose class the driver cannot import) still reports its source;
+    warnings as `(category, message)` text pairs (`Outcome.warnings`).
     """
-    try:
-        return True, fn(*args)
-    except Exception as exc:  # any failure of user-level code is this task's result
-        return False, _describe(exc)
+    with warnings.catch_warnings(record=True) as caught:
+        try:
+            ok, value = True, fn(*args)
+        except Exception as exc:  # any failure of user-level code is this task's result
+            ok, value = False, _describe(exc)
+    warned = tuple(dict.fromkeys((f"{w.category.__module__}:{w.category.__qualname__}", str(w.message))
+                                 for w in caught))
+    return ok, value, warned
+
+
+def reissue_warnings(outcome: Outcome, stacklevel: int = 2) -> None:
+    """Issue again, in the driver, the warnings `outcome`'s task issued in its worker (a category the
+    driver cannot import becomes a `UserWarning`)."""
+    import importlib
+
+    for category, message in outcome.warnings:
+        module, _, qualname = category.partition(":")
+        try:
+            cls = importlib.import_module(module)
+            for part in qualname.split("."):
+                cls = getattr(cls, part)
+        except (ImportError, AttributeError):
+            cls = UserWarning
+        if not (isinstance(cls, type) and issubclass(cls, Warning)):
+            cls = UserWarning
+        warnings.warn(message, cls, stacklevel=stacklevel + 1)
 
 
 def _describe(exc: BaseException) -> str:
@@ -204,14 +230,15 @@ class LocalEngine:
                     for fut in done:
                         task = inflight.pop(fut)
                         try:
-                            ok, value = fut.result()
+                            ok, value, warned = fut.result()
                         except BrokenProcessPool:
                             broken = True
                             suspects.append(task)
                             continue
                         except Exception as exc:  # the result could not be sent back (e.g. not picklable)
-                            ok, value = False, _describe(exc)
-                        yield Outcome(task.key, value=value) if ok else Outcome(task.key, error=value)
+                            ok, value, warned = False, _describe(exc), ()
+                        yield (Outcome(task.key, value=value, warnings=warned) if ok
+                               else Outcome(task.key, error=value, warnings=warned))
                     if broken:
                         suspects.extend(inflight.values())
                         inflight.clear()
@@ -312,11 +339,12 @@ class RayEngine:
                 for ref in ready:
                     task = inflight.pop(ref)
                     try:
-                        ok, value = ray.get(ref)
+                        ok, value, warned = ray.get(ref)
                     except ray.exceptions.RayError as exc:
                         yield Outcome(task.key, error=_ray_error(ray, exc))
                         continue
-                    yield Outcome(task.key, value=value) if ok else Outcome(task.key, error=value)
+                    yield (Outcome(task.key, value=value, warnings=warned) if ok
+                           else Outcome(task.key, error=value, warnings=warned))
         finally:
             for ref in inflight:
                 ray.cancel(ref, force=True)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ._engines import RayEngine, Task
+from ._engines import RayEngine, Task, reissue_warnings
 from ._many import TaskFailedWarning
 
 __all__ = ["FleetDeviceWarning", "HOST_KIND", "MeasureRequest", "measure_fleet", "measure_on_node"]
@@ -138,6 +138,7 @@ def measure_fleet(
     frames, failures = [], {}
     with tqdm(total=len(kinds), desc="measure fleet", unit="task", file=sys.stderr, disable=not progress) as bar:
         for outcome in engine.run(_task(request, k) for k in kinds):
+            reissue_warnings(outcome)
             if outcome.ok:
                 rows = outcome.value
                 _check_device(outcome.key, rows)

@@ -25,7 +25,7 @@ import pandas as pd
 from .._text import count
 from ..hlo import HloModule, HloParseError, load_hlo, parse_hlo
 from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL, check_prices_device, resolve_device, resolve_model
-from ._engines import Engine, LocalEngine, Outcome, Task, get_engine
+from ._engines import Engine, LocalEngine, Outcome, Task, get_engine, reissue_warnings
 from ._store import ResultStore
 
 __all__ = [
@@ -238,6 +238,7 @@ def _tasks(operation, todo, shares_filesystem: bool, store: ResultStore, bar) ->
 
 
 def _take(outcome: Outcome, store: ResultStore, bar) -> None:
+    reissue_warnings(outcome, stacklevel=3)
     if outcome.ok:
         store.add(outcome.key, outcome.value)
     else:
