@@ -217,7 +217,6 @@ def test_the_walk_finds_every_kind_of_import(tmp_path):
 #: Loops that other work is breaking (issue 25 §4: `hlo`'s parser files; the others since found). A loop
 #: not listed here fails; remove an entry once its loop is gone.
 KNOWN_CYCLES = (
-    {"analysis/_rules.py", "analysis/_rules_math.py"},
     {"models/_xla_gpu.py", "models/_xla_gpu_fusion.py"},
 )
 

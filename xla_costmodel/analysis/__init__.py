@@ -27,6 +27,7 @@ from ._kernel import KernelCost as KernelCost
 from ._kernel import kernel_cost as kernel_cost
 from ._opcodes import ELEMENTWISE_OPCODES as ELEMENTWISE_OPCODES
 from ._opcodes import TRANSCENDENTAL_OPCODES as TRANSCENDENTAL_OPCODES
+from . import _rules_math  # noqa: F401  (matrix, signal, sort and random-number rules register on import)
 from ._rules import CostRule as CostRule
 from ._rules import cost_rule as cost_rule
 from ._rules import registered_opcodes as registered_opcodes

@@ -624,8 +624,3 @@ def async_start_rule(an, instr, p):
 def fusion_rule(an, instr, p):
     """Costed through the fused computation; see `_cost.fuse`."""
     an.fusion(instr, p)
-
-
-# Matrix and signal work, sorting and random numbers (their rules register on import).
-from ._rules_math import convolution_flops as convolution_flops  # noqa: E402
-from ._rules_math import dot_flops as dot_flops  # noqa: E402

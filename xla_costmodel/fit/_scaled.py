@@ -152,6 +152,11 @@ class ScaledModel:
     fit_slope: bool = False
     dataset: str | None = None
 
+    @property
+    def held_models(self) -> tuple:
+        """The model it scales (`models._base.HoldsModels`)."""
+        return (self.model,)
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "model", _model(self.model))
         if self.log_offset is not None:

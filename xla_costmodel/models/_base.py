@@ -167,6 +167,15 @@ class FusionPricing(Protocol):
 
 
 @runtime_checkable
+class HoldsModels(Protocol):
+    """A model made of other models (a combination, a scaled model): it prices a device only
+    where each model it holds does (`models._resolve.check_prices_device`)."""
+
+    @property
+    def held_models(self) -> tuple: ...
+
+
+@runtime_checkable
 class CachesInstructions(Protocol):
     """A model that caches what it knows per instruction object: a fusion pass calls
     `invalidate(instr)` when `instr` changes in place (a fusion that grows)."""

@@ -167,6 +167,11 @@ class CombinedModel:
     dataset: str | None = None
     members: tuple = field(init=False, repr=False, compare=False, hash=False)
 
+    @property
+    def held_models(self) -> tuple:
+        """The members (`models._base.HoldsModels`)."""
+        return self.members
+
     def __post_init__(self) -> None:
         models = (self.models,) if isinstance(self.models, str) else tuple(self.models)
         if not models:

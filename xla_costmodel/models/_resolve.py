@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
-from ._base import CostModel, get_model
+from ._base import CostModel, HoldsModels, get_model
 
 if TYPE_CHECKING:
     from ..devices import DeviceSpec
@@ -100,14 +100,10 @@ def check_prices_device(model: CostModel, device: "DeviceSpec") -> None:
 
 
 def _model_parts(model):
-    """`model` and every model a combination (`members`) or a scaled model (`model`) holds, at any depth:
+    """`model` and every model it holds (`HoldsModels`: a combination, a scaled model), at any depth:
     a combination prices a device only where each of them does."""
-    from ._combined import CombinedModel, ScaledCostModel
-
     yield model
-    inner = model.members if isinstance(model, CombinedModel) else (
-        (model.model,) if isinstance(model, ScaledCostModel) else ())
-    for part in inner:
+    for part in (model.held_models if isinstance(model, HoldsModels) else ()):
         yield from _model_parts(part)
 
 
