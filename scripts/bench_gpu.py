@@ -63,6 +63,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _bench_common import check_models, print_table  # noqa: E402
 
 DEVICE = "h100-sxm"
 ANALYTICAL = ("xla-gpu", "xla-gpu-tables", "roofline")
@@ -475,23 +478,11 @@ def goals(kernel_tabs, scores, programs, laptop, fitted_names):
 
 
 def _print(title: str, frame, index: bool = True) -> None:
-    import pandas as pd
-
-    print(f"\n== {title}")
-    with pd.option_context("display.width", 250, "display.max_columns", 40, "display.max_rows", 500):
-        print(frame.round(3).to_string(index=index))
+    print_table(title, frame, index)
 
 
 def _check_models(names) -> list[str]:
-    from xla_costmodel.models import get_model
-
-    for name in names:
-        try:
-            get_model(name)
-        except (KeyError, ValueError) as exc:
-            print(f"bench_gpu: {exc}", file=sys.stderr)
-            raise SystemExit(2) from None
-    return list(dict.fromkeys(names))
+    return check_models(names, "bench_gpu")
 
 
 def main(argv: list[str] | None = None) -> int:

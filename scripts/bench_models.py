@@ -80,6 +80,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _bench_common import check_models, print_table  # noqa: E402
 
 MODELS = ("fitted", "learned", "context", "learned-context", "roofline", "roofline-calibrated", "xla-gpu-calibrated")
 #: (label, compare split, include_programs): the suite alone; the suite and this project's own programs (the data
@@ -117,24 +120,11 @@ BANDS = (("< 1 us", 0.0, 1e-6), ("1-100 us", 1e-6, 1e-4), (">= 100 us", 1e-4, ma
 
 
 def _print(title: str, frame, index: bool = True) -> None:
-    import pandas as pd
-
-    print(f"\n== {title}")
-    with pd.option_context("display.width", 250, "display.max_columns", 40, "display.max_rows", 500):
-        print(frame.round(3).to_string(index=index))
+    print_table(title, frame, index)
 
 
 def _check_models(names) -> list[str]:
-    """The models to score, each once; an unknown name stops the script (exit 2) naming the registered ones."""
-    from xla_costmodel.models import get_model
-
-    for name in names:
-        try:
-            get_model(name)
-        except (KeyError, ValueError) as exc:
-            print(f"bench_models: {exc}", file=sys.stderr)
-            raise SystemExit(2) from None
-    return list(dict.fromkeys(names))
+    return check_models(names, "bench_models")
 
 
 def _form_ceiling(models, corpus, device):

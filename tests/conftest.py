@@ -44,6 +44,14 @@ def load_temp_install():
     return sys.modules[name]
 
 
+def load_script(name: str):
+    """`scripts/<name>.py` as a module (scripts/ is not a package), for tests of the benchmarks and converters."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def fixture_paths(pattern: str = "*.hlo") -> list[Path]:
     return sorted(FIXTURES.glob(pattern))
 

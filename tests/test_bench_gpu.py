@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import importlib.util
 import io
 import json
 import math
@@ -13,16 +12,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = ("jax_scipy_cho_solve", "equinox_mlp_grad")
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "scripts" / "bench_gpu.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench_gpu")
 
 
 @pytest.fixture(scope="module")

@@ -3,22 +3,19 @@ its tables are `compare`'s and the ceilings' own numbers, and the goals are judg
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("dm-pix", "numpyro", "optimistix")
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_models", ROOT / "scripts" / "bench_models.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench_models")
 
 
 @pytest.fixture(scope="module")

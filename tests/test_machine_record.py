@@ -8,6 +8,7 @@ import warnings
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 from xla_costmodel.devices import _host
 from xla_costmodel.fit import _store
@@ -147,13 +148,10 @@ def test_a_full_host_calibration_measures_the_supplementary_data_once_per_machin
 
 
 def test_the_drift_between_two_measurings_is_the_ratio_of_the_same_kernels():
-    import importlib.util
 
     import pandas as pd
 
-    spec = importlib.util.spec_from_file_location("bench_host_transfer", ROOT / "scripts" / "bench_host_transfer.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script("bench_host_transfer")
     a = pd.DataFrame({"case": ["c1", "c2", "c3", "c4"], "hlo_op": ["k"] * 4, "min_per_run_s": [1.0, 1.0, 2.0, 1.0]})
     b = pd.DataFrame({"case": ["c1", "c2", "c3", "c5"], "hlo_op": ["k"] * 4, "min_per_run_s": [1.1, 4.0, 1.0, 9.0]})
     d = bench._drift(a, b)  # c4 and c5 are in one measuring only

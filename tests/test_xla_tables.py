@@ -9,12 +9,12 @@ Expected figures are XLA's: counts and values read from
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 from xla_costmodel.devices import collective_table, gemm_table, get_device, xla_table_key, xla_tables_source
 
@@ -23,10 +23,7 @@ KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
 
 def _convert_module():
-    spec = importlib.util.spec_from_file_location("convert_xla_tables", ROOT / "scripts" / "convert_xla_tables.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("convert_xla_tables")
 
 
 # ---------------------------------------------------------------- GEMM

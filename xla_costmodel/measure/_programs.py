@@ -135,14 +135,7 @@ def measure_zoo(names, *, rounds: int = 3, repeats: int = DEFAULT_METHOD.repeats
                 rounds=rounds,
             )
         )
-    df = pd.DataFrame(rows)
-    if len(df):
-        # The launch cost of this run: the fastest kernel of any program (a
-        # one-element broadcast or copy), the same notion as the suite's.
-        df["launch_overhead_s"] = float(df["min_per_launch_s"].min())
-        df = df[list(DATASET_COLUMNS)]
-    df.attrs["failed"] = failed
-    return df
+    return _dataset_frame(rows, failed)
 
 
 def measure_extra(only=None, *, rounds: int = 3, repeats: int = DEFAULT_METHOD.repeats,
@@ -187,6 +180,12 @@ def measure_extra(only=None, *, rounds: int = 3, repeats: int = DEFAULT_METHOD.r
                     "rounds": rounds, "repeats": repeats, "discard": discard},
             source="extra", suite_run=suite_run, rounds=rounds,
         ))
+    return _dataset_frame(rows, failed)
+
+
+def _dataset_frame(rows: list[dict], failed: dict[str, str]) -> pd.DataFrame:
+    """The rows in the dataset's column order, with this run's launch cost: the fastest kernel of any
+    case (a one-element broadcast or copy), the same notion as the suite's; the failed cases in `attrs`."""
     df = pd.DataFrame(rows)
     if len(df):
         df["launch_overhead_s"] = float(df["min_per_launch_s"].min())
