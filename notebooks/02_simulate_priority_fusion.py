@@ -156,7 +156,8 @@ plot.readable(kernels[["kernel", "opcode", "kind", "emitter", "flops", "bytes_ac
 # ## 4. Compare the grouping with XLA's
 #
 # `compare_with_xla(result, xla_module)` finds each of our instructions in
-# XLA's optimized module (by name, else by a unique metadata `op_name`) and
+# XLA's optimized module (by metadata `op_name` with its operands' structure, else by
+# name, else by structure alone: opcode and shape of it and its operands) and
 # measures how well the two instruction → kernel assignments agree with the
 # **adjusted Rand index** (1: the same grouping; about 0: no better than
 # chance). `coverage` is the share of our instructions found on both sides.

@@ -102,6 +102,14 @@ class TableSummary(Mapping):
         row.update({f"{bound}_s": float(t) for bound, t in self.time_by_bound_s.items()})
         return pd.DataFrame([row])
 
+    def __repr__(self) -> str:
+        # Times as a reader writes them (`20.58 µs`), not every digit of a float.
+        by_bound = ", ".join(f"{k}: {_fmt_time(v)}" for k, v in self.time_by_bound_s.items())
+        loops = f", unknown_loops={self.unknown_loops!r}" if self.unknown_loops else ""
+        return (f"TableSummary(module={self.module!r}, device={self.device!r}, model={self.model!r}, "
+                f"total={_fmt_time(self.total_s)}, kernels={self.kernels}, unpriced={self.unpriced}, "
+                f"free={self.free}, assumed_counts={self.assumed_counts}, time_by_bound={{{by_bound}}}{loops})")
+
     def __str__(self) -> str:
         extra = (f", {self.unpriced} unpriced" if self.unpriced else "") + (
             f", {self.assumed_counts} with assumed execution counts" if self.assumed_counts else "")
