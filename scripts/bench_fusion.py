@@ -128,6 +128,63 @@ def best_of(fn, repeats: int):
     return best, out
 
 
+def speed_row(program: str, size: str, model: str, device: str) -> dict:
+    """Simulate time of one corpus module (lowered here) against XLA:CPU's compile time of it."""
+    import jax
+
+    from xla_costmodel import parse_hlo, simulate_fusion
+
+    fn, fargs = _corpus().get_program(program).build(size)
+    lowered = jax.jit(fn).lower(*fargs)
+    pre = parse_hlo(lowered.as_text(dialect="hlo", debug_info=True))
+    row: dict = {"program": program, "size": size,
+                 "instructions": sum(len(c.instructions) for c in pre.computations)}
+    t = time.perf_counter()
+    lowered.compile()
+    row["xla_cpu_compile_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    simulate_fusion(pre, device=device, model=model, price_totals=False)
+    row["simulate_s"] = time.perf_counter() - t
+    row["ratio_to_cpu_compile"] = row["simulate_s"] / row["xla_cpu_compile_s"]
+    row["simulate_us_per_instruction"] = 1e6 * row["simulate_s"] / row["instructions"]
+    return row
+
+
+def _corpus():
+    from xla_costmodel import corpus
+
+    return corpus
+
+
+def speed_main(args) -> int:
+    import pandas as pd
+
+    model = args.model or "xla-gpu"
+    jobs = shared_modules(set(args.program) if args.program else None)
+    if not jobs:
+        raise SystemExit("bench_fusion: no shared module selected")
+    rows = []
+    for program, size in jobs:
+        try:
+            rows.append(speed_row(program, size, model, args.device))
+        except Exception as exc:  # noqa: BLE001 - one module failing must not hide the others
+            rows.append({"program": program, "size": size, "error": f"{type(exc).__name__}: {exc}"[:160]})
+    df = pd.DataFrame(rows)
+    if args.out:
+        df.to_csv(args.out, index=False)
+    ok = df[df["error"].isna()] if "error" in df else df
+    ok = ok.sort_values("simulate_s", ascending=False)
+    with pd.option_context("display.width", 200, "display.max_rows", 500):
+        print(ok.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    print(f"\nmodel {model}, device {args.device}; {len(ok)} modules, {len(df) - len(ok)} failed")
+    print(f"over 1 s: {int((ok['simulate_s'] > 1).sum())}; max {ok['simulate_s'].max():.2f} s")
+    print(f"simulate / XLA:CPU compile: median {ok['ratio_to_cpu_compile'].median():.2f}, "
+          f"max {ok['ratio_to_cpu_compile'].max():.2f}")
+    per = ok["simulate_us_per_instruction"]
+    print(f"us per instruction: median {per.median():.1f}, max {per.max():.1f} (linear: flat across sizes)")
+    return 0
+
+
 def slope(xs, ys) -> float:
     """Least-squares slope of log(y) against log(x)."""
     lx, ly = [math.log(x) for x in xs], [math.log(y) for y in ys]
@@ -150,8 +207,13 @@ def main() -> int:
     parser.add_argument("--device", default="h100-sxm")
     parser.add_argument("--repeats", type=int, default=1, help="best of N simulations per size")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--speed", action="store_true",
+                        help="corpus mode, speed only: simulate time per module against XLA:CPU's compile time, "
+                             "and per instruction (no comparison with XLA:GPU's fusion)")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
+    if args.speed:
+        return speed_main(args)
     if not args.scaling:
         return corpus_main(args)
 

@@ -114,6 +114,19 @@ class KernelCost:
         r = self._an.record(instr)
         return r[FLOPS], r[TRANS], r[UTIL]
 
+    def working_instructions(self, instrs) -> list:
+        """`(instr, flops, transcendentals, utilization)` of those of `instrs` with flops or
+        transcendentals, in order (one pass over the records, for kernels of thousands of instructions)."""
+        records = self._an._records
+        out = []
+        for h in instrs:
+            r = records[h]
+            f = r[FLOPS]
+            t = r[TRANS]
+            if f or t:
+                out.append((h, f, t, r[UTIL]))
+        return out
+
     def instruction_cost(self, instr) -> InstructionCost:
         """Every property of an instruction the analysis costed, as an `InstructionCost`."""
         return InstructionCost._from_record(self._an.record(instr))

@@ -219,15 +219,11 @@ def _split_flops(c: KernelCost) -> tuple[float, str, dict]:
     kernel = c.kernel
     comp = kernel.fused_computation if kernel.opcode == "fusion" else None
     instrs = comp.instructions if comp is not None else (kernel,)
-    counts = c.instruction_counts
     mm = 0.0
     mm_dtype = ""
     by_dtype: dict[str, float] = {}
     shares: dict = {}
-    for h in instrs:
-        f, t, u = counts(h)
-        if not f and not t:
-            continue
+    for h, f, t, u in c.working_instructions(instrs):
         if comp is None:
             u = 1.0
         op = h.opcode

@@ -19,7 +19,7 @@ from ..analysis._emission import LaunchFacts, launch_facts
 from ..analysis._opcodes import IS_ELEMENTWISE
 from ..hlo._fusion_engine import discard_fusion
 from ._base import KernelEstimate, dominant_bound, materialize_fusion
-from ._coalescing import kernel_coalescing, read_coalesced_heuristic, utilization_rate
+from ._coalescing import _bad_transpose, kernel_coalescing, read_coalesced_heuristic, utilization_rate
 from ._kernel_costs import KernelCosts, shape_size_cached
 from ._launch import fused_loop_launch, launch_dimensions
 
@@ -91,7 +91,7 @@ def fused_short_cut(pe: KernelEstimate, ce: KernelEstimate, device) -> KernelEst
 
 def fused_estimate(model: "XlaGpuModel", producer, consumer, device, pc: KernelCosts, cc: KernelCosts,
                    producer_writes_side_output: bool = False, facts=None, read_cache: dict | None = None,
-                   time_only: bool = False) -> KernelEstimate | float:
+                   time_only: bool = False, bad_transpose=None) -> KernelEstimate | float:
     """XLA's `EstimateRunTimeForFusion` from the two kernels' own cost records, with `model`'s
     compute, read, write and combine rules.
 
@@ -99,7 +99,8 @@ def fused_estimate(model: "XlaGpuModel", producer, consumer, device, pc: KernelC
 
     `facts`: the two sides' `LaunchFacts` when known: the fused kernel is then
     built only where its launch grid or coalescing cannot be told from them;
-    `read_cache`: read times by `(blocks, net bytes, total bytes, rate)`, for one device.
+    `read_cache`: read times by `(blocks, net bytes, total bytes, rate)`, for one device;
+    `bad_transpose`: a cached `_coalescing._bad_transpose` per kernel (`XlaGpuPairPricer.bad_transpose`).
     """
     launch = device.kernel_launch_overhead_s
     u = 0.0
@@ -126,7 +127,7 @@ def fused_estimate(model: "XlaGpuModel", producer, consumer, device, pc: KernelC
         if id(o) not in seen:
             seen.add(id(o))
             operands.append(o)
-    heuristic_ok, heuristic_why = read_coalesced_heuristic(ld.emitter, producer, consumer, device)
+    heuristic_ok, heuristic_why = read_coalesced_heuristic(ld.emitter, producer, consumer, device, bad_transpose)
     access = {}
     if model.access_patterns and heuristic_ok and (facts is None or facts[0][1] or facts[1][1]):
         if fused is None:
@@ -212,7 +213,7 @@ class XlaGpuPairPricer:
     and coalescing from the fused pair). `invalidate(instr)` drops a record.
     """
 
-    __slots__ = ("model", "device", "_version", "_records", "_costs", "_facts", "_reads")
+    __slots__ = ("model", "device", "_version", "_records", "_costs", "_facts", "_reads", "_transposes")
 
     def __init__(self, model: "XlaGpuModel", device, version=None):
         self.model = model
@@ -222,12 +223,14 @@ class XlaGpuPairPricer:
         self._costs: dict = {}
         self._facts: dict = {}
         self._reads: dict = {}
+        self._transposes: dict = {}
 
     def invalidate(self, instr) -> None:
         """Forget `instr`'s record (it changed in place)."""
         self._records.pop(instr, None)
         self._costs.pop(instr, None)
         self._facts.pop(instr, None)
+        self._transposes.pop(instr, None)
 
     def facts(self, instr) -> LaunchFacts:
         """`instr`'s `LaunchFacts`."""
@@ -238,6 +241,21 @@ class XlaGpuPairPricer:
         f = launch_facts(instr)
         self._facts[instr] = (v, f)
         return f
+
+    def bad_transpose(self, instr) -> str:
+        """The fused instruction of `instr` that transposes the minor dimension of what it reads
+        (`_coalescing._bad_transpose`), once per version: a grown fusion is asked about for every
+        pair it is in, and the walk covers its whole body. A lone instruction's answer reads its
+        operands, which change without it: not kept."""
+        if instr.opcode != "fusion":
+            return _bad_transpose(instr)
+        v = self._version(instr)
+        hit = self._transposes.get(instr)
+        if hit is not None and hit[0] == v:
+            return hit[1]
+        name = _bad_transpose(instr)
+        self._transposes[instr] = (v, name)
+        return name
 
     def kernel(self, instr) -> KernelEstimate:
         """`instr`'s own estimate as `EstimateRunTimes` sees it (free instructions pay a launch)."""
@@ -272,5 +290,5 @@ class XlaGpuPairPricer:
             return pe.time_s, ce.time_s, fe.time_s
         t = fused_estimate(model, producer, consumer, self.device, self.costs(producer), self.costs(consumer),
                            facts=(self.facts(producer), self.facts(consumer)), read_cache=self._reads,
-                           time_only=True)
+                           time_only=True, bad_transpose=self.bad_transpose)
         return pe.time_s, ce.time_s, t
