@@ -181,7 +181,10 @@ def speed_main(args) -> int:
     print(f"simulate / XLA:CPU compile: median {ok['ratio_to_cpu_compile'].median():.2f}, "
           f"max {ok['ratio_to_cpu_compile'].max():.2f}")
     per = ok["simulate_us_per_instruction"]
-    print(f"us per instruction: median {per.median():.1f}, max {per.max():.1f} (linear: flat across sizes)")
+    spread = per.max() / per.median()
+    verdict = "near-linear" if spread <= 4 else "NOT linear: the slowest modules cost far more per instruction"
+    print(f"us per instruction: median {per.median():.1f}, max {per.max():.1f} ({spread:.0f}x the median: {verdict})")
+    print(f"goal: every module <= 1 s: {'PASS' if (ok['simulate_s'] <= 1).all() else 'MISS'}")
     return 0
 
 
