@@ -156,22 +156,35 @@ def _corpus():
     return corpus
 
 
-def speed_main(args) -> int:
+def _rows_per_module(args, make_row, show: bool = False):
+    """One row per selected shared module (`make_row(program, size)`), a failing module reported as its error
+    (one module failing must not hide the others); written to `args.out` as CSV when given."""
     import pandas as pd
 
-    model = args.model or "xla-gpu"
     jobs = shared_modules(set(args.program) if args.program else None)
     if not jobs:
         raise SystemExit("bench_fusion: no shared module selected")
     rows = []
     for program, size in jobs:
         try:
-            rows.append(speed_row(program, size, model, args.device))
-        except Exception as exc:  # noqa: BLE001 - one module failing must not hide the others
+            rows.append(make_row(program, size))
+        except Exception as exc:  # noqa: BLE001 - reported per module
             rows.append({"program": program, "size": size, "error": f"{type(exc).__name__}: {exc}"[:160]})
+        if show:
+            print(f"{program}@{size}: " + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                                                      for k, v in rows[-1].items() if k not in ("program", "size")),
+                  file=sys.stderr, flush=True)
     df = pd.DataFrame(rows)
     if args.out:
         df.to_csv(args.out, index=False)
+    return df
+
+
+def speed_main(args) -> int:
+    import pandas as pd
+
+    model = args.model or "xla-gpu"
+    df = _rows_per_module(args, lambda program, size: speed_row(program, size, model, args.device))
     ok = df[df["error"].isna()] if "error" in df else df
     ok = ok.sort_values("simulate_s", ascending=False)
     with pd.option_context("display.width", 200, "display.max_rows", 500):
@@ -359,7 +372,7 @@ def corpus_row(program: str, size: str, model: str, device: str, shared_pre: boo
     if shared_pre:
         try:
             shared = parse_hlo(_read(Path(f"{stem}.pre.hlo.gz")))
-        except Exception as exc:  # noqa: BLE001 - reported per module (5 modules of jax 0.11.2 do not parse yet)
+        except Exception as exc:  # noqa: BLE001 - reported per module (a module our parser refuses)
             row["kernels_ours_shared_pre"] = math.nan
             row["shared_pre_error"] = f"{type(exc).__name__}: {exc}"[:120]
         else:
@@ -374,21 +387,8 @@ def corpus_main(args) -> int:
     import pandas as pd
 
     model = args.model or "xla-gpu"
-    jobs = shared_modules(set(args.program) if args.program else None)
-    if not jobs:
-        raise SystemExit("bench_fusion: no shared module selected")
-    rows = []
-    for program, size in jobs:
-        try:
-            rows.append(corpus_row(program, size, model, args.device, args.shared_pre))
-        except Exception as exc:  # noqa: BLE001 - one module failing must not hide the others
-            rows.append({"program": program, "size": size, "error": f"{type(exc).__name__}: {exc}"[:160]})
-        print(f"{program}@{size}: " + ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                                                  for k, v in rows[-1].items() if k not in ("program", "size")),
-              file=sys.stderr, flush=True)
-    df = pd.DataFrame(rows)
-    if args.out:
-        df.to_csv(args.out, index=False)
+    df = _rows_per_module(args, lambda program, size: corpus_row(program, size, model, args.device,
+                                                                 args.shared_pre), show=True)
     ok = df[df["error"].isna()] if "error" in df else df
     summary = corpus_summary(ok)
     summary["failed"] = {f"{r.program}@{r.size}": r.error for r in df[df.index.isin(ok.index) == False].itertuples()}  # noqa: E712
