@@ -102,7 +102,7 @@ def library_constants(device, routine: str, held_out_source: str | None = None) 
     """The constants of `routine` on `device`, fitted on every row or without `held_out_source`'s
     (default: the source `leaving_source_out` set); None when the device has no fitted file or the
     file has no such routine."""
-    data = _load(getattr(device, "name", str(device)))
+    data = _load(device.name)
     if data is None:
         return None
     routines = data.get("routines", {})
@@ -128,7 +128,7 @@ def _peak(device, work: LibraryWork) -> float:
 def library_call_estimate(kernel, device) -> KernelEstimate | None:
     """The price of a library custom call on a GPU (module docstring), or None: not a library routine
     this model prices (not a custom call, a cuBLAS GEMM, or counts the operands do not give)."""
-    if kernel.opcode != "custom-call" or getattr(device, "kind", "gpu") != "gpu":
+    if kernel.opcode != "custom-call" or device.kind != "gpu":
         return None
     work = library_work(kernel)
     if work is None or work.routine == "gemm":
@@ -151,7 +151,7 @@ def library_call_estimate(kernel, device) -> KernelEstimate | None:
         "bytes_accessed": work.bytes_accessed, "steps": work.steps, "serial_s": serial, "exec_s": time - launch,
         "honest": constants.honest,
     }
-    note = "" if fitted else f"no fitted library constants for {getattr(device, 'name', device)}: a lower bound"
+    note = "" if fitted else f"no fitted library constants for {device.name}: a lower bound"
     return KernelEstimate(compute_s=compute, memory_s=memory, launch_s=launch + serial, time_s=time,
                           bound=dominant_bound(compute, memory, launch + serial), note=note, details=details)
 
@@ -166,7 +166,7 @@ def gemm_table_estimate(kernel, device, method: str = "log-grid", *, scaled: boo
     from ..devices import xla_table_key
     from ._gemm_table import gemm_interpolator, gemm_spec, is_cublas_gemm
 
-    if not is_cublas_gemm(kernel) or getattr(device, "kind", "gpu") != "gpu":
+    if not is_cublas_gemm(kernel) or device.kind != "gpu":
         return None
     spec = gemm_spec(kernel)
     key = xla_table_key(device)
@@ -176,7 +176,7 @@ def gemm_table_estimate(kernel, device, method: str = "log-grid", *, scaled: boo
         return None
     table_s = t
     if scaled:
-        fitted = _load(getattr(device, "name", str(device)))
+        fitted = _load(device.name)
         scale = _gemm_scale(device) if fitted is not None else None
         if scale is not None:
             t *= scale
@@ -192,7 +192,7 @@ def gemm_table_estimate(kernel, device, method: str = "log-grid", *, scaled: boo
 
 
 def _gemm_scale(device) -> float | None:
-    data = _load(getattr(device, "name", str(device))) or {}
+    data = _load(device.name) or {}
     entry = data.get("routines", {}).get("gemm")
     if entry is None:
         return None
