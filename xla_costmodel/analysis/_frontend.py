@@ -33,26 +33,10 @@ _INT_LIST = re.compile(r"\s*\{\s*(-?\d+(?:\s*,\s*-?\d+)*)?\s*\}\s*")
 
 def may_have_attribute(instr, name: str) -> bool:
     """False only when `instr` certainly has no attribute `name` (cheap)."""
-    lazy = getattr(instr, "_lazy", None)
-    if isinstance(lazy, tuple) and len(lazy) == 4:
-        text, _source, start, end = lazy
-        return text.find(name, start, end) >= 0
     store = getattr(instr, "_raw_store", None)
     if isinstance(store, dict):
         return name in store
     return instr.has_attribute(name)
-
-
-_ATTR_PATTERNS: dict[str, re.Pattern] = {}
-# Integer-list texts already converted (the same few values recur thousands of times).
-_PARSED: dict[str, tuple[int, ...]] = {}
-
-
-def _attr_pattern(name: str) -> re.Pattern:
-    pat = _ATTR_PATTERNS.get(name)
-    if pat is None:
-        pat = _ATTR_PATTERNS[name] = re.compile(r"(?:^|[\s,])" + re.escape(name) + r"=\{([-\d,\s]*)\}")
-    return pat
 
 
 def int_list_attribute(instr, name: str, default=()):
@@ -60,28 +44,7 @@ def int_list_attribute(instr, name: str, default=()):
     cache = getattr(instr, "_cache", None)
     if cache and name in cache:
         return cache[name]
-    lazy = getattr(instr, "_lazy", None)
-    if lazy.__class__ is tuple and len(lazy) == 4:
-        # Read the value straight from the unsplit attribute text.
-        text, _source, start, end = lazy
-        m = _attr_pattern(name).search(text, start, end)
-        if m is None:
-            if text.find(name, start, end) < 0:
-                return default
-        else:
-            body = m.group(1)
-            value = _PARSED.get(body)
-            if value is None:
-                body = body.strip()
-                try:
-                    value = tuple(int(x) for x in body.split(",")) if body else ()
-                except ValueError:
-                    value = None
-                else:
-                    _PARSED[m.group(1)] = value
-            if value is not None:
-                return value
-    elif not may_have_attribute(instr, name):
+    if not may_have_attribute(instr, name):
         return default
     raw = None
     try:
@@ -99,7 +62,6 @@ def int_list_attribute(instr, name: str, default=()):
     return tuple(value) if value is not None else default
 
 
-_WORD_PATTERNS: dict[str, re.Pattern] = {}
 _WORD = re.compile(r"[\w$.\-]+")
 
 
@@ -108,27 +70,15 @@ def word_attribute(instr, name: str, default=None):
     cache = getattr(instr, "_cache", None)
     if cache and name in cache:
         return cache[name]
-    lazy = getattr(instr, "_lazy", None)
-    if lazy.__class__ is tuple and len(lazy) == 4:
-        text, _source, start, end = lazy
-        pat = _WORD_PATTERNS.get(name)
-        if pat is None:
-            pat = _WORD_PATTERNS[name] = re.compile(r"(?:^|[\s,])" + re.escape(name) + r"=([\w$.\-]+)(?=\s*(?:,|$))")
-        m = pat.search(text, start, end)
-        if m is not None:
-            return m.group(1)
-        if text.find(name, start, end) < 0:
+    store = getattr(instr, "_raw_store", None)
+    if isinstance(store, dict):
+        raw = store.get(name)
+        if raw is None and name not in store:
             return default
-    else:
-        store = getattr(instr, "_raw_store", None)
-        if isinstance(store, dict):
-            raw = store.get(name)
-            if raw is None and name not in store:
-                return default
-            if isinstance(raw, str):
-                word = raw.strip()
-                if _WORD.fullmatch(word):
-                    return word
+        if isinstance(raw, str):
+            word = raw.strip()
+            if _WORD.fullmatch(word):
+                return word
     return instr.attribute(name, default)
 
 

@@ -127,7 +127,6 @@ def clone_instruction(
     new.literal_text = instr.literal_text
     # Share the parsed source text; copy the mutable maps so edits stay local.
     new._raw_store = dict(instr._raw_store)
-    new._lazy = instr._lazy
     new._pos = dict(instr._pos) if instr._pos is not None else None
     new._src = instr._src
     new._cache = dict(instr._cache) if instr._cache else None

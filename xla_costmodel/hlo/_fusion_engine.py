@@ -263,7 +263,6 @@ def _init_fusion(fusion: HloInstruction, name: str, shape, comp: HloComputation,
     fusion.parameter_number = None
     fusion.literal_text = None
     fusion._raw_store = {}
-    fusion._lazy = None
     fusion._pos = None
     fusion._src = None
     fusion._cache = None

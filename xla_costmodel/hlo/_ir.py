@@ -71,7 +71,6 @@ class HloInstruction:
         "parameter_number",
         "literal_text",
         "_raw_store",
-        "_lazy",
         "_pos",
         "_cache",
         "_called",
@@ -99,7 +98,6 @@ class HloInstruction:
         self.parameter_number = parameter_number
         self.literal_text = literal_text
         self._raw_store: dict[str, str | None] = {}
-        self._lazy: tuple | None = None  # always None now (every reader splits attribute lists); still read elsewhere
         self._pos: dict[str, tuple[int, int]] | None = None
         self._cache: dict[str, Any] | None = None
         self._called: dict[str, Any] | None = None

@@ -658,7 +658,6 @@ def new_instruction(name: str, opcode: str, shape: Shape, operands: list) -> Hlo
     instr.computation = None
     instr.parameter_number = None
     instr.literal_text = None
-    instr._lazy = None
     instr._cache = None
     instr._called = None
     instr._src = None
