@@ -64,6 +64,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import _fusion_growth
 from . import _gpu_rules  # noqa: F401  (registers the GPU rules)
 from . import _rules as R
 from ._cost import (
@@ -120,14 +121,35 @@ class _GpuAnalysis(Analysis):
         super().__init__(module, **kwargs)
         self.ew_roots: dict[Any, set] = {}
         self.root_util: dict[Any, float] = {}
+        self.root_ir: dict[Any, float] = {}
+        # The last fusion walked: whether in exact integers, and its (parameters, constants).
+        self.integral_walk = False
+        self.fused_leaves: tuple[list, list] | None = None
+
+    # Analyse a fusion that grew from the state its body was last analysed in (`_fusion_growth`).
+    track_growth = False
+
+    def fusion(self, instr, p: list) -> None:
+        if not self.track_growth or type(self) is not _GpuAnalysis:
+            return super().fusion(instr, p)
+        comp = instr.fused_computation
+        if comp is not None and instr.fusion_kind != "kCustom" and _fusion_growth.grow(self, instr, comp, p):
+            return
+        self.integral_walk = False
+        self.fused_leaves = None
+        super().fusion(instr, p)
+        if comp is not None and instr.fusion_kind != "kCustom":
+            _fusion_growth.remember(self, instr, comp, p)
 
     def fusion_utilizations(self, instr, comp, p: list) -> tuple[list, list]:
         """`GpuHloCostAnalysis::FusionCalculateUtilizations` (float32 arithmetic, as in XLA)."""
         order = list(reversed(self._post_order(comp)))
         done = self._integral_utilizations(comp, order, p)
-        if done is not None:
-            return done
-        return self._f32_utilizations(comp, order, p)
+        self.integral_walk = done is not None
+        if done is None:
+            done = self._f32_utilizations(comp, order, p)
+        self.fused_leaves = done
+        return done
 
     def _integral_utilizations(self, comp, order: list, p: list) -> tuple[list, list] | None:
         """The common case in plain floats: while every utilization, IR size and flop sum is an
@@ -201,6 +223,7 @@ class _GpuAnalysis(Analysis):
                 constants.append(h)
         self.ew_roots.update(ew_roots)
         self.root_util.update(root_util)
+        self.root_ir.update(root_ir)
         p[FLOPS] = flops
         p[IR] = ir_total
         params.sort(key=lambda h: h.parameter_number)

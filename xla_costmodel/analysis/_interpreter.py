@@ -198,6 +198,17 @@ class Analysis:
 
     def _analyze_loop(self, comp) -> list:
         instrs = comp.instructions
+        recs = self.record_instructions(instrs)
+        total = sum_records(recs)
+        if total[-1]:
+            # Some sum is not exact in float32: redo it in XLA's visit order.
+            order = self._xla_order(comp)
+            if order is not None:
+                total = sum_records([self._records[i] for i in order], refine_only=True, exact=total)
+        return total
+
+    def record_instructions(self, instrs, *, keep: bool = True) -> list:
+        """Each instruction's record (Preprocess + its rule), in order; kept as its record unless `keep` is False."""
         # The hot loop of the analysis: `visit` inlined, with everything it
         # looks up bound to locals (a large module has ~10^5-10^6 instructions).
         size_cache = self._size_cache
@@ -237,14 +248,9 @@ class Analysis:
                     if inline == 4:
                         opb[0] = 0
             append(p)
-        records.update(zip(instrs, recs))
-        total = sum_records(recs)
-        if total[-1]:
-            # Some sum is not exact in float32: redo it in XLA's visit order.
-            order = self._xla_order(comp)
-            if order is not None:
-                total = sum_records([records[i] for i in order], refine_only=True, exact=total)
-        return total
+        if keep:
+            records.update(zip(instrs, recs))
+        return recs
 
     def _small_computation(self, comp) -> list | None:
         """Reuse the records of an identical small computation (JAX emits one reducer region per reduce).

@@ -218,6 +218,7 @@ def kernel_cost(instr, variant: str = "gpu", device_profile=None, *,
     if variant == "gpu":
         an = _GpuAnalysis(None, _profile(device_profile), count_multiple_input_accesses=True, warn=False,
                           overrides=overrides)
+        an.track_growth = True
     elif variant == "base":
         an = _BaseKernelAnalysis(None, {}, count_multiple_input_accesses=True, warn=False, overrides=overrides)
     elif variant == "xla":

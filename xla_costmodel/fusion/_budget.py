@@ -4,13 +4,14 @@ transposes and concatenates (`KernelFacts`, summed over a fused pair), and the I
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 from ..analysis._emission import fusion_pass_is_tiled_transpose, is_contiguous_reduction, reduction_dimensions
 from ..analysis._gpu import MAX_IR_SIZE as MAX_IR_SIZE
 from ..analysis._opcodes import passes_elementwise_roots
-from ..hlo import HloInstruction
-from ..hlo._fusion_engine import _ordered
+from ..hlo import HloComputation, HloInstruction
+from ..hlo._fusion_engine import _ordered, body_growth
 
 
 MAX_OPERANDS_AND_OUTPUTS = 96  # MaxOperandsAndOutputsPerFusion
@@ -117,6 +118,30 @@ class IrSize:
     param_size: tuple[int, ...] = ()
 
 
+# Bodies smaller than this get the whole walk every time (see `_IrWalk`).
+_GROW_FROM = 48
+
+
+@dataclass(slots=True, eq=False)
+class _IrWalk:
+    """The state `ir_size`'s walk ended in, kept per fused body so that a growth of the body
+    (`hlo.BodyGrowth`) walks only what it added: the producer's clones, seeded with the dropped
+    parameter's roots, then the parameters they read. Everything is an integer count, so the
+    order of the additions cannot change the result."""
+
+    serial: int
+    size: int
+    root: HloInstruction
+    ew: dict
+    root_size: dict
+    times: dict
+    params: list
+    result: IrSize
+
+
+_IR_WALKS: "weakref.WeakKeyDictionary[HloComputation, _IrWalk]" = weakref.WeakKeyDictionary()
+
+
 def ir_size(instr: HloInstruction) -> IrSize:
     """How many times each instruction of the kernel is emitted, summed (`FusionCalculateUtilizations`).
 
@@ -130,6 +155,19 @@ def ir_size(instr: HloInstruction) -> IrSize:
     fused = instr.fused_computation
     if fused is None:
         return IrSize(1)
+    g = body_growth(fused)
+    serial = g.serial if g is not None else 0
+    n = len(fused.instructions)
+    walk = _IR_WALKS.get(fused)
+    if walk is not None and walk.root is fused.root:
+        if walk.serial == serial and walk.size == n:
+            return walk.result
+        if (g is not None and g.previous == walk.serial and g.size_before == walk.size and g.size_after == n
+                and len(g.dropped) == 1):
+            grown = _grown_ir_walk(walk, g)
+            if grown is not None:
+                _IR_WALKS[fused] = grown
+                return grown.result
     order = _ordered(fused)
     empty: frozenset = frozenset()
     ew: dict[int, frozenset] = {}
@@ -138,8 +176,20 @@ def ir_size(instr: HloInstruction) -> IrSize:
     root = fused.root
     ew[id(root)] = frozenset((id(root),))
     root_size[id(root)] = 1
+    total = _walk(reversed(order), ew, root_size, times, empty)
+    params = fused.parameters
+    result = IrSize(int(total), tuple(int(times.get(id(p), 0)) for p in params))
+    if n >= _GROW_FROM:
+        _IR_WALKS[fused] = _IrWalk(serial, n, root, ew, root_size, times, params, result)
+    else:
+        _IR_WALKS.pop(fused, None)
+    return result
+
+
+def _walk(instrs, ew: dict, root_size: dict, times: dict, empty: frozenset) -> float:
+    """The walk over `instrs` (users before operands), filling the three maps; returns the sum of the times."""
     total = 0.0
-    for i in reversed(order):
+    for i in instrs:
         iid = id(i)
         roots = ew.get(iid, empty)
         t = 0.0
@@ -162,6 +212,43 @@ def ir_size(instr: HloInstruction) -> IrSize:
                 if oid not in cur:
                     ew[oid] = cur | {oid}
                 root_size[oid] = root_size.get(oid, 0) + t
-    return IrSize(int(total), tuple(int(times.get(id(p), 0)) for p in fused.parameters))
+    return total
 
 
+def _grown_ir_walk(walk: _IrWalk, g) -> _IrWalk | None:
+    """`walk` after growth `g`, or None when the growth is not one this can follow."""
+    dropped, value = g.dropped[0], g.value
+    did, vid = id(dropped), id(value)
+    ew, root_size, times = dict(walk.ew), dict(walk.root_size), dict(walk.times)
+    seed = ew.pop(did, frozenset())
+    if did in seed:
+        seed = (seed - {did}) | {vid}
+    if seed:
+        ew[vid] = seed
+    if did in root_size:
+        root_size[vid] = root_size.pop(did)
+    total = walk.result.size - times.pop(did, 0.0)
+    clones = [h for h in g.added if h.opcode != "parameter"]
+    new_params = [h for h in g.added if h.opcode == "parameter"]
+    total += _walk(reversed(clones), ew, root_size, times, frozenset())
+    # The parameters the clones read: their old counts out, the new ones in.
+    added = {id(h) for h in g.added}
+    read = {}
+    for h in clones:
+        for o in h.operands:
+            if id(o) not in added:
+                if o.opcode != "parameter":
+                    return None
+                read[id(o)] = o
+    for h in list(read.values()) + new_params:
+        hid = id(h)
+        total -= times.get(hid, 0.0)
+        t = 0.0
+        for r in ew.get(hid, ()):
+            t += root_size.get(r, 0)
+        times[hid] = t
+        total += t
+    params = [h for h in walk.params if h is not dropped] + new_params
+    params.sort(key=lambda h: h.parameter_number)
+    result = IrSize(int(total), tuple(int(times.get(id(p), 0)) for p in params))
+    return _IrWalk(g.serial, g.size_after, walk.root, ew, root_size, times, params, result)

@@ -19,14 +19,18 @@ that the result prints as a module XLA's parser accepts:
 
 from __future__ import annotations
 
+import itertools
 import weakref
+from dataclasses import dataclass
 
 from ._deferred import DeferredBody, Frozen, Fused, Leaf, is_deferred, replay
 from ._edit import NameUniquifier, _names_for, clone_instruction, remove_instruction_and_body
 from ._ir import HloComputation, HloInstruction, HloModule
 
 __all__ = [
+    "BodyGrowth",
     "FusionEditor",
+    "body_growth",
     "default_fusion_kind",
     "discard_fusion",
     "fuse",
@@ -316,6 +320,36 @@ def make_fusion(
     return fusion
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class BodyGrowth:
+    """How the last in-place growth (`_extend_fusion`) changed a fused body, for analyses that
+    update what they know of the body instead of walking all of it again.
+
+    **Attributes:** `serial` (unique per growth); `previous`: the serial of the growth before it
+    (0: the body as first built); `size_before`, `size_after`: `len(body.instructions)`;
+    `added`: the instructions the growth made (the producer's clones and the new parameters),
+    operands before users; `dropped`: the parameters that stood for the producer, gone from the
+    body; `value`: the producer's value in the body, which took over their uses.
+    """
+
+    serial: int
+    previous: int
+    size_before: int
+    size_after: int
+    added: tuple
+    dropped: tuple
+    value: HloInstruction
+
+
+_GROWTH: "weakref.WeakKeyDictionary[HloComputation, BodyGrowth]" = weakref.WeakKeyDictionary()
+_SERIALS = itertools.count(1)
+
+
+def body_growth(body: HloComputation) -> BodyGrowth | None:
+    """The last growth of `body` by a fusion (None if it never grew in place)."""
+    return _GROWTH.get(body)
+
+
 def _extend_fusion(
     producer: HloInstruction,
     consumer: HloInstruction,
@@ -387,6 +421,9 @@ def _extend_fusion(
     )
     if fused.root is not None and id(fused.root) in drop:
         fused.root = value
+    last = _GROWTH.get(fused)
+    _GROWTH[fused] = BodyGrowth(next(_SERIALS), last.serial if last is not None else 0, n_before,
+                                len(fused.instructions), tuple(new_instrs), tuple(producer_params), value)
 
 
 def fuse(

@@ -33,12 +33,14 @@ What is the models' own and lives here:
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 
 from ..analysis._frontend import custom_call_target
 from ..analysis._kernel import KernelCost, kernel_cost
 from ..analysis._library import library_work, topk_flops
 from ..analysis._opcodes import MATMUL_OPCODES
+from ..hlo._fusion_engine import body_growth
 from ..analysis._rules import BYTES, FLOPS, OUT, TRANS, UNPRICED, merge_unpriced
 from ..analysis._shapes import first_array, shape_size
 
@@ -218,29 +220,89 @@ def _split_flops(c: KernelCost) -> tuple[float, str, dict]:
     """`(matmul flops, their dtype, {dtype: other flops + transcendentals})`, utilization-weighted."""
     kernel = c.kernel
     comp = kernel.fused_computation if kernel.opcode == "fusion" else None
-    instrs = comp.instructions if comp is not None else (kernel,)
+    if comp is None:
+        return _split_instructions(c, (kernel,), None)[:3]
+    if len(comp.instructions) < _GROW_FROM:
+        return _split_instructions(c, comp.instructions, comp)[:3]
+    g = body_growth(comp)
+    serial = g.serial if g is not None else 0
+    n = len(comp.instructions)
+    st = _SPLITS.get(comp)
+    an = c._an
+    if st is not None and st.rules is an._rules and st.profile is getattr(an, "op_profile", None) and st.kernel is kernel:
+        if st.serial == serial and st.size == n:
+            return st.mm, st.mm_dtype, dict(st.by_dtype)
+        if g is not None and g.previous == st.serial and g.size_before == st.size and g.size_after == n:
+            # Only the new instructions' work is new: the rest keep their utilization (`_fusion_growth`).
+            mm, mm_dtype, by_dtype, exact = _split_instructions(
+                c, [h for h in g.added if h.opcode != "parameter"], comp)
+            if exact:
+                mm_dtype = mm_dtype or st.mm_dtype
+                for dtype, amount in st.by_dtype.items():
+                    by_dtype[dtype] = by_dtype.get(dtype, 0.0) + amount
+                mm += st.mm
+                _SPLITS[comp] = _Split(serial, n, kernel, an._rules, st.profile, mm, mm_dtype, by_dtype)
+                return mm, mm_dtype, dict(by_dtype)
+    mm, mm_dtype, by_dtype, exact = _split_instructions(c, comp.instructions, comp)
+    if exact:
+        _SPLITS[comp] = _Split(serial, n, kernel, an._rules, getattr(an, "op_profile", None), mm, mm_dtype,
+                               dict(by_dtype))
+    else:
+        _SPLITS.pop(comp, None)
+    return mm, mm_dtype, by_dtype
+
+
+# Fused bodies at least this large keep their split for their next growth (`_Split`).
+_GROW_FROM = 48
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Split:
+    """A fused body's split of work, kept so that after a growth only the new instructions are
+    split. Kept only when every amount was an integer (sums of integers are exact in any order)."""
+
+    serial: int
+    size: int
+    kernel: object
+    rules: object
+    profile: object
+    mm: float
+    mm_dtype: str
+    by_dtype: dict
+
+
+_SPLITS: "weakref.WeakKeyDictionary[object, _Split]" = weakref.WeakKeyDictionary()
+
+
+def _split_instructions(c: KernelCost, instrs, comp) -> tuple[float, str, dict, bool]:
+    """`_split_flops` over `instrs`, and whether every amount was an integer without shares of called computations."""
     mm = 0.0
     mm_dtype = ""
     by_dtype: dict[str, float] = {}
     shares: dict = {}
+    exact = True
     for h, f, t, u in c.working_instructions(instrs):
         if comp is None:
             u = 1.0
         op = h.opcode
         if op in MATMUL_OPCODES or (op == "custom-call" and (custom_call_work(h) or ("",))[0] == "matmul"):
-            mm += u * f
+            term = u * f
+            exact = exact and term == int(term)
+            mm += term
             mm_dtype = mm_dtype or h.operands[0].shape.element_type
             continue
         amount = u * (f + t)
+        exact = exact and amount == int(amount)
         if op in _CALLERS:
             split = _computation_shares(c, _called(h), shares)
             if split:
+                exact = False
                 for dtype, share in split.items():
                     by_dtype[dtype] = by_dtype.get(dtype, 0.0) + amount * share
                 continue
         dtype = _work_dtype(h)
         by_dtype[dtype] = by_dtype.get(dtype, 0.0) + amount
-    return mm, mm_dtype, by_dtype
+    return mm, mm_dtype, by_dtype, exact
 
 
 def _computation_shares(c: KernelCost, comps: list, memo: dict) -> dict:

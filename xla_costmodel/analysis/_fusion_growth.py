@@ -1,0 +1,288 @@
+"""A grown fusion's `GpuHloCostAnalysis`, from the analysis of the fusion before it grew.
+
+Priority fusion grows one fusion a producer at a time, and prices it after
+every step. XLA revisits the whole fused computation each time
+(`RevisitInstruction`); on a loop body of thousands of instructions that is
+quadratic, and in Python it is what dominates the simulation. But a growth
+(`hlo.BodyGrowth`) changes little: the producer's clones and new parameters
+come in, the parameter that stood for the producer goes, and the producer's
+value takes over its uses. Nothing else in the body changes its record, its
+elementwise use roots or its utilization, because utilization flows from the
+root towards the parameters and the old body's instructions are all "above"
+the dropped parameter. So the new analysis is the old one with:
+
+- the new instructions' records added to the body's sum, the dropped
+  parameter's taken out;
+- the utilization walk (`FusionCalculateUtilizations`) run over the new
+  instructions only, seeded with the old walk's state at the dropped
+  parameter, then over the parameters the new instructions read.
+
+That is the same arithmetic as the full walk, in another order; it is used
+only where the order cannot matter: every record value, utilization, IR size
+and sum an integer below 2**24 (exact in float32 and in any order), which is
+the condition of the full walk's own fast path. Anything else (float32
+rounding, a producer bound to two parameters, a body edited some other way,
+another rule table or device profile) falls back to the full analysis.
+`tests/test_fusion_growth.py` checks every growth of real fusion runs
+against the full analysis.
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+from ..hlo._fusion_engine import body_growth
+from ._opcodes import passes_elementwise_roots
+from ._records import _F32_EXACT
+from ._rules import (
+    BYTES,
+    EXTRA,
+    FLOPS,
+    IR,
+    OPB,
+    OPU,
+    OUT,
+    TRANS,
+    UNPRICED,
+    UTIL,
+    copy_record,
+    elements_recursive,
+)
+
+# Bodies smaller than this are analysed afresh: the bookkeeping would cost more than it saves.
+GROW_FROM = 48
+_SCALARS = (FLOPS, TRANS, BYTES, OUT, UTIL, IR)
+
+
+@dataclass(slots=True, eq=False)
+class _BodyState:
+    """What an analysis knew of a fused body when it last analysed it (never edited afterwards)."""
+
+    serial: int
+    size: int
+    root: Any
+    instr: Any
+    shape: Any
+    kind: str | None
+    rules: dict
+    profile: dict
+    records: dict
+    subs: dict
+    ew_roots: dict
+    root_util: dict
+    root_ir: dict
+    sub: list
+    params: list
+    constants: list
+    result: list
+
+
+_STATES: "weakref.WeakKeyDictionary[Any, _BodyState]" = weakref.WeakKeyDictionary()
+
+
+def _integral(r: list) -> bool:
+    for k in _SCALARS:
+        v = r[k]
+        if v != int(v) or not (-_F32_EXACT < v < _F32_EXACT):
+            return False
+    for slot in (OPB, OPU):
+        for v in r[slot]:
+            if v != int(v) or not (-_F32_EXACT < v < _F32_EXACT):
+                return False
+    return not r[EXTRA] and not r[UNPRICED]
+
+
+def remember(an, instr, comp, p: list, *, checked: bool = False) -> None:
+    """Keep what `an` found for fusion `instr` (body `comp`, record `p`) for the body's next growth.
+
+    `checked`: the body's records are known to be integral (the incremental path checked them).
+    """
+    leaves = an.fused_leaves
+    sub = an._subs.get(id(comp))
+    if (not an.integral_walk or leaves is None or sub is None or len(comp.instructions) < GROW_FROM
+            or sub[-1] or not _integral(sub)):
+        _STATES.pop(comp, None)
+        return
+    records = an._records
+    if not checked:
+        for h in comp.instructions:
+            r = records[h]
+            if not _integral(r):
+                _STATES.pop(comp, None)
+                return
+    g = body_growth(comp)
+    _STATES[comp] = _BodyState(
+        g.serial if g is not None else 0, len(comp.instructions), comp.root, instr, instr.shape,
+        instr.fusion_kind, an._rules, an.op_profile, records, an._subs, an.ew_roots, an.root_util, an.root_ir,
+        sub, leaves[0], leaves[1], copy_record(p),
+    )
+
+
+def grow(an, instr, comp, p: list) -> bool:
+    """Analyse fusion `instr` from its body's last state, if that is exact; False (nothing changed) if not."""
+    st = _STATES.get(comp)
+    if (st is None or st.instr is not instr or st.shape is not instr.shape or st.rules is not an._rules
+            or st.profile is not an.op_profile or st.kind != instr.fusion_kind or comp.root is not st.root):
+        return False
+    g = body_growth(comp)
+    serial = g.serial if g is not None else 0
+    n = len(comp.instructions)
+    if serial == st.serial:
+        if n != st.size:
+            return False
+        # Unchanged since: the same figures.
+        an._records = dict(st.records)
+        an._subs = dict(st.subs)
+        an.ew_roots, an.root_util, an.root_ir = st.ew_roots, st.root_util, st.root_ir
+        an.integral_walk = True
+        an.fused_leaves = (st.params, st.constants)
+        p[:] = copy_record(st.result)
+        return True
+    if g.previous != st.serial or g.size_before != st.size or g.size_after != n or len(g.dropped) != 1:
+        return False
+    try:
+        if _grow(an, instr, comp, p, st, g):
+            remember(an, instr, comp, p, checked=True)
+            return True
+    except KeyError:
+        pass  # a body not as the growth says: start afresh
+    an._records, an._subs, an.ew_roots, an.root_util, an.root_ir = {}, {}, {}, {}, {}
+    an.integral_walk = False
+    an.fused_leaves = None
+    return False
+
+
+def _grow(an, instr, comp, p: list, st: _BodyState, g) -> bool:
+    dropped = g.dropped[0]
+    value = g.value
+    clones = [h for h in g.added if h.opcode != "parameter"]
+    new_params = [h for h in g.added if h.opcode == "parameter"]
+    limit = _F32_EXACT
+
+    records = dict(st.records)
+    old_dropped = records.pop(dropped)
+    an._records = records
+    an._subs = dict(st.subs)
+    recs = an.record_instructions(g.added)
+    if not all(_integral(r) for r in recs):
+        return False
+
+    # The body's sum: the new records in, the dropped parameter's (as its rule made it) out.
+    sub = [st.sub[k] if k in _SCALARS else None for k in range(10)]
+    opb, opu = list(st.sub[OPB]), list(st.sub[OPU])
+    for r in recs + [None]:
+        sign = 1.0
+        if r is None:
+            r = an.record_instructions([dropped], keep=False)[0]
+            sign = -1.0
+        for k in _SCALARS:
+            sub[k] += sign * r[k]
+        for slot, acc in ((OPB, opb), (OPU, opu)):
+            vals = r[slot]
+            if len(vals) > len(acc):
+                acc.extend([0.0] * (len(vals) - len(acc)))
+            for i, v in enumerate(vals):
+                acc[i] += sign * v
+    sub[OPB], sub[OPU], sub[EXTRA], sub[UNPRICED] = opb, opu, None, ()
+    sub.append(False)
+    if not _integral(sub):
+        return False
+    an._subs[id(comp)] = sub
+
+    # The utilization walk over what is new, seeded where the producer's value took the dropped
+    # parameter's place (its roots, with the parameter itself replaced by the value).
+    ew = dict(st.ew_roots)
+    ru = dict(st.root_util)
+    ri = dict(st.root_ir)
+    seed = set(ew.pop(dropped))
+    if dropped in seed:
+        seed.discard(dropped)
+        seed.add(value)
+    ew[value] = seed
+    ru[value] = ru.pop(dropped, 0.0)
+    if dropped in ri:
+        ri[value] = ri.pop(dropped)
+    for h in g.added:
+        if h is not value:
+            ew[h] = set()
+            ru[h] = 0.0
+    flops = st.result[FLOPS]
+    ir_total = st.result[IR] - old_dropped[IR]
+    old = st.records
+    touched: dict = {}  # the old parameters the new instructions read (their sets copied before changing)
+    walked = []
+    for h in reversed(clones):
+        r = records[h]
+        roots_h = ew[h]
+        util = ir = 0.0
+        for rt in roots_h:
+            util += ru[rt]
+            ir += ri.get(rt, 0.0)
+        f = r[FLOPS]
+        if f:
+            term = util * f
+            flops += term
+            if term != int(term) or not (-limit < term < limit) or not (-limit < flops < limit):
+                return False
+        ir_total += ir
+        if ir_total >= limit or util >= limit:
+            return False
+        walked.append((h, r, util, ir))
+        passes = passes_elementwise_roots(h)
+        opu_list = r[OPU]
+        for k, operand in enumerate(h.operands):
+            if operand in old and operand not in touched:
+                touched[operand] = None
+                ew[operand] = set(ew[operand])
+            if passes:
+                ew[operand].update(roots_h)
+                continue
+            ew[operand].add(operand)
+            opu = opu_list[k] if k < len(opu_list) else 0.0
+            if opu != int(opu):
+                return False
+            cur = util * opu if elements_recursive(operand.shape) else 0.0
+            v = ru[operand] + cur
+            v_ir = ri.get(operand, 0.0) + ir
+            if not (-limit < v < limit) or v_ir >= limit:
+                return False
+            ru[operand] = v
+            ri[operand] = v_ir
+    for h in list(touched) + new_params:
+        if h.opcode != "parameter":
+            return False  # an old instruction other than a parameter read by the producer: not a growth
+        if h in old:
+            ir_total -= old[h][IR]
+            r = records[h] = list(records[h])
+        else:
+            r = records[h]
+        util = ir = 0.0
+        for rt in ew[h]:
+            util += ru[rt]
+            ir += ri.get(rt, 0.0)
+        ir_total += ir
+        if ir_total >= limit or util >= limit:
+            return False
+        walked.append((h, r, util, ir))
+    for _h, r, util, ir in walked:
+        r[UTIL] = util
+        r[IR] = ir
+    an.ew_roots, an.root_util, an.root_ir = ew, ru, ri
+    an.integral_walk = True
+
+    params = [h for h in st.params if h is not dropped] + new_params
+    params.sort(key=lambda h: h.parameter_number)
+    constants = st.constants + [h for h in clones if h.opcode == "constant"]
+    an.fused_leaves = (params, constants)
+    # The fusion's own figures, as `Analysis.fusion` makes them from the body's.
+    p[:] = copy_record(sub)
+    p[BYTES] = 0.0
+    an._fusion_output_bytes(instr, comp, p)
+    p[FLOPS] = flops
+    p[IR] = ir_total
+    if constants:
+        an._fusion_constants(constants, p)
+    an._fusion_operand_bytes(params, p)
+    return True
