@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from ..hlo._fusion_engine import select_in_body
 from ._frontend import fusion_backend_kind, int_list_attribute
 from ._opcodes import IS_ELEMENTWISE, LIBRARY_OPCODES, is_elementwise
 from ._shapes import elements, elements_recursive, reshape_is_bitcast, transpose_is_bitcast
@@ -579,10 +580,14 @@ class LaunchFacts(NamedTuple):
 MAX_CONCAT_OPERANDS_FOR_UNROLLING = 10
 
 
+_MAY_PREVENT_VECTORIZATION = frozenset({"dot", "sort", "concatenate", "reduce", "reduce-window"})
+_LAUNCH_FACT_OPCODES = frozenset({"reduce", "concatenate", "transpose", "copy", "gather", "slice"})
+
+
 def may_prevent_vectorization(kernel) -> bool:
     """XLA's `MayPreventVectorization`: dots, sorts, long concatenates, variadic reduces, large windows."""
     comp = kernel.fused_computation if kernel.opcode == "fusion" else None
-    instrs = comp.instructions if comp is not None else [kernel]
+    instrs = select_in_body(comp, _MAY_PREVENT_VECTORIZATION) if comp is not None else [kernel]
     for h in instrs:
         op = h.opcode
         if op in ("dot", "sort"):
@@ -604,7 +609,7 @@ def launch_facts(instr) -> LaunchFacts:
     if instr.opcode == "fusion" and comp is None:
         return LaunchFacts(True, True, True)
     special = access = False
-    for h in comp.instructions if comp is not None else (instr,):
+    for h in select_in_body(comp, _LAUNCH_FACT_OPCODES) if comp is not None else (instr,):
         op = h.opcode
         if op == "reduce" or op == "concatenate":
             special = True

@@ -36,6 +36,7 @@ __all__ = [
     "fuse",
     "hypothetical_fusion",
     "make_fusion",
+    "select_in_body",
 ]
 
 def _new_parameter(number: int, like: HloInstruction, name: str) -> HloInstruction:
@@ -348,6 +349,43 @@ _SERIALS = itertools.count(1)
 def body_growth(body: HloComputation) -> BodyGrowth | None:
     """The last growth of `body` by a fusion (None if it never grew in place)."""
     return _GROWTH.get(body)
+
+
+# Bodies smaller than this are scanned whenever asked (`select_in_body`).
+_SELECT_FROM = 48
+_SELECTIONS: "weakref.WeakKeyDictionary[HloComputation, dict]" = weakref.WeakKeyDictionary()
+
+
+def select_in_body(body: HloComputation, opcodes: frozenset) -> tuple[HloInstruction, ...]:
+    """The instructions of `body` whose opcode is in `opcodes`, in body order.
+
+    Kept per body and brought up to date through its growths: after a growth
+    the body lists its parameters, then the producer's clones, then what it
+    had, so the answer is the matching clones followed by the previous answer
+    (a parameter is never selected through a growth). Questions such as "is
+    there a reduce in this kernel" then cost the number of matches, not the
+    size of a body that grows thousands of times.
+    """
+    n = len(body.instructions)
+    if n < _SELECT_FROM or "parameter" in opcodes:
+        return tuple(h for h in body.instructions if h.opcode in opcodes)
+    g = _GROWTH.get(body)
+    serial = g.serial if g is not None else 0
+    kept = _SELECTIONS.get(body)
+    if kept is None:
+        kept = _SELECTIONS[body] = {}
+    hit = kept.get(opcodes)
+    if hit is not None:
+        was, size, found = hit
+        if was == serial and size == n:
+            return found
+        if g is not None and g.previous == was and g.size_before == size and g.size_after == n:
+            found = tuple(h for h in g.added if h.opcode in opcodes) + found
+            kept[opcodes] = (serial, n, found)
+            return found
+    found = tuple(h for h in body.instructions if h.opcode in opcodes)
+    kept[opcodes] = (serial, n, found)
+    return found
 
 
 def _extend_fusion(

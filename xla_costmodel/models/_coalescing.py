@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from ..analysis._emission import is_input_fusible_reduction, warp_size
 from ..analysis._opcodes import IS_ELEMENTWISE
 from ..analysis._shapes import first_array
+from ..hlo._fusion_engine import select_in_body
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,11 +47,15 @@ def _most_minor_non_trivial(shape) -> tuple[int, int]:
     return -1, pos
 
 
+# The opcodes `transposes_minor_dimension` can be true of.
+_MAY_TRANSPOSE = frozenset({"copy", "transpose", "fusion"})
+
+
 def transposes_minor_dimension(instr) -> bool:
     """XLA's `TransposesMinorDimension` (for a fusion: any fused instruction does)."""
     op = instr.opcode
     if op == "fusion" and instr.fused_computation is not None:
-        return any(transposes_minor_dimension(h) for h in instr.fused_computation.instructions)
+        return any(transposes_minor_dimension(h) for h in select_in_body(instr.fused_computation, _MAY_TRANSPOSE))
     if op == "copy":
         return _most_minor_non_trivial(instr.operands[0].shape)[0] != _most_minor_non_trivial(instr.shape)[0]
     if op == "transpose":
@@ -82,7 +87,7 @@ def _reads_broadcast(instr) -> bool:
 
 def _bad_transpose(instr) -> str:
     if instr.opcode == "fusion" and instr.fused_computation is not None:
-        for h in instr.fused_computation.instructions:
+        for h in select_in_body(instr.fused_computation, _MAY_TRANSPOSE):
             if transposes_minor_dimension(h) and not _reads_broadcast(h.operands[0]):
                 return h.name
         return ""
@@ -160,6 +165,9 @@ def _access_problem(value, device) -> str:
     return ""
 
 
+_ACCESS_OPCODES = frozenset({"gather", "slice"})
+
+
 def kernel_coalescing(kernel, emitter: str, device, *, producer=None, consumer=None,
                       access_patterns: bool = True) -> Coalescing:
     """Coalescing of every operand of `kernel`.
@@ -179,8 +187,9 @@ def kernel_coalescing(kernel, emitter: str, device, *, producer=None, consumer=N
     n = len(kernel.operands)
     coalesced = [ok] * n
     reasons = [why] * n
-    if access_patterns:
-        comp = kernel.fused_computation if kernel.opcode == "fusion" else None
+    comp = kernel.fused_computation if kernel.opcode == "fusion" else None
+    # Only a gather or a slice makes a read uncoalesced by its access pattern.
+    if access_patterns and (comp is None or select_in_body(comp, _ACCESS_OPCODES)):
         for i, operand in enumerate(kernel.operands):
             if not coalesced[i]:
                 continue

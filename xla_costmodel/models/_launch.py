@@ -35,6 +35,7 @@ from ..analysis._emission import (
 from ..analysis._library import real_outputs
 from ..analysis._shapes import array_leaves, element_bits, elements, elements_recursive, first_array
 from ..analysis._tiling import TilingError, configured_tiling, dims_of, propagate
+from ..hlo._fusion_engine import select_in_body
 
 # XLA constants (transpose.cc, reduction_utils.h, launch_dimensions.cc); the emitter facts'
 # own (tiled transposes, race-free reductions) are in `analysis._emission`.
@@ -265,6 +266,10 @@ def triton_launch(kernel, device) -> tuple[int, int, str] | None:
     return tiled.num_blocks, warps * warp_size(device), detail
 
 
+# What can make a fused instruction other than a root the hero of a kernel.
+_HERO_OPCODES = frozenset({"reduce", "concatenate", "transpose", "copy"})
+
+
 def _loop_fusion_roots(kernel) -> list | None:
     """The roots of a fusion that `emitter_kind` certainly gives the loop emitter, found
     without looking for heroes; None when that takes the full analysis.
@@ -277,7 +282,7 @@ def _loop_fusion_roots(kernel) -> list | None:
     comp = kernel.fused_computation
     if comp is None or kernel.fusion_kind == "kCustom":
         return None
-    for h in comp.instructions:
+    for h in select_in_body(comp, _HERO_OPCODES):
         op = h.opcode
         if op == "reduce" or op == "concatenate":
             return None

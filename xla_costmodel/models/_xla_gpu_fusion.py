@@ -155,10 +155,14 @@ def fused_estimate(model: "XlaGpuModel", producer, consumer, device, pc: KernelC
         size = shape_size_cached(x.shape)
         i = p_at.get(id(x))
         j = c_at.get(id(x))
-        by_producer = float(pc.operand_bytes[i]) if i is not None else 0.0
         by_consumer = float(cc.operand_bytes[j]) if j is not None else 0.0
-        common = common_utilization(pc, producer, i, cc, consumer) if i is not None else 0.0
-        total = _round_half_away(by_producer * u_pc) + by_consumer - _round_half_away(size * common)
+        if i is None:
+            # (what the general formula gives with nothing read by the producer and nothing in common)
+            total = by_consumer
+        else:
+            by_producer = float(pc.operand_bytes[i])
+            common = common_utilization(pc, producer, i, cc, consumer)
+            total = _round_half_away(by_producer * u_pc) + by_consumer - _round_half_away(size * common)
         n_total = int(max(total, 0))
         n_net = min(size, n_total)
         bytes_read += n_total
