@@ -563,12 +563,34 @@ FUSION_KIND = {
 # What pricing a fused pair needs from each side (the models' pair pricer)
 
 
+def most_minor_non_trivial(shape) -> tuple[int, int]:
+    """`(the most minor dimension of extent > 1, its position in minor_to_major)`; -1 if none."""
+    pos = 0
+    for d in shape.minor_to_major:
+        if shape.dims[d] > 1:
+            return d, pos
+        pos += 1
+    return -1, pos
+
+
+def strided_minor_slice(slice_instr) -> bool:
+    """A slice that strides along the most minor dimension of extent > 1 (its reads are not coalesced)."""
+    src = slice_instr.operands[0].shape
+    spec = slice_instr.attribute("slice", ())
+    d, _ = most_minor_non_trivial(src)
+    if d < 0 or d >= len(spec):
+        return False
+    entry = spec[d]
+    return len(entry) > 2 and entry[2] > 1
+
+
 class LaunchFacts(NamedTuple):
     """What a fused pair's launch grid and coalescing need from one side of it, without building
     the fusion (see `models._launch.fused_loop_launch`).
 
     `special`: a reduce, concatenate or tiled transpose is in it (it could become the fused
-    kernel's hero); `access`: a gather or slice is in it (a per-operand access rule could apply);
+    kernel's hero); `access`: a gather or a slice strided along the minor dimension is in it
+    (the per-operand access rule of `models._coalescing` could apply);
     `no_vectorize`: something in it may prevent the loop emitter's vectorization.
     """
 
@@ -616,6 +638,6 @@ def launch_facts(instr) -> LaunchFacts:
         elif op == "transpose" or op == "copy":
             if tiled_transpose(h) is not None:
                 special = True
-        elif op == "gather" or op == "slice":
+        elif op == "gather" or (op == "slice" and strided_minor_slice(h)):
             access = True
     return LaunchFacts(special, access, may_prevent_vectorization(instr))

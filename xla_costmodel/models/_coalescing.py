@@ -20,7 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..analysis._emission import is_input_fusible_reduction, warp_size
+from ..analysis._emission import (
+    is_input_fusible_reduction,
+    launch_facts,
+    most_minor_non_trivial,
+    strided_minor_slice,
+    warp_size,
+)
 from ..analysis._opcodes import IS_ELEMENTWISE
 from ..analysis._shapes import first_array
 from ..hlo._fusion_engine import select_in_body
@@ -38,15 +44,6 @@ class Coalescing:
         return all(self.coalesced)
 
 
-def _most_minor_non_trivial(shape) -> tuple[int, int]:
-    pos = 0
-    for d in shape.minor_to_major:
-        if shape.dims[d] > 1:
-            return d, pos
-        pos += 1
-    return -1, pos
-
-
 # The opcodes `transposes_minor_dimension` can be true of.
 _MAY_TRANSPOSE = frozenset({"copy", "transpose", "fusion"})
 
@@ -57,11 +54,11 @@ def transposes_minor_dimension(instr) -> bool:
     if op == "fusion" and instr.fused_computation is not None:
         return any(transposes_minor_dimension(h) for h in select_in_body(instr.fused_computation, _MAY_TRANSPOSE))
     if op == "copy":
-        return _most_minor_non_trivial(instr.operands[0].shape)[0] != _most_minor_non_trivial(instr.shape)[0]
+        return most_minor_non_trivial(instr.operands[0].shape)[0] != most_minor_non_trivial(instr.shape)[0]
     if op == "transpose":
         src = instr.operands[0].shape
         pos_in_m2m = {d: i for i, d in enumerate(src.minor_to_major)}
-        first_pos = _most_minor_non_trivial(src)[1]
+        first_pos = most_minor_non_trivial(src)[1]
         perm = instr.attribute("dimensions", ())
         if len(perm) != len(instr.shape.dims) or len(src.dims) != len(perm):
             return False
@@ -135,16 +132,6 @@ def _gather_rows_contiguous(gather, device) -> bool:
     return width >= (device.dram_to_l2_transaction_bytes or 64)
 
 
-def _strided_minor(slice_instr) -> bool:
-    src = slice_instr.operands[0].shape
-    spec = slice_instr.attribute("slice", ())
-    d, _ = _most_minor_non_trivial(src)
-    if d < 0 or d >= len(spec):
-        return False
-    entry = spec[d]
-    return len(entry) > 2 and entry[2] > 1
-
-
 def _access_problem(value, device) -> str:
     """Why reading `value` (a fused parameter or a kernel operand) is uncoalesced, or ''."""
     seen = set()
@@ -158,14 +145,11 @@ def _access_problem(value, device) -> str:
             if user.opcode == "gather" and user.operands and user.operands[0] is node:
                 if not _gather_rows_contiguous(user, device):
                     return f"gathered by '{user.name}'"
-            elif user.opcode == "slice" and _strided_minor(user):
+            elif user.opcode == "slice" and strided_minor_slice(user):
                 return f"strided slice '{user.name}'"
             elif user.opcode in _PASS_THROUGH and user.shape.element_type != "tuple":
                 stack.append(user)
     return ""
-
-
-_ACCESS_OPCODES = frozenset({"gather", "slice"})
 
 
 def kernel_coalescing(kernel, emitter: str, device, *, producer=None, consumer=None,
@@ -188,8 +172,8 @@ def kernel_coalescing(kernel, emitter: str, device, *, producer=None, consumer=N
     coalesced = [ok] * n
     reasons = [why] * n
     comp = kernel.fused_computation if kernel.opcode == "fusion" else None
-    # Only a gather or a slice makes a read uncoalesced by its access pattern.
-    if access_patterns and (comp is None or select_in_body(comp, _ACCESS_OPCODES)):
+    # Only a gather or a strided slice makes a read uncoalesced by its access pattern.
+    if access_patterns and (comp is None or launch_facts(kernel).access):
         for i, operand in enumerate(kernel.operands):
             if not coalesced[i]:
                 continue
@@ -210,7 +194,7 @@ def kernel_coalescing(kernel, emitter: str, device, *, producer=None, consumer=N
 def _lone_access_problem(instr, index: int, device) -> str:
     if instr.opcode == "gather" and index == 0 and not _gather_rows_contiguous(instr, device):
         return f"gathered by '{instr.name}'"
-    if instr.opcode == "slice" and index == 0 and _strided_minor(instr):
+    if instr.opcode == "slice" and index == 0 and strided_minor_slice(instr):
         return f"strided slice '{instr.name}'"
     return ""
 

@@ -1,0 +1,254 @@
+"""A fusion that grows in place is re-analysed from its last state (`analysis._fusion_growth`,
+`fusion._budget.ir_size`, `models._kernel_costs._split_flops`, `hlo.select_in_body`): every growth
+of real fusion runs must give exactly what analysing the grown body from scratch gives."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from xla_costmodel import parse_hlo, simulate_fusion
+from xla_costmodel.analysis import _fusion_growth
+from xla_costmodel.analysis._gpu import _GpuAnalysis
+from xla_costmodel.analysis._rules import IR, UTIL
+from xla_costmodel.fusion import _budget
+from xla_costmodel.hlo import _fusion_engine
+from xla_costmodel.models import _kernel_costs
+
+GPU_H100 = Path(__file__).resolve().parents[1] / "hlo_fixtures" / "gpu_h100"
+# diffrax's solver step: one loop fusion grows from a few to ~2,400 instructions, a producer at a time.
+DIFFRAX = GPU_H100 / "diffrax_neural_ode_grad@small.pre.hlo.gz"
+CHECK_UP_TO = 700  # body size up to which each growth is checked against the full analysis (O(n) each)
+
+
+def _full_record(an, instr):
+    full = _GpuAnalysis(None, an.op_profile, count_multiple_input_accesses=True, warn=False)
+    full._rules, full._inline = an._rules, an._inline
+    return full, full.visit(instr)
+
+
+def _same_record(p, q) -> bool:
+    return (p[:4] == q[:4] and list(p[4]) == list(q[4]) and list(p[5]) == list(q[5]) and p[6:10] == q[6:10])
+
+
+@pytest.fixture()
+def checked(monkeypatch):
+    """Check each incremental answer against the full one, for bodies up to `CHECK_UP_TO` instructions."""
+    seen = {"analysis": 0, "ir_size": 0, "split": 0, "select": 0}
+    bad: list[str] = []
+
+    grow = _fusion_growth.grow
+
+    def checked_grow(an, instr, comp, p):
+        ok = grow(an, instr, comp, p)
+        if ok and len(comp.instructions) <= CHECK_UP_TO:
+            seen["analysis"] += 1
+            full, q = _full_record(an, instr)
+            if not _same_record(p, q):
+                bad.append(f"analysis of {instr.name}: {p[:4]} != {q[:4]}")
+            for h in comp.instructions:
+                a, b = an._records[h], full._records[h]
+                if (a[UTIL], a[IR], a[:4]) != (b[UTIL], b[IR], b[:4]) or an.ew_roots[h] != full.ew_roots[h]:
+                    bad.append(f"{h.name} in {instr.name}: utilization {a[UTIL]} != {b[UTIL]} or IR or roots differ")
+                    break
+        return ok
+
+    grown_ir = _budget._grown_ir_walk
+
+    def checked_ir(walk, g):
+        res = grown_ir(walk, g)
+        body = g.value.computation
+        if res is not None and len(body.instructions) <= CHECK_UP_TO:
+            seen["ir_size"] += 1
+            with monkeypatch.context() as m:
+                m.setattr(_budget, "body_growth", lambda b: None)
+                m.setattr(_budget, "_IR_WALKS", {})
+                full = _budget.ir_size(type("Kernel", (), {"fused_computation": body})())
+            if full != res.result:
+                bad.append(f"ir_size of {body.name}: {res.result} != {full}")
+        return res
+
+    split = _kernel_costs._split_flops
+
+    def checked_split(c):
+        res = split(c)
+        comp = c.kernel.fused_computation if c.kernel.opcode == "fusion" else None
+        if comp is not None and len(comp.instructions) <= CHECK_UP_TO:
+            seen["split"] += 1
+            full = _kernel_costs._split_instructions(c, comp.instructions, comp)[:3]
+            if (full[0], full[1], list(full[2].items())) != (res[0], res[1], list(res[2].items())):
+                bad.append(f"split of {c.kernel.name}: {res} != {full}")
+        return res
+
+    select = _fusion_engine.select_in_body
+
+    def checked_select(body, opcodes):
+        res = select(body, opcodes)
+        if len(body.instructions) <= CHECK_UP_TO:
+            seen["select"] += 1
+            if res != tuple(h for h in body.instructions if h.opcode in opcodes):
+                bad.append(f"select_in_body({body.name}, {sorted(opcodes)}) differs from a scan")
+        return res
+
+    monkeypatch.setattr(_fusion_growth, "grow", checked_grow)
+    monkeypatch.setattr(_budget, "_grown_ir_walk", checked_ir)
+    monkeypatch.setattr(_kernel_costs, "_split_flops", checked_split)
+    for module in ("xla_costmodel.analysis._emission", "xla_costmodel.models._launch",
+                   "xla_costmodel.models._coalescing"):
+        monkeypatch.setattr(f"{module}.select_in_body", checked_select)
+    return seen, bad
+
+
+def test_every_growth_of_a_real_fusion_run_matches_the_full_analysis(checked):
+    seen, bad = checked
+    module = parse_hlo(gzip.open(DIFFRAX, "rt").read())
+    simulate_fusion(module, device="h100-sxm", model="xla-gpu", price_totals=False)
+    assert not bad, bad[:5]
+    # The run must really have gone through growths (else this checks nothing).
+    assert seen["analysis"] >= 300 and seen["ir_size"] >= 300 and seen["split"] >= 300, seen
+    assert seen["select"] >= 300, seen
+
+
+def _synthetic_solver():
+    import jax
+    import jax.numpy as jnp
+
+    def step(x, w, *c):
+        for i in range(12):
+            k1 = jnp.tanh(x * w + c[i % 3])
+            k2 = jnp.exp(-(x + 0.5 * k1) * w)
+            x = x + 0.1 * (k1 + k2)
+            x = jnp.where(x > 1.0, x * c[0], x)
+        return x
+
+    scalars = [jnp.float32(1.0)] * 3
+    return jax.jit(step).lower(jnp.ones((64, 32)), jnp.ones((64, 32)), *scalars).as_text(dialect="hlo")
+
+
+@pytest.mark.parametrize("source", ["synthetic", "rng.pre.hlo", "dtypes_mixed.pre.hlo"])
+def test_fusion_result_is_the_same_without_incremental_analysis(source, monkeypatch):
+    text = _synthetic_solver() if source == "synthetic" else (GPU_H100.parent / source).read_text()
+
+    def run():
+        r = simulate_fusion(parse_hlo(text), device="h100-sxm", model="xla-gpu", price_totals=False)
+        return r.module.to_text(), r.steps
+
+    fast_text, fast_steps = run()
+    with monkeypatch.context() as m:
+        big = 10**9
+        m.setattr(_fusion_growth, "GROW_FROM", big)
+        m.setattr(_budget, "_GROW_FROM", big)
+        m.setattr(_kernel_costs, "_GROW_FROM", big)
+        m.setattr(_fusion_engine, "_SELECT_FROM", big)
+        slow_text, slow_steps = run()
+    assert fast_text == slow_text
+    assert fast_steps.equals(slow_steps)
+
+
+def test_a_body_edited_other_than_by_growth_is_analysed_afresh():
+    """The kept state is used only while the body is what its last growth left."""
+    from xla_costmodel.analysis import kernel_cost
+    from xla_costmodel.hlo._edit import clone_instruction
+
+    fused = simulate_fusion(parse_hlo(_synthetic_solver()), device="h100-sxm", model="xla-gpu",
+                            price_totals=False).module
+    fusion = max((h for h in fused.entry.instructions if h.opcode == "fusion"),
+                 key=lambda h: len(h.fused_computation.instructions))
+    body = fusion.fused_computation
+    assert len(body.instructions) >= _fusion_growth.GROW_FROM
+    first = kernel_cost(fusion, "gpu", "h100-sxm")
+    assert body in _fusion_growth._STATES
+    again = kernel_cost(fusion, "gpu", "h100-sxm")  # from the kept state
+    assert (again.flops, again.bytes_accessed, again.operand_bytes) == (
+        first.flops, first.bytes_accessed, first.operand_bytes)
+    # An edit no growth describes: a dead copy of an elementwise instruction.
+    work = next(h for h in body.instructions if h.opcode in ("multiply", "add", "tanh", "exponential"))
+    dead = clone_instruction(work, list(work.operands), name=work.name + ".dead")
+    body.add_instruction(dead)
+    edited = kernel_cost(fusion, "gpu", "h100-sxm")
+    # Analysed afresh: the new instruction has its record (the kept state knows nothing of it) ...
+    flops, _, utilization = edited.instruction_counts(dead)
+    assert flops > 0 and utilization == 0.0  # XLA costs it; nothing reads it
+    # ... and what is kept now describes the edited body.
+    assert _fusion_growth._STATES[body].size == len(body.instructions)
+
+
+def _rich_module():
+    """Broadcasts, reductions, a dot, a transpose, a concatenate, a reshape, an iota, constants and
+    operands used twice: the kinds of fused instruction the utilization walk treats differently.
+    (No slices, and one dot: a fractional utilization, or recomputation through stacked dots past
+    2**24, sends a body to the full float32 walk.)"""
+    import jax
+    import jax.numpy as jnp
+
+    def f(x, v, s, m):
+        y = x * v[None, :] + s
+        r = jnp.sum(y, axis=1, keepdims=True)
+        z = jnp.exp(y - r) * y
+        d = (z @ m).T
+        c = jnp.concatenate([d, d * 2.0], axis=0)
+        return c + jnp.arange(32, dtype=jnp.float32)[None, :] + x.T.reshape(64, 16).sum()
+
+    args = (jnp.ones((32, 32)), jnp.ones((32,)), jnp.float32(2.0), jnp.ones((32, 32)))
+    return parse_hlo(jax.jit(f).lower(*args).as_text(dialect="hlo"))
+
+
+def test_growing_one_fusion_by_every_kind_of_producer_matches_the_full_analysis(monkeypatch):
+    """Grow one fusion in place (`hlo` `fuse`), a producer at a time, through the whole entry
+    computation, and after every growth compare each incremental answer with a full one."""
+    from xla_costmodel.analysis import kernel_cost
+    from xla_costmodel.hlo._fusion_engine import body_growth, fuse, make_fusion
+
+    incremental = []
+    grow = _fusion_growth.grow
+    monkeypatch.setattr(_fusion_growth, "grow", lambda *a: incremental.append(grow(*a)) or incremental[-1])
+    for owner, name in ((_fusion_growth, "GROW_FROM"), (_budget, "_GROW_FROM"), (_kernel_costs, "_GROW_FROM"),
+                        (_fusion_engine, "_SELECT_FROM")):
+        monkeypatch.setattr(owner, name, 4)  # a small body: its state is kept all the same
+    module = _rich_module()
+    entry = module.entry
+    fusion = make_fusion(entry.root)
+    grown = 0
+    opcodes_seen: set = set()
+    before = None  # the last analysis, and a copy of what it said: a growth must not change it
+    while True:
+        producer = next((o for o in fusion.operands if o.opcode != "parameter"), None)
+        if producer is None:
+            break
+        opcodes_seen.add(producer.opcode)
+        fuse(producer, fusion)
+        body = fusion.fused_computation
+        if body_growth(body) is None or len(body.instructions) < _fusion_growth.GROW_FROM:
+            kernel_cost(fusion, "gpu", "h100-sxm")  # the state the next growth starts from
+            _budget.ir_size(fusion)
+            continue
+        c = kernel_cost(fusion, "gpu", "h100-sxm")
+        if before is not None:
+            old, said = before
+            assert {h: set(v) for h, v in old.ew_roots.items()} == said[0] and old.root_util == said[1]
+        an = c._an
+        before = (an, ({h: set(v) for h, v in an.ew_roots.items()}, dict(an.root_util)))
+        full, q = _full_record(an, fusion)
+        assert _same_record(an.record(fusion), q), producer.name
+        for h in body.instructions:
+            a, b = an._records[h], full._records[h]
+            assert (a[UTIL], a[IR], an.ew_roots[h]) == (b[UTIL], b[IR], full.ew_roots[h]), (producer.name, h.name)
+        incremental_ir = _budget.ir_size(fusion)
+        saved = dict(_budget._IR_WALKS)
+        _budget._IR_WALKS.clear()
+        try:
+            assert incremental_ir == _budget.ir_size(fusion)
+        finally:
+            _budget._IR_WALKS.update(saved)
+        split = _kernel_costs._split_flops(c)
+        full_split = _kernel_costs._split_instructions(c, body.instructions, body)[:3]
+        assert (split[0], split[1], list(split[2].items())) == (full_split[0], full_split[1],
+                                                                list(full_split[2].items()))
+        grown += 1
+    assert grown >= 20, grown
+    # ... and most of them were answered incrementally (else this compares the full analysis with itself).
+    assert sum(incremental) >= 20, sum(incremental)
+    # The walk saw producers that make new utilization roots, not just elementwise chains.
+    assert {"broadcast", "reduce", "dot", "transpose", "concatenate", "iota"} <= opcodes_seen, opcodes_seen
