@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..hlo._fusion_engine import body_growth
-from ._opcodes import passes_elementwise_roots
 from ._records import _F32_EXACT
+from ._utilization_walk import integral_walk_step
 from ._rules import (
     BYTES,
     EXTRA,
@@ -48,7 +48,6 @@ from ._rules import (
     UNPRICED,
     UTIL,
     copy_record,
-    elements_recursive,
 )
 
 # Bodies smaller than this are analysed afresh: the bookkeeping would cost more than it saves.
@@ -159,7 +158,6 @@ def _grow(an, instr, comp, p: list, st: _BodyState, g) -> bool:
     value = g.value
     clones = [h for h in g.added if h.opcode != "parameter"]
     new_params = [h for h in g.added if h.opcode == "parameter"]
-    limit = _F32_EXACT
 
     records = dict(st.records)
     old_dropped = records.pop(dropped)
@@ -212,44 +210,20 @@ def _grow(an, instr, comp, p: list, st: _BodyState, g) -> bool:
     ir_total = st.result[IR] - old_dropped[IR]
     old = st.records
     touched: dict = {}  # the old parameters the new instructions read (their sets copied before changing)
+
+    def before_change(operand) -> None:
+        if operand in old and operand not in touched:
+            touched[operand] = None
+            ew[operand] = set(ew[operand])
+
     walked = []
     for h in reversed(clones):
         r = records[h]
-        roots_h = ew[h]
-        util = ir = 0.0
-        for rt in roots_h:
-            util += ru[rt]
-            ir += ri.get(rt, 0.0)
-        f = r[FLOPS]
-        if f:
-            term = util * f
-            flops += term
-            if term != int(term) or not (-limit < term < limit) or not (-limit < flops < limit):
-                return False
-        ir_total += ir
-        if ir_total >= limit or util >= limit:
+        step = integral_walk_step(h, r, ew, ru, ri, flops, ir_total, before_change)
+        if step is None:
             return False
-        walked.append((h, r, util, ir))
-        passes = passes_elementwise_roots(h)
-        opu_list = r[OPU]
-        for k, operand in enumerate(h.operands):
-            if operand in old and operand not in touched:
-                touched[operand] = None
-                ew[operand] = set(ew[operand])
-            if passes:
-                ew[operand].update(roots_h)
-                continue
-            ew[operand].add(operand)
-            opu = opu_list[k] if k < len(opu_list) else 0.0
-            if opu != int(opu):
-                return False
-            cur = util * opu if elements_recursive(operand.shape) else 0.0
-            v = ru[operand] + cur
-            v_ir = ri.get(operand, 0.0) + ir
-            if not (-limit < v < limit) or v_ir >= limit:
-                return False
-            ru[operand] = v
-            ri[operand] = v_ir
+        flops, ir_total, util, ir = step
+        walked.append((r, util, ir))
     for h in list(touched) + new_params:
         if h.opcode != "parameter":
             return False  # an old instruction other than a parameter read by the producer: not a growth
@@ -258,15 +232,12 @@ def _grow(an, instr, comp, p: list, st: _BodyState, g) -> bool:
             r = records[h] = list(records[h])
         else:
             r = records[h]
-        util = ir = 0.0
-        for rt in ew[h]:
-            util += ru[rt]
-            ir += ri.get(rt, 0.0)
-        ir_total += ir
-        if ir_total >= limit or util >= limit:
+        step = integral_walk_step(h, r, ew, ru, ri, flops, ir_total)
+        if step is None:
             return False
-        walked.append((h, r, util, ir))
-    for _h, r, util, ir in walked:
+        flops, ir_total, util, ir = step
+        walked.append((r, util, ir))
+    for r, util, ir in walked:
         r[UTIL] = util
         r[IR] = ir
     an.ew_roots, an.root_util, an.root_ir = ew, ru, ri

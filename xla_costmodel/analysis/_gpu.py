@@ -65,6 +65,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import _fusion_growth
+from ._utilization_walk import integral_walk_step
 from . import _gpu_rules  # noqa: F401  (registers the GPU rules)
 from . import _rules as R
 from ._cost import (
@@ -75,7 +76,7 @@ from ._cost import (
     gc_paused,
 )
 from ._gpu_rules import DEFAULT_CYCLES
-from ._opcodes import IS_ELEMENTWISE, passes_elementwise_roots
+from ._opcodes import passes_elementwise_roots
 from ._rules import (
     BYTES,
     FLOPS,
@@ -98,11 +99,6 @@ __all__ = ["MAX_IR_SIZE", "GpuCostAnalysis", "gpu_cost_analysis"]
 #: (the fusion pass's `CanFuse` reads it too).
 MAX_IR_SIZE = 10_000
 _f32 = np.float32
-_F32_EXACT = float(1 << 24)
-# Opcodes that pass their elementwise use roots on to their operands whatever their shapes
-# (a fast path of `passes_elementwise_roots`), and those for which that depends on more.
-_MAYBE_PASSES_ROOTS = frozenset({"bitcast-convert", "bitcast", "fusion"})
-_PASSES_ROOTS = (IS_ELEMENTWISE | {"tuple", "get-tuple-element"}) - _MAYBE_PASSES_ROOTS
 
 
 # ---------------------------------------------------------------------------
@@ -166,51 +162,13 @@ class _GpuAnalysis(Analysis):
         flops = 0.0
         ir_total = 0.0
         utils: list = []
-        limit = _F32_EXACT
-        passes = _PASSES_ROOTS
-        maybe = _MAYBE_PASSES_ROOTS
         for h in order:
             r = records[h]
-            roots_h = ew_roots[h]
-            if len(roots_h) == 1:
-                for rt in roots_h:
-                    util = root_util[rt]
-                    ir = root_ir.get(rt, 0.0)
-            else:
-                util = 0.0
-                ir = 0.0
-                for rt in roots_h:
-                    util += root_util[rt]
-                    ir += root_ir.get(rt, 0.0)
-            f = r[FLOPS]
-            if f:
-                term = util * f
-                flops += term
-                if term != int(term) or not (-limit < term < limit) or not (-limit < flops < limit):
-                    return None
-            ir_total += ir
-            if ir_total >= limit or util >= limit:
+            step = integral_walk_step(h, r, ew_roots, root_util, root_ir, flops, ir_total)
+            if step is None:
                 return None
+            flops, ir_total, util, ir = step
             utils.append((r, util, ir))
-            op = h.opcode
-            if op in passes or (op in maybe and passes_elementwise_roots(h)):
-                for operand in h.operands:
-                    ew_roots[operand].update(roots_h)
-                continue
-            opu_list = r[OPU]
-            for k, operand in enumerate(h.operands):
-                ew_roots[operand].add(operand)
-                opu = opu_list[k] if k < len(opu_list) else 0.0
-                if opu != int(opu):
-                    return None
-                # An integral utilization times an integral operand utilization: ceil(x n) / n = x.
-                cur = util * opu if elements_recursive(operand.shape) else 0.0
-                value = root_util[operand] + cur
-                value_ir = root_ir.get(operand, 0.0) + ir
-                if not (-limit < value < limit) or value_ir >= limit:
-                    return None
-                root_util[operand] = value
-                root_ir[operand] = value_ir
         params = []
         constants = []
         for h, (r, util, ir) in zip(order, utils):
