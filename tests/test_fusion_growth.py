@@ -252,3 +252,26 @@ def test_growing_one_fusion_by_every_kind_of_producer_matches_the_full_analysis(
     assert sum(incremental) >= 20, sum(incremental)
     # The walk saw producers that make new utilization roots, not just elementwise chains.
     assert {"broadcast", "reduce", "dot", "transpose", "concatenate", "iota"} <= opcodes_seen, opcodes_seen
+
+
+@pytest.mark.parametrize("source", ["linalg.pre.hlo", "gather_scatter.pre.hlo", "synthetic"])
+def test_pair_prices_from_a_consumers_kept_reads_equal_the_full_formula(source, monkeypatch):
+    """`fused_estimate(consumer_reads=...)` (what the pair pricer passes) gives the same time, to the bit,
+    as the formula worked out from scratch, for every pair a simulation prices."""
+    from xla_costmodel.models import _xla_gpu_fusion
+
+    text = _synthetic_solver() if source == "synthetic" else (GPU_H100.parent / source).read_text()
+    estimate = _xla_gpu_fusion.fused_estimate
+    compared, differ = [], []
+
+    def both(model, producer, consumer, device, pc, cc, *args, consumer_reads=None, **kwargs):
+        t = estimate(model, producer, consumer, device, pc, cc, *args, consumer_reads=consumer_reads, **kwargs)
+        if consumer_reads is not None:
+            compared.append(1)
+            if t != estimate(model, producer, consumer, device, pc, cc, *args, **kwargs):
+                differ.append((producer.name, consumer.name))
+        return t
+
+    monkeypatch.setattr(_xla_gpu_fusion, "fused_estimate", both)
+    simulate_fusion(parse_hlo(text), device="h100-sxm", model="xla-gpu", price_totals=False)
+    assert len(compared) >= 20 and not differ, differ[:5]

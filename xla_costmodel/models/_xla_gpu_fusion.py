@@ -91,7 +91,8 @@ def fused_short_cut(pe: KernelEstimate, ce: KernelEstimate, device) -> KernelEst
 
 def fused_estimate(model: "XlaGpuModel", producer, consumer, device, pc: KernelCosts, cc: KernelCosts,
                    producer_writes_side_output: bool = False, facts=None, read_cache: dict | None = None,
-                   time_only: bool = False, bad_transpose=None) -> KernelEstimate | float:
+                   time_only: bool = False, bad_transpose=None,
+                   consumer_reads: dict | None = None) -> KernelEstimate | float:
     """XLA's `EstimateRunTimeForFusion` from the two kernels' own cost records, with `model`'s
     compute, read, write and combine rules.
 
@@ -100,13 +101,25 @@ def fused_estimate(model: "XlaGpuModel", producer, consumer, device, pc: KernelC
     `facts`: the two sides' `LaunchFacts` when known: the fused kernel is then
     built only where its launch grid or coalescing cannot be told from them;
     `read_cache`: read times by `(blocks, net bytes, total bytes, rate)`, for one device;
-    `bad_transpose`: a cached `_coalescing._bad_transpose` per kernel (`XlaGpuPairPricer.bad_transpose`).
+    `bad_transpose`: a cached `_coalescing._bad_transpose` per kernel (`XlaGpuPairPricer.bad_transpose`);
+    `consumer_reads`: a scratch dict for this version of `consumer` (empty at first; the caller drops it
+    when the consumer changes): with `time_only`, what reading the consumer's own operands costs is
+    worked out once and reused for every producer it is priced with (same numbers, same order of sums).
     """
     launch = device.kernel_launch_overhead_s
+    # A producer that is not a tuple has no get-tuple-element users: its uses are its positions.
+    simple = consumer_reads is not None and time_only and producer.shape.element_type != "tuple"
     u = 0.0
-    for i, o in enumerate(consumer.operands):
-        if o is producer or (o.opcode == "get-tuple-element" and o.operands and o.operands[0] is producer):
+    if simple:
+        at = consumer_reads.get(None)
+        if at is None:
+            at = consumer_reads[None] = _positions(consumer.operands)
+        for i in at.get(id(producer), ()):
             u += cc.operand_utilization[i]
+    else:
+        for i, o in enumerate(consumer.operands):
+            if o is producer or (o.opcode == "get-tuple-element" and o.operands and o.operands[0] is producer):
+                u += cc.operand_utilization[i]
     fused = ld = None
     if facts is not None:
         ld = fused_loop_launch(producer, consumer, device, facts[0], facts[1], model.max_unroll_factor)
@@ -118,15 +131,6 @@ def fused_estimate(model: "XlaGpuModel", producer, consumer, device, pc: KernelC
     compute = model.compute_time(device, flops, mm, pc.matmul_dtype or cc.matmul_dtype,
                                 ld.num_blocks, ld.threads_per_block)
 
-    # Operands of the pair: the producer's, then the consumer's other ones.
-    operands: list = []
-    seen: set = set()
-    for o in list(producer.operands) + list(consumer.operands):
-        if o is producer or (o.opcode == "get-tuple-element" and o.operands and o.operands[0] is producer):
-            continue
-        if id(o) not in seen:
-            seen.add(id(o))
-            operands.append(o)
     heuristic_ok, heuristic_why = read_coalesced_heuristic(ld.emitter, producer, consumer, device, bad_transpose)
     access = {}
     if model.access_patterns and heuristic_ok and (facts is None or facts[0][1] or facts[1][1]):
@@ -142,14 +146,32 @@ def fused_estimate(model: "XlaGpuModel", producer, consumer, device, pc: KernelC
     bytes_read = 0
     per_operand: dict[str, float] = {}
     uncoalesced: dict[str, str] = {}
-    u_pc = operand_utilization(cc, consumer, producer)
+    simple = simple and not access
+    # Operands of the pair: the producer's, then the consumer's other ones.
+    operands: list = []
+    seen: set = set()
+    for o in (producer.operands if simple else list(producer.operands) + list(consumer.operands)):
+        if o is producer or (o.opcode == "get-tuple-element" and o.operands and o.operands[0] is producer):
+            continue
+        if id(o) not in seen:
+            seen.add(id(o))
+            operands.append(o)
+    if simple:
+        at = consumer_reads[None]
+        mine = at.get(id(producer))
+        u_pc = float(cc.operand_utilization[mine[0]]) if mine else 0.0
+        c_at = consumer_reads.get(0)
+        if c_at is None:
+            c_at = consumer_reads[0] = {k: v[0] for k, v in at.items()}
+    else:
+        u_pc = operand_utilization(cc, consumer, producer)
+        c_at = {}
+        for i, o in enumerate(consumer.operands):
+            c_at.setdefault(id(o), i)
     # First position of each operand on either side (XLA's `GetSharedOperandBytesAccessed` without its scans).
     p_at: dict = {}
     for i, o in enumerate(producer.operands):
         p_at.setdefault(id(o), i)
-    c_at: dict = {}
-    for i, o in enumerate(consumer.operands):
-        c_at.setdefault(id(o), i)
     num_blocks = ld.num_blocks
     for x in operands:
         size = shape_size_cached(x.shape)
@@ -180,6 +202,17 @@ def fused_estimate(model: "XlaGpuModel", producer, consumer, device, pc: KernelC
         read += t
         if not time_only:
             per_operand[x.name] = t
+    if simple:
+        # The consumer's other operands, in order: read alone, at the fused kernel's grid.
+        key = (num_blocks, heuristic_ok)
+        own = consumer_reads.get(key)
+        if own is None:
+            own = consumer_reads[key] = _own_reads(model, consumer, cc, device, num_blocks, heuristic_ok,
+                                                   read_cache, at)
+        for xid, n_total, t in own:
+            if xid not in p_at and xid != id(producer):
+                bytes_read += n_total
+                read += t
     bytes_written = int(cc.bytes_written)
     write = model.write_time(device, bytes_written)
     if producer_writes_side_output:
@@ -206,6 +239,39 @@ def fused_estimate(model: "XlaGpuModel", producer, consumer, device, pc: KernelC
     )
 
 
+def _positions(operands) -> dict:
+    """`id(operand) -> [its positions]`, in first-use order."""
+    at: dict = {}
+    for i, o in enumerate(operands):
+        at.setdefault(id(o), []).append(i)
+    return at
+
+
+def _own_reads(model, consumer, cc: KernelCosts, device, num_blocks: int, coalesced: bool, read_cache, at: dict):
+    """`(id, bytes, read time)` of each distinct operand of `consumer`, in order, read by the consumer alone
+    (what `fused_estimate`'s loop gives an operand the producer does not read) on `num_blocks` blocks."""
+    out = []
+    done: set = set()
+    for o in consumer.operands:
+        if id(o) in done:
+            continue
+        done.add(id(o))
+        first = at[id(o)][0]
+        size = shape_size_cached(o.shape)
+        n_total = int(max(float(cc.operand_bytes[first]), 0))
+        n_net = min(size, n_total)
+        rate = utilization_rate(o.shape, coalesced, device)
+        if read_cache is None:
+            t = model.read_time(device, num_blocks, n_net, n_total, rate)
+        else:
+            k = (num_blocks, n_net, n_total, rate)
+            t = read_cache.get(k)
+            if t is None:
+                t = read_cache[k] = model.read_time(device, num_blocks, n_net, n_total, rate)
+        out.append((id(o), n_total, t))
+    return out
+
+
 class XlaGpuPairPricer:
     """Pair prices from per-instruction records, as XLA's `GpuPerformanceModelCache` keeps them.
 
@@ -217,7 +283,7 @@ class XlaGpuPairPricer:
     and coalescing from the fused pair). `invalidate(instr)` drops a record.
     """
 
-    __slots__ = ("model", "device", "_version", "_records", "_costs", "_facts", "_reads", "_transposes")
+    __slots__ = ("model", "device", "_version", "_records", "_costs", "_facts", "_reads", "_transposes", "_own")
 
     def __init__(self, model: "XlaGpuModel", device, version=None):
         self.model = model
@@ -228,9 +294,22 @@ class XlaGpuPairPricer:
         self._facts: dict = {}
         self._reads: dict = {}
         self._transposes: dict = {}
+        self._own: dict = {}
+
+    def _consumer_reads(self, instr) -> dict:
+        """The scratch dict `fused_estimate` keeps for this version of `instr` as a consumer (and these
+        operands: a plain instruction keeps its version when an operand is replaced by a fusion)."""
+        v = (self._version(instr), tuple(map(id, instr.operands)))
+        hit = self._own.get(instr)
+        if hit is not None and hit[0] == v:
+            return hit[1]
+        scratch: dict = {}
+        self._own[instr] = (v, scratch)
+        return scratch
 
     def invalidate(self, instr) -> None:
         """Forget `instr`'s record (it changed in place)."""
+        self._own.pop(instr, None)
         self._records.pop(instr, None)
         self._costs.pop(instr, None)
         self._facts.pop(instr, None)
@@ -294,5 +373,6 @@ class XlaGpuPairPricer:
             return pe.time_s, ce.time_s, fe.time_s
         t = fused_estimate(model, producer, consumer, self.device, self.costs(producer), self.costs(consumer),
                            facts=(self.facts(producer), self.facts(consumer)), read_cache=self._reads,
-                           time_only=True, bad_transpose=self.bad_transpose)
+                           time_only=True, bad_transpose=self.bad_transpose,
+                           consumer_reads=self._consumer_reads(consumer))
         return pe.time_s, ce.time_s, t
