@@ -195,6 +195,15 @@ def _share_shape_caches(an) -> None:
     an._keep = _KEEP
 
 
+def _parameter_count(an, fusion, comp) -> int:
+    """How many parameters `comp` (the body of `fusion`, just analysed by `an`) has: the GPU walk
+    listed them (a body of thousands of instructions is not scanned again for them)."""
+    leaves = getattr(an, "fused_leaves", None)
+    if type(an) is _GpuAnalysis and leaves is not None and fusion.fusion_kind != "kCustom":
+        return len(leaves[0])
+    return len(comp.parameters)
+
+
 def kernel_cost(instr, variant: str = "gpu", device_profile=None, *,
                 overrides: Mapping[str, Any] | None = None) -> KernelCost:
     """The costs of one kernel: a fusion (attached to a module or not) or a lone instruction.
@@ -231,7 +240,7 @@ def kernel_cost(instr, variant: str = "gpu", device_profile=None, *,
     opb = p[OPB]
     opu = p[OPU]
     comp = instr.fused_computation if instr.opcode == "fusion" else None
-    if comp is not None and (len(opb) > n or len(comp.parameters) < n):
+    if comp is not None and (len(opb) > n or _parameter_count(an, instr, comp) < n):
         # A fusion inherits its body's per-index sums where no parameter overwrites them: not reads.
         numbers = {h.parameter_number for h in comp.parameters}
         opb = [opb[i] if i in numbers and i < len(opb) else 0.0 for i in range(n)]
