@@ -164,6 +164,8 @@ def ir_size(instr: HloInstruction) -> IrSize:
             return walk.result
         if (g is not None and g.previous == walk.serial and g.size_before == walk.size and g.size_after == n
                 and len(g.dropped) == 1):
+            # The walk is this module's own: it is brought up to date in place (or dropped).
+            del _IR_WALKS[fused]
             grown = _grown_ir_walk(walk, g)
             if grown is not None:
                 _IR_WALKS[fused] = grown
@@ -216,10 +218,11 @@ def _walk(instrs, ew: dict, root_size: dict, times: dict, empty: frozenset) -> f
 
 
 def _grown_ir_walk(walk: _IrWalk, g) -> _IrWalk | None:
-    """`walk` after growth `g`, or None when the growth is not one this can follow."""
+    """`walk` after growth `g` (its maps updated in place), or None when the growth is not one
+    this can follow (then `walk` is spoilt: the caller has dropped it)."""
     dropped, value = g.dropped[0], g.value
     did, vid = id(dropped), id(value)
-    ew, root_size, times = dict(walk.ew), dict(walk.root_size), dict(walk.times)
+    ew, root_size, times = walk.ew, walk.root_size, walk.times
     seed = ew.pop(did, frozenset())
     if did in seed:
         seed = (seed - {did}) | {vid}
