@@ -275,3 +275,44 @@ def test_pair_prices_from_a_consumers_kept_reads_equal_the_full_formula(source, 
     monkeypatch.setattr(_xla_gpu_fusion, "fused_estimate", both)
     simulate_fusion(parse_hlo(text), device="h100-sxm", model="xla-gpu", price_totals=False)
     assert len(compared) >= 20 and not differ, differ[:5]
+
+
+def test_a_fusion_nested_in_a_kernel_body_is_analysed_afresh():
+    """Only the kernel follows growths: a large fusion nested in its body must not bring in records
+    kept from another analysis (they would replace the ones the kernel's analysis is filling)."""
+    from xla_costmodel.analysis import kernel_cost
+
+    chain = "\n".join(f"  n{i} = f32[64] multiply(n{i - 1}, n{i - 1})" for i in range(1, 60))
+    text = f"""HloModule nested
+
+inner {{
+  n0 = f32[64] parameter(0)
+{chain}
+  ROOT r = f32[64] add(n59, n0)
+}}
+
+outer {{
+  a = f32[64] parameter(0)
+  b = f32[64] parameter(1)
+  f = f32[64] fusion(a), kind=kLoop, calls=inner
+  ROOT s = f32[64] subtract(f, b)
+}}
+
+ENTRY e {{
+  x = f32[64] parameter(0)
+  y = f32[64] parameter(1)
+  ROOT k = f32[64] fusion(x, y), kind=kLoop, calls=outer
+}}
+"""
+    module = parse_hlo(text)
+    kernel = module.entry.root
+    nested = next(h for h in kernel.fused_computation.instructions if h.opcode == "fusion")
+    # The nested fusion analysed as a kernel of its own first: its body's state is kept ...
+    kernel_cost(nested, "gpu", "h100-sxm")
+    assert nested.fused_computation in _fusion_growth._STATES
+    # ... and the outer kernel, analysed twice, gives the full analysis both times.
+    for _ in range(2):
+        c = kernel_cost(kernel, "gpu", "h100-sxm")
+        full, q = _full_record(c._an, kernel)
+        assert _same_record(c._an.record(kernel), q)
+        assert c.flops == q[0] > 0

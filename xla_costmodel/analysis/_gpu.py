@@ -129,12 +129,19 @@ class _GpuAnalysis(Analysis):
         if not self.track_growth or type(self) is not _GpuAnalysis:
             return super().fusion(instr, p)
         comp = instr.fused_computation
-        if comp is not None and instr.fusion_kind != "kCustom" and _fusion_growth.grow(self, instr, comp, p):
-            return
-        self.integral_walk = False
-        self.fused_leaves = None
-        super().fusion(instr, p)
-        if comp is not None and instr.fusion_kind != "kCustom":
+        growable = comp is not None and instr.fusion_kind != "kCustom"
+        # Only the kernel itself follows growths: a fusion nested in its body is analysed afresh
+        # (its state would replace the records the kernel's own analysis is filling).
+        self.track_growth = False
+        try:
+            if growable and _fusion_growth.grow(self, instr, comp, p):
+                return
+            self.integral_walk = False
+            self.fused_leaves = None
+            super().fusion(instr, p)
+        finally:
+            self.track_growth = True
+        if growable:
             _fusion_growth.remember(self, instr, comp, p)
 
     def fusion_utilizations(self, instr, comp, p: list) -> tuple[list, list]:
