@@ -214,11 +214,8 @@ def test_the_walk_finds_every_kind_of_import(tmp_path):
     assert [t for t, _ in found if RANK[t] > RANK["models"]] == ["fit", "cli", "fit", "__init__"]
 
 
-#: Loops that other work is breaking (issue 25 §4: `hlo`'s parser files; the others since found). A loop
-#: not listed here fails; remove an entry once its loop is gone.
-KNOWN_CYCLES = (
-    {"models/_xla_gpu.py", "models/_xla_gpu_fusion.py"},
-)
+#: Loops that other work is breaking (none left: issue 25 §4 broke the last). A loop not listed here fails.
+KNOWN_CYCLES: tuple = ()
 
 
 def test_no_modules_import_each_other_in_a_loop():

@@ -13,7 +13,7 @@ pass prices every pair from two records.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..analysis._emission import LaunchFacts, launch_facts
 from ..analysis._opcodes import IS_ELEMENTWISE
@@ -23,10 +23,33 @@ from ._coalescing import _bad_transpose, kernel_coalescing, read_coalesced_heuri
 from ._kernel_costs import KernelCosts, shape_size_cached
 from ._launch import fused_loop_launch, launch_dimensions
 
-if TYPE_CHECKING:
-    from ._xla_gpu import XlaGpuModel
 
-__all__ = ["XlaGpuPairPricer", "common_utilization", "fused_estimate", "fused_short_cut", "operand_utilization"]
+
+class FusedPairRules(Protocol):
+    """What pricing a fused pair needs of a model (`XlaGpuModel` is one): its compute, read, write
+    and combine rules, its launch settings, and each kernel's own estimate and cost records."""
+
+    max_unroll_factor: int
+    access_patterns: bool
+
+    def compute_time(self, device, flops: float, matmul_flops: float, matmul_dtype: str, blocks: int,
+                     threads: int) -> float: ...
+
+    def read_time(self, device, num_blocks: int, n_bytes_net: int, n_bytes_total: int,
+                  utilization: float) -> float: ...
+
+    def write_time(self, device, bytes_written: float) -> float: ...
+
+    def combine(self, compute_s: float, memory_s: float) -> float: ...
+
+    def _kernel_time(self, instr, device, cache: dict) -> tuple: ...
+
+    def _costs(self, kernel, device, cache: dict | None = None) -> KernelCosts: ...
+
+__all__ = [
+    "FusedPairRules", "XlaGpuPairPricer", "common_utilization", "fused_estimate", "fused_short_cut",
+    "operand_utilization",
+]
 
 
 def _round_half_away(x: float) -> float:
@@ -89,7 +112,7 @@ def fused_short_cut(pe: KernelEstimate, ce: KernelEstimate, device) -> KernelEst
         return KernelEstimate.unpriced("; ".join(x for x in (pe.note, ce.note) if x) or "unpriced kernel")
     return None
 
-def fused_estimate(model: "XlaGpuModel", producer, consumer, device, pc: KernelCosts, cc: KernelCosts,
+def fused_estimate(model: FusedPairRules, producer, consumer, device, pc: KernelCosts, cc: KernelCosts,
                    producer_writes_side_output: bool = False, facts=None, read_cache: dict | None = None,
                    time_only: bool = False, bad_transpose=None,
                    consumer_reads: dict | None = None) -> KernelEstimate | float:
@@ -285,7 +308,7 @@ class XlaGpuPairPricer:
 
     __slots__ = ("model", "device", "_version", "_records", "_costs", "_facts", "_reads", "_transposes", "_own")
 
-    def __init__(self, model: "XlaGpuModel", device, version=None):
+    def __init__(self, model: FusedPairRules, device, version=None):
         self.model = model
         self.device = device
         self._version = version if version is not None else (lambda instr: 0)
