@@ -197,6 +197,10 @@ def speed_main(args) -> int:
     spread = per.max() / per.median()
     verdict = "near-linear" if spread <= 4 else "NOT linear: the slowest modules cost far more per instruction"
     print(f"us per instruction: median {per.median():.1f}, max {per.max():.1f} ({spread:.0f}x the median: {verdict})")
+    # Growth with size across the corpus, beside XLA:CPU's compile of the same modules (1 = linear).
+    n, sim, xla = list(ok["instructions"]), list(ok["simulate_s"]), list(ok["xla_cpu_compile_s"])
+    print(f"log-log slope against instructions, all modules: simulate {slope(n, sim):.2f}, "
+          f"XLA:CPU compile {slope(n, xla):.2f}")
     print(f"goal: every module <= 1 s: {'PASS' if (ok['simulate_s'] <= 1).all() else 'MISS'}")
     return 0
 
