@@ -40,9 +40,9 @@ from ..analysis._frontend import custom_call_target
 from ..analysis._kernel import KernelCost, kernel_cost
 from ..analysis._library import library_work, topk_flops
 from ..analysis._opcodes import MATMUL_OPCODES
-from ..hlo._fusion_engine import body_growth
 from ..analysis._rules import BYTES, FLOPS, OUT, TRANS, UNPRICED, merge_unpriced
 from ..analysis._shapes import first_array, shape_size
+from ..hlo._fusion_engine import body_growth
 
 # Shapes are immutable and shared by many instructions: their sizes are computed once
 # (keyed by id, the shape kept alive with its size so that the id is not reused).
