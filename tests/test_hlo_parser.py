@@ -326,3 +326,25 @@ def test_verifier_errors_inside_async_sugar_point_at_the_async_op():
     with pytest.raises(HloParseError, match="Expected instruction to have shape equal to f32") as info:
         xc.parse_hlo(text, source="async.hlo")
     assert (info.value.line, info.value.column) == (4, 3)
+
+
+def test_names_kept_as_written_only_where_the_uniquer_keeps_them():
+    """The shortcut that skips uniquing says yes only for lists `NameUniquer` gives back unchanged."""
+    import random
+
+    from xla_costmodel.hlo._names import NameUniquer, kept_as_written
+
+    rng = random.Random(7)
+    parts = ["x", "y", "x.", "0", "00", "05", "5", "-5", "+5", "-0", "12", "1234567890123456789"]
+    said_yes = 0
+    for _ in range(20000):
+        names = [".".join(rng.choice(parts) for _ in range(rng.randint(1, 3))) for _ in range(rng.randint(0, 4))]
+        names = [n for n in names if n[0].isalpha()]
+        if kept_as_written(names):
+            said_yes += 1
+            assert NameUniquer().unique_all(list(names)) == names, names
+    assert said_yes > 1000  # and the test is not vacuous
+    assert not kept_as_written(["x", "x.0"]) and not kept_as_written(["x.05"]) and not kept_as_written(["a", "a"])
+    m = xc.parse_hlo("HloModule m\nc {\n  x = f32[] parameter(0)\n  ROOT x.0 = f32[] negate(x)\n}\n"
+                     "ENTRY e {\n  x = f32[] parameter(0)\n  ROOT y = f32[] call(x), to_apply=c\n}\n")
+    assert [i.name for c in m.computations for i in c.instructions] == ["x", "x.1", "x.2", "y"]
