@@ -348,3 +348,29 @@ def test_names_kept_as_written_only_where_the_uniquer_keeps_them():
     m = xc.parse_hlo("HloModule m\nc {\n  x = f32[] parameter(0)\n  ROOT x.0 = f32[] negate(x)\n}\n"
                      "ENTRY e {\n  x = f32[] parameter(0)\n  ROOT y = f32[] call(x), to_apply=c\n}\n")
     assert [i.name for c in m.computations for i in c.instructions] == ["x", "x.1", "x.2", "y"]
+
+
+@pytest.mark.parametrize("first, second", [
+    ("r1 = f32[1] dynamic-slice(a, i), dynamic_slice_sizes={1}",  # the check reads the operands' shapes
+     "r2 = f32[1] dynamic-slice(c, i), dynamic_slice_sizes={1}"),
+    ("r1 = f32[4,2] broadcast(s)", "r2 = f32[4,2] broadcast(a)"),  # the attributes allowed depend on them
+    ("r1 = f32[4] negate(a)", "r2 = f32[4] negate(a, a)"),  # operand count
+    ("r1 = f32[4] negate(a)", "r1 = f32[4] negate(a)"),  # names
+    ("r1 = f32[4] parameter(5)", "r2 = f32[4] parameter(5)"),  # parameter numbers
+])
+def test_lines_alike_are_each_checked(first, second):
+    """The fast path reads a line like one before (but for its names) from what it made then: every check that
+    looks at more than the line's text but for names still runs."""
+    from xla_costmodel.hlo._fastpath import fast_parse
+
+    head = ("HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  b = f32[8] parameter(1)\n  s = f32[] parameter(2)\n"
+            "  i = s32[] parameter(3)\n  c = f32[4,4] parameter(4)\n")
+    good = head + f"  {first}\n  ROOT t = () tuple()\n}}\n"
+    bad = head + f"  {first}\n  {second}\n  ROOT t = () tuple()\n}}\n"
+    assert fast_parse(good, "x") is not None
+    assert fast_parse(bad, "x") is None
+    with pytest.raises(HloParseError) as info:
+        xc.parse_hlo(bad, verify=False)
+    assert info.value.line >= 9  # at the second line, or where XLA's parser notices (past its attributes)
+    with pytest.raises(Exception):
+        oracle.xla_parse(bad)

@@ -209,6 +209,9 @@ class _FastReader:
             _LITERALS.clear()
         self.shape_cache = _SHAPES  # shapes are values: one reading of a text serves every module
         self.memo: dict = {}  # other values, for this text alone
+        # What a line made, by what it says but for names: (opcode, shape text, attribute texts, operand
+        # shapes) -> (shape, attribute texts, called computations, operands: keeps their shapes' ids taken).
+        self.made: dict[tuple, tuple] = {}
         self.builder = None
         self.signature: Shape | None = None
         self.entry: HloComputation | None = None
@@ -356,6 +359,7 @@ class _FastReader:
         self.is_entry = bool(m.group(1))
         self.builder = _Builder(name)  # its table stays empty: `self.table` maps names to instructions
         self.table: dict[str, HloInstruction] = {}
+        self.refs: dict[str, HloInstruction] = {}  # `table`, and each instruction by its name as written
         self.p.scopes = [self.builder]
         self.root_name = None
 
@@ -387,13 +391,99 @@ class _FastReader:
             return False
         is_root, written, shape_text, opcode, inside, tail = m.groups()
         if opcode == "parameter" or opcode == "constant":
-            rule = _LEAF_RULE
             operands = []
+        else:
+            refs = self.refs
+            try:
+                operands = [refs[ref] for ref in inside.split(", ")]
+            except KeyError:
+                operands = self._operands(inside)
+        made = None
+        if not joined:
+            # A line like one read before but for its names: what was read and checked then holds (the same
+            # shape and attribute texts, the same computations called; operands as many, and of the same shapes
+            # where the opcode's rule looks at them).
+            key = (opcode, shape_text, tail)
+            made = self.made.get(key)
+            if made is not None:
+                by_shapes = made[4]
+                if by_shapes is not None:
+                    shapes = tuple([id(op.shape) for op in operands])
+                    made = by_shapes.get(shapes)
+                elif made[3] is not None and len(operands) != made[3]:
+                    made = None
+        if made is None:
+            # The first line of its kind: every check.
+            instr, rule = self._new_instruction(m, line, written, shape_text, opcode, inside, tail, operands)
+            if instr is None:
+                return False  # perhaps the first line of several
+            if not joined and (not tail or ("control-predecessors" not in instr._raw_store
+                                            and "parameter_replication" not in instr._raw_store)):
+                self._remember(key, instr, rule, operands)
+            name = instr.name
+        else:
+            shape, raw, called = made[:3]
+            name = self._name(line, m, written)
+            if opcode == "parameter":
+                instr = self._parameter(name, shape, inside)
+            elif opcode == "constant":
+                instr = self._constant(name, shape, shape_text, inside)
+            else:
+                instr = new_instruction(name, opcode, shape, operands)
+            if raw:
+                instr._raw_store = raw.copy()
+                if called:
+                    instr._called = called.copy()
+        if is_root:
+            if self.root_name is not None:
+                raise _GiveUp
+            self.root_name = name
+        if joined:
+            self._keep_line_breaks(instr, m, start)
+        self.builder.instructions.append(instr)
+        self.table[name] = instr
+        refs = self.refs
+        refs[name] = instr
+        if written is not name:
+            refs[written] = instr
+        self.p.positions[id(instr)] = start + m.start(2)
+        return True
+
+    def _remember(self, key: tuple, instr: HloInstruction, rule: _opcodes.Rule, operands: list) -> None:
+        """Keep what a line made for the lines like it (see `_instruction`)."""
+        made = (instr.shape, dict(instr._raw_store), instr._called and dict(instr._called))
+        # The rule looks at the operands' shapes when it checks (a rule that only infers checks nothing with
+        # the shape written), or when it allows attributes by them.
+        if rule is _LEAF_RULE or (rule.attributes_for is None and key[1] is not None and rule.infers_only):
+            self.made[key] = (*made, rule.operands, None)
+            return
+        entry = self.made.get(key)
+        if entry is None:
+            entry = self.made[key] = (None, None, None, None, {})
+        # Keyed by the shapes' ids: the operands kept here keep those ids taken.
+        entry[4][tuple([id(op.shape) for op in operands])] = (*made, operands)
+
+    def _name(self, line: str, m: re.Match, written: str) -> str:
+        if written[0] == "%":
+            name = written[1:]
+        elif line[m.end(2)] == "=":
+            raise _GiveUp  # XLA's lexer reads `name=` as an attribute name
+        else:
+            name = written
+        # The pattern admits only XLA's name characters; XLA renames type names and a leading "__".
+        if name in self.table or name in _RESERVED or (name[:2] == "__" and not name.startswith("__xla_")):
+            raise _GiveUp
+        return name
+
+    def _new_instruction(self, m, line, written, shape_text, opcode, inside, tail, operands):
+        """The instruction of one line, every check made, and its rule; None when its attributes do not fit
+        (perhaps the list goes on on the next line)."""
+        if opcode == "parameter" or opcode == "constant":
+            rule = _LEAF_RULE
         else:
             rule = RULES.get(opcode)
             if rule is None or opcode in _OWN_READERS:
                 raise _GiveUp  # unknown, async or send/recv: the token parser's business
-            operands = self._operands(inside)
             if rule.operands is not None and len(operands) != rule.operands:
                 raise _GiveUp
         schema = _BY_OPCODE.get(opcode) if rule.attributes_for is None else None
@@ -402,19 +492,10 @@ class _FastReader:
         if tail:
             pairs = self._attribute_pairs(schema, line, m.start(6))
             if pairs is None:
-                return False  # perhaps the first line of several
+                return None, rule
         elif schema.required:
             raise _GiveUp
-        if written[0] == "%":
-            name = written[1:]
-        elif line[m.end(2)] == "=":
-            raise _GiveUp  # XLA's lexer reads `name=` as an attribute name
-        else:
-            name = written
-        table = self.table
-        # The pattern admits only XLA's name characters; XLA renames type names and a leading "__".
-        if name in table or name in _RESERVED or (name[:2] == "__" and not name.startswith("__xla_")):
-            raise _GiveUp
+        name = self._name(line, m, written)
         if shape_text is not None:
             shape = self.shape_cache.get(shape_text) or self._shape_of(shape_text)
         elif rule is _LEAF_RULE or not can_infer_shape(opcode):
@@ -437,16 +518,7 @@ class _FastReader:
                 instr.shape = rule.check(Check(opcode, shape, operands, values))
             except Problem:
                 raise _GiveUp from None
-        if is_root:
-            if self.root_name is not None:
-                raise _GiveUp
-            self.root_name = name
-        if joined:
-            self._keep_line_breaks(instr, m, start)
-        self.builder.instructions.append(instr)
-        table[name] = instr
-        self.p.positions[id(instr)] = start + m.start(2)
-        return True
+        return instr, rule
 
     def _keep_line_breaks(self, instr: HloInstruction, m: re.Match, start: int) -> None:
         """Take the texts kept verbatim from the text itself, not from its joined lines."""
