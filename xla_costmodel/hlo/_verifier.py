@@ -377,9 +377,10 @@ VERIFIED_OPCODES = frozenset(_UNARY | _BINARY | {
 
 def _entry_layout(module: HloModule) -> None:
     entry = module.entry
+    entry_params = entry.parameters
     text = module.header_attributes.get("entry_computation_layout")
     if text is None:
-        params = [p.shape for p in entry.parameters]
+        params = [p.shape for p in entry_params]
         result = entry.root.shape
     else:
         read = getattr(module, "_entry_layout", None)  # unset in a module made without the constructor
@@ -387,22 +388,36 @@ def _entry_layout(module: HloModule) -> None:
         if layout is None:
             raise _Invalid(f"entry_computation_layout={text} is not a computation layout")
         params, result = layout
-    problem = shape_problem(result)
+    problems: dict = {}  # id(shape) -> shape_problem(shape): a layout repeats a few shapes many times
+    problem = _shape_problem(result, problems)
     if problem:
         raise _Invalid(f"{problem}; shape: {result}")
     if not entry.root.shape.compatible(result):
         raise _Invalid(f"Shape of the root instruction of entry computation ({entry.root.shape}) should be compatible to "
                        f"one specified in module's entry computation layout ({result})")
-    if len(params) != len(entry.parameters):
+    if len(params) != len(entry_params):
         raise _Invalid(f"Number of parameters in entry computation layout ({len(params)}) must be same as number of "
-                       f"parameters of entry computation ({len(entry.parameters)})")
-    for k, (param, declared) in enumerate(zip(entry.parameters, params)):
-        problem = shape_problem(declared)
+                       f"parameters of entry computation ({len(entry_params)})")
+    for k, (param, declared) in enumerate(zip(entry_params, params)):
+        problem = _shape_problem(declared, problems)
         if problem:
             raise _Invalid(f"{problem}; shape: {declared}")
         if not param.shape.compatible(declared):
             raise _Invalid(f"Shape of the entry computation parameter {k} is {param.shape} should be compatible to the "
                            f"one specified in module's entry computation layout {declared}")
+
+
+def _shape_problem(shape: Shape, problems: dict) -> str | None:
+    """`shape_problem(shape)`, each shape object asked once (a tuple's elements too)."""
+    key = id(shape)
+    if key in problems:
+        return problems[key]
+    if shape.is_tuple:  # as shape_problem: its first element's problem
+        problem = next((p for p in (_shape_problem(s, problems) for s in shape.tuple_shapes) if p is not None), None)
+    else:
+        problem = shape_problem(shape)
+    problems[key] = problem
+    return problem
 
 
 def verify(module: HloModule, *, text: str | None = None, source: str = "<module>") -> None:
@@ -418,6 +433,7 @@ def verify(module: HloModule, *, text: str | None = None, source: str = "<module
     checked: set = set()
     programs: dict = {}  # id(computation) -> its program key, for _memo_key
     unbounded: dict = {}  # id(shape) -> _unbounded(shape): shapes are shared, the answer is asked often
+    checked_attributes: dict = {}  # attribute items -> those a rule may read
     arity = _FIXED_ARITY
     verified = VERIFIED_OPCODES
     unchecked = _UNCHECKED_ATTRIBUTES
@@ -431,20 +447,38 @@ def verify(module: HloModule, *, text: str | None = None, source: str = "<module
                 params.append((instr.parameter_number, id(shape)))
             if op in verified or op in arity:
                 # `_memo_key`, written out for the usual instruction (no computation called).
+                ops = instr.operands
+                n = len(ops)
                 if op in blind:
-                    key = (op, id(shape), *[id(o.shape) for o in instr.operands])
+                    if n == 2:
+                        key = (op, id(shape), id(ops[0].shape), id(ops[1].shape))
+                    elif n == 1:
+                        key = (op, id(shape), id(ops[0].shape))
+                    else:
+                        key = (op, id(shape), *[id(o.shape) for o in ops])
                 elif op == "fusion":  # its rule reads no attribute but the fused computation
                     fused = instr.fused_computation
                     key = None if fused is None else (op, id(shape), _program_key(fused, programs),
-                                                      *[id(o.shape) for o in instr.operands])
+                                                      *[id(o.shape) for o in ops])
                 elif instr._called:
                     key = _memo_key(instr, programs)
                 else:
                     raw = instr._raw_store
-                    attrs = tuple([item for item in raw.items() if item[0] not in unchecked]) if raw else ()
-                    key = (op, id(shape), attrs, *[id(o.shape) for o in instr.operands])
+                    if raw:
+                        # Attribute lists repeat (their texts are often the very same objects): each is
+                        # filtered once.
+                        items = tuple(raw.items())
+                        attrs = checked_attributes.get(items)
+                        if attrs is None:
+                            attrs = checked_attributes[items] = tuple([i for i in items if i[0] not in unchecked])
+                    else:
+                        attrs = ()
+                    if n == 1:
+                        key = (op, id(shape), attrs, id(ops[0].shape))
+                    else:
+                        key = (op, id(shape), attrs, *[id(o.shape) for o in ops])
                     if op == "add-dependency":
-                        key += tuple([id(o) for o in instr.operands])
+                        key += tuple([id(o) for o in ops])
                 if key is not None:
                     if key in checked:
                         continue
