@@ -53,9 +53,10 @@ _STR = r'"[^"\\\n]*+(?:\\(?:[\\"\'ntr?abfv]|[0-3][0-7][0-7])[^"\\\n]*+)*+"'
 # A block comment, unrolled so that nothing can backtrack into it: Python 3.11.0-3.11.2's `re` mishandles a
 # possessive group here (`(?:[^*\n]|\*(?!/))*+` finds no comment in "/*index=5*/").
 _COMMENT = r"/\*[^*\n]*+(?:\*++[^*/\n][^*\n]*+)*\*++/"
-# Characters outside strings and brackets that never start another token kind.
-_PLAIN = r"(?:[A-Za-z0-9_. \t,:=*?#+~<>|&^@;\\]|%(?=[A-Za-z_])|-(?=[0-9A-Za-z.>])|/(?![/*]))"
-_DEPTH0 = r"(?:[A-Za-z0-9_.:*?#+~<>=|&^@;\\]|%(?=[A-Za-z_])|-(?=[0-9A-Za-z.>]))"
+# Characters outside strings and brackets that never start another token kind (runs of the usual ones taken
+# at once: the engine loops over a character class much faster than over an alternation).
+_PLAIN = r"(?:[A-Za-z0-9_. \t,:=*?#+~<>|&^@;\\]++|%(?=[A-Za-z_])|-(?=[0-9A-Za-z.>])|/(?![/*]))"
+_DEPTH0 = r"(?:[A-Za-z0-9_.:*?#+~<>=|&^@;\\]++|%(?=[A-Za-z_])|-(?=[0-9A-Za-z.>]))"
 
 
 def _bracketed(depth: int) -> str:
