@@ -228,18 +228,79 @@ class _FastReader:
         self.lines = lines
         offset = start
         i = 0
-        while i < len(lines):
+        n = len(lines)
+        fullmatch = _INSTRUCTION.fullmatch
+        made = self.made
+        positions = self.p.positions
+        refs = instructions = None  # those of the computation being read
+        while i < n:
             line = lines[i]
             line_start = offset
             offset += len(line) + 1
             i += 1
-            if not line or line.isspace() or (self.builder is not None and self._instruction(line, line_start)):
+            if refs is not None:
+                m = fullmatch(line)
+                entry = None
+                if m is not None:
+                    # An instruction line. One like a line read before but for its names (the usual line)
+                    # takes what that line made: what was read and checked then holds (the same shape and
+                    # attribute texts, the same computations called; operands as many, and of the same shapes
+                    # where the opcode's rule looks at them). Names are checked as `_name` checks them.
+                    is_root, written, shape_text, opcode, inside, tail = m.groups()
+                    entry = made.get((opcode, shape_text, tail))
+                    if entry is not None:
+                        if opcode == "parameter" or opcode == "constant":
+                            operands = []
+                        else:
+                            try:
+                                operands = [refs[ref] for ref in inside.split(", ")]
+                            except KeyError:
+                                entry = None  # names not plain (or unknown): `_instruction` reads them
+                        if entry is not None:
+                            if entry[4] is not None:
+                                entry = entry[4].get(tuple([id(op.shape) for op in operands]))
+                            elif entry[3] is not None and len(operands) != entry[3]:
+                                entry = None
+                    if entry is None and self._instruction(line, line_start, m=m):
+                        continue
+                if entry is not None:
+                    if written[0] == "%":
+                        name = written[1:]
+                    elif line[m.end(2)] == "=":
+                        raise _GiveUp
+                    else:
+                        name = written
+                    if name in refs or name in _RESERVED or (name[:2] == "__" and not name.startswith("__xla_")):
+                        raise _GiveUp
+                    shape, raw, called = entry[:3]
+                    if opcode == "parameter":
+                        instr = self._parameter(name, shape, inside)
+                    elif opcode == "constant":
+                        instr = self._constant(name, shape, shape_text, inside)
+                    else:
+                        instr = new_instruction(name, opcode, shape, operands)
+                    if raw:
+                        instr._raw_store = raw.copy()
+                        if called:
+                            instr._called = called.copy()
+                    if is_root:
+                        if self.root_name is not None:
+                            raise _GiveUp
+                        self.root_name = name
+                    instructions.append(instr)
+                    refs[name] = instr
+                    if written is not name:
+                        refs[written] = instr
+                    positions[id(instr)] = line_start + m.start(2)
+                    continue
+            if not line or line.isspace():
                 continue
             code = _code(line)  # the line without its comment
             if not code or code.isspace():
                 continue
             if self.builder is None:
                 self._open_computation(code)
+                refs, instructions = self.refs, self.builder.instructions
                 continue
             # Without its comments: texts kept verbatim are then taken from the line itself.
             if code is not line and self._instruction(code, line_start, True):
@@ -247,6 +308,7 @@ class _FastReader:
             close = _CLOSE.fullmatch(code)
             if close is not None:
                 self._close_computation(close)
+                refs = instructions = None
                 continue
             # An instruction written over several lines (as people write them; XLA never does).
             end = self._continuation_end(code, i)
@@ -359,8 +421,9 @@ class _FastReader:
             raise _GiveUp  # XLA reads headerless text as a module only from `ENTRY` or `name {`
         self.is_entry = bool(m.group(1))
         self.builder = _Builder(name)  # its table stays empty: `self.table` maps names to instructions
+        # Its instructions by name, and by name as written (`%name`) where that differs.
         self.table: dict[str, HloInstruction] = {}
-        self.refs: dict[str, HloInstruction] = {}  # `table`, and each instruction by its name as written
+        self.refs = self.table
         self.p.scopes = [self.builder]
         self.root_name = None
 
@@ -385,11 +448,14 @@ class _FastReader:
         self.builder = None
 
     # instructions ------------------------------------------------------------------------------
-    def _instruction(self, line: str, start: int, joined: bool = False) -> bool:
-        """Read one instruction line (or several `joined`); False when the line is not one."""
-        m = _INSTRUCTION.fullmatch(line)
+    def _instruction(self, line: str, start: int, joined: bool = False, m: re.Match | None = None) -> bool:
+        """Read one instruction line (or several `joined`), every check made (`m`: the line's match, if
+        made); False when the line is not one. What a line (not joined) made is remembered for the lines like
+        it (see `read`)."""
         if m is None:
-            return False
+            m = _INSTRUCTION.fullmatch(line)
+            if m is None:
+                return False
         is_root, written, shape_text, opcode, inside, tail = m.groups()
         if opcode == "parameter" or opcode == "constant":
             operands = []
@@ -399,42 +465,13 @@ class _FastReader:
                 operands = [refs[ref] for ref in inside.split(", ")]
             except KeyError:
                 operands = self._operands(inside)
-        made = None
-        if not joined:
-            # A line like one read before but for its names: what was read and checked then holds (the same
-            # shape and attribute texts, the same computations called; operands as many, and of the same shapes
-            # where the opcode's rule looks at them).
-            key = (opcode, shape_text, tail)
-            made = self.made.get(key)
-            if made is not None:
-                by_shapes = made[4]
-                if by_shapes is not None:
-                    shapes = tuple([id(op.shape) for op in operands])
-                    made = by_shapes.get(shapes)
-                elif made[3] is not None and len(operands) != made[3]:
-                    made = None
-        if made is None:
-            # The first line of its kind: every check.
-            instr, rule = self._new_instruction(m, line, written, shape_text, opcode, inside, tail, operands)
-            if instr is None:
-                return False  # perhaps the first line of several
-            if not joined and (not tail or ("control-predecessors" not in instr._raw_store
-                                            and "parameter_replication" not in instr._raw_store)):
-                self._remember(key, instr, rule, operands)
-            name = instr.name
-        else:
-            shape, raw, called = made[:3]
-            name = self._name(line, m, written)
-            if opcode == "parameter":
-                instr = self._parameter(name, shape, inside)
-            elif opcode == "constant":
-                instr = self._constant(name, shape, shape_text, inside)
-            else:
-                instr = new_instruction(name, opcode, shape, operands)
-            if raw:
-                instr._raw_store = raw.copy()
-                if called:
-                    instr._called = called.copy()
+        instr, rule = self._new_instruction(m, line, written, shape_text, opcode, inside, tail, operands)
+        if instr is None:
+            return False  # perhaps the first line of several
+        if not joined and (not tail or ("control-predecessors" not in instr._raw_store
+                                        and "parameter_replication" not in instr._raw_store)):
+            self._remember((opcode, shape_text, tail), instr, rule, operands)
+        name = instr.name
         if is_root:
             if self.root_name is not None:
                 raise _GiveUp
@@ -442,7 +479,6 @@ class _FastReader:
         if joined:
             self._keep_line_breaks(instr, m, start)
         self.builder.instructions.append(instr)
-        self.table[name] = instr
         refs = self.refs
         refs[name] = instr
         if written is not name:
