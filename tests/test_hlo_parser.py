@@ -374,3 +374,22 @@ def test_lines_alike_are_each_checked(first, second):
     assert info.value.line >= 9  # at the second line, or where XLA's parser notices (past its attributes)
     with pytest.raises(Exception):
         oracle.xla_parse(bad)
+
+
+@pytest.mark.parametrize("first, second, line", [
+    ("x = f32[4] negate(a)", "y = f32[4] negate(b)", 6),  # like x but for its operand's shape
+    ("x = f32[4] add(a, a)", "y = f32[4] add(a, b)", 6),
+    ("x = f32[4] reshape(a)", "y = f32[4] reshape(b)", 6),
+    ("x = f32[8] negate(a)", "y = f32[8] negate(a)", 5),  # the first of those alike fails
+])
+def test_verifier_checks_each_line_unlike_those_before(first, second, line):
+    """The verifier skips instructions like an earlier one in all its rules look at; not the others."""
+    text = (f"HloModule m\nENTRY e {{\n  a = f32[4] parameter(0)\n  b = f32[8] parameter(1)\n  {first}\n  {second}\n"
+            "  ROOT t = () tuple()\n}\n")
+    xc.parse_hlo(text, verify=False)
+    with pytest.raises(HloParseError, match="shape") as info:
+        xc.parse_hlo(text)
+    assert info.value.line == line
+    with pytest.raises(HloParseError) as tokens:
+        parse_hlo_tokens(text)  # the reference reading, every instruction verified
+    assert str(tokens.value) == str(info.value)

@@ -213,6 +213,10 @@ class _FastReader:
         # What a line made, by what it says but for names: (opcode, shape text, attribute texts, operand
         # shapes) -> (shape, attribute texts, called computations, operands: keeps their shapes' ids taken).
         self.made: dict[tuple, tuple] = {}
+        # The instructions, in order, but those like an earlier one in all the verifier's rules look at: made
+        # from the same entry of `made` (opcode, shape, attributes, called computations), with operands of the
+        # same shapes.
+        self.firsts: list[HloInstruction] = []
         self.builder = None
         self.signature: Shape | None = None
         self.entry: HloComputation | None = None
@@ -231,6 +235,7 @@ class _FastReader:
         n = len(lines)
         fullmatch = _INSTRUCTION.fullmatch
         made = self.made
+        firsts = self.firsts
         positions = self.p.positions
         refs = instructions = None  # those of the computation being read
         while i < n:
@@ -251,14 +256,22 @@ class _FastReader:
                     if entry is not None:
                         if opcode == "parameter" or opcode == "constant":
                             operands = []
+                            shapes = ()
                         else:
+                            # (Written out for one and two operands: the usual counts, twice as fast.)
                             try:
-                                operands = [refs[ref] for ref in inside.split(", ")]
+                                if ", " not in inside:
+                                    operands = [refs[inside]]
+                                    shapes = (id(operands[0].shape),)
+                                else:
+                                    operands = [refs[ref] for ref in inside.split(", ")]
+                                    shapes = ((id(operands[0].shape), id(operands[1].shape)) if len(operands) == 2
+                                              else tuple([id(op.shape) for op in operands]))
                             except KeyError:
                                 entry = None  # names not plain (or unknown): `_instruction` reads them
                         if entry is not None:
                             if entry[4] is not None:
-                                entry = entry[4].get(tuple([id(op.shape) for op in operands]))
+                                entry = entry[4].get(shapes)
                             elif entry[3] is not None and len(operands) != entry[3]:
                                 entry = None
                     if entry is None and self._instruction(line, line_start, m=m):
@@ -270,7 +283,8 @@ class _FastReader:
                         raise _GiveUp
                     else:
                         name = written
-                    if name in refs or name in _RESERVED or (name[:2] == "__" and not name.startswith("__xla_")):
+                    if name in refs or name in _RESERVED or (name[0] == "_" and name[:2] == "__"
+                                                             and not name.startswith("__xla_")):
                         raise _GiveUp
                     shape, raw, called = entry[:3]
                     if opcode == "parameter":
@@ -292,6 +306,11 @@ class _FastReader:
                     if written is not name:
                         refs[written] = instr
                     positions[id(instr)] = line_start + m.start(2)
+                    # The first of its kind for the verifier (see `firsts`)?
+                    seen = entry[5]
+                    if shapes not in seen:
+                        seen.add(shapes)
+                        firsts.append(instr)
                     continue
             if not line or line.isspace():
                 continue
@@ -468,9 +487,12 @@ class _FastReader:
         instr, rule = self._new_instruction(m, line, written, shape_text, opcode, inside, tail, operands)
         if instr is None:
             return False  # perhaps the first line of several
-        if not joined and (not tail or ("control-predecessors" not in instr._raw_store
-                                        and "parameter_replication" not in instr._raw_store)):
+        if not joined and opcode != "add-dependency" and (
+                not tail or ("control-predecessors" not in instr._raw_store
+                             and "parameter_replication" not in instr._raw_store)):
+            # (add-dependency: the verifier tells its instructions apart by their operands themselves)
             self._remember((opcode, shape_text, tail), instr, rule, operands)
+        self.firsts.append(instr)
         name = instr.name
         if is_root:
             if self.root_name is not None:
@@ -487,18 +509,24 @@ class _FastReader:
         return True
 
     def _remember(self, key: tuple, instr: HloInstruction, rule: _opcodes.Rule, operands: list) -> None:
-        """Keep what a line made for the lines like it (see `_instruction`)."""
+        """Keep what a line made for the lines like it (see `read`): an entry (shape, attribute texts, called
+        computations, operand count or None, None, operand shapes seen) for any operands; or, where the rule
+        looks at the operands' shapes, (None, None, None, None, {operand shapes: entry}), whose entries end
+        with the operands (keeping their shapes' ids taken)."""
         made = (instr.shape, dict(instr._raw_store), instr._called and dict(instr._called))
+        shapes = tuple([id(op.shape) for op in operands])
         # The rule looks at the operands' shapes when it checks (a rule that only infers checks nothing with
         # the shape written), or when it allows attributes by them.
         if rule is _LEAF_RULE or (rule.attributes_for is None and key[1] is not None and rule.infers_only):
-            self.made[key] = (*made, rule.operands, None)
+            entry = self.made.get(key)
+            if entry is None:
+                entry = self.made[key] = (*made, rule.operands, None, set())
+            entry[5].add(shapes)
             return
         entry = self.made.get(key)
         if entry is None:
             entry = self.made[key] = (None, None, None, None, {})
-        # Keyed by the shapes' ids: the operands kept here keep those ids taken.
-        entry[4][tuple([id(op.shape) for op in operands])] = (*made, operands)
+        entry[4][shapes] = (*made, None, None, {shapes}, operands)
 
     def _name(self, line: str, m: re.Match, written: str) -> str:
         if written[0] == "%":
@@ -937,10 +965,17 @@ def entry_layout_shapes(text: str) -> tuple[list[Shape], Shape] | None:
         return None
 
 
-def fast_parse(text: str, source: str) -> HloModule | None:
-    """The module, or None when the text needs the token parser."""
+def fast_parse(text: str, source: str, firsts: list | None = None) -> HloModule | None:
+    """The module, or None when the text needs the token parser. `firsts`, if given, receives the module's
+    instructions in order but those like an earlier one in everything the verifier's rules look at (the same
+    opcode, shape, attributes and called computations, operands of the same shapes): see
+    `_verifier.verify_parsed`."""
     with gc_paused():  # a growing cyclic graph: see xla_costmodel._gc
         try:
-            return _FastReader(text, source).read()
+            reader = _FastReader(text, source)
+            module = reader.read()
         except (_GiveUp, RecursionError):
             return None
+    if firsts is not None:
+        firsts.extend(reader.firsts)
+    return module
