@@ -393,3 +393,49 @@ def test_verifier_checks_each_line_unlike_those_before(first, second, line):
     with pytest.raises(HloParseError) as tokens:
         parse_hlo_tokens(text)  # the reference reading, every instruction verified
     assert str(tokens.value) == str(info.value)
+
+
+_CALLEES = (
+    "HloModule m\nadd {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n  ROOT r = f32[] add(p, q)\n}\n"
+    "add2 {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n  ROOT r = f32[] add(p, q)\n}\n"
+    "bad {\n  p = s32[] parameter(0)\n  q = s32[] parameter(1)\n  ROOT r = s32[] add(p, q)\n}\n"
+    "fused {\n  p = f32[4] parameter(0)\n  ROOT n = f32[4] negate(p)\n}\n"
+    "fused2 {\n  p = f32[8] parameter(0)\n  ROOT n = f32[8] negate(p)\n}\n"
+    "three {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n  s = f32[] parameter(2)\n"
+    "  ROOT r = f32[] add(p, q)\n}\n"
+)
+
+
+@pytest.mark.parametrize("first, second, fails", [
+    # The shape inferred from the computation called: each line reads its own.
+    ("x = reduce(a, c), dimensions={0}, to_apply=add", "y = reduce(a, c), dimensions={0}, to_apply=bad", "parser"),
+    # A rule that looks at the computation called (with the shape written).
+    ("x = f32[4] scan(a, c), to_apply=add, dimensions={0}, num_carries=1",
+     "y = f32[4] scan(a, c), to_apply=three, dimensions={0}, num_carries=1", "parser"),
+    # Each line's computation must be there.
+    ("x = f32[4] fusion(a), kind=kLoop, calls=fused", "y = f32[4] fusion(a), kind=kLoop, calls=nowhere", "parser"),
+    # And the verifier checks each line calling a computation of its own.
+    ("x = f32[4] fusion(a), kind=kLoop, calls=fused", "y = f32[4] fusion(a), kind=kLoop, calls=fused2", "verifier"),
+    ("x = f32[] reduce(a, c), dimensions={0}, to_apply=add", "y = f32[] reduce(a, c), dimensions={0}, to_apply=bad",
+     "verifier"),
+    ("x = f32[] reduce(a, c), dimensions={0}, to_apply=add", "y = f32[] reduce(a, c), dimensions={0}, to_apply=add2",
+     None),
+])
+def test_lines_alike_but_for_the_computation_called(first, second, fails):
+    from xla_costmodel.hlo._fastpath import fast_parse
+
+    text = (_CALLEES + f"ENTRY e {{\n  a = f32[4] parameter(0)\n  c = f32[] constant(0)\n  {first}\n  {second}\n"
+            "  ROOT t = () tuple()\n}\n")
+    if fails == "parser":
+        assert fast_parse(text, "x") is None
+        with pytest.raises(HloParseError):
+            xc.parse_hlo(text, verify=False)
+        return
+    m = xc.parse_hlo(text, verify=False)
+    assert m.entry.instruction("y").called_computations == [m.computation(second.rsplit("=", 1)[1])]
+    if fails == "verifier":
+        with pytest.raises(HloParseError) as info:
+            xc.parse_hlo(text)
+        assert info.value.line == 35
+    else:
+        xc.parse_hlo(text)

@@ -253,6 +253,12 @@ class _FastReader:
                     # where the opcode's rule looks at them). Names are checked as `_name` checks them.
                     is_root, written, shape_text, opcode, inside, tail = m.groups()
                     entry = made.get((opcode, shape_text, tail))
+                    callee = None
+                    if entry is None and tail and ("calls=" in tail or "to_apply=" in tail):
+                        # Like a line before but for the computation it calls, too (see `_callee_key`)?
+                        callee = _CALLEE.search(tail)
+                        if callee is not None:
+                            entry = made.get((opcode, shape_text, tail[:callee.start(2)], tail[callee.end(2):]))
                     if entry is not None:
                         if opcode == "parameter" or opcode == "constant":
                             operands = []
@@ -297,6 +303,8 @@ class _FastReader:
                         instr._raw_store = raw.copy()
                         if called:
                             instr._called = called.copy()
+                            if callee is not None:
+                                instr._called[callee.group(1)] = self._computation(self.p.pool, callee.group(2))
                     if is_root:
                         if self.root_name is not None:
                             raise _GiveUp
@@ -306,9 +314,12 @@ class _FastReader:
                     if written is not name:
                         refs[written] = instr
                     positions[id(instr)] = line_start + m.start(2)
-                    # The first of its kind for the verifier (see `firsts`)?
+                    # The first of its kind for the verifier (see `firsts`)? One calling a computation of its
+                    # own is.
                     seen = entry[5]
-                    if shapes not in seen:
+                    if callee is not None:
+                        firsts.append(instr)
+                    elif shapes not in seen:
                         seen.add(shapes)
                         firsts.append(instr)
                     continue
@@ -492,6 +503,9 @@ class _FastReader:
                              and "parameter_replication" not in instr._raw_store)):
             # (add-dependency: the verifier tells its instructions apart by their operands themselves)
             self._remember((opcode, shape_text, tail), instr, rule, operands)
+            callee_key = self._callee_key(opcode, shape_text, tail, instr, rule)
+            if callee_key is not None:
+                self._remember(callee_key, instr, rule, operands)
         self.firsts.append(instr)
         name = instr.name
         if is_root:
@@ -527,6 +541,32 @@ class _FastReader:
         if entry is None:
             entry = self.made[key] = (None, None, None, None, {})
         entry[4][shapes] = (*made, None, None, {shapes}, operands)
+
+    @staticmethod
+    def _callee_key(opcode: str, shape_text: str | None, tail: str, instr: HloInstruction, rule: _opcodes.Rule):
+        """The key of `made` for the lines like this one but for the computation they call (a fusion's
+        `calls`, a reduce's `to_apply`: one of its own on each line); None where the computation matters to
+        more than its name.
+
+        The text left out is a name where this line has one (any other name fits the same attribute
+        pattern), in an attribute of this line (no string or comment before it, every bracket closed); the
+        rule does not look at that computation (with the shape written, a rule that only infers looks at
+        nothing). The verifier checks each such line (see `read`)."""
+        if not tail or shape_text is None or ("calls=" not in tail and "to_apply=" not in tail):
+            return None
+        callee = _CALLEE.search(tail)
+        if callee is None:
+            return None
+        before = tail[:callee.start()]
+        if '"' in before or "/" in before or _depth(before) != 0:
+            return None  # perhaps inside a string, comment or bracket
+        attr = callee.group(1)
+        called = instr._called
+        if not called or not isinstance(called.get(attr), HloComputation):
+            return None
+        if attr in rule.reads and not (rule.infers_only or rule.reads_to_infer):
+            return None
+        return opcode, shape_text, tail[:callee.start(2)], tail[callee.end(2):]
 
     def _name(self, line: str, m: re.Match, written: str) -> str:
         if written[0] == "%":
@@ -825,6 +865,8 @@ class _FastReader:
 
 
 _MISSING = object()
+# The computation a line calls, as XLA prints it (see `_callee_key`).
+_CALLEE = re.compile(r", (calls|to_apply)=(%?[A-Za-z_][A-Za-z0-9_.\-]*)(?=,|$)")
 _SHAPES: dict[str, Shape] = {}  # shape text -> its shape, for every text read
 _LITERALS: set[tuple[str, str]] = set()  # (shape text, literal) pairs found valid
 _CACHE_LIMIT = 200_000
