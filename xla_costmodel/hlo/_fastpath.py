@@ -100,6 +100,12 @@ _SIGNATURE = re.compile(
     rf"[ \t]*->[ \t]*({_SHAPE})"
 )
 _PARAMETER = re.compile(rf"{_PARAMETER_NAME}({_SHAPE})")
+# `_COMPUTATION` with `_SIGNATURE` in place of its loose signature: groups 3 to 5, the signature, its
+# parameters, its result.
+_COMPUTATION_SIGNED = re.compile(
+    rf"[ \t]*(ENTRY[ \t]+)?({_NAME})[ \t]*(\([ \t]*((?:{_PARAMETER_NAME}(?:{_SHAPE})(?:[ \t]*,[ \t]*{_PARAMETER_NAME}"
+    rf"(?:{_SHAPE}))*)?)[ \t]*\)[ \t]*->[ \t]*({_SHAPE}))?[ \t]*\{{[ \t]*"
+)
 _PARAMETER_NUMBER = re.compile(r"[ \t]*([0-9]{1,18})[ \t]*")
 _PRELUDE_END = re.compile(r"^[ \t]*(?:ENTRY[ \t]|[%A-Za-z_][A-Za-z0-9_.\-]*[ \t]*[({])", re.M)
 
@@ -217,6 +223,7 @@ class _FastReader:
         # from the same entry of `made` (opcode, shape, attributes, called computations), with operands of the
         # same shapes.
         self.firsts: list[HloInstruction] = []
+        self.parameter_numbers: dict[str, int] = {}  # the text in `parameter(...)` -> its number
         self.builder = None
         self.signature: Shape | None = None
         self.entry: HloComputation | None = None
@@ -237,7 +244,8 @@ class _FastReader:
         made = self.made
         firsts = self.firsts
         positions = self.p.positions
-        refs = instructions = None  # those of the computation being read
+        refs = instructions = params = None  # those of the computation being read
+        numbers = self.parameter_numbers
         while i < n:
             line = lines[i]
             line_start = offset
@@ -294,7 +302,13 @@ class _FastReader:
                         raise _GiveUp
                     shape, raw, called = entry[:3]
                     if opcode == "parameter":
-                        instr = self._parameter(name, shape, inside)
+                        number = numbers.get(inside)  # (`_parameter`, written out)
+                        if number is None or number in params:
+                            instr = self._parameter(name, shape, inside)
+                        else:
+                            instr = new_instruction(name, opcode, shape, operands)
+                            instr.parameter_number = number
+                            params[number] = instr
                     elif opcode == "constant":
                         instr = self._constant(name, shape, shape_text, inside)
                     else:
@@ -330,7 +344,7 @@ class _FastReader:
                 continue
             if self.builder is None:
                 self._open_computation(code)
-                refs, instructions = self.refs, self.builder.instructions
+                refs, instructions, params = self.refs, self.builder.instructions, self.builder.params
                 continue
             # Without its comments: texts kept verbatim are then taken from the line itself.
             if code is not line and self._instruction(code, line_start, True):
@@ -338,7 +352,7 @@ class _FastReader:
             close = _CLOSE.fullmatch(code)
             if close is not None:
                 self._close_computation(close)
-                refs = instructions = None
+                refs = instructions = params = None
                 continue
             # An instruction written over several lines (as people write them; XLA never does).
             end = self._continuation_end(code, i)
@@ -435,15 +449,19 @@ class _FastReader:
 
     # computations ------------------------------------------------------------------------------
     def _open_computation(self, line: str) -> None:
-        m = _COMPUTATION.fullmatch(line)
-        if m is None:
-            raise _GiveUp
+        # The usual line, its signature checked in the same match; else the signature read on its own.
+        m = _COMPUTATION_SIGNED.fullmatch(line)
+        strict = m is not None
+        if not strict:
+            m = _COMPUTATION.fullmatch(line)
+            if m is None:
+                raise _GiveUp
         name = _plain_name(m.group(2))
         if name in self.p.pool or (m.group(2)[0] != "%" and name in _RESERVED):
             raise _GiveUp
         self.signature = None
         if m.group(3) is not None:
-            self.signature = self._signature(m.group(3))
+            self.signature = self._signature_of(m.group(4), m.group(5)) if strict else self._signature(m.group(3))
         if m.group(1):
             if self.entry is not None:
                 raise _GiveUp
@@ -637,10 +655,12 @@ class _FastReader:
             instr.literal_text = self.text[start + first : start + first + len(instr.literal_text)]
 
     def _parameter(self, name: str, shape: Shape, operands: str) -> HloInstruction:
-        m = _PARAMETER_NUMBER.fullmatch(operands)
-        if m is None:
-            raise _GiveUp
-        number = int(m.group(1))
+        number = self.parameter_numbers.get(operands)
+        if number is None:
+            m = _PARAMETER_NUMBER.fullmatch(operands)
+            if m is None:
+                raise _GiveUp
+            number = self.parameter_numbers[operands] = int(m.group(1))
         if number in self.builder.params:
             raise _GiveUp
         instr = new_instruction(name, "parameter", shape, [])
@@ -849,9 +869,15 @@ class _FastReader:
         m = _SIGNATURE.fullmatch(text)
         if m is None:
             return self._memo_read("signature", text)
-        for shape_text in _PARAMETER.findall(m.group(1)):
-            self._shape_of(shape_text)
-        return self._shape_of(m.group(2))
+        return self._signature_of(m.group(1), m.group(2))
+
+    def _signature_of(self, parameters: str, result: str) -> Shape:
+        """`_signature` of a signature that `_SIGNATURE` matches, from its parameters and its result."""
+        cache = self.shape_cache
+        for shape_text in _PARAMETER.findall(parameters):
+            if shape_text not in cache:
+                self._shape_of(shape_text)
+        return cache.get(result) or self._shape_of(result)
 
     def _memo_read(self, kind: str, text: str):
         """The value of `text` read by the token parser's reader for `kind` (once per distinct text)."""
