@@ -276,18 +276,21 @@ class _FastReader:
                             try:
                                 if ", " not in inside:
                                     operands = [refs[inside]]
-                                    shapes = (id(operands[0].shape),)
                                 else:
                                     operands = [refs[ref] for ref in inside.split(", ")]
-                                    shapes = ((id(operands[0].shape), id(operands[1].shape)) if len(operands) == 2
-                                              else tuple([id(op.shape) for op in operands]))
                             except KeyError:
-                                entry = None  # names not plain (or unknown): `_instruction` reads them
-                        if entry is not None:
-                            if entry[4] is not None:
-                                entry = entry[4].get(shapes)
-                            elif entry[3] is not None and len(operands) != entry[3]:
-                                entry = None
+                                operands = self._operands(inside)  # shapes written, or names not plain
+                            k = len(operands)
+                            if k == 1:
+                                shapes = (id(operands[0].shape),)
+                            elif k == 2:
+                                shapes = (id(operands[0].shape), id(operands[1].shape))
+                            else:
+                                shapes = tuple([id(op.shape) for op in operands])
+                        if entry[4] is not None:
+                            entry = entry[4].get(shapes)
+                        elif entry[3] is not None and len(operands) != entry[3]:
+                            entry = None
                     if entry is None and self._instruction(line, line_start, m=m):
                         continue
                 if entry is not None:
@@ -545,7 +548,9 @@ class _FastReader:
         computations, operand count or None, None, operand shapes seen) for any operands; or, where the rule
         looks at the operands' shapes, (None, None, None, None, {operand shapes: entry}), whose entries end
         with the operands (keeping their shapes' ids taken)."""
-        made = (instr.shape, dict(instr._raw_store), instr._called and dict(instr._called))
+        # (The instruction's own dicts: nothing changes them while the text is read, and each line like it
+        # gets copies.)
+        made = (instr.shape, instr._raw_store, instr._called)
         shapes = tuple([id(op.shape) for op in operands])
         # The rule looks at the operands' shapes when it checks (a rule that only infers checks nothing with
         # the shape written), or when it allows attributes by them.
