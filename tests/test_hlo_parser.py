@@ -355,6 +355,7 @@ def test_names_kept_as_written_only_where_the_uniquer_keeps_them():
      "r2 = f32[1] dynamic-slice(c, i), dynamic_slice_sizes={1}"),
     ("r1 = f32[4,2] broadcast(s)", "r2 = f32[4,2] broadcast(a)"),  # the attributes allowed depend on them
     ("r1 = f32[4] negate(a)", "r2 = f32[4] negate(a, a)"),  # operand count
+    ("r1 = f32[4] negate(f32[4] a)", "r2 = f32[4] negate(f32[8] a)"),  # operand shapes as written
     ("r1 = f32[4] negate(a)", "r1 = f32[4] negate(a)"),  # names
     ("r1 = f32[4] parameter(5)", "r2 = f32[4] parameter(5)"),  # parameter numbers
 ])
