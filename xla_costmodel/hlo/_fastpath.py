@@ -20,6 +20,15 @@ Comments are blanked out, and an instruction written over several lines (as
 people write them in tests) is read from its lines joined; texts kept
 verbatim are then taken from the text itself.
 
+Large modules repeat a few kinds of line: the same opcode, shape and
+attributes under other names. The first line of a kind is read with every
+check (`_FastReader._instruction`) and what it made is remembered; the lines
+like it then take that (`_FastReader.read`), with the checks that look at
+more than their text (names, operands as many and, where the rule looks at
+them, of the same shapes; the computation called, where each line calls one
+of its own). The verifier then checks only the first instruction of each kind
+(`fast_parse`'s `firsts`).
+
 The fast path is an accelerator, not a second grammar: on anything it does
 not recognise (async ops and send/recv, nested instructions, ...), or any
 check that fails, it gives up and the token parser (`_token_parser.Parser`) reads
