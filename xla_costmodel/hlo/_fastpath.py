@@ -233,6 +233,7 @@ class _FastReader:
         # same shapes.
         self.firsts: list[HloInstruction] = []
         self.parameter_numbers: dict[str, int] = {}  # the text in `parameter(...)` -> its number
+        self.programs: dict[int, tuple] = {}  # id(computation) -> its program key, for the verifier
         self.builder = None
         self.signature: Shape | None = None
         self.entry: HloComputation | None = None
@@ -505,6 +506,8 @@ class _FastReader:
         self.p.pool[builder.name] = (comp, 0)
         if self.is_entry:
             self.entry = comp
+        # Its program key for the verifier (`_verifier._program_key`), from the parameters at hand.
+        self.programs[id(comp)] = (tuple([(n, id(p.shape)) for n, p in builder.params.items()]), id(root.shape))
         self.builder = None
 
     # instructions ------------------------------------------------------------------------------
@@ -1047,11 +1050,11 @@ def entry_layout_shapes(text: str) -> tuple[list[Shape], Shape] | None:
         return None
 
 
-def fast_parse(text: str, source: str, firsts: list | None = None) -> HloModule | None:
-    """The module, or None when the text needs the token parser. `firsts`, if given, receives the module's
-    instructions in order but those like an earlier one in everything the verifier's rules look at (the same
-    opcode, shape, attributes and called computations, operands of the same shapes): see
-    `_verifier.verify_parsed`."""
+def fast_parse(text: str, source: str, firsts: list | None = None, programs: dict | None = None) -> HloModule | None:
+    """The module, or None when the text needs the token parser. For the verifier (see
+    `_verifier.verify_parsed`): `firsts`, if given, receives the module's instructions in order but those like
+    an earlier one in everything the verifier's rules look at (the same opcode, shape, attributes and called
+    computations, operands of the same shapes); `programs`, the program key of each computation."""
     with gc_paused():  # a growing cyclic graph: see xla_costmodel._gc
         try:
             reader = _FastReader(text, source)
@@ -1060,4 +1063,6 @@ def fast_parse(text: str, source: str, firsts: list | None = None) -> HloModule 
             return None
     if firsts is not None:
         firsts.extend(reader.firsts)
+    if programs is not None:
+        programs.update(reader.programs)
     return module

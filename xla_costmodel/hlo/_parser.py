@@ -45,12 +45,13 @@ def parse_hlo(text: str, *, source: str = "<string>", verify: bool = True) -> Hl
     if not isinstance(text, str):
         raise TypeError(f"parse_hlo expects str, got {type(text).__name__}")
     firsts: list = []
-    module = fast_parse(text, source, firsts)
+    programs: dict = {}
+    module = fast_parse(text, source, firsts, programs)
     if module is None:
         module = parse_hlo_tokens(text, source=source, verify=verify)
     elif verify:
         # Instructions that repeat an earlier one in all the rules look at are not checked again.
-        verify_parsed(module, firsts, text=text, source=source)
+        verify_parsed(module, firsts, programs, text=text, source=source)
     return module
 
 

@@ -432,16 +432,21 @@ def verify(module: HloModule, *, text: str | None = None, source: str = "<module
     _verify(module, None, text, source)
 
 
-def verify_parsed(module: HloModule, firsts: list[HloInstruction], *, text: str, source: str) -> None:
+def verify_parsed(module: HloModule, firsts: list[HloInstruction], programs: dict, *, text: str,
+                  source: str) -> None:
     """`verify` for a module the fast path has just read, given `firsts`: its instructions in order but those
-    like an earlier one in everything the rules look at (see `_fastpath.fast_parse`). The others pass or fail
-    as that one does, and the first to fail is the first of its kind: the same error is raised."""
-    _verify(module, firsts, text, source)
+    like an earlier one in everything the rules look at, and `programs`: the program key of each computation
+    (see `_fastpath.fast_parse`). The others pass or fail as that one does, and the first to fail is the first
+    of its kind: the same error is raised."""
+    _verify(module, firsts, text, source, programs)
 
 
-def _verify(module: HloModule, firsts: list[HloInstruction] | None, text: str | None, source: str) -> None:
+def _verify(module: HloModule, firsts: list[HloInstruction] | None, text: str | None, source: str,
+            programs: dict | None = None) -> None:
     positions = getattr(module, "_positions", None) or {}
     state = _Memo()
+    if programs is not None:
+        state.programs.update(programs)
     if firsts is None:
         programs = state.programs
         for comp in module.computations:
