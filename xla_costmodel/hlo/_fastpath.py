@@ -287,7 +287,11 @@ class _FastReader:
                                 if ", " not in inside:
                                     operands = [refs[inside]]
                                 else:
-                                    operands = [refs[ref] for ref in inside.split(", ")]
+                                    first, _, rest = inside.partition(", ")
+                                    if ", " in rest:
+                                        operands = [refs[ref] for ref in inside.split(", ")]
+                                    else:
+                                        operands = [refs[first], refs[rest]]
                             except KeyError:
                                 operands = self._operands(inside)  # shapes written, or names not plain
                             k = len(operands)
@@ -313,7 +317,8 @@ class _FastReader:
                     if name in refs or name in _RESERVED or (name[0] == "_" and name[:2] == "__"
                                                              and not name.startswith("__xla_")):
                         raise _GiveUp
-                    shape, raw, called = entry[:3]
+                    shape = entry[0]
+                    raw = entry[1]
                     if opcode == "parameter":
                         number = numbers.get(inside)  # (`_parameter`, written out)
                         if number is None or number in params:
@@ -328,6 +333,7 @@ class _FastReader:
                         instr = new_instruction(name, opcode, shape, operands)
                     if raw:
                         instr._raw_store = raw.copy()
+                        called = entry[2]
                         if called:
                             instr._called = called.copy()
                             if callee is not None:
