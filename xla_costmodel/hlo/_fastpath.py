@@ -268,7 +268,7 @@ class _FastReader:
                     # An instruction line. One like a line read before but for its names (the usual line)
                     # takes what that line made: what was read and checked then holds (the same shape and
                     # attribute texts, the same computations called; operands as many, and of the same shapes
-                    # where the opcode's rule looks at them). Names are checked as `_name` checks them.
+                    # where the opcode's rule looks at them). Names are checked as `_instruction` checks them.
                     is_root, written, shape_text, opcode, inside, tail = m.groups()
                     entry = made.get((opcode, shape_text, tail))
                     callee = None
@@ -519,8 +519,8 @@ class _FastReader:
     # instructions ------------------------------------------------------------------------------
     def _instruction(self, line: str, start: int, joined: bool = False, m: re.Match | None = None) -> bool:
         """Read one instruction line (or several `joined`), every check made (`m`: the line's match, if
-        made); False when the line is not one. What a line (not joined) made is remembered for the lines like
-        it (see `read`)."""
+        made); False when the line is not one (perhaps the first line of several). What a line (not joined)
+        made is remembered for the lines like it (see `read`)."""
         if m is None:
             m = _INSTRUCTION.fullmatch(line)
             if m is None:
@@ -528,25 +528,67 @@ class _FastReader:
         is_root, written, shape_text, opcode, inside, tail = m.groups()
         if opcode == "parameter" or opcode == "constant":
             operands = []
+            rule = _LEAF_RULE
         else:
             refs = self.refs
             try:
                 operands = [refs[ref] for ref in inside.split(", ")]
             except KeyError:
                 operands = self._operands(inside)
-        instr, rule = self._new_instruction(m, line, written, shape_text, opcode, inside, tail, operands)
-        if instr is None:
-            return False  # perhaps the first line of several
+            rule = RULES.get(opcode)
+            if rule is None or opcode in _OWN_READERS:
+                raise _GiveUp  # unknown, async or send/recv: the token parser's business
+            if rule.operands is not None and len(operands) != rule.operands:
+                raise _GiveUp
+        schema = _BY_OPCODE.get(opcode) if rule.attributes_for is None else None
+        if schema is None:
+            schema = self._schema(opcode, rule, operands)
+        if tail:
+            pairs = self._attribute_pairs(schema, line, m.start(6))
+            if pairs is None:
+                return False
+        elif schema.required:
+            raise _GiveUp
+        if written[0] == "%":
+            name = written[1:]
+        elif line[m.end(2)] == "=":
+            raise _GiveUp  # XLA's lexer reads `name=` as an attribute name
+        else:
+            name = written
+        # The pattern admits only XLA's name characters; XLA renames type names and a leading "__".
+        if name in self.table or name in _RESERVED or (name[:2] == "__" and not name.startswith("__xla_")):
+            raise _GiveUp
+        if shape_text is not None:
+            shape = self.shape_cache.get(shape_text) or self._shape_of(shape_text)
+        elif rule is _LEAF_RULE or not can_infer_shape(opcode):
+            raise _GiveUp  # XLA "cannot infer shape"
+        else:
+            shape = None  # the rule's check infers it, as XLA's parser does
+        if opcode == "parameter":
+            instr = self._parameter(name, shape, inside)
+        elif opcode == "constant":
+            instr = self._constant(name, shape, shape_text, inside)
+        else:
+            instr = new_instruction(name, opcode, shape, operands)
+        # With the shape written, a rule that only infers has nothing to check, nor to read.
+        values: dict = {}
+        if tail:
+            self._values(instr, schema, pairs, values, shape is None or not (rule.infers_only or rule.reads_to_infer))
+        if shape is None or not rule.infers_only:
+            try:
+                instr.shape = rule.check(Check(opcode, shape, operands, values))
+            except Problem:
+                raise _GiveUp from None
         if not joined and opcode != "add-dependency" and (
                 not tail or ("control-predecessors" not in instr._raw_store
                              and "parameter_replication" not in instr._raw_store)):
             # (add-dependency: the verifier tells its instructions apart by their operands themselves)
             self._remember((opcode, shape_text, tail), instr, rule, operands)
-            callee_key = self._callee_key(opcode, shape_text, tail, instr, rule)
-            if callee_key is not None:
-                self._remember(callee_key, instr, rule, operands)
+            if tail and shape_text is not None and ("calls=" in tail or "to_apply=" in tail):
+                callee_key = self._callee_key(opcode, shape_text, tail, instr, rule)
+                if callee_key is not None:
+                    self._remember(callee_key, instr, rule, operands)
         self.firsts.append(instr)
-        name = instr.name
         if is_root:
             if self.root_name is not None:
                 raise _GiveUp
@@ -608,63 +650,6 @@ class _FastReader:
         if attr in rule.reads and not (rule.infers_only or rule.reads_to_infer):
             return None
         return opcode, shape_text, tail[:callee.start(2)], tail[callee.end(2):]
-
-    def _name(self, line: str, m: re.Match, written: str) -> str:
-        if written[0] == "%":
-            name = written[1:]
-        elif line[m.end(2)] == "=":
-            raise _GiveUp  # XLA's lexer reads `name=` as an attribute name
-        else:
-            name = written
-        # The pattern admits only XLA's name characters; XLA renames type names and a leading "__".
-        if name in self.table or name in _RESERVED or (name[:2] == "__" and not name.startswith("__xla_")):
-            raise _GiveUp
-        return name
-
-    def _new_instruction(self, m, line, written, shape_text, opcode, inside, tail, operands):
-        """The instruction of one line, every check made, and its rule; None when its attributes do not fit
-        (perhaps the list goes on on the next line)."""
-        if opcode == "parameter" or opcode == "constant":
-            rule = _LEAF_RULE
-        else:
-            rule = RULES.get(opcode)
-            if rule is None or opcode in _OWN_READERS:
-                raise _GiveUp  # unknown, async or send/recv: the token parser's business
-            if rule.operands is not None and len(operands) != rule.operands:
-                raise _GiveUp
-        schema = _BY_OPCODE.get(opcode) if rule.attributes_for is None else None
-        if schema is None:
-            schema = self._schema(opcode, rule, operands)
-        if tail:
-            pairs = self._attribute_pairs(schema, line, m.start(6))
-            if pairs is None:
-                return None, rule
-        elif schema.required:
-            raise _GiveUp
-        name = self._name(line, m, written)
-        if shape_text is not None:
-            shape = self.shape_cache.get(shape_text) or self._shape_of(shape_text)
-        elif rule is _LEAF_RULE or not can_infer_shape(opcode):
-            raise _GiveUp  # XLA "cannot infer shape"
-        else:
-            shape = None  # the rule's check infers it, as XLA's parser does
-        if opcode == "parameter":
-            instr = self._parameter(name, shape, inside)
-        elif opcode == "constant":
-            instr = self._constant(name, shape, shape_text, inside)
-        else:
-            instr = new_instruction(name, opcode, shape, operands)
-        # With the shape written, a rule that only infers has nothing to check, nor to read.
-        checked = shape is None or not rule.infers_only
-        values: dict = {}
-        if tail:
-            self._values(instr, schema, pairs, values, shape is None or not (rule.infers_only or rule.reads_to_infer))
-        if checked:
-            try:
-                instr.shape = rule.check(Check(opcode, shape, operands, values))
-            except Problem:
-                raise _GiveUp from None
-        return instr, rule
 
     def _keep_line_breaks(self, instr: HloInstruction, m: re.Match, start: int) -> None:
         """Take the texts kept verbatim from the text itself, not from its joined lines."""
