@@ -233,7 +233,7 @@ class _FastReader:
         # same shapes.
         self.firsts: list[HloInstruction] = []
         self.parameter_numbers: dict[str, int] = {}  # the text in `parameter(...)` -> its number
-        self.programs: dict[int, tuple] = {}  # id(computation) -> its program key, for the verifier
+        self.programs: dict[int, tuple] | None = None  # id(computation) -> its program key, if asked for
         self.builder = None
         self.signature: Shape | None = None
         self.entry: HloComputation | None = None
@@ -512,8 +512,9 @@ class _FastReader:
         self.p.pool[builder.name] = (comp, 0)
         if self.is_entry:
             self.entry = comp
-        # Its program key for the verifier (`_verifier._program_key`), from the parameters at hand.
-        self.programs[id(comp)] = (tuple([(n, id(p.shape)) for n, p in builder.params.items()]), id(root.shape))
+        if self.programs is not None:
+            # Its program key for the verifier (`_verifier._program_key`), from the parameters at hand.
+            self.programs[id(comp)] = (tuple([(n, id(p.shape)) for n, p in builder.params.items()]), id(root.shape))
         self.builder = None
 
     # instructions ------------------------------------------------------------------------------
@@ -1045,15 +1046,15 @@ def fast_parse(text: str, source: str, firsts: list | None = None, programs: dic
     """The module, or None when the text needs the token parser. For the verifier (see
     `_verifier.verify_parsed`): `firsts`, if given, receives the module's instructions in order but those like
     an earlier one in everything the verifier's rules look at (the same opcode, shape, attributes and called
-    computations, operands of the same shapes); `programs`, the program key of each computation."""
+    computations, operands of the same shapes); `programs`, the program key of each computation (filled as
+    computations are read)."""
     with gc_paused():  # a growing cyclic graph: see xla_costmodel._gc
         try:
             reader = _FastReader(text, source)
+            reader.programs = programs
             module = reader.read()
         except (_GiveUp, RecursionError):
             return None
     if firsts is not None:
         firsts.extend(reader.firsts)
-    if programs is not None:
-        programs.update(reader.programs)
     return module

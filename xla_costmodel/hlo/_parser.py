@@ -45,7 +45,7 @@ def parse_hlo(text: str, *, source: str = "<string>", verify: bool = True) -> Hl
     if not isinstance(text, str):
         raise TypeError(f"parse_hlo expects str, got {type(text).__name__}")
     firsts: list = []
-    programs: dict = {}
+    programs: dict | None = {} if verify else None
     module = fast_parse(text, source, firsts, programs)
     if module is None:
         module = parse_hlo_tokens(text, source=source, verify=verify)
