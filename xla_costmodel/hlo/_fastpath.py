@@ -225,8 +225,8 @@ class _FastReader:
             _LITERALS.clear()
         self.shape_cache = _SHAPES  # shapes are values: one reading of a text serves every module
         self.memo: dict = {}  # other values, for this text alone
-        # What a line made, by what it says but for names: (opcode, shape text, attribute texts, operand
-        # shapes) -> (shape, attribute texts, called computations, operands: keeps their shapes' ids taken).
+        # What a line made, by what it says but for names: (opcode, shape text, attribute texts), or that with
+        # the computation called left out (`_callee_key`) -> an entry (see `_remember`).
         self.made: dict[tuple, tuple] = {}
         # The instructions, in order, but those like an earlier one in all the verifier's rules look at: made
         # from the same entry of `made` (opcode, shape, attributes, called computations), with operands of the
