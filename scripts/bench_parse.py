@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the package of this checkout, not an installed one
 CORPUS = ROOT / "hlo_fixtures" / "xla_tests"
 MOBILENET = CORPUS / "modules" / "tools__data__benchmarking__mobilenet_v2.hlo"
 GOAL = 2.0

@@ -326,3 +326,117 @@ def test_verifier_errors_inside_async_sugar_point_at_the_async_op():
     with pytest.raises(HloParseError, match="Expected instruction to have shape equal to f32") as info:
         xc.parse_hlo(text, source="async.hlo")
     assert (info.value.line, info.value.column) == (4, 3)
+
+
+def test_names_kept_as_written_only_where_the_uniquer_keeps_them():
+    """The shortcut that skips uniquing says yes only for lists `NameUniquer` gives back unchanged."""
+    import random
+
+    from xla_costmodel.hlo._names import NameUniquer, kept_as_written
+
+    rng = random.Random(7)
+    parts = ["x", "y", "x.", "0", "00", "05", "5", "-5", "+5", "-0", "12", "1234567890123456789"]
+    said_yes = 0
+    for _ in range(20000):
+        names = [".".join(rng.choice(parts) for _ in range(rng.randint(1, 3))) for _ in range(rng.randint(0, 4))]
+        names = [n for n in names if n[0].isalpha()]
+        if kept_as_written(names):
+            said_yes += 1
+            assert NameUniquer().unique_all(list(names)) == names, names
+    assert said_yes > 1000  # and the test is not vacuous
+    assert not kept_as_written(["x", "x.0"]) and not kept_as_written(["x.05"]) and not kept_as_written(["a", "a"])
+    m = xc.parse_hlo("HloModule m\nc {\n  x = f32[] parameter(0)\n  ROOT x.0 = f32[] negate(x)\n}\n"
+                     "ENTRY e {\n  x = f32[] parameter(0)\n  ROOT y = f32[] call(x), to_apply=c\n}\n")
+    assert [i.name for c in m.computations for i in c.instructions] == ["x", "x.1", "x.2", "y"]
+
+
+@pytest.mark.parametrize("first, second", [
+    ("r1 = f32[1] dynamic-slice(a, i), dynamic_slice_sizes={1}",  # the check reads the operands' shapes
+     "r2 = f32[1] dynamic-slice(c, i), dynamic_slice_sizes={1}"),
+    ("r1 = f32[4,2] broadcast(s)", "r2 = f32[4,2] broadcast(a)"),  # the attributes allowed depend on them
+    ("r1 = f32[4] negate(a)", "r2 = f32[4] negate(a, a)"),  # operand count
+    ("r1 = f32[4] negate(f32[4] a)", "r2 = f32[4] negate(f32[8] a)"),  # operand shapes as written
+    ("r1 = f32[4] negate(a)", "r1 = f32[4] negate(a)"),  # names
+    ("r1 = f32[4] parameter(5)", "r2 = f32[4] parameter(5)"),  # parameter numbers
+])
+def test_lines_alike_are_each_checked(first, second):
+    """The fast path reads a line like one before (but for its names) from what it made then: every check that
+    looks at more than the line's text but for names still runs."""
+    from xla_costmodel.hlo._fastpath import fast_parse
+
+    head = ("HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  b = f32[8] parameter(1)\n  s = f32[] parameter(2)\n"
+            "  i = s32[] parameter(3)\n  c = f32[4,4] parameter(4)\n")
+    good = head + f"  {first}\n  ROOT t = () tuple()\n}}\n"
+    bad = head + f"  {first}\n  {second}\n  ROOT t = () tuple()\n}}\n"
+    assert fast_parse(good, "x") is not None
+    assert fast_parse(bad, "x") is None
+    with pytest.raises(HloParseError) as info:
+        xc.parse_hlo(bad, verify=False)
+    assert info.value.line >= 9  # at the second line, or where XLA's parser notices (past its attributes)
+    with pytest.raises(Exception):
+        oracle.xla_parse(bad)
+
+
+@pytest.mark.parametrize("first, second, line", [
+    ("x = f32[4] negate(a)", "y = f32[4] negate(b)", 6),  # like x but for its operand's shape
+    ("x = f32[4] add(a, a)", "y = f32[4] add(a, b)", 6),
+    ("x = f32[4] reshape(a)", "y = f32[4] reshape(b)", 6),
+    ("x = f32[8] negate(a)", "y = f32[8] negate(a)", 5),  # the first of those alike fails
+])
+def test_verifier_checks_each_line_unlike_those_before(first, second, line):
+    """The verifier skips instructions like an earlier one in all its rules look at; not the others."""
+    text = (f"HloModule m\nENTRY e {{\n  a = f32[4] parameter(0)\n  b = f32[8] parameter(1)\n  {first}\n  {second}\n"
+            "  ROOT t = () tuple()\n}\n")
+    xc.parse_hlo(text, verify=False)
+    with pytest.raises(HloParseError, match="shape") as info:
+        xc.parse_hlo(text)
+    assert info.value.line == line
+    with pytest.raises(HloParseError) as tokens:
+        parse_hlo_tokens(text)  # the reference reading, every instruction verified
+    assert str(tokens.value) == str(info.value)
+
+
+_CALLEES = (
+    "HloModule m\nadd {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n  ROOT r = f32[] add(p, q)\n}\n"
+    "add2 {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n  ROOT r = f32[] add(p, q)\n}\n"
+    "bad {\n  p = s32[] parameter(0)\n  q = s32[] parameter(1)\n  ROOT r = s32[] add(p, q)\n}\n"
+    "fused {\n  p = f32[4] parameter(0)\n  ROOT n = f32[4] negate(p)\n}\n"
+    "fused2 {\n  p = f32[8] parameter(0)\n  ROOT n = f32[8] negate(p)\n}\n"
+    "three {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n  s = f32[] parameter(2)\n"
+    "  ROOT r = f32[] add(p, q)\n}\n"
+)
+
+
+@pytest.mark.parametrize("first, second, fails", [
+    # The shape inferred from the computation called: each line reads its own.
+    ("x = reduce(a, c), dimensions={0}, to_apply=add", "y = reduce(a, c), dimensions={0}, to_apply=bad", "parser"),
+    # A rule that looks at the computation called (with the shape written).
+    ("x = f32[4] scan(a, c), to_apply=add, dimensions={0}, num_carries=1",
+     "y = f32[4] scan(a, c), to_apply=three, dimensions={0}, num_carries=1", "parser"),
+    # Each line's computation must be there.
+    ("x = f32[4] fusion(a), kind=kLoop, calls=fused", "y = f32[4] fusion(a), kind=kLoop, calls=nowhere", "parser"),
+    # And the verifier checks each line calling a computation of its own.
+    ("x = f32[4] fusion(a), kind=kLoop, calls=fused", "y = f32[4] fusion(a), kind=kLoop, calls=fused2", "verifier"),
+    ("x = f32[] reduce(a, c), dimensions={0}, to_apply=add", "y = f32[] reduce(a, c), dimensions={0}, to_apply=bad",
+     "verifier"),
+    ("x = f32[] reduce(a, c), dimensions={0}, to_apply=add", "y = f32[] reduce(a, c), dimensions={0}, to_apply=add2",
+     None),
+])
+def test_lines_alike_but_for_the_computation_called(first, second, fails):
+    from xla_costmodel.hlo._fastpath import fast_parse
+
+    text = (_CALLEES + f"ENTRY e {{\n  a = f32[4] parameter(0)\n  c = f32[] constant(0)\n  {first}\n  {second}\n"
+            "  ROOT t = () tuple()\n}\n")
+    if fails == "parser":
+        assert fast_parse(text, "x") is None
+        with pytest.raises(HloParseError):
+            xc.parse_hlo(text, verify=False)
+        return
+    m = xc.parse_hlo(text, verify=False)
+    assert m.entry.instruction("y").called_computations == [m.computation(second.rsplit("=", 1)[1])]
+    if fails == "verifier":
+        with pytest.raises(HloParseError) as info:
+            xc.parse_hlo(text)
+        assert info.value.line == 35
+    else:
+        xc.parse_hlo(text)

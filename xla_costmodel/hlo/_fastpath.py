@@ -20,6 +20,15 @@ Comments are blanked out, and an instruction written over several lines (as
 people write them in tests) is read from its lines joined; texts kept
 verbatim are then taken from the text itself.
 
+Large modules repeat a few kinds of line: the same opcode, shape and
+attributes under other names. The first line of a kind is read with every
+check (`_FastReader._instruction`) and what it made is remembered; the lines
+like it then take that (`_FastReader.read`), with the checks that look at
+more than their text (names, operands as many and, where the rule looks at
+them, of the same shapes; the computation called, where each line calls one
+of its own). The verifier then checks only the first instruction of each kind
+(`fast_parse`'s `firsts`).
+
 The fast path is an accelerator, not a second grammar: on anything it does
 not recognise (async ops and send/recv, nested instructions, ...), or any
 check that fails, it gives up and the token parser (`_token_parser.Parser`) reads
@@ -53,9 +62,10 @@ _STR = r'"[^"\\\n]*+(?:\\(?:[\\"\'ntr?abfv]|[0-3][0-7][0-7])[^"\\\n]*+)*+"'
 # A block comment, unrolled so that nothing can backtrack into it: Python 3.11.0-3.11.2's `re` mishandles a
 # possessive group here (`(?:[^*\n]|\*(?!/))*+` finds no comment in "/*index=5*/").
 _COMMENT = r"/\*[^*\n]*+(?:\*++[^*/\n][^*\n]*+)*\*++/"
-# Characters outside strings and brackets that never start another token kind.
-_PLAIN = r"(?:[A-Za-z0-9_. \t,:=*?#+~<>|&^@;\\]|%(?=[A-Za-z_])|-(?=[0-9A-Za-z.>])|/(?![/*]))"
-_DEPTH0 = r"(?:[A-Za-z0-9_.:*?#+~<>=|&^@;\\]|%(?=[A-Za-z_])|-(?=[0-9A-Za-z.>]))"
+# Characters outside strings and brackets that never start another token kind (runs of the usual ones taken
+# at once: the engine loops over a character class much faster than over an alternation).
+_PLAIN = r"(?:[A-Za-z0-9_. \t,:=*?#+~<>|&^@;\\]++|%(?=[A-Za-z_])|-(?=[0-9A-Za-z.>])|/(?![/*]))"
+_DEPTH0 = r"(?:[A-Za-z0-9_.:*?#+~<>=|&^@;\\]++|%(?=[A-Za-z_])|-(?=[0-9A-Za-z.>]))"
 
 
 def _bracketed(depth: int) -> str:
@@ -99,6 +109,12 @@ _SIGNATURE = re.compile(
     rf"[ \t]*->[ \t]*({_SHAPE})"
 )
 _PARAMETER = re.compile(rf"{_PARAMETER_NAME}({_SHAPE})")
+# `_COMPUTATION` with `_SIGNATURE` in place of its loose signature: groups 3 to 5, the signature, its
+# parameters, its result.
+_COMPUTATION_SIGNED = re.compile(
+    rf"[ \t]*(ENTRY[ \t]+)?({_NAME})[ \t]*(\([ \t]*((?:{_PARAMETER_NAME}(?:{_SHAPE})(?:[ \t]*,[ \t]*{_PARAMETER_NAME}"
+    rf"(?:{_SHAPE}))*)?)[ \t]*\)[ \t]*->[ \t]*({_SHAPE}))?[ \t]*\{{[ \t]*"
+)
 _PARAMETER_NUMBER = re.compile(r"[ \t]*([0-9]{1,18})[ \t]*")
 _PRELUDE_END = re.compile(r"^[ \t]*(?:ENTRY[ \t]|[%A-Za-z_][A-Za-z0-9_.\-]*[ \t]*[({])", re.M)
 
@@ -209,6 +225,15 @@ class _FastReader:
             _LITERALS.clear()
         self.shape_cache = _SHAPES  # shapes are values: one reading of a text serves every module
         self.memo: dict = {}  # other values, for this text alone
+        # What a line made, by what it says but for names: (opcode, shape text, attribute texts), or that with
+        # the computation called left out (`_callee_key`) -> an entry (see `_remember`).
+        self.made: dict[tuple, tuple] = {}
+        # The instructions, in order, but those like an earlier one in all the verifier's rules look at: made
+        # from the same entry of `made` (opcode, shape, attributes, called computations), with operands of the
+        # same shapes.
+        self.firsts: list[HloInstruction] = []
+        self.parameter_numbers: dict[str, int] = {}  # the text in `parameter(...)` -> its number
+        self.programs: dict[int, tuple] | None = None  # id(computation) -> its program key, if asked for
         self.builder = None
         self.signature: Shape | None = None
         self.entry: HloComputation | None = None
@@ -224,18 +249,121 @@ class _FastReader:
         self.lines = lines
         offset = start
         i = 0
-        while i < len(lines):
+        n = len(lines)
+        fullmatch = _INSTRUCTION.fullmatch
+        made = self.made
+        firsts = self.firsts
+        positions = self.p.positions
+        refs = instructions = params = None  # those of the computation being read
+        numbers = self.parameter_numbers
+        while i < n:
             line = lines[i]
             line_start = offset
             offset += len(line) + 1
             i += 1
-            if not line or line.isspace() or (self.builder is not None and self._instruction(line, line_start)):
+            if refs is not None:
+                m = fullmatch(line)
+                entry = None
+                if m is not None:
+                    # An instruction line. One like a line read before but for its names (the usual line)
+                    # takes what that line made: what was read and checked then holds (the same shape and
+                    # attribute texts, the same computations called; operands as many, and of the same shapes
+                    # where the opcode's rule looks at them). Names are checked as `_instruction` checks them.
+                    is_root, written, shape_text, opcode, inside, tail = m.groups()
+                    entry = made.get((opcode, shape_text, tail))
+                    callee = None
+                    if entry is None and tail and ("calls=" in tail or "to_apply=" in tail):
+                        # Like a line before but for the computation it calls, too (see `_callee_key`)?
+                        callee = _CALLEE.search(tail)
+                        if callee is not None:
+                            entry = made.get((opcode, shape_text, tail[:callee.start(2)], tail[callee.end(2):]))
+                    if entry is not None:
+                        if opcode == "parameter" or opcode == "constant":
+                            operands = []
+                            shapes = ()
+                        else:
+                            # (Written out for one and two operands: the usual counts, twice as fast.)
+                            try:
+                                if ", " not in inside:
+                                    operands = [refs[inside]]
+                                else:
+                                    first, _, rest = inside.partition(", ")
+                                    if ", " in rest:
+                                        operands = [refs[ref] for ref in inside.split(", ")]
+                                    else:
+                                        operands = [refs[first], refs[rest]]
+                            except KeyError:
+                                operands = self._operands(inside)  # shapes written, or names not plain
+                            k = len(operands)
+                            if k == 1:
+                                shapes = (id(operands[0].shape),)
+                            elif k == 2:
+                                shapes = (id(operands[0].shape), id(operands[1].shape))
+                            else:
+                                shapes = tuple([id(op.shape) for op in operands])
+                        if entry[4] is not None:
+                            entry = entry[4].get(shapes)
+                        elif entry[3] is not None and len(operands) != entry[3]:
+                            entry = None
+                    if entry is None and self._instruction(line, line_start, m=m):
+                        continue
+                if entry is not None:
+                    if written[0] == "%":
+                        name = written[1:]
+                    elif line[m.end(2)] == "=":
+                        raise _GiveUp
+                    else:
+                        name = written
+                    if name in refs or name in _RESERVED or (name[0] == "_" and name[:2] == "__"
+                                                             and not name.startswith("__xla_")):
+                        raise _GiveUp
+                    shape = entry[0]
+                    raw = entry[1]
+                    if opcode == "parameter":
+                        number = numbers.get(inside)  # (`_parameter`, written out)
+                        if number is None or number in params:
+                            instr = self._parameter(name, shape, inside)
+                        else:
+                            instr = new_instruction(name, opcode, shape, operands)
+                            instr.parameter_number = number
+                            params[number] = instr
+                    elif opcode == "constant":
+                        instr = self._constant(name, shape, shape_text, inside)
+                    else:
+                        instr = new_instruction(name, opcode, shape, operands)
+                    if raw:
+                        instr._raw_store = raw.copy()
+                        called = entry[2]
+                        if called:
+                            instr._called = called.copy()
+                            if callee is not None:
+                                instr._called[callee.group(1)] = self._computation(self.p.pool, callee.group(2))
+                    if is_root:
+                        if self.root_name is not None:
+                            raise _GiveUp
+                        self.root_name = name
+                    instructions.append(instr)
+                    refs[name] = instr
+                    if written is not name:
+                        refs[written] = instr
+                    positions[id(instr)] = line_start + m.start(2)
+                    # The first of its kind for the verifier (see `firsts`)? One calling a computation of its
+                    # own is.
+                    seen = entry[5]
+                    if callee is not None:
+                        firsts.append(instr)
+                    elif shapes not in seen:
+                        seen.add(shapes)
+                        firsts.append(instr)
+                    continue
+            if not line or line.isspace():
                 continue
             code = _code(line)  # the line without its comment
             if not code or code.isspace():
                 continue
             if self.builder is None:
                 self._open_computation(code)
+                refs, instructions, params = self.refs, self.builder.instructions, self.builder.params
                 continue
             # Without its comments: texts kept verbatim are then taken from the line itself.
             if code is not line and self._instruction(code, line_start, True):
@@ -243,6 +371,7 @@ class _FastReader:
             close = _CLOSE.fullmatch(code)
             if close is not None:
                 self._close_computation(close)
+                refs = instructions = params = None
                 continue
             # An instruction written over several lines (as people write them; XLA never does).
             end = self._continuation_end(code, i)
@@ -339,15 +468,19 @@ class _FastReader:
 
     # computations ------------------------------------------------------------------------------
     def _open_computation(self, line: str) -> None:
-        m = _COMPUTATION.fullmatch(line)
-        if m is None:
-            raise _GiveUp
+        # The usual line, its signature checked in the same match; else the signature read on its own.
+        m = _COMPUTATION_SIGNED.fullmatch(line)
+        strict = m is not None
+        if not strict:
+            m = _COMPUTATION.fullmatch(line)
+            if m is None:
+                raise _GiveUp
         name = _plain_name(m.group(2))
         if name in self.p.pool or (m.group(2)[0] != "%" and name in _RESERVED):
             raise _GiveUp
         self.signature = None
         if m.group(3) is not None:
-            self.signature = self._signature(m.group(3))
+            self.signature = self._signature_of(m.group(4), m.group(5)) if strict else self._signature(m.group(3))
         if m.group(1):
             if self.entry is not None:
                 raise _GiveUp
@@ -355,7 +488,9 @@ class _FastReader:
             raise _GiveUp  # XLA reads headerless text as a module only from `ENTRY` or `name {`
         self.is_entry = bool(m.group(1))
         self.builder = _Builder(name)  # its table stays empty: `self.table` maps names to instructions
+        # Its instructions by name, and by name as written (`%name`) where that differs.
         self.table: dict[str, HloInstruction] = {}
+        self.refs = self.table
         self.p.scopes = [self.builder]
         self.root_name = None
 
@@ -377,23 +512,33 @@ class _FastReader:
         self.p.pool[builder.name] = (comp, 0)
         if self.is_entry:
             self.entry = comp
+        if self.programs is not None:
+            # Its program key for the verifier (`_verifier._program_key`), from the parameters at hand.
+            self.programs[id(comp)] = (tuple([(n, id(p.shape)) for n, p in builder.params.items()]), id(root.shape))
         self.builder = None
 
     # instructions ------------------------------------------------------------------------------
-    def _instruction(self, line: str, start: int, joined: bool = False) -> bool:
-        """Read one instruction line (or several `joined`); False when the line is not one."""
-        m = _INSTRUCTION.fullmatch(line)
+    def _instruction(self, line: str, start: int, joined: bool = False, m: re.Match | None = None) -> bool:
+        """Read one instruction line (or several `joined`), every check made (`m`: the line's match, if
+        made); False when the line is not one (perhaps the first line of several). What a line (not joined)
+        made is remembered for the lines like it (see `read`)."""
         if m is None:
-            return False
+            m = _INSTRUCTION.fullmatch(line)
+            if m is None:
+                return False
         is_root, written, shape_text, opcode, inside, tail = m.groups()
         if opcode == "parameter" or opcode == "constant":
-            rule = _LEAF_RULE
             operands = []
+            rule = _LEAF_RULE
         else:
+            refs = self.refs
+            try:
+                operands = [refs[ref] for ref in inside.split(", ")]
+            except KeyError:
+                operands = self._operands(inside)
             rule = RULES.get(opcode)
             if rule is None or opcode in _OWN_READERS:
                 raise _GiveUp  # unknown, async or send/recv: the token parser's business
-            operands = self._operands(inside)
             if rule.operands is not None and len(operands) != rule.operands:
                 raise _GiveUp
         schema = _BY_OPCODE.get(opcode) if rule.attributes_for is None else None
@@ -402,7 +547,7 @@ class _FastReader:
         if tail:
             pairs = self._attribute_pairs(schema, line, m.start(6))
             if pairs is None:
-                return False  # perhaps the first line of several
+                return False
         elif schema.required:
             raise _GiveUp
         if written[0] == "%":
@@ -411,9 +556,8 @@ class _FastReader:
             raise _GiveUp  # XLA's lexer reads `name=` as an attribute name
         else:
             name = written
-        table = self.table
         # The pattern admits only XLA's name characters; XLA renames type names and a leading "__".
-        if name in table or name in _RESERVED or (name[:2] == "__" and not name.startswith("__xla_")):
+        if name in self.table or name in _RESERVED or (name[:2] == "__" and not name.startswith("__xla_")):
             raise _GiveUp
         if shape_text is not None:
             shape = self.shape_cache.get(shape_text) or self._shape_of(shape_text)
@@ -428,15 +572,24 @@ class _FastReader:
         else:
             instr = new_instruction(name, opcode, shape, operands)
         # With the shape written, a rule that only infers has nothing to check, nor to read.
-        checked = shape is None or not rule.infers_only
         values: dict = {}
         if tail:
             self._values(instr, schema, pairs, values, shape is None or not (rule.infers_only or rule.reads_to_infer))
-        if checked:
+        if shape is None or not rule.infers_only:
             try:
                 instr.shape = rule.check(Check(opcode, shape, operands, values))
             except Problem:
                 raise _GiveUp from None
+        if not joined and opcode != "add-dependency" and (
+                not tail or ("control-predecessors" not in instr._raw_store
+                             and "parameter_replication" not in instr._raw_store)):
+            # (add-dependency: the verifier tells its instructions apart by their operands themselves)
+            self._remember((opcode, shape_text, tail), instr, rule, operands)
+            if tail and shape_text is not None and ("calls=" in tail or "to_apply=" in tail):
+                callee_key = self._callee_key(opcode, shape_text, tail, instr, rule)
+                if callee_key is not None:
+                    self._remember(callee_key, instr, rule, operands)
+        self.firsts.append(instr)
         if is_root:
             if self.root_name is not None:
                 raise _GiveUp
@@ -444,9 +597,60 @@ class _FastReader:
         if joined:
             self._keep_line_breaks(instr, m, start)
         self.builder.instructions.append(instr)
-        table[name] = instr
+        refs = self.refs
+        refs[name] = instr
+        if written is not name:
+            refs[written] = instr
         self.p.positions[id(instr)] = start + m.start(2)
         return True
+
+    def _remember(self, key: tuple, instr: HloInstruction, rule: _opcodes.Rule, operands: list) -> None:
+        """Keep what a line made for the lines like it (see `read`): an entry (shape, attribute texts, called
+        computations, operand count or None, None, operand shapes seen) for any operands; or, where the rule
+        looks at the operands' shapes, (None, None, None, None, {operand shapes: entry}), whose entries end
+        with the operands (keeping their shapes' ids taken)."""
+        # (The instruction's own dicts: nothing changes them while the text is read, and each line like it
+        # gets copies.)
+        made = (instr.shape, instr._raw_store, instr._called)
+        shapes = tuple([id(op.shape) for op in operands])
+        # The rule looks at the operands' shapes when it checks (a rule that only infers checks nothing with
+        # the shape written), or when it allows attributes by them.
+        if rule is _LEAF_RULE or (rule.attributes_for is None and key[1] is not None and rule.infers_only):
+            entry = self.made.get(key)
+            if entry is None:
+                entry = self.made[key] = (*made, rule.operands, None, set())
+            entry[5].add(shapes)
+            return
+        entry = self.made.get(key)
+        if entry is None:
+            entry = self.made[key] = (None, None, None, None, {})
+        entry[4][shapes] = (*made, None, None, {shapes}, operands)
+
+    @staticmethod
+    def _callee_key(opcode: str, shape_text: str | None, tail: str, instr: HloInstruction, rule: _opcodes.Rule):
+        """The key of `made` for the lines like this one but for the computation they call (a fusion's
+        `calls`, a reduce's `to_apply`: one of its own on each line); None where the computation matters to
+        more than its name.
+
+        The text left out is a name where this line has one (any other name fits the same attribute
+        pattern), in an attribute of this line (no string or comment before it, every bracket closed); the
+        rule does not look at that computation (with the shape written, a rule that only infers looks at
+        nothing). The verifier checks each such line (see `read`)."""
+        if not tail or shape_text is None or ("calls=" not in tail and "to_apply=" not in tail):
+            return None
+        callee = _CALLEE.search(tail)
+        if callee is None:
+            return None
+        before = tail[:callee.start()]
+        if '"' in before or "/" in before or _depth(before) != 0:
+            return None  # perhaps inside a string, comment or bracket
+        attr = callee.group(1)
+        called = instr._called
+        if not called or not isinstance(called.get(attr), HloComputation):
+            return None
+        if attr in rule.reads and not (rule.infers_only or rule.reads_to_infer):
+            return None
+        return opcode, shape_text, tail[:callee.start(2)], tail[callee.end(2):]
 
     def _keep_line_breaks(self, instr: HloInstruction, m: re.Match, start: int) -> None:
         """Take the texts kept verbatim from the text itself, not from its joined lines."""
@@ -460,10 +664,12 @@ class _FastReader:
             instr.literal_text = self.text[start + first : start + first + len(instr.literal_text)]
 
     def _parameter(self, name: str, shape: Shape, operands: str) -> HloInstruction:
-        m = _PARAMETER_NUMBER.fullmatch(operands)
-        if m is None:
-            raise _GiveUp
-        number = int(m.group(1))
+        number = self.parameter_numbers.get(operands)
+        if number is None:
+            m = _PARAMETER_NUMBER.fullmatch(operands)
+            if m is None:
+                raise _GiveUp
+            number = self.parameter_numbers[operands] = int(m.group(1))
         if number in self.builder.params:
             raise _GiveUp
         instr = new_instruction(name, "parameter", shape, [])
@@ -672,9 +878,15 @@ class _FastReader:
         m = _SIGNATURE.fullmatch(text)
         if m is None:
             return self._memo_read("signature", text)
-        for shape_text in _PARAMETER.findall(m.group(1)):
-            self._shape_of(shape_text)
-        return self._shape_of(m.group(2))
+        return self._signature_of(m.group(1), m.group(2))
+
+    def _signature_of(self, parameters: str, result: str) -> Shape:
+        """`_signature` of a signature that `_SIGNATURE` matches, from its parameters and its result."""
+        cache = self.shape_cache
+        for shape_text in _PARAMETER.findall(parameters):
+            if shape_text not in cache:
+                self._shape_of(shape_text)
+        return cache.get(result) or self._shape_of(result)
 
     def _memo_read(self, kind: str, text: str):
         """The value of `text` read by the token parser's reader for `kind` (once per distinct text)."""
@@ -688,6 +900,8 @@ class _FastReader:
 
 
 _MISSING = object()
+# The computation a line calls, as XLA prints it (see `_callee_key`).
+_CALLEE = re.compile(r", (calls|to_apply)=(%?[A-Za-z_][A-Za-z0-9_.\-]*)(?=,|$)")
 _SHAPES: dict[str, Shape] = {}  # shape text -> its shape, for every text read
 _LITERALS: set[tuple[str, str]] = set()  # (shape text, literal) pairs found valid
 _CACHE_LIMIT = 200_000
@@ -828,10 +1042,19 @@ def entry_layout_shapes(text: str) -> tuple[list[Shape], Shape] | None:
         return None
 
 
-def fast_parse(text: str, source: str) -> HloModule | None:
-    """The module, or None when the text needs the token parser."""
+def fast_parse(text: str, source: str, firsts: list | None = None, programs: dict | None = None) -> HloModule | None:
+    """The module, or None when the text needs the token parser. For the verifier (see
+    `_verifier.verify_parsed`): `firsts`, if given, receives the module's instructions in order but those like
+    an earlier one in everything the verifier's rules look at (the same opcode, shape, attributes and called
+    computations, operands of the same shapes); `programs`, the program key of each computation (filled as
+    computations are read)."""
     with gc_paused():  # a growing cyclic graph: see xla_costmodel._gc
         try:
-            return _FastReader(text, source).read()
+            reader = _FastReader(text, source)
+            reader.programs = programs
+            module = reader.read()
         except (_GiveUp, RecursionError):
             return None
+    if firsts is not None:
+        firsts.extend(reader.firsts)
+    return module

@@ -18,6 +18,10 @@ from ._lexer import PRIMITIVE_TYPES
 
 _ALLOWED = re.compile(r"[^A-Za-z0-9_.\-]")
 _SUFFIX = re.compile(r"[+\-]?[0-9]+")
+# A name (one per line) whose `.N` suffix the uniquer reads as a number it writes otherwise (`x.05`, `x.-0`),
+# or that a number written otherwise could take (`x.-5`, `x.+5`).
+_REWRITTEN_SUFFIX = re.compile(r"\.(?:[+\-][0-9]+|0[0-9]+)$", re.M)
+_ZERO_SUFFIX = re.compile(r"^(.*)\.0$", re.M)
 
 
 def sanitized(name: str) -> str:
@@ -101,3 +105,24 @@ class NameUniquer:
                 entry[0].add(suffix)
             out.append(name)
         return out
+
+
+def kept_as_written(names: list[str]) -> bool:
+    """Whether a fresh `NameUniquer` gives back every name of `names` unchanged (`unique_all(names) == names`):
+    a cheap test that lets a module XLA wrote skip uniquing.
+
+    A name claims its root and suffix (`x.5`: root `x`, 5; `x`: `x`, 0); the uniquer renames a name only when
+    its claim is taken, or when it writes the suffix otherwise (`x.05` becomes `x.5`). With distinct names and
+    no suffix written otherwise, two claims meet only as `x` and `x.0`.
+    """
+    present = set(names)
+    if len(present) != len(names):
+        return False
+    if not names:
+        return True
+    joined = "\n".join(names)
+    if joined.count("\n") != len(names) - 1 or _REWRITTEN_SUFFIX.search(joined) is not None:
+        return False  # (a name with a line break would hide from the patterns)
+    if ".0" in joined:
+        return not any(root in present for root in _ZERO_SUFFIX.findall(joined))
+    return True

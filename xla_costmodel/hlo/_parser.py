@@ -20,6 +20,7 @@ from ._fastpath import fast_parse
 from ._ir import HloModule
 from ._token_parser import Parser, _Fail
 from ._verifier import verify as run_verifier
+from ._verifier import verify_parsed
 
 __all__ = ["load_hlo", "parse_hlo", "parse_hlo_tokens"]
 
@@ -43,11 +44,14 @@ def parse_hlo(text: str, *, source: str = "<string>", verify: bool = True) -> Hl
     """
     if not isinstance(text, str):
         raise TypeError(f"parse_hlo expects str, got {type(text).__name__}")
-    module = fast_parse(text, source)
+    firsts: list = []
+    programs: dict | None = {} if verify else None
+    module = fast_parse(text, source, firsts, programs)
     if module is None:
-        module = parse_hlo_tokens(text, source=source, verify=False)
-    if verify:
-        run_verifier(module, text=text, source=source)
+        module = parse_hlo_tokens(text, source=source, verify=verify)
+    elif verify:
+        # Instructions that repeat an earlier one in all the rules look at are not checked again.
+        verify_parsed(module, firsts, programs, text=text, source=source)
     return module
 
 

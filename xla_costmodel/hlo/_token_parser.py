@@ -37,7 +37,7 @@ from ._lexer import (
 )
 from ._lexer import PRIMITIVE_TYPES as _TYPE_NAMES
 from ._literal import check_literal_value
-from ._names import NameUniquer, sanitized
+from ._names import NameUniquer, kept_as_written, sanitized
 from ._opcodes import Create, _Builder
 from ._shape import Layout, Shape
 
@@ -1003,15 +1003,17 @@ class Parser:
         instr_names = NameUniquer()
         # Computation names as the lexer read them: clean but for type names and a leading "__".
         new_names = comp_names.unique_all([c.name if _is_clean(c.name) else sanitized(c.name) for c in comps])
+        # Instruction names are clean: the parser refused the ones XLA would rename. Those of a module XLA
+        # wrote are unique already: then nothing is renamed.
+        renames = not kept_as_written([instr.name for comp in comps for instr in comp.instructions])
         for comp, name in zip(comps, new_names):
             comp.name = name
             comp.module = module
-            by_name = comp._by_name
             instrs = comp.instructions
-            # Instruction names are clean: the parser refused the ones XLA would rename.
-            for instr, name in zip(instrs, instr_names.unique_all([instr.name for instr in instrs])):
-                instr.name = name
-                by_name[name] = instr
+            if renames:
+                for instr, name in zip(instrs, instr_names.unique_all([instr.name for instr in instrs])):
+                    instr.name = name
+            comp._by_name = {instr.name: instr for instr in instrs}
             module.computations.append(comp)
             module._by_name[comp.name] = comp
         entry.is_entry = True

@@ -36,7 +36,7 @@ from ._opcodes import OPCODES
 from ._shape import Shape
 from ._token_parser import shape_problem
 
-__all__ = ["VERIFIED_OPCODES", "verify"]
+__all__ = ["VERIFIED_OPCODES", "verify", "verify_parsed"]
 
 # Operand counts of the opcodes that have a fixed one.
 _FIXED_ARITY = {op: n for op, n in OPCODES.items() if n is not None and op not in ("parameter", "constant")}
@@ -377,9 +377,10 @@ VERIFIED_OPCODES = frozenset(_UNARY | _BINARY | {
 
 def _entry_layout(module: HloModule) -> None:
     entry = module.entry
+    entry_params = entry.parameters
     text = module.header_attributes.get("entry_computation_layout")
     if text is None:
-        params = [p.shape for p in entry.parameters]
+        params = [p.shape for p in entry_params]
         result = entry.root.shape
     else:
         read = getattr(module, "_entry_layout", None)  # unset in a module made without the constructor
@@ -387,22 +388,36 @@ def _entry_layout(module: HloModule) -> None:
         if layout is None:
             raise _Invalid(f"entry_computation_layout={text} is not a computation layout")
         params, result = layout
-    problem = shape_problem(result)
+    problems: dict = {}  # id(shape) -> shape_problem(shape): a layout repeats a few shapes many times
+    problem = _shape_problem(result, problems)
     if problem:
         raise _Invalid(f"{problem}; shape: {result}")
     if not entry.root.shape.compatible(result):
         raise _Invalid(f"Shape of the root instruction of entry computation ({entry.root.shape}) should be compatible to "
                        f"one specified in module's entry computation layout ({result})")
-    if len(params) != len(entry.parameters):
+    if len(params) != len(entry_params):
         raise _Invalid(f"Number of parameters in entry computation layout ({len(params)}) must be same as number of "
-                       f"parameters of entry computation ({len(entry.parameters)})")
-    for k, (param, declared) in enumerate(zip(entry.parameters, params)):
-        problem = shape_problem(declared)
+                       f"parameters of entry computation ({len(entry_params)})")
+    for k, (param, declared) in enumerate(zip(entry_params, params)):
+        problem = _shape_problem(declared, problems)
         if problem:
             raise _Invalid(f"{problem}; shape: {declared}")
         if not param.shape.compatible(declared):
             raise _Invalid(f"Shape of the entry computation parameter {k} is {param.shape} should be compatible to the "
                            f"one specified in module's entry computation layout {declared}")
+
+
+def _shape_problem(shape: Shape, problems: dict) -> str | None:
+    """`shape_problem(shape)`, each shape object asked once (a tuple's elements too)."""
+    key = id(shape)
+    if key in problems:
+        return problems[key]
+    if shape.is_tuple:  # as shape_problem: its first element's problem
+        problem = next((p for p in (_shape_problem(s, problems) for s in shape.tuple_shapes) if p is not None), None)
+    else:
+        problem = shape_problem(shape)
+    problems[key] = problem
+    return problem
 
 
 def verify(module: HloModule, *, text: str | None = None, source: str = "<module>") -> None:
@@ -414,60 +429,120 @@ def verify(module: HloModule, *, text: str | None = None, source: str = "<module
 
     **Raises:** `HloParseError` naming the instruction and the rule, in XLA's words.
     """
+    _verify(module, None, text, source)
+
+
+def verify_parsed(module: HloModule, firsts: list[HloInstruction], programs: dict, *, text: str,
+                  source: str) -> None:
+    """`verify` for a module the fast path has just read, given `firsts`: its instructions in order but those
+    like an earlier one in everything the rules look at, and `programs`: the program key of each computation
+    (see `_fastpath.fast_parse`). The others pass or fail as that one does, and the first to fail is the first
+    of its kind: the same error is raised."""
+    _verify(module, firsts, text, source, programs)
+
+
+def _verify(module: HloModule, firsts: list[HloInstruction] | None, text: str | None, source: str,
+            programs: dict | None = None) -> None:
     positions = getattr(module, "_positions", None) or {}
-    checked: set = set()
-    programs: dict = {}  # id(computation) -> its program key, for _memo_key
-    unbounded: dict = {}  # id(shape) -> _unbounded(shape): shapes are shared, the answer is asked often
-    arity = _FIXED_ARITY
-    verified = VERIFIED_OPCODES
-    unchecked = _UNCHECKED_ATTRIBUTES
-    blind = _NO_ATTRIBUTES_READ
-    for comp in module.computations:
-        params = []  # this computation's program key, gathered on the way (callees come before callers)
-        for instr in comp.instructions:
-            op = instr.opcode
-            shape = instr.shape
-            if op == "parameter":
-                params.append((instr.parameter_number, id(shape)))
-            if op in verified or op in arity:
-                # `_memo_key`, written out for the usual instruction (no computation called).
-                if op in blind:
-                    key = (op, id(shape), *[id(o.shape) for o in instr.operands])
-                elif op == "fusion":  # its rule reads no attribute but the fused computation
-                    fused = instr.fused_computation
-                    key = None if fused is None else (op, id(shape), _program_key(fused, programs),
-                                                      *[id(o.shape) for o in instr.operands])
-                elif instr._called:
-                    key = _memo_key(instr, programs)
-                else:
-                    raw = instr._raw_store
-                    attrs = tuple([item for item in raw.items() if item[0] not in unchecked]) if raw else ()
-                    key = (op, id(shape), attrs, *[id(o.shape) for o in instr.operands])
-                    if op == "add-dependency":
-                        key += tuple([id(o) for o in instr.operands])
-                if key is not None:
-                    if key in checked:
-                        continue
-                    checked.add(key)
-            else:
-                flag = unbounded.get(id(shape))
-                if flag is None:
-                    flag = unbounded[id(shape)] = _unbounded(shape)
-                if not flag:
-                    continue  # no rule of ours looks at it
-            try:
-                _check(instr)
-            except _Invalid as err:
-                _raise(str(err), instr, positions, text, source)
-            except (KeyError, IndexError, TypeError, AttributeError, ValueError) as err:
-                _raise(f"cannot verify {instr.opcode} '{instr.name}': {err}", instr, positions, text, source)
-        if id(comp) not in programs:
-            root = comp.root
-            programs[id(comp)] = (tuple(params), id(root.shape) if root is not None else None)
+    state = _Memo()
+    if programs is not None:
+        state.programs.update(programs)
+    if firsts is None:
+        programs = state.programs
+        for comp in module.computations:
+            # This computation's program key, gathered on the way (callees come before callers).
+            params: list = []
+            _check_instructions(comp.instructions, state, params, positions, text, source)
+            if id(comp) not in programs:
+                root = comp.root
+                programs[id(comp)] = (tuple(params), id(root.shape) if root is not None else None)
+    else:
+        _check_instructions(firsts, state, None, positions, text, source)  # program keys made when asked
     try:
         _entry_layout(module)
     except _Invalid as err:
         _raise(str(err), module.entry.root, positions, text, source)
+
+
+class _Memo:
+    """What one verification remembers."""
+
+    __slots__ = ("checked", "programs", "unbounded", "attributes")
+
+    def __init__(self):
+        self.checked: set = set()  # the memo keys of the instructions checked
+        self.programs: dict = {}  # id(computation) -> its program key, for _memo_key
+        self.unbounded: dict = {}  # id(shape) -> _unbounded(shape): shapes are shared, the answer is asked often
+        self.attributes: dict = {}  # attribute items -> those a rule may read
+
+
+def _check_instructions(instructions, state: _Memo, params: list | None, positions: dict, text: str | None,
+                        source: str) -> None:
+    """Check each instruction (once per memo key); `params`, if given, gathers (number, id(shape)) of the
+    parameters."""
+    checked = state.checked
+    programs = state.programs
+    unbounded = state.unbounded
+    checked_attributes = state.attributes
+    arity = _FIXED_ARITY
+    verified = VERIFIED_OPCODES
+    unchecked = _UNCHECKED_ATTRIBUTES
+    blind = _NO_ATTRIBUTES_READ
+    for instr in instructions:
+        op = instr.opcode
+        shape = instr.shape
+        if op == "parameter" and params is not None:
+            params.append((instr.parameter_number, id(shape)))
+        if op in verified or op in arity:
+            # `_memo_key`, written out for the usual instruction (no computation called).
+            ops = instr.operands
+            n = len(ops)
+            if op in blind:
+                if n == 2:
+                    key = (op, id(shape), id(ops[0].shape), id(ops[1].shape))
+                elif n == 1:
+                    key = (op, id(shape), id(ops[0].shape))
+                else:
+                    key = (op, id(shape), *[id(o.shape) for o in ops])
+            elif op == "fusion":  # its rule reads no attribute but the fused computation
+                fused = instr.fused_computation
+                key = None if fused is None else (op, id(shape), _program_key(fused, programs),
+                                                  *[id(o.shape) for o in ops])
+            elif instr._called:
+                key = _memo_key(instr, programs)
+            else:
+                raw = instr._raw_store
+                if raw:
+                    # Attribute lists repeat (their texts are often the very same objects): each is
+                    # filtered once.
+                    items = tuple(raw.items())
+                    attrs = checked_attributes.get(items)
+                    if attrs is None:
+                        attrs = checked_attributes[items] = tuple([i for i in items if i[0] not in unchecked])
+                else:
+                    attrs = ()
+                if n == 1:
+                    key = (op, id(shape), attrs, id(ops[0].shape))
+                else:
+                    key = (op, id(shape), attrs, *[id(o.shape) for o in ops])
+                if op == "add-dependency":
+                    key += tuple([id(o) for o in ops])
+            if key is not None:
+                if key in checked:
+                    continue
+                checked.add(key)
+        else:
+            flag = unbounded.get(id(shape))
+            if flag is None:
+                flag = unbounded[id(shape)] = _unbounded(shape)
+            if not flag:
+                continue  # no rule of ours looks at it
+        try:
+            _check(instr)
+        except _Invalid as err:
+            _raise(str(err), instr, positions, text, source)
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError) as err:
+            _raise(f"cannot verify {instr.opcode} '{instr.name}': {err}", instr, positions, text, source)
 
 
 _UNCHECKED_ATTRIBUTES = frozenset({"metadata", "backend_config", "sharding", "frontend_attributes", "origin",
