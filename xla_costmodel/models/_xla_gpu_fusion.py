@@ -214,14 +214,7 @@ def fused_estimate(model: FusedPairRules, producer, consumer, device, pc: Kernel
         ok = heuristic_ok and id(x) not in access
         if not ok and not time_only:
             uncoalesced[x.name] = heuristic_why if not heuristic_ok else access[id(x)]
-        rate = utilization_rate(x.shape, ok, device)
-        if read_cache is None:
-            t = model.read_time(device, num_blocks, n_net, n_total, rate)
-        else:
-            key = (num_blocks, n_net, n_total, rate)
-            t = read_cache.get(key)
-            if t is None:
-                t = read_cache[key] = model.read_time(device, num_blocks, n_net, n_total, rate)
+        t = _read_time(model, device, read_cache, num_blocks, n_net, n_total, utilization_rate(x.shape, ok, device))
         read += t
         if not time_only:
             per_operand[x.name] = t
@@ -262,6 +255,18 @@ def fused_estimate(model: FusedPairRules, producer, consumer, device, pc: Kernel
     )
 
 
+def _read_time(model, device, read_cache: dict | None, num_blocks: int, n_net: int, n_total: int,
+               rate: float) -> float:
+    """`model.read_time`, looked up in `read_cache` (by its arguments) when one is given."""
+    if read_cache is None:
+        return model.read_time(device, num_blocks, n_net, n_total, rate)
+    key = (num_blocks, n_net, n_total, rate)
+    t = read_cache.get(key)
+    if t is None:
+        t = read_cache[key] = model.read_time(device, num_blocks, n_net, n_total, rate)
+    return t
+
+
 def _positions(operands) -> dict:
     """`id(operand) -> [its positions]`, in first-use order."""
     at: dict = {}
@@ -283,14 +288,8 @@ def _own_reads(model, consumer, cc: KernelCosts, device, num_blocks: int, coales
         size = shape_size_cached(o.shape)
         n_total = int(max(float(cc.operand_bytes[first]), 0))
         n_net = min(size, n_total)
-        rate = utilization_rate(o.shape, coalesced, device)
-        if read_cache is None:
-            t = model.read_time(device, num_blocks, n_net, n_total, rate)
-        else:
-            k = (num_blocks, n_net, n_total, rate)
-            t = read_cache.get(k)
-            if t is None:
-                t = read_cache[k] = model.read_time(device, num_blocks, n_net, n_total, rate)
+        t = _read_time(model, device, read_cache, num_blocks, n_net, n_total,
+                       utilization_rate(o.shape, coalesced, device))
         out.append((id(o), n_total, t))
     return out
 
