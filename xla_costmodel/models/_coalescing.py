@@ -93,19 +93,15 @@ def _bad_transpose(instr) -> str:
     return ""
 
 
-def read_coalesced_heuristic(emitter: str, producer, consumer, device,
-                             bad_transpose=None) -> tuple[bool, str]:
+def read_coalesced_heuristic(emitter: str, producer, consumer, device) -> tuple[bool, str]:
     """XLA's `IsReadCoalescedHeuristic` for a kernel (`consumer=None`) or a producer-consumer pair.
-
-    `bad_transpose`: a caller's cached `_bad_transpose` (a fusion's answer only changes with it).
 
     **Returns:** `(coalesced, reason)`.
     """
     if emitter != "transpose":
-        bad = bad_transpose or _bad_transpose
-        name = bad(producer)
+        name = _bad_transpose(producer)
         if not name and consumer is not None:
-            name = bad(consumer)
+            name = _bad_transpose(consumer)
         if name:
             return False, f"'{name}' transposes the minor dimension"
     if (

@@ -19,7 +19,7 @@ from ..analysis._emission import LaunchFacts, launch_facts
 from ..analysis._opcodes import IS_ELEMENTWISE
 from ..hlo._fusion_engine import discard_fusion
 from ._base import KernelEstimate, dominant_bound, materialize_fusion
-from ._coalescing import _bad_transpose, kernel_coalescing, read_coalesced_heuristic, utilization_rate
+from ._coalescing import kernel_coalescing, read_coalesced_heuristic, utilization_rate
 from ._kernel_costs import KernelCosts, shape_size_cached
 from ._launch import fused_loop_launch, launch_dimensions
 
@@ -114,8 +114,7 @@ def fused_short_cut(pe: KernelEstimate, ce: KernelEstimate, device) -> KernelEst
 
 def fused_estimate(model: FusedPairRules, producer, consumer, device, pc: KernelCosts, cc: KernelCosts,
                    producer_writes_side_output: bool = False, facts=None, read_cache: dict | None = None,
-                   time_only: bool = False, bad_transpose=None,
-                   consumer_reads: dict | None = None) -> KernelEstimate | float:
+                   time_only: bool = False, consumer_reads: dict | None = None) -> KernelEstimate | float:
     """XLA's `EstimateRunTimeForFusion` from the two kernels' own cost records, with `model`'s
     compute, read, write and combine rules.
 
@@ -124,7 +123,6 @@ def fused_estimate(model: FusedPairRules, producer, consumer, device, pc: Kernel
     `facts`: the two sides' `LaunchFacts` when known: the fused kernel is then
     built only where its launch grid or coalescing cannot be told from them;
     `read_cache`: read times by `(blocks, net bytes, total bytes, rate)`, for one device;
-    `bad_transpose`: a cached `_coalescing._bad_transpose` per kernel (`XlaGpuPairPricer.bad_transpose`);
     `consumer_reads`: a scratch dict for this version of `consumer` (empty at first; the caller drops it
     when the consumer changes): with `time_only`, what reading the consumer's own operands costs is
     worked out once and reused for every producer it is priced with (same numbers, same order of sums).
@@ -154,7 +152,7 @@ def fused_estimate(model: FusedPairRules, producer, consumer, device, pc: Kernel
     compute = model.compute_time(device, flops, mm, pc.matmul_dtype or cc.matmul_dtype,
                                 ld.num_blocks, ld.threads_per_block)
 
-    heuristic_ok, heuristic_why = read_coalesced_heuristic(ld.emitter, producer, consumer, device, bad_transpose)
+    heuristic_ok, heuristic_why = read_coalesced_heuristic(ld.emitter, producer, consumer, device)
     access = {}
     if model.access_patterns and heuristic_ok and (facts is None or facts[0][1] or facts[1][1]):
         if fused is None:
@@ -305,7 +303,7 @@ class XlaGpuPairPricer:
     and coalescing from the fused pair). `invalidate(instr)` drops a record.
     """
 
-    __slots__ = ("model", "device", "_version", "_records", "_costs", "_facts", "_reads", "_transposes", "_own")
+    __slots__ = ("model", "device", "_version", "_records", "_costs", "_facts", "_reads", "_own")
 
     def __init__(self, model: FusedPairRules, device, version=None):
         self.model = model
@@ -315,19 +313,22 @@ class XlaGpuPairPricer:
         self._costs: dict = {}
         self._facts: dict = {}
         self._reads: dict = {}
-        self._transposes: dict = {}
         self._own: dict = {}
+
+    def _kept(self, cache: dict, instr, make, version=None):
+        """`cache`'s value for this version of `instr`, made by `make()` when there is none."""
+        v = self._version(instr) if version is None else version
+        hit = cache.get(instr)
+        if hit is not None and hit[0] == v:
+            return hit[1]
+        value = make()
+        cache[instr] = (v, value)
+        return value
 
     def _consumer_reads(self, instr) -> dict:
         """The scratch dict `fused_estimate` keeps for this version of `instr` as a consumer (and these
         operands: a plain instruction keeps its version when an operand is replaced by a fusion)."""
-        v = (self._version(instr), tuple(map(id, instr.operands)))
-        hit = self._own.get(instr)
-        if hit is not None and hit[0] == v:
-            return hit[1]
-        scratch: dict = {}
-        self._own[instr] = (v, scratch)
-        return scratch
+        return self._kept(self._own, instr, dict, (self._version(instr), tuple(map(id, instr.operands))))
 
     def invalidate(self, instr) -> None:
         """Forget `instr`'s record (it changed in place)."""
@@ -335,32 +336,10 @@ class XlaGpuPairPricer:
         self._records.pop(instr, None)
         self._costs.pop(instr, None)
         self._facts.pop(instr, None)
-        self._transposes.pop(instr, None)
 
     def facts(self, instr) -> LaunchFacts:
         """`instr`'s `LaunchFacts`."""
-        v = self._version(instr)
-        hit = self._facts.get(instr)
-        if hit is not None and hit[0] == v:
-            return hit[1]
-        f = launch_facts(instr)
-        self._facts[instr] = (v, f)
-        return f
-
-    def bad_transpose(self, instr) -> str:
-        """The fused instruction of `instr` that transposes the minor dimension of what it reads
-        (`_coalescing._bad_transpose`), once per version: a grown fusion is asked about for every
-        pair it is in, and the walk covers its whole body. A lone instruction's answer reads its
-        operands, which change without it: not kept."""
-        if instr.opcode != "fusion":
-            return _bad_transpose(instr)
-        v = self._version(instr)
-        hit = self._transposes.get(instr)
-        if hit is not None and hit[0] == v:
-            return hit[1]
-        name = _bad_transpose(instr)
-        self._transposes[instr] = (v, name)
-        return name
+        return self._kept(self._facts, instr, lambda: launch_facts(instr))
 
     def kernel(self, instr) -> KernelEstimate:
         """`instr`'s own estimate as `EstimateRunTimes` sees it (free instructions pay a launch)."""
@@ -377,13 +356,7 @@ class XlaGpuPairPricer:
 
     def costs(self, instr) -> KernelCosts:
         """`instr`'s `GpuHloCostAnalysis` counts."""
-        v = self._version(instr)
-        hit = self._costs.get(instr)
-        if hit is not None and hit[0] == v:
-            return hit[1]
-        c = self.model._costs(instr, self.device)
-        self._costs[instr] = (v, c)
-        return c
+        return self._kept(self._costs, instr, lambda: self.model._costs(instr, self.device))
 
     def pair(self, producer, consumer) -> tuple[float, float, float]:
         """`(T(producer), T(consumer), T_fused(producer, consumer))`, launches included."""
@@ -395,6 +368,5 @@ class XlaGpuPairPricer:
             return pe.time_s, ce.time_s, fe.time_s
         t = fused_estimate(model, producer, consumer, self.device, self.costs(producer), self.costs(consumer),
                            facts=(self.facts(producer), self.facts(consumer)), read_cache=self._reads,
-                           time_only=True, bad_transpose=self.bad_transpose,
-                           consumer_reads=self._consumer_reads(consumer))
+                           time_only=True, consumer_reads=self._consumer_reads(consumer))
         return pe.time_s, ce.time_s, t
