@@ -137,11 +137,7 @@ def test_fusion_result_is_the_same_without_incremental_analysis(source, monkeypa
 
     fast_text, fast_steps = run()
     with monkeypatch.context() as m:
-        big = 10**9
-        m.setattr(_fusion_growth, "GROW_FROM", big)
-        m.setattr(_budget, "_GROW_FROM", big)
-        m.setattr(_kernel_costs, "_GROW_FROM", big)
-        m.setattr(_fusion_engine, "_SELECT_FROM", big)
+        m.setattr(_fusion_engine, "TRACK_GROWTH_FROM", 10**9)
         slow_text, slow_steps = run()
     assert fast_text == slow_text
     assert fast_steps.equals(slow_steps)
@@ -157,7 +153,7 @@ def test_a_body_edited_other_than_by_growth_is_analysed_afresh():
     fusion = max((h for h in fused.entry.instructions if h.opcode == "fusion"),
                  key=lambda h: len(h.fused_computation.instructions))
     body = fusion.fused_computation
-    assert len(body.instructions) >= _fusion_growth.GROW_FROM
+    assert _fusion_engine.tracks_growth(body)
     first = kernel_cost(fusion, "gpu", "h100-sxm")
     assert body in _fusion_growth._STATES
     again = kernel_cost(fusion, "gpu", "h100-sxm")  # from the kept state
@@ -204,9 +200,7 @@ def test_growing_one_fusion_by_every_kind_of_producer_matches_the_full_analysis(
     incremental = []
     grow = _fusion_growth.grow
     monkeypatch.setattr(_fusion_growth, "grow", lambda *a: incremental.append(grow(*a)) or incremental[-1])
-    for owner, name in ((_fusion_growth, "GROW_FROM"), (_budget, "_GROW_FROM"), (_kernel_costs, "_GROW_FROM"),
-                        (_fusion_engine, "_SELECT_FROM")):
-        monkeypatch.setattr(owner, name, 4)  # a small body: its state is kept all the same
+    monkeypatch.setattr(_fusion_engine, "TRACK_GROWTH_FROM", 4)  # a small body: its state is kept all the same
     module = _rich_module()
     entry = module.entry
     fusion = make_fusion(entry.root)
@@ -220,7 +214,7 @@ def test_growing_one_fusion_by_every_kind_of_producer_matches_the_full_analysis(
         opcodes_seen.add(producer.opcode)
         fuse(producer, fusion)
         body = fusion.fused_computation
-        if body_growth(body) is None or len(body.instructions) < _fusion_growth.GROW_FROM:
+        if body_growth(body) is None or not _fusion_engine.tracks_growth(body):
             kernel_cost(fusion, "gpu", "h100-sxm")  # the state the next growth starts from
             _budget.ir_size(fusion)
             continue

@@ -33,9 +33,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from ..hlo._fusion_engine import body_growth
+from ..hlo._fusion_engine import body_growth, tracks_growth
 from ._records import _F32_EXACT
-from ._utilization_walk import integral_walk_step
 from ._rules import (
     BYTES,
     EXTRA,
@@ -49,9 +48,8 @@ from ._rules import (
     UTIL,
     copy_record,
 )
+from ._utilization_walk import integral_walk_step
 
-# Bodies smaller than this are analysed afresh: the bookkeeping would cost more than it saves.
-GROW_FROM = 48
 _SCALARS = (FLOPS, TRANS, BYTES, OUT, UTIL, IR)
 
 
@@ -100,7 +98,7 @@ def remember(an, instr, comp, p: list, *, checked: bool = False) -> None:
     """
     leaves = an.fused_leaves
     sub = an._subs.get(id(comp))
-    if (not an.integral_walk or leaves is None or sub is None or len(comp.instructions) < GROW_FROM
+    if (not an.integral_walk or leaves is None or sub is None or not tracks_growth(comp)
             or sub[-1] or not _integral(sub)):
         _STATES.pop(comp, None)
         return

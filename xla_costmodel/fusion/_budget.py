@@ -11,7 +11,7 @@ from ..analysis._emission import fusion_pass_is_tiled_transpose, is_contiguous_r
 from ..analysis._gpu import MAX_IR_SIZE as MAX_IR_SIZE
 from ..analysis._opcodes import passes_elementwise_roots
 from ..hlo import HloComputation, HloInstruction
-from ..hlo._fusion_engine import _ordered, body_growth
+from ..hlo._fusion_engine import _ordered, body_growth, tracks_growth
 
 
 MAX_OPERANDS_AND_OUTPUTS = 96  # MaxOperandsAndOutputsPerFusion
@@ -118,10 +118,6 @@ class IrSize:
     param_size: tuple[int, ...] = ()
 
 
-# Bodies smaller than this get the whole walk every time (see `_IrWalk`).
-_GROW_FROM = 48
-
-
 @dataclass(slots=True, eq=False)
 class _IrWalk:
     """The state `ir_size`'s walk ended in, kept per fused body so that a growth of the body
@@ -181,7 +177,7 @@ def ir_size(instr: HloInstruction) -> IrSize:
     total = _walk(reversed(order), ew, root_size, times, empty)
     params = fused.parameters
     result = IrSize(int(total), tuple(int(times.get(id(p), 0)) for p in params))
-    if n >= _GROW_FROM:
+    if tracks_growth(fused):
         _IR_WALKS[fused] = _IrWalk(serial, n, root, ew, root_size, times, params, result)
     else:
         _IR_WALKS.pop(fused, None)

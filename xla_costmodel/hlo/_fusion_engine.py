@@ -37,6 +37,7 @@ __all__ = [
     "hypothetical_fusion",
     "make_fusion",
     "select_in_body",
+    "tracks_growth",
 ]
 
 def _new_parameter(number: int, like: HloInstruction, name: str) -> HloInstruction:
@@ -351,8 +352,15 @@ def body_growth(body: HloComputation) -> BodyGrowth | None:
     return _GROWTH.get(body)
 
 
-# Bodies smaller than this are scanned whenever asked (`select_in_body`).
-_SELECT_FROM = 48
+# Bodies smaller than this are walked afresh whenever asked about: keeping state through their
+# growths would cost more than it saves (`select_in_body`, and the analyses that follow growths).
+TRACK_GROWTH_FROM = 48
+
+
+def tracks_growth(body: HloComputation) -> bool:
+    """Whether what is known of `body` is kept and brought up to date through its growths."""
+    return len(body.instructions) >= TRACK_GROWTH_FROM
+
 _SELECTIONS: "weakref.WeakKeyDictionary[HloComputation, dict]" = weakref.WeakKeyDictionary()
 
 
@@ -367,7 +375,7 @@ def select_in_body(body: HloComputation, opcodes: frozenset) -> tuple[HloInstruc
     size of a body that grows thousands of times.
     """
     n = len(body.instructions)
-    if n < _SELECT_FROM or "parameter" in opcodes:
+    if n < TRACK_GROWTH_FROM or "parameter" in opcodes:
         return tuple(h for h in body.instructions if h.opcode in opcodes)
     g = _GROWTH.get(body)
     serial = g.serial if g is not None else 0

@@ -42,7 +42,7 @@ from ..analysis._library import library_work, topk_flops
 from ..analysis._opcodes import MATMUL_OPCODES
 from ..analysis._rules import BYTES, FLOPS, OUT, TRANS, UNPRICED, merge_unpriced
 from ..analysis._shapes import first_array, shape_size
-from ..hlo._fusion_engine import body_growth
+from ..hlo._fusion_engine import body_growth, tracks_growth
 
 # Shapes are immutable and shared by many instructions: their sizes are computed once
 # (keyed by id, the shape kept alive with its size so that the id is not reused).
@@ -222,7 +222,7 @@ def _split_flops(c: KernelCost) -> tuple[float, str, dict]:
     comp = kernel.fused_computation if kernel.opcode == "fusion" else None
     if comp is None:
         return _split_instructions(c, (kernel,), None)[:3]
-    if len(comp.instructions) < _GROW_FROM:
+    if not tracks_growth(comp):
         return _split_instructions(c, comp.instructions, comp)[:3]
     g = body_growth(comp)
     serial = g.serial if g is not None else 0
@@ -250,10 +250,6 @@ def _split_flops(c: KernelCost) -> tuple[float, str, dict]:
     else:
         _SPLITS.pop(comp, None)
     return mm, mm_dtype, by_dtype
-
-
-# Fused bodies at least this large keep their split for their next growth (`_Split`).
-_GROW_FROM = 48
 
 
 @dataclass(frozen=True, slots=True, eq=False)
