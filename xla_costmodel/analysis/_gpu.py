@@ -65,7 +65,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import _fusion_growth
-from ._utilization_walk import integral_walk_step
 from . import _gpu_rules  # noqa: F401  (registers the GPU rules)
 from . import _rules as R
 from ._cost import (
@@ -89,6 +88,7 @@ from ._rules import (
     elements_recursive,
     get_extra,
 )
+from ._utilization_walk import integral_walk_step
 
 if TYPE_CHECKING:
     from ..devices import DeviceSpec

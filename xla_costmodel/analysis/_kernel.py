@@ -198,9 +198,8 @@ def _share_shape_caches(an) -> None:
 def _parameter_count(an, fusion, comp) -> int:
     """How many parameters `comp` (the body of `fusion`, just analysed by `an`) has: the GPU walk
     listed them (a body of thousands of instructions is not scanned again for them)."""
-    leaves = getattr(an, "fused_leaves", None)
-    if type(an) is _GpuAnalysis and leaves is not None and fusion.fusion_kind != "kCustom":
-        return len(leaves[0])
+    if type(an) is _GpuAnalysis and an.fused_leaves is not None and fusion.fusion_kind != "kCustom":
+        return len(an.fused_leaves[0])
     return len(comp.parameters)
 
 
