@@ -68,7 +68,9 @@ def test_kernels_fit_within_wall_time(measured):
     assert (runs["late_s"] <= tol).all()
     alone = runs[~runs["overlap"]]
     assert (alone["kernel_sum_s"] <= alone["wall_s"] + tol[~runs["overlap"]]).all()
-    # The traced span of a run and Python's own clock around it agree.
+    # The traced span of a run holds Python's own clock around it, and little
+    # else: the two agree on every run, the discarded first ones included.
+    assert (runs["host_wall_s"] <= runs["wall_s"] + 5e-6).all()
     np.testing.assert_allclose(runs["wall_s"], runs["host_wall_s"], rtol=0.25, atol=50e-6)
     assert (runs["host_wall_s"] > 0).all()
 
