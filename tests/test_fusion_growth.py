@@ -24,7 +24,7 @@ CHECK_UP_TO = 700  # body size up to which each growth is checked against the fu
 
 
 def _full_record(an, instr):
-    full = _GpuAnalysis(None, an.op_profile, count_multiple_input_accesses=True, warn=False)
+    full = type(an)(None, an.op_profile, count_multiple_input_accesses=True, warn=False)
     full._rules, full._inline = an._rules, an._inline
     return full, full.visit(instr)
 
@@ -101,14 +101,23 @@ def checked(monkeypatch):
     return seen, bad
 
 
-def test_every_growth_of_a_real_fusion_run_matches_the_full_analysis(checked):
+@pytest.mark.parametrize("model", ["xla-gpu", "roofline"])
+def test_every_growth_of_a_real_fusion_run_matches_the_full_analysis(checked, checked_trials, model):
+    """xla-gpu: `GpuHloCostAnalysis`; roofline: the base variant (one flop per element, transcendentals
+    weighted by utilization), through in-place growths and through trial fusions, each trial priced
+    as the detached fusion is and leaving the module as it was."""
     seen, bad = checked
+    trials, bad_trials = checked_trials
     module = parse_hlo(gzip.open(DIFFRAX, "rt").read())
-    simulate_fusion(module, device="h100-sxm", model="xla-gpu", price_totals=False)
+    simulate_fusion(module, device="h100-sxm", model=model, price_totals=False)
     assert not bad, bad[:5]
+    assert not bad_trials, bad_trials[:5]
     # The run must really have gone through growths (else this checks nothing).
     assert seen["analysis"] >= 300 and seen["ir_size"] >= 300 and seen["split"] >= 300, seen
-    assert seen["select"] >= 300, seen
+    if model == "xla-gpu":
+        assert seen["select"] >= 300 and trials["trials"] == 0, (seen, trials)  # it prices pairs from records
+    else:
+        assert trials["priced"] >= 1000, trials
 
 
 def _synthetic_solver():
@@ -127,12 +136,14 @@ def _synthetic_solver():
     return jax.jit(step).lower(jnp.ones((64, 32)), jnp.ones((64, 32)), *scalars).as_text(dialect="hlo")
 
 
+@pytest.mark.parametrize("model", ["xla-gpu", "roofline"])
 @pytest.mark.parametrize("source", ["synthetic", "rng.pre.hlo", "dtypes_mixed.pre.hlo"])
-def test_fusion_result_is_the_same_without_incremental_analysis(source, monkeypatch):
+def test_fusion_result_is_the_same_without_incremental_analysis(source, model, monkeypatch):
+    """Without growth tracking there are no trial fusions either (`can_try_fusion`)."""
     text = _synthetic_solver() if source == "synthetic" else (GPU_H100.parent / source).read_text()
 
     def run():
-        r = simulate_fusion(parse_hlo(text), device="h100-sxm", model="xla-gpu", price_totals=False)
+        r = simulate_fusion(parse_hlo(text), device="h100-sxm", model=model, price_totals=False)
         return r.module.to_text(), r.steps
 
     fast_text, fast_steps = run()
@@ -155,7 +166,7 @@ def test_a_body_edited_other_than_by_growth_is_analysed_afresh():
     body = fusion.fused_computation
     assert _fusion_engine.tracks_growth(body)
     first = kernel_cost(fusion, "gpu", "h100-sxm")
-    assert body in _fusion_growth._STATES
+    assert body in _fusion_growth.kept_states(_GpuAnalysis)
     again = kernel_cost(fusion, "gpu", "h100-sxm")  # from the kept state
     assert (again.flops, again.bytes_accessed, again.operand_bytes) == (
         first.flops, first.bytes_accessed, first.operand_bytes)
@@ -168,7 +179,7 @@ def test_a_body_edited_other_than_by_growth_is_analysed_afresh():
     flops, _, utilization = edited.instruction_counts(dead)
     assert flops > 0 and utilization == 0.0  # XLA costs it; nothing reads it
     # ... and what is kept now describes the edited body.
-    assert _fusion_growth._STATES[body].size == len(body.instructions)
+    assert _fusion_growth.kept_states(_GpuAnalysis)[body].size == len(body.instructions)
 
 
 def _rich_module():
@@ -303,10 +314,169 @@ ENTRY e {{
     nested = next(h for h in kernel.fused_computation.instructions if h.opcode == "fusion")
     # The nested fusion analysed as a kernel of its own first: its body's state is kept ...
     kernel_cost(nested, "gpu", "h100-sxm")
-    assert nested.fused_computation in _fusion_growth._STATES
+    assert nested.fused_computation in _fusion_growth.kept_states(_GpuAnalysis)
     # ... and the outer kernel, analysed twice, gives the full analysis both times.
     for _ in range(2):
         c = kernel_cost(kernel, "gpu", "h100-sxm")
         full, q = _full_record(c._an, kernel)
         assert _same_record(c._an.record(kernel), q)
         assert c.flops == q[0] > 0
+
+
+# ---------------------------------------------------------------------------
+# Trial fusions: a candidate priced by growing a large consumer in place for the call
+
+
+def _trial_state(producer, consumer):
+    """Everything a trial fusion touches, by identity: the consumer, its operands' and the
+    producer's users, its body (list, names, root, last growth, kept states) and each body
+    instruction's operands, users, number and computation."""
+    body = consumer.fused_computation
+    ids = lambda xs: tuple(map(id, xs))  # noqa: E731
+    caches = []
+    for cache, copy in _fusion_engine._GROWTH_CACHES:
+        entry = cache.get(body)
+        caches.append(entry if copy is None else (None if entry is None else copy(entry)))
+    return (
+        ids(consumer.operands), ids(consumer.users), dict(consumer._raw), consumer.fusion_kind,
+        tuple(ids(o.users) for o in consumer.operands + producer.operands), ids(producer.users),
+        ids(body.instructions), {k: id(v) for k, v in body._by_name.items()}, id(body.root),
+        _fusion_engine.body_growth(body),
+        tuple((ids(h.operands), ids(h.users), h.parameter_number, id(h.computation)) for h in body.instructions),
+        caches,
+    )
+
+
+@pytest.fixture()
+def checked_trials(monkeypatch):
+    """Each trial fusion of a pass: priced as the detached fusion is (every figure of the estimate,
+    for bodies up to `CHECK_UP_TO`), and the module left exactly as it was."""
+    from contextlib import contextmanager
+
+    import xla_costmodel as xc
+    from xla_costmodel.fusion import _priority
+
+    model, device = xc.get_model("roofline"), xc.get_device("h100-sxm")
+    real = _priority.trial_fusion
+    seen = {"trials": 0, "priced": 0}
+    bad: list[str] = []
+
+    def figures(e):
+        return (e.time_s, e.compute_s, e.memory_s, e.launch_s, e.bound, e.details)
+
+    @contextmanager
+    def checked_trial(producer, consumer):
+        seen["trials"] += 1
+        before = want = None
+        if len(consumer.fused_computation.instructions) <= CHECK_UP_TO:
+            before = _trial_state(producer, consumer)
+            detached = _fusion_engine.hypothetical_fusion(producer, consumer)
+            want = figures(model.estimate(detached, device))
+            _fusion_engine.discard_fusion(detached)
+        with real(producer, consumer) as grown:
+            if want is not None:
+                seen["priced"] += 1
+                got = figures(model.estimate(grown, device))
+                if got != want:
+                    bad.append(f"{producer.name} into {consumer.name}: {got} != {want}")
+            yield grown
+        if before is not None and _trial_state(producer, consumer) != before:
+            bad.append(f"{producer.name} into {consumer.name}: the module changed")
+
+    monkeypatch.setattr(_priority, "trial_fusion", checked_trial)
+    return seen, bad
+
+
+def test_trial_fusions_price_as_detached_fusions_and_leave_the_module_as_it_was(checked_trials):
+    """(On diffrax's real run: `test_every_growth_of_a_real_fusion_run_matches_the_full_analysis`.)"""
+    seen, bad = checked_trials
+    simulate_fusion(parse_hlo(_synthetic_solver()), device="h100-sxm", model="roofline", price_totals=False)
+    assert not bad, bad[:5]
+    assert seen["priced"] >= 10, seen
+
+
+@pytest.mark.parametrize("source", ["synthetic", "linalg.pre.hlo", "gather_scatter.pre.hlo"])
+def test_fusion_result_is_the_same_without_trial_fusions(source, monkeypatch):
+    from xla_costmodel.fusion import _priority
+
+    text = _synthetic_solver() if source == "synthetic" else (GPU_H100.parent / source).read_text()
+
+    def run():
+        r = simulate_fusion(parse_hlo(text), device="h100-sxm", model="roofline", price_totals=False)
+        return r.module.to_text(), r.steps
+
+    trials = {"n": 0}
+    real = _priority.trial_fusion
+
+    def counted(producer, consumer):
+        trials["n"] += 1
+        return real(producer, consumer)
+
+    with monkeypatch.context() as m:
+        m.setattr(_priority, "trial_fusion", counted)
+        fast_text, fast_steps = run()
+    with monkeypatch.context() as m:
+        m.setattr(_priority, "prices_trial_fusions", lambda model: False)
+        slow_text, slow_steps = run()
+    assert fast_text == slow_text
+    assert fast_steps.equals(slow_steps)
+    if source == "synthetic":
+        assert trials["n"] > 0
+
+
+def test_only_a_model_that_promises_it_is_given_trial_fusions():
+    """A subclass that keeps what it saw of a kernel says so by not promising; it gets detached fusions."""
+    import xla_costmodel as xc
+    from xla_costmodel.models import RooflineModel, prices_trial_fusions
+
+    seen: list = []
+
+    class Remembering(RooflineModel):
+        prices_trial_fusions = False
+
+        def estimate(self, kernel, device):
+            seen.append(kernel)
+            return RooflineModel.estimate(self, kernel, device)
+
+    assert prices_trial_fusions(xc.get_model("roofline"))
+    model = Remembering()
+    assert not prices_trial_fusions(model)
+    r = simulate_fusion(parse_hlo(_synthetic_solver()), device="h100-sxm", model=model, price_totals=False)
+    live = {id(h) for comp in r.module.computations for h in comp.instructions}
+    # Every fusion it priced that is not in the result was a detached one (no users, no computation list).
+    detached = [k for k in seen if k.opcode == "fusion" and id(k) not in live]
+    assert detached and all(not k.users for k in detached)
+
+
+def test_a_trial_needs_a_large_fusion_built_here():
+    module = parse_hlo(_synthetic_solver())
+    x = next(h for h in module.entry.instructions if h.opcode == "multiply")
+    user = x.users[0]
+    assert not _fusion_engine.can_try_fusion(x, user)  # not a fusion
+    with pytest.raises(ValueError, match="cannot try fusing"):
+        with _fusion_engine.trial_fusion(x, user):
+            pass
+
+
+def test_estimate_fusion_prices_a_trial_as_a_detached_fusion():
+    """`FusionByMaterializing.estimate_fusion` (the roofline's) grows a large consumer in place for the
+    call: the same figures as from the detached fusion, and the module as it was."""
+    import xla_costmodel as xc
+    from xla_costmodel.models import RooflineModel
+
+    class Detached(RooflineModel):
+        prices_trial_fusions = False
+
+    module = simulate_fusion(parse_hlo(gzip.open(DIFFRAX, "rt").read()), device="h100-sxm", model="xla-gpu",
+                             price_totals=False).module
+    pairs = [(o, k) for comp in module.computations for k in comp.instructions if k.opcode == "fusion"
+             for o in k.operands if o.opcode not in ("parameter", "constant", "get-tuple-element")
+             and _fusion_engine.can_try_fusion(o, k)][:20]
+    assert len(pairs) >= 5
+    text = module.to_text()
+    device = xc.get_device("h100-sxm")
+    for producer, consumer in pairs:
+        got = xc.get_model("roofline").estimate_fusion(producer, [consumer], device)
+        want = Detached().estimate_fusion(producer, [consumer], device)
+        assert got == want
+        assert module.to_text() == text

@@ -33,7 +33,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from ..hlo._fusion_engine import body_growth, tracks_growth
+from ..hlo._fusion_engine import body_growth, follows_growths, tracks_growth
 from ._records import _F32_EXACT
 from ._rules import (
     BYTES,
@@ -76,7 +76,17 @@ class _BodyState:
     result: list
 
 
-_STATES: "weakref.WeakKeyDictionary[Any, _BodyState]" = weakref.WeakKeyDictionary()
+# Per analysis class (the GPU and base variants price the same bodies with other rules):
+# fused body -> its last state.
+_STATES_OF: "dict[type, weakref.WeakKeyDictionary[Any, _BodyState]]" = {}
+
+
+def kept_states(cls: type) -> "weakref.WeakKeyDictionary[Any, _BodyState]":
+    """The bodies analyses of class `cls` keep a state of (body -> `_BodyState`)."""
+    states = _STATES_OF.get(cls)
+    if states is None:
+        states = _STATES_OF[cls] = follows_growths(weakref.WeakKeyDictionary())
+    return states
 
 
 def _integral(r: list) -> bool:
@@ -98,19 +108,20 @@ def remember(an, instr, comp, p: list, *, checked: bool = False) -> None:
     """
     leaves = an.fused_leaves
     sub = an._subs.get(id(comp))
+    states = kept_states(type(an))
     if (not an.integral_walk or leaves is None or sub is None or not tracks_growth(comp)
             or sub[-1] or not _integral(sub)):
-        _STATES.pop(comp, None)
+        states.pop(comp, None)
         return
     records = an._records
     if not checked:
         for h in comp.instructions:
             r = records[h]
             if not _integral(r):
-                _STATES.pop(comp, None)
+                states.pop(comp, None)
                 return
     g = body_growth(comp)
-    _STATES[comp] = _BodyState(
+    states[comp] = _BodyState(
         g.serial if g is not None else 0, len(comp.instructions), comp.root, instr, instr.shape,
         instr.fusion_kind, an._rules, an.op_profile, records, an._subs, an.ew_roots, an.root_util, an.root_ir,
         sub, leaves[0], leaves[1], copy_record(p),
@@ -119,7 +130,7 @@ def remember(an, instr, comp, p: list, *, checked: bool = False) -> None:
 
 def grow(an, instr, comp, p: list) -> bool:
     """Analyse fusion `instr` from its body's last state, if that is exact; False (nothing changed) if not."""
-    st = _STATES.get(comp)
+    st = kept_states(type(an)).get(comp)
     if (st is None or st.instr is not instr or st.shape is not instr.shape or st.rules is not an._rules
             or st.profile is not an.op_profile or st.kind != instr.fusion_kind or comp.root is not st.root):
         return False
@@ -254,4 +265,5 @@ def _grow(an, instr, comp, p: list, st: _BodyState, g) -> bool:
     if constants:
         an._fusion_constants(constants, p)
     an._fusion_operand_bytes(params, p)
+    an.grown_fusion(p, st.result, clones)
     return True

@@ -124,9 +124,16 @@ class _GpuAnalysis(Analysis):
 
     # Analyse a fusion that grew from the state its body was last analysed in (`_fusion_growth`).
     track_growth = False
+    # Whether `_fusion_growth` gives this class's analysis of a grown fusion exactly (set by each
+    # class that it does, in its own body: a subclass that changes the fusion figures must say so).
+    grows_exactly = True
+
+    def grown_fusion(self, p: list, before: list, clones: list) -> None:
+        """Finish the record `p` of a fusion analysed from its state before a growth (`before`: its
+        record then; `clones`: the instructions the growth added). Nothing more in this class."""
 
     def fusion(self, instr, p: list) -> None:
-        if not self.track_growth or type(self) is not _GpuAnalysis:
+        if not self.track_growth or not type(self).__dict__.get("grows_exactly", False):
             return super().fusion(instr, p)
         comp = instr.fused_computation
         growable = comp is not None and instr.fusion_kind != "kCustom"

@@ -53,6 +53,18 @@ class _BaseKernelAnalysis(_GpuAnalysis):
     """`HloCostAnalysis` rules priced through fusions the way `GpuHloCostAnalysis` does (variant `"base"`)."""
 
     variant = "xla"
+    grows_exactly = True  # with `grown_fusion` below
+
+    def grown_fusion(self, p: list, before: list, clones: list) -> None:
+        # Transcendentals weighted by utilization, as `fusion_utilizations` sums them: the old
+        # instructions keep theirs through a growth (`_fusion_growth`), parameters have none.
+        records = self._records
+        trans = before[TRANS]
+        for h in clones:
+            r = records[h]
+            if r[TRANS]:
+                trans += r[UTIL] * r[TRANS]
+        p[TRANS] = trans
 
     def fusion_utilizations(self, instr, comp, p: list) -> tuple[list, list]:
         if computes_each_instruction_once(instr):
@@ -195,6 +207,10 @@ def _share_shape_caches(an) -> None:
     an._keep = _KEEP
 
 
+# The base variant prices no op by profiled cycles; one object, so that kept body states match it.
+_NO_PROFILE: dict = {}
+
+
 def _parameter_count(an, fusion, comp) -> int:
     """How many parameters `comp` (the body of `fusion`, just analysed by `an`) has: the GPU walk
     listed them (a body of thousands of instructions is not scanned again for them)."""
@@ -228,7 +244,9 @@ def kernel_cost(instr, variant: str = "gpu", device_profile=None, *,
                           overrides=overrides)
         an.track_growth = True
     elif variant == "base":
-        an = _BaseKernelAnalysis(None, {}, count_multiple_input_accesses=True, warn=False, overrides=overrides)
+        an = _BaseKernelAnalysis(None, _NO_PROFILE, count_multiple_input_accesses=True, warn=False,
+                                 overrides=overrides)
+        an.track_growth = True
     elif variant == "xla":
         an = Analysis(None, warn=False, overrides=overrides)
     else:

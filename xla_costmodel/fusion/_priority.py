@@ -36,9 +36,10 @@ from typing import TYPE_CHECKING, Callable
 
 from ..hlo import HloComputation, HloInstruction
 from ..hlo._edit import NameUniquifier
-from ..hlo._fusion_engine import FusionEditor, discard_fusion, hypothetical_fusion
+from ..hlo._fusion_engine import FusionEditor, can_try_fusion, discard_fusion, hypothetical_fusion, trial_fusion
 from ..hlo._structure import ContentIds
-from ..models import CachesInstructions, CostModel, FusionPricing, fuses_by_materializing, prices_by_content
+from ..models import (CachesInstructions, CostModel, FusionPricing, fuses_by_materializing, prices_by_content,
+                      prices_trial_fusions)
 from ._legality import (
     LegalityChecker,
     Rejection,
@@ -193,6 +194,8 @@ class PriorityFusionRun:
         self._version = self.editor.version
         self._invalidate = model.invalidate if isinstance(model, CachesInstructions) else None
         self._materializing = fuses_by_materializing(model)
+        # Candidates priced by growing a large consumer in place for the call (`trial_fusion`).
+        self._trials = self._materializing and prices_trial_fusions(model)
         # A model's own pair pricer (per-instruction records kept per version), if it has one.
         # (A closure over the version dict, not a bound method: the run holds the pricer, and a
         # cycle back to the run would leave all its caches to the cyclic garbage collector.)
@@ -252,9 +255,13 @@ class PriorityFusionRun:
             # FusionByMaterializing's own rule, with each kernel priced once per version.
             p = self._kernel(producer)
             c = self._kernel(consumer)
-            fused = hypothetical_fusion(producer, consumer)
-            f = self.model.estimate(fused, self.device).time_s
-            discard_fusion(fused)
+            if self._trials and can_try_fusion(producer, consumer):
+                with trial_fusion(producer, consumer) as fused:
+                    f = self.model.estimate(fused, self.device).time_s
+            else:
+                fused = hypothetical_fusion(producer, consumer)
+                f = self.model.estimate(fused, self.device).time_s
+                discard_fusion(fused)
             self.model_calls += 1
             return (p, c, f)
         est = self.model.estimate_fusion(producer, [consumer], self.device)

@@ -11,6 +11,11 @@ that the result prints as a module XLA's parser accepts:
 - `hypothetical_fusion(producer, consumer)` builds the same fusion detached
   from the module (the module is not touched), for pricing a fusion;
   `discard_fusion` frees it.
+- `trial_fusion(producer, consumer)` gives the same fusion for the length of a
+  `with` block by growing a large fusion consumer in place and undoing it
+  after: O(size of the producer), where a detached copy is O(size of the
+  consumer). Caches of bodies that follow growths register with
+  `follows_growths`, so that the trial leaves them as it found them.
 - `make_fusion(instr)` wraps one instruction into a fusion of its own.
 - `default_fusion_kind(body)`: kLoop or kInput from the body's root.
 - `FusionEditor`: many fusions in one computation, each O(size of the
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import weakref
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from ._deferred import DeferredBody, Frozen, Fused, Leaf, is_deferred, replay
@@ -36,8 +42,11 @@ __all__ = [
     "fuse",
     "hypothetical_fusion",
     "make_fusion",
+    "can_try_fusion",
+    "follows_growths",
     "select_in_body",
     "tracks_growth",
+    "trial_fusion",
 ]
 
 def _new_parameter(number: int, like: HloInstruction, name: str) -> HloInstruction:
@@ -402,12 +411,16 @@ def _extend_fusion(
     names: NameUniquifier | None,
     origin: dict | None = None,
     made: set | None = None,
+    *,
+    attach: bool = True,
 ) -> None:
     """Fuse `producer` into the fusion `consumer`, in place (XLA's `FuseInstruction` / `MergeFusionInstruction`).
 
     The consumer's parameters keep their order (less the producer's), the
     producer's new operands get new parameters at the end; the body stays
     topologically ordered (parameters, the producer's clones, the rest).
+    `attach=False` (a trial): the consumer's operand list is replaced, but
+    the outer instructions' users are left alone.
     """
     fused = consumer.fused_computation
     body = _Body(fused, names, made, origin)
@@ -431,8 +444,11 @@ def _extend_fusion(
     value = _producer_value(producer, body)
     new_instrs = fused.instructions[n_before:]
     # New fusion operands (appended by param_for)
-    for o in body.operands[len(consumer.operands):]:
-        consumer.append_operand(o)
+    if attach:
+        for o in body.operands[len(consumer.operands):]:
+            consumer.append_operand(o)
+    else:
+        consumer.operands = list(consumer.operands) + body.operands[len(consumer.operands):]
     for p in producer_params:
         p.replace_all_uses_with(value)
     # Drop the producer's parameters and renumber the rest.
@@ -451,10 +467,11 @@ def _extend_fusion(
         p.parameter_number = i
     old_ops = consumer.operands
     consumer.operands = keep_ops
-    kept = {id(o) for o in keep_ops}
-    for o in old_ops:
-        if id(o) not in kept and consumer in o.users:
-            o.users.remove(consumer)
+    if attach:
+        kept = {id(o) for o in keep_ops}
+        for o in old_ops:
+            if id(o) not in kept and consumer in o.users:
+                o.users.remove(consumer)
     # parameters first, then the producer's clones (they read only parameters), then the rest
     if n_params is not None:
         rest = fused.instructions[n_params:n_before]
@@ -470,6 +487,117 @@ def _extend_fusion(
     last = _GROWTH.get(fused)
     _GROWTH[fused] = BodyGrowth(next(_SERIALS), last.serial if last is not None else 0, n_before,
                                 len(fused.instructions), tuple(new_instrs), tuple(producer_params), value)
+
+
+# Caches keyed by fused body whose entries follow the body's growths (by `BodyGrowth.serial`):
+# `trial_fusion` puts back the entries it found. (cache, copy of an entry or None)
+_GROWTH_CACHES: list[tuple["weakref.WeakKeyDictionary", object]] = []
+
+
+def follows_growths(cache: "weakref.WeakKeyDictionary", copy=None) -> "weakref.WeakKeyDictionary":
+    """Register `cache` (fused body -> what is known of it, checked against the body's growths)
+    so that a `trial_fusion` leaves its entry for the body as it was. `copy(entry)`: how to keep
+    an entry that is changed in place (None: entries are replaced, never changed).
+    **Returns:** `cache`."""
+    _GROWTH_CACHES.append((cache, copy))
+    return cache
+
+
+follows_growths(_SELECTIONS, dict)
+
+
+# What a fusion made by a pass carries: `trial_fusion` gives it the attributes of `hypothetical_fusion`'s.
+_PLAIN_FUSION_ATTRIBUTES = frozenset({"kind", "calls", "metadata"})
+
+
+def can_try_fusion(producer: HloInstruction, consumer: HloInstruction) -> bool:
+    """Whether `trial_fusion(producer, consumer)` applies: `consumer` is a fusion built here (a
+    large body in operand order, distinct operands, no attributes but its kind, body and
+    metadata) and `producer` one of its operands."""
+    fused = consumer.fused_computation
+    if fused is None or type(fused) is DeferredBody and fused.recipe is not None:
+        return False
+    if fused not in _TOPOLOGICAL or not tracks_growth(fused) or consumer.opcode != "fusion":
+        return False
+    ops = consumer.operands
+    if not any(o is producer for o in ops) or len({id(o) for o in ops}) != len(ops):
+        return False
+    return consumer._raw.keys() <= _PLAIN_FUSION_ATTRIBUTES
+
+
+@contextmanager
+def trial_fusion(producer: HloInstruction, consumer: HloInstruction):
+    """The fusion `hypothetical_fusion(producer, consumer)` would build, for the length of the block.
+
+    The consumer itself grows in place (its body by the producer's clones, its
+    operand list, its kind as `hypothetical_fusion` chooses it; no user is
+    registered with the module's instructions, and it has no users while it
+    lasts) and is put back as it was when the block ends: body, parameters,
+    operands, users, kind, its last `BodyGrowth`, and the entries of the
+    caches registered with `follows_growths`. Costs the size of the producer,
+    not of the consumer's body. Only where `can_try_fusion(producer,
+    consumer)`; nothing else may read or edit the module inside the block.
+
+    **Yields:** the consumer, grown.
+    """
+    if not can_try_fusion(producer, consumer):
+        raise ValueError(f"cannot try fusing '{producer.name}' into '{consumer.name}' in place")
+    fused = consumer.fused_computation
+    instrs = fused.instructions
+    n_params = 0
+    while n_params < len(instrs) and instrs[n_params].opcode == "parameter":
+        n_params += 1
+    params = instrs[:n_params]
+    saved_instrs = list(instrs)
+    saved_by_name = dict(fused._by_name)
+    saved_root = fused.root
+    saved_growth = _GROWTH.get(fused)
+    saved_params = [(p, list(p.users), p.parameter_number) for p in params]
+    saved_ops, saved_users = consumer.operands, consumer.users
+    saved_raw = dict(consumer._raw)
+    dropped = [p for p in params if consumer.operands[p.parameter_number] is producer]
+    saved_uses = [(u, list(u.operands)) for p in dropped for u in p.users]
+    saved_caches = []
+    for cache, copy in _GROWTH_CACHES:
+        entry = cache.get(fused)
+        saved_caches.append((cache, entry if copy is None or entry is None else copy(entry)))
+    try:
+        consumer.users = []
+        _extend_fusion(producer, consumer, None, attach=False)
+        consumer.set_attribute("kind", default_fusion_kind(fused))
+        yield consumer
+    finally:
+        g = _GROWTH.get(fused)
+        made = g.added if g is not None and g is not saved_growth else ()
+        for u, ops in saved_uses:
+            u.operands = ops
+        for p, users, number in saved_params:
+            p.users = users
+            p.parameter_number = number
+            p.computation = fused
+        fused.instructions = saved_instrs
+        fused._by_name = saved_by_name
+        fused.root = saved_root
+        if saved_growth is None:
+            _GROWTH.pop(fused, None)
+        else:
+            _GROWTH[fused] = saved_growth
+        consumer.operands, consumer.users = saved_ops, saved_users
+        consumer._raw.clear()
+        consumer._raw.update(saved_raw)
+        if consumer._cache:
+            consumer._cache.pop("kind", None)
+        if consumer._pos is not None:
+            consumer._pos.pop("kind", None)
+        for cache, entry in saved_caches:
+            if entry is None:
+                cache.pop(fused, None)
+            else:
+                cache[fused] = entry
+        for h in made:  # the producer's clones and new parameters: unlinked, to be freed at once
+            h.operands = []
+            h.users = []
+            h.computation = None
 
 
 def fuse(

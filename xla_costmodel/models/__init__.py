@@ -12,10 +12,12 @@ from ._base import HasParams as HasParams
 from ._base import KernelEstimate as KernelEstimate
 from ._base import PairPricer as PairPricer
 from ._base import PricesByContent as PricesByContent
+from ._base import PricesTrialFusions as PricesTrialFusions
 from ._base import fuses_by_materializing as fuses_by_materializing
 from ._base import get_model as get_model
 from ._base import model_names as model_names
 from ._base import prices_by_content as prices_by_content
+from ._base import prices_trial_fusions as prices_trial_fusions
 from ._base import register_model as register_model
 from ._xla_gpu import XlaGpuModel as XlaGpuModel
 from ._xla_gpu_tables import XlaGpuTablesModel as XlaGpuTablesModel

@@ -143,6 +143,22 @@ class PricesByContent(Protocol):
     prices_by_content: bool
 
 
+@runtime_checkable
+class PricesTrialFusions(Protocol):
+    """A model whose `estimate` may be handed a fusion consumer grown in place for the call
+    (`hlo._fusion_engine.trial_fusion`) instead of a detached copy of the fusion.
+
+    `prices_trial_fusions = True` promises: it prices by content
+    (`PricesByContent`), and it keeps nothing of the kernel or its fused
+    body after the call, other than in caches that check the body's growths
+    and register with `hlo._fusion_engine.follows_growths`. A fusion pass
+    then prices a candidate fusion into a large fusion in the time of the
+    producer's size, not the consumer's. Use `prices_trial_fusions(model)`.
+    """
+
+    prices_trial_fusions: bool
+
+
 class PairPricer(Protocol):
     """Prices of (producer, consumer) pairs for a fusion pass (see `FusionPricing`)."""
 
@@ -196,6 +212,12 @@ class HasParams(Protocol):
 def prices_by_content(model: CostModel) -> bool:
     """Whether `model` promises to price kernels by their content only (`PricesByContent`)."""
     return isinstance(model, PricesByContent) and bool(model.prices_by_content)
+
+
+def prices_trial_fusions(model: CostModel) -> bool:
+    """Whether `model` may price fusions grown in place for the call (`PricesTrialFusions`)."""
+    return (isinstance(model, PricesTrialFusions) and bool(model.prices_trial_fusions)
+            and prices_by_content(model))
 
 
 def dominant_bound(compute_s: float, memory_s: float, launch_s: float) -> str:
@@ -253,7 +275,7 @@ class FusionByMaterializing:
     ) -> FusionEstimate:
         p = self.estimate(producer, device)  # type: ignore[attr-defined]
         unfused = [self.estimate(c, device) for c in consumers]  # type: ignore[attr-defined]
-        fused = [self.estimate(materialize_fusion(producer, c), device) for c in consumers]  # type: ignore[attr-defined]
+        fused = [self._estimate_fused(producer, c, device) for c in consumers]
         return FusionEstimate(
             time_unfused_s=p.time_s + sum(c.time_s for c in unfused),
             time_fused_s=sum(f.time_s for f in fused),
@@ -261,6 +283,18 @@ class FusionByMaterializing:
             consumers_s=tuple(c.time_s for c in unfused),
             fused_consumers_s=tuple(f.time_s for f in fused),
         )
+
+
+    def _estimate_fused(self, producer: "HloInstruction", consumer: "HloInstruction",
+                        device: "DeviceSpec") -> KernelEstimate:
+        """The estimate of `consumer` with `producer` fused into it: the consumer grown in place for
+        the call where the model promises it may be (`PricesTrialFusions`), else a detached copy."""
+        from ..hlo._fusion_engine import can_try_fusion, trial_fusion
+
+        if prices_trial_fusions(self) and can_try_fusion(producer, consumer):  # type: ignore[arg-type]
+            with trial_fusion(producer, consumer) as grown:
+                return self.estimate(grown, device)  # type: ignore[attr-defined]
+        return self.estimate(materialize_fusion(producer, consumer), device)  # type: ignore[attr-defined]
 
 
 def fuses_by_materializing(model: CostModel) -> bool:

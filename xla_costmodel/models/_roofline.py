@@ -59,6 +59,8 @@ class RooflineModel(FusionByMaterializing):
     name: ClassVar[str] = "roofline"
     # A kernel's price depends on its content only (not names, metadata or neighbours): see CostModel.
     prices_by_content: ClassVar[bool] = True
+    # `estimate` keeps nothing of a kernel; its body analyses follow growths (see PricesTrialFusions).
+    prices_trial_fusions: ClassVar[bool] = True
 
     transcendental_flops: float = 1.0
     matrix_units: bool = True
