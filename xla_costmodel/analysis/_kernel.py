@@ -214,7 +214,7 @@ _NO_PROFILE: dict = {}
 def _parameter_count(an, fusion, comp) -> int:
     """How many parameters `comp` (the body of `fusion`, just analysed by `an`) has: the GPU walk
     listed them (a body of thousands of instructions is not scanned again for them)."""
-    if type(an) is _GpuAnalysis and an.fused_leaves is not None and fusion.fusion_kind != "kCustom":
+    if type(an) in (_GpuAnalysis, _BaseKernelAnalysis) and an.fused_leaves is not None and fusion.fusion_kind != "kCustom":
         return len(an.fused_leaves[0])
     return len(comp.parameters)
 
