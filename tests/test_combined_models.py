@@ -258,6 +258,51 @@ def test_simulate_fusion_by_name():
         assert r.kernels_after == 1
 
 
+FIXTURES = Path(__file__).resolve().parents[1] / "hlo_fixtures"
+
+
+@pytest.mark.parametrize("name", ["min(xla-gpu,roofline)", "max-savings(xla-gpu,roofline)",
+                                  "min(min(xla-gpu,roofline),roofline)"])
+@pytest.mark.parametrize("source", ["rng.pre.hlo", "gather_scatter.pre.hlo", "transformer_grad.pre.hlo"])
+def test_the_pass_prices_a_combination_per_member_pair_with_the_same_result(name, source, monkeypatch):
+    """The fusion pass prices each member's pairs (kept per version, as for the member alone) and combines
+    them per producer by the combination's rule: the same steps and fused module as pricing every producer
+    with the combination's `estimate_fusion`. A member that is itself a combination cannot be split by
+    pair: then the whole combination is priced per producer."""
+    import gzip
+
+    from xla_costmodel.fusion import _priority
+
+    path = FIXTURES / source
+    text = gzip.open(path, "rt").read() if path.suffix == ".gz" else path.read_text()
+    member_pairs = {"n": 0}
+    real = _priority._PairPricing.triple
+
+    def counted(self, producer, consumer, *, member=False):
+        v = real(self, producer, consumer, member=member)
+        member_pairs["n"] += member and v is not None
+        return v
+
+    def run():
+        r = xc.simulate_fusion(xc.parse_hlo(text), device="h100-sxm", model=name, price_totals=False)
+        return r.module.to_text(), r.steps
+
+    with monkeypatch.context() as m:
+        m.setattr(_priority._PairPricing, "triple", counted)
+        by_pair_text, by_pair_steps = run()
+    with monkeypatch.context() as m:
+        # Nothing is a CombinesFusionTimes: every producer priced by the combination's estimate_fusion.
+        m.setattr(_priority, "CombinesFusionTimes", type("Nothing", (), {}))
+        whole_text, whole_steps = run()
+    assert by_pair_text == whole_text
+    assert by_pair_steps.equals(whole_steps)
+    assert len(by_pair_steps) > 0
+    if name.startswith("min(min"):
+        assert member_pairs["n"] == 0  # the inner combination gives no pair price: priced per producer
+    else:
+        assert member_pairs["n"] >= len(by_pair_steps)  # members priced by pair, combined per producer
+
+
 # --------------------------------------------------------------------------- scale
 
 

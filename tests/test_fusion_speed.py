@@ -114,10 +114,21 @@ def test_roofline_priced_by_content_equals_priced_per_instruction(name):
 def test_combined_model_priced_by_content_equals_priced_per_instruction():
     from xla_costmodel.models import get_model
 
+    from xla_costmodel.models import CombinedModel
+
     model = get_model("min(xla-gpu,roofline)")
     assert model.prices_by_content
     fast, slow = _fast_and_slow("transformer_fwd", model, model)  # two equal layers
-    assert fast.model_calls <= slow.model_calls  # (min() cannot split its price by kernel: priced per producer)
+
+    class PerInstruction(CombinedModel):
+        @property
+        def prices_by_content(self) -> bool:
+            return False
+
+    per_instruction = PerInstruction(model.models, rule=model.rule)
+    same, _ = _fast_and_slow("transformer_fwd", per_instruction, model)
+    # Each member priced by pair either way; keyed by content, the second layer's pairs cost nothing.
+    assert 0 < fast.model_calls < same.model_calls
 
 
 def test_repeated_layers_are_priced_once():

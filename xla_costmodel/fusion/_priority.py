@@ -38,8 +38,8 @@ from ..hlo import HloComputation, HloInstruction
 from ..hlo._edit import NameUniquifier
 from ..hlo._fusion_engine import FusionEditor, can_try_fusion, discard_fusion, hypothetical_fusion, trial_fusion
 from ..hlo._structure import ContentIds
-from ..models import (CachesInstructions, CostModel, FusionPricing, fuses_by_materializing, prices_by_content,
-                      prices_trial_fusions)
+from ..models import (CachesInstructions, CombinesFusionTimes, CostModel, FusionPricing, fuses_by_materializing,
+                      prices_by_content, prices_trial_fusions)
 from ._legality import (
     LegalityChecker,
     Rejection,
@@ -172,6 +172,87 @@ def is_small_constant(instr: HloInstruction) -> bool:
     return instr.opcode == "constant" and instr.shape.is_array and instr.shape.num_elements <= 1
 
 
+class _PairPricing:
+    """How one model prices (producer, consumer) pairs, each kernel once per version: with its own
+    pair pricer (`FusionPricing`), by `FusionByMaterializing`'s rule (the fused kernel built by a
+    trial fusion or detached), or by `estimate_fusion` split by kernel.
+
+    **Arguments:** `model`, `device`; `version`: the pass's instruction versions; `incremental`;
+    `content`: content ids when the model prices by content, else None; `by_content`: the pass's
+    prices by content; `key`: what tells this model's kernel prices from others' there (a
+    member's place in a combination).
+    """
+
+    __slots__ = ("model", "device", "version", "pricer", "materializing", "trials", "content", "by_content",
+                 "key", "kernels")
+
+    def __init__(self, model, device, version: dict, incremental: bool, content, by_content: dict, key: tuple):
+        self.model = model
+        self.device = device
+        self.version = version
+        # A model's own pair pricer (per-instruction records kept per version), if it has one.
+        # (A closure over the version dict, not a bound method: the run holds the pricer, and a
+        # cycle back to the run would leave all its caches to the cyclic garbage collector.)
+        self.pricer = (
+            model.fusion_pricer(device, version=lambda instr: version.get(instr, 0))
+            if incremental and isinstance(model, FusionPricing) else None
+        )
+        self.materializing = fuses_by_materializing(model)
+        # Candidates priced by growing a large consumer in place for the call (`trial_fusion`).
+        self.trials = self.materializing and prices_trial_fusions(model)
+        self.content = content
+        self.by_content = by_content
+        self.key = key
+        self.kernels: dict = {}
+
+    def triple(self, producer: HloInstruction, consumer: HloInstruction, *, member: bool = False):
+        """`estimate_fusion(producer, [consumer])`'s `(producer_s, consumers_s[0], fused_consumers_s[0])`;
+        None when the model does not split its price by kernel (then whole producers are priced).
+        An unpriced pair priced by `estimate_fusion` gives NaNs; `member` (of a combination): only
+        a pair pricer's and `FusionByMaterializing`'s triples, else None."""
+        if self.pricer is not None:
+            return self.pricer.pair(producer, consumer)
+        model = self.model
+        if self.materializing:
+            # FusionByMaterializing's own rule, with each kernel priced once per version.
+            p = self.kernel(producer)
+            c = self.kernel(consumer)
+            if self.trials and can_try_fusion(producer, consumer):
+                with trial_fusion(producer, consumer) as fused:
+                    f = model.estimate(fused, self.device).time_s
+            else:
+                fused = hypothetical_fusion(producer, consumer)
+                f = model.estimate(fused, self.device).time_s
+                discard_fusion(fused)
+            return (p, c, f)
+        if member:
+            # Only pair prices that add up to the member's own `estimate_fusion` of the whole
+            # producer (a pair pricer's, `FusionByMaterializing`'s) can be combined per producer.
+            return None
+        est = model.estimate_fusion(producer, [consumer], self.device)
+        p = est.producer_s
+        if p is None or math.isnan(p):
+            if math.isnan(est.time_unfused_s) or math.isnan(est.time_fused_s):
+                return (math.nan, math.nan, math.nan)  # unpriced
+            return None  # the model does not split its price by kernel: price whole producers
+        c = est.consumers_s[0] if est.consumers_s else est.time_unfused_s - p
+        return (p, c, est.time_fused_s)
+
+    def kernel(self, instr: HloInstruction) -> float:
+        key = (instr, self.version.get(instr, 0))
+        t = self.kernels.get(key)
+        if t is None:
+            if self.content is not None:
+                ckey = ("kernel", *self.key, self.content.kernel(instr))
+                t = self.by_content.get(ckey)
+                if t is None:
+                    t = self.by_content[ckey] = self.model.estimate(instr, self.device).time_s
+            else:
+                t = self.model.estimate(instr, self.device).time_s
+            self.kernels[key] = t
+        return t
+
+
 class PriorityFusionRun:
     """Priority fusion of one computation, in place.
 
@@ -193,18 +274,19 @@ class PriorityFusionRun:
                                    version=fusion_pass.version)
         self._version = self.editor.version
         self._invalidate = model.invalidate if isinstance(model, CachesInstructions) else None
-        self._materializing = fuses_by_materializing(model)
-        # Candidates priced by growing a large consumer in place for the call (`trial_fusion`).
-        self._trials = self._materializing and prices_trial_fusions(model)
-        # A model's own pair pricer (per-instruction records kept per version), if it has one.
-        # (A closure over the version dict, not a bound method: the run holds the pricer, and a
-        # cycle back to the run would leave all its caches to the cyclic garbage collector.)
-        versions = self._version
-        self._pricer = (
-            model.fusion_pricer(device, version=lambda instr: versions.get(instr, 0))
-            if self.incremental and isinstance(model, FusionPricing) else None
-        )
-        self._kernels: dict = {}
+        self._ids = fusion_pass.content
+        self._by_content: dict = fusion_pass.content_cache
+        # How pairs are priced: with the model, or, for a combination of models (`CombinesFusionTimes`),
+        # with each member, combined per producer by the combination's rule.
+        self._combination = model if self.incremental and isinstance(model, CombinesFusionTimes) else None
+        members = self._combination.held_models if self._combination is not None else (model,)
+        self._pricings = [
+            _PairPricing(m, device, self._version, self.incremental, self._ids if prices_by_content(m) else None,
+                         self._by_content, (i,) if self._combination is not None else ())
+            for i, m in enumerate(members)
+        ]
+        self._member_invalidates = [m.invalidate for m in members
+                                    if m is not model and isinstance(m, CachesInstructions)]
         self.queue = _MaxQueue()
         self.steps: list[StepRecord] = []
         self.step_no = step0
@@ -214,9 +296,7 @@ class PriorityFusionRun:
         self._pairs = fusion_pass.pair_cache  # prices
         # Content ids (`hlo._structure`) of the kernels: new fusions get ids derived from their pair;
         # pair prices are cached by content for models that price kernels by content only.
-        self._ids = fusion_pass.content
         self._content = fusion_pass.content if prices_by_content(model) else None
-        self._by_content: dict = fusion_pass.content_cache
         self._to_update: dict[HloInstruction, None] = {}
         self.model_calls = 0
 
@@ -242,56 +322,48 @@ class PriorityFusionRun:
             return v
         return (math.nan, math.nan, math.nan)
 
-    def _price_pair(self, producer: HloInstruction, consumer: HloInstruction) -> tuple[float, float, float] | None:
-        """`(T(producer), T(consumer), T_fused)` from the model; None when the model cannot split
-        its price by kernel (then `incremental` is switched off)."""
-        if self._pricer is not None:
-            p, c, f = self._pricer.pair(producer, consumer)
+    def _price_pair(self, producer: HloInstruction, consumer: HloInstruction) -> tuple | None:
+        """`(T(producer), T(consumer), T_fused)` from the model (for a combination, one such triple
+        per member); None when the model cannot split its price by kernel (then `incremental` is
+        switched off)."""
+        if self._combination is None:
+            pricing = self._pricings[0]
+            v = pricing.triple(producer, consumer)
             self.model_calls += 1
-            if math.isnan(p):
-                c = f = math.nan  # unpriced, as `estimate_fusion`'s NaN producer below
+            if v is None:
+                self.incremental = False
+                return None
+            p, c, f = v
+            if pricing.pricer is not None and math.isnan(p):
+                c = f = math.nan  # unpriced, as `estimate_fusion`'s NaN producer
             return (p, c, f)
-        if self._materializing:
-            # FusionByMaterializing's own rule, with each kernel priced once per version.
-            p = self._kernel(producer)
-            c = self._kernel(consumer)
-            if self._trials and can_try_fusion(producer, consumer):
-                with trial_fusion(producer, consumer) as fused:
-                    f = self.model.estimate(fused, self.device).time_s
-            else:
-                fused = hypothetical_fusion(producer, consumer)
-                f = self.model.estimate(fused, self.device).time_s
-                discard_fusion(fused)
+        triples = []
+        for pricing in self._pricings:
+            # Each member's triple as its own `estimate_fusion` gives it: the combination's rule
+            # looks at each member's unfused and fused times, NaN or not.
+            v = pricing.triple(producer, consumer, member=True)
             self.model_calls += 1
-            return (p, c, f)
-        est = self.model.estimate_fusion(producer, [consumer], self.device)
-        self.model_calls += 1
-        p = est.producer_s
-        if p is None or math.isnan(p):
-            if math.isnan(est.time_unfused_s) or math.isnan(est.time_fused_s):
-                return (math.nan, math.nan, math.nan)  # unpriced
-            # The model does not split its price by kernel: price whole producers.
-            self.incremental = False
-            return None
-        c = est.consumers_s[0] if est.consumers_s else est.time_unfused_s - p
-        return (p, c, est.time_fused_s)
-
-    def _kernel(self, instr: HloInstruction) -> float:
-        key = (instr, self._version.get(instr, 0))
-        t = self._kernels.get(key)
-        if t is None:
-            if self._content is not None:
-                ckey = ("kernel", self._content.kernel(instr))
-                t = self._by_content.get(ckey)
-                if t is None:
-                    t = self._by_content[ckey] = self.model.estimate(instr, self.device).time_s
-            else:
-                t = self.model.estimate(instr, self.device).time_s
-            self._kernels[key] = t
-        return t
+            if v is None:
+                self.incremental = False
+                return None
+            triples.append(v)
+        return tuple(triples)
 
     def _times(self, producer: HloInstruction, users: list[HloInstruction]) -> tuple[float, float]:
-        if self.incremental:
+        if self.incremental and self._combination is not None:
+            n = len(self._pricings)
+            ps, cs, fs = [math.nan] * n, [0.0] * n, [0.0] * n
+            for u in users:
+                v = self._pair(producer, u)
+                if not self.incremental:
+                    break
+                for i, (p, c, f) in enumerate(v):
+                    ps[i] = p
+                    cs[i] += c
+                    fs[i] += f
+            else:
+                return self._combination.combine_fusion_times([(ps[i] + cs[i], fs[i]) for i in range(n)])
+        elif self.incremental:
             p = math.nan
             consumers = fused = 0.0
             # `_pair`'s cache lookup inlined: producers with many users are re-prioritized often.
@@ -405,8 +477,11 @@ class PriorityFusionRun:
             # A fusion grows in place and keeps its unique id, as in XLA.
             if self._invalidate is not None:
                 self._invalidate(fusion)
-            if self._pricer is not None:
-                self._pricer.invalidate(fusion)
+            for invalidate in self._member_invalidates:
+                invalidate(fusion)
+            for pricing in self._pricings:
+                if pricing.pricer is not None:
+                    pricing.pricer.invalidate(fusion)
         else:
             self.uids[fusion] = self.next_uid()
         return fusion

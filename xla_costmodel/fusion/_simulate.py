@@ -234,9 +234,9 @@ class FusionResult:
       kernels save; only re-pricing the fused module, as here, gives the
       module's time.
     - `model`, `device`: names; `elapsed_s`: time spent fusing (totals excluded);
-      `model_calls`: pair prices asked of the model (a model with
-      `prices_by_content` is asked once per distinct pair of kernel contents,
-      so repeated layers add none).
+      `model_calls`: pair prices asked of the model (of each member, for a
+      combination priced by pair; a model with `prices_by_content` is asked
+      once per distinct pair of kernel contents, so repeated layers add none).
     - `origin`: instruction name in `module` -> name of the input instruction
       it was cloned from (only for names that differ).
     - `input_through_xla`: whether the input had been through XLA's passes

@@ -2,6 +2,7 @@
 
 from ._base import BOUNDS as BOUNDS
 from ._base import CachesInstructions as CachesInstructions
+from ._base import CombinesFusionTimes as CombinesFusionTimes
 from ._base import HoldsModels as HoldsModels
 from ._base import CostModel as CostModel
 from ._base import CostModelWarning as CostModelWarning

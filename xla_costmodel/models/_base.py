@@ -192,6 +192,20 @@ class HoldsModels(Protocol):
 
 
 @runtime_checkable
+class CombinesFusionTimes(Protocol):
+    """A model whose `estimate_fusion` combines its members' (`held_models`) by a rule on each
+    member's `(time_unfused_s, time_fused_s)`: a fusion pass may then price pairs with each member
+    (and its caches) and combine per producer (`combine_fusion_times`), with the same figures."""
+
+    @property
+    def held_models(self) -> tuple: ...
+
+    def combine_fusion_times(self, times: Sequence[tuple[float, float]]) -> tuple[float, float]:
+        """`(time_unfused_s, time_fused_s)` of the combination from each member's, in member order."""
+        ...
+
+
+@runtime_checkable
 class CachesInstructions(Protocol):
     """A model that caches what it knows per instruction object: a fusion pass calls
     `invalidate(instr)` when `instr` changes in place (a fusion that grows)."""

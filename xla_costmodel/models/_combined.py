@@ -302,17 +302,23 @@ class CombinedModel:
         `producer_s` is NaN: neither rule splits into per-kernel prices.
         """
         fes = list(self.estimate_fusion_by_model(producer, consumers, device).values())  # labels are unique
+        unfused, fused = self.combine_fusion_times([(f.time_unfused_s, f.time_fused_s) for f in fes])
+        return FusionEstimate(time_unfused_s=unfused, time_fused_s=fused)
+
+    def combine_fusion_times(self, times: Sequence[tuple[float, float]]) -> tuple[float, float]:
+        """`(time_unfused_s, time_fused_s)` from each member's, by the rule (see `estimate_fusion`);
+        a fusion pass combines members' pair prices with it (`models.CombinesFusionTimes`)."""
         nan = math.nan
         if self.rule == "min":
-            unfused = [f.time_unfused_s for f in fes if not math.isnan(f.time_unfused_s)]
-            fused = [f.time_fused_s for f in fes if not math.isnan(f.time_fused_s)]
-            return FusionEstimate(time_unfused_s=min(unfused) if unfused else nan,
-                                  time_fused_s=min(fused) if fused else nan)
-        ok = [i for i, f in enumerate(fes) if not math.isnan(f.priority_s)]
+            unfused = [u for u, _ in times if not math.isnan(u)]
+            fused = [f for _, f in times if not math.isnan(f)]
+            return (min(unfused) if unfused else nan, min(fused) if fused else nan)
+        savings = [u - f for u, f in times]
+        ok = [i for i, s in enumerate(savings) if not math.isnan(s)]
         if not ok:
-            return FusionEstimate(time_unfused_s=nan, time_fused_s=nan)
-        best = max(ok, key=lambda i: (fes[i].priority_s, -i))
-        return FusionEstimate(time_unfused_s=fes[best].time_unfused_s, time_fused_s=fes[best].time_fused_s)
+            return (nan, nan)
+        best = max(ok, key=lambda i: (savings[i], -i))
+        return (times[best][0], times[best][1])
 
 
 # ---------------------------------------------------------------------------
