@@ -105,6 +105,13 @@ _f32 = np.float32
 # The analysis
 
 
+def declares_exact_growth(an) -> bool:
+    """Whether `an`'s class declares (`grows_exactly`, in its own body) that its fusion figures are
+    the GPU walk's: `_fusion_growth` then gives them exactly, and the walk lists the body's
+    parameters and constants (`fused_leaves`)."""
+    return bool(type(an).__dict__.get("grows_exactly", False))
+
+
 class _GpuAnalysis(Analysis):
     variant = "gpu"
     immediate_constant_max_elements = 8
@@ -133,7 +140,7 @@ class _GpuAnalysis(Analysis):
         record then; `clones`: the instructions the growth added). Nothing more in this class."""
 
     def fusion(self, instr, p: list) -> None:
-        if not self.track_growth or not type(self).__dict__.get("grows_exactly", False):
+        if not self.track_growth or not declares_exact_growth(self):
             return super().fusion(instr, p)
         comp = instr.fused_computation
         growable = comp is not None and instr.fusion_kind != "kCustom"

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._cost import Analysis, InstructionCost
-from ._gpu import _GpuAnalysis, _resolve_profile
+from ._gpu import _GpuAnalysis, _resolve_profile, declares_exact_growth
 from ._rules import BYTES, FLOPS, OPB, OPU, OUT, TRANS, UNPRICED, UTIL
 
 __all__ = ["KernelCost", "computes_each_instruction_once", "kernel_cost"]
@@ -214,7 +214,7 @@ _NO_PROFILE: dict = {}
 def _parameter_count(an, fusion, comp) -> int:
     """How many parameters `comp` (the body of `fusion`, just analysed by `an`) has: the GPU walk
     listed them (a body of thousands of instructions is not scanned again for them)."""
-    if type(an) in (_GpuAnalysis, _BaseKernelAnalysis) and an.fused_leaves is not None and fusion.fusion_kind != "kCustom":
+    if declares_exact_growth(an) and an.fused_leaves is not None and fusion.fusion_kind != "kCustom":
         return len(an.fused_leaves[0])
     return len(comp.parameters)
 

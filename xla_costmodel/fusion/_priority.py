@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Callable
 
 from ..hlo import HloComputation, HloInstruction
 from ..hlo._edit import NameUniquifier
-from ..hlo._fusion_engine import FusionEditor, can_try_fusion, discard_fusion, hypothetical_fusion, trial_fusion
+from ..hlo._fusion_engine import FusionEditor
 from ..hlo._structure import ContentIds
 from ..models import (CachesInstructions, CombinesFusionTimes, CostModel, FusionPricing, fuses_by_materializing,
-                      prices_by_content, prices_trial_fusions)
+                      prices_by_content)
 from ._legality import (
     LegalityChecker,
     Rejection,
@@ -174,8 +174,8 @@ def is_small_constant(instr: HloInstruction) -> bool:
 
 class _PairPricing:
     """How one model prices (producer, consumer) pairs, each kernel once per version: with its own
-    pair pricer (`FusionPricing`), by `FusionByMaterializing`'s rule (the fused kernel built by a
-    trial fusion or detached), or by `estimate_fusion` split by kernel.
+    pair pricer (`FusionPricing`), by `FusionByMaterializing`'s rule (its `estimate_fused`: a trial
+    fusion or a detached one), or by `estimate_fusion` split by kernel.
 
     **Arguments:** `model`, `device`; `version`: the pass's instruction versions; `incremental`;
     `content`: content ids when the model prices by content, else None; `by_content`: the pass's
@@ -183,8 +183,7 @@ class _PairPricing:
     member's place in a combination).
     """
 
-    __slots__ = ("model", "device", "version", "pricer", "materializing", "trials", "content", "by_content",
-                 "key", "kernels")
+    __slots__ = ("model", "device", "version", "pricer", "materializing", "content", "by_content", "key", "kernels")
 
     def __init__(self, model, device, version: dict, incremental: bool, content, by_content: dict, key: tuple):
         self.model = model
@@ -198,8 +197,6 @@ class _PairPricing:
             if incremental and isinstance(model, FusionPricing) else None
         )
         self.materializing = fuses_by_materializing(model)
-        # Candidates priced by growing a large consumer in place for the call (`trial_fusion`).
-        self.trials = self.materializing and prices_trial_fusions(model)
         self.content = content
         self.by_content = by_content
         self.key = key
@@ -215,16 +212,8 @@ class _PairPricing:
         model = self.model
         if self.materializing:
             # FusionByMaterializing's own rule, with each kernel priced once per version.
-            p = self.kernel(producer)
-            c = self.kernel(consumer)
-            if self.trials and can_try_fusion(producer, consumer):
-                with trial_fusion(producer, consumer) as fused:
-                    f = model.estimate(fused, self.device).time_s
-            else:
-                fused = hypothetical_fusion(producer, consumer)
-                f = model.estimate(fused, self.device).time_s
-                discard_fusion(fused)
-            return (p, c, f)
+            return (self.kernel(producer), self.kernel(consumer),
+                    model.estimate_fused(producer, consumer, self.device).time_s)
         if member:
             # Only pair prices that add up to the member's own `estimate_fusion` of the whole
             # producer (a pair pricer's, `FusionByMaterializing`'s) can be combined per producer.

@@ -405,6 +405,15 @@ def select_in_body(body: HloComputation, opcodes: frozenset) -> tuple[HloInstruc
     return found
 
 
+def _leading_parameters(fused: HloComputation) -> int:
+    """How many parameters open the instruction list of a body built here (`_TOPOLOGICAL`)."""
+    instrs = fused.instructions
+    n = 0
+    while n < len(instrs) and instrs[n].opcode == "parameter":
+        n += 1
+    return n
+
+
 def _extend_fusion(
     producer: HloInstruction,
     consumer: HloInstruction,
@@ -427,11 +436,8 @@ def _extend_fusion(
     n_params = None
     if fused in _TOPOLOGICAL:
         # Built here: parameters come first, in number order (no scan and sort of the whole body).
-        instrs = fused.instructions
-        n_params = 0
-        while n_params < len(instrs) and instrs[n_params].opcode == "parameter":
-            n_params += 1
-        params = instrs[:n_params]
+        n_params = _leading_parameters(fused)
+        params = fused.instructions[:n_params]
     else:
         params = fused.parameters
     for p in params:
@@ -514,10 +520,8 @@ def can_try_fusion(producer: HloInstruction, consumer: HloInstruction) -> bool:
     """Whether `trial_fusion(producer, consumer)` applies: `consumer` is a fusion built here (a
     large body in operand order, distinct operands, no attributes but its kind, body and
     metadata) and `producer` one of its operands."""
-    fused = consumer.fused_computation
-    if fused is None or type(fused) is DeferredBody and fused.recipe is not None:
-        return False
-    if fused not in _TOPOLOGICAL or not tracks_growth(fused) or consumer.opcode != "fusion":
+    fused = consumer.fused_computation  # (a body not built yet is not in _TOPOLOGICAL)
+    if fused is None or fused not in _TOPOLOGICAL or not tracks_growth(fused) or consumer.opcode != "fusion":
         return False
     ops = consumer.operands
     if not any(o is producer for o in ops) or len({id(o) for o in ops}) != len(ops):
@@ -543,18 +547,14 @@ def trial_fusion(producer: HloInstruction, consumer: HloInstruction):
     if not can_try_fusion(producer, consumer):
         raise ValueError(f"cannot try fusing '{producer.name}' into '{consumer.name}' in place")
     fused = consumer.fused_computation
-    instrs = fused.instructions
-    n_params = 0
-    while n_params < len(instrs) and instrs[n_params].opcode == "parameter":
-        n_params += 1
-    params = instrs[:n_params]
-    saved_instrs = list(instrs)
+    params = fused.instructions[:_leading_parameters(fused)]
+    saved_instrs = list(fused.instructions)
     saved_by_name = dict(fused._by_name)
     saved_root = fused.root
     saved_growth = _GROWTH.get(fused)
     saved_params = [(p, list(p.users), p.parameter_number) for p in params]
     saved_ops, saved_users = consumer.operands, consumer.users
-    saved_raw = dict(consumer._raw)
+    saved_kind = consumer._raw.get("kind")  # its text
     dropped = [p for p in params if consumer.operands[p.parameter_number] is producer]
     saved_uses = [(u, list(u.operands)) for p in dropped for u in p.users]
     saved_caches = []
@@ -583,12 +583,10 @@ def trial_fusion(producer: HloInstruction, consumer: HloInstruction):
         else:
             _GROWTH[fused] = saved_growth
         consumer.operands, consumer.users = saved_ops, saved_users
-        consumer._raw.clear()
-        consumer._raw.update(saved_raw)
-        if consumer._cache:
-            consumer._cache.pop("kind", None)
-        if consumer._pos is not None:
-            consumer._pos.pop("kind", None)
+        if saved_kind is None:
+            consumer.remove_attribute("kind")
+        else:
+            consumer.set_attribute("kind", saved_kind)
         for cache, entry in saved_caches:
             if entry is None:
                 cache.pop(fused, None)

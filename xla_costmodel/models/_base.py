@@ -289,7 +289,7 @@ class FusionByMaterializing:
     ) -> FusionEstimate:
         p = self.estimate(producer, device)  # type: ignore[attr-defined]
         unfused = [self.estimate(c, device) for c in consumers]  # type: ignore[attr-defined]
-        fused = [self._estimate_fused(producer, c, device) for c in consumers]
+        fused = [self.estimate_fused(producer, c, device) for c in consumers]
         return FusionEstimate(
             time_unfused_s=p.time_s + sum(c.time_s for c in unfused),
             time_fused_s=sum(f.time_s for f in fused),
@@ -298,17 +298,20 @@ class FusionByMaterializing:
             fused_consumers_s=tuple(f.time_s for f in fused),
         )
 
-
-    def _estimate_fused(self, producer: "HloInstruction", consumer: "HloInstruction",
-                        device: "DeviceSpec") -> KernelEstimate:
+    def estimate_fused(self, producer: "HloInstruction", consumer: "HloInstruction",
+                       device: "DeviceSpec") -> KernelEstimate:
         """The estimate of `consumer` with `producer` fused into it: the consumer grown in place for
-        the call where the model promises it may be (`PricesTrialFusions`), else a detached copy."""
-        from ..hlo._fusion_engine import can_try_fusion, trial_fusion
+        the call where the model promises it may be (`PricesTrialFusions`), else a detached copy
+        (`materialize_fusion`), freed once priced."""
+        from ..hlo._fusion_engine import can_try_fusion, discard_fusion, trial_fusion
 
         if prices_trial_fusions(self) and can_try_fusion(producer, consumer):  # type: ignore[arg-type]
             with trial_fusion(producer, consumer) as grown:
                 return self.estimate(grown, device)  # type: ignore[attr-defined]
-        return self.estimate(materialize_fusion(producer, consumer), device)  # type: ignore[attr-defined]
+        fused = materialize_fusion(producer, consumer)
+        estimate = self.estimate(fused, device)  # type: ignore[attr-defined]
+        discard_fusion(fused)
+        return estimate
 
 
 def fuses_by_materializing(model: CostModel) -> bool:
