@@ -30,7 +30,7 @@ to): the tiling the fusion's backend config names (what ran), else the best
 one the search finds.
 
 A dot that XLA's dot cost model supports (`dot_supported`) is priced by it
-(`dot_fusion_estimate`, `gpu_dot_fusion_cost_model.cc`): its compute time is
+(`models._dot_fusion`, `gpu_dot_fusion_cost_model.cc`): its compute time is
 added to the fusion's and the fusion takes at least the dot's own time; other
 dots count their flops like any instruction, as in XLA.
 """
@@ -56,6 +56,7 @@ from ..analysis._tiling import (
     satisfies_triton_constraints,
 )
 from ._base import get_model
+from ._dot_fusion import dot_fusion_estimate, dot_supported
 from ._launch import num_warps_for
 
 __all__ = [
@@ -71,122 +72,6 @@ __all__ = [
 ]
 
 REGISTER_FRACTION = 0.4         # kFractionOfRegistersAvailableToStoreTile
-
-# ---------------------------------------------------------------------------
-# XLA's dot cost model of tiled GEMM fusions (gpu_dot_fusion_cost_model.cc)
-
-LOOP_LATENCY_TAX_S = 1.3e-6          # kLoopLatencyTax
-L2_BYTES_PER_S = 6.65e12             # measured H100 L2 bandwidth (XLA uses it for every GPU)
-# (bytes moved, measured H100 HBM GiB/s): XLA's GetEffectiveHbmBandwidth lookup, linearly interpolated.
-_HBM_LOOKUP = ((8192, 1.42), (16384, 3.03), (32768, 6.02), (65536, 11.77), (131072, 23.68), (262144, 47.35),
-               (524288, 92.56), (1048576, 179.06), (2097152, 346.75), (4194304, 639.38), (8388608, 1069.98),
-               (16777216, 1583.95), (33554432, 1974.72), (67108864, 2343.19), (134217728, 2632.96),
-               (268435456, 2766.69), (536870912, 2968.89), (1073741824, 3126.0))
-
-
-def _f32(x: float) -> float:
-    import numpy as np
-
-    return float(np.float32(x))
-
-
-def _effective_hbm(nbytes: int) -> float:
-    if nbytes <= _HBM_LOOKUP[0][0]:
-        return _f32(_HBM_LOOKUP[0][1]) * (1 << 30)
-    if nbytes >= _HBM_LOOKUP[-1][0]:
-        return _f32(_HBM_LOOKUP[-1][1]) * (1 << 30)
-    for (x0, a), (x1, b) in zip(_HBM_LOOKUP, _HBM_LOOKUP[1:]):
-        if nbytes <= x1:
-            t = _f32((nbytes - x0) / float(x1 - x0))
-            return _f32(_f32(a) + t * (_f32(b) - _f32(a))) * (1 << 30)
-    raise AssertionError("unreachable")
-
-
-def _bits(dtype: str) -> int:
-    from ._gemm_table import _bytes
-
-    return 8 * _bytes(dtype)
-
-
-def dot_supported(dot) -> bool:
-    """XLA's `gpu_dot_fusion_cost_model::IsSupported`: at most one non-contracting dimension per side,
-    exactly one contracting dimension, no transpose downstream of the dot."""
-    lb, lc = _attr_tuple(dot, "lhs_batch_dims"), _attr_tuple(dot, "lhs_contracting_dims")
-    rb, rc = _attr_tuple(dot, "rhs_batch_dims"), _attr_tuple(dot, "rhs_contracting_dims")
-    lhs, rhs = dot.operands
-    if len(dims_of(lhs)) - len(lb) - len(lc) > 1 or len(dims_of(rhs)) - len(rb) - len(rc) > 1:
-        return False
-    if len(lc) != 1 or len(rc) != 1:
-        return False
-    stack, seen = [dot], {id(dot)}
-    while stack:
-        cur = stack.pop()
-        if cur is not dot and cur.opcode == "transpose":
-            return False
-        for user in cur.users:
-            if id(user) not in seen:
-                seen.add(id(user))
-                stack.append(user)
-    return True
-
-
-def dot_fusion_estimate(dot, tile_sizes, block_k: int, num_warps: int, num_stages: int, device,
-                        is_tma_allowed: bool = False) -> tuple[float, float]:
-    """XLA's `EstimateRunTimeForDotOpWithBlockParameters`: `(compute_s, exec_s)` of a tiled dot.
-
-    Compute: the tiles' flops with tile and wave quantization at the matrix peak for the lhs type
-    (derated for narrow tiles); memory: operands and output at the measured H100 HBM bandwidth for
-    the bytes moved; the main loop pipelined over `num_stages`, per launch wave; at least the L2
-    time of the tiles' operand loads.
-    """
-    lb, lc = _attr_tuple(dot, "lhs_batch_dims"), _attr_tuple(dot, "lhs_contracting_dims")
-    rb, rc = _attr_tuple(dot, "rhs_batch_dims"), _attr_tuple(dot, "rhs_contracting_dims")
-    lhs, rhs = dot.operands
-    ld, rd = dims_of(lhs), dims_of(rhs)
-    b = math.prod(ld[d] for d in lb)
-    l_free = [d for d in range(len(ld)) if d not in lb and d not in lc]
-    r_free = [d for d in range(len(rd)) if d not in rb and d not in rc]
-    m = ld[l_free[0]] if l_free else 1
-    n = rd[r_free[0]] if r_free else 1
-    k = ld[lc[0]]
-    lt, rt = first_array(lhs.shape).element_type, first_array(rhs.shape).element_type
-    ot = first_array(dot.shape).element_type
-    tb = math.prod(tile_sizes[:-2]) if len(tile_sizes) > 2 else 1
-    tm, tn = tile_sizes[-2], tile_sizes[-1]
-    sms = device.core_count
-    blocks = math.ceil(b / tb) * math.ceil(m / tm) * math.ceil(n / tn)
-    waves = math.ceil(blocks / sms)
-    total_flops = 2 * tb * tm * tn * k * waves * sms
-    # CalculatePeakMatrixOpsPerNs (int64): the matrix rate for the type, the vector peak where there is none
-    peak = int(device.matmul_flops_per_s(lt) * 1e-9)
-    major = device.compute_capability[0] if device.compute_capability else 0
-    derate = 0.5 if (major == 10 and tm < 128) or (major == 8 and tm < 16) else 0.63 if (major == 9 and tm < 64) \
-        else 1.0
-    compute = _f32(_f32(total_flops) / (peak * derate)) * 1e-9
-    lhs_b = math.ceil(b * m * k * _bits(lt) / 8)
-    rhs_b = math.ceil(b * k * n * _bits(rt) / 8)
-    out_b = math.ceil(b * m * n * _bits(ot) / 8)
-    hbm = _effective_hbm(lhs_b + rhs_b + out_b)
-    read, write = _f32(lhs_b / hbm), _f32(out_b / hbm)
-    l2_bytes = (math.ceil(tb * tm * k * _bits(lt) / 8) + math.ceil(tb * tn * k * _bits(rt) / 8)) * blocks
-    iters = math.ceil(k / block_k)
-    l2 = _f32(float(l2_bytes)) / L2_BYTES_PER_S + iters * (150e-9 if is_tma_allowed else 400e-9)
-    smem = (tm * block_k * _bits(lt) // 8 + tn * block_k * _bits(rt) // 8) * num_stages
-    threads = device.threads_per_core_limit or 2048
-    by_smem = device.shared_memory_per_core_bytes // smem if smem > 0 else threads
-    active = max(1, min(by_smem, threads // (num_warps * (device.warp_size or 32))))
-    launch_waves = math.ceil(blocks / (active * sms))
-    c, r, w = compute / launch_waves, read / launch_waves, write / launch_waves
-    if num_stages <= 1 or iters <= 1:
-        loop = r + w + c + iters * LOOP_LATENCY_TAX_S
-    else:
-        ic, im = c / iters, r / iters
-        imt = im + LOOP_LATENCY_TAX_S
-        it = max(max(im, ic), max(imt, ic) / (num_stages - 1))
-        pro = min(num_stages - 1, iters)
-        loop = pro * imt + (iters - pro) * it + pro * ic + w
-    return compute, max(loop * launch_waves, l2)
-
 
 # ---------------------------------------------------------------------------
 # The time of one tiling

@@ -1,0 +1,182 @@
+"""XLA's dot-fusion cost model (`models._dot_fusion`) against XLA's own tests and hand-worked numbers.
+
+Source: openxla/xla `xla/service/gpu/model/gpu_dot_fusion_cost_model.cc` (the version with
+`GetMemoryBandwidthSpec` and `CalculatePipelinedLoopTimeWithLaunchWaves`) and its test file
+`gpu_dot_fusion_cost_model_test.cc`, whose cases are restated below on this project's `h100-sxm` preset
+(XLA's tests use `TestGpuDeviceInfo::H100SXMDeviceInfo()`: 132 SMs, 3352.32 GB/s, sm_90).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from xla_costmodel import get_device
+from xla_costmodel.devices._registry import device_names
+from xla_costmodel.hlo import parse_hlo
+from xla_costmodel.models._dot_fusion import (
+    LOOP_LATENCY_TAX_S,
+    DotProblem,
+    dot_problem,
+    dot_supported,
+    effective_hbm_bandwidth,
+    estimate_dot,
+    l2_bandwidth,
+    pipelined_loop_time,
+    shared_memory_per_block,
+    sm_occupancy,
+)
+
+H100 = get_device("h100-sxm")
+
+
+def _dot(text: str):
+    module = parse_hlo(text)
+    return module.entry.root
+
+
+def _square(stages: int, tile=(256, 512), bk: int = 32):
+    p = DotProblem(1, 8192, 8192, 8192, "bf16", "bf16", "bf16")
+    return p, estimate_dot(p, 1, tile[0], tile[1], bk, 4, stages, H100)
+
+
+def test_compute_bound_one_stage_is_serial():
+    """GpuDotComputeBoundBf16NumStages1: exec > 1.2 x compute."""
+    _, e = _square(1)
+    assert e.exec_s > 1.2 * e.compute_s
+
+
+def test_compute_bound_pipelined_is_compute_plus_tax():
+    """GpuDotComputeBoundBf16: compute + tax <= exec <= 1.1 (compute + tax)."""
+    _, e = _square(3)
+    want = e.compute_s + LOOP_LATENCY_TAX_S
+    assert want <= e.exec_s <= 1.1 * want
+
+
+def test_memory_bound_is_hbm_plus_tax():
+    """GpuDotMemoryBoundBf16: bf16[4,4096] x [4096,4096], tile 4x128, bk 512, 3 stages."""
+    p = DotProblem(1, 4, 4096, 4096, "bf16", "bf16", "bf16")
+    e = estimate_dot(p, 1, 4, 128, 512, 4, 3, H100)
+    nbytes = 2 * (4096 + 4 * 2) * 4096
+    want = nbytes / effective_hbm_bandwidth(nbytes, H100) + LOOP_LATENCY_TAX_S
+    assert want <= e.exec_s <= 1.1 * want
+
+
+def test_contracting_dimension_order_does_not_matter():
+    """DifferentContractingDimsHaveSameRuntime."""
+    a = _dot("""HloModule m
+ENTRY e {
+  p0 = bf16[8192,1024] parameter(0)
+  p1 = bf16[1024,4096] parameter(1)
+  ROOT r = bf16[8192,4096] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}""")
+    b = _dot("""HloModule m
+ENTRY e {
+  p0 = bf16[1024,8192] parameter(0)
+  p1 = bf16[4096,1024] parameter(1)
+  ROOT r = bf16[8192,4096] dot(p0, p1), lhs_contracting_dims={0}, rhs_contracting_dims={1}
+}""")
+    assert dot_problem(a) == dot_problem(b) == DotProblem(1, 8192, 4096, 1024, "bf16", "bf16", "bf16")
+    ea = estimate_dot(dot_problem(a), 1, 128, 256, 32, 4, 1, H100)
+    eb = estimate_dot(dot_problem(b), 1, 128, 256, 32, 4, 1, H100)
+    assert ea.exec_s == eb.exec_s > 0
+
+
+def test_batched_and_downstream_transpose_support():
+    """GpuDot4DGemm is supported (batch = 2 x 8); GpuDotWithDownstreamTransposeIsRejected."""
+    four = _dot("""HloModule m
+ENTRY e {
+  p0 = bf16[2,8,1024,2048] parameter(0)
+  p1 = bf16[2,8,2048,1024] parameter(1)
+  ROOT r = bf16[2,8,1024,1024] dot(p0, p1), lhs_batch_dims={0,1}, rhs_batch_dims={0,1},
+    lhs_contracting_dims={3}, rhs_contracting_dims={2}
+}""")
+    assert dot_supported(four) and dot_problem(four).b == 16
+    module = parse_hlo("""HloModule m
+ENTRY e {
+  p0 = bf16[1024,2048] parameter(0)
+  p1 = bf16[2048,1024] parameter(1)
+  d = bf16[1024,1024] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT r = bf16[1024,1024] transpose(d), dimensions={1,0}
+}""")
+    assert not dot_supported(module.entry.root.operands[0])
+
+
+def test_shared_memory_per_block():
+    """CalculateSharedMemoryPerBlockBytes: 24576, 81920 and 16384 bytes."""
+    f32 = DotProblem(1, 1, 1, 1, "f32", "f32", "f32")
+    f64 = DotProblem(1, 1, 1, 1, "f64", "f64", "f64")
+    assert shared_memory_per_block(f32, 64, 64, 16, 3) == 24576
+    assert shared_memory_per_block(f32, 64, 16, 64, 4) == 81920
+    assert shared_memory_per_block(f64, 64, 64, 16, 1) == 16384
+
+
+def test_occupancy_and_launch_waves():
+    """CalculateSmOccupancy_ShmemLimited / _ThreadLimited, CalculateHardwareLaunchWaves_*."""
+    assert sm_occupancy(200_000, 4, H100) == 1
+    assert sm_occupancy(1024, 4, H100) == 16            # 2048 threads / 128
+    waves = lambda blocks, smem: math.ceil(blocks / (sm_occupancy(smem, 4, H100) * H100.core_count))  # noqa: E731
+    assert waves(1000, 1024) == 1
+    assert waves(1000, 200_000) >= 4
+    assert waves(5000, 1024) > 1
+
+
+def test_pipelined_loop_time():
+    """CalculatePipelinedLoopTime: serial within [sum, 1.1 sum] of the work, 3 stages under 0.9 sum."""
+    read, write, compute = 100e-6, 50e-6, 200e-6
+    work = read + write + compute
+    serial = pipelined_loop_time(1, 10, compute, read, write)
+    assert work <= serial <= 1.1 * work
+    assert pipelined_loop_time(3, 10, compute, read, write) < 0.9 * work
+
+
+def test_hbm_curve_scales_with_each_preset():
+    """GetMemoryBandwidthSpec: XLA's curve is fractions of peak, so every GPU preset reaches 93.2% of its own
+    peak at 1 GiB and 0.042% at 8 KiB; interpolation is linear (EffectiveHbmBandwidthLinearlyInterpolates...)."""
+    gpus = [get_device(n) for n in device_names() if get_device(n).kind == "gpu"]
+    assert len(gpus) >= 5
+    for d in gpus:
+        peak = d.memory_bandwidth_bytes_per_s
+        assert effective_hbm_bandwidth(1 << 30, d) / peak == pytest.approx(0.9324885, rel=1e-5)
+        assert effective_hbm_bandwidth(4096, d) == effective_hbm_bandwidth(8192, d)
+        assert effective_hbm_bandwidth(8192, d) / peak == pytest.approx(0.00042359, rel=1e-5)
+        mid = (effective_hbm_bandwidth(8192, d) + effective_hbm_bandwidth(16384, d)) / 2
+        assert effective_hbm_bandwidth(12288, d) == pytest.approx(mid, rel=1e-6)
+        # L2 bandwidth scales with memory bandwidth relative to the H100 SXM's 3352.32 "GB/s" in GiB.
+        assert l2_bandwidth(d) == pytest.approx(6.65e12 * peak / (1 << 30) / 3352.32, rel=1e-12)
+        e = estimate_dot(DotProblem(1, 1024, 1024, 1024, "bf16", "bf16", "bf16"), 1, 128, 128, 64, 4, 3, d)
+        assert 0 < e.exec_s < 1e-3
+
+
+def test_hopper_narrow_tile_derate():
+    """HopperTileMDerate: tile_m < 64 runs at 0.63 of the peak (63 needs 135 blocks: two waves)."""
+    p = DotProblem(1, 64 * 132, 64, 4096, "f16", "f16", "f16")
+    narrow = estimate_dot(p, 1, 63, 64, 64, 4, 3, H100)
+    full = estimate_dot(p, 1, 64, 64, 64, 4, 3, H100)
+    assert narrow.flops == 2 * full.flops * 63 // 64
+    rate = lambda e: e.flops / e.compute_s  # noqa: E731
+    assert rate(narrow) / rate(full) == pytest.approx(0.63, rel=1e-4)
+
+
+def test_worked_example_h100():
+    """bf16 1024^3, tile 128x128, bk 64, 4 warps, 3 stages, no TMA, on h100-sxm, worked by hand:
+
+    - 64 blocks, 1 wave: flops 2*128*128*1024*132 = 4 429 185 024 at int(989 170.29) ops/ns -> 4.4777 us;
+    - 6 MiB moved: fraction 0.19072761 + 0.5 (0.31917596 - 0.19072761) = 0.25495179 of 3352.32 GB/s
+      = 854.68 GB/s: read 4 MiB 4.9075 us, write 2 MiB 2.4537 us;
+    - L2: 64 x (128 + 128) x 1024 x 2 B = 32 MiB at 6.65e12 x 3122.0725 / 3352.32 = 6.1933 TB/s = 5.4179 us,
+      plus 16 iterations x 400 ns: 11.8179 us;
+    - shared memory (128 + 128) x 64 x 2 B x 3 = 98 304 B: 2 blocks per SM, 1 launch wave;
+    - loop: per iteration compute 0.27986 us, memory 0.30672 us (+1.3 us tax = 1.60672);
+      iteration = max(0.30672, 1.60672 / 2) = 0.80336 us; 2 x 1.60672 + 14 x 0.80336 + 2 x 0.27986 + 2.45373
+      = 17.4739 us; exec = max(17.4739, 11.8179) us.
+    """
+    e = estimate_dot(DotProblem(1, 1024, 1024, 1024, "bf16", "bf16", "bf16"), 1, 128, 128, 64, 4, 3, H100)
+    assert e.blocks == 64 and e.launch_waves == 1 and e.blocks_per_sm == 2 and e.k_iterations == 16
+    assert e.flops == 4_429_185_024 and e.shared_memory_per_block == 98_304 and e.l2_bytes == 32 << 20
+    assert e.compute_s == pytest.approx(4.4777e-6, rel=1e-4)
+    assert e.read_s == pytest.approx(4.9075e-6, rel=1e-4)
+    assert e.write_s == pytest.approx(2.45373e-6, rel=1e-4)
+    assert e.l2_s == pytest.approx(11.8179e-6, rel=1e-4)
+    assert e.exec_s == pytest.approx(17.4739e-6, rel=1e-4)

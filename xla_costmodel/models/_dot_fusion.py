@@ -1,0 +1,253 @@
+"""XLA's dot-fusion cost model: the time of one tiled GEMM (a dot in a Triton fusion) under one configuration.
+
+Re-implements `xla/service/gpu/model/gpu_dot_fusion_cost_model.cc` (openxla/xla, the version with
+`GetMemoryBandwidthSpec`, `CalculateSmOccupancy` and `CalculatePipelinedLoopTimeWithLaunchWaves`), for any
+GPU `DeviceSpec`. Every figure below is XLA's; none is fitted here:
+
+- **Problem** (`DotProblemInfo`): b = product of the lhs batch dimensions, m and n the one non-contracting
+  dimension of each side, k the one contracting dimension.
+- **Compute** (`CalculateComputeTimeWithTileAndWaveQuantization`): blocks = ceil(b/tb)·ceil(m/tm)·ceil(n/tn);
+  waves = ceil(blocks/SMs); flops = 2·tb·tm·tn·k·waves·SMs at the matrix peak of the lhs type (integer
+  ops per ns, the vector peak where there is no matrix rate), derated x0.5 on Blackwell for tm < 128,
+  x0.63 on Hopper for tm < 64 (no wgmma), x0.5 on Ampere for tm < 16.
+- **HBM** (`CalculateHbmTime`, `GetEffectiveHbmBandwidth`): operand bytes read and output bytes written at
+  one bandwidth, linearly interpolated on the total bytes from XLA's H100 SXM microbenchmark curve, which
+  XLA stores as fractions of peak and scales by the device's own peak (so every preset gets its curve).
+- **L2** (`CalculateL2Bytes`, `CalculateL2Time`): (tb·tm·k + tb·tn·k) operand bytes per block, times the
+  blocks, at 6.65 TB/s scaled by the device's memory bandwidth over the H100 SXM's 3352.32 "GB/s", plus
+  ceil(k/bk) iterations of 150 ns (TMA) or 400 ns (cp.async).
+- **Occupancy** (`CalculateSmOccupancy`): blocks per SM = max(1, min(shared memory per SM / shared memory
+  per block, threads per SM / threads per block)), clamped to the device's resident-block limit; shared
+  memory per block = (tm·bk + tn·bk)·bytes·stages (`CalculateSharedMemoryPerBlockBytes`).
+- **Main loop** (`CalculatePipelinedLoopTime`), per hardware launch wave (ceil(blocks/(SMs·active))) and
+  multiplied back: with stages <= 1 or one iteration, serial: HBM + compute + iterations·tax; otherwise
+  (stages-1) memory iterations (each paying the tax), the overlapped iterations at
+  max(max(mem, comp), max(mem + tax, comp)/(stages-1)), (stages-1) compute iterations, then the write.
+- **Result**: exec = max(main loop, L2).
+
+The latency tax is XLA's `kLoopLatencyTax`, 1.3 us (the constant the versions with that name state; an
+earlier version's `kLatencyTax` was 1.8 us with a different prologue).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..analysis._rules import _attr_tuple
+from ..analysis._shapes import first_array
+from ..analysis._tiling import dims_of
+from ..hlo._shape import PRIMITIVE_BITS
+
+__all__ = [
+    "DotFusionEstimate",
+    "DotProblem",
+    "LOOP_LATENCY_TAX_S",
+    "dot_fusion_estimate",
+    "dot_problem",
+    "dot_supported",
+    "effective_hbm_bandwidth",
+    "estimate_dot",
+    "l2_bandwidth",
+    "max_blocks_per_sm",
+    "pipelined_loop_time",
+    "shared_memory_per_block",
+    "sm_occupancy",
+]
+
+LOOP_LATENCY_TAX_S = 1.3e-6                 # kLoopLatencyTax
+TMA_LOOP_OVERHEAD_S = 150e-9                # kTmaLoopOverheadSeconds (cp.async.bulk)
+LEGACY_LOOP_OVERHEAD_S = 400e-9             # kLegacyLoopOverheadSeconds (cp.async)
+H100_L2_BYTES_PER_S = 6.65e12               # kH100L2CacheBandwidthBytesPerSec
+H100_SXM_PEAK_GBPS = 3352.32                # kH100SxmPeakMemoryBandwidthGBps
+_GIB = float(1 << 30)
+# kScaledHbmBandwidthTable: (bytes moved, fraction of the device's peak bandwidth), measured on an H100 SXM.
+_HBM_FRACTIONS = ((8192, 0.00042359), (16384, 0.00090385), (32768, 0.00179577), (65536, 0.00351100),
+                  (131072, 0.00706376), (262144, 0.01412455), (524288, 0.02761073), (1048576, 0.05341375),
+                  (2097152, 0.10343583), (4194304, 0.19072761), (8388608, 0.31917596), (16777216, 0.47249365),
+                  (33554432, 0.58906066), (67108864, 0.69897562), (134217728, 0.78541428),
+                  (268435456, 0.82530600), (536870912, 0.88562244), (1073741824, 0.93248850))
+# Resident blocks per SM by compute capability (CUDA C Programming Guide, "Technical Specifications per
+# Compute Capability"): what `DeviceDescription::max_blocks_per_multiprocessor` reads from the driver.
+_MAX_BLOCKS_PER_SM = {(7, 5): 16, (8, 6): 16, (8, 7): 16, (8, 9): 24, (12, 0): 32}
+
+
+def _f32(x: float) -> float:
+    return float(np.float32(x))
+
+
+def max_blocks_per_sm(device) -> int:
+    """The device's resident-block limit per SM (0: unknown, no clamp)."""
+    cc = device.compute_capability
+    if not cc:
+        return 0
+    return _MAX_BLOCKS_PER_SM.get(tuple(cc), 32)
+
+
+def effective_hbm_bandwidth(nbytes: int, device) -> float:
+    """XLA's `GetEffectiveHbmBandwidth`: bytes/s for a transfer of `nbytes` on `device` (float32 arithmetic)."""
+    peak_gib = _f32(device.memory_bandwidth_bytes_per_s / _GIB)
+    table = [(size, _f32(_f32(frac) * peak_gib)) for size, frac in _HBM_FRACTIONS]
+    if nbytes <= table[0][0]:
+        return _f32(table[0][1] * _GIB)
+    if nbytes >= table[-1][0]:
+        return _f32(table[-1][1] * _GIB)
+    for (x0, a), (x1, b) in zip(table, table[1:]):
+        if nbytes <= x1:
+            t = _f32(_f32(nbytes - x0) / _f32(x1 - x0))
+            return _f32(_f32(a + _f32(t * _f32(b - a))) * _GIB)
+    raise AssertionError("unreachable")
+
+
+def l2_bandwidth(device) -> float:
+    """XLA's L2 bandwidth for `device`: the H100 SXM's measured 6.65 TB/s scaled by memory bandwidth."""
+    return H100_L2_BYTES_PER_S * (device.memory_bandwidth_bytes_per_s / _GIB) / H100_SXM_PEAK_GBPS
+
+
+def _bits(dtype: str) -> int:
+    """`primitive_util::BitWidth` of an element type."""
+    return PRIMITIVE_BITS[dtype]
+
+
+@dataclass(frozen=True, slots=True)
+class DotProblem:
+    """XLA's `DotProblemInfo`: batch, m, n, k and the element types."""
+
+    b: int
+    m: int
+    n: int
+    k: int
+    lhs_type: str
+    rhs_type: str
+    out_type: str
+
+
+def dot_supported(dot) -> bool:
+    """XLA's `IsSupported`: at most one non-contracting dimension per side, exactly one contracting
+    dimension, no transpose downstream of the dot."""
+    lb, lc = _attr_tuple(dot, "lhs_batch_dims"), _attr_tuple(dot, "lhs_contracting_dims")
+    rb, rc = _attr_tuple(dot, "rhs_batch_dims"), _attr_tuple(dot, "rhs_contracting_dims")
+    lhs, rhs = dot.operands
+    if len(dims_of(lhs)) - len(lb) - len(lc) > 1 or len(dims_of(rhs)) - len(rb) - len(rc) > 1:
+        return False
+    if len(lc) != 1 or len(rc) != 1:
+        return False
+    stack, seen = [dot], {id(dot)}
+    while stack:
+        cur = stack.pop()
+        if cur is not dot and cur.opcode == "transpose":
+            return False
+        for user in cur.users:
+            if id(user) not in seen:
+                seen.add(id(user))
+                stack.append(user)
+    return True
+
+
+def dot_problem(dot) -> DotProblem:
+    """The `DotProblem` of an HLO dot (see `dot_supported` for the shapes XLA's model accepts)."""
+    lb, lc = _attr_tuple(dot, "lhs_batch_dims"), _attr_tuple(dot, "lhs_contracting_dims")
+    rb, rc = _attr_tuple(dot, "rhs_batch_dims"), _attr_tuple(dot, "rhs_contracting_dims")
+    lhs, rhs = dot.operands
+    ld, rd = dims_of(lhs), dims_of(rhs)
+    l_free = [d for d in range(len(ld)) if d not in lb and d not in lc]
+    r_free = [d for d in range(len(rd)) if d not in rb and d not in rc]
+    return DotProblem(math.prod(ld[d] for d in lb), ld[l_free[0]] if l_free else 1,
+                      rd[r_free[0]] if r_free else 1, ld[lc[0]],
+                      first_array(lhs.shape).element_type, first_array(rhs.shape).element_type,
+                      first_array(dot.shape).element_type)
+
+
+def shared_memory_per_block(problem: DotProblem, tm: int, tn: int, bk: int, num_stages: int) -> int:
+    """XLA's `CalculateSharedMemoryPerBlockBytes`: the operand tiles of every stage, in bytes."""
+    return (tm * bk * _bits(problem.lhs_type) // 8 + tn * bk * _bits(problem.rhs_type) // 8) * num_stages
+
+
+def sm_occupancy(smem_per_block: int, num_warps: int, device) -> int:
+    """XLA's `CalculateSmOccupancy`: resident blocks per SM from shared memory and threads."""
+    threads = device.threads_per_core_limit or 2048
+    by_smem = device.shared_memory_per_core_bytes // smem_per_block if smem_per_block > 0 else threads
+    by_threads = threads // (num_warps * (device.warp_size or 32))
+    active = max(1, min(by_smem, by_threads))
+    limit = max_blocks_per_sm(device)
+    return min(active, limit) if limit > 0 else active
+
+
+def pipelined_loop_time(num_stages: int, iters: int, compute_s: float, read_s: float, write_s: float,
+                        tax_s: float = LOOP_LATENCY_TAX_S) -> float:
+    """XLA's `CalculatePipelinedLoopTime` (see the module docstring)."""
+    if num_stages <= 1 or iters <= 1:
+        return read_s + write_s + compute_s + iters * tax_s
+    ic, im = compute_s / iters, read_s / iters
+    imt = im + tax_s
+    it = max(max(im, ic), max(imt, ic) / (num_stages - 1))
+    pro = min(num_stages - 1, iters)
+    return pro * imt + (iters - pro) * it + pro * ic + write_s
+
+
+@dataclass(frozen=True, slots=True)
+class DotFusionEstimate:
+    """XLA's `EstimateRunTimeData` of one dot under one configuration; times in seconds."""
+
+    compute_s: float
+    read_s: float
+    write_s: float
+    l2_s: float
+    loop_s: float
+    exec_s: float
+    flops: int
+    bytes_read: int
+    bytes_written: int
+    l2_bytes: int
+    blocks: int
+    k_iterations: int
+    shared_memory_per_block: int
+    blocks_per_sm: int
+    launch_waves: int
+
+
+def estimate_dot(problem: DotProblem, tile_b: int, tile_m: int, tile_n: int, block_k: int, num_warps: int,
+                 num_stages: int, device, is_tma_allowed: bool = False) -> DotFusionEstimate:
+    """XLA's `EstimateRunTimeForDotOpWithBlockParameters` on a `DotProblem`."""
+    p = problem
+    sms = device.core_count
+    blocks = math.ceil(p.b / tile_b) * math.ceil(p.m / tile_m) * math.ceil(p.n / tile_n)
+    waves = math.ceil(blocks / sms)
+    flops = 2 * tile_b * tile_m * tile_n * p.k * waves * sms
+    # CalculatePeakMatrixOpsPerNs is an integer number of ops per ns.
+    peak = int(device.matmul_flops_per_s(p.lhs_type) * 1e-9)
+    major = device.compute_capability[0] if device.compute_capability else 0
+    derate = (0.5 if major == 10 and tile_m < 128 else 0.63 if major == 9 and tile_m < 64
+              else 0.5 if major == 8 and tile_m < 16 else 1.0)
+    compute = _f32(flops) / (peak * derate) * 1e-9
+    lhs_b = math.ceil(p.b * p.m * p.k * _bits(p.lhs_type) / 8)
+    rhs_b = math.ceil(p.b * p.k * p.n * _bits(p.rhs_type) / 8)
+    out_b = math.ceil(p.b * p.m * p.n * _bits(p.out_type) / 8)
+    hbm = effective_hbm_bandwidth(lhs_b + rhs_b + out_b, device)
+    read, write = _f32((lhs_b + rhs_b) / hbm), _f32(out_b / hbm)
+    l2_bytes = (math.ceil(tile_b * tile_m * p.k * _bits(p.lhs_type) / 8)
+                + math.ceil(tile_b * tile_n * p.k * _bits(p.rhs_type) / 8)) * blocks
+    iters = math.ceil(p.k / block_k)
+    l2 = l2_bytes / l2_bandwidth(device) + iters * (TMA_LOOP_OVERHEAD_S if is_tma_allowed else LEGACY_LOOP_OVERHEAD_S)
+    smem = shared_memory_per_block(p, tile_m, tile_n, block_k, num_stages)
+    active = sm_occupancy(smem, num_warps, device)
+    launch_waves = math.ceil(blocks / (active * sms)) if blocks else 0
+    if launch_waves:
+        loop = pipelined_loop_time(num_stages, iters, compute / launch_waves, read / launch_waves,
+                                   write / launch_waves) * launch_waves
+    else:
+        loop = 0.0
+    return DotFusionEstimate(compute, read, write, l2, loop, max(loop, l2), flops, lhs_b + rhs_b, out_b, l2_bytes,
+                             blocks, iters, smem, active, launch_waves)
+
+
+def dot_fusion_estimate(dot, tile_sizes, block_k: int, num_warps: int, num_stages: int, device,
+                        is_tma_allowed: bool = False) -> tuple[float, float]:
+    """`(compute_s, exec_s)` of an HLO dot under an output tile (batch tiles first, then m and n), as the
+    tiled model adds it to a fusion's time."""
+    tb = math.prod(tile_sizes[:-2]) if len(tile_sizes) > 2 else 1
+    e = estimate_dot(dot_problem(dot), tb, tile_sizes[-2], tile_sizes[-1], block_k, num_warps, num_stages, device,
+                     is_tma_allowed)
+    return e.compute_s, e.exec_s
