@@ -102,12 +102,14 @@ class TiledInstruction:
 
 @dataclass(slots=True)
 class TiledComputation:
-    """The fusion tiled: `instructions`, `roots` (`(root instruction, its tile)` in output order) and
-    `num_blocks` (tiles of the tiled root, one block each)."""
+    """The fusion tiled: `instructions`, `roots` (`(root instruction, its tile)` in output order),
+    `num_blocks` (tiles of the tiled root, one block each) and `block_k` (the dots' reduction tile it was
+    propagated with; None: each dot's own `backend_config` `sizes`)."""
 
     instructions: list
     roots: list
     num_blocks: int
+    block_k: int | None = None
 
 
 # ---------------------------------------------------------------------------
@@ -372,7 +374,7 @@ def propagate(kernel, root_tile, *, block_k: int | None = None) -> TiledComputat
         if id(r) not in root_tiles:
             raise TilingError(f"root '{r.name}' is not reached from the tiled root")
         roots.append((r, root_tiles[id(r)]))
-    return TiledComputation(order, roots, blocks)
+    return TiledComputation(order, roots, blocks, block_k)
 
 
 # ---------------------------------------------------------------------------

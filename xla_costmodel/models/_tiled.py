@@ -173,7 +173,7 @@ def estimate(tiled: TiledComputation, device, num_warps: int, model=None, *, num
                 f = fpe[id(ti.hlo)] = flops_per_element(ti.hlo, device)
             if ti.hlo.opcode == "dot" and dot_supported(ti.hlo) and len(ti.tile.sizes) >= 2:
                 lc = _attr_tuple(ti.hlo, "lhs_contracting_dims")[0]
-                bk = dot_operand_tiles(ti.hlo, ti.tile, None)[0][1].sizes[lc]
+                bk = dot_operand_tiles(ti.hlo, ti.tile, tiled.block_k)[0][1].sizes[lc]
                 c, e = dot_fusion_estimate(ti.hlo, ti.tile.sizes, bk, num_warps, num_stages, device,
                                            is_tma_allowed)
                 dot_compute += c

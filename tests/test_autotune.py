@@ -1,0 +1,114 @@
+"""GEMM autotuning with XLA's dot-fusion model (`models._autotune`).
+
+The search-space figures are worked from `xla/service/gpu/autotuning/dot_search_space.cc` (openxla/xla):
+`GetMaxOutputTile` (registers_per_block_limit x 32 bits / output bits, square-ish power of two),
+`GetMinOutputTile` (64x8 for wgmma on Hopper unless optimizing for occupancy, else 16x8),
+`GetMinWarpsPerCta` (2 for 32-bit operands or occupancy, 4 for wgmma), `GetMinContractingTileSize`
+(max(128 bits, 16 elements)), `GetMaxNumStages` (at most kMaxWarpsPerScheduler = 5).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from xla_costmodel import analyze, get_device
+from xla_costmodel.analysis._frontend import backend_config
+from xla_costmodel.hlo import parse_hlo
+from xla_costmodel.models._autotune import _price_config, autotune_gemms, gemm_search_space
+from xla_costmodel.models._dot_fusion import DotProblem
+
+H100 = get_device("h100-sxm")
+
+MODULE = """HloModule m
+
+gemm_computation {
+  p0 = f32[1024,512]{1,0} parameter(0)
+  p1 = f32[512,512]{1,0} parameter(1)
+  dot = f32[1024,512]{1,0} dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={1}, backend_config={"sizes":["64"]}
+  p2 = f32[512]{0} parameter(2)
+  b = f32[1024,512]{1,0} broadcast(p2), dimensions={1}
+  ROOT add = f32[1024,512]{1,0} add(dot, b)
+}
+
+ENTRY e {
+  x = f32[1024,512]{1,0} parameter(0)
+  w = f32[512,512]{1,0} parameter(1)
+  bias = f32[512]{0} parameter(2)
+  ROOT gemm_fusion_dot = f32[1024,512]{1,0} fusion(x, w, bias), kind=kCustom, calls=gemm_computation, backend_config={"fusion_backend_config":{"kind":"__triton_nested_gemm_fusion","block_level_fusion_config":{"output_tiles":[{"sizes":["64","32"]}],"num_warps":"4","num_ctas":1,"num_stages":1}}}
+}
+"""
+
+
+def test_search_space_large_bf16_on_hopper():
+    """bf16 16384 x 16384 x 8192: 2048 tiles of 256x512 exceed the 660 CTAs XLA wants (132 SMs x 4 schedulers x
+    5 warps / 4), so no occupancy concern and wgmma limits hold: tiles 64..256 x ..512, >= 4 warps, bk >= 16,
+    <= 5 stages, TMA on and off. (At 8192 x 8192, 512 tiles < 660: XLA optimizes for occupancy instead.)"""
+    assert min(c.block_m for c in gemm_search_space(DotProblem(1, 8192, 8192, 8192, "bf16", "bf16", "bf16"),
+                                                     H100)) == 16
+    space = gemm_search_space(DotProblem(1, 16384, 16384, 8192, "bf16", "bf16", "bf16"), H100)
+    assert space
+    assert min(c.block_m for c in space) == 64 and max(c.block_m for c in space) == 256
+    assert max(c.block_n for c in space) == 512          # 131072 elements / 256, previous power of two
+    assert min(c.num_warps for c in space) == 4
+    assert min(c.block_k for c in space) >= 16
+    assert max(c.num_stages for c in space) == 5
+    assert {c.is_tma_allowed for c in space} == {False, True}
+    # square-ish tiles: n within [m/2, 2m] while m is below the problem's m
+    assert all(c.block_m // 2 <= c.block_n <= 2 * c.block_m for c in space)
+
+
+def test_search_space_small_f32_optimizes_for_occupancy():
+    """f32 64x64x64: far fewer tiles than 132 SMs x 20 warps / 4 want, so 16x8 tiles and 2 warps are allowed;
+    with only 64 of k, stages stop at ceil(64 / bk)."""
+    space = gemm_search_space(DotProblem(1, 64, 64, 64, "f32", "f32", "f32"), H100)
+    assert min(c.block_m for c in space) == 16 and min(c.block_n for c in space) == 8
+    assert min(c.num_warps for c in space) == 2
+    assert all(c.num_stages <= math.ceil(64 / c.block_k) for c in space)
+
+
+def test_search_space_without_tma_before_hopper():
+    a100 = get_device("a100-80gb")
+    space = gemm_search_space(DotProblem(1, 4096, 4096, 4096, "bf16", "bf16", "bf16"), a100)
+    assert space and not any(c.is_tma_allowed for c in space)
+    assert min(c.block_m for c in space) == 16          # no wgmma before Hopper
+
+
+def test_autotune_rewrites_a_copy_and_prices_the_fastest_candidate():
+    module = parse_hlo(MODULE)
+    before_text = module.to_text()
+    result = autotune_gemms(module, "h100-sxm")
+    assert module.to_text() == before_text                     # the given module is not changed
+    choices = result.choices
+    assert isinstance(choices, pd.DataFrame) and len(choices) == 1
+    row = choices.iloc[0]
+    assert row["kind"] == "triton" and (row["b"], row["m"], row["n"], row["k"]) == (1, 1024, 512, 512)
+    assert row["config_before"] == "64x32x64, 4 warps, 1 stages"
+    assert row["candidates"] > 50
+    assert row["time_after_s"] <= row["time_before_s"]
+    # the rewritten fusion carries the chosen configuration, and the dot its contracting tile
+    fusion = result.module.entry.root
+    blc = backend_config(fusion)["fusion_backend_config"]["block_level_fusion_config"]
+    tm, tn = (int(s) for s in blc["output_tiles"][0]["sizes"])
+    dot = next(i for i in fusion.fused_computation.instructions if i.opcode == "dot")
+    bk = int(backend_config(dot)["sizes"][0])
+    assert row["config_after"].startswith(f"{tm}x{tn}x{bk}, {blc['num_warps']} warps, {blc['num_stages']} stages")
+    # no candidate of the space is faster under the same model
+    from xla_costmodel.models._autotune import _gemm_dot
+    from xla_costmodel.models._dot_fusion import dot_problem
+
+    original = module.entry.root
+    space = gemm_search_space(dot_problem(_gemm_dot(original)), H100)
+    for cfg in space[:: max(1, len(space) // 40)]:
+        assert _price_config(original, cfg, H100, None) >= row["time_after_s"]
+    # the xla-gpu model prices the rewritten module at the chosen configuration (plus the launch)
+    t = pd.DataFrame(analyze(result.module, device="h100-sxm", model="xla-gpu"))
+    kernel = t[t["kernel"] == "gemm_fusion_dot"].iloc[0]
+    assert kernel["time_s"] == pytest.approx(row["time_after_s"] + kernel["launch_s"], rel=1e-9)
+
+
+def test_autotune_refuses_a_cpu():
+    with pytest.raises(ValueError, match="not a GPU"):
+        autotune_gemms(parse_hlo(MODULE), get_device("host"))

@@ -1,0 +1,345 @@
+"""GEMM autotuning that a compile without a GPU cannot do, done with XLA's dot-fusion cost model.
+
+Without a GPU, XLA:GPU keeps each Triton GEMM fusion's default configuration: the real run tries
+its candidates on the device and keeps the fastest. `autotune_gemms` stands in for that step:
+
+- **The candidates** (`gemm_search_space`) are XLA's `TritonDotFusionSearchSpace::GenerateConfigs`
+  (`xla/service/gpu/autotuning/dot_search_space.cc`): output tiles from the minimum (16x8, or 64x8 for
+  wgmma on Hopper and later when occupancy is not the concern) to the largest that fits the registers
+  and the problem, square-ish where possible; warps from 2 (32-bit operands or occupancy) or 4 (wgmma)
+  to one per 16x8 sub-tile; contracting tiles from max(128 bits, 16 elements, threads per side) to
+  what the problem and the opt-in shared memory allow; 1 to min(iterations, shared memory, 5) stages;
+  TMA on and off on Hopper and later; low-occupancy tilings dropped as XLA does when the space has 24
+  or more entries. Split-K candidates are left out: XLA runs them as a rewritten fusion (an extra batch
+  dimension) plus a reduction kernel, which the fusion as written does not contain.
+- **The price** of a candidate is the fusion's time under XLA's tiled model with XLA's dot-fusion model
+  for its dot (`models._tiled.estimate`, `models._dot_fusion`), the same function the `xla-gpu` model
+  prices a configured Triton fusion with. XLA's cuBLASLt backend estimates a GEMM the same way (the
+  fastest of this space under this model).
+- **cuBLAS calls** are reported beside their table price (`models._library_calls.gemm_table_estimate`,
+  measured) and the fastest Triton configuration of the same problem under the dot model; their
+  module entry is not changed.
+
+**Contract** (for the compile path, which applies it to the module XLA:GPU built without a GPU):
+`autotune_gemms(module, device) -> AutotunedModule` returns a copy of `module` (the given module is never
+changed) in which each Triton GEMM fusion's `backend_config` carries the chosen configuration:
+`block_level_fusion_config` (`output_tiles`, `num_warps`, `num_stages`, `is_tma_allowed`) for nested GEMM
+fusions, `triton_gemm_config` for legacy `__triton_gemm` fusions, and the dot's `sizes` (its contracting
+tile). `AutotunedModule.choices` is a DataFrame with one row per GEMM kernel: `kernel`, `kind`
+(`triton` or `cublas`), the problem (`b`, `m`, `n`, `k`, `dtype`), the configuration before and after
+(`config_before`, `config_after`), `time_before_s` / `time_after_s` (per execution, the model's exec time
+without launch overhead), `candidates` (how many were priced) and `note`. Pricing the returned module with
+`analyze(..., model="xla-gpu")` prices the chosen configurations.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..analysis._frontend import backend_config, fusion_backend_kind
+from ..analysis._shapes import first_array
+from ..analysis._tiling import TilingError, dims_of, propagate
+from ..hlo._shape import PRIMITIVE_BITS
+from ._dot_fusion import DotProblem, dot_problem, dot_supported, estimate_dot
+
+__all__ = ["AutotunedModule", "GemmConfig", "autotune_gemms", "best_gemm_config", "gemm_search_space"]
+
+GEMM_FUSION_KINDS = ("__triton_gemm", "__triton_nested_gemm_fusion")
+# dot_search_space.h
+_MIN_WARPS_FOR_OCCUPANCY = 2          # kMinWarpsPerCtaForOccupancy
+_MIN_WARPS_FOR_WGMMA = 4              # kMinWarpsPerCtaForWgmma
+_MAX_WARPS_PER_SCHEDULER = 5          # kMaxWarpsPerScheduler
+_SCHEDULERS_PER_CORE = 4
+_MIN_CONFIGS_FOR_OCCUPANCY_PRUNING = 24
+
+
+@dataclass(frozen=True, slots=True)
+class GemmConfig:
+    """XLA's `TritonGemmConfig` (split_k and num_ctas are 1 here)."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    num_warps: int
+    num_stages: int
+    is_tma_allowed: bool = False
+
+    def __str__(self) -> str:
+        tma = ", tma" if self.is_tma_allowed else ""
+        return (f"{self.block_m}x{self.block_n}x{self.block_k}, {self.num_warps} warps, "
+                f"{self.num_stages} stages{tma}")
+
+
+def _next_pow2(x: int) -> int:
+    return 1 if x <= 0 else 1 << (int(x) - 1).bit_length()
+
+
+def _prev_pow2(x: int) -> int:
+    return 1 if x <= 0 else 1 << (int(x).bit_length() - 1)
+
+
+def _is_hopper_or_later(device) -> bool:
+    return bool(device.compute_capability) and device.compute_capability[0] >= 9
+
+
+def gemm_search_space(problem: DotProblem, device, *, exhaustive: bool = False,
+                      expensive_lhs: bool = False, expensive_rhs: bool = False) -> list[GemmConfig]:
+    """XLA's Triton GEMM candidates for `problem` on `device`, split-K left out (see the module docstring).
+    `exhaustive`: XLA's `xla_gpu_exhaustive_tiling_search` (keeps low-occupancy tilings);
+    `expensive_lhs` / `expensive_rhs`: an operand computes an expensive elementwise op (a wider tile on
+    the other side is then allowed)."""
+    p = problem
+    k, batch = max(p.k, 1), max(p.b, 1)
+    lhs_par, rhs_par = max(p.m, 1), max(p.n, 1)
+    operand_bits = PRIMITIVE_BITS[p.lhs_type]
+    compute_bits = PRIMITIVE_BITS[p.out_type]
+    hopper = _is_hopper_or_later(device)
+    warp = device.warp_size or 32
+    desired_warps = _MAX_WARPS_PER_SCHEDULER * _SCHEDULERS_PER_CORE * device.core_count
+
+    def tiles(tm, tn):
+        return batch * math.ceil(lhs_par / tm) * math.ceil(rhs_par / tn)
+
+    # GetMaxOutputTile
+    max_elements = device.registers_per_block_limit * 32 // compute_bits
+
+    def fit_other(size):
+        return _prev_pow2(max_elements // size)
+
+    max_m = _prev_pow2(int(math.sqrt(max_elements)))
+    max_n = fit_other(max_m)
+    lhs_limit, rhs_limit = _next_pow2(lhs_par), _next_pow2(rhs_par)
+    if lhs_limit < max_m:
+        max_m, max_n = lhs_limit, min(fit_other(lhs_limit), rhs_limit)
+    if rhs_limit < max_n:
+        max_m, max_n = min(fit_other(rhs_limit), lhs_limit), rhs_limit
+    occupancy = desired_warps // _MIN_WARPS_FOR_WGMMA > tiles(max_m, max_n)     # ShouldOptimizeForOccupancy
+    min_m, min_n = (64, 8) if hopper and not occupancy else (16, 8)             # GetMinOutputTile
+    min_warps = (_MIN_WARPS_FOR_OCCUPANCY if operand_bits >= 32 or not hopper or occupancy
+                 else _MIN_WARPS_FOR_WGMMA)                                     # GetMinWarpsPerCta
+    min_k_tile = max(128 // operand_bits, 16)                                   # GetMinContractingTileSize
+    max_m, max_n = max(min_m, max_m), max(min_n, max_n)
+    smem_budget = device.shared_memory_per_block_optin_bytes or device.shared_memory_per_block_bytes
+
+    def k_limit_smem(tm, tn):
+        return 8 * smem_budget // compute_bits // (tm + tn)
+
+    def max_split(tm, tn):
+        for_occupancy = _next_pow2(math.ceil((desired_warps // min_warps) / tiles(tm, tn)))
+        return min(for_occupancy, _next_pow2(k // min_k_tile))
+
+    # AddOutputTilings (split_k = 1 always passes GetMaxContractingSplit >= 1)
+    tilings = []
+    m = min_m
+    while m <= max_m:
+        lo, hi = min_n, max_n
+        if m < lhs_par and not (m * 2 < lo or hi < m // 2):
+            if not expensive_rhs:
+                lo = max(m // 2, lo)
+            if not expensive_lhs:
+                hi = min(m * 2, hi)
+        n = lo
+        while n <= hi:
+            if max_split(m, n) >= 1:
+                tilings.append((m, n, tiles(m, n) < device.core_count))
+            n *= 2
+        m *= 2
+    # EliminateLowOccupancyConfigs (counted, as XLA does, over the split-K variants too)
+    if not exhaustive:
+        top = max_split(max_m, max_n)
+        # XLA's list holds each tiling once per power-of-two split it allows, up to the largest split.
+        count = sum(sum(1 for e in range(top.bit_length()) if (1 << e) <= max_split(tm, tn)) for tm, tn, _ in tilings)
+        if count >= _MIN_CONFIGS_FOR_OCCUPANCY_PRUNING:
+            # Where only split-K tilings occupy every core, XLA would run split-K, which is not priced here:
+            # the split-1 tilings are kept then.
+            tilings = [t for t in tilings if not t[2]] or tilings
+    out = []
+    threads_limit = device.threads_per_block_limit or 1024
+    for tm, tn, _ in tilings:
+        # GetMaxWarpsPerCta
+        max_w = max(min_warps, min(threads_limit // warp, math.ceil(tm / 16) * math.ceil(tn / 8)))
+        w = min_warps
+        while w <= max_w:
+            # AddContractingTiling
+            max_k = max(min_k_tile, min(_next_pow2(k), _prev_pow2(k_limit_smem(tm, tn))))
+            threads = w * warp
+            bk = max(min_k_tile, max(threads // tm, threads // tn))
+            while bk <= max_k:
+                # AddPipeliningParameter / GetMaxNumStages
+                stages = min(math.ceil(k / bk), max(1, math.ceil(k_limit_smem(tm, tn) / bk)),
+                             _MAX_WARPS_PER_SCHEDULER)
+                for s in range(1, stages + 1):
+                    out.append(GemmConfig(tm, tn, bk, w, s, False))
+                    if hopper:
+                        out.append(GemmConfig(tm, tn, bk, w, s, True))
+                bk *= 2
+            w *= 2
+    return out
+
+
+def _gemm_dot(fusion):
+    comp = fusion.fused_computation
+    dots = [h for h in comp.instructions if h.opcode == "dot"] if comp is not None else []
+    return dots[0] if len(dots) == 1 else None
+
+
+def _expensive_parent(instr) -> bool:
+    expensive = {"atan2", "cosine", "exponential", "exponential-minus-one", "log", "log-plus-one", "logistic",
+                 "power", "rsqrt", "sine", "sqrt", "tan", "tanh"}
+    stack, seen = [instr], set()
+    while stack:
+        h = stack.pop()
+        if id(h) in seen:
+            continue
+        seen.add(id(h))
+        if h.opcode in expensive:
+            return True
+        stack.extend(h.operands)
+    return False
+
+
+def _price_config(fusion, cfg: GemmConfig, device, model):
+    from ._tiled import estimate
+
+    rank = len(dims_of(fusion))
+    tile = (1,) * (rank - 2) + (cfg.block_m, cfg.block_n)
+    tiled = propagate(fusion, tile, block_k=cfg.block_k)
+    return estimate(tiled, device, cfg.num_warps, model, num_stages=cfg.num_stages,
+                    is_tma_allowed=cfg.is_tma_allowed).exec_s
+
+
+def _current_config(fusion, dot) -> GemmConfig | None:
+    from ..analysis._tiling import configured_tiling
+
+    cfg = configured_tiling(fusion)
+    if cfg is None or len(cfg.output_tile) < 2:
+        return None
+    bk = cfg.block_k
+    if bk is None:
+        sizes = (backend_config(dot) or {}).get("sizes")
+        bk = int(sizes[0]) if sizes else None
+    if bk is None:
+        return None
+    return GemmConfig(cfg.output_tile[-2], cfg.output_tile[-1], bk, cfg.num_warps or 4, cfg.num_stages,
+                      cfg.is_tma_allowed)
+
+
+def best_gemm_config(fusion, device, model=None, *, exhaustive: bool = False):
+    """The fastest configuration of XLA's search space for a Triton GEMM fusion under the `xla-gpu`
+    model: `(GemmConfig, exec_s, candidates priced)`; `(None, inf, 0)` when no candidate tiles."""
+    from ._base import get_model
+
+    model = model or get_model("xla-gpu")
+    dot = _gemm_dot(fusion)
+    if dot is None or not dot_supported(dot):
+        return None, math.inf, 0
+    problem = dot_problem(dot)
+    space = gemm_search_space(problem, device, exhaustive=exhaustive,
+                              expensive_lhs=_expensive_parent(dot.operands[0]),
+                              expensive_rhs=_expensive_parent(dot.operands[1]))
+    best, best_s, priced = None, math.inf, 0
+    for cfg in space:
+        try:
+            t = _price_config(fusion, cfg, device, model)
+        except TilingError:
+            continue
+        priced += 1
+        if t < best_s:
+            best, best_s = cfg, t
+    return best, best_s, priced
+
+
+def _write_config(fusion, dot, cfg: GemmConfig) -> None:
+    cfg_dict = dict(backend_config(fusion) or {})
+    fc = dict(cfg_dict.get("fusion_backend_config") or {})
+    rank = len(dims_of(fusion))
+    tile = [str(s) for s in (1,) * (rank - 2) + (cfg.block_m, cfg.block_n)]
+    if fc.get("kind") == "__triton_gemm":
+        fc["triton_gemm_config"] = {"block_m": str(cfg.block_m), "block_n": str(cfg.block_n),
+                                    "block_k": str(cfg.block_k), "split_k": "1", "num_stages": str(cfg.num_stages),
+                                    "num_warps": str(cfg.num_warps), "num_ctas": "1"}
+    else:
+        blc = dict(fc.get("block_level_fusion_config") or {})
+        blc.update({"output_tiles": [{"sizes": tile}], "num_warps": str(cfg.num_warps), "num_ctas": 1,
+                    "num_stages": cfg.num_stages, "is_tma_allowed": cfg.is_tma_allowed})
+        fc["block_level_fusion_config"] = blc
+    cfg_dict["fusion_backend_config"] = fc
+    fusion.set_attribute("backend_config", cfg_dict)
+    dot_cfg = dict(backend_config(dot) or {})
+    dot_cfg["sizes"] = [str(cfg.block_k)]
+    dot.set_attribute("backend_config", dot_cfg)
+
+
+@dataclass(frozen=True)
+class AutotunedModule:
+    """`module`: the copy with the chosen configurations; `choices`: one row per GEMM kernel (see the
+    module docstring)."""
+
+    module: object
+    choices: object
+
+
+def autotune_gemms(module, device, *, model=None, exhaustive: bool = False) -> AutotunedModule:
+    """Each Triton GEMM fusion of `module` set to the fastest configuration of XLA's search space under
+    the `xla-gpu` model, and each cuBLAS GEMM call reported with its table price (see the module
+    docstring for the contract). `device`: a GPU `DeviceSpec` or preset name."""
+    import pandas as pd
+
+    from ..devices import get_device
+    from ..hlo._edit import copy_module
+    from ._base import get_model
+    from ._gemm_table import gemm_spec, is_cublas_gemm
+    from ._library_calls import gemm_table_estimate
+
+    device = get_device(device) if isinstance(device, str) else device
+    if device.kind != "gpu":
+        raise ValueError(f"autotune_gemms: {device.name} is not a GPU; GEMM autotuning is XLA:GPU's")
+    model = model or get_model("xla-gpu")
+    out = copy_module(module)
+    rows = []
+    for _comp, instr in out.instructions():
+        if instr.opcode == "fusion" and fusion_backend_kind(instr) in GEMM_FUSION_KINDS:
+            dot = _gemm_dot(instr)
+            row = {"kernel": instr.name, "kind": "triton"}
+            if dot is None or not dot_supported(dot):
+                rows.append({**row, "note": "not one dot XLA's dot-fusion model supports: left as written"})
+                continue
+            p = dot_problem(dot)
+            row.update(b=p.b, m=p.m, n=p.n, k=p.k, dtype=p.lhs_type)
+            before = _current_config(instr, dot)
+            try:
+                t_before = _price_config(instr, before, device, model) if before is not None else math.nan
+            except TilingError:
+                t_before = math.nan
+            best, t_best, n = best_gemm_config(instr, device, model, exhaustive=exhaustive)
+            if best is None:
+                rows.append({**row, "config_before": str(before) if before else "", "time_before_s": t_before,
+                             "candidates": n, "note": "no candidate of XLA's search space tiles this fusion"})
+                continue
+            _write_config(instr, dot, best)
+            rows.append({**row, "config_before": str(before) if before else "", "config_after": str(best),
+                         "time_before_s": t_before, "time_after_s": t_best, "candidates": n, "note": ""})
+        elif instr.opcode == "custom-call" and is_cublas_gemm(instr):
+            spec = gemm_spec(instr)
+            table = gemm_table_estimate(instr, device)
+            row = {"kernel": instr.name, "kind": "cublas", "time_before_s": table.time_s if table else math.nan,
+                   "time_after_s": table.time_s if table else math.nan, "candidates": 0,
+                   "config_before": "cuBLAS", "config_after": "cuBLAS"}
+            if spec is not None:
+                row.update(b=spec.b, m=spec.m, n=spec.n, k=spec.k, dtype=spec.dtype_key)
+                lhs, rhs = instr.operands[0], instr.operands[1]
+                problem = DotProblem(spec.b, spec.m, spec.n, spec.k, first_array(lhs.shape).element_type,
+                                     first_array(rhs.shape).element_type, first_array(instr.shape).element_type)
+                best = min((estimate_dot(problem, 1, c.block_m, c.block_n, c.block_k, c.num_warps, c.num_stages,
+                                         device, c.is_tma_allowed).exec_s, c)
+                           for c in gemm_search_space(problem, device))
+                row["note"] = (f"measured table {row['time_before_s'] * 1e6:.2f} us; XLA's cuBLASLt estimate "
+                               f"(fastest Triton configuration, {best[1]}) {best[0] * 1e6:.2f} us")
+            else:
+                row["note"] = "dimensions not readable from gemm_backend_config"
+            rows.append(row)
+    cols = ["kernel", "kind", "b", "m", "n", "k", "dtype", "config_before", "config_after", "time_before_s",
+            "time_after_s", "candidates", "note"]
+    return AutotunedModule(out, pd.DataFrame(rows, columns=cols))
+
