@@ -223,6 +223,18 @@ def price(modules: dict, model) -> "object":
     return pd.concat(parts, ignore_index=True)
 
 
+AUTOTUNED = "xla-gpu, GEMMs autotuned"
+
+
+def autotuned_modules(modules: dict) -> dict:
+    """Each module with its Triton GEMM fusions set to the fastest configuration of XLA's search space under
+    the `xla-gpu` model (`models._autotune.autotune_gemms`): what pricing a deviceless compile's module gives,
+    scored on the configurations XLA chose on the H100 replaced by the model's own choice."""
+    from xla_costmodel.models._autotune import autotune_gemms
+
+    return {case: autotune_gemms(m, DEVICE).module for case, m in modules.items()}
+
+
 def score_table(kernels, priced):
     """`kernels` with `predicted_s` and `measured_s` per execution (see the module docstring)."""
     import numpy as np
@@ -501,6 +513,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--programs", nargs="+", metavar="GLOB", help="only these corpus programs (glob patterns)")
     p.add_argument("--no-laptop", action="store_true", help="skip the laptop path (minutes: diffrax's modules)")
     p.add_argument("--json", metavar="PATH", help="also write every table as JSON")
+    p.add_argument("--autotune", action="store_true",
+                   help=f"also score '{AUTOTUNED}': xla-gpu on each module with its GEMM fusions re-tuned by the model "
+                        "(minutes)")
     args = p.parse_args(argv)
     from threadpoolctl import threadpool_limits
 
@@ -531,6 +546,10 @@ def run(args) -> int:
         t0 = time.perf_counter()
         scores[name] = score_table(kernels, price(modules, name))
         print(f"   {name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    if getattr(args, "autotune", False):
+        t0 = time.perf_counter()
+        scores[AUTOTUNED] = score_table(kernels, price(autotuned_modules(modules), "xla-gpu"))
+        print(f"   {AUTOTUNED}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     fitted = [n for n in names if n in FITTED]
     if fitted:
         scores.update(fitted_scores(fitted, rows, modules, kernels, scores[PEER]))
