@@ -73,6 +73,7 @@ from ._kernel_costs import CostContext, KernelCosts, kernel_costs, shape_size_ca
 from ._launch import LaunchDimensions, launch_dimensions
 from ._library_calls import library_call_or_gemm
 from ._resolve import check_prices_device
+from ._sort import is_sort_kernel, price_sort
 from ._tiled import TilingError, price_triton_fusion
 from ._xla_gpu_fusion import XlaGpuPairPricer, fused_estimate, fused_short_cut
 
@@ -148,6 +149,10 @@ class XlaGpuModel:
       model under their configured tiles; False prices them with the steps
       above, as XLA's `CombinedGpuPerformanceModel` does (it sends only
       generic `__triton` fusions to the tiled model).
+    - `sort_model`: price sorts kernel by kernel: XLA's bitonic kernels, or
+      CUB's radix passes where `sort_rewriter` sends the sort to CUB on the
+      device, also when the module kept XLA's sort (`models._sort`; XLA has
+      no model for either, False prices a sort with the steps above).
     - `atomic_contention`: a scatter whose indices may collide takes at
       least the time its atomics queue on one L2 line (`models._contention`;
       XLA has no such term, False drops it).
@@ -172,6 +177,7 @@ class XlaGpuModel:
     access_patterns: bool = True
     collective_extensions: bool = True
     dot_fusion_model: bool = True
+    sort_model: bool = True
     atomic_contention: bool = True
     # How a cuBLAS call's (m, n, k) is read off XLA's measured GEMM table (`models._gemm_table`).
     gemm_interpolation: str = "log-grid"
@@ -395,6 +401,9 @@ class XlaGpuModel:
             return KernelEstimate.unpriced(why)
         if kernel.opcode in COLLECTIVE_OPCODES:
             return self._collective_estimate(kernel, device)
+        # Sorts: XLA's bitonic kernels or CUB's radix passes, as `sort_rewriter` decides (`models._sort`).
+        if self.sort_model and is_sort_kernel(kernel):
+            return price_sort(kernel, device)
         # Library calls: cuBLAS GEMMs from the measured GEMM table, the rest from `models._library_calls`.
         if kernel.opcode == "custom-call" and (
             library := library_call_or_gemm(kernel, device, self.gemm_interpolation)
@@ -441,6 +450,8 @@ class XlaGpuModel:
             return KernelEstimate.unpriced(why), None
         if instr.opcode in COLLECTIVE_OPCODES:
             return self._collective_estimate(instr, device), None
+        if self.sort_model and is_sort_kernel(instr):
+            return price_sort(instr, device), None
         # Library calls: cuBLAS GEMMs from the measured GEMM table, the rest from `models._library_calls`.
         if instr.opcode == "custom-call" and (
             library := library_call_or_gemm(instr, device, self.gemm_interpolation)

@@ -1,0 +1,117 @@
+"""The time of a sort on a GPU, kernel by kernel, from the plan `analysis._sort` gives.
+
+- A sort (or sort fusion) that XLA's `sort_rewriter` would send to CUB on the device is priced as CUB's
+  radix sort, also when the module kept XLA's sort (a compile without a GPU does, for want of CUB's
+  scratch sizes); the note says so. Otherwise XLA's bitonic kernels are priced one by one.
+- **Every kernel** pays the device's launch overhead and moves its global bytes at the device's memory
+  bandwidth; a parameter copy and a CUB memset are launches too.
+- **A shared-memory (tiled) bitonic kernel** adds its compare-exchange stages: per stage, the larger of
+  the shared-memory traffic of the blocks resident on one SM (each stage reads and writes the tile of
+  every operand) at 128 bytes per clock per SM (32 banks of 4 bytes), and the latency of one stage: each
+  thread's two compare-exchanges (a shared-memory load, the comparator's dependent operations, a store)
+  and a barrier. The latencies are microbenchmark figures for recent NVIDIA GPUs (shared memory about
+  30 cycles, a dependent ALU operation about 4, a block barrier about 20), not fitted to any capture.
+  Blocks that do not fit on the SMs at once run in waves.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..analysis._frontend import custom_call_target
+from ..analysis._shapes import first_array
+from ..analysis._sort import UNROLL, SortPlan, bitonic_plan, cub_radix_plan, cub_sort_decision, sort_of
+from ..hlo._shape import PRIMITIVE_BITS
+from ._base import KernelEstimate, dominant_bound
+from ._dot_fusion import max_blocks_per_sm
+
+__all__ = ["is_sort_kernel", "price_sort", "sort_plan"]
+
+SMEM_BYTES_PER_CLOCK = 128          # 32 banks x 4 bytes per SM per clock
+SMEM_LATENCY_CYCLES = 30
+ALU_LATENCY_CYCLES = 4
+BARRIER_CYCLES = 20
+
+
+def is_sort_kernel(instr) -> bool:
+    """A sort, a sort fusion or a CUB sort custom call."""
+    return sort_of(instr) is not None or "cub_sort" in custom_call_target(instr)
+
+
+def _comparator_ops(sort) -> int:
+    body = sort.attribute("to_apply")
+    return sum(1 for h in body.instructions if h.opcode not in ("parameter", "constant"))
+
+
+def _cub_plan_of_call(call) -> SortPlan:
+    keys = first_array(call.operands[0].shape)
+    n = keys.dims[-1] if keys.dims else 1
+    batch = max(math.prod(keys.dims) // max(n, 1), 1)
+    value = 0
+    if len(call.operands) >= 2:
+        v = first_array(call.operands[1].shape)
+        if math.prod(v.dims) == math.prod(keys.dims):
+            value = max(PRIMITIVE_BITS[v.element_type] // 8, 1)
+    return cub_radix_plan(batch, n, max(PRIMITIVE_BITS[keys.element_type] // 8, 1), value)
+
+
+def sort_plan(instr, device) -> tuple[SortPlan, str]:
+    """The kernels `instr` runs on `device` and a note: a CUB call's radix sort, XLA's sort where
+    `sort_rewriter` keeps it, or CUB's radix sort where it would send the sort there."""
+    if "cub_sort" in custom_call_target(instr):
+        return _cub_plan_of_call(instr), ""
+    cub, why = cub_sort_decision(instr, device)
+    if not cub:
+        return bitonic_plan(instr, device), ""
+    sort = sort_of(instr)
+    ops = sort.operands
+    shape = first_array(ops[0].shape)
+    n = shape.dims[-1]
+    key_bytes = max(PRIMITIVE_BITS[shape.element_type] // 8, 1)
+    value_bytes = max(PRIMITIVE_BITS[first_array(ops[1].shape).element_type] // 8, 1) if len(ops) == 2 else 0
+    plan = cub_radix_plan(math.prod(shape.dims) // n, n, key_bytes, value_bytes)
+    return plan, f"XLA:GPU sends this sort to CUB on {device.name} ({why}): priced as CUB's radix sort"
+
+
+def _tiled_stage_s(kernel, device, comparator_ops: int) -> tuple[float, int]:
+    """One shared-memory stage's time and the number of waves of a tiled bitonic kernel."""
+    sms = device.core_count
+    threads_limit = device.threads_per_core_limit or 2048
+    resident = max(1, min(threads_limit // max(kernel.threads, 1),
+                          (device.shared_memory_per_core_bytes or 1 << 30) // max(kernel.shared_bytes, 1)))
+    limit = max_blocks_per_sm(device)
+    resident = min(resident, limit) if limit else resident
+    waves = math.ceil(kernel.blocks / (sms * resident))
+    per_sm = min(resident, math.ceil(kernel.blocks / sms))
+    clock = device.clock_rate_ghz * 1e9
+    traffic_s = per_sm * 2 * kernel.shared_bytes / (SMEM_BYTES_PER_CLOCK * clock)
+    latency_s = (UNROLL // 2 * (2 * SMEM_LATENCY_CYCLES + comparator_ops * ALU_LATENCY_CYCLES)
+                 + BARRIER_CYCLES) / clock
+    return max(traffic_s, latency_s), waves
+
+
+def price_sort(instr, device) -> KernelEstimate:
+    """A sort kernel's time on a GPU `device`: the sum over its kernels (module docstring); `details`
+    holds the plan (`library`, `kernels`, `launches`, per-kernel times)."""
+    plan, note = sort_plan(instr, device)
+    launch = device.kernel_launch_overhead_s
+    bw = device.memory_bandwidth_bytes_per_s
+    sort = sort_of(instr)
+    ops = _comparator_ops(sort) if sort is not None else 1
+    memory = compute = launches = 0.0
+    per_kernel = []
+    for k in plan.kernels:
+        mem = (k.bytes_read + k.bytes_written) / bw
+        stages_s = 0.0
+        if k.kind == "tiled":
+            stage, waves = _tiled_stage_s(k, device, ops)
+            stages_s = waves * k.stages * stage
+        memory += mem
+        compute += stages_s
+        launches += launch
+        per_kernel.append((k.kind, launch + mem + stages_s))
+    time = memory + compute + launches
+    details = {"emitter": "sort", "library": plan.library, "sort_plan": plan.reason, "kernels": len(plan.kernels),
+               "launches": plan.launches, "tile": plan.tile, "kernel_times_s": per_kernel, "exec_s": time - launches}
+    return KernelEstimate(compute_s=compute, memory_s=memory, launch_s=launches, time_s=time,
+                          bound=dominant_bound(compute, memory, launches), note=note, details=details)
