@@ -35,3 +35,7 @@ from ._combined import CombinedModel as CombinedModel
 from ._combined import ScaledCostModel as ScaledCostModel
 from ._combined import register_combinator as register_combinator
 from ._plugins import ModelPluginError as ModelPluginError
+# GEMM autotuning a compile without a GPU cannot do (models/_autotune.py): for the compile path.
+from ._autotune import AutotunedModule as AutotunedModule
+from ._autotune import GemmConfig as GemmConfig
+from ._autotune import autotune_gemms as autotune_gemms

@@ -294,7 +294,9 @@ class AutotunedModule:
 def autotune_gemms(module, device, *, model=None, exhaustive: bool = False) -> AutotunedModule:
     """Each Triton GEMM fusion of `module` set to the fastest configuration of XLA's search space under
     the `xla-gpu` model, and each cuBLAS GEMM call reported with its table price (see the module
-    docstring for the contract). `device`: a GPU `DeviceSpec` or preset name."""
+    docstring for the contract). `device`: a GPU `DeviceSpec` or preset name.
+
+    **Raises** `ValueError` for a device that is not a GPU or an unknown preset name."""
     import pandas as pd
 
     from ..devices import get_device
