@@ -220,3 +220,23 @@ def test_sort_prices_on_the_h100_capture():
     assert len(ratios) == 10
     assert np.all((ratios > 0.6) & (ratios < 1.7)), ratios
     assert 0.7 < float(np.median(ratios)) < 1.25
+
+
+def test_jax_sorts_are_recognized_as_xla_recognizes_them():
+    """JAX's own lowering (this jax, on the CPU): `jnp.sort` of f32 has the NaN-canonicalising "numpy order"
+    comparator, which `sort_rewriter` accepts; 2^20 elements in one row go to CUB on an H100, 64 rows of 2048
+    do not (`IsCubSortFasterOnH100`: 64 rows need more than 8192 elements); `jnp.argsort` (f32 keys, s32
+    indices) is a numpy-order pair sort that XLA packs for CUB. (The capture's `jax.lax.top_k`-style and
+    tie-breaking comparators, whose root is a select, stay with XLA's sort.)"""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    def sort_of_lowered(fn, shape):
+        text = jax.jit(fn).lower(jax.ShapeDtypeStruct(shape, jnp.float32)).as_text(dialect="hlo")
+        return next(i for _c, i in parse_hlo(text).instructions() if i.opcode == "sort")
+
+    cub, why = cub_sort_decision(sort_of_lowered(jnp.sort, (1 << 20,)), H100)
+    assert cub, why
+    assert not cub_sort_decision(sort_of_lowered(jnp.sort, (64, 2048)), H100)[0]
+    cub, why = cub_sort_decision(sort_of_lowered(jnp.argsort, (1 << 20,)), H100)
+    assert cub, why

@@ -177,7 +177,7 @@ def _numpy_param(select) -> int:
     ne, nan, inner = select.operands
     if ne.opcode != "compare" or str(ne.attribute("direction", "")).upper() != "NE" or nan.opcode != "constant":
         return -1
-    if "nan" not in str(nan.attribute("literal", "") if nan.has_attribute("literal") else nan).lower():
+    if (nan.literal_text or "").strip().lower() not in ("nan", "-nan"):     # MatchConstNan
         return -1
     a, b = ne.operands
     if a is not b or a.opcode != "parameter" or inner.opcode != "select":
