@@ -174,7 +174,9 @@ def compile_for_gpu(fn, *args, device: "str | DeviceSpec" = "h100-sxm", dump_pas
     **Raises:** `GpuCompileUnavailable` (jax's CUDA plugin missing or not
     registered: the message names the fix), `GpuCompileError` (XLA:GPU
     failed; the message ends with XLA's error), `ValueError` for a device
-    that is not a GPU, `TypeError` for an argument that is not array-like.
+    that is not a GPU or an argument sharded over several devices,
+    `TypeError` for an argument that is not array-like; the function's own
+    errors while it is traced, as they are.
     """
     from ..devices import get_device, gpu_target_config
     from ..hlo import parse_hlo
@@ -241,6 +243,10 @@ def _placed(tree: Any, dev) -> Any:
     sharding = jax.sharding.SingleDeviceSharding(dev)
 
     def place(leaf):
+        devices = getattr(getattr(leaf, "sharding", None), "device_set", ())
+        if len(devices) > 1:
+            raise ValueError(f"compile_for_gpu compiles for one GPU; an argument is sharded over {len(devices)} "
+                             f"devices")
         if isinstance(leaf, jax.ShapeDtypeStruct) or hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
             return jax.ShapeDtypeStruct(tuple(leaf.shape), leaf.dtype, sharding=sharding,
                                         weak_type=bool(getattr(leaf, "weak_type", False)))
