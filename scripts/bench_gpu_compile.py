@@ -195,6 +195,23 @@ def run(args) -> int:
     if len(diff):
         print_table("kernel counts that differ (deviceless vs H100)",
                     diff[["case", "user_kernels", "real_kernels", "user_vs_real"]], index=False)
+    # What a deviceless compile cannot do is autotune: split by whether the H100 run's module has a GEMM.
+    from bench_gpu import read_module_text
+
+    gemm = df["case"].map(lambda c: any(t in read_module_text(c, "post") for t in
+                                        ("__cublas$gemm", "__cublas$lt", "triton_gemm", "gemm_fusion")))
+    split = []
+    for has, sub in same.groupby(gemm.loc[same.index]):
+        split.append({"programs": "with a GEMM" if has else "without a GEMM", "runs": len(sub),
+                      "kernel count equal": within_count(sub, 1.0),
+                      "deviceless within 1.10x of H100 module": within(sub["user_vs_real"], 1.10),
+                      "deviceless / H100 module, median": float(sub["user_vs_real"].median()),
+                      **{f"{k} {f}": within(sub[c], f) for k, c in (("user", "user_ratio"), ("real", "real_ratio"),
+                                                                    ("simulation", "sim_ratio"))
+                         for f in (1.25, 2.0)}})
+    if split:
+        print_table("by GEMM (autotuning picks GEMM configurations on the GPU; a deviceless compile keeps XLA's "
+                    "defaults)", pd.DataFrame(split).set_index("programs").T)
     failed = df[df["compiled"] != True]  # noqa: E712
     if len(failed):
         print_table("modules XLA:GPU did not compile here", failed[["case", "compile_error"]], index=False)
