@@ -145,7 +145,7 @@ def _compile_device(target: str, name: str):
     if error is not None:
         detail = _xla_message(log.text) or str(error)
         raise GpuCompileError(f"XLA:GPU refused the target of '{name}': {_first_line(detail)}",
-                              xla_error=f"{error}\n{log.text}".strip())
+                              xla_error=f"{error}\n{log.text}".strip()) from error
     return topology.devices[0]
 
 
@@ -218,7 +218,7 @@ def compile_for_gpu(fn, *args, device: "str | DeviceSpec" = "h100-sxm", dump_pas
                 raise error
             detail = _first_line(_xla_message(str(error)) or _xla_message(log.text) or str(error))
             raise GpuCompileError(f"XLA:GPU failed to {stage} {getattr(fn, '__name__', 'the function')} "
-                                  f"for '{spec.name}': {detail}", xla_error=f"{error}\n{log.text}".strip())
+                                  f"for '{spec.name}': {detail}", xla_error=f"{error}\n{log.text}".strip()) from error
         seconds = time.perf_counter() - start
         files: tuple[str, ...] = ()
         out_dir = None
