@@ -130,6 +130,16 @@ def test_dump_passes_writes_the_module_around_each_fusion_pass_and_keeps_existin
     assert result.text == compile_for_gpu(layer, *SHAPES).text
 
 
+@needs_plugin
+def test_the_users_warnings_while_tracing_reach_them():
+    def noisy(x):
+        warnings.warn("from the user's function", UserWarning)
+        return jnp.sin(x).sum()
+
+    with pytest.warns(UserWarning, match="from the user's function"):
+        compile_for_gpu(noisy, SHAPES[0])
+
+
 # ---------------------------------------------------------------- errors
 
 

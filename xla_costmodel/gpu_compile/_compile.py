@@ -19,6 +19,7 @@ import re
 import shutil
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -199,7 +200,9 @@ def compile_for_gpu(fn, *args, device: "str | DeviceSpec" = "h100-sxm", dump_pas
         options = {"xla_dump_to": str(scratch), "xla_dump_hlo_as_text": True,
                    "xla_dump_hlo_pass_re": DUMP_PASS_RE}
     try:
-        with quiet_stderr() as log:
+        # The plugin's log lines are captured; the Python warnings of tracing the user's function (theirs, or
+        # jax's about it) are recorded instead, and shown after the block as they would have been.
+        with quiet_stderr() as log, warnings.catch_warnings(record=True) as caught:
             stage = "lower"
             try:
                 lowered = jitted.lower(*placed_args, **placed_kwargs)
@@ -210,6 +213,8 @@ def compile_for_gpu(fn, *args, device: "str | DeviceSpec" = "h100-sxm", dump_pas
                 error = exc
             else:
                 error = None
+        for w in caught:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
         if error is not None:
             # The user's own errors while tracing (a shape mismatch, a bad argument) are theirs to see as
             # they are; what jax or XLA raise at run time (a backend a library asked for, XLA's failure) is
