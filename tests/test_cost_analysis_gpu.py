@@ -617,7 +617,7 @@ def test_kernel_cost_is_the_module_analysis_kernel_by_kernel():
     from xla_costmodel.analysis import instruction_costs, kernel_cost
 
     data = Path(__file__).parent / "data" / "xla_conformance"
-    device = xc.get_device("rtx-a6000")
+    device = xc.get_device("rtx-a6000-xla-test")
     compared = 0
     for path in fixture_paths() + sorted(data.glob("*.hlo")):
         module = xc.load_hlo(path)

@@ -33,15 +33,16 @@ from xla_costmodel.measure import measure_host
 
 KiB = 1024
 MiB = 1024 * 1024
-GPU_PRESETS = ("a100-40gb", "a100-80gb", "h100-sxm", "h200", "v100", "rtx-a6000", "b200", "gb200", "gb300")
+GPU_PRESETS = ("a100-40gb", "a100-80gb", "h100-sxm", "h100-pcie", "h200", "v100", "rtx-a6000", "rtx-a6000-xla-test",
+               "b200", "gb200", "gb300")
 
 
 # ---------------------------------------------------------------- presets
 
 
-def test_rtx_a6000_is_xlas_test_device():
+def test_rtx_a6000_xla_test_is_xlas_test_device():
     # TestGpuDeviceInfo::RTXA6000DeviceInfo(), default cc 8.9.
-    d = get_device("rtx-a6000")
+    d = get_device("rtx-a6000-xla-test")
     assert d.kind == "gpu"
     assert d.compute_capability == (8, 9)
     assert d.core_count == 84
@@ -64,8 +65,8 @@ def test_rtx_a6000_is_xlas_test_device():
     assert d.kernel_launch_overhead_s == 1e-6
 
 
-def test_rtx_a6000_derived_numbers_match_worked_checks():
-    d = get_device("rtx-a6000")
+def test_rtx_a6000_xla_test_derived_numbers_match_worked_checks():
+    d = get_device("rtx-a6000-xla-test")
     # 2 * 1.41 * 128 * 84 flops/ns, truncated to int64 by XLA: 30,320.
     assert int(d.flops_per_ns) == 30_320
     # L1 re-read threshold 2 KiB * 84 SMs = 168 KiB.
@@ -191,7 +192,7 @@ def test_op_cycles_uses_xla_default_for_missing_pairs():
     assert a100.op_cycles("log", "F32") == 259
     assert a100.op_cycles("multiply", "bf16") == 3
     # The MultiOutputWrite check: power 925 + compare/select/subtract at 3 each = 934.
-    a6000 = get_device("rtx-a6000")
+    a6000 = get_device("rtx-a6000-xla-test")
     per_element = sum(a6000.op_cycles(op, dt) for op, dt in
                       [("power", "f32"), ("compare", "pred"), ("select", "f32"), ("subtract", "f32")])
     assert per_element == 934

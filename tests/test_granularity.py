@@ -112,7 +112,7 @@ def test_too_few_blocks_are_slower():
 
 
 def test_triton_fusion_tilings():
-    a6000 = get_device("rtx-a6000")
+    a6000 = get_device("rtx-a6000-xla-test")
     df = xc.granularity(MODULE, "sm", device=a6000)
     assert df.attrs["kind"] == "tiled"
     xla = df[df.xla_choice].iloc[0]
@@ -152,7 +152,7 @@ def _cli(*args):
 def test_cli(tmp_path):
     f = tmp_path / "k.hlo"
     f.write_text(HLO)
-    out = _cli(str(f), "--kernel", "sm", "--device", "rtx-a6000")
+    out = _cli(str(f), "--kernel", "sm", "--device", "rtx-a6000-xla-test")
     assert out.returncode == 0, out.stderr
     assert "XLA's choice" in out.stdout and "tile 1x911, 2 warps (XLA)" in out.stdout
     js = _cli(str(f), "--kernel", "ew", "--device", "b200", "--json")

@@ -117,7 +117,7 @@ def test_hand_cpu_device():
 def test_fp64_vector_rate_by_architecture():
     m = RooflineModel()
     assert m.vector_flops_per_s(H100, "f64") == pytest.approx(H100.peak_fp32_flops_per_s / 2)
-    a6000 = get_device("rtx-a6000")
+    a6000 = get_device("rtx-a6000-xla-test")
     assert m.vector_flops_per_s(a6000, "f64") == pytest.approx(a6000.peak_fp32_flops_per_s / 64)
 
 
@@ -168,6 +168,6 @@ def test_fusion_through_get_tuple_element():
                     / "gpu_performance_model__FusingTransposeMultiOutputFusionIntoReduceIsSlow.hlo")
     producer = m.entry.instruction("fusion")
     consumer = m.entry.instruction("reduce.1")
-    t = MODEL.estimate_fusion(producer, [consumer], get_device("rtx-a6000"))
+    t = MODEL.estimate_fusion(producer, [consumer], get_device("rtx-a6000-xla-test"))
     # fused: the 24.6 MB transposed tensor is neither written nor read back
     assert t.time_fused_s < t.time_unfused_s

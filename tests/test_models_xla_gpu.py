@@ -23,7 +23,7 @@ from xla_costmodel.models._launch import launch_dimensions
 DATA = Path(__file__).parent / "data" / "xla_conformance"
 PREFIX = "gpu_performance_model__"
 
-A6000 = get_device("rtx-a6000")
+A6000 = get_device("rtx-a6000-xla-test")
 H100 = get_device("h100-sxm")
 MODEL = get_model("xla-gpu")
 

@@ -1,8 +1,10 @@
 """Which kernels a device is priced on (`models._resolve.resolve_priced_module`).
 
-A function priced on a GPU while jax compiles with XLA:CPU gets XLA:GPU's
-priority fusion simulated from its lowered module, not XLA:CPU's kernels; a
-module XLA optimized for one kind of device, priced on another, warns.
+A function priced on a GPU while jax compiles with XLA:CPU gets XLA:GPU's own
+module where jax's CUDA plugin is installed (tests/test_gpu_compile.py), else
+XLA:GPU's priority fusion simulated from its lowered module, never XLA:CPU's
+kernels; a module XLA optimized for one kind of device, priced on another,
+warns. tests/test_gpu_compile.py runs this file with the plugin hidden too.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import pytest
 
 import xla_costmodel as xc
 from xla_costmodel.models import BackendMismatchWarning
+from xla_costmodel.gpu_compile import gpu_compile_available
 from xla_costmodel.models._resolve import SIMULATED_FROM_LOWERED
 
 from conftest import TEST_CPU
@@ -31,11 +34,14 @@ def layer(x, w):
 ARGS = (jnp.ones((64, 128), jnp.float32), jnp.ones((128, 32), jnp.float32))
 
 
+@pytest.mark.skipif(gpu_compile_available(), reason="jax's CUDA plugin is installed: XLA:GPU compiles the function "
+                                                   "(tests/test_gpu_compile.py runs this with the plugin hidden)")
 def test_a_function_on_a_gpu_prices_xla_gpu_fusion_simulated_from_its_lowered_module():
     with warnings.catch_warnings():
         warnings.simplefilter("error", BackendMismatchWarning)
         table = xc.analyze(layer, *ARGS, device="h100-sxm", model="xla-gpu")
-    assert table.priced_module == SIMULATED_FROM_LOWERED == table.summary()["priced_module"]
+    assert table.priced_module.startswith(SIMULATED_FROM_LOWERED + " (jax's CUDA plugin is not installed")
+    assert table.priced_module == table.summary()["priced_module"]
     assert "simulated from the lowered module" in table._repr_html_()
     # The kernels are the simulation's, priced as analyze prices any module: simulate_fusion says the same.
     result = xc.simulate_fusion(xc.from_jax(layer, *ARGS, optimized=False), device="h100-sxm", model="xla-gpu")

@@ -2,7 +2,7 @@
 
 Every case below is a test of `xla/service/gpu/model/gpu_indexing_performance_model_test.cc`
 (openxla/xla@6b73c4c49eb0): the same HLO, the same tilings and warps, on XLA's
-test device (`TestGpuDeviceInfo::RTXA6000DeviceInfo`, our `rtx-a6000`), checked
+test device (`TestGpuDeviceInfo::RTXA6000DeviceInfo`, our `rtx-a6000-xla-test`), checked
 within the test's own tolerance. XLA runs each case twice (symbolic and
 experimental tiling) with the same expectations; there is one tiling here.
 """
@@ -18,7 +18,7 @@ from xla_costmodel.devices import get_device
 from xla_costmodel.analysis._tiling import TilingError, configured_tiling, propagate
 from xla_costmodel.models._tiled import best_tilings, estimate_tiling, flops_per_element, num_warps_for
 
-A6000 = get_device("rtx-a6000")
+A6000 = get_device("rtx-a6000-xla-test")
 ADD_F32 = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT add = f32[] add(a, b)\n}\n"
 
 

@@ -5,7 +5,14 @@ The public API, in the order data flows: HLO front end (`parse_hlo`, `load_hlo`,
 (`get_device`, `get_model`, `analyze`, `granularity`) → fusion (`simulate_fusion`, `search_fusion`)
 → measurement (`measure`) → fitting and comparison (`calibrate`, `compare`, `evaluate`, `program_time`, `plot`);
 the same over many modules or devices (`analyze_many`, ..., `xla_costmodel.scale`).
+XLA:GPU's own compile for a GPU this machine lacks: `compile_for_gpu` (`xla_costmodel.gpu_compile`).
 """
+
+# First: where jax's CUDA plugin is installed on a machine without a GPU, start jax without the plugin's
+# log lines and CUDA-check traceback (see `_quiet_jax`); elsewhere this does nothing.
+from ._quiet_jax import prepare_jax as _prepare_jax
+
+_prepare_jax()
 
 from .hlo import HloComputation as HloComputation
 from .hlo import HloInstruction as HloInstruction
@@ -22,6 +29,7 @@ from .analysis import module_cost as module_cost
 from .analysis import module_stats as module_stats
 from .devices import DeviceSpec as DeviceSpec
 from .devices import get_device as get_device
+from .gpu_compile import compile_for_gpu as compile_for_gpu
 from .models import KernelEstimate as KernelEstimate
 from .models import KernelTable as KernelTable
 from .models import analyze as analyze

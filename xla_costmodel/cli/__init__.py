@@ -24,7 +24,7 @@ __all__ = ["SUBCOMMANDS", "TRACEBACK_ENV", "UsageError", "build_parser", "comman
            "print_table", "resolve_device_and_model"]
 
 #: The modules of this package that define subcommands, in the order `--help` lists them.
-SUBCOMMANDS = ("_stats", "_demo", "_analyze", "_granularity", "_fuse", "_compare", "_measure", "_evaluate")
+SUBCOMMANDS = ("_stats", "_demo", "_analyze", "_granularity", "_fuse", "_compile", "_compare", "_measure", "_evaluate")
 
 #: Set to 1 to see the traceback of an internal error (a defect of this program) instead of one line.
 TRACEBACK_ENV = "XLA_COSTMODEL_TRACEBACK"

@@ -19,7 +19,11 @@ _TABLE_COLUMNS = ["kernel", "kind", "emitter", "executions", "flops", "bytes_acc
 
 
 def _configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="+", metavar="FILE", help="HLO text file(s)")
+    p.add_argument("files", nargs="*", metavar="FILE", help="HLO text file(s)")
+    p.add_argument("--jax", metavar="FILE:FACTORY", default=None,
+                   help="instead of FILEs, a jax program: FACTORY (in an importable module, or a path/to/file.py) "
+                        "takes no arguments and returns (fn, args); on a GPU preset its kernels are XLA:GPU's own "
+                        "where jax's CUDA plugin is installed, else XLA:GPU's fusion simulated")
     p.add_argument("--device", default=DEFAULT_DEVICE,
                    help=f"device name (see `xla_costmodel.devices.device_names()`; default {DEFAULT_DEVICE})")
     p.add_argument("--model", default=DEFAULT_MODEL,
@@ -43,18 +47,32 @@ def _analyze(args: argparse.Namespace) -> int:
     device, model = resolve_device_and_model(args)
     if args.unknown_trip_count < 0:
         raise UsageError("--unknown-trip-count must be >= 0")
+    if (not args.files) == (args.jax is None):
+        raise UsageError("give HLO FILE(s) or --jax FILE:FACTORY")
+    if args.jax is not None and _wants_many(args):
+        raise UsageError("--jax prices one program; --engine, --address, --workers, --out and --resume are for "
+                         "many HLO files")
     if _wants_many(args):
         return _analyze_many(args, device, model)
-    module = load_module(args.files[0])
+    if args.jax is not None:
+        from ._measure import load_target
+
+        fn, fargs = load_target(args.jax)
+        source, module = (fn, *fargs), None
+    else:
+        module = load_module(args.files[0])
+        source = (module,)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", CostModelWarning)
-        table = analyze(module, device=device, model=model, unknown_trip_count=args.unknown_trip_count)
+        table = analyze(*source, device=device, model=model, unknown_trip_count=args.unknown_trip_count)
     import pandas as pd
 
     df = pd.DataFrame(table)
     s = table.summary()
     report_warnings(caught)
-    if device.kind == "gpu" and s.kernels >= 2 and fusions_in(module) == 0:
+    if args.jax is not None:
+        say_note(f"priced: {table.priced_module}")
+    elif device.kind == "gpu" and s.kernels >= 2 and fusions_in(module) == 0:
         say_note(f"{args.files[0]} has no fusions (a module as lowered, before XLA's passes): each of its "
                  f"{count(s.kernels, 'op')} is priced as a kernel of its own; `xla-costmodel fuse "
                  f"{args.files[0]} --device {device.name} -o FUSED.hlo` simulates XLA:GPU's fusion first")

@@ -17,7 +17,10 @@ _COLUMNS = ["step", "producer", "producer_opcode", "consumers", "priority_us", "
 
 
 def _configure(p: argparse.ArgumentParser) -> None:
-    p.add_argument("file", help="unfused HLO text file (e.g. JAX's lowered module)")
+    p.add_argument("file", nargs="?", default=None, help="unfused HLO text file (e.g. JAX's lowered module)")
+    p.add_argument("--jax", metavar="FILE:FACTORY", default=None,
+                   help="instead of FILE, a jax program: FACTORY (in an importable module, or a path/to/file.py) "
+                        "takes no arguments and returns (fn, args); its lowered module is fused")
     p.add_argument("--device", default=DEFAULT_DEVICE, help=f"device name (default {DEFAULT_DEVICE})")
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"cost model that sets the priorities (default {DEFAULT_MODEL})")
     p.add_argument("-o", "--output", required=True, metavar="OUT.hlo", help="where to write the fused module")
@@ -48,10 +51,12 @@ def _fuse(args: argparse.Namespace) -> int:
     from ..fusion import simulate_fusion
     from ..hlo import load_hlo
 
-    src, out = Path(args.file), Path(args.output)
-    if not src.exists():
+    if (args.file is None) == (args.jax is None):
+        raise UsageError("give either an HLO FILE or --jax FILE:FACTORY")
+    src, out = Path(args.file if args.jax is None else args.jax.rsplit(":", 1)[0]), Path(args.output)
+    if args.jax is None and not src.exists():
         raise UsageError(f"{src}: no such file")
-    if src.is_dir():
+    if args.jax is None and src.is_dir():
         raise UsageError(f"{src}: is a directory, expected an HLO text file")
     if _same_file(src, out):
         raise UsageError(f"{out}: is the input file; refusing to overwrite it (choose another -o)")
@@ -62,8 +67,15 @@ def _fuse(args: argparse.Namespace) -> int:
     if not args.budget > 0:
         raise UsageError(f"--budget must be a positive number of seconds, got {args.budget}")
     device, model = resolve_device_and_model(args)
-    module = load_hlo(src)
-    _say_if_fused(src, module)
+    if args.jax is not None:
+        from ..hlo import from_jax
+        from ._measure import load_target
+
+        fn, fargs = load_target(args.jax)
+        module = from_jax(fn, *fargs, optimized=False)
+    else:
+        module = load_hlo(src)
+        _say_if_fused(src, module)
     if args.search:
         return _search(args, module, device, model, out)
     with warnings.catch_warnings():

@@ -178,8 +178,10 @@ def _run_suite(args) -> int:
 
 def load_target(spec: str):
     """`(fn, args)` of `--jax MODULE:FUNCTION` (`measure._target.load_program`); `UsageError` when it cannot be loaded."""
+    from .._quiet_jax import start_backends_quietly
     from ..measure._target import ProgramSpecError, load_program
 
+    start_backends_quietly()  # before the program makes arrays: the CUDA plugin's log lines are not the user's
     try:
         return load_program(spec)
     except ProgramSpecError as e:

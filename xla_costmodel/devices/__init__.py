@@ -15,6 +15,8 @@ from ._registry import device_names as device_names
 from ._registry import get_device as get_device
 from ._registry import register_device as register_device
 from ._spec import DeviceSpec as DeviceSpec
+from ._target import GPU_TARGET_DNN_VERSION as GPU_TARGET_DNN_VERSION
+from ._target import gpu_target_config as gpu_target_config
 from ._xla_tables import collective_row_hlo as collective_row_hlo
 from ._xla_tables import collective_table as collective_table
 from ._xla_tables import gemm_table as gemm_table
@@ -26,12 +28,14 @@ __all__ = [
     "DEFAULT_OP_PROFILE",
     "XLA_KERNEL_LAUNCH_OVERHEAD_S",
     "DeviceSpec",
+    "GPU_TARGET_DNN_VERSION",
     "HostCacheError",
     "collective_row_hlo",
     "collective_table",
     "device_names",
     "gemm_table",
     "get_device",
+    "gpu_target_config",
     "host_cache_path",
     "load_op_profile",
     "op_profile_name_for",

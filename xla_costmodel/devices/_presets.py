@@ -65,14 +65,16 @@ def _nvidia(name: str, **fields) -> DeviceSpec:
 # the 1.98 GHz base except FP64); h100_sxm.txtpb / h200.txtpb spell out the same
 # rates with the tensor-core clock 1.8295201 GHz.
 _HOPPER_TC_CLOCK = 1.8295201
+# h100_pcie.txtpb: the PCIe card's tensor cores run at 1.62162 GHz (0.924 of its 1.755 GHz).
+_H100_PCIE_TC_CLOCK = 1.62162
 
 
-def _hopper_rows(clock: float) -> dict[str, tuple[int, int, float]]:
+def _hopper_rows(clock: float, tc_clock: float = _HOPPER_TC_CLOCK) -> dict[str, tuple[int, int, float]]:
     return {
-        "s8": (4, 1024, _HOPPER_TC_CLOCK), "u8": (4, 1024, _HOPPER_TC_CLOCK),
-        "f8e4m3fn": (4, 1024, _HOPPER_TC_CLOCK), "f8e5m2": (4, 1024, _HOPPER_TC_CLOCK),
-        "f16": (4, 512, _HOPPER_TC_CLOCK), "bf16": (4, 512, _HOPPER_TC_CLOCK),
-        "f32": (4, 256, _HOPPER_TC_CLOCK), "f64": (4, 32, clock),
+        "s8": (4, 1024, tc_clock), "u8": (4, 1024, tc_clock),
+        "f8e4m3fn": (4, 1024, tc_clock), "f8e5m2": (4, 1024, tc_clock),
+        "f16": (4, 512, tc_clock), "bf16": (4, 512, tc_clock),
+        "f32": (4, 256, tc_clock), "f64": (4, 32, clock),
     }
 
 
@@ -167,6 +169,23 @@ def _build_presets() -> dict[str, DeviceSpec]:
             source="XLA specs/h100_sxm.txtpb @0774019d (tensor-core rates included); "
                    "interconnect @6b73c4c4",
         ),
+        # XLA specs/h100_pcie.txtpb (openxla/xla@4336d12e0706168f6a382ddb231f3a83853b0657),
+        # including its matrix_unit_description: 114 SMs at 1.755 GHz, tensor cores at
+        # 1.62162 GHz, 2.04 TB/s HBM2e. The file gives no PCIe or NVLink figures.
+        _nvidia(
+            "h100-pcie",
+            description="NVIDIA H100 PCIe",
+            compute_capability=(9, 0),
+            core_count=114, fpus_per_core=128, clock_rate_ghz=1.755,
+            memory_bandwidth_bytes_per_s=2_039_040_000_000,
+            l2_cache_bytes=52_428_800,
+            shared_memory_per_core_bytes=233_472,
+            shared_memory_per_block_optin_bytes=232_448,
+            threads_per_core_limit=2048,
+            device_memory_bytes=84_942_979_072,
+            peak_matmul_flops_per_s=_matrix_peaks(114, _hopper_rows(1.755, tc_clock=_H100_PCIE_TC_CLOCK)),
+            source="XLA specs/h100_pcie.txtpb @4336d12e (tensor-core rates included)",
+        ),
         # XLA specs/h200.txtpb (openxla/xla@4336d12e): an H100 SXM with 4.8 TB/s HBM3e.
         _nvidia(
             "h200",
@@ -201,13 +220,30 @@ def _build_presets() -> dict[str, DeviceSpec]:
             nvlink_links=6,
             source="XLA specs/v100.txtpb @4336d12e; tensor cores: V100 white paper",
         ),
+        # XLA specs/a6000.txtpb (openxla/xla@4336d12e): the real card, GA102 at compute capability
+        # 8.6 and 1.8 GHz.
+        _nvidia(
+            "rtx-a6000",
+            description="NVIDIA RTX A6000",
+            compute_capability=(8, 6),
+            core_count=84, fpus_per_core=128, clock_rate_ghz=1.8,
+            memory_bandwidth_bytes_per_s=768_096_000_000,
+            l2_cache_bytes=6 * _MiB,
+            shared_memory_per_core_bytes=100 * _KiB,
+            shared_memory_per_block_optin_bytes=99 * _KiB,
+            threads_per_core_limit=1536,
+            device_memory_bytes=51_041_271_808,
+            peak_matmul_flops_per_s=_matrix_peaks(84, _ga102_rows(1.8)),
+            source="XLA specs/a6000.txtpb @4336d12e; tensor cores: GA102 white paper",
+        ),
         # XLA's test device, TestGpuDeviceInfo::RTXA6000DeviceInfo() with its default
         # compute capability 8.9 (xla/service/gpu/gpu_device_info_for_tests.{h,cc},
         # openxla/xla@043f76a371792d440329c48dfcfb0e66edb5c977). This is the device of
-        # gpu_performance_model_test.cc, not the real card (specs/a6000.txtpb: CC 8.6,
-        # 1.8 GHz). No sm_89 profile exists, so XLA's default sm_86 table applies.
+        # gpu_performance_model_test.cc and of XLA's fusion tests, not the real card
+        # (`rtx-a6000`: CC 8.6, 1.8 GHz). No sm_89 profile exists, so XLA's default
+        # sm_86 table applies.
         _nvidia(
-            "rtx-a6000",
+            "rtx-a6000-xla-test",
             description="NVIDIA RTX A6000 (XLA test device)",
             compute_capability=(8, 9),
             core_count=84, fpus_per_core=128, clock_rate_ghz=1.41,

@@ -33,7 +33,7 @@ def get_device(
     **Arguments:**
 
     - `device`: a preset name (`"a100-40gb"`, `"a100-80gb"`, `"h100-sxm"`, `"b200"`, `"gb200"`, `"gb300"`,
-      `"h200"`, `"v100"`, `"rtx-a6000"`), a name given to `register_device`,
+      `"h100-pcie"`, `"h200"`, `"v100"`, `"rtx-a6000"`, `"rtx-a6000-xla-test"`: XLA's test device), a name given to `register_device`,
       `"host"`, or a `DeviceSpec` (returned unchanged). Case and `_`/`-` do not matter.
     - `remeasure`, `fast`, `progress`: only for `"host"`. The host is measured
       once per machine and cached (see `measure_host`); `remeasure=True`

@@ -8,6 +8,9 @@ from ._parser import parse_hlo
 
 def hlo_text_of(fn, *args, optimized: bool = True, **kwargs) -> str:
     """HLO text of `fn` traced with `args`: after XLA's optimizations, or as lowered."""
+    from .._quiet_jax import start_backends_quietly
+
+    start_backends_quietly()  # where jax's CUDA plugin has no GPU, its log lines at backend start are not printed
     import jax
 
     jitted = fn if hasattr(fn, "lower") else jax.jit(fn)

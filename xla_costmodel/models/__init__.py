@@ -27,6 +27,7 @@ from ._analyze import KernelTable as KernelTable
 from ._summary import TableSummary as TableSummary
 from ._analyze import analyze as analyze
 from ._resolve import BackendMismatchWarning as BackendMismatchWarning
+from ._resolve import GpuCompileFallbackWarning as GpuCompileFallbackWarning
 from ._granularity import GranularityError as GranularityError
 from ._granularity import granularity as granularity
 # Combined models ("min(xla-gpu,roofline)", ...) and plugin errors (models/_combined.py, models/_plugins.py).

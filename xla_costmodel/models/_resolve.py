@@ -22,9 +22,11 @@ the others (`xla-gpu` on a CPU).
 
 Which module a device's kernels come from is decided here too
 (`resolve_priced_module`): a function priced on a GPU while jax compiles for
-the CPU gets XLA:GPU's fusion simulated from its lowered module (the CPU's
-kernels would be priced otherwise); a module optimized for another kind of
-device is priced as given, with a `BackendMismatchWarning`.
+the CPU is compiled by XLA:GPU itself for that GPU where jax's CUDA plugin is
+installed (`gpu_compile`), and otherwise gets XLA:GPU's fusion simulated from
+its lowered module (the CPU's kernels would be priced otherwise); a module
+optimized for another kind of device is priced as given, with a
+`BackendMismatchWarning`.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ __all__ = [
     "DEFAULT_DEVICE",
     "DEFAULT_MODEL",
     "BackendMismatchWarning",
+    "GpuCompileFallbackWarning",
     "PricedModule",
     "PricesDeviceKinds",
     "check_prices_device",
@@ -164,11 +167,20 @@ class BackendMismatchWarning(UserWarning):
     """A module XLA optimized for one kind of backend is priced on a device of another kind."""
 
 
+class GpuCompileFallbackWarning(UserWarning):
+    """XLA:GPU could not compile a function for a GPU on this machine (the message names XLA's error), so
+    its fusion was simulated from the lowered module instead (`SIMULATED_FROM_LOWERED`)."""
+
+
 #: `KernelTable.priced_module` when a function's module is XLA:GPU's fusion simulated here.
 SIMULATED_FROM_LOWERED = "XLA:GPU fusion simulated from the lowered module"
 #: ... for a program partitioned over several devices (the lowered module is not yet partitioned).
 SIMULATED_FROM_PARTITIONED = ("XLA:GPU fusion simulated from the partitioned module XLA:{backend} compiled, "
                               "its fusions undone")
+
+#: ... when XLA:GPU could have compiled it here, had jax's CUDA plugin been installed or registered:
+#: the sentence after it says why not and what to install or set.
+SIMULATED_WITHOUT_PLUGIN = SIMULATED_FROM_LOWERED + " ({reason})"
 
 _GPU_BACKENDS = ("gpu", "cuda", "rocm")
 
@@ -196,12 +208,19 @@ def resolve_priced_module(caller: str, source: Any, args: tuple, kwargs: dict | 
 
     - A function, on a device of the kind jax compiles for: the module XLA
       compiled (`from_jax`).
-    - A function, on a GPU while jax compiles for another backend (XLA:CPU):
-      its kernels would be XLA:CPU's fusion decisions (YNNPACK library
+    - A function, on a GPU while jax compiles for another backend (XLA:CPU),
+      where jax's CUDA plugin is installed: XLA:GPU's own module, compiled
+      here for `dev`'s target (`gpu_compile.compile_for_gpu`; "XLA:GPU
+      compiled here (jax X.Y.Z)"). If XLA:GPU fails, a
+      `GpuCompileFallbackWarning` names its error and the simulation below
+      is priced instead.
+    - A function, on a GPU while jax compiles for another backend, without
+      the plugin: its kernels would be XLA:CPU's fusion decisions (YNNPACK library
       fusions, ...), not XLA:GPU's. So the lowered, unfused module goes
       through the project's priority fusion for `dev` and `cost_model` (what
       `simulate_fusion` does) and its fused kernels are priced
-      (`SIMULATED_FROM_LOWERED`). A program partitioned over several devices
+      (`SIMULATED_FROM_LOWERED`, with one note naming the extra that lets
+      XLA:GPU compile here). A program partitioned over several devices
       starts instead from the module XLA compiled, partitioned (the lowered
       one has no collectives yet), with its fusions undone
       (`SIMULATED_FROM_PARTITIONED`).
@@ -218,11 +237,14 @@ def resolve_priced_module(caller: str, source: Any, args: tuple, kwargs: dict | 
     if callable(source) and not isinstance(source, (HloModule, str, os.PathLike)):
         backend = _jax_backend()
         if dev.kind == "gpu" and backend not in _GPU_BACKENDS:
+            compiled, why_not = _compiled_by_xla_gpu(source, args, kwargs, dev)
+            if compiled is not None:
+                return compiled
             if not _GPU_FUSION:  # `fusion` registers it; importing `xla_costmodel` imports that
                 raise RuntimeError("pricing a function on a GPU from XLA:CPU needs xla_costmodel.fusion "
                                    "(import xla_costmodel)")
             module = from_jax(source, *args, optimized=False, **(kwargs or {}))
-            description = SIMULATED_FROM_LOWERED
+            description = SIMULATED_WITHOUT_PLUGIN.format(reason=why_not) if why_not else SIMULATED_FROM_LOWERED
             if _may_be_partitioned(module):
                 compiled = from_jax(source, *args, optimized=True, **(kwargs or {}))
                 if _partitions(compiled) > 1:
@@ -249,7 +271,55 @@ def resolve_priced_module(caller: str, source: Any, args: tuple, kwargs: dict | 
     return PricedModule(module, "the module as given")
 
 
+def _compiled_by_xla_gpu(fn, args: tuple, kwargs: dict | None, dev: "DeviceSpec"):
+    """`(PricedModule, None)`: `fn`'s module as XLA:GPU compiled it here for `dev` (`gpu_compile`);
+    `(None, reason)` where jax's CUDA plugin cannot compile here (the reason names the extra to install);
+    `(None, None)` where this path does not apply (a program over several devices, which the simulation
+    partitions) or XLA:GPU failed (then a `GpuCompileFallbackWarning` names XLA's error)."""
+    from ..gpu_compile import GpuCompileError, compile_for_gpu, gpu_compile_unavailable_reason
+
+    if _over_several_devices(args, kwargs):
+        return None, None
+    reason = gpu_compile_unavailable_reason()
+    if reason is not None:
+        return None, reason
+    try:
+        result = compile_for_gpu(fn, *args, device=dev, **(kwargs or {}))
+    except GpuCompileError as exc:
+        warnings.warn(f"{str(exc).strip().splitlines()[0].rstrip('.')}; pricing XLA:GPU's fusion simulated from the "
+                      f"lowered module instead", GpuCompileFallbackWarning, stacklevel=4)
+        return None, None
+    module, notes = _as_the_gpu_would_run(result.module, dev)
+    description = result.compiled_by + "".join(f"; {note}" for note in notes)
+    return PricedModule(module, description), None
+
+
+def _as_the_gpu_would_run(module: "HloModule", dev: "DeviceSpec") -> tuple["HloModule", tuple[str, ...]]:
+    """The deviceless module as the GPU run would have it, and notes on what changed.
+
+    HOOK (issue 30, item 5): without a GPU, XLA cannot autotune, so its GEMM fusions keep default
+    configurations and its sorts skip CUB. The pass that prices what a GPU run would choose
+    (`autotune_gemms(module, device) -> (module, notes)`, from `models`) is called here, and only here.
+    Until it lands, the module is priced as XLA built it.
+    """
+    return module, ()
+
+
+def _over_several_devices(args: tuple, kwargs: dict | None) -> bool:
+    """Whether an argument is placed on several devices (a partitioned program)."""
+    import jax
+
+    for leaf in jax.tree_util.tree_leaves((args, kwargs or {})):
+        sharding = getattr(leaf, "sharding", None)
+        if sharding is not None and len(getattr(sharding, "device_set", ())) > 1:
+            return True
+    return False
+
+
 def _jax_backend() -> str:
+    from .._quiet_jax import start_backends_quietly
+
+    start_backends_quietly()
     import jax
 
     return jax.default_backend()

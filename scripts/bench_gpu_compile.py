@@ -1,0 +1,236 @@
+#!/usr/bin/env python
+"""The user's path from functions, on the H100 corpus: XLA:GPU compiled here, beside the simulation and the real module.
+
+    .venv/bin/python scripts/bench_gpu_compile.py                      # every corpus program at its captured sizes
+    .venv/bin/python scripts/bench_gpu_compile.py --programs 'flax_*'  # some programs only (glob on the program)
+    .venv/bin/python scripts/bench_gpu_compile.py --no-simulation      # skip the simulation path (diffrax: minutes)
+    .venv/bin/python scripts/bench_gpu_compile.py --json out.json      # also write the per-program table
+
+Each program of `xla_costmodel.corpus` is built at every size the H100
+capture measured (`calibration/h100-sxm_corpus.parquet`), and priced on
+`h100-sxm` by `xla-gpu` three ways, in one run:
+
+- **user path**: `analyze(fn, *args, device="h100-sxm")`, as a user calls it
+  on this machine: with jax's CUDA plugin installed, XLA:GPU's own deviceless
+  compile (`priced_module` says "XLA:GPU compiled here"), otherwise the
+  simulation;
+- **simulation**: the function's lowered module through `simulate_fusion`, then
+  `analyze` (what the user path does without the plugin);
+- **real module**: the module XLA:GPU compiled on the H100 for that run
+  (`hlo_fixtures/gpu_h100/<case>.post.hlo.gz`), priced by `analyze`.
+
+Each is compared with the capture's measured kernel time per run (the sum of
+the run's kernels, fastest run). Library calls are priced leaving the
+program's own source out, as in `bench_gpu.py`: nothing here is tuned to the
+corpus. Also printed: the deviceless module's kernel count against the H100
+module's, its pricing against the H100 module's (within 1.10x), how many
+modules compile, the compile time (`GpuCompileResult.compile_s`) and the user
+path's wall time per call (`analyze` from the function: trace, compile, price).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import math
+import sys
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _bench_common import print_table  # noqa: E402
+
+DEVICE = "h100-sxm"
+MODEL = "xla-gpu"
+
+
+def within(ratios, factor: float) -> float:
+    r = [x for x in ratios if x is not None and x > 0 and math.isfinite(x)]
+    return sum(1 for x in r if 1 / factor <= x <= factor) / len(r) if r else float("nan")
+
+
+def summary_row(name: str, ratios) -> dict:
+    import numpy as np
+
+    r = [x for x in ratios if x is not None and math.isfinite(x) and x > 0]
+    return {"path": name, "priced": len(r), "within 1.25x": within(r, 1.25), "within 2x": within(r, 2.0),
+            "median ratio": float(np.median(r)) if r else float("nan"),
+            "beyond 2x": sum(1 for x in r if not 0.5 <= x <= 2.0)}
+
+
+def run_case(case: str, measured_s: float, simulate: bool) -> dict:
+    """The three paths for one `program@size`."""
+    import jax
+
+    from bench_gpu import read_module_text, source_of_case
+    from xla_costmodel import analyze, from_jax, simulate_fusion
+    from xla_costmodel.corpus import get_program
+    from xla_costmodel.gpu_compile import GpuCompileError, compile_for_gpu
+    from xla_costmodel.hlo import parse_hlo
+    from xla_costmodel.models._library_calls import leaving_source_out
+
+    program, size = case.split("@")
+    row: dict = {"case": case, "source": source_of_case(case), "measured_us": measured_s * 1e6}
+    fn, args = get_program(program).build(size)
+    # The user's arguments as shapes only: nothing of their size is needed to price them.
+    shapes = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype) if hasattr(a, "shape") else a,
+                                    args)
+    with warnings.catch_warnings(record=True) as caught, leaving_source_out(row["source"]):
+        warnings.simplefilter("always")
+        real = analyze(parse_hlo(read_module_text(case, "post"), source=f"{case}.post.hlo"), device=DEVICE,
+                       model=MODEL)
+        row["real_ratio"] = real.total_time_s / measured_s
+        row["real_kernels"] = real.summary().kernels
+
+        try:
+            compiled = compile_for_gpu(fn, *shapes, device=DEVICE)
+        except GpuCompileError as exc:
+            row["compiled"] = False
+            row["compile_error"] = str(exc).splitlines()[0][:160]
+        except Exception as exc:  # jax or the library refusing to trace for CUDA
+            row["compiled"] = False
+            row["compile_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:140] if str(exc) else ''}"
+        else:
+            row["compiled"] = True
+            row["compile_s"] = compiled.compile_s
+
+        jax.clear_caches()  # the user path compiles afresh, as in a new process
+        t0 = time.perf_counter()
+        try:
+            user = analyze(fn, *shapes, device=DEVICE, model=MODEL)
+        except Exception as exc:  # the benchmark reports every program; the failure is a result
+            row["user_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
+        else:
+            row["user_s"] = time.perf_counter() - t0
+            row["user_ratio"] = user.total_time_s / measured_s
+            row["user_kernels"] = user.summary().kernels
+            row["user_priced_module"] = user.priced_module
+            row["user_vs_real"] = user.total_time_s / real.total_time_s if real.total_time_s else float("nan")
+        fallbacks = [str(w.message) for w in caught if w.category.__name__ == "GpuCompileFallbackWarning"]
+        if fallbacks:
+            row["fallback"] = fallbacks[0][:160]
+
+        if simulate:
+            t0 = time.perf_counter()
+            try:
+                lowered = from_jax(fn, *shapes, optimized=False)
+                fused = simulate_fusion(lowered, device=DEVICE, model=MODEL, price_totals=False).module
+                sim = analyze(fused, device=DEVICE, model=MODEL)
+            except Exception as exc:
+                row["sim_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
+            else:
+                row["sim_ratio"] = sim.total_time_s / measured_s
+                row["sim_kernels"] = sim.summary().kernels
+                row["sim_s"] = time.perf_counter() - t0
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--programs", nargs="+", metavar="GLOB", help="only these corpus programs (glob patterns)")
+    p.add_argument("--no-simulation", action="store_true", help="skip the simulation path")
+    p.add_argument("--json", metavar="PATH", help="also write the per-program table as JSON")
+    args = p.parse_args(argv)
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        return run(args)
+
+
+def run(args) -> int:
+    import numpy as np
+    import pandas as pd
+
+    from bench_gpu import load_corpus
+    from xla_costmodel.gpu_compile import gpu_compile_unavailable_reason
+
+    t_start = time.perf_counter()
+    reason = gpu_compile_unavailable_reason()
+    if reason is not None:
+        print(f"bench_gpu_compile: note: {reason}; the user path is the simulation", file=sys.stderr)
+    rows = load_corpus(args.programs)
+    measured = rows.groupby("case", sort=False)["min_per_run_s"].sum()
+    out = []
+    for i, case in enumerate(measured.index, 1):
+        t0 = time.perf_counter()
+        row = run_case(case, float(measured[case]), simulate=not args.no_simulation)
+        out.append(row)
+        print(f"[{i}/{len(measured)}] {case}: {time.perf_counter() - t0:.1f} s "
+              f"user {row.get('user_ratio', float('nan')):.2f} real {row.get('real_ratio', float('nan')):.2f}"
+              + (f" ({row['compile_error'][:80]})" if row.get("compile_error") else ""), file=sys.stderr)
+    df = pd.DataFrame(out)
+    for col in ("user_ratio", "sim_ratio", "real_ratio", "user_kernels", "sim_kernels", "real_kernels", "user_vs_real",
+                "compile_s", "user_s", "sim_s"):
+        if col not in df:
+            df[col] = np.nan
+
+    paths = [summary_row("user path: analyze(fn, device='h100-sxm')", df["user_ratio"])]
+    if not args.no_simulation:
+        paths.append(summary_row("simulation from the lowered module", df["sim_ratio"]))
+    paths.append(summary_row("real module (XLA:GPU on the H100)", df["real_ratio"]))
+    print_table(f"predicted kernel time per run over measured, {len(df)} program runs, {MODEL} on {DEVICE}",
+                pd.DataFrame(paths), index=False)
+
+    compiled = df[df["compiled"] == True]  # noqa: E712  (NaN where a row has no such column)
+    both = compiled.dropna(subset=["user_kernels", "real_kernels"])
+    xla_gpu = df["user_priced_module"].fillna("").str.startswith("XLA:GPU compiled here")
+    same = both[xla_gpu.loc[both.index]]
+    kernel_rows = [{
+        "modules compiled (of the runs)": f"{len(compiled)} of {len(df)}",
+        "priced as XLA:GPU's module": int(xla_gpu.sum()),
+        "kernel count equal to the H100 module's": within_count(same, 1.0),
+        "within 10%": within_count(same, 1.10),
+        "deviceless priced within 1.10x of the H100 module priced": within(same["user_vs_real"], 1.10),
+        "compile s median": float(compiled["compile_s"].median()) if len(compiled) else float("nan"),
+        "compile s max": float(compiled["compile_s"].max()) if len(compiled) else float("nan"),
+        "analyze(fn) s median": float(df["user_s"].median()),
+        "analyze(fn) s max": float(df["user_s"].max()),
+    }]
+    print_table("the deviceless module against the H100 run's", pd.DataFrame(kernel_rows).T.rename(columns={0: ""}))
+    diff = same[same["user_kernels"] != same["real_kernels"]]
+    if len(diff):
+        print_table("kernel counts that differ (deviceless vs H100)",
+                    diff[["case", "user_kernels", "real_kernels", "user_vs_real"]], index=False)
+    # What a deviceless compile cannot do is autotune: split by whether the H100 run's module has a GEMM.
+    from bench_gpu import read_module_text
+
+    gemm = df["case"].map(lambda c: any(t in read_module_text(c, "post") for t in
+                                        ("__cublas$gemm", "__cublas$lt", "triton_gemm", "gemm_fusion")))
+    split = []
+    for has, sub in same.groupby(gemm.loc[same.index]):
+        split.append({"programs": "with a GEMM" if has else "without a GEMM", "runs": len(sub),
+                      "kernel count equal": within_count(sub, 1.0),
+                      "deviceless within 1.10x of H100 module": within(sub["user_vs_real"], 1.10),
+                      "deviceless / H100 module, median": float(sub["user_vs_real"].median()),
+                      **{f"{k} {f}": within(sub[c], f) for k, c in (("user", "user_ratio"), ("real", "real_ratio"),
+                                                                    ("simulation", "sim_ratio"))
+                         for f in (1.25, 2.0)}})
+    if split:
+        print_table("by GEMM (autotuning picks GEMM configurations on the GPU; a deviceless compile keeps XLA's "
+                    "defaults)", pd.DataFrame(split).set_index("programs").T)
+    failed = df[df["compiled"] != True]  # noqa: E712
+    if len(failed):
+        print_table("modules XLA:GPU did not compile here", failed[["case", "compile_error"]], index=False)
+    if "fallback" in df:
+        print(f"\nGpuCompileFallbackWarning on {int(df['fallback'].notna().sum())} program runs")
+    if args.json:
+        df.to_json(args.json, orient="records", indent=1)
+    print(f"(whole benchmark {time.perf_counter() - t_start:.0f} s)")
+    return 0
+
+
+def within_count(frame, factor: float) -> str:
+    """`"n of m"`: modules whose deviceless kernel count is within `factor` of the H100 module's."""
+    if not len(frame):
+        return "0 of 0"
+    ratio = frame["user_kernels"] / frame["real_kernels"].where(frame["real_kernels"] > 0)
+    ok = ratio.between(1 / factor, factor)
+    return f"{int(ok.sum())} of {len(frame)}"
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,342 @@
+"""XLA:GPU's own compile on this machine (`xla_costmodel.gpu_compile`), checked against XLA itself: the module
+a real H100 ran (hlo_fixtures/gpu_h100), XLA's dumps, XLA's errors; and the same package with jax's CUDA
+plugin hidden, as on a machine where it is not installed.
+
+Where the plugin is not installed, the tests that compile skip; the tests of the plugin's absence run in
+any case (they hide it in a subprocess when it is there)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import xla_costmodel as xc
+from xla_costmodel.gpu_compile import (GpuCompileError, GpuCompileUnavailable, compile_for_gpu,
+                                       gpu_compile_available, gpu_compile_unavailable_reason)
+from xla_costmodel.models import GpuCompileFallbackWarning
+
+ROOT = Path(__file__).resolve().parent.parent
+H100 = ROOT / "hlo_fixtures" / "gpu_h100"
+
+needs_plugin = pytest.mark.skipif(not gpu_compile_available(), reason=f"{gpu_compile_unavailable_reason()}")
+
+
+def layer(x, w):
+    return jnp.tanh(x @ w).sum()
+
+
+SHAPES = (jax.ShapeDtypeStruct((256, 512), jnp.float32), jax.ShapeDtypeStruct((512, 128), jnp.float32))
+
+
+def kernels(module) -> int:
+    """The kernels `analyze` prices in a module (rows that are not free), the count both modules get."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return xc.analyze(module, device="h100-sxm").summary().kernels
+
+
+# ---------------------------------------------------------------- compiling
+
+
+@needs_plugin
+def test_compile_of_a_zoo_program_is_xla_gpus_module_for_the_preset():
+    from xla_costmodel.zoo import get_program
+
+    fn, args = get_program("mlp_grad").build()
+    shapes = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), args)
+    result = compile_for_gpu(fn, *shapes, device="h100-sxm")
+    assert result.device == "h100-sxm" and result.jax_version == jax.__version__
+    assert result.compiled_by == f"XLA:GPU compiled here (jax {jax.__version__})"
+    assert result.compile_s > 0 and result.dump_dir is None and result.dump_files == ()
+    # XLA:GPU's, not XLA:CPU's: GEMMs are Triton GEMM fusions or cuBLAS calls, the schedule is XLA:GPU's.
+    text = result.text
+    assert "is_scheduled=true" in text.splitlines()[0]
+    assert "\"kind\":\"__triton_nested_gemm_fusion\"" in text or "__cublas$gemm" in text
+    assert "__ynn" not in text
+    assert result.module.to_text()  # parsed by our front end
+    # The same module from the concrete arrays: nothing but their shapes and dtypes is used.
+    assert compile_for_gpu(fn, *args, device="h100-sxm").text == text
+
+
+@needs_plugin
+def test_each_gpu_preset_compiles_with_its_own_target():
+    # One small compile per architecture family: Ampere, Hopper, Blackwell. (V100 needs a ptxas that still
+    # knows sm_70; CUDA 13's does not.)
+    seen = {}
+    for name in ("a100-80gb", "h100-pcie", "b200"):
+        seen[name] = compile_for_gpu(layer, *SHAPES, device=name)
+    assert seen["b200"].text != seen["a100-80gb"].text  # Triton tiles and emitters differ per target
+
+
+# The shipped H100 modules against their deviceless twins: programs whose kernels autotuning does not
+# change (no GEMM), so the deviceless module must have the H100 module's kernel count exactly.
+TWINS = ("jax_numpy_sort_topk@small", "optax_adamw_update@small")
+
+
+@needs_plugin
+@pytest.mark.parametrize("case", TWINS)
+def test_deviceless_module_has_the_h100_runs_kernel_count(case):
+    from xla_costmodel.corpus import get_program
+
+    program, size = case.split("@")
+    try:
+        fn, args = get_program(program).build(size)
+    except xc.corpus.MissingLibraryError as exc:
+        pytest.skip(str(exc))
+    shapes = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), args)
+    deviceless = compile_for_gpu(fn, *shapes, device="h100-sxm").module
+    with gzip.open(H100 / f"{case}.post.hlo.gz", "rt") as f:
+        real = xc.parse_hlo(f.read(), source=case)
+    assert kernels(deviceless) == kernels(real)
+
+
+@needs_plugin
+def test_loops_carry_xlas_known_trip_count():
+    def scan(x):
+        return jax.lax.fori_loop(0, 37, lambda i, c: jnp.sin(c) * 1.01, x).sum()
+
+    text = compile_for_gpu(scan, jax.ShapeDtypeStruct((4096,), jnp.float32)).text
+    assert '"known_trip_count":{"n":"37"}' in text
+
+
+@needs_plugin
+def test_dump_passes_writes_the_module_around_each_fusion_pass_and_keeps_existing_files(tmp_path):
+    mine = tmp_path / "notes.txt"
+    mine.write_text("the user's")
+    result = compile_for_gpu(layer, *SHAPES, dump_passes=tmp_path)
+    names = result.dump_files
+    assert result.dump_dir == tmp_path and set(names) <= {p.name for p in tmp_path.iterdir()}
+    assert any(n.endswith(".after_priority-fusion.before_cse.txt") for n in names)
+    assert any(n.endswith(".after_multi_output_fusion.before_cse.txt") for n in names)
+    assert any(n.endswith(".priority_fusion_dump.txt") for n in names)
+    thunks = next(tmp_path / n for n in names if n.endswith(".thunk_sequence.txt"))
+    assert "grid:" in thunks.read_text() or "threads" in thunks.read_text()
+    assert not any(n.endswith((".ll", ".ptx")) for n in names)  # no LLVM IR or PTX
+    assert mine.read_text() == "the user's"
+    # A second dump beside the first keeps both.
+    again = compile_for_gpu(layer, *SHAPES, dump_passes=tmp_path)
+    assert not set(again.dump_files) & set(names)
+    # And the module is the same as without dumping.
+    assert result.text == compile_for_gpu(layer, *SHAPES).text
+
+
+@needs_plugin
+def test_the_users_warnings_while_tracing_reach_them():
+    def noisy(x):
+        warnings.warn("from the user's function", UserWarning)
+        return jnp.sin(x).sum()
+
+    with pytest.warns(UserWarning, match="from the user's function"):
+        compile_for_gpu(noisy, SHAPES[0])
+
+
+# ---------------------------------------------------------------- errors
+
+
+def test_a_cpu_or_unknown_device_is_refused():
+    with pytest.raises(ValueError, match="cpu"):
+        compile_for_gpu(layer, *SHAPES, device=xc.get_device("h100-sxm").replace(name="box", kind="cpu"))
+    with pytest.raises(ValueError, match="unknown|valid"):
+        compile_for_gpu(layer, *SHAPES, device="h900")
+    with pytest.raises(ValueError, match="compute_capability"):
+        compile_for_gpu(layer, *SHAPES, device=xc.get_device("h100-sxm").replace(name="x", compute_capability=None))
+
+
+@needs_plugin
+def test_xla_failing_raises_gpu_compile_error_naming_xlas_error():
+    # A warp of 7 threads: XLA:GPU's reduction emitter refuses it (its shuffle distance must be a power of 2).
+    odd = xc.get_device("h100-sxm").replace(name="odd-warp", warp_size=7)
+    with pytest.raises(GpuCompileError, match=r"XLA:GPU failed to compile layer for 'odd-warp': .*warp") as info:
+        compile_for_gpu(layer, *SHAPES, device=odd)
+    assert "power of 2" in info.value.xla_error
+
+
+@needs_plugin
+def test_a_target_xla_cannot_read_is_gpu_compile_error():
+    from xla_costmodel.gpu_compile._compile import _compile_device
+
+    with pytest.raises(GpuCompileError, match="refused the target of 'bogus'.*bogus_field"):
+        _compile_device("gpu_device_info { bogus_field: 1 }\n", "bogus")
+
+
+@needs_plugin
+def test_the_users_own_errors_while_tracing_are_theirs():
+    def wrong(x, w):
+        return x @ w.T  # shapes do not match
+
+    with pytest.raises(TypeError, match="dot_general"):
+        compile_for_gpu(wrong, *SHAPES)
+    with pytest.raises(TypeError, match="neither an array"):
+        compile_for_gpu(lambda x, s: x, SHAPES[0], "static")
+
+
+# ---------------------------------------------------------------- analyze, from a function
+
+
+@needs_plugin
+def test_analyze_of_a_function_on_a_gpu_prices_xla_gpus_own_module():
+    table = xc.analyze(layer, *SHAPES, device="a100-80gb")
+    assert table.priced_module == f"XLA:GPU compiled here (jax {jax.__version__})"
+    compiled = compile_for_gpu(layer, *SHAPES, device="a100-80gb").module
+    priced = set(table.loc[table["bound"] != "free", "kernel"])
+    assert priced == {i.name for i in compiled.entry.instructions if i.opcode in ("fusion", "custom-call")}
+    # granularity reads the same kernels
+    fusion = table[table["opcode"] == "fusion"].iloc[0]["kernel"]
+    assert xc.granularity(layer, fusion, *SHAPES, device="a100-80gb").attrs["kernel"] == fusion
+
+
+@needs_plugin
+def test_analyze_falls_back_to_the_simulation_when_xla_fails():
+    odd = xc.get_device("h100-sxm").replace(name="odd-warp", warp_size=7)
+    with pytest.warns(GpuCompileFallbackWarning, match=r"^XLA:GPU failed to compile layer for 'odd-warp': .*; pricing "
+                                                        r"XLA:GPU's fusion simulated") as caught:
+        table = xc.analyze(layer, *SHAPES, device=odd)
+    assert len([w for w in caught if w.category is GpuCompileFallbackWarning]) == 1
+    assert "\n" not in str(caught[0].message)
+    assert table.priced_module == "XLA:GPU fusion simulated from the lowered module"
+
+
+# ---------------------------------------------------------------- the plugin absent, and quiet
+
+
+def _site_packages() -> Path:
+    return Path(jax.__file__).resolve().parent.parent
+
+
+def _without_plugin(tmp_path: Path) -> tuple[list[str], dict]:
+    """`python` argv prefix and environment that see this interpreter's packages, less jax's CUDA plugin: a
+    folder of links to every installed package but the plugin's, instead of site-packages."""
+    view = tmp_path / "site"
+    view.mkdir()
+    for entry in _site_packages().iterdir():
+        name = entry.name
+        if name == "jax_plugins" or name.startswith(("jax_cuda", "jax-cuda")) or name.endswith(".pth"):
+            continue
+        (view / name).symlink_to(entry)
+    env = {k: v for k, v in os.environ.items() if k not in ("JAX_PLATFORMS", "JAX_SKIP_CUDA_CONSTRAINTS_CHECK")}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(view)])
+    return [sys.executable, "-S"], env
+
+
+def test_without_the_plugin_analyze_simulates_with_one_note_naming_the_extra(tmp_path):
+    argv, env = _without_plugin(tmp_path)
+    script = textwrap.dedent("""
+        import jax, jax.numpy as jnp, pytest
+        import xla_costmodel as xc
+        from xla_costmodel.gpu_compile import GpuCompileUnavailable, compile_for_gpu, gpu_compile_available
+        from xla_costmodel.models._resolve import SIMULATED_FROM_LOWERED
+        assert not gpu_compile_available()
+        x = jax.ShapeDtypeStruct((256, 512), jnp.float32)
+        w = jax.ShapeDtypeStruct((512, 128), jnp.float32)
+        with pytest.raises(GpuCompileUnavailable, match=r"pip install 'xla_costmodel\\[gpu-compile\\]'"):
+            compile_for_gpu(lambda x, w: (x @ w).sum(), x, w)
+        t = xc.analyze(lambda x, w: jnp.tanh(x @ w).sum(), x, w, device="h100-sxm")
+        assert t.priced_module.startswith(SIMULATED_FROM_LOWERED + " (jax's CUDA plugin is not installed"), t.priced_module
+        assert t.priced_module.count("gpu-compile") == 1
+        print("OK", jax.devices()[0].platform)
+    """)
+    done = subprocess.run([*argv, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "OK cpu"
+    assert done.stderr == ""
+
+
+def test_without_the_plugin_the_simulation_tests_of_analyze_pass(tmp_path):
+    argv, env = _without_plugin(tmp_path)
+    done = subprocess.run([*argv, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_priced_module.py"],
+                          env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert " passed" in done.stdout and "skipped" not in done.stdout.splitlines()[-1]
+
+
+_USER_WORK = """
+import jax.numpy as jnp
+print(float(jnp.arange(4.0).sum()), jax.devices()[0].platform)
+"""
+_OUR_WORK = """
+import jax, jax.numpy as jnp
+import xla_costmodel as xc
+t = xc.analyze(lambda x: jnp.tanh(x).sum(), jax.ShapeDtypeStruct((1024,), jnp.float32), device="h100-sxm")
+print(t.priced_module.split(" (")[0])
+"""
+
+
+def _python(code: str, **env_extra) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("JAX_PLATFORMS", "JAX_SKIP_CUDA_CONSTRAINTS_CHECK",
+                                                             "TF_CPP_MIN_LOG_LEVEL")}
+    env.update(PYTHONPATH=str(ROOT), **env_extra)
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+
+
+@needs_plugin
+def test_importing_xla_costmodel_first_nothing_is_printed_and_jax_runs_on_the_cpu():
+    done = _python("import xla_costmodel\n" + _OUR_WORK + _USER_WORK)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert done.stdout.split("\n")[:2] == [f"XLA:GPU compiled here", "6.0 cpu"]
+
+
+@needs_plugin
+def test_importing_jax_first_what_we_trigger_is_quiet():
+    """jax's own import lines are jax's; after them, nothing of ours (a marker splits the stream)."""
+    done = _python("import sys, jax\nprint('MARK', file=sys.stderr, flush=True)\n" + _OUR_WORK + _USER_WORK)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.split("MARK\n", 1)[1] == ""
+    assert done.stdout.split("\n")[:2] == ["XLA:GPU compiled here", "6.0 cpu"]
+
+
+@needs_plugin
+def test_jax_started_before_us_without_the_skip_we_fall_back_quietly_naming_the_fix():
+    done = _python("import sys, jax\n" + _USER_WORK + "print('MARK', file=sys.stderr, flush=True)\n" + _OUR_WORK
+                   + "print(t.priced_module)\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.split("MARK\n", 1)[1] == ""
+    lines = done.stdout.split("\n")
+    assert lines[1] == "XLA:GPU fusion simulated from the lowered module"
+    assert "JAX_SKIP_CUDA_CONSTRAINTS_CHECK=1" in lines[2]
+
+
+@needs_plugin
+def test_cli_compile_writes_xlas_module_quietly_and_refuses_bad_input_in_one_line(tmp_path):
+    prog = tmp_path / "prog.py"
+    prog.write_text(textwrap.dedent("""
+        import jax, jax.numpy as jnp
+        def make():
+            return (lambda x, w: jnp.tanh(x @ w).sum()), (jnp.ones((128, 256)), jax.ShapeDtypeStruct((256, 64), jnp.float32))
+    """))
+    cli = "import sys; from xla_costmodel.cli import main; sys.exit(main(sys.argv[1:]))"
+
+    def run(*argv):
+        env = {k: v for k, v in os.environ.items() if k not in ("JAX_PLATFORMS", "JAX_SKIP_CUDA_CONSTRAINTS_CHECK")}
+        env["PYTHONPATH"] = str(ROOT)
+        return subprocess.run([sys.executable, "-c", cli, *argv], env=env, cwd=tmp_path, capture_output=True,
+                              text=True, timeout=300)
+
+    done = run("compile", "--jax", "prog.py:make", "--device", "h100-pcie", "-o", "out.hlo", "--dump-passes", "dump")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert (tmp_path / "out.hlo").read_text().startswith("HloModule ")
+    assert any(p.name.endswith(".priority_fusion_dump.txt") for p in (tmp_path / "dump").iterdir())
+    assert "wrote out.hlo" in done.stdout and "h100-pcie" in done.stdout
+    for argv, message in ((("--device", "host"), "compile is for a GPU preset"),
+                          (("--device", "h900"), "unknown device 'h900'"),
+                          (("--jax", "prog.py:nope"), "has no attribute 'nope'")):
+        args = ["compile", "--jax", "prog.py:make", "-o", "x.hlo", *argv]
+        bad = run(*args)
+        assert bad.returncode == 2, bad.stderr
+        assert bad.stderr.count("\n") == 1 and message in bad.stderr
+    analyzed = run("analyze", "--jax", "prog.py:make", "--device", "h100-sxm")
+    assert analyzed.returncode == 0, analyzed.stderr
+    assert analyzed.stderr == f"note: priced: XLA:GPU compiled here (jax {jax.__version__})\n"
+    fused = run("fuse", "--jax", "prog.py:make", "-o", "fused.hlo")
+    assert fused.returncode == 0 and fused.stderr == "", fused.stderr
+    assert run("analyze").returncode == 2

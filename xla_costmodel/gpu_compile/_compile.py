@@ -1,0 +1,316 @@
+"""`compile_for_gpu`: XLA:GPU's own compile of a function, on a machine without a GPU.
+
+jax's CUDA PJRT plugin makes compile-only devices from a GPU target
+description (`devices.gpu_target_config`): `jax.experimental.topologies.
+get_topology_desc(name, "cuda", target_config=TEXT)`. A function lowered with
+arguments placed on such a device (`jax.ShapeDtypeStruct(..., sharding=
+SingleDeviceSharding(device))`) and compiled gives the module XLA:GPU would
+run on that GPU: its fusions, Triton tiles, cuBLAS/cuDNN calls and loops with
+their known trip counts. What XLA cannot do without a GPU is autotune: GEMMs
+keep their default configurations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import re
+import shutil
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._quiet_jax import (SKIP_CUDA_CHECK_ENV, backends_started, cuda_plugin_installed, prepare_jax,
+                          quiet_stderr, start_backends_quietly)
+
+if TYPE_CHECKING:
+    from ..devices import DeviceSpec
+    from ..hlo import HloModule
+
+__all__ = ["DUMP_PASS_RE", "GPU_COMPILE_EXTRA", "GpuCompileError", "GpuCompileResult", "GpuCompileUnavailable",
+           "compile_for_gpu", "gpu_compile_available", "gpu_compile_unavailable_reason"]
+
+#: The extra that installs what compiling for a GPU needs: `pip install 'xla_costmodel[gpu-compile]'`.
+GPU_COMPILE_EXTRA = "gpu-compile"
+#: The passes around which `dump_passes` writes the module: every pass with "fusion" in its name
+#: (sort-iota-fusion, priority-fusion, multi_output_fusion, horizontal fusions, gemm-fusion, ...).
+DUMP_PASS_RE = ".*fusion.*"
+#: The files of XLA's dump that `dump_passes` keeps: the module around each fusion pass, priority
+#: fusion's decisions, the kernels (thunks) with their launch dimensions, the target, and the module
+#: before and after XLA's passes. LLVM IR, PTX and buffer assignments are left out (large, and not
+#: about which kernels XLA builds).
+_KEPT_DUMP = re.compile(r"(\.\d{4}\.[^/]*\.after_.*\.txt|\.priority_fusion_dump\.txt|\.thunk_sequence\.txt|"
+                        r"\.gpu_target_config\.pbtxt|\.before_optimizations\.txt|_gpu_after_optimizations\.txt)$")
+
+
+class GpuCompileUnavailable(RuntimeError):
+    """XLA:GPU cannot compile in this process: jax's CUDA plugin is not installed (install the extra,
+    `pip install 'xla_costmodel[gpu-compile]'`), or jax started its backends before the plugin's CUDA
+    check could be skipped. The message says which and what to do."""
+
+
+class GpuCompileError(RuntimeError):
+    """XLA:GPU itself failed to compile the function (or refused the target). `xla_error` holds XLA's
+    message, the first line of which ends this exception's message."""
+
+    def __init__(self, message: str, xla_error: str = ""):
+        super().__init__(message)
+        self.xla_error = xla_error
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuCompileResult:
+    """What `compile_for_gpu` returns.
+
+    - `module`: XLA:GPU's optimized module, parsed (`HloModule`).
+    - `text`: the same as HLO text (`Compiled.as_text()`).
+    - `device`: the preset (or `DeviceSpec` name) compiled for.
+    - `jax_version`, `jaxlib_version`: what compiled it (the plugin has jaxlib's version).
+    - `compile_s`: seconds spent lowering and compiling (not parsing).
+    - `dump_dir`: where `dump_passes` wrote, or None; `dump_files`: the files written there (names).
+    - `xla_log`: what XLA wrote to stderr while compiling (its warnings, e.g. about sorts), captured.
+    """
+
+    module: "HloModule"
+    text: str
+    device: str
+    jax_version: str
+    jaxlib_version: str
+    compile_s: float
+    dump_dir: Path | None = None
+    dump_files: tuple[str, ...] = ()
+    xla_log: str = ""
+
+    @property
+    def compiled_by(self) -> str:
+        """`"XLA:GPU compiled here (jax X.Y.Z)"`: what `KernelTable.priced_module` says of this module."""
+        return f"XLA:GPU compiled here (jax {self.jax_version})"
+
+
+def gpu_compile_unavailable_reason() -> str | None:
+    """Why XLA:GPU cannot compile in this process (one sentence naming the fix), or None when it can.
+
+    Cheap after the first call: nothing is compiled, only jax's CUDA plugin looked for (and, where it is
+    installed, jax's backends started, quietly).
+    """
+    if not cuda_plugin_installed():
+        return (f"jax's CUDA plugin is not installed; `pip install 'xla_costmodel[{GPU_COMPILE_EXTRA}]'` "
+                f"lets XLA:GPU itself compile for GPUs on this machine")
+    try:
+        _cuda_topology_api()
+    except GpuCompileUnavailable as exc:
+        return str(exc)
+    return None
+
+
+def gpu_compile_available() -> bool:
+    """Whether `compile_for_gpu` can compile here (`gpu_compile_unavailable_reason() is None`)."""
+    return gpu_compile_unavailable_reason() is None
+
+
+@functools.lru_cache(maxsize=1)
+def _cuda_topology_api():
+    """jax's topology module, once jax registered the CUDA plugin; `GpuCompileUnavailable` otherwise."""
+    started_before = backends_started()
+    prepare_jax()
+    start_backends_quietly()
+    from jax._src import xla_bridge
+
+    if "cuda" not in getattr(xla_bridge, "_backend_factories", {}):
+        if started_before and not os.environ.get(SKIP_CUDA_CHECK_ENV):
+            raise GpuCompileUnavailable(
+                "jax's CUDA plugin did not register: jax started its backends before xla_costmodel was "
+                f"imported, and the plugin's CUDA check failed; set {SKIP_CUDA_CHECK_ENV}=1 in the environment "
+                "(or import xla_costmodel before using jax)")
+        raise GpuCompileUnavailable("jax's CUDA plugin is installed but did not register with jax "
+                                    "(its version must equal jaxlib's)")
+    from jax.experimental import topologies
+
+    return topologies
+
+
+@functools.lru_cache(maxsize=32)
+def _compile_device(target: str, name: str):
+    """The compile-only device of one target description (cached: one topology per device)."""
+    topologies = _cuda_topology_api()
+    with quiet_stderr() as log:
+        try:
+            topology = topologies.get_topology_desc(name, "cuda", target_config=target, topology="1x1x1")
+        except Exception as exc:  # XLA's own refusal: JaxRuntimeError, NotImplementedError, ...
+            error = exc
+        else:
+            error = None
+    if error is not None:
+        detail = _xla_message(log.text) or str(error)
+        raise GpuCompileError(f"XLA:GPU refused the target of '{name}': {_first_line(detail)}",
+                              xla_error=f"{error}\n{log.text}".strip()) from error
+    return topology.devices[0]
+
+
+def compile_for_gpu(fn, *args, device: "str | DeviceSpec" = "h100-sxm", dump_passes: "str | os.PathLike | None" = None,
+                    **kwargs) -> GpuCompileResult:
+    """XLA:GPU's optimized module of `fn(*args, **kwargs)` for `device`, compiled on this machine.
+
+    **Arguments:**
+
+    - `fn`: a function, or a `jax.jit`-ed one (bind static arguments with
+      `functools.partial`).
+    - `*args`, `**kwargs`: its example arguments: arrays, `jax.ShapeDtypeStruct`s
+      or Python scalars, in any pytree. Only their shapes and dtypes are used;
+      nothing of their size is allocated.
+    - `device`: a GPU preset name (`"h100-sxm"`, `"a100-80gb"`, ...) or a GPU
+      `DeviceSpec` with a compute capability.
+    - `dump_passes`: a directory; XLA's module around each fusion pass
+      (`*.after_<pass>.before_<next>.txt`), priority fusion's decisions
+      (`*.priority_fusion_dump.txt`), the kernels with their launch
+      dimensions (`*.thunk_sequence.txt`), the target and the module before
+      and after optimization are written there. Existing files are not
+      overwritten.
+
+    **Returns:** a `GpuCompileResult`.
+
+    **Raises:** `GpuCompileUnavailable` (jax's CUDA plugin missing or not
+    registered: the message names the fix), `GpuCompileError` (XLA:GPU
+    failed; the message ends with XLA's error), `ValueError` for a device
+    that is not a GPU or an argument sharded over several devices,
+    `TypeError` for an argument that is not array-like; the function's own
+    errors while it is traced, as they are.
+    """
+    from ..devices import get_device, gpu_target_config
+    from ..hlo import parse_hlo
+
+    spec = get_device(device)
+    target = gpu_target_config(spec)
+    reason = gpu_compile_unavailable_reason()
+    if reason is not None:
+        raise GpuCompileUnavailable(reason)
+    import jax
+    import jaxlib
+
+    start = time.perf_counter()
+    dev = _compile_device(target, spec.name)
+    placed_args, placed_kwargs = _placed(args, dev), _placed(kwargs, dev)
+    jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
+    scratch = Path(tempfile.mkdtemp(prefix="xla_costmodel_dump_")) if dump_passes is not None else None
+    options = None
+    if scratch is not None:
+        options = {"xla_dump_to": str(scratch), "xla_dump_hlo_as_text": True,
+                   "xla_dump_hlo_pass_re": DUMP_PASS_RE}
+    try:
+        # The plugin's log lines are captured; the Python warnings of tracing the user's function (theirs, or
+        # jax's about it) are recorded instead, and shown after the block as they would have been.
+        with quiet_stderr() as log, warnings.catch_warnings(record=True) as caught:
+            stage = "lower"
+            try:
+                lowered = jitted.lower(*placed_args, **placed_kwargs)
+                stage = "compile"
+                compiled = lowered.compile(compiler_options=options) if options else lowered.compile()
+                text = compiled.as_text()
+            except Exception as exc:
+                error = exc
+            else:
+                error = None
+        for w in caught:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+        if error is not None:
+            # The user's own errors while tracing (a shape mismatch, a bad argument) are theirs to see as
+            # they are; what jax or XLA raise at run time (a backend a library asked for, XLA's failure) is
+            # XLA:GPU's compile failing.
+            if stage == "lower" and not isinstance(error, RuntimeError):
+                raise error
+            detail = _first_line(_xla_message(str(error)) or _xla_message(log.text) or str(error))
+            raise GpuCompileError(f"XLA:GPU failed to {stage} {getattr(fn, '__name__', 'the function')} "
+                                  f"for '{spec.name}': {detail}", xla_error=f"{error}\n{log.text}".strip()) from error
+        seconds = time.perf_counter() - start
+        files: tuple[str, ...] = ()
+        out_dir = None
+        if scratch is not None:
+            out_dir = Path(dump_passes)
+            files = _keep_dump(scratch, out_dir)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+    name = getattr(fn, "__name__", "fn")
+    module = parse_hlo(text, source=f"<XLA:GPU {spec.name} {name}>")
+    return GpuCompileResult(module=module, text=text, device=spec.name, jax_version=jax.__version__,
+                            jaxlib_version=jaxlib.__version__, compile_s=seconds, dump_dir=out_dir,
+                            dump_files=files, xla_log=_xla_lines(log.text))
+
+
+def _placed(tree: Any, dev) -> Any:
+    """`tree` with every array-like leaf replaced by a `jax.ShapeDtypeStruct` on the compile-only `dev`."""
+    import jax
+    import numpy as np
+
+    sharding = jax.sharding.SingleDeviceSharding(dev)
+
+    def place(leaf):
+        devices = getattr(getattr(leaf, "sharding", None), "device_set", ())
+        if len(devices) > 1:
+            raise ValueError(f"compile_for_gpu compiles for one GPU; an argument is sharded over {len(devices)} "
+                             f"devices")
+        if isinstance(leaf, jax.ShapeDtypeStruct) or hasattr(leaf, "shape") and hasattr(leaf, "dtype"):
+            return jax.ShapeDtypeStruct(tuple(leaf.shape), leaf.dtype, sharding=sharding,
+                                        weak_type=bool(getattr(leaf, "weak_type", False)))
+        if isinstance(leaf, (bool, int, float, complex, np.generic)):
+            return jax.ShapeDtypeStruct((), jax.dtypes.result_type(leaf), sharding=sharding,
+                                        weak_type=not isinstance(leaf, np.generic))
+        raise TypeError(f"compile_for_gpu: an argument of type {type(leaf).__name__} is neither an array nor a "
+                        f"jax.ShapeDtypeStruct (bind static arguments with functools.partial)")
+
+    return jax.tree_util.tree_map(place, tree)
+
+
+def _keep_dump(scratch: Path, out_dir: Path) -> tuple[str, ...]:
+    """Move the kept files of XLA's dump from `scratch` into `out_dir` (made if missing); a file already
+    there is kept and the new one written beside it with a numbered suffix."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path in sorted(scratch.iterdir()):
+        if not _KEPT_DUMP.search(path.name):
+            continue
+        dest = out_dir / path.name
+        n = 1
+        while dest.exists():
+            dest = out_dir / f"{path.stem}.{n}{path.suffix}"
+            n += 1
+        shutil.move(str(path), dest)
+        written.append(dest.name)
+    return tuple(written)
+
+
+_LOG_LINE = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ (\S+:\d+)\] (.*)$")
+_NOISE = ("cudart_stub.cc", "absl::InitializeLog", "cuda_executor.cc", "cuda_platform.cc")
+
+
+def _xla_lines(text: str) -> str:
+    """XLA's log lines of a compile, without the plugin's start-up noise, as `file:line] message` lines."""
+    out = []
+    for line in text.splitlines():
+        if not line.strip() or any(noise in line for noise in _NOISE):
+            continue
+        m = _LOG_LINE.match(line)
+        out.append(f"{m.group(1)}] {m.group(2)}" if m else line)
+    return "\n".join(out)
+
+
+def _xla_message(text: str) -> str:
+    """The most telling line of an XLA error: the first error-level log line, or the status message."""
+    for line in text.splitlines():
+        m = _LOG_LINE.match(line)
+        if m and line[0] in "EF":
+            return m.group(2)
+    for line in text.splitlines():
+        line = line.strip()
+        if re.match(r"^(INTERNAL|INVALID_ARGUMENT|FAILED_PRECONDITION|UNIMPLEMENTED|RESOURCE_EXHAUSTED|"
+                    r"NOT_FOUND|UNKNOWN):", line):
+            return line
+    return ""
+
+
+def _first_line(text: str) -> str:
+    text = text.strip()
+    return text.splitlines()[0] if text else "no message"
