@@ -102,7 +102,8 @@ class KernelTable(pd.DataFrame):
     so with the default assumption of 1 the total is a lower bound).
     """
 
-    _metadata = ["module_name", "device_name", "model_name", "estimates", "priced_module", "unknown_loops"]
+    _metadata = ["module_name", "device_name", "model_name", "estimates", "priced_module", "unknown_loops",
+                 "gemm_configs"]
 
     @property
     def total_is_lower_bound(self) -> bool:
@@ -222,6 +223,7 @@ def analyze(
     table = price_module(priced.module, dev, cost_model, unknown_trip_count=unknown_trip_count,
                          trip_counts=trip_counts, warn_stacklevel=3)
     table.priced_module = priced.description
+    table.gemm_configs = priced.gemm_configs
     return table
 
 

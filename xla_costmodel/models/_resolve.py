@@ -196,10 +196,13 @@ def register_gpu_fusion(fuse: Callable[["HloModule", "DeviceSpec", CostModel], "
 
 @dataclass(frozen=True)
 class PricedModule:
-    """The module whose kernels a device is priced on, and what it is (`KernelTable.priced_module`)."""
+    """The module whose kernels a device is priced on, what it is (`KernelTable.priced_module`), and, for a
+    module XLA:GPU compiled here without a GPU, the GEMM configurations chosen for it
+    (`KernelTable.gemm_configs`, `autotune_gemms`'s `choices`; None otherwise)."""
 
     module: "HloModule"
     description: str
+    gemm_configs: Any = None
 
 
 def resolve_priced_module(caller: str, source: Any, args: tuple, kwargs: dict | None, dev: "DeviceSpec",
@@ -289,20 +292,31 @@ def _compiled_by_xla_gpu(fn, args: tuple, kwargs: dict | None, dev: "DeviceSpec"
         warnings.warn(f"{str(exc).strip().splitlines()[0].rstrip('.')}; pricing XLA:GPU's fusion simulated from the "
                       f"lowered module instead", GpuCompileFallbackWarning, stacklevel=4)
         return None, None
-    module, notes = _as_the_gpu_would_run(result.module, dev)
+    module, notes, choices = _as_the_gpu_would_run(result.module, dev)
     description = result.compiled_by + "".join(f"; {note}" for note in notes)
-    return PricedModule(module, description), None
+    return PricedModule(module, description, gemm_configs=choices), None
 
 
-def _as_the_gpu_would_run(module: "HloModule", dev: "DeviceSpec") -> tuple["HloModule", tuple[str, ...]]:
-    """The deviceless module as the GPU run would have it, and notes on what changed.
+def _as_the_gpu_would_run(module: "HloModule", dev: "DeviceSpec") -> tuple["HloModule", tuple[str, ...], Any]:
+    """The deviceless module as the GPU run would have it, notes on what changed, and the GEMM choices.
 
-    HOOK (issue 30, item 5): without a GPU, XLA cannot autotune, so its GEMM fusions keep default
-    configurations and its sorts skip CUB. The pass that prices what a GPU run would choose
-    (`autotune_gemms(module, device) -> (module, notes)`, from `models`) is called here, and only here.
-    Until it lands, the module is priced as XLA built it.
+    Without a GPU, XLA cannot autotune, so its Triton GEMM fusions keep default configurations: each is
+    set to the fastest configuration of XLA's search space under XLA's dot-fusion model
+    (`autotune_gemms`, as XLA's cuBLASLt backend estimates). Sorts that a GPU run would send to CUB are
+    priced as CUB by the `xla-gpu` model itself (it decides as `sort_rewriter` does), so they need
+    nothing here. The choices (`AutotunedModule.choices`) become `KernelTable.gemm_configs`.
     """
-    return module, ()
+    from ._autotune import autotune_gemms
+
+    tuned = autotune_gemms(module, dev)
+    choices = tuned.choices
+    retuned = 0 if choices is None or len(choices) == 0 or "config_after" not in choices else int(
+        (choices["kind"].eq("triton") & choices["config_after"].notna()
+         & choices["config_after"].ne(choices["config_before"])).sum())
+    notes = ((f"{retuned} GEMM fusion configuration{'s' if retuned != 1 else ''} chosen as autotuning would "
+              f"(the fastest of XLA's search space under its dot-fusion model; see gemm_configs)",)
+             if retuned else ())
+    return tuned.module, notes, choices
 
 
 def _over_several_devices(args: tuple, kwargs: dict | None) -> bool:
