@@ -148,8 +148,8 @@ class Measurement:
       span in the trace), `host_wall_s` (the same run timed by Python),
       `page_faults` (page faults of the process during the run; NaN for a
       trace read back),
-      `kernel_sum_s` (kernel times added up, kernels nested inside a
-      while/conditional/call counted once through their parent), `busy_s`
+      `kernel_sum_s` (the run's kernel times added up, the rows of
+      `kernels`; the while/conditional/call thunks of `control_flow` left out), `busy_s`
       (time covered by at least one kernel), `n_kernels`, `late_s` (how far the
       last kernel ended after the run did; 0 when all is well), `overlap`
       (kernels ran concurrently).

@@ -2,8 +2,8 @@
 
 Runs are the spans of their trace annotations (`RUN_ANNOTATION`); each
 kernel execution is assigned to the run it falls in and joined to its HLO
-instruction (`ModuleIndex`); kernels nested inside a while, conditional or
-call are counted once through their parent. A run whose kernels do not fit
+instruction (`ModuleIndex`); a while, conditional or call thunk, whose span
+holds its body's kernels, is kept apart from the kernels (`split_control_flow`). A run whose kernels do not fit
 its wall time fails the check (`check="raise"`), kernels that merely
 overlap warn (`ConcurrentKernelsWarning`).
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..analysis._opcodes import CALLS_KERNEL_SEQUENCES
+from ..analysis._opcodes import CONTROL_FLOW_OPCODES
 from ._method import (
     KERNEL_COLUMNS,
     RUN_ANNOTATION,
@@ -322,19 +322,15 @@ def build_measurement(events, fmt, path, index: ModuleIndex, dev, host_wall, rep
 
 
 def _runs_table(ours: pd.DataFrame, spans: pd.DataFrame, host_wall, discard: int, faults=()) -> pd.DataFrame:
-    control = ours["opcode"].isin(CALLS_KERNEL_SEQUENCES).to_numpy()
+    control = ours["opcode"].isin(CONTROL_FLOW_OPCODES).to_numpy()
     rows = []
     for run, start, end in spans[["run", "start_ns", "end_ns"]].itertuples(index=False):
         sel = (ours["run"] == run).to_numpy()
         s = ours["start_ns"].to_numpy()[sel]
         e = ours["end_ns"].to_numpy()[sel]
-        ctl = control[sel]
-        # A loop body's kernels run inside the while thunk's own span (CPU);
-        # count them once, through the parent.
-        nested = np.zeros(len(s), dtype=bool)
-        for j in np.flatnonzero(ctl):
-            nested |= (s >= s[j]) & (e <= e[j]) & (np.arange(len(s)) != j)
-        ksum = float((e - s)[~nested].sum())
+        # A while/conditional/call thunk's span holds its body's kernels (XLA:CPU), which are counted
+        # themselves: the kernels' sum leaves the control-flow thunks out, as `Measurement.kernels` does.
+        ksum = float((e - s)[~control[sel]].sum())
         busy = interval_union_ns(s, e)
         wall = float(end - start)
         late = float(max(0.0, (e.max() if len(e) else start) - end))
