@@ -211,3 +211,29 @@ def test_stats_cli_lists_loops_with_their_counts(fused, tmp_path, capsys):
     assert re.search(r"loop \S+ in \S+: 6 trips \(backend_config\)", out)
     assert main(["stats", str(path), "--json"]) == 0
     assert sorted(x["trip_count"] for x in json.loads(capsys.readouterr().out)["loops"]) == [5, 6]
+
+
+H100_LOOPS = ["equinox_lstm_grad@small", "flax_nnx_lstm_grad@small", "haiku_lstm_unroll_fwd@small",
+              "jax_scipy_expm@small"]
+
+
+@pytest.mark.parametrize("name", H100_LOOPS)
+def test_fused_h100_fixture_keeps_the_counts_xla_gpu_found(name):
+    """The reference: XLA:GPU's own `known_trip_count` on the module the H100 ran. Fusing the module
+    as lowered keeps each of those counts (XLA may have merged a loop away: ours may hold more)."""
+    from collections import Counter
+
+    from conftest import ROOT
+
+    where = ROOT / "hlo_fixtures" / "gpu_h100"
+    post = xc.load_hlo(where / f"{name}.post.hlo.gz")
+    xla = Counter(n for _, i in post.instructions() if i.opcode == "while"
+                  for n, source in [while_trip_count(i)] if source == "backend_config")
+    assert xla
+    result = xc.simulate_fusion(xc.load_hlo(where / f"{name}.pre.hlo.gz"), device="h100-sxm", model="xla-gpu")
+    ours = [while_trip_count(i) for _, i in result.module.instructions() if i.opcode == "while"]
+    assert {source for _, source in ours} == {"backend_config"}
+    assert not Counter(xla) - Counter(n for n, _ in ours)
+    table = xc.analyze(result.module, device="h100-sxm", model="xla-gpu")
+    assert not table.total_is_lower_bound and table.unknown_loops == ()
+    assert not table["note"].str.contains("unknown").any()
