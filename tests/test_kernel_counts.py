@@ -25,9 +25,6 @@ POST = fixture_paths("*.post.hlo")
 COUNTS = ["flops", "transcendentals", "bytes_accessed"]
 # (device, model) pairs whose tables must agree on the counts.
 PRICINGS = (("h100-sxm", "xla-gpu"), ("h100-sxm", "roofline"), (TEST_CPU, "roofline"), ("b200", "xla-gpu-tables"))
-# What XLA's `HloCostAnalysis` says where `analyze` gives textbook counts instead (XLA: unknown or a TODO).
-_XLA_INSTEAD = {"custom-call": {"flops": -1.0, "transcendentals": 0.0, "bytes_accessed": -1.0},
-                "topk": {"flops": 0.0}}
 _XLA_KEYS = {"flops": "flops", "transcendentals": "transcendentals", "bytes_accessed": "bytes accessed"}
 
 
@@ -37,15 +34,16 @@ def _tables(module) -> dict:
         warnings.simplefilter("ignore", BackendMismatchWarning)  # CPU kernels priced on GPUs, on purpose here
         warnings.simplefilter("ignore", CostModelWarning)
         for device, model in PRICINGS:
-            out[(getattr(device, "name", device), model)] = pd.DataFrame(xc.analyze(module, device=device, model=model))
+            out[(getattr(device, "name", device), model)] = xc.analyze(module, device=device, model=model)
     return out
 
 
 def _composed(module, table: pd.DataFrame, key: str) -> float:
     """The rows' `key`, composed as XLA's `HloCostAnalysis` composes a module: each instruction of the
     entry computation once, a while loop's body and condition once, a conditional's largest branch,
-    a call's computation; XLA's own figure where `analyze` counts what XLA leaves unknown."""
-    value = {(r["computation"], r["kernel"]): float(r[key]) for r in table.to_dict("records")}
+    a call's computation; XLA's own figure where `analyze` counts what XLA leaves unknown (the table
+    says which: `counts_as_xla()`)."""
+    value = {(r["computation"], r["kernel"]): float(r[key]) for r in table.counts_as_xla().to_dict("records")}
 
     def total(comp) -> float:
         s = 0.0
@@ -57,8 +55,6 @@ def _composed(module, table: pd.DataFrame, key: str) -> float:
                 s += max(total(b) for b in instr.called_computations)
             elif op == "call":
                 s += total(instr.attribute("to_apply"))
-            elif op in _XLA_INSTEAD and key in _XLA_INSTEAD[op]:
-                s += _XLA_INSTEAD[op][key]
             else:
                 assert op not in ("async-start", "async-update", "async-done"), op
                 s += value[(comp.name, instr.name)]

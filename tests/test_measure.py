@@ -88,7 +88,7 @@ def test_measure_returns_the_kernel_table():
     assert "HloModule jit_prog" in df.attrs["hlo_text"]
 
 
-def test_loop_body_kernels_are_summed_per_run():
+def test_loop_body_kernels_are_summed_per_run_and_the_loop_is_not_a_kernel():
     x = jnp.ones((64, 64), jnp.float32)
 
     def looped(x):
@@ -101,10 +101,18 @@ def test_loop_body_kernels_are_summed_per_run():
     body = k[k["role"] == "control"]
     assert len(body) > 0
     assert (body["launches"] == 5).all()
-    loop = k[k["opcode"] == "while"]
-    assert len(loop) == 1
-    # The while thunk spans its body: its time is at least the body's.
-    assert loop["min_per_run_s"].iloc[0] >= body["min_per_run_s"].min()
+    # The while thunk is not a kernel: its row is in `control_flow`, with the kernels' columns.
+    assert not k["opcode"].isin(["while", "conditional", "call"]).any()
+    loop = m.control_flow
+    assert list(loop.columns) == list(m.kernels.columns) and list(loop["opcode"]) == ["while"]
+    assert loop["role"].iloc[0] == "entry" and loop["launches"].iloc[0] == 1
+    # The kernel rows add up to the run's kernel time, which fits in the run's wall time where
+    # kernels did not overlap (the loop's own span, which holds its body's kernels, is not added).
+    kept = m.runs[m.runs["kept"]]
+    per_run = np.sum([s for s in k["samples_per_run_s"]], axis=0)
+    alone = ~kept["overlap"].to_numpy()
+    assert alone.any()
+    assert (per_run[alone] <= kept["wall_s"].to_numpy()[alone] + 1e-6).all()
 
 
 def test_kept_trace_reads_back_through_json(tmp_path):

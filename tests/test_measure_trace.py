@@ -111,6 +111,9 @@ def test_measurement_from_committed_trace(hlo_text):
     # The loop body ran three times per run (fori_loop(0, 3, ...)).
     body = k[k["role"] == "control"]
     assert len(body) > 0 and (body["launches"] == 3).all()
+    # The loop's own thunk (while.5) spans its body: a control-flow row, not a kernel.
+    assert list(m.control_flow["hlo_op"]) == ["while.5"] and "while.5" not in set(k["hlo_op"])
+    assert m.control_flow["min_per_run_s"].iloc[0] >= body["min_per_run_s"].sum()
     runs = m.runs
     assert len(runs) == 5 and runs["kept"].sum() == 4
     assert (runs["busy_s"] <= runs["wall_s"]).all()
@@ -283,3 +286,54 @@ def test_unsigned_64_bit_ids_fit_the_signed_columns():
     assert _as_int(2 ** 64 - 1) == -1 and _as_int(2 ** 63) == -(2 ** 63) and _as_int(5) == 5
     row = ("/host:CPU", "t", "k", 0.0, 1.0, None, None, None, None, _as_int(2 ** 64 - 2), None)
     assert _events_frame([row])["flow_out"].iloc[0] == -2
+
+
+_LOOP_HLO = """HloModule loop
+
+cond {
+  p = (s32[], f32[64,64]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(3)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+body {
+  p = (s32[], f32[64,64]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  v = f32[64,64] get-tuple-element(p), index=1
+  d = f32[64,64] dot(v, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = (s32[], f32[64,64]) tuple(j, d)
+}
+
+ENTRY e {
+  x = f32[64,64] parameter(0)
+  zero = s32[] constant(0)
+  t = (s32[], f32[64,64]) tuple(zero, x)
+  w = (s32[], f32[64,64]) while(t), condition=cond, body=body
+  ROOT r = f32[64,64] get-tuple-element(w), index=1
+}
+"""
+
+
+def test_async_kernel_in_a_loop_completes_before_its_next_launch():
+    """An asynchronous thunk in a loop body whose completion callback ran late (`done_ns` past the
+    next trips) finished before the loop launched it again: a trip ends when all its kernels have."""
+    import pandas as pd
+
+    from xla_costmodel.measure._runs import completion_times
+
+    index = ModuleIndex(_LOOP_HLO)
+    ours = pd.DataFrame({
+        "run": [0, 0, 0],
+        "hlo_op": ["d", "d", "d"],
+        "start_ns": [100.0, 300.0, 500.0],
+        "end_ns": [110.0, 310.0, 510.0],
+        "done_ns": [900.0, 350.0, 950.0],  # the first and last callbacks ran late
+    })
+    spans = pd.DataFrame({"run": [0], "start_ns": [0.0], "end_ns": [1000.0]})
+    end = completion_times(ours, spans, index)
+    # The first launch is bounded by the second's start; the second's callback was on time; the last
+    # has no later launch and no consumer: its callback, within the run.
+    np.testing.assert_array_equal(end, [300.0, 350.0, 950.0])

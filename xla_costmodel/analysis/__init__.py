@@ -11,7 +11,8 @@
   (a fusion or a lone instruction), detached fusions included: what cost
   models and fusion passes need.
 - `module_stats(module)`: counts and totals for `xla-costmodel stats`.
-- `while_trip_count(instr)`: a loop's trip count, when it can be known.
+- `while_trip_count(instr)`: a loop's trip count, when it can be known;
+  `annotate_trip_counts(module)` records it on the `while` as XLA does (before fusion).
 - `cost_rule`: the decorator that fills the per-opcode rule registry.
 """
 
@@ -33,3 +34,4 @@ from ._rules import cost_rule as cost_rule
 from ._rules import registered_opcodes as registered_opcodes
 from ._rules import rules as rules
 from ._stats import module_stats as module_stats
+from ._trip_count import annotate_trip_counts as annotate_trip_counts

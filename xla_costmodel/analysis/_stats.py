@@ -21,7 +21,13 @@ def module_stats(module, *, warn: bool = False) -> dict[str, Any]:
     `transcendentals`, `bytes_accessed` (XLA's `HloCostAnalysis` totals, as
     `Compiled.cost_analysis()` reports them), the trip-count-aware variants
     `flops_trip_count_aware`, `transcendentals_trip_count_aware`,
-    `bytes_accessed_trip_count_aware`, and `unpriced` (`{opcode: count}`).
+    `bytes_accessed_trip_count_aware` (each `while` body counted once per trip,
+    its condition once more), `trip_counts_known` (False when a loop's count is
+    unknown: the aware totals then count its body once), `loops` (one
+    `{"name", "computation", "trip_count", "source"}` per `while`/`scan`,
+    `source` being where the count comes from: `"backend_config"`, as XLA and
+    `simulate_fusion` record it, `"induction variable"`, `"scan"`, or
+    `"unknown"` with `trip_count` None), and `unpriced` (`{opcode: count}`).
     """
     counts = Counter(instr.opcode for _, instr in module.instructions())
     an = _analysis_for(module, warn=warn)
@@ -38,5 +44,7 @@ def module_stats(module, *, warn: bool = False) -> dict[str, Any]:
         "flops_trip_count_aware": cost["flops_trip_count_aware"],
         "transcendentals_trip_count_aware": cost["transcendentals_trip_count_aware"],
         "bytes_accessed_trip_count_aware": cost["bytes_accessed_trip_count_aware"],
+        "trip_counts_known": cost["trip_counts_known"],
+        "loops": [dict(loop) for loop in cost["while_loops"]],
         "unpriced": cost["unpriced"],
     }

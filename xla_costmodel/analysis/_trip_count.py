@@ -1,8 +1,9 @@
-"""Loop trip counts (`while_trip_count`) and the totals that count a loop body once per trip."""
+"""Loop trip counts (`while_trip_count`, `annotate_trip_counts`) and the totals that count a loop body once per trip."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from . import _rules as R
 from ._interpreter import Analysis
@@ -37,35 +38,90 @@ def _gte_index(instr, param) -> int | None:
     return None
 
 
+@dataclass(frozen=True)
+class InductionLoop:
+    """A `while` loop of the `fori_loop` / `scan` form, as XLA's `WhileLoopTripCountAnnotator` describes it:
+    element `tuple_index` of the loop state starts at `init`, grows by `step` per trip, and the loop runs
+    `trip_count` times."""
+
+    tuple_index: int
+    init: int
+    step: int
+    trip_count: int
+
+
+def _known_trip_count(instr) -> int | None:
+    """`known_trip_count.n` of the while's backend_config (what XLA's annotator wrote), or None."""
+    config = instr.attribute("backend_config", None) if instr.has_attribute("backend_config") else None
+    if isinstance(config, dict):
+        known = config.get("known_trip_count")
+        if isinstance(known, dict) and "n" in known:
+            try:
+                return int(known["n"])
+            except (TypeError, ValueError):
+                return None
+    return None
+
+
 def while_trip_count(instr) -> tuple[int | None, str]:
     """The trip count of a `while` instruction, when it can be known statically.
 
     Looks first at XLA's `backend_config={"known_trip_count":{"n":"12"}}` (set by
-    the optimizer), then for the induction-variable pattern of `fori_loop` /
-    `scan`: the condition compares element `k` of the loop state with a
-    constant, the body adds a constant to element `k`, and the initial tuple
-    holds a constant there.
+    XLA's `WhileLoopTripCountAnnotator`, and by `annotate_trip_counts` before our
+    fusion pass hides the pattern below inside fusions), then for the
+    induction-variable pattern of `fori_loop` / `scan`: the condition compares
+    element `k` of the loop state with a constant, the body adds a constant to
+    element `k`, and the initial tuple holds a constant there.
 
     **Returns:** `(trip_count, source)`, `source` being `"backend_config"`,
     `"induction variable"`, or `"unknown"` (then the count is None).
     """
     if instr.opcode != "while":
         raise ValueError(f"'{instr.name}' is a {instr.opcode}, not a while loop")
-    config = instr.attribute("backend_config", None) if instr.has_attribute("backend_config") else None
-    if isinstance(config, dict):
-        known = config.get("known_trip_count")
-        if isinstance(known, dict) and "n" in known:
-            try:
-                return int(known["n"]), "backend_config"
-            except (TypeError, ValueError):
-                pass
-    n = _induction_trip_count(instr)
+    n = _known_trip_count(instr)
     if n is not None:
-        return n, "induction variable"
+        return n, "backend_config"
+    loop = induction_loop(instr)
+    if loop is not None:
+        return loop.trip_count, "induction variable"
     return None, "unknown"
 
 
-def _induction_trip_count(instr) -> int | None:
+def annotate_trip_counts(module) -> int:
+    """Write each `while` loop's statically known trip count into its backend_config, in place, as XLA's
+    `WhileLoopTripCountAnnotator` does before fusion: `known_trip_count` (`{"n": "64"}`), with
+    `known_induction_variable` and `known_init_step` where the induction variable was found.
+
+    Fusion hides the pattern `while_trip_count` reads (the condition's compare and the body's increment
+    go into fusions), so the count must be recorded while it can still be seen: it is then read back from
+    the backend_config of the fused module, printed and parsed (XLA's parser keeps it too). Loops that
+    already carry a count, and loops whose count depends on data, are left as they are; an existing
+    backend_config keeps its other fields. A backend_config that is not a JSON object is not touched.
+
+    **Returns:** how many loops were annotated.
+    """
+    n = 0
+    for _, instr in module.instructions():
+        if instr.opcode != "while" or _known_trip_count(instr) is not None:
+            continue
+        loop = induction_loop(instr)
+        if loop is None:
+            continue
+        config = instr.attribute("backend_config", {}) if instr.has_attribute("backend_config") else {}
+        if not isinstance(config, dict):
+            continue
+        config = dict(config)
+        # XLA's WhileLoopBackendConfig as JSON: int64 fields are written as strings.
+        config["known_induction_variable"] = {"tuple_index": str(loop.tuple_index)}
+        config["known_init_step"] = {"init": str(loop.init), "step": str(loop.step)}
+        config["known_trip_count"] = {"n": str(loop.trip_count)}
+        instr.set_attribute("backend_config", config)
+        n += 1
+    return n
+
+
+def induction_loop(instr) -> InductionLoop | None:
+    """The induction variable of a `while` of the `fori_loop` / `scan` form, or None (see `while_trip_count`)."""
     try:
         cond = instr.attribute("condition")
         body = instr.attribute("body")
@@ -106,7 +162,12 @@ def _induction_trip_count(instr) -> int | None:
         return None
     if upd.opcode == "subtract":
         step = -step
-    span = limit - start
+    n = _count(direction, limit - start, step)
+    return InductionLoop(k, start, step, n) if n is not None else None
+
+
+def _count(direction: str, span: int, step: int) -> int | None:
+    """Trips of `i = start; while (i <direction> start + span) i += step`, or None when it does not end."""
     if direction == "LT" and step > 0:
         return max(0, -(-span // step))
     if direction == "LE" and step > 0:

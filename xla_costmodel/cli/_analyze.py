@@ -91,6 +91,10 @@ def _analyze(args: argparse.Namespace) -> int:
     assumed = f", {s.assumed_counts} with assumed counts" if s.assumed_counts else ""
     print(f"\ntotal {format_seconds(s.total_s)} per run on {device.name} ({s.model}): "
           f"{count(s.kernels, 'kernel')}{extra}{assumed}")
+    if s.textbook_counts:
+        say_note(f"the counts of {', '.join(s.textbook_counts)} are textbook counts: XLA's cost analysis has none "
+                 f"(-1, or 0 for top-k), which Compiled.cost_analysis() adds as such; each row's note gives XLA's "
+                 f"figures")
     return 0
 
 
@@ -114,6 +118,7 @@ def _json_report(rows, summary) -> str:
             "free_instructions": totals["free"],
             "kernels_with_assumed_counts": totals["assumed_counts"],
             "time_per_run_by_bound_s": totals["time_by_bound_s"],
+            "kernels_with_textbook_counts": totals["textbook_counts"],
         },
         "units": {"time_s": "seconds per launch", "compute_s": "seconds per launch",
                   "memory_s": "seconds per launch", "launch_s": "seconds per launch",

@@ -49,7 +49,8 @@ def _evaluate(args: argparse.Namespace) -> int:
     summary = result.summary.reset_index()
     if args.json:
         print(json.dumps({"program": args.jax, "device": result.device, "summary": json_records(summary),
-                          "kernels": json_records(result.kernels), "notes": list(result.notes)}, indent=1))
+                          "kernels": json_records(result.kernels), "notes": list(result.notes),
+                          "trip_counts": dict(result.trip_counts)}, indent=1))
         return 0
     m = result.measurement
     print(f"{m.module.name}: {count(len(result.kernels), 'kernel')} measured on {m.device} ({m.method.allocator} allocator, "

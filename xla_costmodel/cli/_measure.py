@@ -224,6 +224,9 @@ def _measure_user(args) -> int:
             print(f"stopped after {len(m.runs)} of {m.kernels.attrs['repeats_requested']} runs: the budget of "
                   f"{args.budget:g} s was spent")
         print(table.to_string(index=False))
+        if len(m.control_flow):
+            print("loops and branches (not kernels: each one's time includes the kernels of its body above):")
+            print(per_kernel_table(m.control_flow).to_string(index=False))
     print(
         f"wall time per run: min {kept['wall_s'].min() * 1e6:.1f} µs; "
         f"kernels add up to {kept['kernel_sum_s'].min() * 1e6:.1f} µs (min over runs)"

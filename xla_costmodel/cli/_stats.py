@@ -27,6 +27,10 @@ def _stats(args: argparse.Namespace) -> int:
         aware = stats.get(f"{key}_trip_count_aware", stats[key])
         extra = f"  (counting loop trips: {aware:,.0f})" if aware != stats[key] else ""
         print(f"  {key}: {stats[key]:,.0f}{extra}")
+    for loop in stats["loops"]:
+        trips = (f"{loop['trip_count']:,} trips ({loop['source']})" if loop["trip_count"] is not None
+                 else "trip count unknown: its body counted once")
+        print(f"  loop {loop['name']} in {loop['computation']}: {trips}")
     if stats.get("unpriced"):
         print(f"  not priced: {stats['unpriced']}")
     width = max((len(k) for k in stats["opcodes"]), default=6)

@@ -19,7 +19,7 @@ import pandas as pd
 from .._text import count
 from ..analysis._opcodes import CONTROL_FLOW_OPCODES
 
-__all__ = ["evaluate", "Evaluation", "DEFAULT_EVALUATION_MODELS", "SUMMARY_COLUMNS"]
+__all__ = ["evaluate", "Evaluation", "DEFAULT_EVALUATION_MODELS", "SUMMARY_COLUMNS", "measured_trip_counts"]
 
 DEFAULT_EVALUATION_MODELS = ("fitted", "learned", "roofline")
 
@@ -53,7 +53,13 @@ class Evaluation:
     - `measurement`: the `Measurement`; `tables`: model → `KernelTable`;
       `device`: the device name the models priced.
     - `notes`: sentences on what the tables leave out and why (e.g. why
-      `predicted_wall_s` is NaN), shown with them.
+      `predicted_wall_s` is NaN, or which loop counts were measured), shown with them.
+    - `trip_counts`: `{while loop: trips per execution}` for the loops whose
+      trip count the module does not say (it depends on the data): counted
+      from the measured launches of their bodies' kernels and given to
+      `analyze` as `trip_counts`, so the predictions price the run that was
+      measured (`measured_trip_counts`). `analyze` alone keeps its lower
+      bound for such loops.
     """
 
     kernels: pd.DataFrame
@@ -62,6 +68,7 @@ class Evaluation:
     tables: dict = field(repr=False)
     device: str = "host"
     notes: tuple[str, ...] = ()
+    trip_counts: dict = field(default_factory=dict)
 
     @property
     def models(self) -> tuple[str, ...]:
@@ -169,9 +176,10 @@ def evaluate(
         in_process=in_process,
     )
     module = parse_hlo(m.hlo_text, source="<evaluated module>")
-    # Measured rows that are not kernels of their own: a while/conditional/call's
-    # span contains its body's kernels, which are measured (and predicted) themselves.
+    # `Measurement.kernels` holds kernels only (a while/conditional/call's span, which contains its
+    # body's kernels, is in `control_flow`); the filter keeps older measurements right too.
     measured = m.kernels[~m.kernels["opcode"].isin(CONTROL_FLOW_OPCODES)]
+    trip_counts = measured_trip_counts(module, m)
     kernels = pd.DataFrame({
         "kernel": measured["hlo_op"].to_numpy(),
         "opcode": measured["opcode"].to_numpy(),
@@ -186,7 +194,7 @@ def evaluate(
     wall = float(kept["wall_s"].min()) if len(kept) else math.nan
     overhead, missing_overhead = _saved_overhead(dev)
     for name in models:
-        table = analyze(module, device=dev, model=name)
+        table = analyze(module, device=dev, model=name, trip_counts=trip_counts or None)
         table.priced_module = "the module measured"
         tables[name] = table
         # A kernel reached from several call sites has one row per site: add them up.
@@ -208,9 +216,63 @@ def evaluate(
             "measured_wall_s": wall,
         })
     summary = pd.DataFrame(rows, columns=["model", *SUMMARY_COLUMNS]).set_index("model")
-    notes = (missing_overhead,) if missing_overhead else ()
+    notes = tuple(f"trip count of '{loop}' depends on the data: {count(n, 'trip')} per execution, counted from the "
+                  f"measured launches of its body's kernels (analyze alone assumes 1 and calls its total a lower "
+                  f"bound)" for loop, n in trip_counts.items())
+    notes += (missing_overhead,) if missing_overhead else ()
     return Evaluation(kernels=kernels.reset_index(drop=True), summary=summary, measurement=m, tables=tables,
-                      device=dev.name, notes=notes)
+                      device=dev.name, notes=notes, trip_counts=trip_counts)
+
+
+def measured_trip_counts(module, measurement) -> dict[str, int]:
+    """`{while loop: trips per execution}` for the loops of `module` whose count it does not say,
+    counted from what ran: the launches per run of the kernels in the loop's body (or, when its body
+    launched none, its condition's, which run once more), divided by how often the loop itself ran
+    (its own row in `measurement.control_flow` where XLA:CPU traced it, else its computation's count,
+    found from the outside in). Loops that did not run, share their body, or whose body's kernels
+    disagree on a count are left out (`analyze` then assumes its default and says so).
+    """
+    from ..analysis import while_trip_count
+
+    launches: dict[str, float] = {}
+    for table in (measurement.kernels, getattr(measurement, "control_flow", None)):
+        if table is not None and len(table):
+            launches.update(zip(table["hlo_op"], table["launches"].astype(float)))
+    bodies = [i.attribute("body").name for _, i in module.instructions() if i.opcode == "while"]
+    shared = {b for b in bodies if bodies.count(b) > 1}
+    found: dict[str, int] = {}
+
+    def trips(comp, runs: float) -> int | None:
+        counts = sorted(launches[i.name] for i in comp.instructions if i.name in launches)
+        if not counts or counts[0] != counts[-1]:
+            return None  # nothing measured there, or kernels that disagree: no single count to read
+        n = counts[0] / runs
+        return int(round(n)) if abs(n - round(n)) < 1e-6 else None
+
+    def visit(comp, runs: float | None, depth: int = 0) -> None:
+        if depth > 64:
+            return
+        for instr in comp.instructions:
+            if instr.opcode == "while":
+                body, cond = instr.attribute("body"), instr.attribute("condition")
+                own = launches.get(instr.name, runs)
+                n, _ = while_trip_count(instr)
+                if n is None and own and body.name not in shared:
+                    n = trips(body, own)
+                    if n is None and (c := trips(cond, own)) is not None and c >= 1:
+                        n = c - 1
+                    if n is not None:
+                        found[instr.name] = n
+                visit(body, own * n if own is not None and n is not None else None, depth + 1)
+            elif instr.opcode in ("call", "async-start"):
+                for callee in instr.called_computations:
+                    visit(callee, runs, depth + 1)
+            elif instr.opcode == "conditional":
+                for branch in instr.called_computations:
+                    visit(branch, None, depth + 1)  # how often a branch ran is not the caller's count
+
+    visit(module.entry, 1.0)
+    return found
 
 
 def _saved_overhead(dev):

@@ -14,6 +14,7 @@ from typing import Any, Mapping
 import pandas as pd
 
 from .._gc import gc_paused
+from ..analysis import annotate_trip_counts
 from ..analysis._opcodes import NOT_KERNELS_IN_FUSION_PASS
 from ..analysis._shapes import reshape_is_bitcast, transpose_is_bitcast
 from ..hlo import HloComputation, HloModule
@@ -364,11 +365,14 @@ def _getter(versions: dict):
 
 
 def working_copy(module: HloModule, inline_calls: bool, mode: str) -> HloModule:
-    """The copy a fusion pass works on: calls inlined and layout-only changes made bitcasts
-    (`mode`, see `bitcast_mode`), as XLA has it when its fusion passes run."""
+    """The copy a fusion pass works on: calls inlined, loops' trip counts recorded on them and
+    layout-only changes made bitcasts (`mode`, see `bitcast_mode`), as XLA has it when its fusion
+    passes run. The counts must be written before fusing: fusion hides the compare and the increment
+    they are read from (XLA's `WhileLoopTripCountAnnotator` runs before fusion for the same reason)."""
     work = copy_module(module)
     if inline_calls and any(i.opcode == "call" for _, i in work.instructions()):
         work = _inline_calls(work, copy=False)
+    annotate_trip_counts(work)
     if mode != "off":
         layout_changes_to_bitcasts(work, keep_attributes=mode == "decide")
     return work

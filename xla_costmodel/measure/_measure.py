@@ -131,7 +131,10 @@ def measure(
     **Returns:** a DataFrame with one row per kernel, in execution order
     (`KERNEL_COLUMNS`): `hlo_module`, `hlo_op` (the instruction name),
     `opcode`, `fusion_kind`, `computation` (where the instruction lives),
-    `role` (`"entry"` or `"control"` for loop bodies / branches), `n` (kept
+    `role` (where the instruction lives: `"entry"`, the entry computation,
+    run once per program run; `"control"`, a while loop's body or condition,
+    a conditional's branch or a called computation, run `launches` times per
+    program run, possibly zero; `_method.ROLES`), `n` (kept
     samples), `launches` (executions per program run, median over runs),
     `min_per_run_s` and `median_per_run_s` (seconds per program run: a
     kernel launched several times in one run, like a loop body, is summed
@@ -143,6 +146,12 @@ def measure(
     methodology (`Method.fields()`: `repeats` counts the runs taken), and
     `repeats_requested`, `budget_s`, `stopped_by_budget` (whether the budget
     ended the runs early).
+
+    Only kernels are rows: `min_per_run_s.sum()` is the run's kernel time.
+    The while loops, conditionals and calls that XLA:CPU runs as thunks of
+    their own are not kernels: each one's span holds its body's kernels,
+    which are rows here. Their own times (body included) are in
+    `measure_program(...).control_flow`.
 
     Raises `MeasurementError` when the trace shows no kernel of the program,
     when a run's kernels do not fit within its wall time, or when the

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .._text import count
+from ..analysis._opcodes import CONTROL_FLOW_OPCODES
 from ._allocator import ALLOCATORS
 from ._dataset import per_launch_s
 from ._module import ModuleIndex
@@ -29,6 +30,7 @@ __all__ = [
     "Method",
     "PageFaultWarning",
     "kernel_statistics",
+    "split_control_flow",
 ]
 
 #: The trace annotation of run `i` is `RUN_ANNOTATION + str(i)`.
@@ -97,11 +99,33 @@ class Method:
 #: The methodology of `measure()`, `xla-costmodel measure`, the suite and calibration.
 DEFAULT_METHOD = Method()
 
-#: Columns of `measure()` / `Measurement.kernels`, in order.
+#: Columns of `measure()` / `Measurement.kernels` (and `Measurement.control_flow`), in order.
 KERNEL_COLUMNS = (
     "hlo_module", "hlo_op", "opcode", "fusion_kind", "computation", "role", "n", "launches",
     "min_per_run_s", "median_per_run_s", "min_per_launch_s", "samples_per_run_s", "in_module",
 )
+
+#: What the `role` column says: where the row's instruction lives, hence how often it runs per program run.
+ROLES = {
+    "entry": "in the entry computation: runs once per program run",
+    "control": "in a while loop's body or condition, a conditional's branch or a called computation: runs "
+               "`launches` times per program run (summed in the *_per_run_s columns)",
+}
+
+
+def split_control_flow(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`(kernels, control_flow)`: the rows of kernels, and those of while/conditional/call/async instructions.
+
+    On the CPU a control-flow instruction is a thunk whose span in the trace holds the kernels of its
+    body (or branch, or callee), which have rows of their own: its time is theirs again, plus the loop's
+    own bookkeeping. Kept among the kernels, a sum over the table would count each loop's body twice.
+    """
+    control = rows["opcode"].isin(CONTROL_FLOW_OPCODES).to_numpy()
+    kernels = rows[~control].reset_index(drop=True)
+    flow = rows[control].reset_index(drop=True)
+    kernels.attrs.update(rows.attrs)
+    flow.attrs.update(rows.attrs)
+    return kernels, flow
 
 
 @dataclass(frozen=True)
@@ -110,13 +134,22 @@ class Measurement:
 
     **Attributes:**
 
-    - `kernels`: one row per kernel (HLO instruction) with its samples; see `measure`.
+    - `kernels`: one row per kernel (HLO instruction) with its samples; see `measure`. Their
+      `min_per_run_s` add up to the run's kernel time: control-flow instructions are not among them.
+    - `control_flow`: the rows (same columns) of the while loops, conditionals and calls that ran as
+      thunks of their own (XLA:CPU): each one's time *includes* the kernels of its body, branch or callee,
+      which are rows of `kernels`, plus the loop's own work (evaluating the condition, copying the
+      loop state). Its `launches` count how often the instruction ran per program run. Its time is
+      the thunk's span as the trace shows it, a loose figure: XLA:CPU may run a loop asynchronously,
+      and then its event ends early and its completion is known only from its callback or the
+      kernels that read its result. The kernels' own rows are the measurement. Empty on GPUs,
+      where the host drives loops and only their kernels are traced.
     - `runs`: one row per run: `run`, `kept`, `wall_s` (the run's annotated
       span in the trace), `host_wall_s` (the same run timed by Python),
       `page_faults` (page faults of the process during the run; NaN for a
       trace read back),
-      `kernel_sum_s` (kernel times added up, kernels nested inside a
-      while/conditional/call counted once through their parent), `busy_s`
+      `kernel_sum_s` (the run's kernel times added up, the rows of
+      `kernels`; the while/conditional/call thunks of `control_flow` left out), `busy_s`
       (time covered by at least one kernel), `n_kernels`, `late_s` (how far the
       last kernel ended after the run did; 0 when all is well), `overlap`
       (kernels ran concurrently).
@@ -144,6 +177,8 @@ class Measurement:
     trace_path: str
     method: Method = DEFAULT_METHOD
     process: str = "in-process"
+    control_flow: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(KERNEL_COLUMNS)),
+                                       repr=False)
 
     def _repr_html_(self) -> str:
         kept = self.runs[self.runs["kept"]]

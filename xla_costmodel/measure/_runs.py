@@ -2,8 +2,8 @@
 
 Runs are the spans of their trace annotations (`RUN_ANNOTATION`); each
 kernel execution is assigned to the run it falls in and joined to its HLO
-instruction (`ModuleIndex`); kernels nested inside a while, conditional or
-call are counted once through their parent. A run whose kernels do not fit
+instruction (`ModuleIndex`); a while, conditional or call thunk, whose span
+holds its body's kernels, is kept apart from the kernels (`split_control_flow`). A run whose kernels do not fit
 its wall time fails the check (`check="raise"`), kernels that merely
 overlap warn (`ConcurrentKernelsWarning`).
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..analysis._opcodes import CALLS_KERNEL_SEQUENCES
+from ..analysis._opcodes import CONTROL_FLOW_OPCODES
 from ._method import (
     KERNEL_COLUMNS,
     RUN_ANNOTATION,
@@ -27,6 +27,7 @@ from ._method import (
     MeasurementError,
     Method,
     kernel_statistics,
+    split_control_flow,
 )
 from ._module import ModuleIndex
 from ._trace import TraceError, find_trace_files, interval_union_ns, kernel_executions, read_trace
@@ -117,7 +118,7 @@ def merge_measurements(parts: list[Measurement]) -> Measurement:
     order: list[str] = []
     pooled: dict[str, dict] = {}
     for p in parts:
-        for row in p.kernels.to_dict("records"):
+        for row in [*p.kernels.to_dict("records"), *p.control_flow.to_dict("records")]:
             op = row["hlo_op"]
             if op not in pooled:
                 order.append(op)
@@ -130,13 +131,15 @@ def merge_measurements(parts: list[Measurement]) -> Measurement:
         r = pooled[op]
         r.update(kernel_statistics(r["samples_per_run_s"], float(np.median(r.pop("_launches")))))
         rows.append(r)
-    kernels = pd.DataFrame(rows, columns=list(first.kernels.columns))
-    kernels.attrs.update(first.kernels.attrs)
+    every = pd.DataFrame(rows, columns=list(first.kernels.columns))
+    every.attrs.update(first.kernels.attrs)
+    kernels, control_flow = split_control_flow(every)
     runs = pd.concat([p.runs.assign(round=i) for i, p in enumerate(parts)], ignore_index=True)
-    seen = set(kernels["hlo_op"])
+    seen = set(every["hlo_op"])
     missing = tuple(k for k in first.module.expected_kernels() if k not in seen)
     return Measurement(
         kernels=kernels,
+        control_flow=control_flow,
         runs=runs,
         hlo_text=first.hlo_text,
         module=first.module,
@@ -196,8 +199,10 @@ def completion_times(ours: pd.DataFrame, spans: pd.DataFrame, index: ModuleIndex
     A synchronous CPU thunk (and every GPU kernel) finishes when its event
     ends. An asynchronous CPU thunk finishes after its event, by the time its
     completion callback runs (`done_ns`); that callback may run late, so the
-    time is also capped by the earliest start, in the same run, of a kernel
-    that reads its result, and by the end of the run itself.
+    time is also capped by the end of the run itself, by the next start, in
+    the same run, of a kernel that reads its result, and by the next launch
+    of the same kernel in the same run (in a loop body: a loop moves on to
+    its next trip only once every kernel of the trip has finished).
     """
     end = ours["end_ns"].to_numpy().astype(float).copy()
     done = ours["done_ns"].to_numpy().astype(float)
@@ -207,19 +212,24 @@ def completion_times(ours: pd.DataFrame, spans: pd.DataFrame, index: ModuleIndex
     span_end = dict(zip(spans["run"], spans["end_ns"]))
     runs = ours["run"].to_numpy()
     ops = ours["hlo_op"].to_numpy()
-    starts = ours["start_ns"].to_numpy()
-    first_start: dict[tuple[int, str], float] = {}
+    starts = ours["start_ns"].to_numpy().astype(float)
+    launches: dict[tuple[int, str], list] = {}
     for r, op, st in zip(runs, ops, starts):
-        key = (int(r), op)
-        if st < first_start.get(key, np.inf):
-            first_start[key] = float(st)
+        launches.setdefault((int(r), op), []).append(st)
+    launches = {key: np.sort(np.asarray(v)) for key, v in launches.items()}
+
+    def next_start(key, after: float, strictly: bool) -> float:
+        found = launches.get(key)
+        if found is None:
+            return np.inf
+        j = np.searchsorted(found, after, side="right" if strictly else "left")
+        return float(found[j]) if j < len(found) else np.inf
+
     for i in late:
         r = int(runs[i])
-        bound = min(done[i], span_end.get(r, np.inf))
+        bound = min(done[i], span_end.get(r, np.inf), next_start((r, ops[i]), starts[i], True))
         for c in index.consumers(ops[i]):
-            st = first_start.get((r, c))
-            if st is not None and st >= starts[i]:
-                bound = min(bound, st)
+            bound = min(bound, next_start((r, c), starts[i], False))
         end[i] = max(end[i], bound)
     return end
 
@@ -281,11 +291,11 @@ def build_measurement(events, fmt, path, index: ModuleIndex, dev, host_wall, rep
                 "in_module": info is not None,
             }
         )
-    kernels = pd.DataFrame(rows, columns=list(KERNEL_COLUMNS))
-    seen = set(kernels["hlo_op"])
+    every = pd.DataFrame(rows, columns=list(KERNEL_COLUMNS))
+    seen = set(every["hlo_op"])
     missing = tuple(k for k in index.expected_kernels() if k not in seen)
     jax_version = dev.get("jax_version", jax.__version__)
-    kernels.attrs.update(
+    every.attrs.update(
         hlo_module=index.name,
         backend=dev["backend"],
         device=dev["device"],
@@ -293,8 +303,10 @@ def build_measurement(events, fmt, path, index: ModuleIndex, dev, host_wall, rep
         hlo_text=hlo_text,
         **method.fields(),
     )
+    kernels, control_flow = split_control_flow(every)
     return Measurement(
         kernels=kernels,
+        control_flow=control_flow,
         runs=runs,
         hlo_text=hlo_text,
         module=index,
@@ -310,19 +322,15 @@ def build_measurement(events, fmt, path, index: ModuleIndex, dev, host_wall, rep
 
 
 def _runs_table(ours: pd.DataFrame, spans: pd.DataFrame, host_wall, discard: int, faults=()) -> pd.DataFrame:
-    control = ours["opcode"].isin(CALLS_KERNEL_SEQUENCES).to_numpy()
+    control = ours["opcode"].isin(CONTROL_FLOW_OPCODES).to_numpy()
     rows = []
     for run, start, end in spans[["run", "start_ns", "end_ns"]].itertuples(index=False):
         sel = (ours["run"] == run).to_numpy()
         s = ours["start_ns"].to_numpy()[sel]
         e = ours["end_ns"].to_numpy()[sel]
-        ctl = control[sel]
-        # A loop body's kernels run inside the while thunk's own span (CPU);
-        # count them once, through the parent.
-        nested = np.zeros(len(s), dtype=bool)
-        for j in np.flatnonzero(ctl):
-            nested |= (s >= s[j]) & (e <= e[j]) & (np.arange(len(s)) != j)
-        ksum = float((e - s)[~nested].sum())
+        # A while/conditional/call thunk's span holds its body's kernels (XLA:CPU), which are counted
+        # themselves: the kernels' sum leaves the control-flow thunks out, as `Measurement.kernels` does.
+        ksum = float((e - s)[~control[sel]].sum())
         busy = interval_union_ns(s, e)
         wall = float(end - start)
         late = float(max(0.0, (e.max() if len(e) else start) - end))

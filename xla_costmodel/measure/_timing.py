@@ -107,7 +107,8 @@ def time_program(run_once, hlo_text: str, method: Method, *, trace_dir=None, che
         m = build_measurement(events, fmt, path, index, dev, host_wall, taken, discard, check, method=method,
                               faults=faults)
     m = dataclasses.replace(m, process=process)
-    m.kernels.attrs.update(process=process, repeats_requested=repeats, budget_s=budget_s,
+    for table in (m.kernels, m.control_flow):
+        table.attrs.update(process=process, repeats_requested=repeats, budget_s=budget_s,
                            stopped_by_budget=taken < repeats)
     _check_page_faults(m)
     return m

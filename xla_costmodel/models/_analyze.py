@@ -79,7 +79,11 @@ class KernelTable(pd.DataFrame):
       where unknown). Free rows carry XLA's counts too (a tuple's pointer
       table). Over the rows, composed as XLA composes computations (a loop
       body and condition once, the largest branch of a conditional), they add
-      up to the module's `Compiled.cost_analysis()`. `intensity` = flops / bytes.
+      up to the module's `Compiled.cost_analysis()`, except where XLA cannot
+      count a call (a custom call such as TopK: flops -1, bytes -1, which it
+      adds as such) and the row holds the textbook count: its `note` says so,
+      `xla_counts` holds XLA's own figures for it, and `counts_as_xla()` the
+      columns that add up exactly. `intensity` = flops / bytes.
     - `model_flops`, `model_bytes`: what the model priced, by its own counting
       (`xla-gpu`: XLA's cycle-weighted GPU flops and bytes with re-reads and
       recomputation through broadcasts; `roofline`: plain flops with that
@@ -97,13 +101,27 @@ class KernelTable(pd.DataFrame):
     XLA:CPU compiled", "XLA:GPU fusion simulated from the lowered module", ...;
     see `models._resolve.resolve_priced_module`), `unknown_loops` (the `while`
     loops whose trip count was neither known nor given, so assumed
-    `unknown_trip_count`) and `total_is_lower_bound` (True when there is
+    `unknown_trip_count`), `xla_counts` (kernel → XLA's own `flops`,
+    `transcendentals`, `bytes_accessed` where the row's counts are textbook
+    counts instead) and `total_is_lower_bound` (True when there is
     one: a loop that runs more often than assumed makes the module slower,
     so with the default assumption of 1 the total is a lower bound).
     """
 
     _metadata = ["module_name", "device_name", "model_name", "estimates", "priced_module", "unknown_loops",
-                 "gemm_configs"]
+                 "xla_counts", "gemm_configs"]
+
+    def counts_as_xla(self) -> pd.DataFrame:
+        """The count columns as XLA's `HloCostAnalysis` has them: `computation`, `kernel`, `flops`,
+        `transcendentals`, `bytes_accessed`, with XLA's own figures (-1 for a call it cannot count) in
+        place of the textbook counts of the kernels in `xla_counts`. Composed as XLA composes
+        computations, these rows add up to `Compiled.cost_analysis()`."""
+        out = pd.DataFrame(self)[["computation", "kernel", "flops", "transcendentals", "bytes_accessed"]].copy()
+        for name, figures in (getattr(self, "xla_counts", None) or {}).items():
+            at = out["kernel"] == name
+            for key, value in figures.items():
+                out.loc[at, key] = value
+        return out
 
     @property
     def total_is_lower_bound(self) -> bool:
@@ -149,6 +167,7 @@ class KernelTable(pd.DataFrame):
             time_by_bound_s={k: float(v) for k, v in by_bound.items()},
             priced_module=getattr(self, "priced_module", None),
             unknown_loops=tuple(getattr(self, "unknown_loops", ()) or ()),
+            textbook_counts=tuple(getattr(self, "xla_counts", None) or ()),
         )
 
     def _repr_html_(self) -> str:
@@ -316,6 +335,7 @@ def price_module(
     counts = ModuleCounts(module)
     given = _check_trip_counts(module, trip_counts)
     unknown_loops: list[str] = []
+    xla_counts: dict[str, dict] = {}
 
     def row(instr, comp, executions: float, known: bool, note: str) -> None:
         op = instr.opcode
@@ -331,6 +351,11 @@ def price_module(
             model_flops = float(d.get("flops", math.nan))
             model_bytes = float(d.get("bytes_accessed", math.nan))
         c = counts(instr)
+        xla = None if kind == "free" else counts.xla_own(instr)
+        if xla is not None:
+            xla_counts[instr.name] = {"flops": xla.flops, "transcendentals": xla.transcendentals,
+                                      "bytes_accessed": xla.bytes_accessed}
+            note = "; ".join(x for x in (note, _textbook_note(instr, xla)) if x)
         intensity = c.flops / c.bytes_accessed if (c.bytes_accessed and math.isfinite(c.bytes_accessed)) else math.nan
         coalesced = d.get("coalesced", None)
         priced = est.priced
@@ -376,9 +401,20 @@ def price_module(
     table.estimates = estimates
     table.priced_module = "the module as given"
     table.unknown_loops = tuple(unknown_loops)
+    table.xla_counts = xla_counts
     if unpriced and warn:
         _warn_unpriced_kernels(table.model_name, module.name, unpriced, warn_stacklevel + 1)
     return table
+
+
+def _textbook_note(instr, xla) -> str:
+    """What a row whose counts are not XLA's says: XLA's own figures, and where the row's come from."""
+    what = instr.opcode if instr.opcode != "custom-call" else f"custom call {instr.attribute('custom_call_target', '')}"
+    unknown = ", ".join(f"{key} {value:g}" for key, value in (("flops", xla.flops), ("bytes", xla.bytes_accessed))
+                        if value < 0)
+    xla_says = f"{unknown} (it cannot count the call)" if unknown else f"flops {xla.flops:g} (it does not count the work)"
+    return (f"counts are textbook counts of the {what}: XLA's cost analysis gives {xla_says}, "
+            f"which Compiled.cost_analysis() adds as such")
 
 
 def _warn_unpriced_kernels(model_name: str, module_name: str, unpriced: list[str], stacklevel: int) -> None:

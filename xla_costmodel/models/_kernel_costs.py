@@ -370,6 +370,28 @@ class ModuleCounts:
         self._an = Analysis(module, warn=False, overrides=MODEL_RULES)
         with gc_paused():
             self._an.analyze_module()
+        self._module = module
+        self._xla = None  # XLA's own analysis (no textbook rules), made when a rule of MODEL_RULES may have fired
+        self._overridden = any(i.opcode in MODEL_RULES for _, i in module.instructions())
+
+    def xla_own(self, instr) -> KernelCounts | None:
+        """XLA's own `HloCostAnalysis` counts of `instr` where they are not the ones `__call__` gives
+        (a custom call XLA counts as -1 flops and bytes, top-k at 0 flops: `MODEL_RULES` count the work),
+        else None. What `Compiled.cost_analysis()` adds up for that instruction."""
+        if not self._overridden or not self._an.has_record(instr):
+            return None
+        if self._xla is None:
+            from .._gc import gc_paused
+            from ..analysis._interpreter import Analysis
+
+            self._xla = Analysis(self._module, warn=False)
+            with gc_paused():
+                self._xla.analyze_module()
+        ours, xla = self._an.record(instr), self._xla.record(instr)
+        own = KernelCounts(float(xla[FLOPS]), float(xla[TRANS]), float(xla[BYTES]))
+        if (ours[FLOPS], ours[TRANS], ours[BYTES]) == (own.flops, own.transcendentals, own.bytes_accessed):
+            return None
+        return own
 
     def __call__(self, instr) -> KernelCounts:
         if self._an.has_record(instr):

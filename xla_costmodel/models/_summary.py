@@ -35,7 +35,10 @@ class TableSummary(Mapping):
     execution count was assumed); `time_by_bound_s` (seconds per run by
     bound: compute, memory, launch, ...); `priced_module` (what was priced:
     `KernelTable.priced_module`); `unknown_loops` (loops whose trip count
-    was assumed) and `total_is_lower_bound` (True when there is one).
+    was assumed) and `total_is_lower_bound` (True when there is one);
+    `textbook_counts` (kernels whose count columns are textbook counts where
+    XLA's cost analysis has none, -1 or 0 for top-k: the table's count columns add up to
+    `Compiled.cost_analysis()` with `KernelTable.counts_as_xla()` only).
 
     Reads like the dict it replaces (`s["kernels"]`, `dict(s)`);
     `to_frame()` gives a one-row DataFrame, `to_dict()` plain JSON-ready
@@ -53,6 +56,7 @@ class TableSummary(Mapping):
     time_by_bound_s: Mapping[str, float] = field(default_factory=dict)
     priced_module: str | None = None
     unknown_loops: tuple = ()
+    textbook_counts: tuple = ()
 
     @property
     def total_is_lower_bound(self) -> bool:
@@ -89,6 +93,7 @@ class TableSummary(Mapping):
         out = {k: getattr(self, k) for k in self._keys()}
         out["time_by_bound_s"] = {str(k): float(v) for k, v in self.time_by_bound_s.items()}
         out["unknown_loops"] = list(self.unknown_loops)
+        out["textbook_counts"] = list(self.textbook_counts)
         if isinstance(out["total_s"], float) and not math.isfinite(out["total_s"]):
             out["total_s"] = None
         return out
@@ -97,7 +102,8 @@ class TableSummary(Mapping):
         """One row: the names, `total_s`, the counts, and `<bound>_s` per bound (seconds per run)."""
         import pandas as pd
 
-        row = {k: getattr(self, k) for k in self._keys() if k not in ("time_by_bound_s", "unknown_loops")}
+        row = {k: getattr(self, k) for k in self._keys()
+               if k not in ("time_by_bound_s", "unknown_loops", "textbook_counts")}
         row["total_is_lower_bound"] = self.total_is_lower_bound
         row.update({f"{bound}_s": float(t) for bound, t in self.time_by_bound_s.items()})
         return pd.DataFrame([row])
@@ -115,7 +121,14 @@ class TableSummary(Mapping):
             f", {self.assumed_counts} with assumed execution counts" if self.assumed_counts else "")
         return (f"{self.module} on {self.device} ({self.model}): total {_fmt_time(self.total_s)} per run over "
                 f"{count(self.kernels, 'kernel')}{extra} ({count(self.free, 'free instruction')})"
-                + self._lower_bound_note())
+                + self._lower_bound_note() + self._textbook_note())
+
+    def _textbook_note(self) -> str:
+        if not self.textbook_counts:
+            return ""
+        return (f"; the counts of {', '.join(self.textbook_counts)} are textbook counts where XLA's cost analysis "
+                f"has none (-1, or 0 for top-k): the count columns add up to Compiled.cost_analysis() with "
+                f"table.counts_as_xla()")
 
     def _repr_html_(self) -> str:
         unpriced = f", <b style='color:#b00'>{self.unpriced} unpriced</b>" if self.unpriced else ""
