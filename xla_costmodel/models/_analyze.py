@@ -106,6 +106,9 @@ class KernelTable(pd.DataFrame):
     counts instead) and `total_is_lower_bound` (True when there is
     one: a loop that runs more often than assumed makes the module slower,
     so with the default assumption of 1 the total is a lower bound).
+    `gemm_configs`: for a function priced on a GPU from XLA:GPU's compile
+    here, without a GPU, the GEMM configuration chosen for each GEMM kernel
+    as autotuning would (`models.autotune_gemms`'s `choices`); else None.
     """
 
     _metadata = ["module_name", "device_name", "model_name", "estimates", "priced_module", "unknown_loops",
@@ -402,6 +405,7 @@ def price_module(
     table.priced_module = "the module as given"
     table.unknown_loops = tuple(unknown_loops)
     table.xla_counts = xla_counts
+    table.gemm_configs = None  # set by `analyze` for a module XLA:GPU compiled here (autotune_gemms)
     if unpriced and warn:
         _warn_unpriced_kernels(table.model_name, module.name, unpriced, warn_stacklevel + 1)
     return table
