@@ -313,8 +313,8 @@ def _as_the_gpu_would_run(module: "HloModule", dev: "DeviceSpec") -> tuple["HloM
     retuned = 0 if choices is None or len(choices) == 0 or "config_after" not in choices else int(
         (choices["kind"].eq("triton") & choices["config_after"].notna()
          & choices["config_after"].ne(choices["config_before"])).sum())
-    notes = ((f"{retuned} GEMM fusion configuration{'s' if retuned != 1 else ''} chosen as autotuning would "
-              f"(the fastest of XLA's search space under its dot-fusion model; see gemm_configs)",)
+    notes = ((f"{retuned} GEMM fusion configuration{'s' if retuned != 1 else ''} chosen as autotuning on the GPU "
+              f"would (the fastest of XLA's search space under its dot-fusion model)",)
              if retuned else ())
     return tuned.module, notes, choices
 
