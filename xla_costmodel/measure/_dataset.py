@@ -209,7 +209,8 @@ def read_dataset(path) -> pd.DataFrame:
             df = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={"schema": str})
             for column in _SHARED_TEXT_COLUMNS:
                 if column in df:
-                    df[column] = _shared_strings(df[column])
+                    # (an explicit object Series: pandas would turn a bare object array back into one copy per row)
+                    df[column] = pd.Series(_shared_strings(df[column]), index=df.index, dtype=object)
     except Exception as e:  # pyarrow / the CSV reader raise many types for bad bytes
         raise DatasetError(path, f"cannot read as {fmt} ({type(e).__name__}: {_short(e)})") from e
     v1 = _validate(df, path)
