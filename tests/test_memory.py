@@ -49,3 +49,15 @@ def test_prepared_datasets_cache_keeps_the_last_few(tmp_path):
     assert _data.prepare_dataset(paths[-1], TEST_CPU) is prepared[-1]  # the latest are still kept
     assert _data.prepare_dataset(paths[0], TEST_CPU) is not prepared[0]  # the first was let go, prepared afresh
     assert len(prepared[0].y) == len(rows)
+
+
+def test_a_parquet_file_of_many_row_groups_shares_texts_across_them(tmp_path):
+    import pyarrow as pa
+
+    rows = read_dataset(CORPUS).head(40)
+    path = tmp_path / "groups.parquet"
+    pq.write_table(pa.Table.from_pandas(rows, preserve_index=False), path, row_group_size=7)
+    assert pq.ParquetFile(path).num_row_groups > 1
+    back = read_dataset(path)
+    assert list(back["module_text"]) == list(rows["module_text"])
+    assert len({id(t) for t in back["module_text"]}) == back["module_text"].nunique()
