@@ -178,22 +178,11 @@ def test_fast_path_reads_mutants_as_the_token_parser_does(text):
     assert module_signature(fast) == module_signature(parse_hlo_tokens(text, source="mutant.hlo", verify=False))
 
 
-def _timed(fn, *args, **kwargs):
-    start = time.perf_counter()
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        elapsed = time.perf_counter() - start
-        assert elapsed < 1.0, f"{fn.__name__} took {elapsed:.2f} s"
-
-
-@FUZZ
-@given(mutated())
-def test_mutants_raise_only_documented_errors_quickly(text):
+def _check_mutant(text: str, call) -> None:
     """The parser raises only located `HloParseError`s; on what it accepts, `analyze` and `simulate_fusion`
-    (which document no error for a valid module) raise nothing. Each call takes under a second."""
+    (which document no error for a valid module) raise nothing. `call(fn, *args)` makes each call."""
     try:
-        module = _timed(xc.parse_hlo, text, source="mutant.hlo")
+        module = call(xc.parse_hlo, text, source="mutant.hlo")
     except HloParseError as err:
         event("refused by the parser")
         assert err.line >= 1 and err.column >= 1
@@ -209,8 +198,36 @@ def test_mutants_raise_only_documented_errors_quickly(text):
     xc.parse_hlo(module.to_text())  # what we print, we read back
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # CostModelWarning names kernels a model cannot price: documented
-        _timed(xc.analyze, module)
-        _timed(xc.simulate_fusion, module)
+        call(xc.analyze, module)
+        call(xc.simulate_fusion, module)
+
+
+def _untimed(fn, *args, **kwargs):
+    return fn(*args, **kwargs)
+
+
+def _timed(fn, *args, **kwargs):
+    start = time.perf_counter()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        elapsed = time.perf_counter() - start
+        assert elapsed < 1.0, f"{fn.__name__} took {elapsed:.2f} s"
+
+
+@FUZZ
+@given(mutated())
+def test_mutants_raise_only_documented_errors(text):
+    _check_mutant(text, _untimed)
+
+
+@pytest.mark.perf
+@FUZZ
+@given(mutated())
+def test_mutants_are_handled_quickly(text):
+    """As `test_mutants_raise_only_documented_errors`, each call taking under a second (a wall-clock bound:
+    `perf`, for an idle machine)."""
+    _check_mutant(text, _timed)
 
 
 def _chain(n: int) -> str:
@@ -235,6 +252,7 @@ def _best_time(text: str, parse) -> float:
     return best
 
 
+@pytest.mark.perf
 @pytest.mark.parametrize("parse", [xc.parse_hlo, parse_hlo_tokens], ids=["parse_hlo", "token_parser"])
 def test_parse_time_is_linear_in_size(parse):
     small = _best_time(_chain(2000), parse)
@@ -243,10 +261,20 @@ def test_parse_time_is_linear_in_size(parse):
     assert large < 4 * small * 2.5, (small, large)
 
 
-@pytest.mark.parametrize("junk", ["{" * 20000, "(" * 20000, "f32[" * 5000, '"' * 20001, "a = " * 5000])
-def test_pathological_input_fails_fast(junk):
-    text = "HloModule m\nENTRY e {\n  a = f32[] parameter(0), x=" + junk + "\n}\n"
-    elapsed = _best_time(text, xc.parse_hlo)
+PATHOLOGICAL = ["{" * 20000, "(" * 20000, "f32[" * 5000, '"' * 20001, "a = " * 5000]
+
+
+def _pathological(junk: str) -> str:
+    return "HloModule m\nENTRY e {\n  a = f32[] parameter(0), x=" + junk + "\n}\n"
+
+
+@pytest.mark.parametrize("junk", PATHOLOGICAL)
+def test_pathological_input_is_refused(junk):
     with pytest.raises(HloParseError):
-        xc.parse_hlo(text)
-    assert elapsed < 1.0
+        xc.parse_hlo(_pathological(junk))
+
+
+@pytest.mark.perf
+@pytest.mark.parametrize("junk", PATHOLOGICAL)
+def test_pathological_input_fails_fast(junk):
+    assert _best_time(_pathological(junk), xc.parse_hlo) < 1.0

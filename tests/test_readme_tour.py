@@ -52,14 +52,21 @@ def _small_data(folder) -> None:
 
     shipped = ROOT / "calibration"
     pq.write_table(pq.read_table(shipped / "host_cpu.parquet"), folder / "host_cpu.parquet")
-    corpus = pq.read_table(shipped / "host_cpu_corpus.parquet", filters=[("source", "in", list(_SOURCES))])
+    def read(path, **kwargs):
+        # The module texts read dictionary-encoded (one per program, not one per kernel row: 1.35 GB for the
+        # corpus otherwise), and written back as plain text once filtered.
+        texts = ["module_text", "hlo_text"]
+        table = pq.read_table(path, read_dictionary=texts, **kwargs)
+        for name in texts:
+            table = table.set_column(table.schema.get_field_index(name), name, pc.cast(table[name], pa.large_string()))
+        return table
+
+    corpus = read(shipped / "host_cpu_corpus.parquet", filters=[("source", "in", list(_SOURCES))])
     assert corpus.num_rows > 0
     pq.write_table(corpus, folder / "host_cpu_corpus.parquet")
-    programs = pq.read_table(shipped / "host_cpu_programs.parquet")
-    keep = pc.is_in(programs["kernel"], value_set=pa.array(list(_PROGRAMS)))
-    keep = pc.and_(keep, pc.is_in(programs["kernel_class"],
-                                  value_set=pa.array(["program", "program-unfused"])))
-    pq.write_table(programs.filter(keep), folder / "host_cpu_programs.parquet")
+    programs = read(shipped / "host_cpu_programs.parquet",
+                    filters=[("kernel", "in", list(_PROGRAMS)), ("kernel_class", "in", ["program", "program-unfused"])])
+    pq.write_table(programs, folder / "host_cpu_programs.parquet")
 
 
 _RUNNER = textwrap.dedent('''

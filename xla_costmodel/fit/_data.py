@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -216,7 +217,10 @@ def prepare(df: pd.DataFrame, device, *, task_bytes: int | None = None) -> Prepa
 
 # Prepared datasets by (files with their modification times and sizes, device facts, task bytes):
 # parsing and featurizing a corpus takes seconds, and a benchmark asks for the same files many times.
-_PREPARED: dict = {}
+# The last few only: each holds its parsed kernels, and a process that prepares many datasets (the test
+# suite, a sweep over devices) would otherwise keep every one of them.
+_PREPARED: "OrderedDict" = OrderedDict()
+_PREPARED_KEPT = 6
 
 
 def prepare_dataset(dataset, device, *, task_bytes: int | None = None) -> Prepared:
@@ -244,11 +248,14 @@ def prepare_dataset(dataset, device, *, task_bytes: int | None = None) -> Prepar
     facts = device_facts(device)
     key = None if stamps is None else (tuple(stamps), repr(sorted(dict(facts).items())), task_bytes)
     if key is not None and key in _PREPARED:
+        _PREPARED.move_to_end(key)
         return _PREPARED[key]
     df = load_rows(paths[0] if len(paths) == 1 else paths)
     prepared = prepare(df, facts, task_bytes=task_bytes) if len(df) else empty_prepared()
     if key is not None:
         _PREPARED[key] = prepared
+        while len(_PREPARED) > _PREPARED_KEPT:
+            _PREPARED.popitem(last=False)
     return prepared
 
 
