@@ -11,7 +11,7 @@ from typing import Callable
 from .._text import count
 
 __all__ = ["COMMANDS", "Command", "UsageError", "check_device", "check_models", "command", "count", "format_seconds",
-           "fusions_in", "json_records", "json_value", "load_module", "model_error", "one_line_warnings", "print_table", "report_warnings",
+           "fusions_in", "json_records", "json_value", "load_module", "load_user_program", "model_error", "one_line_warnings", "print_table", "report_warnings",
            "resolve_device_and_model", "say_note", "say_warning", "user_error"]
 
 
@@ -69,6 +69,40 @@ def load_module(path: str):
         raise UsageError(f"{path}: is a directory, expected an HLO text file") from None
     except PermissionError:
         raise UsageError(f"{path}: permission denied") from None
+
+
+def load_user_program(spec: str, option: str = "--jax"):
+    """The user's program named on the command line as `FILE.py:FACTORY` or `MODULE:FACTORY`, checked.
+
+    The one place every subcommand loads a `--jax` program: it imports the
+    module (`measure._target.load_program`), calls the factory (no
+    arguments; it returns `(fn, args)`), then has jax trace and lower
+    `fn(*args)`, so that a fault of the user's code is reported before any
+    work, in the user's terms.
+
+    **Arguments:** `spec`: the option's value; `option`: the option's name,
+    for messages.
+
+    **Returns:** `(fn, args, lowered)`: the function, its tuple of example
+    arguments, and `jax.jit(fn).lower(*args)` (a `jax.stages.Lowered`; the
+    caller may compile it or take its module).
+
+    **Raises:** `UsageError` (exit 2, one line) when the spec names no
+    loadable factory (`ProgramSpecError`), or when the factory or jax's
+    tracing or lowering of the function raises (`UserProgramError`: the
+    user's file, line and exception).
+    """
+    from ..measure._target import ProgramSpecError, UserProgramError, load_program, lower_user_program
+
+    try:
+        fn, args = load_program(spec)
+    except ProgramSpecError as exc:
+        raise UsageError(f"{option} {_one_line(str(exc))}") from None
+    try:
+        lowered = lower_user_program(fn, args)
+    except UserProgramError as exc:
+        raise UsageError(f"{_one_line(str(exc))} (the program of {option} {spec})") from None
+    return fn, args, lowered
 
 
 def model_error(name: str, exc: Exception) -> str:
@@ -139,7 +173,7 @@ def user_error(exc: BaseException) -> str | None:
 
     These are the library's documented errors: `HloParseError`,
     `CalibrationError` (and `DeviceMismatchError`), `DatasetError`,
-    `ProgramSpecError`, `UsageError`. A subcommand may turn others into
+    `ProgramSpecError`, `UserProgramError` (the user's program failed), `UsageError`. A subcommand may turn others into
     `UsageError` itself; anything else is a defect of this program.
     """
     import sys
@@ -157,7 +191,7 @@ def user_error(exc: BaseException) -> str | None:
     if dataset is not None and isinstance(exc, dataset.DatasetError):
         return _one_line(str(exc))
     target = sys.modules.get("xla_costmodel.measure._target")
-    if target is not None and isinstance(exc, target.ProgramSpecError):
+    if target is not None and isinstance(exc, (target.ProgramSpecError, target.UserProgramError)):
         return _one_line(str(exc))
     return None
 

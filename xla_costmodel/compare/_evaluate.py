@@ -133,13 +133,16 @@ def evaluate(
 
     **Returns:** an `Evaluation`.
 
-    **Raises:** `ValueError` for an unknown model or device, a device of
+    **Raises:** `UserProgramError` (`xla_costmodel.measure`, a `ValueError`)
+    naming the user's file, line and exception when jax cannot trace or
+    lower the program; `ValueError` for an unknown model or device, a device of
     another kind than the one measured, or no model; `MeasurementError` when
     the trace cannot be trusted.
     """
     from ..fit._metrics import accuracy
     from ..hlo import parse_hlo
     from ..measure import DEFAULT_METHOD, device_description, measure_program
+    from ..measure._target import lower_user_program
     from ..models import analyze
     from ..models._resolve import check_prices_device, resolve_device, resolve_model
 
@@ -148,6 +151,8 @@ def evaluate(
         raise ValueError("evaluate needs at least one model")
     if len(set(models)) != len(models):
         raise ValueError(f"models repeat: {list(models)}")
+    # A program jax cannot trace is the user's error: say so before the device is measured (seconds).
+    lower_user_program(fn, args)
     dev = resolve_device(device)
     for name in models:
         # Unknown names, and models that do not price the device, fail here, before anything is measured.

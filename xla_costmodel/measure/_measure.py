@@ -144,7 +144,9 @@ def measure(
     `repeats_requested`, `budget_s`, `stopped_by_budget` (whether the budget
     ended the runs early).
 
-    Raises `MeasurementError` when the trace shows no kernel of the program,
+    Raises `UserProgramError` (`measure._target`; a `ValueError`) naming the
+    user's file, line and exception when jax cannot trace or lower the
+    program (a shape mismatch in it), `MeasurementError` when the trace shows no kernel of the program,
     when a run's kernels do not fit within its wall time, or when the
     measuring worker died. See `measure_program` for the per-run table and
     more options.
@@ -190,6 +192,7 @@ def measure_program(
     import jax
 
     from ._isolated import InProcessMeasurementWarning, NotExportable, export_program, measure_in_worker
+    from ._target import lower_user_program
 
     started = time.perf_counter()
     method = Method(allocator=allocator, repeats=repeats, discard=discard)
@@ -203,6 +206,9 @@ def measure_program(
         try:
             program = export_program(jitted, args, name)
         except NotExportable as e:
+            # A program that jax cannot even trace fails here, as the user's error, not as a
+            # program that cannot travel.
+            lower_user_program(jitted, args, name)
             if in_process is False:
                 raise ValueError(f"{name} cannot be measured in the measuring worker: {e}") from None
             warnings.warn(
@@ -221,7 +227,7 @@ def measure_program(
                 report(None)
 
     set_allocator(method.allocator)
-    compiled = jitted.lower(*args).compile(compiler_options=compiler_options)
+    compiled = lower_user_program(jitted, args, name).compile(compiler_options=compiler_options)
     if device_description()["backend"] in ("gpu", "cuda", "rocm") and not _command_buffers_off(os.environ.get("XLA_FLAGS", "")):
         warnings.warn(
             "XLA:GPU command buffers are on: kernels recorded into a command buffer lose their "
