@@ -98,14 +98,17 @@ def _calibrate_configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None, help="device to calibrate (default host): this machine when the suite "
                    "is run here, else the device --dataset was measured on (a --dataset of several devices is "
                    "fitted per device and across devices)")
-    p.add_argument("--quick", action="store_true", help="run the quick suite (with no --dataset)")
+    p.add_argument("--quick", action="store_true", help="run the quick suite (with no --dataset): a smoke test, "
+                   "saved in the quick/ folder of your data directory, which no model reads unless asked")
     p.add_argument("--dataset", nargs="+", default=None, metavar="PATH",
                    help="fit to these measurements instead of running the suite")
     p.add_argument("--models", nargs="+", default=None, metavar="MODEL",
                    help="models to fit (default: fitted learned roofline-calibrated xla-gpu-calibrated)")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="where to write (default: your data directory, $XLA_COSTMODEL_DATA_DIR or "
-                        "~/.local/share/xla_costmodel on Linux; the shipped calibration/ is only read)")
+                        "~/.local/share/xla_costmodel on Linux, where a calibration that scores worse on its "
+                        "held-out rows than the one in use goes to held-back/ instead; the shipped calibration/ "
+                        "is only read)")
     p.add_argument("--weights", action="store_true", help="also print the fitted model's weights table")
     p.add_argument("--device-map", action="append", default=None, metavar="MEASURED=DEVICE",
                    help="with a dataset of several devices: the device (a registered name) of rows whose 'device' "
@@ -118,7 +121,7 @@ def _calibrate_configure(p: argparse.ArgumentParser) -> None:
 @command("calibrate", "fit the fitted, learned and calibrated models to measurements and save them", _calibrate_configure)
 def _calibrate(args: argparse.Namespace) -> int:
     from ..fit._calibrate import FITTABLE_MODELS, calibrate
-    from ..fit._store import DATA_DIR_ENV, user_data_dir
+    from ..fit._store import DATA_DIR_ENV
     from ..measure import DatasetError
 
     if args.models:
@@ -141,20 +144,34 @@ def _calibrate(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     except ValueError as exc:  # DeviceMismatchError, too few rows, a dataset of several devices
         raise UsageError(str(exc).splitlines()[0]) from None
-    print_table(result if (args.json or args.csv) else result.round(4), as_json=args.json, as_csv=args.csv)
-    if not (args.json or args.csv):
-        print(f"\nwrote {count(len(result), 'calibration')} to {Path(args.out) if args.out else user_data_dir()}")
+    if args.json or args.csv:
+        print_table(result, as_json=args.json, as_csv=args.csv)
+    else:
+        shown = result.drop(columns=[c for c in ("file", "in_use_file") if c in result]).round(4)
+        print_table(shown)
+        print()
+        for folder, files in result.groupby(result["file"].map(lambda f: str(Path(f).parent)), sort=False):
+            models = ", ".join(files["model"])
+            used = "read by no model unless asked" if _unused_folder(Path(folder)) else "in use"
+            print(f"wrote {count(len(files), 'calibration')} to {folder} ({used}): {models}")
     if args.weights and "fitted" in set(result["model"]):
         import os
 
         from ..fit._fitted import FittedModel
 
-        if args.out:
-            os.environ[DATA_DIR_ENV] = args.out  # read back what was just written, not an older one
+        # Read back what was just written (wherever it went), not an older one.
+        os.environ[DATA_DIR_ENV] = str(Path(result.loc[result["model"] == "fitted", "file"].iloc[0]).parent)
         table = FittedModel.from_calibration(args.device).weights_table()
         print(file=sys.stdout)
         print_table(table, as_json=args.json, as_csv=args.csv)
     return 0
+
+
+def _unused_folder(folder: Path) -> bool:
+    """Whether `folder` is one of the data directory's folders that no model reads unless asked."""
+    from ..fit._store import held_back_dir, quick_dir
+
+    return any(folder.resolve() == d.resolve() for d in (quick_dir(), held_back_dir()))
 
 
 def _calibrate_devices(args: argparse.Namespace) -> int | None:

@@ -106,6 +106,21 @@ class Evaluation:
         return head + self.summary._repr_html_() + notes + self.kernels._repr_html_()
 
 
+def _calibrations_used(models, dev) -> tuple[str, ...]:
+    """One sentence per calibrated model: which saved calibration it priced with, the user's or the shipped one
+    (`fit._store.calibration_in_use`), so that a prediction's source is never a guess."""
+    from ..fit._calibrate import FITTABLE_MODELS
+    from ..fit._store import calibration_in_use
+
+    said = []
+    for name in models:
+        if name in FITTABLE_MODELS:
+            path, whose = calibration_in_use(name, dev)
+            if path is not None:
+                said.append(f"{name} priced with {'your' if whose == 'yours' else 'the shipped'} calibration {path}")
+    return tuple(said)
+
+
 def evaluate(
     fn,
     *args,
@@ -213,7 +228,7 @@ def evaluate(
             "measured_wall_s": wall,
         })
     summary = pd.DataFrame(rows, columns=["model", *SUMMARY_COLUMNS]).set_index("model")
-    notes = (missing_overhead,) if missing_overhead else ()
+    notes = ((missing_overhead,) if missing_overhead else ()) + _calibrations_used(models, dev)
     return Evaluation(kernels=kernels.reset_index(drop=True), summary=summary, measurement=m, tables=tables,
                       device=dev.name, notes=notes)
 
