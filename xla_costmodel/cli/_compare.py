@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ._common import UsageError, check_device, check_models, command, count, print_table
+from ._common import UsageError, check_device, check_models, command, count, print_table, say_note
 
 _SHOWN = ("model", "split", "source", "programs", "n", "unpriced", "sk_error", "ratio_error", "kendall_tau",
           "within_2x", "mape", "median_abs_log", "bias", "spearman", "fusion_n", "fusion_order_acc", "fusion_gain_ratio_error",
@@ -15,8 +15,8 @@ _SHOWN = ("model", "split", "source", "programs", "n", "unpriced", "sk_error", "
 
 def _compare_configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--models", nargs="+", default=None, metavar="MODEL",
-                   help="models to compare (default: fitted learned roofline-calibrated xla-gpu-calibrated "
-                        "roofline xla-gpu)")
+                   help="models to compare (default: fitted learned roofline-calibrated roofline; the GPU models "
+                        "xla-gpu and xla-gpu-calibrated score a CPU's kernels only when named)")
     p.add_argument("--split", default="source",
                    help="source (default: fit on the suite, score each source of the corpus), source-cv (leave one "
                         "source out, the other sources' programs train too), program, program-cv (this project's "
@@ -30,9 +30,12 @@ def _compare_configure(p: argparse.ArgumentParser) -> None:
                         "host_cpu_programs.parquet: yours, else the shipped ones)")
     p.add_argument("--by-source", action="store_true",
                    help="one row per model and source of the scored programs, then each model over all of them")
-    p.add_argument("--device", default="host", help="device (default host)")
+    p.add_argument("--device", default="host", help="device (default host: the rows are priced with the description "
+                   "of the machine that measured them where it is known, as for the shipped corpus, else this "
+                   "machine's)")
     p.add_argument("--folds", type=int, default=5, help="folds of program-cv and cv (default 5, at least 2)")
     p.add_argument("--predictions", metavar="PATH", help="also write the per-kernel predictions (.csv or .parquet)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--json", action="store_true", help="print JSON records")
     g.add_argument("--csv", action="store_true", help="print CSV")
@@ -59,11 +62,13 @@ def _compare(args: argparse.Namespace) -> int:
     check_device(args.device)
     try:
         table = compare(args.models or DEFAULT_MODELS, _paths(args.dataset), args.split,
-                        train=_paths(args.train), device=args.device, folds=args.folds)
+                        train=_paths(args.train), device=args.device, folds=args.folds, progress=not args.no_progress)
     except (DatasetError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
     except ValueError as exc:  # a dataset with nothing to score, a split without groups, a bad name
         raise UsageError(str(exc).splitlines()[0]) from None
+    for note in getattr(table, "notes", ()):
+        say_note(note)
     if not table["n"].fillna(0).astype(int).any():
         raise UsageError("no kernel was scored: the data has no kernel every model could price")
     if args.predictions:

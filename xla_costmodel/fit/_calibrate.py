@@ -272,7 +272,7 @@ def fit_and_save(dev, df: pd.DataFrame, *, paths, models, out: Path, include_pro
     left_out = _left_out(every_row, roles)
 
     out.mkdir(parents=True, exist_ok=True)
-    prep = prepare(df, dev)
+    prep = prepare(df, dev, progress=progress)
     if len(prep.y) < 10:
         others = "; ".join(f"{n} rows of role {r}" for r, n in left_out.items())
         raise ValueError(f"only {len(prep.y)} usable kernel rows to calibrate with; need at least 10"
@@ -292,7 +292,7 @@ def fit_and_save(dev, df: pd.DataFrame, *, paths, models, out: Path, include_pro
         if name in CONTEXT_MODELS and not include_programs:
             # The suite shows little context (its kernels run almost alone): add our own programs.
             if context_prep is None:
-                context_prep = prepare(context_training_rows(every_row), dev)
+                context_prep = prepare(context_training_rows(every_row), dev, progress=progress)
             prep, rule = context_prep, CONTEXT_ROWS_RULE
         model_class = _model_classes().get(name)
         verdict = _judge(name, model_class, dev, prep, held_back_dir(out)) if judge else {}

@@ -59,7 +59,7 @@ from typing import Any
 from .._atomic import write_atomically
 
 __all__ = ["CalibrationError", "DATA_DIR_ENV", "DeviceMismatchError", "MachineMismatchWarning", "calibration_in_use",
-           "calibration_path", "held_back_dir", "quick_dir",
+           "calibration_path", "held_back_dir", "measuring_device", "quick_dir",
            "dataset_devices", "rows_machine",
            "find_data_file", "load_calibration", "save_calibration", "shipped_dir", "user_data_dir",
            "write_atomically"]
@@ -129,6 +129,50 @@ def calibration_in_use(model: str, device) -> tuple[Path | None, str]:
         if (d / file_name).is_file():
             return d / file_name, ("shipped" if _same_dir(d, shipped_dir()) else "yours")
     return None, "none"
+
+
+#: In a folder of host datasets: the device description of the machine that measured them (the shipped
+#: `calibration/` has the reference host's, `scripts/ship_reference_host.py`).
+MEASURING_DEVICE_FILE = "host_device.json"
+_MEASURING_FORMAT = "xla_costmodel.measuring-device/1"
+
+
+def measuring_device(paths):
+    """The `host` `DeviceSpec` of the machine that measured the dataset files `paths`, or None.
+
+    Rows measured on one machine and priced on another's microbenchmarks
+    score differently on every machine; the rows' own machine gives the same
+    figures everywhere. A folder that holds `host_device.json` (the shipped
+    `calibration/` does) says which machine measured its host datasets.
+
+    **Returns:** the spec when every path is a file in a folder with that
+    file, all the same; None for a DataFrame, files measured here (the
+    user's data directory has none), or files of several machines.
+    **Raises:** `CalibrationError` when the description cannot be read.
+    """
+    if paths is None or not isinstance(paths, (str, os.PathLike, list, tuple)):
+        return None
+    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if not paths or not all(isinstance(p, (str, os.PathLike)) for p in paths):
+        return None
+    files = {Path(p).resolve().parent / MEASURING_DEVICE_FILE for p in paths}
+    if len(files) != 1:
+        return None
+    (file,) = files
+    if not file.is_file():
+        return None
+    from ..devices import DeviceSpec
+
+    try:
+        doc = json.loads(file.read_text(encoding="utf-8"))
+        if doc.get("format") != _MEASURING_FORMAT:
+            raise ValueError(f"format {doc.get('format')!r} is not {_MEASURING_FORMAT!r}")
+        spec = DeviceSpec.from_dict(doc["spec"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CalibrationError(f"{file}: not a readable description of the measuring machine ({exc})") from None
+    if spec.name != "host" or spec.kind != "cpu":
+        raise CalibrationError(f"{file}: describes device {spec.name!r} of kind {spec.kind!r}, not a 'host' CPU")
+    return spec
 
 
 def shipped_dir() -> Path:
