@@ -11,7 +11,7 @@ from typing import Callable
 from .._text import count
 
 __all__ = ["COMMANDS", "Command", "UsageError", "check_device", "check_models", "command", "count", "format_seconds",
-           "fusions_in", "json_records", "json_value", "load_module", "load_user_program", "model_error", "one_line_warnings", "print_table", "report_warnings",
+           "fusions_in", "json_records", "json_value", "load_module", "load_user_program", "print_kernels", "model_error", "one_line_warnings", "print_table", "report_warnings",
            "resolve_device_and_model", "say_note", "say_warning", "user_error"]
 
 
@@ -308,6 +308,30 @@ def print_table(df, as_json: bool = False, as_csv: bool = False) -> None:
 
         with pd.option_context("display.max_rows", 200, "display.max_columns", 30, "display.width", 200):
             print(df.to_string(index=False))
+
+
+#: How many kernels a text table shows by default (the slowest; `--top N`, `--all` for every row).
+DEFAULT_TOP = 20
+
+
+def print_kernels(df, columns, top: int | None = DEFAULT_TOP, by: str = "total_s") -> str:
+    """Print kernels as people read them and return the line that says what was left out ("" if nothing).
+
+    The rows sorted by `by` (seconds per run; the slowest first, unpriced
+    rows last), the first `top` of them (None or 0: all), the `columns` that
+    exist, every time in microseconds with the unit in its name (`time_s` ->
+    `time_us`), counts as integers and other numbers to 4 significant digits
+    (`plot.readable`).
+    """
+    from ..plot._tables import readable
+
+    order = df.sort_values(by, ascending=False, na_position="last", kind="stable") if by in df else df
+    shown = order if not top else order.head(top)
+    table = readable(shown[[c for c in columns if c in shown.columns]], unit="us", digits=4)
+    print_table(table.astype(object).where(table.notna(), ""))
+    if len(shown) < len(order):
+        return f"the {len(shown)} slowest of {count(len(order), 'row')} shown (--top N for more, --all for every row)"
+    return ""
 
 
 def format_seconds(seconds: float) -> str:
