@@ -53,3 +53,26 @@ def test_granularity_errors_use_the_command_lines_spelling(capsys):
                  "--model", "roofline"]) == 2
     err = capsys.readouterr().err.splitlines()[-1]
     assert err.startswith("error: --model roofline does not price") and "--model xla-gpu" in err
+
+
+def test_the_demos_figure_is_its_program_beside_the_corpus_each_naming_its_metric():
+    """The demo's figure showed the 5,715 corpus kernels, not its program, and its legend's `err 106%` named no
+    metric."""
+    import numpy as np
+
+    from xla_costmodel._demo import scatter_figure
+
+    rng = np.random.default_rng(0)
+    program = pd.DataFrame({"measured_s": rng.uniform(3e-7, 3e-6, 27), "predicted_s": rng.uniform(3e-7, 3e-6, 27),
+                            "kind": ["fusion"] * 20 + ["dot"] * 7})
+    corpus = pd.DataFrame({"measured_s": 10 ** rng.uniform(-7, -2, 90), "predicted_s": 10 ** rng.uniform(-7, -2, 90),
+                           "kind": ["optax", "flax", "jax"] * 30})
+    fig = scatter_figure(program, corpus, "mlp_grad: its 27 kernels", "beside it, the corpus")
+    left, right = fig.axes
+    assert left.get_title().startswith("mlp_grad") and "corpus" in right.get_title()
+    assert left.get_xlim()[1] <= 1e-5 < right.get_xlim()[1]  # the program on its own decades, not a dot
+    for ax in (left, right):
+        heading = ax.get_legend().get_title().get_text()
+        assert "ratio_error = " in heading and "sk_error = " in heading and "%" not in heading.split("\n")[1]
+        entries = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert all("ratio_error" in e for e in entries if "(n=" in e)

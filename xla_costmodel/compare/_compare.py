@@ -411,8 +411,7 @@ def pricing_device(device="host", split: str = "source", dataset=None, train=Non
     if split not in ("none", "class", "cv"):
         training = train if train is not None else default_training("host")
         if measuring_device(training) is None:
-            note += ("; the training data was measured on another machine (or an unknown one), and is priced with "
-                     "the same description")
+            note += "; the training data, not all measured on that machine, is priced with the same description"
     return spec, note
 
 
