@@ -27,7 +27,7 @@ def test_analyze_shows_the_slowest_kernels_in_microseconds_with_integer_counts(c
     out = capsys.readouterr().out
     header, *rows = _table(out)
     assert {"time_us", "total_us", "compute_us", "memory_us"} <= set(header) and "time_s" not in header
-    assert len(rows) == 5 and "the 5 slowest of 71 rows shown" in out and "µs per launch" in out
+    assert len(rows) == 5 and "the 5 slowest of 71 kernels shown" in out and "µs per launch" in out
     totals = [float(r[header.index("total_us")]) for r in rows]
     assert totals == sorted(totals, reverse=True)
     for r in rows:
@@ -76,3 +76,11 @@ def test_the_demos_figure_is_its_program_beside_the_corpus_each_naming_its_metri
         assert "ratio_error = " in heading and "sk_error = " in heading and "%" not in heading.split("\n")[1]
         entries = [t.get_text() for t in ax.get_legend().get_texts()]
         assert all("ratio_error" in e for e in entries if "(n=" in e)
+
+
+def test_analyze_says_which_calibration_a_calibrated_model_priced_with(capsys):
+    from xla_costmodel.fit._store import shipped_dir
+
+    assert main(["analyze", CPU_MODULE, "--device", "host", "--model", "fitted", "--top", "3"]) == 0
+    notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: ")]
+    assert notes == [f"note: fitted priced with the shipped calibration {shipped_dir() / 'host_fitted.json'}"]

@@ -57,6 +57,7 @@ def _analyze(args: argparse.Namespace) -> int:
     df = pd.DataFrame(table)
     s = table.summary()
     report_warnings(caught)
+    _say_calibration(getattr(model, "name", ""), device)
     if device.kind == "gpu" and s.kernels >= 2 and fusions_in(module) == 0:
         say_note(f"{args.files[0]} has no fusions (a module as lowered, before XLA's passes): each of its "
                  f"{count(s.kernels, 'op')} is priced as a kernel of its own; `xla-costmodel fuse "
@@ -78,6 +79,17 @@ def _analyze(args: argparse.Namespace) -> int:
     print(f"\ntotal {format_seconds(s.total_s)} per run on {device.name} ({s.model}): "
           f"{count(s.kernels, 'kernel')}{extra}{assumed}")
     return 0
+
+
+def _say_calibration(name: str, device) -> None:
+    """A note naming the saved calibration a calibrated model priced with: the user's or the shipped one."""
+    from ..fit._calibrate import FITTABLE_MODELS
+    from ..fit._store import calibration_in_use
+
+    if name in FITTABLE_MODELS:
+        path, whose = calibration_in_use(name, device)
+        if path is not None:
+            say_note(f"{name} priced with {'your' if whose == 'yours' else 'the shipped'} calibration {path}")
 
 
 def _json_report(rows, summary) -> str:

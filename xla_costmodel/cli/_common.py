@@ -330,7 +330,8 @@ def print_kernels(df, columns, top: int | None = DEFAULT_TOP, by: str = "total_s
     table = readable(shown[[c for c in columns if c in shown.columns]], unit="us", digits=4)
     print_table(table.astype(object).where(table.notna(), ""))
     if len(shown) < len(order):
-        return f"the {len(shown)} slowest of {count(len(order), 'row')} shown (--top N for more, --all for every row)"
+        return (f"the {len(shown)} slowest of {count(len(order), 'kernel')} shown (--top N for more, --all for "
+                "every row)")
     return ""
 
 
