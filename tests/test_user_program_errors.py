@@ -80,3 +80,18 @@ def test_load_user_program_returns_the_lowered_program(tmp_path):
     fn, args, lowered = load_user_program(f"{good}:build")
     assert fn.__name__ == "step" and len(args) == 2
     assert "dot_general" in lowered.as_text()
+
+
+def test_analyze_and_from_jax_raise_it_too(bad):
+    import importlib.util
+
+    import xla_costmodel as xc
+    from xla_costmodel.measure import UserProgramError
+
+    spec = importlib.util.spec_from_file_location("bad_program_2", bad)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    fn, args = module.build()
+    for call in (lambda: xc.from_jax(fn, *args), lambda: xc.analyze(fn, *args, device="h100-sxm")):
+        with pytest.raises(UserProgramError, match=rf"^{bad}:5: step raised TypeError while jax was tracing it"):
+            call()

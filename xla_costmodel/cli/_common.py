@@ -190,8 +190,11 @@ def user_error(exc: BaseException) -> str | None:
     dataset = sys.modules.get("xla_costmodel.measure._dataset")
     if dataset is not None and isinstance(exc, dataset.DatasetError):
         return _one_line(str(exc))
+    program = sys.modules.get("xla_costmodel._user_program")
+    if program is not None and isinstance(exc, program.UserProgramError):
+        return _one_line(str(exc))
     target = sys.modules.get("xla_costmodel.measure._target")
-    if target is not None and isinstance(exc, (target.ProgramSpecError, target.UserProgramError)):
+    if target is not None and isinstance(exc, target.ProgramSpecError):
         return _one_line(str(exc))
     return None
 
