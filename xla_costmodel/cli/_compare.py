@@ -152,8 +152,11 @@ def _calibrate(args: argparse.Namespace) -> int:
     if args.json or args.csv:
         print_table(result, as_json=args.json, as_csv=args.csv)
     else:
-        shown = result.drop(columns=[c for c in ("file", "in_use_file") if c in result]).round(4)
-        print_table(shown)
+        from ..plot._tables import readable
+
+        shown = result.drop(columns=[c for c in ("file", "in_use_file") if c in result])
+        shown = readable(shown, unit="s", digits=4)  # counts as integers, 4 significant digits
+        print_table(shown.astype(object).where(shown.notna(), ""))  # nothing where a row has no such figure
         print()
         for folder, files in result.groupby(result["file"].map(lambda f: str(Path(f).parent)), sort=False):
             models = ", ".join(files["model"])
