@@ -149,7 +149,7 @@ def check_device(name: str | None) -> None:
     from ..devices import device_names
     from ..models._resolve import resolve_device
 
-    if name is None:
+    if name is None or name in device_names():  # a known name: checked without measuring this machine
         return
     try:
         resolve_device(name)
