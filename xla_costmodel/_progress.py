@@ -1,8 +1,8 @@
 """Progress of long work on stderr, the way `measure` shows it: a tqdm bar that appears only after a second (short
 work stays quiet) and is erased when done, so that what stays on the terminal is the result.
 
-Only on a terminal: redirected to a file or a pipe (a log, a test's captured stderr), a bar that erases itself
-leaves carriage returns and blanks glued to the next line, so there it stays quiet."""
+Only on a terminal (or in a notebook): redirected to a file or a pipe (a log, a test's captured stderr), a bar
+that erases itself leaves carriage returns and blanks glued to the next line, so there it stays quiet."""
 
 from __future__ import annotations
 
@@ -33,6 +33,9 @@ class _Quiet:
 
 
 def _on_terminal() -> bool:
+    """A terminal, or a Jupyter kernel (whose stderr is no terminal, but which shows a bar as one does)."""
+    if "ipykernel" in sys.modules:
+        return True
     try:
         return sys.stderr.isatty()
     except (AttributeError, ValueError):  # replaced by an object without it, or closed

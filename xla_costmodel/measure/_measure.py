@@ -264,12 +264,10 @@ def _progress(progress, total: int, name: str):
         return lambda done: None if done is None else progress(done, total)
     if not progress:
         return lambda done: None
-    import sys
+    from .._progress import progress_bar
 
-    from tqdm import tqdm
-
-    # Shown only when the runs take more than a second: short measurements stay quiet.
-    bar = tqdm(total=total, desc=f"measuring {name}", unit="run", delay=1.0, file=sys.stderr, leave=False)
+    # Shown only when the runs take more than a second (short measurements stay quiet), on a terminal.
+    bar = progress_bar(total, f"measuring {name}", "run")
 
     def report(done):
         if done is None:
