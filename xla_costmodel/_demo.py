@@ -107,13 +107,9 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
     joined = joined.rename(columns={"time_s": "roofline_per_launch_s"}).drop(columns=["kernel"])
     joined["ratio"] = joined["roofline_per_launch_s"] / joined["min_per_launch_s"]
     predicted_per_run_s = joined.pop("total_s").sum()
-    # The same kernels priced by `fitted` (the calibration in use), for the figure of stage 5.
-    from . import analyze
-
-    fitted_table = pd.DataFrame(analyze(optimized, device="host", model="fitted"))
-    per_launch = fitted_table[fitted_table["bound"] != "free"].groupby("kernel")["time_s"].first()
+    # The program's kernels for the figure of stage 5, beside the corpus priced by the same model.
     program = pd.DataFrame({"measured_s": joined["min_per_launch_s"].to_numpy(float),
-                            "predicted_s": joined["hlo_op"].map(per_launch).to_numpy(float),
+                            "predicted_s": joined["roofline_per_launch_s"].to_numpy(float),
                             "kind": joined["opcode"].astype(str).to_numpy()})
     joined.to_csv(folder / "measured_vs_roofline.csv", index=False)
     print(_format_times(joined.sort_values("min_per_launch_s", ascending=False).head(8)).to_string(index=False))
@@ -152,17 +148,17 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
     print(pd.DataFrame(table)[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     preds = table.predictions
     preds = preds[preds["scored"]]
-    best = preds[preds["model"] == "fitted"]
+    roof = preds[preds["model"] == "roofline"]
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig = scatter_figure(
-        program, best.rename(columns={"source": "kind"}),
-        f"{name}: its {count(len(program), 'kernel')} measured on this CPU,\npriced by fitted (the calibration in use)",
-        f"beside it, the corpus: {count(len(best), 'kernel')} of {best['source'].nunique()} libraries,\n"
-        "priced by fitted trained in stage 5")
+        program, roof.rename(columns={"source": "kind"}),
+        f"{name}: its {count(len(program), 'kernel')} measured on this CPU,\npriced by roofline (uncalibrated)",
+        f"beside it, the corpus: {count(len(roof), 'kernel')} of {roof['source'].nunique()} libraries,\n"
+        "priced by the same model")
     fig.savefig(folder / "predicted_vs_measured.png", dpi=110)
     plt.close(fig)
     print(f"   scatter: {folder / 'predicted_vs_measured.png'}")
