@@ -252,5 +252,11 @@ loop.assign(time_us=loop.time_s * 1e6)[cols].round(3)
 # %% [markdown]
 # With 65,536 elements, a grid of fewer blocks than the B200 has SMs (148)
 # leaves most of the GPU idle, and XLA's model charges that through its
-# per-block bandwidth cap (the slowest rows); XLA's heuristic grid is among
-# the fastest. At this size the launch overhead dominates every row.
+# per-block bandwidth cap and per-block compute (the slowest rows); XLA's
+# heuristic grid is among the fastest. `bound` names the largest part of each
+# row's time: at this size the launch overhead, in every row but the last,
+# where so few blocks (8, on 8 of the 148 SMs) compute the exponentials that
+# compute is the largest part. The count of each:
+
+# %%
+loop["bound"].value_counts()

@@ -210,8 +210,12 @@ def price(modules: dict, model) -> "object":
     from xla_costmodel import analyze
     from xla_costmodel.models._library_calls import leaving_source_out
 
+    from xla_costmodel._progress import progress_bar
+
     parts = []
+    bar = progress_bar(len(modules), f"pricing with {getattr(model, 'name', model)}", "module")
     for case, module in modules.items():
+        bar.update(1)
         with warnings.catch_warnings(), leaving_source_out(source_of_case(case)):
             warnings.simplefilter("ignore")
             t = pd.DataFrame(analyze(module, device=DEVICE, model=model))
@@ -220,6 +224,7 @@ def price(modules: dict, model) -> "object":
                                                  executions_known=("executions_known", "all"),
                                                  priced=("priced", "all"))
         parts.append(g.reset_index().rename(columns={"kernel": "hlo_op"}).assign(case=case))
+    bar.close()
     return pd.concat(parts, ignore_index=True)
 
 
@@ -310,7 +315,7 @@ def fitted_scores(names, rows, modules, kernels, reference):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         pool = prepare_dataset(pd.concat([read_dataset(SUITE), training_rows(rows, reference)], ignore_index=True),
-                               device)
+                               device, progress=True)
     source_of = pool.rows["source"].astype(str).to_numpy()
     print(f"   training pool: {len(pool.y)} kernels prepared in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     out = {}

@@ -538,14 +538,17 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args) -> int:
     import pandas as pd
 
-    from xla_costmodel import get_device
     from xla_costmodel.compare import compare
+    from xla_costmodel.compare._compare import pricing_device
     from xla_costmodel.compare._ceiling import _matched_runs, noise_by_source, program_noise
     from xla_costmodel.fit._data import load_rows
 
     models = _check_models([*MODELS, *args.models])
-    device = get_device("host")
     corpus, rerun = Path(args.corpus), Path(args.rerun)
+    # The corpus's rows priced with the machine that measured them (the same figures on every machine).
+    device, note = pricing_device("host", "source", corpus)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     t_start = time.perf_counter()
     saved = _run_saved(args, corpus, device) if args.saved else None
     if args.only_saved:
@@ -559,7 +562,7 @@ def _run(args) -> int:
     for label, split, own in REGIMES[:1] if args.quick else REGIMES:
         t0 = time.perf_counter()
         results[label] = _with_overhead(compare(models, dataset=corpus, split=split, device=device,
-                                                include_programs=own), overhead)
+                                                include_programs=own, progress=True), overhead)
         print(f"   {label}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     print(f"\nprogram overhead (fitted to this project's own programs, never the corpus): "
           f"{overhead.per_run_s * 1e6:.1f} us per run + {overhead.per_kernel_s * 1e6:.2f} us per kernel, "

@@ -260,9 +260,10 @@ def test_the_demo_counts_kernels_as_analyze_does(capsys):
     from xla_costmodel import analyze, load_hlo
     from xla_costmodel._demo import analysis_line
 
-    module = load_hlo(HLO)
+    gpu_module = str(ROOT / "hlo_fixtures" / "gpu_h100" / "jax_ops_segment_sum@small.post.hlo.gz")  # XLA:GPU's
+    module = load_hlo(gpu_module)
     table = analyze(module, device="h100-sxm", model="xla-gpu")
-    rc, out, _ = run_cli(capsys, ["analyze", HLO])
+    rc, out, _ = run_cli(capsys, ["analyze", gpu_module])
     assert rc == 0
     n = len(table[table["bound"] != "free"])
     assert f": {n} kernels" in out.splitlines()[-1]

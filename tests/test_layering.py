@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent / "xla_costmodel"
 #: private top-level helpers that import nothing of the package are the floor; the package's
 #: `__init__`, the command line and the demo it runs are the roof.
 LAYERS = (
-    ("_atomic", "_gc", "_jaxlib_oracle", "_lapack", "_quiet_jax", "_text", "_worker"),
+    ("_atomic", "_gc", "_jaxlib_oracle", "_lapack", "_progress", "_quiet_jax", "_text", "_user_program", "_worker"),
     ("hlo", "zoo", "corpus"),
     ("devices",),
     ("gpu_compile",),

@@ -75,7 +75,7 @@ def test_entry_point_plugins(monkeypatch):
     assert m.seconds == 2e-3
     _base._MODELS.pop("constant-plugin", None)
     # a plugin model works with analyze like the built-ins
-    table = xc.analyze("hlo_fixtures/mlp_fwd.post.hlo", device="a100-40gb", model=m)
+    table = xc.analyze("hlo_fixtures/gpu_h100/jax_ops_segment_sum@small.post.hlo.gz", device="a100-40gb", model=m)
     kernels = table[table["bound"] != "free"]
     assert (kernels["time_s"] == 2e-3).all()
 

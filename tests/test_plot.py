@@ -88,20 +88,20 @@ def test_scatter_annotation_is_numerically_right_on_hand_example():
     ax = plot.predicted_vs_measured(HAND_MEASURED, HAND_PREDICTED, ["a", "b", "a", "b"])
     text = by_gid(ax, "metrics").get_text()
     assert "N = 4" in text
-    assert "ratio_error = 100.0%" in text
-    assert "sk_error (gm |p-m|/m) = 3.5%" in text
+    assert "ratio_error = 1.000" in text  # a fraction, as compare's tables write it
+    assert "sk_error = 0.035" in text
     assert "within 2×: 75.0%" in text
     assert "Kendall τ = 0.667" in text
     assert "median bias = ×1.41" in text  # median of ln r = (0 + ln2) / 2
-    # Per-kind error in the legend: kind a has ratios 2 and 1 -> e^(ln2/2) - 1 = 41 %.
+    # Per-kind error in the legend, named: kind a has ratios 2 and 1 -> e^(ln2/2) - 1 = 0.41.
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert "a (n=2, err 41%)" in legend
+    assert "a (n=2, ratio_error 0.41)" in legend
 
 
 def test_scatter_annotation_of_a_perfect_prediction():
     ax = plot.predicted_vs_measured([1e-6, 3e-6, 2e-5], [1e-6, 3e-6, 2e-5])
     text = by_gid(ax, "metrics").get_text()
-    assert "ratio_error = 0.0%" in text and "within 2×: 100.0%" in text and "Kendall τ = 1.000" in text
+    assert "ratio_error = 0.000" in text and "within 2×: 100.0%" in text and "Kendall τ = 1.000" in text
 
 
 def test_scatter_leaves_out_times_that_cannot_be_on_log_axes():
@@ -194,15 +194,18 @@ def test_roofline_of_an_analyze_table():
 # error_by_model, fusion_savings
 
 
-def test_error_by_model_one_bar_per_model_in_percent():
-    df = pd.DataFrame({"ratio_error": [1.5, 0.25], "kendall_tau": [0.5, 0.9]},
+def test_error_by_model_one_bar_per_model_as_the_tables_write_it():
+    """Errors were percentages in figures and fractions in tables (issue 33): now fractions in both."""
+    df = pd.DataFrame({"ratio_error": [1.5, 0.25], "kendall_tau": [0.5, 0.9], "within_2x": [0.5, 0.75]},
                       index=pd.Index(["roofline", "fitted"], name="model"))
     ax = plot.error_by_model(df)
     heights = {c.get_label(): [p.get_height() for p in c.patches] for c in ax.containers}
-    assert heights == {"roofline": [pytest.approx(150.0)], "fitted": [pytest.approx(25.0)]}
-    assert "%" in ax.get_ylabel()
+    assert heights == {"roofline": [pytest.approx(1.5)], "fitted": [pytest.approx(0.25)]}
+    assert ax.get_ylabel() == "ratio_error"
     labels = [t.get_text() for t in ax.texts]
-    assert "150%" in labels and "25%" in labels
+    assert "1.5" in labels and "0.25" in labels
+    share = plot.error_by_model(df, metric="within_2x")  # a share stays a percentage, and says so
+    assert share.get_ylabel() == "within_2x (%)" and "75%" in [t.get_text() for t in share.texts]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["roofline", "fitted"]
 
 

@@ -192,24 +192,31 @@ def _user_env(tmp_path: Path) -> dict:
 
 @pytest.mark.slow
 def test_quick_calibration_writes_the_users_data_directory_and_nothing_shipped(tmp_path):
+    """A quick calibration goes to the `quick/` folder of the user's data directory, which no model reads
+    unless asked (issue 33: it replaced the shipped calibration, silently, with a 49-kernel fit)."""
     env = _user_env(tmp_path)
     shipped_before, tree_before = digests(SHIPPED), sorted(p.name for p in ROOT.iterdir())
     cli = [sys.executable, "-m", "xla_costmodel.cli"]
     r = subprocess.run([*cli, "calibrate", "--device", "host", "--quick"], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-2000:]
+    assert "no model reads unless asked" in r.stderr and "(read by no model unless asked)" in r.stdout
     assert digests(SHIPPED) == shipped_before  # the same files, the same bytes
     assert sorted(p.name for p in ROOT.iterdir()) == tree_before and not (SHIPPED / "host_quick.parquet").exists()
-    data = tmp_path / "home" / ".local" / "share" / "xla_costmodel"
+    data = tmp_path / "home" / ".local" / "share" / "xla_costmodel" / "quick"
     written = sorted(p.name for p in data.iterdir())
     assert {"host_fitted.json", "host_learned.json", "host_roofline-calibrated.json",
             "host_xla-gpu-calibrated.json", "host_quick.parquet"} <= set(written)
     assert not any(p.name.endswith(".tmp") or p.name.startswith(".") for p in data.iterdir())
+    assert sorted(p.name for p in data.parent.iterdir()) == ["quick"]  # nothing where models read
     assert list(tmp_path.glob("*.parquet")) == [] and not (tmp_path / "calibration").exists()
-    # Reading prefers the user's calibration: the one just made, not the shipped one.
+    # Reading takes the shipped calibration, unless the quick folder is asked for.
     code = ("from xla_costmodel.fit._store import load_calibration as l; "
             "print(l('fitted', 'host')['_path']); print(l('learned', 'host')['training_rows'])")
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert Path(r.stdout.split()[0]) == SHIPPED / "host_fitted.json"
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={**env, DATA_DIR_ENV: str(data)},
+                       capture_output=True, text=True)
     path, rows = r.stdout.split()
     assert Path(path) == data / "host_fitted.json"
     assert int(rows) == json.loads((data / "host_learned.json").read_text())["training_rows"]

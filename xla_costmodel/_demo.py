@@ -107,6 +107,10 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
     joined = joined.rename(columns={"time_s": "roofline_per_launch_s"}).drop(columns=["kernel"])
     joined["ratio"] = joined["roofline_per_launch_s"] / joined["min_per_launch_s"]
     predicted_per_run_s = joined.pop("total_s").sum()
+    # The program's kernels for the figure of stage 5, beside the corpus priced by the same model.
+    program = pd.DataFrame({"measured_s": joined["min_per_launch_s"].to_numpy(float),
+                            "predicted_s": joined["roofline_per_launch_s"].to_numpy(float),
+                            "kind": joined["opcode"].astype(str).to_numpy()})
     joined.to_csv(folder / "measured_vs_roofline.csv", index=False)
     print(_format_times(joined.sort_values("min_per_launch_s", ascending=False).head(8)).to_string(index=False))
     print(
@@ -135,22 +139,26 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
     print(f"   quick suite: {count(len(quick), 'kernel')} measured; training on it plus the suite rows of "
           f"{', '.join(p.name for p in train)}; scoring {test.name} (libraries nobody here wrote, per source)")
     models = ["fitted", "learned", "roofline-calibrated", "roofline"]
-    table = compare(models, dataset=test, split="source", train=[quick_path, *train])
+    table = compare(models, dataset=test, split="source", train=[quick_path, *train], progress=True)
+    for note in table.notes:
+        print(f"   note: {note}")
     table.to_csv(folder / "comparison.csv", index=False)
     table.by_source.to_csv(folder / "comparison_by_source.csv", index=False)
     cols = ["model", "n", "sk_error", "ratio_error", "within_2x", "kendall_tau", "spearman"]
     print(pd.DataFrame(table)[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     preds = table.predictions
     preds = preds[preds["scored"]]
-    best = preds[preds["model"] == "fitted"]
+    roof = preds[preds["model"] == "roofline"]
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    roof = preds[preds["model"] == "roofline"]
-    fig = scatter_figure(roof, best, "roofline\n(uncalibrated host)",
-                         "fitted (Stevens & Klöckner)\non the suite, scored on the corpus")
+    fig = scatter_figure(
+        program, roof.rename(columns={"source": "kind"}),
+        f"{name}: its {count(len(program), 'kernel')} measured on this CPU,\npriced by roofline (uncalibrated)",
+        f"beside it, the corpus: {count(len(roof), 'kernel')} of {roof['source'].nunique()} libraries,\n"
+        "priced by the same model")
     fig.savefig(folder / "predicted_vs_measured.png", dpi=110)
     plt.close(fig)
     print(f"   scatter: {folder / 'predicted_vs_measured.png'}")
@@ -160,23 +168,22 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
 
 
 def scatter_figure(left: pd.DataFrame, right: pd.DataFrame, left_title: str, right_title: str):
-    """Stage 5's figure: two panels of predicted against measured time, per source, on the same axes
-    (one decade range for both, so that they compare at a glance); rows of `compare(...).predictions`.
+    """Stage 5's figure: the demo's program (left) beside the corpus (right), predicted against measured time
+    per launch, each on the decades of its own times. Each frame
+    has `measured_s`, `predicted_s` and `kind` (the kernel's opcode, the corpus kernel's library); each
+    panel's legend is headed by its metrics, named as `compare`'s tables name them.
 
     **Returns:** the Figure."""
     import matplotlib.pyplot as plt
 
     from .plot import predicted_vs_measured
-    from .plot._common import decade_limits
 
-    limits = decade_limits(*(frame[col].to_numpy(float) for frame in (left, right)
-                             for col in ("measured_s", "predicted_s")))
     # Tall enough for the legends under the plots (one entry per source).
     fig, axes = plt.subplots(1, 2, figsize=(12, 7.8), layout="constrained")
     fig.get_layout_engine().set(w_pad=0.2, h_pad=0.1)  # inches: tick labels and titles clear of the edges
     for ax, frame, title in ((axes[0], left, left_title), (axes[1], right, right_title)):
-        predicted_vs_measured(frame["measured_s"], frame["predicted_s"], kind=frame["source"], ax=ax, title=title,
-                              limits=limits)
+        # Each panel on the decades of its own times: a small program's kernels would be a dot on the corpus's.
+        predicted_vs_measured(frame["measured_s"], frame["predicted_s"], kind=frame["kind"], ax=ax, title=title)
     return fig
 
 

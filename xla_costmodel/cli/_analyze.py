@@ -11,8 +11,8 @@ import sys
 import warnings
 
 from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL
-from ._common import (UsageError, command, count, format_seconds, json_records, load_module, print_table,
-                      report_warnings, resolve_device_and_model, say_note, fusions_in)
+from ._common import (DEFAULT_TOP, UsageError, command, count, format_seconds, json_records, load_module,
+                      print_kernels, print_table, report_warnings, resolve_device_and_model, say_note, fusions_in)
 
 _TABLE_COLUMNS = ["kernel", "kind", "emitter", "executions", "flops", "bytes_accessed", "compute_s", "memory_s",
                   "time_s", "total_s", "bound", "coalesced", "note"]
@@ -30,7 +30,10 @@ def _configure(p: argparse.ArgumentParser) -> None:
                    help=f"cost model (xla-gpu, roofline, or a plugin; default {DEFAULT_MODEL})")
     p.add_argument("--unknown-trip-count", type=int, default=1, metavar="N",
                    help="trip count assumed for while loops whose count is unknown (default 1)")
-    p.add_argument("--all", action="store_true", help="also list free instructions (parameters, bitcasts, tuples, ...)")
+    p.add_argument("--all", action="store_true", help="list every row: every kernel, and the free instructions "
+                   "(parameters, bitcasts, tuples, ...)")
+    p.add_argument("--top", type=int, default=DEFAULT_TOP, metavar="N",
+                   help=f"the table shows the N slowest kernels, per run (default {DEFAULT_TOP}; 0: all)")
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true",
                      help="print a JSON object: module, device, model, totals (with units) and the kernels "
@@ -70,6 +73,7 @@ def _analyze(args: argparse.Namespace) -> int:
     df = pd.DataFrame(table)
     s = table.summary()
     report_warnings(caught)
+    _say_calibration(getattr(model, "name", ""), device)
     if args.jax is not None:
         say_note(f"priced: {table.priced_module}")
     elif device.kind == "gpu" and s.kernels >= 2 and fusions_in(module) == 0:
@@ -83,10 +87,11 @@ def _analyze(args: argparse.Namespace) -> int:
     if args.csv:
         print_table(shown, as_csv=True)
         return 0
-    shown = shown[_TABLE_COLUMNS].copy()
-    for col in ("compute_s", "memory_s", "time_s", "total_s"):
-        shown[col] = shown[col].map(format_seconds)
-    print_table(shown)
+    if args.top < 0:
+        raise UsageError(f"--top must be 0 (all) or more, got {args.top}")
+    left_out = print_kernels(shown, _TABLE_COLUMNS, top=None if args.all else args.top)
+    print("\n(compute_us, memory_us, time_us: µs per launch; total_us: µs per run, time_us × executions)"
+          + (f"; {left_out}" if left_out else ""))
     extra = f", {s.unpriced} unpriced" if s.unpriced else ""
     assumed = f", {s.assumed_counts} with assumed counts" if s.assumed_counts else ""
     print(f"\ntotal {format_seconds(s.total_s)} per run on {device.name} ({s.model}): "
@@ -96,6 +101,17 @@ def _analyze(args: argparse.Namespace) -> int:
                  f"(-1, or 0 for top-k), which Compiled.cost_analysis() adds as such; each row's note gives XLA's "
                  f"figures")
     return 0
+
+
+def _say_calibration(name: str, device) -> None:
+    """A note naming the saved calibration a calibrated model priced with: the user's or the shipped one."""
+    from ..fit._calibrate import FITTABLE_MODELS
+    from ..fit._store import calibration_in_use
+
+    if name in FITTABLE_MODELS:
+        path, whose = calibration_in_use(name, device)
+        if path is not None:
+            say_note(f"{name} priced with {'your' if whose == 'yours' else 'the shipped'} calibration {path}")
 
 
 def _json_report(rows, summary) -> str:

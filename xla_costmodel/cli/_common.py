@@ -11,7 +11,7 @@ from typing import Callable
 from .._text import count
 
 __all__ = ["COMMANDS", "Command", "UsageError", "check_device", "check_models", "command", "count", "format_seconds",
-           "fusions_in", "json_records", "json_value", "load_module", "model_error", "one_line_warnings", "print_table", "report_warnings",
+           "fusions_in", "json_records", "json_value", "load_module", "load_user_program", "print_kernels", "model_error", "one_line_warnings", "print_table", "report_warnings",
            "resolve_device_and_model", "say_note", "say_warning", "user_error"]
 
 
@@ -71,6 +71,42 @@ def load_module(path: str):
         raise UsageError(f"{path}: permission denied") from None
 
 
+def load_user_program(spec: str, option: str = "--jax"):
+    """The user's program named on the command line as `FILE.py:FACTORY` or `MODULE:FACTORY`, checked.
+
+    The one place every subcommand loads a `--jax` program: it imports the
+    module (`measure._target.load_program`), calls the factory (no
+    arguments; it returns `(fn, args)`), then has jax trace and lower
+    `fn(*args)`, so that a fault of the user's code is reported before any
+    work, in the user's terms.
+
+    **Arguments:** `spec`: the option's value; `option`: the option's name,
+    for messages.
+
+    **Returns:** `(fn, args, lowered)`: the function, its tuple of example
+    arguments, and `jax.jit(fn).lower(*args)` (a `jax.stages.Lowered`; the
+    caller may compile it or take its module).
+
+    **Raises:** `UsageError` (exit 2, one line) when the spec names no
+    loadable factory (`ProgramSpecError`), or when the factory or jax's
+    tracing or lowering of the function raises (`UserProgramError`: the
+    user's file, line and exception).
+    """
+    from .._quiet_jax import start_backends_quietly
+    from ..measure._target import ProgramSpecError, UserProgramError, load_program, lower_user_program
+
+    start_backends_quietly()  # before the program makes arrays: the CUDA plugin's log lines are not the user's
+    try:
+        fn, args = load_program(spec)
+    except ProgramSpecError as exc:
+        raise UsageError(f"{option} {_one_line(str(exc))}") from None
+    try:
+        lowered = lower_user_program(fn, args)
+    except UserProgramError as exc:
+        raise UsageError(f"{_one_line(str(exc))} (the program of {option} {spec})") from None
+    return fn, args, lowered
+
+
 def model_error(name: str, exc: Exception) -> str:
     """One line for a model name `get_model` refused: the unknown part and the names and combinations it knows.
 
@@ -115,7 +151,7 @@ def check_device(name: str | None) -> None:
     from ..devices import device_names
     from ..models._resolve import resolve_device
 
-    if name is None:
+    if name is None or name in device_names():  # a known name: checked without measuring this machine
         return
     try:
         resolve_device(name)
@@ -139,7 +175,7 @@ def user_error(exc: BaseException) -> str | None:
 
     These are the library's documented errors: `HloParseError`,
     `CalibrationError` (and `DeviceMismatchError`), `DatasetError`,
-    `ProgramSpecError`, `UsageError`. A subcommand may turn others into
+    `ProgramSpecError`, `UserProgramError` (the user's program failed), `UsageError`. A subcommand may turn others into
     `UsageError` itself; anything else is a defect of this program.
     """
     import sys
@@ -155,6 +191,9 @@ def user_error(exc: BaseException) -> str | None:
         return _one_line(str(exc))
     dataset = sys.modules.get("xla_costmodel.measure._dataset")
     if dataset is not None and isinstance(exc, dataset.DatasetError):
+        return _one_line(str(exc))
+    program = sys.modules.get("xla_costmodel._user_program")
+    if program is not None and isinstance(exc, program.UserProgramError):
         return _one_line(str(exc))
     target = sys.modules.get("xla_costmodel.measure._target")
     if target is not None and isinstance(exc, target.ProgramSpecError):
@@ -274,6 +313,31 @@ def print_table(df, as_json: bool = False, as_csv: bool = False) -> None:
 
         with pd.option_context("display.max_rows", 200, "display.max_columns", 30, "display.width", 200):
             print(df.to_string(index=False))
+
+
+#: How many kernels a text table shows by default (the slowest; `--top N`, `--all` for every row).
+DEFAULT_TOP = 20
+
+
+def print_kernels(df, columns, top: int | None = DEFAULT_TOP, by: str = "total_s") -> str:
+    """Print kernels as people read them and return the line that says what was left out ("" if nothing).
+
+    The rows sorted by `by` (seconds per run; the slowest first, unpriced
+    rows last), the first `top` of them (None or 0: all), the `columns` that
+    exist, every time in microseconds with the unit in its name (`time_s` ->
+    `time_us`), counts as integers and other numbers to 4 significant digits
+    (`plot.readable`).
+    """
+    from ..plot._tables import readable
+
+    order = df.sort_values(by, ascending=False, na_position="last", kind="stable") if by in df else df
+    shown = order if not top else order.head(top)
+    table = readable(shown[[c for c in columns if c in shown.columns]], unit="us", digits=4)
+    print_table(table.astype(object).where(table.notna(), ""))
+    if len(shown) < len(order):
+        return (f"the {len(shown)} slowest of {count(len(order), 'kernel')} shown (--top N for more, --all for "
+                "every row)")
+    return ""
 
 
 def format_seconds(seconds: float) -> str:

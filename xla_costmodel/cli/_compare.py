@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ._common import UsageError, check_device, check_models, command, count, print_table
+from ._common import UsageError, check_device, check_models, command, count, print_table, say_note
 
 _SHOWN = ("model", "split", "source", "programs", "n", "unpriced", "sk_error", "ratio_error", "kendall_tau",
           "within_2x", "mape", "median_abs_log", "bias", "spearman", "fusion_n", "fusion_order_acc", "fusion_gain_ratio_error",
@@ -15,8 +15,8 @@ _SHOWN = ("model", "split", "source", "programs", "n", "unpriced", "sk_error", "
 
 def _compare_configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--models", nargs="+", default=None, metavar="MODEL",
-                   help="models to compare (default: fitted learned roofline-calibrated xla-gpu-calibrated "
-                        "roofline xla-gpu)")
+                   help="models to compare (default: fitted learned roofline-calibrated roofline; the GPU models "
+                        "xla-gpu and xla-gpu-calibrated score a CPU's kernels only when named)")
     p.add_argument("--split", default="source",
                    help="source (default: fit on the suite, score each source of the corpus), source-cv (leave one "
                         "source out, the other sources' programs train too), program, program-cv (this project's "
@@ -30,9 +30,12 @@ def _compare_configure(p: argparse.ArgumentParser) -> None:
                         "host_cpu_programs.parquet: yours, else the shipped ones)")
     p.add_argument("--by-source", action="store_true",
                    help="one row per model and source of the scored programs, then each model over all of them")
-    p.add_argument("--device", default="host", help="device (default host)")
+    p.add_argument("--device", default="host", help="device (default host: the rows are priced with the description "
+                   "of the machine that measured them where it is known, as for the shipped corpus, else this "
+                   "machine's)")
     p.add_argument("--folds", type=int, default=5, help="folds of program-cv and cv (default 5, at least 2)")
     p.add_argument("--predictions", metavar="PATH", help="also write the per-kernel predictions (.csv or .parquet)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--json", action="store_true", help="print JSON records")
     g.add_argument("--csv", action="store_true", help="print CSV")
@@ -59,11 +62,13 @@ def _compare(args: argparse.Namespace) -> int:
     check_device(args.device)
     try:
         table = compare(args.models or DEFAULT_MODELS, _paths(args.dataset), args.split,
-                        train=_paths(args.train), device=args.device, folds=args.folds)
+                        train=_paths(args.train), device=args.device, folds=args.folds, progress=not args.no_progress)
     except (DatasetError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
     except ValueError as exc:  # a dataset with nothing to score, a split without groups, a bad name
         raise UsageError(str(exc).splitlines()[0]) from None
+    for note in getattr(table, "notes", ()):
+        say_note(note)
     if not table["n"].fillna(0).astype(int).any():
         raise UsageError("no kernel was scored: the data has no kernel every model could price")
     if args.predictions:
@@ -98,14 +103,17 @@ def _calibrate_configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None, help="device to calibrate (default host): this machine when the suite "
                    "is run here, else the device --dataset was measured on (a --dataset of several devices is "
                    "fitted per device and across devices)")
-    p.add_argument("--quick", action="store_true", help="run the quick suite (with no --dataset)")
+    p.add_argument("--quick", action="store_true", help="run the quick suite (with no --dataset): a smoke test, "
+                   "saved in the quick/ folder of your data directory, which no model reads unless asked")
     p.add_argument("--dataset", nargs="+", default=None, metavar="PATH",
                    help="fit to these measurements instead of running the suite")
     p.add_argument("--models", nargs="+", default=None, metavar="MODEL",
                    help="models to fit (default: fitted learned roofline-calibrated xla-gpu-calibrated)")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="where to write (default: your data directory, $XLA_COSTMODEL_DATA_DIR or "
-                        "~/.local/share/xla_costmodel on Linux; the shipped calibration/ is only read)")
+                        "~/.local/share/xla_costmodel on Linux, where a calibration that scores worse on its "
+                        "held-out rows than the one in use goes to held-back/ instead; the shipped calibration/ "
+                        "is only read)")
     p.add_argument("--weights", action="store_true", help="also print the fitted model's weights table")
     p.add_argument("--device-map", action="append", default=None, metavar="MEASURED=DEVICE",
                    help="with a dataset of several devices: the device (a registered name) of rows whose 'device' "
@@ -118,7 +126,7 @@ def _calibrate_configure(p: argparse.ArgumentParser) -> None:
 @command("calibrate", "fit the fitted, learned and calibrated models to measurements and save them", _calibrate_configure)
 def _calibrate(args: argparse.Namespace) -> int:
     from ..fit._calibrate import FITTABLE_MODELS, calibrate
-    from ..fit._store import DATA_DIR_ENV, user_data_dir
+    from ..fit._store import DATA_DIR_ENV
     from ..measure import DatasetError
 
     if args.models:
@@ -141,20 +149,37 @@ def _calibrate(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     except ValueError as exc:  # DeviceMismatchError, too few rows, a dataset of several devices
         raise UsageError(str(exc).splitlines()[0]) from None
-    print_table(result if (args.json or args.csv) else result.round(4), as_json=args.json, as_csv=args.csv)
-    if not (args.json or args.csv):
-        print(f"\nwrote {count(len(result), 'calibration')} to {Path(args.out) if args.out else user_data_dir()}")
+    if args.json or args.csv:
+        print_table(result, as_json=args.json, as_csv=args.csv)
+    else:
+        from ..plot._tables import readable
+
+        shown = result.drop(columns=[c for c in ("file", "in_use_file") if c in result])
+        shown = readable(shown, unit="s", digits=4)  # counts as integers, 4 significant digits
+        print_table(shown.astype(object).where(shown.notna(), ""))  # nothing where a row has no such figure
+        print()
+        for folder, files in result.groupby(result["file"].map(lambda f: str(Path(f).parent)), sort=False):
+            models = ", ".join(files["model"])
+            used = "read by no model unless asked" if _unused_folder(Path(folder)) else "in use"
+            print(f"wrote {count(len(files), 'calibration')} to {folder} ({used}): {models}")
     if args.weights and "fitted" in set(result["model"]):
         import os
 
         from ..fit._fitted import FittedModel
 
-        if args.out:
-            os.environ[DATA_DIR_ENV] = args.out  # read back what was just written, not an older one
+        # Read back what was just written (wherever it went), not an older one.
+        os.environ[DATA_DIR_ENV] = str(Path(result.loc[result["model"] == "fitted", "file"].iloc[0]).parent)
         table = FittedModel.from_calibration(args.device).weights_table()
         print(file=sys.stdout)
         print_table(table, as_json=args.json, as_csv=args.csv)
     return 0
+
+
+def _unused_folder(folder: Path) -> bool:
+    """Whether `folder` is one of the data directory's folders that no model reads unless asked."""
+    from ..fit._store import held_back_dir, quick_dir
+
+    return any(folder.resolve() == d.resolve() for d in (quick_dir(), held_back_dir()))
 
 
 def _calibrate_devices(args: argparse.Namespace) -> int | None:

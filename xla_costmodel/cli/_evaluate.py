@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from ._common import UsageError, check_device, check_models, command, count, json_records
-from ._measure import load_target
+from ._common import UsageError, check_device, check_models, command, count, json_records, load_user_program
+
 
 
 def _evaluate_configure(p: argparse.ArgumentParser) -> None:
@@ -38,7 +38,7 @@ def _evaluate(args: argparse.Namespace) -> int:
         raise UsageError(f"--discard must be 0 or more, got {args.discard}")
     check_device(args.device)
     check_models(args.models)
-    fn, fargs = load_target(args.jax)
+    fn, fargs, _lowered = load_user_program(args.jax)
     try:
         result = evaluate(fn, *fargs, device=args.device, models=tuple(args.models or DEFAULT_EVALUATION_MODELS),
                           repeats=args.repeats, discard=args.discard, allocator="cold" if args.cold else None)

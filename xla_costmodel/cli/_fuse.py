@@ -107,7 +107,9 @@ def _fuse(args: argparse.Namespace) -> int:
         columns=_COLUMNS,
     )
     if len(table):
-        print_table(table)
+        from ..plot._tables import readable
+
+        print_table(readable(table, digits=4))  # 4 significant digits, counts as integers
     s = result.summary()
     print(
         f"\n{count(s['fusion_steps'], 'step')}: {s['kernels_before']} -> {count(s['kernels_after'], 'kernel')}, "

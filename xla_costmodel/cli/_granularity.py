@@ -20,6 +20,20 @@ def _configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON records (every column)")
 
 
+#: The library's spellings in its messages, and the command line's for the same thing.
+_SPELLINGS = (("(tiled=True)", "(--tiled)"), ("tiled=True", "--tiled"), ("tiled=False", "--launch"),
+              ("(use xla-gpu or xla-gpu-tables)", "(use --model xla-gpu or --model xla-gpu-tables)"))
+
+
+def _cli_spelling(message: str) -> str:
+    """A `GranularityError`'s message with the options a user of the command line types."""
+    import re
+
+    for python, cli in _SPELLINGS:
+        message = message.replace(python, cli)
+    return re.sub(r"^model '([^']+)'", r"--model \1", message)
+
+
 @command("granularity", "one kernel under every candidate launch configuration or tiling, priced", _configure)
 def _granularity(args: argparse.Namespace) -> int:
     from ..models._granularity import GranularityError, granularity
@@ -32,14 +46,16 @@ def _granularity(args: argparse.Namespace) -> int:
     try:
         df = granularity(module, args.kernel, device=device, model=model, tiled=tiled)
     except GranularityError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(_cli_spelling(str(exc))) from None
     if args.json:
         print_table(df, as_json=True)
         return 0
-    shown = df[["config", "blocks", "waves", "occupancy", "time_s", "bound", "xla_choice", "best"]].copy()
-    shown["time_s"] = shown["time_s"].map(format_seconds)
-    shown["occupancy"] = shown["occupancy"].map(lambda v: f"{v:.0%}")
+    from ..plot._tables import readable
+
+    shown = readable(df[["config", "blocks", "waves", "occupancy", "time_s", "bound", "xla_choice", "best"]], "us", 4)
+    shown["occupancy"] = df["occupancy"].map(lambda v: f"{v:.0%}")
     print_table(shown)
+    print("\n(time_us: µs per launch)")
     xla = df[df["xla_choice"]].iloc[0]
     best = df[df["best"]].iloc[0] if df["best"].any() else xla
     print(f"\n{df.attrs['kernel']} on {df.attrs['device']} ({df.attrs['model']}, {df.attrs['emitter']}): "

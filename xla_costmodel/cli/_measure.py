@@ -7,7 +7,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from ._common import UsageError, command, count, report_warnings
+from ._common import UsageError, command, count, load_user_program, report_warnings
 
 __all__ = ["DEFAULT_DATASET", "DEFAULT_FLEET_DATASET", "load_target", "per_kernel_table"]
 
@@ -177,15 +177,10 @@ def _run_suite(args) -> int:
 
 
 def load_target(spec: str):
-    """`(fn, args)` of `--jax MODULE:FUNCTION` (`measure._target.load_program`); `UsageError` when it cannot be loaded."""
-    from .._quiet_jax import start_backends_quietly
-    from ..measure._target import ProgramSpecError, load_program
-
-    start_backends_quietly()  # before the program makes arrays: the CUDA plugin's log lines are not the user's
-    try:
-        return load_program(spec)
-    except ProgramSpecError as e:
-        raise UsageError(f"--jax {e}") from None
+    """`(fn, args)` of `--jax MODULE:FUNCTION`, checked by `load_user_program`; `UsageError` when it cannot
+    be loaded, or jax cannot trace or lower it."""
+    fn, fargs, _lowered = load_user_program(spec)
+    return fn, fargs
 
 
 def per_kernel_table(kernels):

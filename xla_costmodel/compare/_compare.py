@@ -56,9 +56,12 @@ from ..fit._data import (FUSION_VARIANT_CLASSES, PROGRAM_CLASSES, SUITE, TRAININ
                          default_training, empty_prepared, prepare_dataset, programs_dataset, row_roles, row_sources)
 from ..fit._metrics import METRIC_COLUMNS, accuracy, fusion_metrics
 
-__all__ = ["compare", "Comparison", "DEFAULT_MODELS", "SPLITS", "make_model"]
+__all__ = ["compare", "Comparison", "DEFAULT_MODELS", "GPU_MODELS", "SPLITS", "make_model", "pricing_device"]
 
-DEFAULT_MODELS = ("fitted", "learned", "roofline-calibrated", "xla-gpu-calibrated", "roofline", "xla-gpu")
+#: The models `compare` scores when none are named: those that price a CPU's kernels (the data measured here).
+DEFAULT_MODELS = ("fitted", "learned", "roofline-calibrated", "roofline")
+#: Models of XLA:GPU's kernels: scored on a CPU's kernels only when named, and then a note says so.
+GPU_MODELS = ("xla-gpu", "xla-gpu-calibrated")
 SPLITS = ("source", "source-cv", "program", "program-cv", "class", "cv", "none")
 FUSION_COLUMNS = ("fusion_n", "fusion_order_acc", "fusion_gain_ratio_error", "fusion_gain_tau")
 #: Columns of `Comparison.by_program`.
@@ -76,6 +79,9 @@ class Comparison(pd.DataFrame):
     (`fusion_n`, `fusion_order_acc`, `fusion_gain_ratio_error`,
     `fusion_gain_tau`; NaN where the data has no fused/unfused pairs, and
     then left out of its display), and `fit_s` (seconds spent fitting).
+    `notes`: sentences on how the scores were made that a reader must know
+    (which machine's description priced the rows; a GPU model scored on a
+    CPU's kernels).
 
     Attributes:
 
@@ -95,7 +101,7 @@ class Comparison(pd.DataFrame):
       to both.
     """
 
-    _metadata = ["predictions", "by_source", "by_program", "split_name"]
+    _metadata = ["predictions", "by_source", "by_program", "split_name", "notes"]
 
     @property
     def _constructor(self):
@@ -162,18 +168,24 @@ def _fit(model, pool: Prepared, device, *, mask=None, parts: dict | None = None)
     return fresh.fit(train.X, train.y)
 
 
-def _predict(model, prep: Prepared, device) -> np.ndarray:
+def _predict(model, prep: Prepared, device, bar=None) -> np.ndarray:
+    """`model`'s prediction of every kernel of `prep` (seconds per launch; NaN where unpriced); `bar`: a
+    progress bar advanced by one per kernel."""
+    from .._progress import progress_bar
     from ..fit._kernel_model import FeatureCostModel
 
+    bar = bar if bar is not None else progress_bar(None, "", "kernel", enabled=False)
     if len(prep.y) == 0:
         return np.zeros(0)
     if isinstance(model, FeatureCostModel):
         fitted = model._fitted_for(device)
+        bar.update(len(prep.y))
         return np.asarray(fitted.predict(prep.X[fitted.feature_names_]), dtype=float)
     out = np.full(len(prep.kernels), np.nan)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for i, k in enumerate(prep.kernels):
+            bar.update(1)
             try:
                 e = model.estimate(k, device)
             except Exception as exc:  # one kernel a model cannot read is unpriced, not fatal
@@ -296,19 +308,20 @@ def _program_rows(rows: pd.DataFrame) -> np.ndarray:
     return np.isin(rows["kernel_class"].astype(str), PROGRAM_CLASSES)
 
 
-def _plan(split: str, dataset, train, dev, folds: int, test_classes, include_programs: bool) -> _Plan:
+def _plan(split: str, dataset, train, dev, folds: int, test_classes, include_programs: bool,
+          progress: bool = False) -> _Plan:
     if include_programs and split != "source":
         raise ValueError(f"include_programs applies to the 'source' split (split {split!r} decides itself "
                          "which programs train)")
     if split in ("class", "cv"):
         source = dataset if dataset is not None else (train if train is not None else default_training(dev.name))
-        whole = prepare_dataset(source, dev)
+        whole = prepare_dataset(source, dev, progress=progress)
         tr = whole.subset(row_roles(whole.rows) == SUITE)
         te = empty_prepared()
     else:
         if dataset is None:
             dataset = programs_dataset(dev.name) if split in ("program", "program-cv") else corpus_dataset(dev.name)
-        whole = prepare_dataset(dataset, dev)
+        whole = prepare_dataset(dataset, dev, progress=progress)
         _check_scorable(whole.rows, dataset, test_classes)
         te = whole
         if "kernel_class" in whole.rows:
@@ -316,7 +329,7 @@ def _plan(split: str, dataset, train, dev, folds: int, test_classes, include_pro
         if split == "none":
             tr = empty_prepared()
         else:
-            data = prepare_dataset(train if train is not None else default_training(dev.name), dev)
+            data = prepare_dataset(train if train is not None else default_training(dev.name), dev, progress=progress)
             roles = row_roles(data.rows)
             if split == "source-cv":
                 keep = (roles == SUITE) | _program_rows(data.rows)
@@ -360,16 +373,60 @@ def _plan(split: str, dataset, train, dev, folds: int, test_classes, include_pro
     return _Plan(pool, fold_list, scored, sources)
 
 
+def _scored_files(split: str, dataset, train):
+    """The files whose rows `compare` scores for `split` (its defaults for the device `host`)."""
+    if dataset is not None:
+        return dataset
+    if split in ("class", "cv"):
+        return train if train is not None else default_training("host")
+    return programs_dataset("host") if split in ("program", "program-cv") else corpus_dataset("host")
+
+
+def pricing_device(device="host", split: str = "source", dataset=None, train=None):
+    """The `DeviceSpec` that prices the rows `compare` scores, and a note when it is not this machine's.
+
+    On `"host"` (by name), rows measured on another machine, such as the
+    shipped corpus (measured on the reference host), are priced with the
+    description of the machine that measured them (`fit._store.measuring_device`),
+    so that their scores are the same on every machine; rows measured here,
+    or of no known machine, with this machine's (`get_device("host")`).
+
+    **Returns:** `(spec, note)`; `note` is "" for this machine's spec.
+    """
+    from ..fit._store import measuring_device
+    from ..models._resolve import resolve_device
+
+    if not (isinstance(device, str) and device == "host"):
+        return resolve_device(device), ""
+    scored = _scored_files(split, dataset, train)
+    spec = measuring_device(scored)
+    if spec is None:
+        return resolve_device(device), ""
+    from ..fit._store import MEASURING_DEVICE_FILE
+
+    first = scored if isinstance(scored, (str, bytes)) or not isinstance(scored, (list, tuple)) else scored[0]
+    note = (f"rows priced with the description of the machine that measured them ({spec.description}, "
+            f"{spec.core_count} cores: {MEASURING_DEVICE_FILE} beside {first}), not this machine's, so that the scores "
+            "are the same on every machine")
+    if split not in ("none", "class", "cv"):
+        training = train if train is not None else default_training("host")
+        if measuring_device(training) is None:
+            note += "; the training data, not all measured on that machine, is priced with the same description"
+    return spec, note
+
+
 def compare(models: Sequence = DEFAULT_MODELS, dataset=None, split: str = "source", *, train=None,
             device="host", folds: int = 5, test_classes: Sequence[str] = ("program", "user"),
-            include_programs: bool = False) -> Comparison:
+            include_programs: bool = False, progress: bool = False) -> Comparison:
     """Score cost models against measured kernel times.
 
     **Arguments:**
 
     - `models`: registry names (`fitted`, `learned`, `roofline-calibrated`,
-      `xla-gpu-calibrated`, `roofline`, `xla-gpu`, or any registered model)
-      or model objects.
+      `roofline`, the default; `xla-gpu-calibrated`, `xla-gpu` or any
+      registered model) or model objects. A GPU model (`GPU_MODELS`) named
+      for a CPU's kernels is scored on them as on a GPU-shaped description of
+      the CPU (`host_as_gpu`), and `notes` says so.
     - `dataset`: the data to score: a dataset path, list of paths or
       DataFrame. Default: the independent corpus
       (`calibration/host_cpu_corpus.parquet`) for `source`, `source-cv` and
@@ -382,7 +439,9 @@ def compare(models: Sequence = DEFAULT_MODELS, dataset=None, split: str = "sourc
       supplementary microbenchmarks train unless `source-cv` or
       `include_programs` add its programs). Rows of test programs (the
       corpus) never train here.
-    - `device`: `DeviceSpec` or name (default `"host"`).
+    - `device`: `DeviceSpec` or name (default `"host"`: the rows are priced
+      with the description of the machine that measured them where it is
+      known, as for the shipped corpus, else this machine's; `pricing_device`).
     - `folds`: folds of the `program-cv` and `cv` splits.
     - `test_classes`: kernel classes of `dataset` that are scored (default
       programs as compiled, `program`, and `user` for a program measured
@@ -390,6 +449,8 @@ def compare(models: Sequence = DEFAULT_MODELS, dataset=None, split: str = "sourc
       fusion metrics).
     - `include_programs`: with the `source` split, also train on this
       project's own programs in `train` (they are then never scored).
+    - `progress`: progress bars on stderr (reading the kernels, then fitting
+      and pricing them per model and fold), as `measure` shows them.
 
     **Returns:** a `Comparison` (a DataFrame, one row per model, with
     `predictions`, `by_source` and `by_program`; see there).
@@ -399,18 +460,26 @@ def compare(models: Sequence = DEFAULT_MODELS, dataset=None, split: str = "sourc
     HLO), naming what the dataset has; `DatasetError` for a dataset that
     cannot be read.
     """
-    from ..models._resolve import resolve_device
-
     if split not in SPLITS:
         raise ValueError(f"unknown split {split!r}; splits: {', '.join(SPLITS)}")
-    dev = resolve_device(device)
+    dev, device_note = pricing_device(device, split, dataset, train)
+    notes = [device_note] if device_note else []
     if isinstance(models, str):
         models = [models]
     objects = [(m, make_model(m, dev)) for m in models]
-    plan = _plan(split, dataset, train, dev, folds, tuple(test_classes), include_programs)
+    gpu_named = [m for m in models if isinstance(m, str) and m in GPU_MODELS]
+    if gpu_named and dev.kind == "cpu":
+        notes.append(f"{' and '.join(gpu_named)} {'prices' if len(gpu_named) == 1 else 'price'} XLA:GPU's kernels; "
+                     f"as asked, {'it was' if len(gpu_named) == 1 else 'they were'} scored on this CPU's kernels, "
+                     "priced on a GPU-shaped description of the CPU (host_as_gpu)")
+    plan = _plan(split, dataset, train, dev, folds, tuple(test_classes), include_programs, progress)
     pool, scored_all = plan.pool, plan.scored
 
+    from .._progress import progress_bar
+
     rows, pred_rows = [], []
+    predicted = sum(int(np.count_nonzero(tem)) for _fold, _trm, tem in plan.folds) * len(objects)
+    bar = progress_bar(predicted, "scoring", "kernel", progress)
     for given, model in objects:
         label = _label(model, given)
         pred = np.full(len(pool.y), np.nan)
@@ -419,23 +488,28 @@ def compare(models: Sequence = DEFAULT_MODELS, dataset=None, split: str = "sourc
         parts: dict = {}
         for fold, trm, tem in plan.folds:
             m = model
+            what = f"{label}" + (f", fold {fold + 1} of {len(plan.folds)}" if len(plan.folds) > 1 else "")
             if split != "none" and _fittable(model):
+                bar.set_description_str(f"fitting {what}")
                 t0 = time.perf_counter()
                 m = _fit(model, pool, dev, mask=trm, parts=parts)
                 fit_s += time.perf_counter() - t0
-            pred[tem] = _predict(m, pool.subset(tem), dev)
+            bar.set_description_str(f"scoring {what}")
+            pred[tem] = _predict(m, pool.subset(tem), dev, bar)
             fold_of[tem] = fold
         scored = scored_all & (fold_of >= 0)
         acc = accuracy(pred[scored], pool.y[scored]) if scored.any() else {k: math.nan for k in METRIC_COLUMNS}
         fus = fusion_metrics(_decisions(pool.rows[fold_of >= 0], pred[fold_of >= 0]))
         rows.append({"model": label, "split": split, **acc, **fus, "fit_s": fit_s})
         pred_rows.append(_prediction_rows(label, pool.rows, plan.sources, pool.y, pred, fold_of, scored))
+    bar.close()
     table = Comparison(rows, columns=["model", "split", *METRIC_COLUMNS, *FUSION_COLUMNS, "fit_s"])
     predictions = pd.concat(pred_rows, ignore_index=True) if pred_rows else pd.DataFrame()
     table.predictions = predictions
     table.by_source = _by_source(predictions)
     table.by_program = _by_program(predictions)
     table.split_name = split
+    table.notes = tuple(notes)
     return table
 
 

@@ -113,6 +113,21 @@ class Evaluation:
         return head + self.summary._repr_html_() + notes + self.kernels._repr_html_()
 
 
+def _calibrations_used(models, dev) -> tuple[str, ...]:
+    """One sentence per calibrated model: which saved calibration it priced with, the user's or the shipped one
+    (`fit._store.calibration_in_use`), so that a prediction's source is never a guess."""
+    from ..fit._calibrate import FITTABLE_MODELS
+    from ..fit._store import calibration_in_use
+
+    said = []
+    for name in models:
+        if name in FITTABLE_MODELS:
+            path, whose = calibration_in_use(name, dev)
+            if path is not None:
+                said.append(f"{name} priced with {'your' if whose == 'yours' else 'the shipped'} calibration {path}")
+    return tuple(said)
+
+
 def evaluate(
     fn,
     *args,
@@ -140,13 +155,16 @@ def evaluate(
 
     **Returns:** an `Evaluation`.
 
-    **Raises:** `ValueError` for an unknown model or device, a device of
+    **Raises:** `UserProgramError` (`xla_costmodel.measure`, a `ValueError`)
+    naming the user's file, line and exception when jax cannot trace or
+    lower the program; `ValueError` for an unknown model or device, a device of
     another kind than the one measured, or no model; `MeasurementError` when
     the trace cannot be trusted.
     """
     from ..fit._metrics import accuracy
     from ..hlo import parse_hlo
     from ..measure import DEFAULT_METHOD, device_description, measure_program
+    from ..measure._target import lower_user_program
     from ..models import analyze
     from ..models._resolve import check_prices_device, resolve_device, resolve_model
 
@@ -155,6 +173,8 @@ def evaluate(
         raise ValueError("evaluate needs at least one model")
     if len(set(models)) != len(models):
         raise ValueError(f"models repeat: {list(models)}")
+    # A program jax cannot trace is the user's error: say so before the device is measured (seconds).
+    lower_user_program(fn, args)
     dev = resolve_device(device)
     for name in models:
         # Unknown names, and models that do not price the device, fail here, before anything is measured.
@@ -219,7 +239,7 @@ def evaluate(
     notes = tuple(f"trip count of '{loop}' depends on the data: {count(n, 'trip')} per execution, counted from the "
                   f"measured launches of its body's kernels (analyze alone assumes 1 and calls its total a lower "
                   f"bound)" for loop, n in trip_counts.items())
-    notes += (missing_overhead,) if missing_overhead else ()
+    notes += ((missing_overhead,) if missing_overhead else ()) + _calibrations_used(models, dev)
     return Evaluation(kernels=kernels.reset_index(drop=True), summary=summary, measurement=m, tables=tables,
                       device=dev.name, notes=notes, trip_counts=trip_counts)
 

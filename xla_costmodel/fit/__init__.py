@@ -5,7 +5,11 @@
 - Datasets (`_data`): calibration-dataset rows as training and test data.
 - Saved calibrations (`_store`): one JSON file per (device, model), written
   to the user's data directory (`user_data_dir()`) and read from there
-  first, then from the shipped `calibration/`;
+  first, then from the shipped `calibration/` (`calibration_in_use` says
+  which file a model reads); a quick calibration, and one that scored worse
+  on its held-out rows than the one in use, go to folders no model reads
+  unless asked (`quick_dir()`, `held_back_dir()`); `measuring_device` is the
+  description of the machine that measured a dataset;
   `calibrate(device="host", quick=False, dataset=None)` fits every fittable
   model to measurements of that device (`DeviceMismatchError` for another
   device's) and saves them;
@@ -51,7 +55,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._rows import kernel_features
     from ._metrics import accuracy, fusion_metrics, sk_error, sk_gmre
     from ._store import CalibrationError, DeviceMismatchError, calibration_path, load_calibration, user_data_dir
-    from ._store import MachineMismatchWarning
+    from ._store import MachineMismatchWarning, calibration_in_use, held_back_dir, measuring_device, quick_dir
 
 _LAZY = {
     "calibrate": ("._calibrate", "calibrate"),
@@ -79,6 +83,10 @@ _LAZY = {
     "user_data_dir": ("._store", "user_data_dir"),
     "load_calibration": ("._store", "load_calibration"),
     "calibration_path": ("._store", "calibration_path"),
+    "calibration_in_use": ("._store", "calibration_in_use"),
+    "measuring_device": ("._store", "measuring_device"),
+    "quick_dir": ("._store", "quick_dir"),
+    "held_back_dir": ("._store", "held_back_dir"),
     "program_time": ("._program", "program_time"),
     "ProgramTime": ("._program", "ProgramTime"),
     "ProgramOverhead": ("._program", "ProgramOverhead"),

@@ -18,6 +18,16 @@ is, and a dataset must have been measured on the device it calibrates
 
 Every file also holds the device, the date, the feature names, the
 training-set size, the jax/jaxlib versions and the training-set accuracy.
+
+A calibration cannot silently make predictions worse. Written to the user's
+data directory (no `out_dir`), each model is first judged: fitted without
+one case in five of its rows (`HELD_OUT`, by a hash of the case's name),
+it is scored on those held-out rows beside the calibration in use (the
+user's earlier one, else the shipped one). If it scores worse (a higher
+`ratio_error`), the full fit is saved to `held-back/` in the data
+directory, read by no model unless asked, and one line says so and why;
+the calibration in use stays. `quick=True` writes to `quick/` there, also
+read by no model unless asked (`fit._store`).
 """
 
 from __future__ import annotations
@@ -36,8 +46,8 @@ from .._text import count
 from ._data import TEST_PROGRAM, Prepared, dataset_name, load_rows, own_program_rows, prepare, row_roles, training_rows
 from ._refit import (CONTEXT_ROWS_RULE, context_training_rows, dataset_entry, refit_learned, relative_path,
                      used_roles)
-from ._store import (DeviceMismatchError, dataset_devices, header, measured_on, rows_device_matches,
-                     save_calibration, user_data_dir)
+from ._store import (CalibrationError, DeviceMismatchError, calibration_in_use, dataset_devices, header,
+                     held_back_dir, measured_on, quick_dir, rows_device_matches, save_calibration, user_data_dir)
 
 __all__ = ["calibrate", "check_measured_device", "refit_learned", "FITTABLE_MODELS"]
 
@@ -156,7 +166,11 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
     - `models`: which of `fitted`, `learned`, `roofline-calibrated`,
       `xla-gpu-calibrated`, `context`, `learned-context` to fit.
     - `out_dir`: where to write (default the user's data directory,
-      `$XLA_COSTMODEL_DATA_DIR` or platformdirs'; see `fit._store`).
+      `$XLA_COSTMODEL_DATA_DIR` or platformdirs'; see `fit._store`; for a
+      quick run that measures, its `quick/` folder, which no model reads
+      unless asked). A calibration written to the default place is used only
+      if it scores at least as well as the one in use on its held-out rows
+      (module docstring); one written to `out_dir` is not judged.
     - `include_programs`: also fit to this project's own programs in the
       dataset (role `training-program`: the zoo, `extra-program`); by
       default they are left out, except that the context models
@@ -170,7 +184,12 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
     - `progress`: progress messages on stderr.
 
     **Returns:** a DataFrame, one row per model: `model`, `file`,
-    `training_rows`, training-set `ratio_error` and `within_2x`, `fit_s`.
+    `training_rows`, training-set `ratio_error` and `within_2x`, `fit_s`,
+    and, when the calibrations go to the user's data directory (no
+    `out_dir`, not `quick`), the judgement (module docstring):
+    `used_by_default` (False: saved to `held-back/`), `held_out_rows`,
+    `held_out_ratio_error` and `in_use_ratio_error` (the calibration in use,
+    `in_use_file`, on the same rows).
 
     **Raises:** `DeviceMismatchError` (a `CalibrationError`, so a
     `ValueError`) when the measurements are of another device than
@@ -188,7 +207,11 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
     if unknown:
         raise ValueError(f"cannot calibrate {', '.join(unknown)}; fittable models: {', '.join(FITTABLE_MODELS)}")
     dev = resolve_device(device)
-    out = Path(out_dir) if out_dir is not None else user_data_dir()
+    measures_quick = quick and dataset is None
+    if out_dir is not None:
+        out = Path(out_dir)
+    else:  # a quick fit is a smoke test: kept apart, so that no model reads it unless asked
+        out = quick_dir() if measures_quick else user_data_dir()
 
     given = False
     if dataset is None:
@@ -220,13 +243,21 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
         raise ValueError(f"the dataset holds measurements of {len(devices)} devices ({'; '.join(devices)}); "
                          "fit each and all together with calibrate_devices (xla-costmodel calibrate --dataset)")
     check_measured_device(dev, measured_on(df), where)
-    return fit_and_save(dev, df, paths=paths, models=models, out=out, include_programs=include_programs,
-                        progress=progress, every_row=every_row)
+    result = fit_and_save(dev, df, paths=paths, models=models, out=out, include_programs=include_programs,
+                          progress=progress, every_row=every_row, judge=out_dir is None and not measures_quick)
+    if progress and measures_quick and out_dir is None:
+        print(f"the quick calibration is a smoke test: saved in {out}, which no model reads unless asked "
+              f"(XLA_COSTMODEL_DATA_DIR={out}); the calibration in use is unchanged", file=sys.stderr)
+    return result
 
 
 def fit_and_save(dev, df: pd.DataFrame, *, paths, models, out: Path, include_programs: bool,
-                 progress: bool, device_map: bool = False, every_row: pd.DataFrame | None = None) -> pd.DataFrame:
+                 progress: bool, device_map: bool = False, every_row: pd.DataFrame | None = None,
+                 judge: bool = False) -> pd.DataFrame:
     """`calibrate`'s fitting and saving, for rows already known to be `dev`'s (see `calibrate`).
+
+    `judge`: score each model on its held-out rows against the calibration
+    in use first, and save a worse one to `held-back/` (module docstring).
 
     `device_map`: the rows were assigned to `dev` by the caller's device map
     (`calibrate_devices(..., devices=...)`), which the saved `measured_on`
@@ -241,7 +272,7 @@ def fit_and_save(dev, df: pd.DataFrame, *, paths, models, out: Path, include_pro
     left_out = _left_out(every_row, roles)
 
     out.mkdir(parents=True, exist_ok=True)
-    prep = prepare(df, dev)
+    prep = prepare(df, dev, progress=progress)
     if len(prep.y) < 10:
         others = "; ".join(f"{n} rows of role {r}" for r, n in left_out.items())
         raise ValueError(f"only {len(prep.y)} usable kernel rows to calibrate with; need at least 10"
@@ -251,7 +282,6 @@ def fit_and_save(dev, df: pd.DataFrame, *, paths, models, out: Path, include_pro
         print(f"calibrating {count(len(models), 'model')} for '{dev.name}' on {count(len(prep.y), 'kernel')}"
               + (f" (left out: {others})" if others else ""), file=sys.stderr)
 
-    datasets = [dataset_entry(p, out, include_programs) for p in paths]
     facts = _device_facts(dev)
     suite_prep = prep
     context_prep = None
@@ -262,17 +292,22 @@ def fit_and_save(dev, df: pd.DataFrame, *, paths, models, out: Path, include_pro
         if name in CONTEXT_MODELS and not include_programs:
             # The suite shows little context (its kernels run almost alone): add our own programs.
             if context_prep is None:
-                context_prep = prepare(context_training_rows(every_row), dev)
+                context_prep = prepare(context_training_rows(every_row), dev, progress=progress)
             prep, rule = context_prep, CONTEXT_ROWS_RULE
+        model_class = _model_classes().get(name)
+        verdict = _judge(name, model_class, dev, prep, held_back_dir(out)) if judge else {}
+        target = out if verdict.get("used_by_default", True) else held_back_dir(out)
         devices = [{**e, "device_map": True} for e in measured_on(prep.rows)] if device_map else measured_on(prep.rows)
-        entries = datasets if rule is None else [dataset_entry(p, out, include_programs, rule) for p in paths]
+        entries = [dataset_entry(p, target, include_programs, rule) for p in paths]
         base = header(name, dev, len(prep.y), entries, devices)
         base["device_facts"] = facts
         base["rows_roles"] = list(roles)
         base["left_out_rows"] = left_out
         if rule is not None:
             base["rows_rule"] = rule
-        model_class = _model_classes().get(name)
+        if verdict:
+            base["judgement"] = {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                                 for k, v in verdict.items() if k != "line"}
         if name in ("fitted", "context"):
             m = model_class().fit(prep.X, prep.y)
             payload = {**base, **m.to_calibration()}
@@ -282,9 +317,10 @@ def fit_and_save(dev, df: pd.DataFrame, *, paths, models, out: Path, include_pro
                 # Refitting needs the rows: keep them next to the calibration.
                 from ..measure._dataset import write_dataset
 
-                keep = out / f"{dev.name}_{name}_training.parquet"
+                keep = target / f"{dev.name}_{name}_training.parquet"
+                target.mkdir(parents=True, exist_ok=True)
                 write_dataset(prep.rows, keep)  # atomically: the earlier rows stay until the new ones are complete
-                base["datasets"] = [dataset_entry(keep, out, include_programs, rule)]
+                base["datasets"] = [dataset_entry(keep, target, include_programs, rule)]
             m = model_class().fit(prep.X, prep.y)
             pred = m.predict(prep.X)
             payload = {**base, **m.to_calibration(), "checks": _checks(prep, pred)}
@@ -295,16 +331,91 @@ def fit_and_save(dev, df: pd.DataFrame, *, paths, models, out: Path, include_pro
                 warnings.simplefilter("ignore")
                 pred = np.array([_time(m, k, dev) for k in prep.kernels])
         payload["train_metrics"] = _train_accuracy(pred, prep.y)
-        path = save_calibration(payload, out)
+        path = save_calibration(payload, target)
         acc = payload["train_metrics"]
         results.append({
             "model": name, "file": str(path), "training_rows": int(len(prep.y)),
             "ratio_error": acc.get("ratio_error"), "within_2x": acc.get("within_2x"), "fit_s": time.perf_counter() - t0,
+            **{k: v for k, v in verdict.items() if k != "line"},
         })
         if progress:
             print(f"  {name}: training ratio_error {acc.get('ratio_error'):.3f} -> {path}", file=sys.stderr)
+            if verdict.get("line"):
+                print(f"  {name}: {verdict['line']}", file=sys.stderr)
     results += _calibrate_program_overhead(every_row, dev, out, paths, progress)
     return pd.DataFrame(results)
+
+
+#: One case in `HELD_OUT` (by a hash of its name) is held out when a calibration is judged (`_judge`).
+HELD_OUT = 5
+
+
+def _held_out(rows: pd.DataFrame) -> np.ndarray:
+    """The rows held out to judge a calibration: whole cases (every size, run and round of a case together),
+    one in `HELD_OUT` by a CRC-32 of the case's name, so the same rows on every run."""
+    import zlib
+
+    key = rows["case"] if "case" in rows else rows["hlo_op"]
+    names = key.astype(str).to_numpy()
+    return np.array([zlib.crc32(n.encode()) % HELD_OUT == 0 for n in names], dtype=bool)
+
+
+def _predictions(name: str, model, dev, prep: Prepared) -> np.ndarray:
+    """`model`'s predictions (seconds per launch) of `prep`'s rows: by features, or per kernel for the
+    calibrated analytical models."""
+    if name.endswith("-calibrated"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return np.array([_time(model, k, dev) for k in prep.kernels])
+    return np.asarray(model.predict(prep.X), dtype=float)
+
+
+def _judge(name: str, model_class, dev, prep: Prepared, held_back: Path) -> dict:
+    """Whether a new calibration of `name` should be used by default: fitted without its held-out rows
+    (`_held_out`), is it at least as good on them (`ratio_error`) as the calibration in use?
+
+    **Returns:** `used_by_default`, `held_out_rows`, `held_out_ratio_error`, `in_use_file`,
+    `in_use_ratio_error`, and `line`: one sentence for the progress output.
+    """
+    from ._calibrated import CalibratedModel
+    from ._metrics import accuracy
+
+    in_use, whose = calibration_in_use(name, dev)
+    out: dict = {"used_by_default": True, "held_out_rows": 0, "held_out_ratio_error": math.nan,
+                 "in_use_file": str(in_use) if in_use else "", "in_use_ratio_error": math.nan}
+    if in_use is None:
+        return {**out, "line": "used: there was no calibration of it to compare with"}
+    held = _held_out(prep.rows)
+    if held.sum() < 5 or (~held).sum() < 10:
+        return {**out, "line": f"used: too few rows ({len(held)}) to hold some out and judge it"}
+    train, test = prep.subset(~held), prep.subset(held)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the machine the one in use was measured on is said elsewhere
+        try:
+            if name.endswith("-calibrated"):
+                current = CalibratedModel.from_calibration(name.removesuffix("-calibrated"), dev)
+            else:
+                current = model_class.from_calibration(dev)
+        except CalibrationError as exc:
+            return {**out, "line": f"used: the calibration in use cannot be read ({str(exc).splitlines()[0]})"}
+        before = accuracy(_predictions(name, current, dev, test), test.y)["ratio_error"]
+        if name.endswith("-calibrated"):
+            candidate = CalibratedModel(name.removesuffix("-calibrated")).fit(train.kernels, train.y, dev)
+        else:
+            candidate = model_class().fit(train.X, train.y)
+        after = accuracy(_predictions(name, candidate, dev, test), test.y)["ratio_error"]
+    worse = not math.isfinite(after) or (math.isfinite(before) and after > before)
+    rows = count(int(held.sum()), "held-out row")
+    what = f"{whose} calibration {in_use}" if whose == "yours" else f"shipped calibration {in_use.name}"
+    if worse:
+        line = (f"NOT USED by default: fitted without its {rows} it scores ratio_error {after:.3f} on them, worse "
+                f"than the {what} ({before:.3f}), which stays in use; saved in {held_back} (to use it anyway: "
+                f"XLA_COSTMODEL_DATA_DIR={held_back})")
+    else:
+        line = (f"used: fitted without its {rows} it scores ratio_error {after:.3f} on them, the {what} "
+                f"{before:.3f}")
+    return {**out, "used_by_default": not worse, "held_out_rows": int(held.sum()), "held_out_ratio_error": after,
+            "in_use_ratio_error": before, "line": line}
 
 
 def _calibrate_program_overhead(rows: pd.DataFrame, dev, out: Path, paths, progress: bool) -> list[dict]:

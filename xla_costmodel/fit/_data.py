@@ -188,31 +188,40 @@ class Prepared:
         return Prepared(self.rows.iloc[idx], [self.kernels[i] for i in idx], self.X.iloc[idx], self.y[idx], self.skipped)
 
 
-def prepare(df: pd.DataFrame, device, *, task_bytes: int | None = None) -> Prepared:
-    """Parse and featurize the kernel rows of `df` (rows that cannot be read are skipped, with a warning)."""
+def prepare(df: pd.DataFrame, device, *, task_bytes: int | None = None, progress: bool = False) -> Prepared:
+    """Parse and featurize the kernel rows of `df` (rows that cannot be read are skipped, with a warning);
+    `progress`: a progress bar on stderr (`_progress`)."""
+    from .._progress import progress_bar
     from ._features import TASK_BYTES, device_facts
 
     device = device_facts(device)
     rows = kernel_rows(df)
     kernels, feats, keep, skipped = [], [], [], {}
-    for idx, row in rows.iterrows():
-        where = f"row {idx}" + (f" ({row['case']}: {row.get('hlo_op', '')})" if "case" in row else "")
-        try:
-            k = kernel_from_row(row, where=where)
-            x = features_of(k, device, task_bytes=task_bytes or TASK_BYTES)
-            x.update(context_features(k, device))
-        except (FeatureError, ValueError, KeyError) as exc:
-            skipped[idx] = str(exc)
-            continue
-        kernels.append(k)
-        feats.append(x)
-        keep.append(idx)
+    with progress_bar(len(rows), "reading kernels", "kernel", progress) as bar:
+        for idx, row in rows.iterrows():
+            bar.update(1)
+            _read_row(idx, row, device, task_bytes or TASK_BYTES, kernels, feats, keep, skipped)
     if skipped:
         warnings.warn(f"{len(skipped)} dataset row(s) could not be read and are left out; first: "
                       f"{next(iter(skipped.values()))}", RuntimeWarning, stacklevel=2)
     rows = rows.loc[keep]
     X = pd.DataFrame(feats, index=rows.index, columns=list(FEATURES + CONTEXT_FEATURES), dtype=float)
     return Prepared(rows, kernels, X, measured_times(rows), skipped)
+
+
+def _read_row(idx, row, device, task_bytes: int, kernels: list, feats: list, keep: list, skipped: dict) -> None:
+    """One row of `prepare`: its kernel and features appended, or why it cannot be read in `skipped`."""
+    where = f"row {idx}" + (f" ({row['case']}: {row.get('hlo_op', '')})" if "case" in row else "")
+    try:
+        k = kernel_from_row(row, where=where)
+        x = features_of(k, device, task_bytes=task_bytes)
+        x.update(context_features(k, device))
+    except (FeatureError, ValueError, KeyError) as exc:
+        skipped[idx] = str(exc)
+        return
+    kernels.append(k)
+    feats.append(x)
+    keep.append(idx)
 
 
 # Prepared datasets by (files with their modification times and sizes, device facts, task bytes):
@@ -223,11 +232,11 @@ _PREPARED: "OrderedDict" = OrderedDict()
 _PREPARED_KEPT = 6
 
 
-def prepare_dataset(dataset, device, *, task_bytes: int | None = None) -> Prepared:
+def prepare_dataset(dataset, device, *, task_bytes: int | None = None, progress: bool = False) -> Prepared:
     """`prepare` of every row of a dataset; files are prepared once per process (until they change).
 
     **Arguments:** `dataset`: a path, a list of paths or a DataFrame (prepared
-    afresh each time); `device`: as for `prepare`.
+    afresh each time); `device`, `progress`: as for `prepare`.
 
     **Returns:** a `Prepared` shared by every caller: select rows with
     `Prepared.subset`, never modify it.
@@ -235,7 +244,7 @@ def prepare_dataset(dataset, device, *, task_bytes: int | None = None) -> Prepar
     from ._features import device_facts
 
     if isinstance(dataset, pd.DataFrame):
-        return prepare(dataset, device, task_bytes=task_bytes) if len(dataset) else empty_prepared()
+        return prepare(dataset, device, task_bytes=task_bytes, progress=progress) if len(dataset) else empty_prepared()
     paths = [Path(dataset)] if isinstance(dataset, (str, os.PathLike)) else [Path(p) for p in dataset]
     stamps = []
     for p in paths:
@@ -251,7 +260,7 @@ def prepare_dataset(dataset, device, *, task_bytes: int | None = None) -> Prepar
         _PREPARED.move_to_end(key)
         return _PREPARED[key]
     df = load_rows(paths[0] if len(paths) == 1 else paths)
-    prepared = prepare(df, facts, task_bytes=task_bytes) if len(df) else empty_prepared()
+    prepared = prepare(df, facts, task_bytes=task_bytes, progress=progress) if len(df) else empty_prepared()
     if key is not None:
         _PREPARED[key] = prepared
         while len(_PREPARED) > _PREPARED_KEPT:

@@ -91,7 +91,9 @@ def calibrate_devices(dataset, *, models=FITTABLE_MODELS, devices=None, out_dir=
       rows of two devices or more.
     - `devices`: `{device or device_kind value: device name or DeviceSpec}`
       for rows no preset matches.
-    - `out_dir`, `include_programs`, `progress`: as for `calibrate`.
+    - `out_dir`, `include_programs`, `progress`: as for `calibrate` (each
+      device's calibrations written to the user's data directory are judged
+      against the ones in use, and a worse one goes to `held-back/`).
 
     **Returns:** a DataFrame, one row per (fit, device, model): `fit`
     (`per-device` or `cross-device`), `device` (the spec's name),
@@ -125,8 +127,9 @@ def calibrate_devices(dataset, *, models=FITTABLE_MODELS, devices=None, out_dir=
         rows = df[df["device"].astype(str) == name]
         # The rows were matched to `spec` above (by preset or by `devices`): fitted as its own.
         mapped = bool(devices) and any(k in devices for k in (name, str(kinds.get(name, ""))))
+        # Into the user's data directory only if no worse than the calibration in use (`fit._calibrate`).
         per = fit_and_save(spec, rows, paths=[], models=models, out=out, include_programs=include_programs,
-                           progress=progress, device_map=mapped)
+                           progress=progress, device_map=mapped, judge=out_dir is None)
         results.append(per.assign(fit="per-device", device=spec.name, measured_on=name))
 
     if "fitted" in models and len(specs) > 1:

@@ -16,7 +16,17 @@ Two places hold calibrations and measurement datasets, with one layout
   (`out_dir=`, `--out`).
 
 Reading (`load_calibration`, `find_data_file`) looks in the user's
-directory first, then in the shipped one. Every write goes through a
+directory first, then in the shipped one (`calibration_in_use` says which
+file a model reads). Two sub-folders of the user's directory hold
+calibrations that no model reads unless asked (by pointing
+`$XLA_COSTMODEL_DATA_DIR` at the sub-folder, or `load_calibration(...,
+directory=...)`):
+
+- `quick/` (`quick_dir()`): what `calibrate --quick` fits, a smoke test on
+  the quick suite alone;
+- `held-back/` (`held_back_dir()`): a calibration that scored worse on its
+  own held-out rows than the calibration it would have replaced
+  (`fit._calibrate`), kept so that it can be inspected. Every write goes through a
 temporary file and a rename (`xla_costmodel._atomic.write_atomically`), so
 a reader never sees half a file.
 
@@ -48,7 +58,8 @@ from typing import Any
 
 from .._atomic import write_atomically
 
-__all__ = ["CalibrationError", "DATA_DIR_ENV", "DeviceMismatchError", "MachineMismatchWarning", "calibration_path",
+__all__ = ["CalibrationError", "DATA_DIR_ENV", "DeviceMismatchError", "MachineMismatchWarning", "calibration_in_use",
+           "calibration_path", "held_back_dir", "measuring_device", "quick_dir",
            "dataset_devices", "rows_machine",
            "find_data_file", "load_calibration", "save_calibration", "shipped_dir", "user_data_dir",
            "write_atomically"]
@@ -88,6 +99,80 @@ def user_data_dir() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir(_APP, appauthor=False))
+
+
+#: Sub-folders of the user's data directory that no model reads unless asked (see the module docstring).
+QUICK_SUBDIR = "quick"
+HELD_BACK_SUBDIR = "held-back"
+
+
+def quick_dir() -> Path:
+    """Where `calibrate --quick` writes: `user_data_dir()/quick`, read by no model unless asked."""
+    return user_data_dir() / QUICK_SUBDIR
+
+
+def held_back_dir(base=None) -> Path:
+    """Where a calibration worse than the one in use is kept: `base/held-back` (default the user's data
+    directory's), read by no model unless asked."""
+    return Path(base if base is not None else user_data_dir()) / HELD_BACK_SUBDIR
+
+
+def calibration_in_use(model: str, device) -> tuple[Path | None, str]:
+    """Which file `model` reads for `device` when it is used without being fitted first, and whose it is.
+
+    **Returns:** `(path, whose)`: `whose` is `"yours"` (the user's data
+    directory), `"shipped"` (the project's `calibration/`) or `"none"`
+    (path None: the model cannot be used unfitted on this device).
+    """
+    file_name = _file_name(model, device)
+    for d in _search_path():
+        if (d / file_name).is_file():
+            return d / file_name, ("shipped" if _same_dir(d, shipped_dir()) else "yours")
+    return None, "none"
+
+
+#: In a folder of host datasets: the device description of the machine that measured them (the shipped
+#: `calibration/` has the reference host's, `scripts/ship_reference_host.py`).
+MEASURING_DEVICE_FILE = "host_device.json"
+_MEASURING_FORMAT = "xla_costmodel.measuring-device/1"
+
+
+def measuring_device(paths):
+    """The `host` `DeviceSpec` of the machine that measured the dataset files `paths`, or None.
+
+    Rows measured on one machine and priced on another's microbenchmarks
+    score differently on every machine; the rows' own machine gives the same
+    figures everywhere. A folder that holds `host_device.json` (the shipped
+    `calibration/` does) says which machine measured its host datasets.
+
+    **Returns:** the spec when every path is a file in a folder with that
+    file, all the same; None for a DataFrame, files measured here (the
+    user's data directory has none), or files of several machines.
+    **Raises:** `CalibrationError` when the description cannot be read.
+    """
+    if paths is None or not isinstance(paths, (str, os.PathLike, list, tuple)):
+        return None
+    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if not paths or not all(isinstance(p, (str, os.PathLike)) for p in paths):
+        return None
+    files = {Path(p).resolve().parent / MEASURING_DEVICE_FILE for p in paths}
+    if len(files) != 1:
+        return None
+    (file,) = files
+    if not file.is_file():
+        return None
+    from ..devices import DeviceSpec
+
+    try:
+        doc = json.loads(file.read_text(encoding="utf-8"))
+        if doc.get("format") != _MEASURING_FORMAT:
+            raise ValueError(f"format {doc.get('format')!r} is not {_MEASURING_FORMAT!r}")
+        spec = DeviceSpec.from_dict(doc["spec"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CalibrationError(f"{file}: not a readable description of the measuring machine ({exc})") from None
+    if spec.name != "host" or spec.kind != "cpu":
+        raise CalibrationError(f"{file}: describes device {spec.name!r} of kind {spec.kind!r}, not a 'host' CPU")
+    return spec
 
 
 def shipped_dir() -> Path:
@@ -329,7 +414,7 @@ def _warn_other_machine(data: dict, path: Path) -> None:
     warnings.warn(
         f"{path} was measured on another machine ({'; '.join(differences)}), so its kernel times are that "
         f"machine's; calibrate this one: `xla-costmodel calibrate --device host` (minutes; it writes to "
-        f"{user_data_dir()}, which is read before the shipped calibrations)",
+        f"{user_data_dir()}, read before the shipped calibrations where they score better on held-out rows)",
         MachineMismatchWarning,
         stacklevel=3,
     )

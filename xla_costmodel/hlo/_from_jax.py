@@ -13,8 +13,11 @@ def hlo_text_of(fn, *args, optimized: bool = True, **kwargs) -> str:
     start_backends_quietly()  # where jax's CUDA plugin has no GPU, its log lines at backend start are not printed
     import jax
 
+    from .._user_program import lower_user_program
+
     jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
-    lowered = jitted.lower(*args, **kwargs)
+    # A fault of the user's function (a shape mismatch) is a `UserProgramError` naming their file and line.
+    lowered = lower_user_program(jitted, args, getattr(fn, "__name__", None), **kwargs)
     if optimized:
         return lowered.compile().as_text()
     # debug_info keeps each instruction's op_name metadata, which is what ties an
@@ -34,6 +37,9 @@ def from_jax(fn, *args, optimized: bool = True, **kwargs) -> HloModule:
       HLO pass, i.e. the input of a fusion pass.
 
     **Returns:** the parsed `HloModule`.
+
+    **Raises:** `UserProgramError` (a `ValueError`) naming the user's file,
+    line and exception when jax cannot trace or lower `fn`.
     """
     name = getattr(fn, "__name__", "fn")
     text = hlo_text_of(fn, *args, optimized=optimized, **kwargs)

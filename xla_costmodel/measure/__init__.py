@@ -55,6 +55,7 @@ from ._suite import SuiteKernel as SuiteKernel
 from ._suite import measurement_rows as measurement_rows
 from ._suite import run_suite as run_suite
 from ._suite import suite_cases as suite_cases
+from ._target import UserProgramError as UserProgramError
 from ._trace import TraceError as TraceError
 from ._trace import find_trace_files as find_trace_files
 from ._trace import kernel_executions as kernel_executions

@@ -173,11 +173,12 @@ def measure_host(*, fast: bool = False, progress: bool = True, save: bool = True
     the raw numbers are in `spec.measurements`.
     """
     import jax
-    from tqdm import tqdm  # the plain bar: tqdm.auto needs ipywidgets inside notebooks
+    from .._progress import progress_bar
 
     t_start = time.perf_counter()
     labels = [label for label, _ in _benchmarks(fast)]
-    bar = tqdm(total=len(labels), desc="measuring host", unit="bench", disable=not progress, leave=False)
+    # On a terminal only: in a log, an erased bar glues its carriage returns to the next line.
+    bar = progress_bar(len(labels), "measuring host", "bench", progress)
 
     def done(message) -> None:
         label, measured = message

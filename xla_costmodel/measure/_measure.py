@@ -153,7 +153,9 @@ def measure(
     which are rows here. Their own times (body included) are in
     `measure_program(...).control_flow`.
 
-    Raises `MeasurementError` when the trace shows no kernel of the program,
+    Raises `UserProgramError` (`measure._target`; a `ValueError`) naming the
+    user's file, line and exception when jax cannot trace or lower the
+    program (a shape mismatch in it), `MeasurementError` when the trace shows no kernel of the program,
     when a run's kernels do not fit within its wall time, or when the
     measuring worker died. See `measure_program` for the per-run table and
     more options.
@@ -199,6 +201,7 @@ def measure_program(
     import jax
 
     from ._isolated import InProcessMeasurementWarning, NotExportable, export_program, measure_in_worker
+    from ._target import lower_user_program
 
     started = time.perf_counter()
     method = Method(allocator=allocator, repeats=repeats, discard=discard)
@@ -212,6 +215,9 @@ def measure_program(
         try:
             program = export_program(jitted, args, name)
         except NotExportable as e:
+            # A program that jax cannot even trace fails here, as the user's error, not as a
+            # program that cannot travel.
+            lower_user_program(jitted, args, name)
             if in_process is False:
                 raise ValueError(f"{name} cannot be measured in the measuring worker: {e}") from None
             warnings.warn(
@@ -230,7 +236,7 @@ def measure_program(
                 report(None)
 
     set_allocator(method.allocator)
-    compiled = jitted.lower(*args).compile(compiler_options=compiler_options)
+    compiled = lower_user_program(jitted, args, name).compile(compiler_options=compiler_options)
     if device_description()["backend"] in ("gpu", "cuda", "rocm") and not _command_buffers_off(os.environ.get("XLA_FLAGS", "")):
         warnings.warn(
             "XLA:GPU command buffers are on: kernels recorded into a command buffer lose their "
@@ -267,12 +273,10 @@ def _progress(progress, total: int, name: str):
         return lambda done: None if done is None else progress(done, total)
     if not progress:
         return lambda done: None
-    import sys
+    from .._progress import progress_bar
 
-    from tqdm import tqdm
-
-    # Shown only when the runs take more than a second: short measurements stay quiet.
-    bar = tqdm(total=total, desc=f"measuring {name}", unit="run", delay=1.0, file=sys.stderr, leave=False)
+    # Shown only when the runs take more than a second (short measurements stay quiet), on a terminal.
+    bar = progress_bar(total, f"measuring {name}", "run")
 
     def report(done):
         if done is None:

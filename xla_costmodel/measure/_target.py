@@ -13,7 +13,10 @@ import importlib.util
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["ProgramSpecError", "load_program"]
+# One home for the user's program's own faults, below every layer that traces a user's function.
+from .._user_program import UserProgramError, lower_user_program, user_frame
+
+__all__ = ["ProgramSpecError", "UserProgramError", "load_program", "lower_user_program", "user_frame"]
 
 
 class ProgramSpecError(ValueError):
@@ -62,8 +65,10 @@ def load_program(spec: str) -> tuple[Callable[..., Any], tuple]:
         built = target()
     except TypeError as e:  # most often the program itself, given where its factory was expected
         raise ProgramSpecError(f"{spec}: {func_name}() raised TypeError: {e}{factory}") from e
-    except Exception as e:  # the user's builder failed: say so, with its error
-        raise ProgramSpecError(f"{spec}: {func_name}() raised {type(e).__name__}: {e}") from e
+    except Exception as e:  # the user's builder failed: say so, with its error and where
+        frame = user_frame(e)
+        where = f" at {frame.filename}:{frame.lineno}" if frame is not None else ""
+        raise ProgramSpecError(f"{spec}: {func_name}() raised {type(e).__name__}{where}: {e}") from e
     if not (isinstance(built, tuple) and len(built) == 2 and callable(built[0]) and isinstance(built[1], (tuple, list))):
         raise ProgramSpecError(
             f"{spec}: {func_name}() must return (fn, args): a function and a tuple of example "

@@ -13,7 +13,8 @@ METRIC_COLUMNS = ("ratio_error", "sk_error", "mape", "median_abs_log")
 # Columns that name a kernel class when a `compare` table is broken down by one.
 GROUP_COLUMNS = ("kernel_class", "kind", "class", "group", "category")
 # Metrics that are shares or relative errors: shown in percent.
-_PERCENT_HINTS = ("ratio_error", "sk_error", "mape", "within")
+#: Shares shown in percent; errors are shown as fractions, the way `compare`'s tables write them.
+_PERCENT_HINTS = ("within",)
 
 
 def _find(columns, candidates, what: str, given=None):
@@ -46,8 +47,9 @@ def error_by_model(compare_df, ax=None, *, metric=None, by=None, title=None):
       on the x axis.
     - `title`: the Axes title.
 
-    Relative errors and shares are shown in percent, and every bar is labelled
-    with its value.
+    Errors are shown as fractions, as `compare`'s tables write them
+    (`ratio_error` 0.64), shares in percent (`within_2x` 76%), and every bar is
+    labelled with its value.
 
     **Returns:** the Axes; each model's bars are a container in `ax.containers`
     labelled with the model name (their patches have `gid` `"bars:<model>"`).

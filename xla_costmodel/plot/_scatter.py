@@ -20,8 +20,8 @@ def metrics_text(m: dict, dropped: int = 0) -> str:
     """The summary of `predicted_vs_measured`, from `compare.accuracy`'s dict: three lines."""
     lines = [
         f"N = {m['n']}" + (f" ({dropped} dropped: time <= 0 or NaN)" if dropped else ""),
-        # Stevens & Klöckner's figure, geo-mean of |p - m| / m: lower than the ratio error before it.
-        f"ratio_error = {100 * m['ratio_error']:.1f}%   sk_error (gm |p-m|/m) = {100 * m['sk_error']:.1f}%",
+        # Errors as fractions, named as `compare`'s tables name them (sk_error: Stevens & Klöckner's).
+        f"ratio_error = {m['ratio_error']:.3f}   sk_error = {m['sk_error']:.3f}",
         f"median bias = ×{m['bias']:.3g}   within 2×: {100 * m['within_2x']:.1f}%   "
         f"Kendall τ = {m['kendall_tau']:.3f}",
     ]
@@ -55,7 +55,7 @@ def predicted_vs_measured(measured, predicted, kind=None, ax=None, title=None, *
     scatter per kernel kind, each with its own colour and marker (a bound,
     `compute`/`memory`/`launch`/..., has the colour it has in every figure of
     this package), its legend entry giving the count and the kind's
-    geometric-mean relative error.
+    `ratio_error` (a fraction, as in `compare`'s tables).
 
     Nothing is drawn over the points: under the axes, the legend (as many
     columns as fit the axes' width) is headed by the accuracy over all
@@ -117,7 +117,7 @@ def predicted_vs_measured(measured, predicted, kind=None, ax=None, title=None, *
             label = f"kernels (n={int(sel.sum())})"
         else:
             err = metrics(m[sel], p[sel])["ratio_error"] if sel.any() else math.nan
-            label = f"{name} (n={int(sel.sum())}, err {100 * err:.0f}%)"
+            label = f"{name} (n={int(sel.sum())}, ratio_error {err:.2f})"
         if name in highlighted:
             ax.scatter(m[sel], p[sel], s=46, alpha=1.0, color=colour, marker=marker, edgecolors="black",
                        linewidths=0.9, label=label, gid=f"points:{name}", zorder=5)

@@ -43,8 +43,8 @@ def readable(df: pd.DataFrame, unit: str = "us", digits: int = 3) -> pd.DataFram
             renamed[col] = f"{name[:-2]}_{unit}"
         finite = floats[np.isfinite(floats)]
         if not name.endswith("_s") and len(finite) and (finite == finite.round()).all() and (finite.abs() < 2**53).all():
-            out[col] = floats.round().astype("Int64") if finite.size == floats.size else floats.map(
-                lambda v: int(v) if math.isfinite(v) else v)
+            # Nullable integers: a missing count shows as <NA>, not as a float that turns the others to 596.0.
+            out[col] = floats.where(np.isfinite(floats)).round().astype("Int64")
         else:
             out[col] = floats.map(lambda v: _significant(v, digits))
     return out.rename(columns=renamed)
