@@ -376,7 +376,8 @@ def search_fusion(
       most this many candidate producers (each producer's edges to all its
       consumers are one decision, all-consumers-or-none); larger ones are annealed.
     - `seed`: for the annealing's random moves.
-    - `inline_calls`: inline `call`s first, as `simulate_fusion` does.
+    - `inline_calls`: inline `call`s first, as `simulate_fusion` does (which also rewrites long scans
+      as XLA's `ReduceWindowRewriter` does, here always).
     - `bitcast_layout_changes`: as for `simulate_fusion` (the search, greedy
       and the built plan all see the same graph; by default the modules keep
       bitcasts only when `module` is layout-assigned).
@@ -396,7 +397,7 @@ def _search(
     module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls, mode="decide"
 ) -> SearchResult:
     t0 = time.perf_counter()
-    work = working_copy(module, inline_calls, mode)
+    work = working_copy(module, inline_calls, mode, rewrites=[])
     # `work` already has its bitcasts (or was asked to keep its reshapes): greedy must not rewrite it again.
     greedy = simulate_fusion(
         work, device=dev, model=cost_model, inline_calls=False, price_totals=False, bitcast_layout_changes=False
