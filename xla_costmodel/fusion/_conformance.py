@@ -49,7 +49,9 @@ __all__ = [
     "compare_fusion_logs",
     "compile_for_gpu",
     "gpu_compiler_available",
+    "read_dump_dir",
     "read_fusion_log",
+    "summarize",
     "target_config_text",
 ]
 
@@ -344,6 +346,30 @@ def _pick(files: list[Path], suffix: str) -> str:
     return max(hits, key=lambda f: f.stat().st_size).read_text()
 
 
+def read_dump_dir(path: str | os.PathLike, program: str = "", device: str = "") -> GpuCompileDump:
+    """The `GpuCompileDump` of a directory XLA dumped into (`compile_for_gpu(dump_dir=...)` keeps one)."""
+    out = Path(path)
+    files = [f for f in out.iterdir() if f.is_file()]
+    before = _pick(files, ".before_priority-fusion.txt")
+    if not before:
+        raise GpuCompileError(f"{out}: no module before priority fusion was dumped ({program})")
+    if not device:
+        cfg = _pick(files, ".gpu_target_config.pbtxt")
+        m = re.search(r'device_description_str:\s*"([^"]*)"', cfg)
+        device = m.group(1) if m else ""
+    return GpuCompileDump(
+        program=program, device=device, dump_dir=str(out),
+        before_fusion_text=before,
+        after_fusion_text=_pick(files, ".after_priority-fusion.before_cse.txt")
+        or _pick(files, ".after_priority-fusion.txt"),
+        fusion_log_text=_pick(files, ".priority_fusion_dump.txt"),
+        before_mof_text=_pick(files, ".before_multi_output_fusion.txt"),
+        after_mof_text=_pick(files, ".after_multi_output_fusion.before_cse.txt"),
+        thunk_text=_pick(files, ".thunk_sequence.txt"),
+        optimized_text=(out / "optimized.txt").read_text() if (out / "optimized.txt").exists() else "",
+    )
+
+
 def compile_for_gpu(program: Any, args=None, *, device: Any = "h100-sxm", dump_dir: str | os.PathLike | None = None,
                     timeout_s: float = 600.0) -> GpuCompileDump:
     """Compile a program with XLA:GPU for a GPU preset, without a GPU, keeping its fusion dumps.
@@ -375,22 +401,8 @@ def compile_for_gpu(program: Any, args=None, *, device: Any = "h100-sxm", dump_d
         for f in files:
             if f.name != "optimized.txt" and not _KEEP.search(f.name):
                 f.unlink()
-        files = [f for f in out.iterdir() if f.is_file()]
-        before = _pick(files, ".before_priority-fusion.txt")
-        if not before:
-            raise GpuCompileError(f"XLA:GPU compile of {program}: no module before priority fusion was dumped")
-        return GpuCompileDump(
-            program=program, device=dev.name, dump_dir=str(out) if keep else "",
-            before_fusion_text=before,
-            after_fusion_text=_pick(files, ".after_priority-fusion.before_cse.txt")
-            or _pick(files, ".after_priority-fusion.txt"),
-            fusion_log_text=_pick(files, ".priority_fusion_dump.txt"),
-            before_mof_text=_pick(files, ".before_multi_output_fusion.txt"),
-            after_mof_text=_pick(files, ".after_multi_output_fusion.before_cse.txt"),
-            thunk_text=_pick(files, ".thunk_sequence.txt"),
-            optimized_text=(out / "optimized.txt").read_text() if (out / "optimized.txt").exists() else "",
-            compile_s=elapsed,
-        )
+        dump = read_dump_dir(out, program, dev.name)
+        return GpuCompileDump(**{**dump.__dict__, "dump_dir": str(out) if keep else "", "compile_s": elapsed})
     finally:
         if not keep:
             shutil.rmtree(out, ignore_errors=True)
@@ -449,21 +461,25 @@ def read_fusion_log(text: str) -> pd.DataFrame:
 
 # XLA's ineligibility reasons (`priority_fusion.cc`, `gpu_fusible.cc`), by the words that name them -> our rule
 _XLA_REASONS = (
+    ("the producer is not fusible", "producer-not-fusible"),
+    ("the consumer is not fusible", "consumer-not-fusible"),
     ("only bitcast users", "only-bitcast-users"),
     ("no users", "no-users"),
-    ("root", "root"),
+    ("into output of a reduce fusion", "reduction-epilogue"),
+    ("into the output of scatter", "scatter-output"),
+    ("in-place operand of scatter", "scatter-in-place-operand"),
+    ("both the producer and the consumer contain a reduce", "reduce-into-reduce"),
     ("shared memory", "shared-memory"),
     ("unnested reduction", "unnested-reductions"),
     ("operands", "operand-limit"),
     ("too large", "code-size"),
     ("in-place", "in-place"),
-    ("in place", "in-place"),
-    ("scatter", "scatter-output"),
-    ("reduction epilogue", "reduction-epilogue"),
-    ("into the output of a reduction", "reduction-epilogue"),
-    ("both", "reduce-into-reduce"),
-    ("bitcast", "bitcast-consumer"),
-    ("not fusible", "producer-not-fusible"),
+    ("is the root", "root"),
+    ("bitcast consumer", "bitcast-consumer"),
+    # Triton (generic block-level fusions: the softmax rewriter), which this simulation does not fuse
+    ("symbolictileanalysis", "triton: not tilable"),
+    ("unsupported opcode", "triton: unsupported opcode"),
+    ("triton", "triton: other"),
 )
 
 
@@ -493,20 +509,23 @@ class _Members:
 
 
 def _canonical(log: pd.DataFrame) -> list[tuple]:
-    """Events with names replaced by member sets: (event, producer key, consumer keys, unfused, fused, rule)."""
+    """Events with names replaced by member sets: (event, producer key, consumer keys, unfused, fused, rule,
+    producer, consumers, full unfused, full fused): the prices as XLA's log has them (incremental updates
+    as differences), then over all users."""
     members = _Members()
     out = []
     for e in log.itertuples(index=False):
         consumers = [c for c in str(e.consumers).split(", ") if c]
         pk = members.key(e.producer)
-        cks = tuple(members.key(c) for c in consumers)
+        cks = frozenset(members.key(c) for c in consumers)  # XLA lists users in its own order
         rule = getattr(e, "rule", "") or ""
         if e.event == "ineligible" and not rule:
             rule = xla_reason_rule(e.detail)
         unfused, fused = e.time_unfused_s, e.time_fused_s
         if hasattr(e, "logged_unfused_s") and e.event == "price":
             unfused, fused = e.logged_unfused_s, e.logged_fused_s  # as XLA's log has them
-        out.append((e.event, pk, cks, unfused, fused, rule, e.producer, tuple(consumers)))
+        out.append((e.event, pk, cks, unfused, fused, rule, e.producer, tuple(consumers), e.time_unfused_s,
+                    e.time_fused_s))
         if e.event == "fusion":
             members.fuse(e.producer, consumers[0], e.fusion)
     return out
@@ -539,11 +558,22 @@ def _fmt(e: tuple) -> str:
     return f"fusion {e[6]} -> {', '.join(e[7])}"
 
 
-def _match_segment(xs: list[tuple], os_: list[tuple], rtol: float) -> tuple[str, str] | None:
+def _match_segment(xs: list[tuple], os_: list[tuple], rtol: float, seen: set, triton: frozenset,
+                   priority_of=lambda key: "?") -> tuple[str, str] | None:
     """The first disagreement of one round (cause, what), or None. Events are compared as multisets:
-    XLA prices a round's producers in parallel."""
+    XLA prices a round's producers in parallel. `seen`: producers our log ever names (XLA also queues
+    instructions we never consider, such as library calls, only to find them not fusible);
+    `triton`: XLA's generic Triton fusions (which this simulation does not fuse into or from)."""
     pool = list(os_)
     for x in xs:
+        if x[0] == "ineligible" and x[5] == "producer-not-fusible" and x[6] not in seen:
+            continue  # never a candidate of ours: not fusible either
+        involved = {x[6], *x[7]}
+        if involved & triton and not any(o[1] == x[1] and o[0] == x[0] and (x[0] == "ineligible" or o[2] == x[2])
+                                         for o in pool):
+            return "triton fusion (not simulated)", f"XLA: {_fmt(x)}"
+        if x[0] == "ineligible" and x[5].startswith("triton"):
+            return "triton fusion (not simulated)", f"XLA: {_fmt(x)}"
         same = [o for o in pool if o[0] == x[0] and o[1] == x[1] and (x[0] == "ineligible" or o[2] == x[2])]
         if x[0] == "ineligible":
             same_rule = [o for o in same if o[5] == x[5]]
@@ -551,6 +581,8 @@ def _match_segment(xs: list[tuple], os_: list[tuple], rtol: float) -> tuple[str,
                 pool.remove(same_rule[0])
                 continue
             if same:
+                if x[6] in triton:
+                    return "triton fusion (not simulated)", f"XLA: {_fmt(x)}; ours: {same[0][5]}"
                 return "ineligibility reason", f"XLA: {_fmt(x)}; ours: {same[0][5]}"
             priced = [o for o in pool if o[0] == "price" and o[1] == x[1]]
             if priced:
@@ -563,7 +595,16 @@ def _match_segment(xs: list[tuple], os_: list[tuple], rtol: float) -> tuple[str,
                     return ("consumers" if other[0][0] == "price" else "legality",
                             f"XLA: {_fmt(x)}; ours: {_fmt(other[0])}")
                 return "missing event", f"XLA: {_fmt(x)}; ours: nothing for this producer"
-            return "order of fusions", f"XLA: {_fmt(x)}; ours: " + (_fmt(os_[0]) if os_ else "nothing")
+            ours_first = next((o for o in os_ if o[0] == "fusion"), None)
+            if ours_first is None:
+                return "order of fusions", f"XLA: {_fmt(x)}; ours: nothing"
+            why = f"XLA: {_fmt(x)}; ours: {_fmt(ours_first)}"
+            if x[6].startswith("bitcast") and ours_first[6].startswith("bitcast"):
+                return "order of fusions (bitcasts: ties at +inf broken by unique ids)", why
+            px, po = priority_of(x[1]), priority_of(ours_first[1])
+            cause = "order of fusions (tie: equal priorities, broken by XLA's unique ids)" if px == po \
+                else "order of fusions"
+            return cause, why + f" (our priorities: {x[6]} {px}, {ours_first[6]} {po})"
         if x[0] == "price":
             ok = [o for o in same if _close(o[3], x[3], rtol) and _close(o[4], x[4], rtol)]
             if not ok:
@@ -672,9 +713,20 @@ def compare_fusion_logs(dump: GpuCompileDump, *, model: Any = "xla-gpu", rtol: f
 
     # first divergence, round by round
     sx, so = _segments(cx), _segments(co)
+    seen = {e[6] for e in co}
+    triton = frozenset(i.name for _, i in before.instructions() if _is_generic_triton(i))
     first = None
+    last_price: dict = {}
+
+    def priority_of(key) -> str:
+        e = last_price.get(key)
+        return "unpriced" if e is None else f"{(e[8] - e[9]) * 1e6:.4g} us"
     for r in range(max(len(sx), len(so))):
-        d = _match_segment(sx[r] if r < len(sx) else [], so[r] if r < len(so) else [], rtol)
+        for e in (so[r - 1] if 0 < r <= len(so) else []):
+            if e[0] == "price":
+                last_price[e[1]] = e
+        d = _match_segment(sx[r] if r < len(sx) else [], so[r] if r < len(so) else [], rtol, seen, triton,
+                           priority_of)
         if d is not None:
             first = (r, d[0], d[1])
             break
@@ -698,6 +750,14 @@ def compare_fusion_logs(dump: GpuCompileDump, *, model: Any = "xla-gpu", rtol: f
     )
 
 
+def _is_generic_triton(instr) -> bool:
+    """A kCustom Triton fusion other than a GEMM (`SoftmaxRewriterTriton`, the block-level rewriter)."""
+    if instr.opcode != "fusion" or str(instr.attribute("kind", "")) != "kCustom":
+        return False
+    config = instr.raw_attributes.get("backend_config", "")
+    return '"__triton"' in config or '"kind":"__triton"' in config
+
+
 def _kernel_sets(module, log: pd.DataFrame) -> dict[frozenset, str]:
     """Kernels of a fused module (`fusible_computations`) as sets of input instructions -> fusion kind
     (`op` for an unfused instruction), members followed through the run's fusion events."""
@@ -708,13 +768,36 @@ def _kernel_sets(module, log: pd.DataFrame) -> dict[frozenset, str]:
     for e in log.itertuples(index=False):
         if e.event == "fusion":
             members.fuse(e.producer, str(e.consumers).split(", ")[0], e.fusion)
+    # computations reachable from the entry (XLA's dump before DCE keeps bodies of fusions it merged)
+    live, todo = set(), [module.entry]
+    while todo:
+        c = todo.pop()
+        if c is None or id(c) in live:
+            continue
+        live.add(id(c))
+        todo.extend(cc for i in c.instructions for cc in i.called_computations)
+    unlogged: dict = {}
+
+    def key_of(i) -> frozenset:
+        key = members.key(i.name)
+        if i.opcode == "fusion" and key == frozenset((i.name,)):
+            # made outside the log (small constants are fused at the end unlogged): known by its operands
+            k = unlogged.get(id(i))
+            if k is None:
+                ops = sorted(",".join(sorted(key_of(o))) for o in i.operands if o.opcode != "constant")
+                k = unlogged[id(i)] = frozenset((f"{i.shape} <- [{' | '.join(ops)}]",))
+            return k
+        return key
+
     out: dict[frozenset, str] = {}
     for comp in fusible_computations(module):
+        if id(comp) not in live:
+            continue
         for i in comp.instructions:
             if i.opcode in NOT_KERNELS_IN_FUSION_PASS or i.opcode in ("bitcast", "constant", "parameter", "tuple",
                                                                       "get-tuple-element"):
                 continue
-            key = members.key(i.name)
+            key = key_of(i)
             # bitcasts fused along are layout-only: leave them out of the comparison
             out[frozenset(n for n in key if not n.startswith("bitcast")) or key] = (
                 str(i.attribute("kind", "kLoop")) if i.opcode == "fusion" else "op")
