@@ -51,6 +51,7 @@ __all__ = [
     "gpu_compiler_available",
     "read_dump_dir",
     "read_fusion_log",
+    "read_unique_ids",
     "summarize",
     "target_config_text",
 ]
@@ -58,8 +59,8 @@ __all__ = [
 # What XLA dumps that the comparison reads (everything else is deleted: LLVM IR and PTX are large).
 _KEEP = re.compile(r"(before_priority-fusion|after_priority-fusion|before_multi_output_fusion|"
                    r"after_multi_output_fusion|priority_fusion_dump|thunk_sequence|gpu_target_config|"
-                   r"gpu_after_optimizations)(\.[\w-]+)?\.(txt|pbtxt)$")
-XLA_FLAGS = ("--xla_dump_hlo_as_text --xla_dump_hlo_pass_re=priority-fusion|multi_output_fusion")
+                   r"gpu_after_optimizations)(\.[\w-]+)?\.(txt|pbtxt)$|before_priority-fusion\.hlo\.pb$")
+XLA_FLAGS = ("--xla_dump_hlo_as_text --xla_dump_hlo_as_proto --xla_dump_hlo_pass_re=priority-fusion|multi_output_fusion")
 
 
 class GpuCompileError(RuntimeError):
@@ -331,6 +332,7 @@ class GpuCompileDump:
     thunk_text: str = ""
     optimized_text: str = ""
     compile_s: float = math.nan
+    unique_ids: dict = field(default_factory=dict, repr=False)
 
     @property
     def kernel_count(self) -> int:
@@ -350,6 +352,7 @@ def read_dump_dir(path: str | os.PathLike, program: str = "", device: str = "") 
     """The `GpuCompileDump` of a directory XLA dumped into (`compile_for_gpu(dump_dir=...)` keeps one)."""
     out = Path(path)
     files = [f for f in out.iterdir() if f.is_file()]
+    protos = [f for f in files if f.name.endswith(".before_priority-fusion.hlo.pb")]
     before = _pick(files, ".before_priority-fusion.txt")
     if not before:
         raise GpuCompileError(f"{out}: no module before priority fusion was dumped ({program})")
@@ -367,7 +370,64 @@ def read_dump_dir(path: str | os.PathLike, program: str = "", device: str = "") 
         after_mof_text=_pick(files, ".after_multi_output_fusion.before_cse.txt"),
         thunk_text=_pick(files, ".thunk_sequence.txt"),
         optimized_text=(out / "optimized.txt").read_text() if (out / "optimized.txt").exists() else "",
+        unique_ids=read_unique_ids(max(protos, key=lambda f: f.stat().st_size)) if protos else {},
     )
+
+
+def _varint(b: bytes, i: int) -> tuple[int, int]:
+    r = s = 0
+    while True:
+        c = b[i]
+        i += 1
+        r |= (c & 0x7F) << s
+        s += 7
+        if c < 0x80:
+            return r, i
+
+
+def _fields(b: bytes):
+    """(field number, wire type, value) of a protobuf message, undecoded below the top level."""
+    i, n = 0, len(b)
+    while i < n:
+        key, i = _varint(b, i)
+        f, t = key >> 3, key & 7
+        if t == 0:
+            v, i = _varint(b, i)
+        elif t == 1:
+            v, i = b[i:i + 8], i + 8
+        elif t == 5:
+            v, i = b[i:i + 4], i + 4
+        elif t == 2:
+            ln, i = _varint(b, i)
+            v, i = b[i:i + ln], i + ln
+        else:
+            raise ValueError(f"unsupported protobuf wire type {t}")
+        yield f, t, v
+
+
+def read_unique_ids(path: str | os.PathLike) -> dict[str, int]:
+    """Instruction name -> XLA's unique id (within its computation) from a dumped `*.hlo.pb`
+    (`HloProto.hlo_module` (1) -> `computations` (3) -> `instructions` (2) -> `name` (1), `id` (35);
+    the id's low 32 bits number the instruction in its computation). Read with a minimal
+    protobuf wire reader: jaxlib ships no HLO proto classes."""
+    data = Path(path).read_bytes()
+    module = next(v for f, t, v in _fields(data) if f == 1 and t == 2)
+    out: dict[str, int] = {}
+    for f, t, comp in _fields(module):
+        if f != 3 or t != 2:
+            continue
+        for f2, t2, instr in _fields(comp):
+            if f2 != 2 or t2 != 2:
+                continue
+            name = uid = None
+            for f3, t3, v in _fields(instr):
+                if f3 == 1 and t3 == 2:
+                    name = v.decode()
+                elif f3 == 35 and t3 == 0:
+                    uid = v & 0xFFFFFFFF
+            if name is not None and uid is not None:
+                out[name] = uid
+    return out
 
 
 def compile_for_gpu(program: Any, args=None, *, device: Any = "h100-sxm", dump_dir: str | os.PathLike | None = None,
@@ -682,7 +742,8 @@ def compare_fusion_logs(dump: GpuCompileDump, *, model: Any = "xla-gpu", rtol: f
 
     before = parse_hlo(dump.before_fusion_text)
     t0 = time.perf_counter()
-    ours = simulate_fusion(before, device=dump.device, model=model, price_totals=False)
+    ours = simulate_fusion(before, device=dump.device, model=model, price_totals=False,
+                           unique_ids=dump.unique_ids or None)
     simulate_s = time.perf_counter() - t0
     xla_log = read_fusion_log(dump.fusion_log_text)
     cx, co = _canonical(xla_log), _canonical(ours.log)

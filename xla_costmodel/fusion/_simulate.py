@@ -417,6 +417,7 @@ def simulate_fusion(
     price_totals: bool = True,
     bitcast_layout_changes: bool | None = None,
     rewrite_reduce_windows: bool = True,
+    unique_ids: Mapping[str, int] | None = None,
     **kwargs: Any,
 ) -> FusionResult:
     """Run XLA's GPU priority-fusion pass on a copy of `module`, priced by `model`.
@@ -454,6 +455,9 @@ def simulate_fusion(
       `ReduceWindowRewriter` makes of it before fusion (a no-op on XLA's own
       input to fusion, which has been through it); False fuses the window as
       written. `FusionResult.pre_fusion_rewrites` lists what changed.
+    - `unique_ids`: XLA's unique ids of the input's instructions, by name (from a
+      module dumped as a proto, `fusion._conformance.read_unique_ids`): priority
+      ties go to the larger id, as in XLA. Default: the text order.
 
     **Returns:** a `FusionResult` (fused module, step log, rejections, totals).
     """
@@ -462,12 +466,12 @@ def simulate_fusion(
     mode = bitcast_mode(module, bitcast_layout_changes)
     with gc_paused():  # see xla_costmodel._gc
         result = _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode,
-                           rewrite_reduce_windows)
+                           rewrite_reduce_windows, unique_ids)
     return dataclasses.replace(result, input_through_xla=layouts_assigned(module))
 
 
 def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode="decide",
-              rewrite_reduce_windows=True) -> FusionResult:
+              rewrite_reduce_windows=True, unique_ids=None) -> FusionResult:
     model_name = cost_model.name
     t0 = time.perf_counter()
     rewrites: list | None = [] if rewrite_reduce_windows else None
@@ -490,8 +494,14 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
     t0 = time.perf_counter()
     names = NameUniquifier(work)
     checker = LegalityChecker(dev.shared_memory_per_block_bytes, version=versions, content=content)
-    counter = itertools.count()
-    uids = {instr: next(counter) for _, instr in work.instructions()}
+    if unique_ids:
+        # XLA's own ids break ties between equal priorities (the larger first); new fusions get larger ones
+        counter = itertools.count(max(unique_ids.values(), default=0) + 1)
+        uids = {instr: unique_ids[instr.name] if instr.name in unique_ids else next(counter)
+                for _, instr in work.instructions()}
+    else:
+        counter = itertools.count()
+        uids = {instr: next(counter) for _, instr in work.instructions()}
     origin: dict = {}
     fusion_pass = FusionPass(cost_model, dev, checker, names, uids, counter.__next__, version=versions,
                              incremental=incremental, origin=origin, pair_cache=PairCache(), content=content,
