@@ -773,7 +773,19 @@ def compare_fusion_logs(dump: GpuCompileDump, *, model: Any = "xla-gpu", rtol: f
                                          "ours_unfused_us", "ours_fused_us", "within"])
 
     # first divergence, round by round
-    sx, so = _segments(cx), _segments(co)
+    # computation by computation (XLA's log names none: producers are named uniquely in the module)
+    comp_of = {i.name: c.name for c, i in before.instructions()}
+    for e in xla_log.itertuples(index=False):
+        if e.event == "fusion":
+            comp_of.setdefault(e.fusion, comp_of.get(str(e.consumers).split(", ")[0], ""))
+    order = list(dict.fromkeys(ours.log.computation))
+    by_comp_x: dict[str, list] = {}
+    for e in cx:
+        by_comp_x.setdefault(comp_of.get(e[6], ""), []).append(e)
+    by_comp_o: dict[str, list] = {}
+    for e, comp in zip(co, ours.log.computation):
+        by_comp_o.setdefault(comp, []).append(e)
+    order += [c for c in by_comp_x if c not in order]
     seen = {e[6] for e in co}
     triton = frozenset(i.name for _, i in before.instructions() if _is_generic_triton(i))
     first = None
@@ -782,15 +794,18 @@ def compare_fusion_logs(dump: GpuCompileDump, *, model: Any = "xla-gpu", rtol: f
     def priority_of(key) -> str:
         e = last_price.get(key)
         return "unpriced" if e is None else f"{(e[8] - e[9]) * 1e6:.4g} us"
-    for r in range(max(len(sx), len(so))):
-        for e in (so[r - 1] if 0 < r <= len(so) else []):
-            if e[0] == "price":
-                last_price[e[1]] = e
-        d = _match_segment(sx[r] if r < len(sx) else [], so[r] if r < len(so) else [], rtol, seen, triton,
-                           priority_of)
-        if d is not None:
-            first = (r, d[0], d[1])
-            break
+    rounds = 0
+    for comp in order:
+        sx, so = _segments(by_comp_x.get(comp, [])), _segments(by_comp_o.get(comp, []))
+        for r in range(max(len(sx), len(so))):
+            for e in (so[r - 1] if 0 < r <= len(so) else []):
+                if e[0] == "price":
+                    last_price[e[1]] = e
+            d = _match_segment(sx[r] if r < len(sx) else [], so[r] if r < len(so) else [], rtol, seen, triton,
+                               priority_of)
+            if d is not None and first is None:
+                first = (rounds + r, d[0], f"{comp}: {d[1]}")
+        rounds += max(len(sx), len(so))
 
     # fusion order and final partition
     fx = [(e[1], e[2]) for e in cx if e[0] == "fusion"]
@@ -804,7 +819,7 @@ def compare_fusion_logs(dump: GpuCompileDump, *, model: Any = "xla-gpu", rtol: f
                  + [f"ours {po[k]} {{{', '.join(sorted(k)[:6])}}}" for k in only_o[:3]])
     return FusionConformance(
         program=dump.program, device=dump.device, prices=prices, first_divergence=first,
-        rounds=max(len(sx), len(so)), same_partition=bool(px) and px == po,
+        rounds=rounds, same_partition=bool(px) and px == po,
         kernels_xla=len(px), kernels_ours=len(po), partition_diff=diff,
         fusions_xla=len(fx), fusions_ours=len(fo), same_fusion_order=fx == fo,
         simulate_s=simulate_s, compile_s=dump.compile_s,
