@@ -110,7 +110,8 @@ def main(argv=None) -> int:
             print(table[[c for c in cols if c in table]].to_string(index=False))
         for k, s in summary.items():
             print(f"\n{k}: {s['modules']} modules; candidate prices within 1%: {s['candidates_within_1pct']}/"
-                  f"{s['candidates_xla']} ({s['share_within_1pct']:.1%}); same partition: {s['same_partition']}/"
+                  f"{s['candidates_xla']} ({s['share_within_1pct']:.1%}; {s['candidates_before_divergence']} "
+                  f"logged before the first divergence); same partition: {s['same_partition']}/"
                   f"{s['modules']} ({s['share_same_partition']:.1%}); no divergence: {s['no_divergence']}")
             print("  first divergence causes: " + ", ".join(f"{c}: {n}" for c, n in s["first_divergence_causes"].items()))
     return 0

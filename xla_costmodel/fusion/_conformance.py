@@ -686,7 +686,9 @@ class FusionConformance:
     - `prices`: one row per candidate price XLA logged (`producer`, `consumers`,
       `xla_unfused_us`, `xla_fused_us`, `ours_unfused_us`, `ours_fused_us`,
       `within`: both within `rtol`; NaN where we logged no price for the same
-      producer and consumers).
+      producer and consumers); `before_divergence`: logged before the first
+      round where the runs diverge (later ones are priced in a different
+      graph on one side, and incremental updates against different steps).
     - `first_divergence`: (round, cause, what) of the first round of the pass
       where the logs differ, or None; `rounds`: rounds compared.
     - `same_partition`: the same kernels (member sets) with the same fusion
@@ -723,6 +725,9 @@ class FusionConformance:
             "candidates_xla": len(self.prices),
             "candidates_matched": int(self.prices["ours_fused_us"].notna().sum()) if len(self.prices) else 0,
             "candidates_within": int(self.prices["within"].fillna(False).astype(bool).sum()) if len(self.prices) else 0,
+            "candidates_before_divergence": int(self.prices["before_divergence"].sum()) if len(self.prices) else 0,
+            "within_before_divergence": int((self.prices["within"].fillna(False).astype(bool)
+                                             & self.prices["before_divergence"]).sum()) if len(self.prices) else 0,
             "same_partition": self.same_partition,
             "kernels_xla": self.kernels_xla, "kernels_ours": self.kernels_ours,
             "fusions_xla": self.fusions_xla, "fusions_ours": self.fusions_ours,
@@ -768,9 +773,7 @@ def compare_fusion_logs(dump: GpuCompileDump, *, model: Any = "xla-gpu", rtol: f
         within = (best is not None and _close(best[3], x[3], rtol) and _close(best[4], x[4], rtol))
         rows.append((x[6], ", ".join(x[7]), x[3] * 1e6, x[4] * 1e6,
                      best[3] * 1e6 if best else math.nan, best[4] * 1e6 if best else math.nan,
-                     within if best else math.nan))
-    prices = pd.DataFrame(rows, columns=["producer", "consumers", "xla_unfused_us", "xla_fused_us",
-                                         "ours_unfused_us", "ours_fused_us", "within"])
+                     within if best else math.nan, id(x)))
 
     # first divergence, round by round
     # computation by computation (XLA's log names none: producers are named uniquely in the module)
@@ -795,8 +798,13 @@ def compare_fusion_logs(dump: GpuCompileDump, *, model: Any = "xla-gpu", rtol: f
         e = last_price.get(key)
         return "unpriced" if e is None else f"{(e[8] - e[9]) * 1e6:.4g} us"
     rounds = 0
+    position: dict[int, int] = {}  # id(XLA event) -> its round, counted over the computations in order
+    first_at = math.inf
     for comp in order:
         sx, so = _segments(by_comp_x.get(comp, [])), _segments(by_comp_o.get(comp, []))
+        for r, seg in enumerate(sx):
+            for e in seg:
+                position[id(e)] = rounds + r
         for r in range(max(len(sx), len(so))):
             for e in (so[r - 1] if 0 < r <= len(so) else []):
                 if e[0] == "price":
@@ -805,7 +813,13 @@ def compare_fusion_logs(dump: GpuCompileDump, *, model: Any = "xla-gpu", rtol: f
                                priority_of)
             if d is not None and first is None:
                 first = (rounds + r, d[0], f"{comp}: {d[1]}")
+                first_at = rounds + r
         rounds += max(len(sx), len(so))
+
+    prices = pd.DataFrame(
+        [r[:-1] + (position.get(r[-1], -1) < first_at,) for r in rows],
+        columns=["producer", "consumers", "xla_unfused_us", "xla_fused_us", "ours_unfused_us", "ours_fused_us",
+                 "within", "before_divergence"])
 
     # fusion order and final partition
     fx = [(e[1], e[2]) for e in cx if e[0] == "fusion"]
@@ -887,12 +901,17 @@ def summarize(results: list[FusionConformance]) -> dict[str, Any]:
     within = sum(int(r.prices["within"].fillna(False).astype(bool).sum()) for r in results if len(r.prices))
     matched = sum(int(r.prices["ours_fused_us"].notna().sum()) for r in results if len(r.prices))
     causes = Counter(r.first_divergence[1] for r in results if r.first_divergence)
+    pre = [r.prices[r.prices["before_divergence"]] for r in results if len(r.prices)]
+    n_pre = sum(len(p) for p in pre)
+    within_pre = sum(int(p["within"].fillna(False).astype(bool).sum()) for p in pre)
     return {
         "modules": len(results),
         "candidates_xla": n_cand,
         "candidates_with_our_price": matched,
         "candidates_within_1pct": within,
         "share_within_1pct": within / n_cand if n_cand else math.nan,
+        "candidates_before_divergence": n_pre,
+        "within_1pct_before_divergence": within_pre,
         "same_partition": sum(r.same_partition for r in results),
         "share_same_partition": sum(r.same_partition for r in results) / len(results) if results else math.nan,
         "no_divergence": sum(r.first_divergence is None for r in results),
