@@ -13,6 +13,11 @@ fusion kinds), the first round of the pass where the two runs diverge and its ca
 
 With `--dump-dir`, dumps are kept per program and device and a later run reuses them (no compile).
 Progress goes to stderr; the table and the summary to stdout.
+
+`--scans`: the reduce-window rewrite instead. For scan programs (`SCANS`), `analyze` on the
+function as the user calls it (jax on the CPU, our simulated XLA:GPU pipeline) with and without
+`ReduceWindowRewriter` against XLA:GPU's deviceless compile: kernels (XLA's thunk sequence) and
+flops (jaxlib's cost analysis of XLA's optimized module).
 """
 
 from __future__ import annotations
@@ -53,6 +58,49 @@ def programs(sets: list[str]) -> list[str]:
     return out
 
 
+SCANS = {
+    "cumsum_65536": ("jax.numpy:cumsum", [((65536,), "float32")]),
+    "cumsum_1000x64_axis0": ("xla_costmodel.fusion._conformance:cumsum_axis0", [((1000, 64), "float32")]),
+    "cummax_5000": ("jax.lax:cummax", [((5000,), "float32")]),
+    "cumprod_300": ("jax.numpy:cumprod", [((300,), "float32")]),
+    "cumsum_16": ("jax.numpy:cumsum", [((16,), "float32")]),
+}
+
+
+def scans(device: str) -> pd.DataFrame:
+    import importlib
+
+    import jax
+    import numpy as np
+
+    from xla_costmodel import analyze
+    from xla_costmodel._jaxlib_oracle import xla_cost_analysis
+    from xla_costmodel.fusion import simulate_fusion
+
+    rows = []
+    for name, (ref, specs) in SCANS.items():
+        mod, qual = ref.split(":")
+        fn = importlib.import_module(mod)
+        for part in qual.split("."):
+            fn = getattr(fn, part)
+        args = [jax.ShapeDtypeStruct(shape, np.dtype(dt)) for shape, dt in specs]
+        dump = conf.compile_for_gpu(fn, args, device=device)
+        xla_flops = xla_cost_analysis(dump.optimized_text)["flops"]
+        concrete = [np.ones(a.shape, a.dtype) for a in args]
+        table = analyze(fn, *concrete, device=device)
+        off = simulate_fusion(fn, *concrete, device=device, rewrite_reduce_windows=False)
+        off_table = analyze(off.module, device=device)
+        kernels = lambda t: int((t.kind != "free").sum())  # noqa: E731
+        rows.append({"program": name, "device": device, "kernels_xla": dump.kernel_count,
+                     "kernels_ours": kernels(table), "kernels_ours_unrewritten": kernels(off_table),
+                     "flops_xla": xla_flops, "flops_ours": float(table.flops.sum()),
+                     "flops_ours_unrewritten": float(off_table.flops.sum()),
+                     "time_ours_us": float(table.time_s.sum()) * 1e6,
+                     "time_ours_unrewritten_us": float(off_table.time_s.sum()) * 1e6})
+        print(f"[scans] {name}: {rows[-1]}", file=sys.stderr)
+    return pd.DataFrame(rows)
+
+
 def load_or_compile(program: str, device: str, dump_root: Path | None) -> conf.GpuCompileDump:
     if dump_root is None:
         return conf.compile_for_gpu(program, device=device)
@@ -70,11 +118,18 @@ def main(argv=None) -> int:
     ap.add_argument("--dump-dir", type=Path, help="keep (and reuse) the dumps here")
     ap.add_argument("--out", type=Path, help="write the per-module rows as CSV")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
+    ap.add_argument("--scans", action="store_true", help="check the reduce-window rewrite on scan programs")
     args = ap.parse_args(argv)
     if not conf.gpu_compiler_available():
         print("fusion_conformance: jax_plugins.xla_cuda12 is not installed (pip install 'jax[cuda12-local]')",
               file=sys.stderr)
         return 2
+    if args.scans:
+        table = pd.concat([scans(d) for d in args.device], ignore_index=True)
+        if args.out:
+            table.to_csv(args.out, index=False)
+        print(table.to_json(orient="records", indent=1) if args.json else table.to_string(index=False))
+        return 0
     progs = args.program or programs(args.set)
     rows, results = [], {}
     for device in args.device:

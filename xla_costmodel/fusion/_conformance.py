@@ -214,6 +214,13 @@ def _layernorm():
     return layernorm, (x,)
 
 
+def cumsum_axis0(x):
+    """`jnp.cumsum(x, axis=0)`, importable by name (a compile process imports what it compiles)."""
+    import jax.numpy as jnp
+
+    return jnp.cumsum(x, axis=0)
+
+
 HARNESS_PROGRAMS = {
     "attention": _attention,
     "conv_block": _conv_block,
