@@ -45,6 +45,7 @@ import pandas as pd
 __all__ = [
     "FusionConformance",
     "GpuCompileDump",
+    "GpuCompileError",
     "HARNESS_PROGRAMS",
     "compare_fusion_logs",
     "compile_for_gpu",

@@ -560,8 +560,10 @@ class PriorityFusionRun:
             to_update.pop(producer, None)
             self.editor.remove(producer)
         if removed:
-            made = {id(f) for f in (self.comp.instruction(n) for n in fusions if n in self.comp)}
-            self._removed = {o: n for o, n in removed.items() if o in to_update and id(o) not in made}
+            # an operand of the step's fusions (a consumer grown in place too, when it feeds another)
+            made = [self.comp.instruction(n) for n in dict.fromkeys(fusions) if n in self.comp]
+            self._removed = {o: n for o, n in removed.items()
+                             if o in to_update and any(f is not o and o in f.operands for f in made)}
         for instr in list(to_update):
             self._set_priority(instr)
         to_update.clear()
