@@ -171,7 +171,9 @@ SMALL = [
 def test_exact_search_finds_the_brute_force_optimum(make):
     module = inline_calls(make())  # as both passes do first
     best, n_legal, _ = _quiet(brute_force, module)
-    r = _quiet(search_fusion, module, device=DEVICE, model=MODEL, budget_s=20.0, exact_max_edges=16)
+    # the windows as written (XLA's tree of short windows has too many plans to enumerate here)
+    r = _quiet(search_fusion, module, device=DEVICE, model=MODEL, budget_s=20.0, exact_max_edges=16,
+               rewrite_reduce_windows=False)
     assert r.method in ("exact", "greedy")
     assert r.computations["method"].eq("exact").all()
     found = float(r.computations["best_s"].sum())

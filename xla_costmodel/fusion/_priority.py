@@ -53,7 +53,7 @@ from ._pair_cache import PairCache
 if TYPE_CHECKING:
     from ..devices import DeviceSpec
 
-__all__ = ["FusionPass", "PriorityFusionRun", "StepRecord", "quantize_priority"]
+__all__ = ["FusionPass", "LogEvent", "PriorityFusionRun", "StepRecord", "quantize_priority"]
 
 INF = math.inf
 _TICK = 0.25e-9  # absl::Duration resolution
@@ -141,7 +141,8 @@ class FusionPass:
     name (None: not kept); `pair_cache`: pair prices by instruction versions;
     `content`: content ids of the kernels (`hlo._structure.ContentIds`), or
     None; `content_cache`: prices by content, for models that
-    `prices_by_content`.
+    `prices_by_content`; `log`: where each run appends its `LogEvent`s, in
+    the order XLA's `priority_fusion_dump` has them (None: not kept).
     """
 
     model: CostModel
@@ -156,6 +157,36 @@ class FusionPass:
     pair_cache: PairCache = field(default_factory=PairCache)
     content: ContentIds | None = None
     content_cache: dict = field(default_factory=dict)
+    log: list | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LogEvent:
+    """One entry of the pass's log, as XLA's `priority_fusion_dump.txt` has its `fusion_steps`:
+
+    - `event="price"`: a producer's priority computed (at queue start or on an update), with
+      `consumers` its users and `time_unfused_s`, `time_fused_s` the prices over all of them.
+      `logged_unfused_s`, `logged_fused_s` are what XLA's `update_priority` logs as `us_unfused`,
+      `us_fused`: the same, except on an incremental update (`incremental`: a queued producer
+      whose users were fused this step), where XLA prices only the new consumers minus the ones
+      fused away and logs that difference (`PriorityFusionQueue::CalculateProducerPriority`):
+      our change of the totals plus one launch per consumer fused away;
+    - `event="ineligible"`: a producer not priced, `rule` saying why (XLA's `producer_ineligible`);
+    - `event="fusion"`: `producer` fused into `consumers[0]`, making or growing `fusion` (XLA's `fusion`).
+    """
+
+    event: str
+    computation: str
+    producer: str
+    consumers: tuple[str, ...] = ()
+    time_unfused_s: float = math.nan
+    time_fused_s: float = math.nan
+    rule: str = ""
+    detail: str = ""
+    fusion: str = ""
+    logged_unfused_s: float = math.nan
+    logged_fused_s: float = math.nan
+    incremental: bool = False
 
 
 def is_candidate(instr: HloInstruction) -> bool:
@@ -288,6 +319,10 @@ class PriorityFusionRun:
         self._content = fusion_pass.content if prices_by_content(model) else None
         self._to_update: dict[HloInstruction, None] = {}
         self.model_calls = 0
+        self.log = fusion_pass.log
+        # producer -> consumers fused away this step (XLA's incremental update, for the log)
+        self._removed: dict[HloInstruction, int] = {}
+        self._launch_s = float(getattr(device, "kernel_launch_overhead_s", 1e-6))
 
     # -- pricing ------------------------------------------------------------
     def _pair(self, producer: HloInstruction, consumer: HloInstruction) -> tuple[float, float, float]:
@@ -379,6 +414,10 @@ class PriorityFusionRun:
 
     def _reject(self, producer: HloInstruction, consumer: HloInstruction | None, why: Rejection) -> None:
         self.rejections[producer] = (consumer, why)
+        if self.log is not None and why.rule not in ("negative-priority", "unpriced"):
+            self.log.append(LogEvent("ineligible", self.comp.name, producer.name,
+                                     (consumer.name,) if consumer is not None else (), rule=why.rule,
+                                     detail=why.detail))
 
     def priority(self, producer: HloInstruction) -> float:
         """`CalculateProducerPriority` (records why a producer is not queued)."""
@@ -399,6 +438,17 @@ class PriorityFusionRun:
             self._reject(producer, None, Rejection("only-bitcast-users"))
             return -INF
         unfused, fused = self._times(producer, users)
+        if self.log is not None:
+            removed = self._removed.pop(producer, None)
+            old = self.estimates.get(producer)
+            if removed is not None and old is not None:
+                extra = removed * self._launch_s
+                logged = (unfused - old[0] + extra, fused - old[1] + extra)
+            else:
+                logged = (unfused, fused)
+            self.log.append(LogEvent("price", self.comp.name, producer.name, tuple(u.name for u in users),
+                                     unfused, fused, logged_unfused_s=logged[0], logged_fused_s=logged[1],
+                                     incremental=removed is not None and old is not None))
         self.estimates[producer] = (unfused, fused)
         priority = quantize_priority(unfused - fused)
         if math.isnan(priority):
@@ -479,12 +529,23 @@ class PriorityFusionRun:
         fused_into: list[str] = []
         fusions: list[str] = []
         to_update = self._to_update
+        removed: dict[HloInstruction, int] = {}
+        if self.log is not None:
+            # XLA updates a queued operand of the step's fusions incrementally: count, per operand,
+            # its users this step fuses away (the producer and its consumers)
+            for x in [producer, *(c for c in consumers if not is_fusible_bitcast(c))]:
+                for o in dict.fromkeys(x.operands):
+                    if o is not producer and o in self.queue:
+                        removed[o] = removed.get(o, 0) + 1
         for consumer in consumers:
             if is_fusible_bitcast(consumer):
                 continue
             fused_into.append(consumer.name)
             fusion = self._fuse(producer, consumer)
             fusions.append(fusion.name)
+            if self.log is not None:
+                self.log.append(LogEvent("fusion", self.comp.name, producer.name, (fused_into[-1],),
+                                         fusion=fusion.name))
             # OnFusingInstruction
             self.queue.remove(consumer)
             to_update.pop(consumer, None)
@@ -498,9 +559,15 @@ class PriorityFusionRun:
             self.queue.remove(producer)
             to_update.pop(producer, None)
             self.editor.remove(producer)
+        if removed:
+            # an operand of the step's fusions (a consumer grown in place too, when it feeds another)
+            made = [self.comp.instruction(n) for n in dict.fromkeys(fusions) if n in self.comp]
+            self._removed = {o: n for o, n in removed.items()
+                             if o in to_update and any(f is not o and o in f.operands for f in made)}
         for instr in list(to_update):
             self._set_priority(instr)
         to_update.clear()
+        self._removed = {}
         unfused, fused = self.estimates.get(producer, (math.nan, math.nan))
         n = len(fused_into)
         if is_fusible_bitcast(producer):
@@ -563,8 +630,11 @@ class PriorityFusionRun:
             if not is_candidate(producer) or producer.opcode == "constant" or is_fusible_bitcast(producer):
                 continue
             if producer not in self.rejections:
-                # Changed after its last pricing (small constants fused at the end): ask again.
+                # Changed after its last pricing (small constants fused at the end): ask again
+                # (after the pass: not in its log).
+                log, self.log = self.log, None
                 self.priority(producer)
+                self.log = log
             entry = self.rejections.get(producer)
             if entry is not None:
                 out.append((producer, entry[0], entry[1]))

@@ -362,6 +362,7 @@ def search_fusion(
     seed: int = 0,
     inline_calls: bool = True,
     bitcast_layout_changes: bool | None = None,
+    rewrite_reduce_windows: bool = True,
     **kwargs: Any,
 ) -> SearchResult:
     """Search the legal fusion plans of `module` for the lowest predicted total time.
@@ -377,6 +378,7 @@ def search_fusion(
       consumers are one decision, all-consumers-or-none); larger ones are annealed.
     - `seed`: for the annealing's random moves.
     - `inline_calls`: inline `call`s first, as `simulate_fusion` does.
+    - `rewrite_reduce_windows`: rewrite long scans first, as `simulate_fusion` does.
     - `bitcast_layout_changes`: as for `simulate_fusion` (the search, greedy
       and the built plan all see the same graph; by default the modules keep
       bitcasts only when `module` is layout-assigned).
@@ -389,17 +391,19 @@ def search_fusion(
         raise ValueError(f"search_fusion: budget_s must be > 0, got {budget_s!r}")
     with gc_paused():  # see xla_costmodel._gc
         mode = bitcast_mode(module, bitcast_layout_changes)
-        return _search(module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls, mode)
+        return _search(module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls, mode,
+                       rewrite_reduce_windows)
 
 
 def _search(
-    module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls, mode="decide"
+    module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls, mode="decide", rewrite_reduce_windows=True
 ) -> SearchResult:
     t0 = time.perf_counter()
-    work = working_copy(module, inline_calls, mode)
+    work = working_copy(module, inline_calls, mode, rewrites=[] if rewrite_reduce_windows else None)
     # `work` already has its bitcasts (or was asked to keep its reshapes): greedy must not rewrite it again.
     greedy = simulate_fusion(
-        work, device=dev, model=cost_model, inline_calls=False, price_totals=False, bitcast_layout_changes=False
+        work, device=dev, model=cost_model, inline_calls=False, price_totals=False, bitcast_layout_changes=False,
+        rewrite_reduce_windows=False,  # done above, if asked
     )
     greedy_names = _greedy_plan(greedy)
     greedy_time, greedy_kernels, greedy_unpriced = plan_time(greedy.module, dev, cost_model)

@@ -25,6 +25,7 @@ from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
 from ._legality import RULES, LegalityChecker
 from ._pair_cache import PairCache
 from ._priority import FusionPass, PriorityFusionRun
+from ._reduce_window import REDUCE_WINDOW_BASE_LENGTH, ReduceWindowRewrite, rewrite_reduce_windows as _rewrite_rws
 from ._xla_passes import BEFORE_FUSION_HINT, unsimulated_kernels
 
 __all__ = [
@@ -42,6 +43,8 @@ STEP_COLUMNS = [
     "priority_s", "time_unfused_s", "time_fused_s", "reason",
 ]
 REJECTED_COLUMNS = ["computation", "producer", "opcode", "consumer", "rule", "detail"]
+LOG_COLUMNS = ["event", "computation", "producer", "consumers", "time_unfused_s", "time_fused_s", "rule", "detail",
+               "fusion", "incremental", "logged_unfused_s", "logged_fused_s"]
 
 # Callers whose computations are control flow (fused like the entry), not embedded code.
 _CONTROL_FLOW = frozenset({"while", "conditional"})
@@ -245,6 +248,22 @@ class FusionResult:
       rewritten some of its kernels before fusing (`not_simulated`), and
       merged or removed others: `notes` says so, and how to get XLA's own input
       to its fusion pass.
+    - `log`: the pass's log, entry by entry in the order XLA's
+      `priority_fusion_dump.txt` has them (`_priority.LogEvent`): `event` is
+      `"price"` (a producer's priority computed, at queue start or on an
+      update: `consumers` are all its users, `time_unfused_s` and
+      `time_fused_s` the prices over them, XLA's `update_priority`),
+      `"ineligible"` (not priced: `rule`, `detail`, the consumer concerned in
+      `consumers`; XLA's `producer_ineligible`) or `"fusion"` (`producer`
+      fused into `consumers`, making or growing `fusion`). Producer and
+      consumer names are the input's until a fusion is made. On an update
+      XLA logs only the change of a queued producer's prices (`incremental`):
+      `logged_unfused_s`, `logged_fused_s` are the figures XLA's log would
+      show (`_priority.LogEvent`).
+    - `pre_fusion_rewrites`: what the simulated passes that XLA:GPU runs before
+      fusion changed (today `ReduceWindowRewriter`: long scans made a tree of
+      16-wide windows, `fusion._reduce_window.ReduceWindowRewrite`); the step
+      log starts after them, and `time_before_s` prices the rewritten module.
     """
 
     module: HloModule
@@ -262,6 +281,8 @@ class FusionResult:
     model_calls: int = 0
     origin: Mapping[str, str] = field(default_factory=dict, repr=False)
     input_through_xla: bool = True
+    pre_fusion_rewrites: tuple[ReduceWindowRewrite, ...] = ()
+    log: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LOG_COLUMNS), repr=False)
 
     @property
     def not_simulated(self) -> pd.DataFrame:
@@ -273,6 +294,13 @@ class FusionResult:
     def notes(self) -> list[str]:
         """What a user should know before comparing these kernels with XLA:GPU's, one line each."""
         out = []
+        scans = [r for r in self.pre_fusion_rewrites if r.kind == "scan-tree"]
+        if scans:
+            out.append(f"{len(scans)} long reduce-window{'s' if len(scans) != 1 else ''} (scans: "
+                       + ", ".join(f"{r.instruction} of {r.length}" for r in scans[:5])
+                       + (", ..." if len(scans) > 5 else "")
+                       + f") rewritten before fusion as XLA:GPU's ReduceWindowRewriter does: a tree of "
+                       f"{REDUCE_WINDOW_BASE_LENGTH}-wide windows")
         ns = self.not_simulated
         if len(ns):
             parts = ", ".join(f"{n} {op} ({ns[ns.opcode == op].xla_pass.iloc[0]}: {ns[ns.opcode == op].xla_makes.iloc[0]})"
@@ -364,15 +392,20 @@ def _getter(versions: dict):
     return lambda instr: get(instr, 0)
 
 
-def working_copy(module: HloModule, inline_calls: bool, mode: str) -> HloModule:
-    """The copy a fusion pass works on: calls inlined, loops' trip counts recorded on them and
-    layout-only changes made bitcasts (`mode`, see `bitcast_mode`), as XLA has it when its fusion
-    passes run. The counts must be written before fusing: fusion hides the compare and the increment
-    they are read from (XLA's `WhileLoopTripCountAnnotator` runs before fusion for the same reason)."""
+def working_copy(module: HloModule, inline_calls: bool, mode: str,
+                 rewrites: list | None = None) -> HloModule:
+    """The copy a fusion pass works on: calls inlined, loops' trip counts recorded on them, long scans
+    rewritten as XLA's `ReduceWindowRewriter` does (when `rewrites` is a list: what was rewritten is
+    appended to it) and layout-only changes made bitcasts (`mode`, see `bitcast_mode`), as XLA has it
+    when its fusion passes run. The counts must be written before fusing: fusion hides the compare and
+    the increment they are read from (XLA's `WhileLoopTripCountAnnotator` runs before fusion for the
+    same reason)."""
     work = copy_module(module)
     if inline_calls and any(i.opcode == "call" for _, i in work.instructions()):
         work = _inline_calls(work, copy=False)
     annotate_trip_counts(work)
+    if rewrites is not None and any(i.opcode == "reduce-window" for _, i in work.instructions()):
+        rewrites.extend(_rewrite_rws(work))
     if mode != "off":
         layout_changes_to_bitcasts(work, keep_attributes=mode == "decide")
     return work
@@ -387,6 +420,8 @@ def simulate_fusion(
     incremental: bool = True,
     price_totals: bool = True,
     bitcast_layout_changes: bool | None = None,
+    rewrite_reduce_windows: bool = True,
+    unique_ids: Mapping[str, int] | None = None,
     **kwargs: Any,
 ) -> FusionResult:
     """Run XLA's GPU priority-fusion pass on a copy of `module`, priced by `model`.
@@ -419,6 +454,14 @@ def simulate_fusion(
       layout assignment), with the same decisions and totals. True: emit
       bitcasts whatever the input (its layouts are physical); False: fuse
       them as the plain reshapes/transposes they are, each priced as a kernel.
+    - `rewrite_reduce_windows`: first rewrite every long scan-like `reduce-window`
+      (`jnp.cumsum`, `lax.cummax`, ...) into the tree of 16-wide windows XLA:GPU's
+      `ReduceWindowRewriter` makes of it before fusion (a no-op on XLA's own
+      input to fusion, which has been through it); False fuses the window as
+      written. `FusionResult.pre_fusion_rewrites` lists what changed.
+    - `unique_ids`: XLA's unique ids of the input's instructions, by name (from a
+      module dumped as a proto, `fusion._conformance.read_unique_ids`): priority
+      ties go to the larger id, as in XLA. Default: the text order.
 
     **Returns:** a `FusionResult` (fused module, step log, rejections, totals).
     """
@@ -426,14 +469,17 @@ def simulate_fusion(
                                              optimized=False)
     mode = bitcast_mode(module, bitcast_layout_changes)
     with gc_paused():  # see xla_costmodel._gc
-        result = _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode)
+        result = _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode,
+                           rewrite_reduce_windows, unique_ids)
     return dataclasses.replace(result, input_through_xla=layouts_assigned(module))
 
 
-def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode="decide") -> FusionResult:
+def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode="decide",
+              rewrite_reduce_windows=True, unique_ids=None) -> FusionResult:
     model_name = cost_model.name
     t0 = time.perf_counter()
-    work = working_copy(module, inline_calls, mode)
+    rewrites: list | None = [] if rewrite_reduce_windows else None
+    work = working_copy(module, inline_calls, mode, rewrites)
     # (computation, name) -> opcode of the layout-only reshapes/transposes the pass sees as bitcasts
     relabelled = _relabelled(work) if mode == "decide" else {}
     comps = fusible_computations(work)
@@ -452,12 +498,18 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
     t0 = time.perf_counter()
     names = NameUniquifier(work)
     checker = LegalityChecker(dev.shared_memory_per_block_bytes, version=versions, content=content)
-    counter = itertools.count()
-    uids = {instr: next(counter) for _, instr in work.instructions()}
+    if unique_ids:
+        # XLA's own ids break ties between equal priorities (the larger first); new fusions get larger ones
+        counter = itertools.count(max(unique_ids.values(), default=0) + 1)
+        uids = {instr: unique_ids[instr.name] if instr.name in unique_ids else next(counter)
+                for _, instr in work.instructions()}
+    else:
+        counter = itertools.count()
+        uids = {instr: next(counter) for _, instr in work.instructions()}
     origin: dict = {}
     fusion_pass = FusionPass(cost_model, dev, checker, names, uids, counter.__next__, version=versions,
                              incremental=incremental, origin=origin, pair_cache=PairCache(), content=content,
-                             content_cache=content_cache)
+                             content_cache=content_cache, log=[])
     steps, rejected = [], []
     calls = 0
     for comp in comps:
@@ -493,6 +545,11 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
         columns=STEP_COLUMNS,
     )
     rejected_df = pd.DataFrame(rejected, columns=REJECTED_COLUMNS)
+    log_df = pd.DataFrame(
+        [(e.event, e.computation, e.producer, ", ".join(e.consumers), e.time_unfused_s, e.time_fused_s, e.rule,
+          e.detail, e.fusion, e.incremental, e.logged_unfused_s, e.logged_fused_s) for e in fusion_pass.log],
+        columns=LOG_COLUMNS,
+    )
     return FusionResult(
         module=work,
         steps=steps_df,
@@ -508,6 +565,8 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
         elapsed_s=elapsed,
         model_calls=calls,
         origin=MappingProxyType(live_origin),
+        pre_fusion_rewrites=tuple(rewrites or ()),
+        log=log_df,
     )
 
 
