@@ -3,7 +3,7 @@
 harness's own programs, for one or more GPU presets (no GPU needed: the CUDA plugin compiles).
 
 For each program and preset: one deviceless XLA:GPU compile in its own process with the fusion
-dumps (`xla_costmodel.fusion._conformance.compile_for_gpu`), then `simulate_fusion(model="xla-gpu")`
+dumps (`xla_costmodel.fusion._conformance.compile_with_fusion_dumps`), then `simulate_fusion(model="xla-gpu")`
 on XLA's exact input to priority fusion, compared with XLA's own log and output
 (`compare_fusion_logs`): candidate prices within 1%, the same final partition into kernels (with
 fusion kinds), the first round of the pass where the two runs diverge and its cause.
@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pandas as pd  # noqa: E402
 
 from xla_costmodel.fusion import _conformance as conf  # noqa: E402
+from xla_costmodel.gpu_compile import gpu_compile_available  # noqa: E402
 
 # A few corpus programs at their smallest size: different libraries and kernel mixes.
 CORPUS = [
@@ -84,7 +85,7 @@ def scans(device: str) -> pd.DataFrame:
         for part in qual.split("."):
             fn = getattr(fn, part)
         args = [jax.ShapeDtypeStruct(shape, np.dtype(dt)) for shape, dt in specs]
-        dump = conf.compile_for_gpu(fn, args, device=device)
+        dump = conf.compile_with_fusion_dumps(fn, args, device=device)
         xla_flops = xla_cost_analysis(dump.optimized_text)["flops"]
         concrete = [np.ones(a.shape, a.dtype) for a in args]
         table = analyze(fn, *concrete, device=device)
@@ -103,11 +104,11 @@ def scans(device: str) -> pd.DataFrame:
 
 def load_or_compile(program: str, device: str, dump_root: Path | None) -> conf.GpuCompileDump:
     if dump_root is None:
-        return conf.compile_for_gpu(program, device=device)
+        return conf.compile_with_fusion_dumps(program, device=device)
     d = dump_root / device / program.replace(":", "__")
     if d.exists() and any(d.glob("*priority_fusion_dump.txt")):
         return conf.read_dump_dir(d, program, device)
-    return conf.compile_for_gpu(program, device=device, dump_dir=d)
+    return conf.compile_with_fusion_dumps(program, device=device, dump_dir=d)
 
 
 def main(argv=None) -> int:
@@ -120,7 +121,7 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     ap.add_argument("--scans", action="store_true", help="check the reduce-window rewrite on scan programs")
     args = ap.parse_args(argv)
-    if not conf.gpu_compiler_available():
+    if not gpu_compile_available():
         print("fusion_conformance: jax_plugins.xla_cuda12 is not installed (pip install 'jax[cuda12-local]')",
               file=sys.stderr)
         return 2

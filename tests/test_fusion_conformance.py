@@ -13,10 +13,11 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 
 from xla_costmodel.fusion import _conformance as conf  # noqa: E402
+from xla_costmodel.gpu_compile import gpu_compile_available  # noqa: E402
 from xla_costmodel.fusion import simulate_fusion  # noqa: E402
 from xla_costmodel.hlo import parse_hlo  # noqa: E402
 
-needs_plugin = pytest.mark.skipif(not conf.gpu_compiler_available(),
+needs_plugin = pytest.mark.skipif(not gpu_compile_available(),
                                   reason="jax_plugins.xla_cuda12 is not installed: no deviceless XLA:GPU compile")
 
 LOG = """fusion_steps {
@@ -83,14 +84,14 @@ def test_our_log_has_every_price_and_fusion():
 
 @pytest.fixture(scope="module")
 def cumsum_dump():
-    if not conf.gpu_compiler_available():
+    if not gpu_compile_available():
         pytest.skip("jax_plugins.xla_cuda12 is not installed: no deviceless XLA:GPU compile")
-    return conf.compile_for_gpu(jnp.cumsum, [jax.ShapeDtypeStruct((65536,), jnp.float32)], device="h100-sxm")
+    return conf.compile_with_fusion_dumps(jnp.cumsum, [jax.ShapeDtypeStruct((65536,), jnp.float32)], device="h100-sxm")
 
 
 @needs_plugin
 def test_target_config_is_the_one_xla_used(tmp_path):
-    dump = conf.compile_for_gpu(jnp.cumsum, [jax.ShapeDtypeStruct((64,), jnp.float32)], device="a100-80gb",
+    dump = conf.compile_with_fusion_dumps(jnp.cumsum, [jax.ShapeDtypeStruct((64,), jnp.float32)], device="a100-80gb",
                                 dump_dir=tmp_path)
     cfg = next(tmp_path.glob("*gpu_target_config.pbtxt")).read_text()
     from xla_costmodel.devices import get_device

@@ -16,6 +16,7 @@ from xla_costmodel.fusion import simulate_fusion  # noqa: E402
 from xla_costmodel.fusion._execute import run_on_cpu  # noqa: E402
 from xla_costmodel.fusion._reduce_window import rewrite_reduce_windows  # noqa: E402
 from xla_costmodel.hlo import from_jax, parse_hlo  # noqa: E402
+from xla_costmodel.gpu_compile import gpu_compile_available  # noqa: E402
 from xla_costmodel.hlo._edit import inline_calls  # noqa: E402
 
 
@@ -108,9 +109,9 @@ def test_analyze_prices_cumsum_as_xla_compiles_it():
 def test_cumsum_kernels_against_xla_gpu_deviceless():
     """Same program through XLA:GPU's own compiler (no GPU needed): the same number of kernels."""
     conformance = pytest.importorskip("xla_costmodel.fusion._conformance")
-    if not conformance.gpu_compiler_available():
+    if not gpu_compile_available():
         pytest.skip("jax_plugins.xla_cuda12 is not installed: no deviceless XLA:GPU compile")
-    dump = conformance.compile_for_gpu(jnp.cumsum, [jax.ShapeDtypeStruct((65536,), jnp.float32)],
+    dump = conformance.compile_with_fusion_dumps(jnp.cumsum, [jax.ShapeDtypeStruct((65536,), jnp.float32)],
                                        device="h100-sxm")
     from xla_costmodel._jaxlib_oracle import xla_cost_analysis
 

@@ -42,7 +42,9 @@ def test_objects_the_program_froze_stay_frozen():
         assert frozen > 0
         with gc_paused():
             pass
-        assert gc.get_freeze_count() == frozen
+        # `unfreeze` would empty the permanent generation. Other threads of the test run (the memory
+        # guard's watcher) may free a few frozen objects meanwhile, so the count may drop by those.
+        assert gc.get_freeze_count() >= frozen - 10_000 > 0
         assert gc.isenabled()
     finally:
         gc.unfreeze()

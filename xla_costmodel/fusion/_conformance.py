@@ -5,8 +5,10 @@ compile-only devices), and its dumps hold the module right before and right
 after priority fusion and the pass's own log (`*.priority_fusion_dump.txt`).
 This module
 
-- compiles one program per process with those dumps (`compile_for_gpu`;
-  `XLA_FLAGS` are read once per process), keeping only the small text dumps;
+- compiles one program per process with those dumps (`compile_with_fusion_dumps`,
+  through `gpu_compile.compile_for_gpu` in the child; the dump flags, the proto
+  dump included, are read from `XLA_FLAGS` once per process), keeping only the
+  small dumps;
 - reads XLA's log (`read_fusion_log`);
 - runs `simulate_fusion` with `model="xla-gpu"` on XLA's exact input and
   compares (`compare_fusion_logs`): every candidate price XLA logged against
@@ -17,10 +19,6 @@ This module
 Instructions are identified across the two runs by the set of input
 instructions they hold (a fusion is named differently by each run): a fusion
 event adds the producer's members to the consumer's.
-
-The compile path is a private stand-in for the package-level compile-for-GPU
-API (`xla_costmodel.gpu_compile`): `_compile_in_child` is the one function to
-switch to it.
 """
 
 from __future__ import annotations
@@ -42,19 +40,18 @@ from typing import Any
 
 import pandas as pd
 
+from ..gpu_compile import GpuCompileError
+
 __all__ = [
     "FusionConformance",
     "GpuCompileDump",
-    "GpuCompileError",
     "HARNESS_PROGRAMS",
     "compare_fusion_logs",
-    "compile_for_gpu",
-    "gpu_compiler_available",
+    "compile_with_fusion_dumps",
     "read_dump_dir",
     "read_fusion_log",
     "read_unique_ids",
     "summarize",
-    "target_config_text",
 ]
 
 # What XLA dumps that the comparison reads (everything else is deleted: LLVM IR and PTX are large).
@@ -62,44 +59,6 @@ _KEEP = re.compile(r"(before_priority-fusion|after_priority-fusion|before_multi_
                    r"after_multi_output_fusion|priority_fusion_dump|thunk_sequence|gpu_target_config|"
                    r"gpu_after_optimizations)(\.[\w-]+)?\.(txt|pbtxt)$|before_priority-fusion\.hlo\.pb$")
 XLA_FLAGS = ("--xla_dump_hlo_as_text --xla_dump_hlo_as_proto --xla_dump_hlo_pass_re=priority-fusion|multi_output_fusion")
-
-
-class GpuCompileError(RuntimeError):
-    """XLA:GPU could not compile the program (its message), or the compile process failed."""
-
-
-def gpu_compiler_available() -> bool:
-    """Whether the CUDA plugin (`jax_plugins.xla_cuda12`) is importable: XLA:GPU compiles without a GPU."""
-    import importlib.util
-
-    return importlib.util.find_spec("jax_plugins.xla_cuda12") is not None
-
-
-def target_config_text(device: Any) -> str:
-    """XLA's `GpuTargetConfigProto` (text format) for a GPU `DeviceSpec` or preset name."""
-    from ..devices import get_device
-
-    d = get_device(device) if isinstance(device, str) else device
-    if d.kind != "gpu":
-        raise ValueError(f"target_config_text: {d.name!r} is not a GPU preset")
-    bx, by, bz = d.block_dim_limit
-    major, minor = d.compute_capability
-    return (
-        "gpu_device_info{"
-        f"threads_per_block_limit:{d.threads_per_block_limit} threads_per_warp:{d.warp_size} "
-        f"shared_memory_per_block:{d.shared_memory_per_block_bytes} "
-        f"shared_memory_per_core:{d.shared_memory_per_core_bytes} threads_per_core_limit:{d.threads_per_core_limit} "
-        f"core_count:{d.core_count} fpus_per_core:{d.fpus_per_core} block_dim_limit_x:{bx} "
-        f"block_dim_limit_y:{by} block_dim_limit_z:{bz} memory_bandwidth:{int(d.memory_bandwidth_bytes_per_s)} "
-        f"l2_cache_size:{d.l2_cache_bytes} clock_rate_ghz:{d.clock_rate_ghz} "
-        f"device_memory_size:{d.device_memory_bytes} "
-        f"shared_memory_per_block_optin:{d.shared_memory_per_block_optin_bytes} "
-        f"cuda_compute_capability{{major:{major} minor:{minor}}} "
-        f"registers_per_core_limit:{d.registers_per_core_limit} "
-        f"registers_per_block_limit:{d.registers_per_block_limit}}} "
-        f'platform_name:"CUDA" dnn_version_info{{major:9 minor:10 patch:0}} '
-        f'device_description_str:"{d.description}"'
-    )
 
 
 # ---------------------------------------------------------------------------
@@ -273,37 +232,27 @@ def _reference_of(fn) -> str:
                 return f"fn:{mod}:{qual}"
         except (ImportError, AttributeError):
             pass
-    raise TypeError(f"compile_for_gpu: {fn!r} is not importable by name (a lambda or a local function); "
+    raise TypeError(f"compile_with_fusion_dumps: {fn!r} is not importable by name (a lambda or a local function); "
                     "pass a module-level function or a program reference (zoo:NAME, corpus:NAME:SIZE, harness:NAME)")
 
 
 def _child_main(spec: dict) -> None:
-    """In the compile process: build the program, compile it for the compile-only GPU, write the
+    """In the compile process: build the program, compile it with XLA:GPU for the preset
+    (`gpu_compile.compile_for_gpu`; the dumps come from this process's `XLA_FLAGS`), write the
     optimized module to `spec["out"]`."""
     import jax
-    from jax.experimental import topologies
+
+    from ..gpu_compile import compile_for_gpu
 
     fn, args = _build(spec["program"])
     if spec.get("args") is not None:
         args = tuple(jax.ShapeDtypeStruct(tuple(s), d) for s, d in spec["args"])
-    dev = topologies.get_topology_desc("conformance", "cuda", target_config=spec["target_config"],
-                                       topology="1x1x1").devices[0]
-    sharding = jax.sharding.SingleDeviceSharding(dev)
-
-    def spec_of(a):
-        if hasattr(a, "shape") and hasattr(a, "dtype"):
-            return jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding)
-        return a
-    specs = jax.tree.map(spec_of, args)
-    compiled = jax.jit(fn).lower(*specs).compile()
-    Path(spec["out"]).write_text(compiled.as_text())
+    Path(spec["out"]).write_text(compile_for_gpu(fn, *args, device=spec["device"]).text)
 
 
-def _compile_in_child(program: str, args, target_config: str, dump_dir: Path, timeout_s: float) -> float:
-    """Run one deviceless compile with dumps into `dump_dir`; returns its wall time (s).
-    (Switch here to `xla_costmodel.gpu_compile` once merged.)"""
-    spec = {"program": program, "args": args, "target_config": target_config,
-            "out": str(dump_dir / "optimized.txt")}
+def _compile_in_child(program: str, args, device: str, dump_dir: Path, timeout_s: float) -> float:
+    """Run one deviceless compile with dumps into `dump_dir`; returns its wall time (s)."""
+    spec = {"program": program, "args": args, "device": device, "out": str(dump_dir / "optimized.txt")}
     env = dict(os.environ)
     env.update(JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1", JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3",
                XLA_FLAGS=f"--xla_dump_to={dump_dir} {XLA_FLAGS}")
@@ -357,7 +306,7 @@ def _pick(files: list[Path], suffix: str) -> str:
 
 
 def read_dump_dir(path: str | os.PathLike, program: str = "", device: str = "") -> GpuCompileDump:
-    """The `GpuCompileDump` of a directory XLA dumped into (`compile_for_gpu(dump_dir=...)` keeps one)."""
+    """The `GpuCompileDump` of a directory XLA dumped into (`compile_with_fusion_dumps(dump_dir=...)` keeps one)."""
     out = Path(path)
     files = [f for f in out.iterdir() if f.is_file()]
     protos = [f for f in files if f.name.endswith(".before_priority-fusion.hlo.pb")]
@@ -438,8 +387,8 @@ def read_unique_ids(path: str | os.PathLike) -> dict[str, int]:
     return out
 
 
-def compile_for_gpu(program: Any, args=None, *, device: Any = "h100-sxm", dump_dir: str | os.PathLike | None = None,
-                    timeout_s: float = 600.0) -> GpuCompileDump:
+def compile_with_fusion_dumps(program: Any, args=None, *, device: Any = "h100-sxm",
+                              dump_dir: str | os.PathLike | None = None, timeout_s: float = 600.0) -> GpuCompileDump:
     """Compile a program with XLA:GPU for a GPU preset, without a GPU, keeping its fusion dumps.
 
     **Arguments:** `program`: a reference (`"zoo:NAME"`, `"corpus:NAME:SIZE"`, `"harness:NAME"`) or
@@ -447,14 +396,20 @@ def compile_for_gpu(program: Any, args=None, *, device: Any = "h100-sxm", dump_d
     `dump_dir`: where the dumps stay (default: a temporary directory, deleted). Each compile runs in
     its own process (`XLA_FLAGS` are read once per process).
 
-    **Raises:** `GpuCompileError` when the plugin is missing or XLA fails; `TypeError` for a function
-    the compile process cannot import.
+    **Raises:** `gpu_compile.GpuCompileUnavailable` when jax's CUDA plugin is missing (it names the
+    extra to install), `gpu_compile.GpuCompileError` when XLA fails; `TypeError` for a function the
+    compile process cannot import; `ValueError` for a device that is not a GPU preset.
     """
     from ..devices import get_device
+    from ..gpu_compile import GpuCompileUnavailable, gpu_compile_unavailable_reason
 
-    if not gpu_compiler_available():
-        raise GpuCompileError("jax_plugins.xla_cuda12 is not installed: pip install 'jax[cuda12-local]'")
+    reason = gpu_compile_unavailable_reason()
+    if reason is not None:
+        raise GpuCompileUnavailable(reason)
     dev = get_device(device) if isinstance(device, str) else device
+    if dev.kind != "gpu" or dev.name not in _preset_names():
+        raise ValueError(f"compile_with_fusion_dumps: {dev.name!r} is not a GPU preset (the compile process "
+                         f"finds the device by its preset name)")
     arg_specs = None
     if not isinstance(program, str):
         ref = _reference_of(program)
@@ -464,7 +419,7 @@ def compile_for_gpu(program: Any, args=None, *, device: Any = "h100-sxm", dump_d
     out = Path(dump_dir) if keep else Path(tempfile.mkdtemp(prefix="xla_fusion_"))
     out.mkdir(parents=True, exist_ok=True)
     try:
-        elapsed = _compile_in_child(program, arg_specs, target_config_text(dev), out, timeout_s)
+        elapsed = _compile_in_child(program, arg_specs, dev.name, out, timeout_s)
         files = [f for f in out.iterdir() if f.is_file()]
         for f in files:
             if f.name != "optimized.txt" and not _KEEP.search(f.name):
@@ -925,6 +880,12 @@ def summarize(results: list[FusionConformance]) -> dict[str, Any]:
         "no_divergence": sum(r.first_divergence is None for r in results),
         "first_divergence_causes": dict(causes.most_common()),
     }
+
+
+def _preset_names() -> set[str]:
+    from ..devices import device_names
+
+    return set(device_names())
 
 
 if __name__ == "__main__":  # the compile process (`_compile_in_child`)
