@@ -174,8 +174,12 @@ def test_the_users_own_errors_while_tracing_are_theirs():
     def wrong(x, w):
         return x @ w.T  # shapes do not match
 
-    with pytest.raises(TypeError, match="dot_general"):
+    from xla_costmodel.measure import UserProgramError
+
+    with pytest.raises(UserProgramError, match=r"test_gpu_compile.py:\d+: wrong raised TypeError while jax was "
+                                              r"tracing it: dot_general") as raised:
         compile_for_gpu(wrong, *SHAPES)
+    assert isinstance(raised.value.error, TypeError)
     with pytest.raises(TypeError, match="neither an array"):
         compile_for_gpu(lambda x, s: x, SHAPES[0], "static")
 

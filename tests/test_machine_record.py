@@ -57,6 +57,8 @@ def test_the_shipped_calibrations_record_their_machine_from_their_own_fields():
     for path in sorted(SHIPPED.glob("host_*.json")):
         data = json.loads(path.read_text())
         machine = data["machine"]
+        if path.name == "host_device.json":
+            continue  # a device description, not a calibration: no `measured_on`
         assert (f"cpu: {machine['cpu_model']}, {machine['cores']} cores"
                 == data["measured_on"][0]["device"]), path.name
         facts = data.get("device_facts")

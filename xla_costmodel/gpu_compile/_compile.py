@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._quiet_jax import (SKIP_CUDA_CHECK_ENV, backends_started, cuda_plugin_installed, prepare_jax,
                           quiet_stderr, start_backends_quietly)
+from .._user_program import UserProgramError
 
 if TYPE_CHECKING:
     from ..devices import DeviceSpec
@@ -176,8 +177,9 @@ def compile_for_gpu(fn, *args, device: "str | DeviceSpec" = "h100-sxm", dump_pas
     registered: the message names the fix), `GpuCompileError` (XLA:GPU
     failed; the message ends with XLA's error), `ValueError` for a device
     that is not a GPU or an argument sharded over several devices,
-    `TypeError` for an argument that is not array-like; the function's own
-    errors while it is traced, as they are.
+    `TypeError` for an argument that is not array-like; `UserProgramError`
+    (a `ValueError`: the user's file, line and exception) when the function
+    itself raises while jax traces it.
     """
     from ..devices import get_device, gpu_target_config
     from ..hlo import parse_hlo
@@ -216,11 +218,12 @@ def compile_for_gpu(fn, *args, device: "str | DeviceSpec" = "h100-sxm", dump_pas
         for w in caught:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
         if error is not None:
-            # The user's own errors while tracing (a shape mismatch, a bad argument) are theirs to see as
-            # they are; what jax or XLA raise at run time (a backend a library asked for, XLA's failure) is
-            # XLA:GPU's compile failing.
+            # The user's own errors while tracing (a shape mismatch, a bad argument) are theirs, reported in
+            # their terms (`UserProgramError`: their file, line and exception), as `from_jax` reports them;
+            # what jax or XLA raise at run time (a backend a library asked for, XLA's failure) is XLA:GPU's
+            # compile failing.
             if stage == "lower" and not isinstance(error, RuntimeError):
-                raise error
+                raise UserProgramError(getattr(fn, "__name__", "program"), "tracing", error) from error
             detail = _first_line(_xla_message(str(error)) or _xla_message(log.text) or str(error))
             raise GpuCompileError(f"XLA:GPU failed to {stage} {getattr(fn, '__name__', 'the function')} "
                                   f"for '{spec.name}': {detail}", xla_error=f"{error}\n{log.text}".strip()) from error
