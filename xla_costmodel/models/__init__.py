@@ -35,6 +35,10 @@ from ._granularity import granularity as granularity
 from ._combined import CombinedModel as CombinedModel
 from ._combined import ScaledCostModel as ScaledCostModel
 from ._combined import register_combinator as register_combinator
+# For combinators defined elsewhere (fit's `scaled`): a model from a model or its name, its label, its dataset.
+from ._combined import as_model as as_model
+from ._combined import dataset_path as dataset_path
+from ._combined import model_label as model_label
 from ._plugins import ModelPluginError as ModelPluginError
 # GEMM autotuning a compile without a GPU cannot do (models/_autotune.py): for the compile path.
 from ._autotune import AutotunedModule as AutotunedModule
