@@ -6,6 +6,7 @@ from ._base import CombinesFusionTimes as CombinesFusionTimes
 from ._base import HoldsModels as HoldsModels
 from ._base import CostModel as CostModel
 from ._base import CostModelWarning as CostModelWarning
+from ._base import EstimatesFusion as EstimatesFusion
 from ._base import FusionByMaterializing as FusionByMaterializing
 from ._base import FusionEstimate as FusionEstimate
 from ._base import FusionPricing as FusionPricing
@@ -16,6 +17,8 @@ from ._base import PricesByContent as PricesByContent
 from ._base import PricesTrialFusions as PricesTrialFusions
 from ._base import fuses_by_materializing as fuses_by_materializing
 from ._base import get_model as get_model
+from ._base import MaterializedFusions as MaterializedFusions
+from ._base import with_fusion_rule as with_fusion_rule
 from ._base import model_names as model_names
 from ._base import prices_by_content as prices_by_content
 from ._base import prices_trial_fusions as prices_trial_fusions

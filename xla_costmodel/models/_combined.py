@@ -117,8 +117,9 @@ def _scaled_model(model, **params) -> ScaledCostModel:
 
 
 def as_model(m):
-    """`m` itself, or the registered model its name names: combinators take either."""
-    return get_model(m) if isinstance(m, str) else m
+    """`m` itself, or the registered model its name names: combinators take either (`get_model`:
+    a model with only `estimate` gets the rule for pricing fusions, `with_fusion_rule`)."""
+    return get_model(m)
 
 
 def model_label(m) -> str:
