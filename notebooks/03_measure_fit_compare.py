@@ -103,7 +103,7 @@ plt.show()
 # (`exp(median ln(pred/meas))`, above 1 when the model tends to
 # over-predict), the share within 2× and Kendall's τ (does the model at
 # least *rank* the kernels right: what fusion decisions need). These are the
-# numbers `compare` reports (`xla_costmodel.compare.accuracy`).
+# numbers `compare` reports (`xla_costmodel.fit.accuracy`).
 #
 # The kernels of this small block take a microsecond or two. At that scale
 # the fixed costs dominate: the model's launch constant, and whatever the
@@ -266,7 +266,7 @@ plt.show()
 # here (and halves the fitting time).
 
 # %%
-from xla_costmodel.compare import accuracy
+from xla_costmodel.fit import accuracy
 
 one_run = dataset[dataset["suite_run"] == dataset["suite_run"].iloc[0]]
 by_class = xcm.compare(["fitted", "roofline-calibrated", "roofline"], dataset=one_run, split="class")

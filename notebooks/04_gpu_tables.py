@@ -108,7 +108,7 @@ fig.tight_layout()
 # few percent at points it never saw. Per dtype:
 
 # %%
-from xla_costmodel.compare import accuracy
+from xla_costmodel.fit import accuracy
 
 
 def scores(df):

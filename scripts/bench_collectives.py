@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 import xla_costmodel as xc
-from xla_costmodel.compare import accuracy
+from xla_costmodel.fit import accuracy
 from xla_costmodel.devices import collective_row_hlo, collective_table, get_device
 from xla_costmodel.models._collective_table import CollectiveTable
 from xla_costmodel.models._collectives import describe_collective

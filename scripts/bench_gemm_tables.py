@@ -25,7 +25,7 @@ FLOP/s: the median kernel time of `matmul_perf_table_gen`). Scored:
 
 Metrics (per GPU, per dtype combination, and per size band of 2bmnk): `sk`,
 Stevens & Klöckner's error (geometric mean of |p - m| / m,
-`compare.sk_error`); `ratio` (`ratio_error`, the geometric-mean ratio error); Kendall's tau;
+`fit.sk_error`); `ratio` (`ratio_error`, the geometric-mean ratio error); Kendall's tau;
 `w1.25`, the share predicted within 1.25x; `bias` (median p/m). The goal:
 `xla-gpu-tables held out` sk <= 0.10 on the H100 table; the ratio of the
 analytical model's sk to it is printed as the peer comparison.
@@ -49,7 +49,7 @@ import numpy as np
 import pandas as pd
 
 import xla_costmodel as xc
-from xla_costmodel.compare import accuracy
+from xla_costmodel.fit import accuracy
 from xla_costmodel.devices import gemm_table, get_device, xla_table_key
 from xla_costmodel.models._gemm_table import GemmSpec, GemmTableInterpolator
 

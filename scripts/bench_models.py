@@ -373,7 +373,7 @@ def _saved(folders, corpus, device):
     from xla_costmodel.compare import compare
     from xla_costmodel.devices._host import describe_machine, machine_differences, machine_record
     from xla_costmodel.fit._calibrate import FITTABLE_MODELS
-    from xla_costmodel.fit._store import DATA_DIR_ENV, LEGACY_DIR_ENV, MachineMismatchWarning, calibration_path
+    from xla_costmodel.fit._store import DATA_DIR_ENV, MachineMismatchWarning, calibration_path
 
     here = machine_record()
     rows = []
@@ -383,11 +383,10 @@ def _saved(folders, corpus, device):
         if not present:
             print(f"bench_models: no host calibration in {folder}", file=sys.stderr)
             raise SystemExit(2)
-        before = {name: os.environ.get(name) for name in (DATA_DIR_ENV, LEGACY_DIR_ENV)}
+        before = {name: os.environ.get(name) for name in (DATA_DIR_ENV,)}
         # The folder is the user's data directory for the scoring: calibrations (and the `learned`
         # models' datasets) are read from it before the shipped ones; only its own files are scored.
         os.environ[DATA_DIR_ENV] = str(folder)
-        os.environ.pop(LEGACY_DIR_ENV, None)
         t0 = time.perf_counter()
         try:
             with warnings.catch_warnings():

@@ -21,7 +21,6 @@ FIXTURES = ROOT / "hlo_fixtures"
 # change what the tests see, nor the tests what the user has. Subprocesses inherit it.
 _DATA_DIR = tempfile.mkdtemp(prefix="xla_costmodel_test_data_")
 os.environ["XLA_COSTMODEL_DATA_DIR"] = _DATA_DIR
-os.environ.pop("XLA_COSTMODEL_CALIBRATION_DIR", None)
 atexit.register(shutil.rmtree, _DATA_DIR, ignore_errors=True)
 
 # One memory-bound elementwise kernel (8 MiB read, 4 MiB written), priced by several test modules.

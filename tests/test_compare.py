@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 from scipy.stats import kendalltau, spearmanr
 
-from xla_costmodel.compare import accuracy, compare, fusion_metrics
+from xla_costmodel.compare import compare
+from xla_costmodel.fit import accuracy, fusion_metrics
 from xla_costmodel.fit._metrics import SK_FLOOR, sk_error
 from xla_costmodel.measure import read_dataset
 from conftest import TEST_CPU

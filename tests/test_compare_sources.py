@@ -197,13 +197,13 @@ def test_cli_compare_by_source(slices, tmp_path, capsys, monkeypatch):
 
 
 def test_each_metric_has_one_name():
-    """`sk_error` and `ratio_error` only (issue 26: they were also `sk_gmre` and `gmre`); the old function
-    name still works, with a DeprecationWarning."""
-    from xla_costmodel.compare import sk_error, sk_gmre
+    """`sk_error` and `ratio_error` only (issue 26: they were also `sk_gmre` and `gmre`, names removed in 0.x)."""
+    import xla_costmodel.fit as fit
+    from xla_costmodel.fit import sk_error
 
     acc = accuracy([2.0, 1.0, 3.0], [1.0, 1.5, 2.0])
     assert not {"gmre", "sk_gmre"} & set(acc)
     assert acc["ratio_error"] == pytest.approx(math.exp((math.log(2) + math.log(1.5) + math.log(1.5)) / 3) - 1)
-    with pytest.warns(DeprecationWarning, match="sk_error"):
-        assert sk_gmre([2.0, 1.0, 3.0], [1.0, 1.5, 2.0]) == sk_error([2.0, 1.0, 3.0], [1.0, 1.5, 2.0]) == acc["sk_error"]
+    assert sk_error([2.0, 1.0, 3.0], [1.0, 1.5, 2.0]) == acc["sk_error"]
+    assert not hasattr(fit, "sk_gmre")
     assert math.isnan(accuracy([math.nan], [1.0])["sk_error"])

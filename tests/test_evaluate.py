@@ -11,7 +11,7 @@ import pytest
 
 from xla_costmodel import analyze, corpus, evaluate
 from xla_costmodel.cli import main as cli_main
-from xla_costmodel.compare import accuracy, sk_error
+from xla_costmodel.fit import accuracy, sk_error
 from xla_costmodel.measure import ConcurrentKernelsWarning
 
 MODELS = ("fitted", "roofline")

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import xla_costmodel as xc
-from xla_costmodel.compare import sk_error
+from xla_costmodel.fit import sk_error
 from xla_costmodel.devices import gemm_table, get_device
 from xla_costmodel.models._gemm_table import GemmSpec, GemmTableInterpolator, gemm_spec
 

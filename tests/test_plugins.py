@@ -7,8 +7,10 @@ points on a temporary `sys.path` entry (`plugin_example/temp_install.py`).
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -110,7 +112,7 @@ BROKEN = {
         ("broken-missing-attr", "AttributeError"),
         ("broken-raises", "RuntimeError: plugin import failed on purpose"),
         ("broken-not-callable", "names a list, not a model class or factory"),
-        ("broken-not-a-model", "built a dict without name, estimate, estimate_fusion"),
+        ("broken-not-a-model", "built a dict without name, estimate (a cost model needs name and estimate"),
     ],
 )
 def test_a_failing_plugin_names_itself_and_its_entry_point(tmp_path, name, cause):
@@ -156,3 +158,93 @@ def test_two_distributions_declaring_one_name_is_an_error_naming_both(tmp_path):
     assert "xla_costmodel_example_plugin:StreamingModel" in msg and "other_package:OtherModel" in msg
     assert "xla-costmodel-other-plugin" in msg and "Uninstall all but one" in msg
 
+
+
+# ---------------------------------------------------------------------------
+# A plugin as a user writes it from the README (issue 34 §3): `estimate` alone, a plain CostModel.
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+README_MARKER = "<!-- plugin-example: tests/test_plugins.py runs this block as written -->"
+
+
+def readme_plugin() -> str:
+    """The README's example plugin: the ```python block right after the marker."""
+    text = README.read_text(encoding="utf-8")
+    assert README_MARKER in text, "the README's plugin example lost its marker"
+    block = text.split(README_MARKER, 1)[1].split("```python\n", 1)[1].split("\n```", 1)[0]
+    return block + "\n"
+
+
+def test_the_readme_plugin_is_short_and_plain():
+    source = readme_plugin()
+    code = [line for line in source.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert len(code) <= 20, f"the README's plugin is {len(code)} lines of code"
+    namespace: dict = {}
+    exec(compile(source, "my_models.py", "exec"), namespace)
+    model = namespace["StreamModel"]()
+    # only `name` and `estimate`: none of the optional protocols, no estimate_fusion, no mixin
+    assert [c for c in type(model).__mro__ if c.__module__.startswith("xla_costmodel")] == []
+    assert not hasattr(model, "estimate_fusion")
+    assert not isinstance(model, (_base.PricesByContent, _base.PricesTrialFusions, _base.FusionPricing,
+                                  _base.CombinesFusionTimes, _base.CachesInstructions, _base.HasParams,
+                                  _base.HoldsModels))
+
+
+@pytest.fixture
+def readme_plugin_installed(tmp_path):
+    """The README's plugin installed as it says: `my_models.py` and the entry point in a distribution."""
+    from xla_costmodel.models import _base as base
+
+    (tmp_path / "my_models.py").write_text(readme_plugin(), encoding="utf-8")
+    TI.write_dist_info(tmp_path, "my-models", "0.1.0", {"stream": "my_models:StreamModel"})
+    sys.path.insert(0, str(tmp_path))
+    importlib.invalidate_caches()
+    try:
+        yield
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("my_models", None)
+        base._MODELS.pop("stream", None)
+        base._FROM_PLUGINS.discard("stream")
+        importlib.invalidate_caches()
+
+
+def test_the_readme_plugin_prices_kernels(readme_plugin_installed):
+    assert "stream" in model_names()
+    table = xc.analyze(ADD, device="h100-sxm", model="stream")
+    e = table.estimates["c"]
+    h100 = get_device("h100-sxm")
+    nbytes = 3 * 1024 * 1024 * 4  # two f32[1024,1024] operands read, one written
+    assert e.memory_s == pytest.approx(nbytes / h100.memory_bandwidth_bytes_per_s)
+    assert e.time_s == pytest.approx(e.memory_s + h100.kernel_launch_overhead_s)
+    assert table.total_time_s == pytest.approx(e.time_s)  # parameters are free
+
+
+def test_the_readme_plugin_on_the_command_line(readme_plugin_installed, capsys, tmp_path):
+    from xla_costmodel.cli import main
+
+    assert main(["analyze", "hlo_fixtures/mlp_fwd.pre.hlo", "--device", "h100-sxm", "--model", "stream"]) == 0
+    assert "stream" in capsys.readouterr().out
+    fused = tmp_path / "fused.hlo"
+    assert main(["fuse", "hlo_fixtures/mlp_fwd.pre.hlo", "--device", "h100-sxm", "--model", "stream",
+                 "-o", str(fused)]) == 0
+    assert "fusion(" in fused.read_text()
+
+
+def test_the_readme_plugin_drives_fusion(readme_plugin_installed):
+    r = xc.simulate_fusion("hlo_fixtures/mlp_fwd.pre.hlo", device="h100-sxm", model="stream")
+    assert r.model == "stream"
+    priced = r.steps[r.steps["time_fused_s"].notna()]  # (bitcasts and tiny constants fuse by rule, unpriced)
+    assert len(priced) > 0 and (priced["priority_s"] > 0).any()
+    fused = [i for _, i in r.module.instructions() if i.opcode == "fusion"]
+    assert fused and r.kernels_after < r.kernels_before
+    assert r.time_after_s < r.time_before_s
+    # the fused module priced by the plugin is what the pass reports
+    assert xc.analyze(r.module, device="h100-sxm", model="stream").total_time_s == pytest.approx(r.time_after_s)
+
+
+def test_the_readme_plugin_by_instance_fuses_as_by_name(readme_plugin_installed):
+    instance = get_model("stream")
+    by_name = xc.simulate_fusion("hlo_fixtures/mlp_fwd.pre.hlo", device="h100-sxm", model="stream")
+    by_instance = xc.simulate_fusion("hlo_fixtures/mlp_fwd.pre.hlo", device="h100-sxm", model=instance)
+    assert by_instance.module.to_text() == by_name.module.to_text()

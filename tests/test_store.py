@@ -17,7 +17,7 @@ import pytest
 from xla_costmodel import calibrate
 from xla_costmodel.cli import main
 from xla_costmodel.fit import FittedModel
-from xla_costmodel.fit._store import (DATA_DIR_ENV, LEGACY_DIR_ENV, CalibrationError, DeviceMismatchError,
+from xla_costmodel.fit._store import (DATA_DIR_ENV, CalibrationError, DeviceMismatchError,
                                       load_calibration, shipped_dir, user_data_dir, write_atomically)
 from xla_costmodel.measure import read_dataset
 from conftest import TEST_CPU
@@ -40,13 +40,12 @@ def digests(folder: Path) -> dict[str, str]:
 # --------------------------------------------------------------------------- where
 
 
-def test_the_data_directory_follows_the_variable_then_its_old_name_then_the_platform(monkeypatch, tmp_path):
+def test_the_data_directory_follows_the_variable_then_the_platform(monkeypatch, tmp_path):
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "new"))
-    monkeypatch.setenv(LEGACY_DIR_ENV, str(tmp_path / "old"))
+    monkeypatch.setenv("XLA_COSTMODEL_CALIBRATION_DIR", str(tmp_path / "old"))  # the name removed in 0.x
     assert user_data_dir() == tmp_path / "new"
     monkeypatch.delenv(DATA_DIR_ENV)
-    assert user_data_dir() == tmp_path / "old"  # the name the scale-out docs used
-    monkeypatch.delenv(LEGACY_DIR_ENV)
+    assert user_data_dir() != tmp_path / "old"
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("XDG_DATA_HOME", raising=False)
     if sys.platform.startswith("linux"):
@@ -183,7 +182,7 @@ def test_cli_calibrates_the_device_a_dataset_was_measured_on(tmp_path, capsys):
 def _user_env(tmp_path: Path) -> dict:
     from xla_costmodel.devices._host import host_cache_path
 
-    env = {k: v for k, v in os.environ.items() if k not in (DATA_DIR_ENV, LEGACY_DIR_ENV, "XDG_DATA_HOME")}
+    env = {k: v for k, v in os.environ.items() if k not in (DATA_DIR_ENV, "XDG_DATA_HOME")}
     env.update(HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu",
                # this machine's host measurement, so that a fresh HOME does not measure it again
                XLA_COSTMODEL_CACHE_DIR=str(host_cache_path().parent))

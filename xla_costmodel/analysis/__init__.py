@@ -13,6 +13,8 @@
 - `module_stats(module)`: counts and totals for `xla-costmodel stats`.
 - `while_trip_count(instr)`: a loop's trip count, when it can be known;
   `annotate_trip_counts(module)` records it on the `while` as XLA does (before fusion).
+- `int_list_attribute(instr, name)`: an instruction's integer-list attribute
+  (`dimensions`, `lhs_contracting_dims`, ...) as a tuple, `()` when absent.
 - `cost_rule`: the decorator that fills the per-opcode rule registry.
 """
 
@@ -22,6 +24,7 @@ from ._cost import cost_analysis as cost_analysis
 from ._cost import instruction_costs as instruction_costs
 from ._cost import module_cost as module_cost
 from ._cost import while_trip_count as while_trip_count
+from ._frontend import int_list_attribute as int_list_attribute
 from ._gpu import GpuCostAnalysis as GpuCostAnalysis
 from ._gpu import gpu_cost_analysis as gpu_cost_analysis
 from ._kernel import KernelCost as KernelCost

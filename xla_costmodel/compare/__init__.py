@@ -11,8 +11,7 @@
   best any model can score.
 
 Fitting (features, datasets, saved calibrations, the fitted models,
-`calibrate`, the metrics) is `xla_costmodel.fit`, the package below this one;
-its names are also reachable here, as they were before it existed.
+`calibrate`, the metrics) is `xla_costmodel.fit`, the package below this one.
 
 Heavy modules (scikit-learn, scipy) load on first use.
 """
@@ -33,29 +32,19 @@ _LAZY = {
     "Evaluation": ("._evaluate", "Evaluation"),
     "evaluate": ("._evaluate", "evaluate"),
 }
-# Names that moved to `xla_costmodel.fit` (the package below), still reachable from here.
-_FROM_FIT = (
-    "calibrate", "FITTABLE_MODELS", "calibrate_devices", "CalibratedModel", "host_as_gpu", "FEATURES", "FEATURE_GROUPS",
-    "FeatureError", "kernel_features", "FittedModel", "LearnedModel", "accuracy", "fusion_metrics", "sk_error", "sk_gmre",
-    "CalibrationError", "load_calibration", "calibration_path",
-)
-
-__all__ = sorted([*_LAZY, *_FROM_FIT])
+__all__ = sorted(_LAZY)
 
 
 def __getattr__(name: str):
     import importlib
 
-    if name in _FROM_FIT:
-        value = getattr(importlib.import_module("..fit", __name__), name)
-    else:
-        target = _LAZY.get(name)
-        if target is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(target[0], __name__), target[1])
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(target[0], __name__), target[1])
     globals()[name] = value
     return value
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY) | set(_FROM_FIT))
+    return sorted(set(globals()) | set(_LAZY))

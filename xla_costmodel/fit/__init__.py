@@ -28,7 +28,7 @@
 - Whole programs (`program_time(fn, *args, device=, model=)`): a run's
   predicted wall time, the model's kernels plus the device's fitted
   per-run overhead (`ProgramOverhead`, saved by `calibrate`).
-- Metrics (`accuracy`, `fusion_metrics`, `sk_error`; `sk_gmre` is its deprecated name): how far predictions are
+- Metrics (`accuracy`, `fusion_metrics`, `sk_error`): how far predictions are
   from measured times (what fitting reports and `compare` scores).
 
 Heavy modules (scikit-learn, scipy) load on first use.
@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._context_model import ContextModel, LearnedContextModel
     from ._program import ProgramOverhead, ProgramTime, program_time
     from ._rows import kernel_features
-    from ._metrics import accuracy, fusion_metrics, sk_error, sk_gmre
+    from ._metrics import accuracy, fusion_metrics, sk_error
     from ._store import CalibrationError, DeviceMismatchError, calibration_path, load_calibration, user_data_dir
     from ._store import MachineMismatchWarning, calibration_in_use, held_back_dir, measuring_device, quick_dir
 
@@ -76,7 +76,6 @@ _LAZY = {
     "accuracy": ("._metrics", "accuracy"),
     "fusion_metrics": ("._metrics", "fusion_metrics"),
     "sk_error": ("._metrics", "sk_error"),
-    "sk_gmre": ("._metrics", "sk_gmre"),
     "CalibrationError": ("._store", "CalibrationError"),
     "DeviceMismatchError": ("._store", "DeviceMismatchError"),
     "MachineMismatchWarning": ("._store", "MachineMismatchWarning"),

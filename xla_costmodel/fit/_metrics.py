@@ -18,7 +18,6 @@ same in every table, figure and report of this project):
   nearly right (|r − 1| = 0.01 counts as ln 0.01 = −4.6). A kernel predicted
   exactly (|r − 1| = 0) would send it to 0, so each relative error is
   floored at `SK_FLOOR` = 1e-6 (a 1 ppm error, below any timer's resolution).
-  (Earlier versions also called these two `gmre` and `sk_gmre`.)
 - `mape` = mean |predicted − measured| / measured.
 - `median_abs_log` = median |ln r| (ln 2 = 0.69 is "off by 2x").
 - `within_2x`: the share of kernels with 1/2 ≤ r ≤ 2.
@@ -44,7 +43,7 @@ import math
 import numpy as np
 import pandas as pd
 
-__all__ = ["accuracy", "fusion_metrics", "sk_error", "sk_gmre", "METRIC_COLUMNS", "SK_FLOOR"]
+__all__ = ["accuracy", "fusion_metrics", "sk_error", "METRIC_COLUMNS", "SK_FLOOR"]
 
 METRIC_COLUMNS = ("n", "unpriced", "sk_error", "ratio_error", "kendall_tau", "within_2x", "mape", "median_abs_log",
                   "bias", "spearman")
@@ -67,14 +66,6 @@ def sk_error(predicted, measured) -> float:
         return math.nan
     rel = np.maximum(np.abs(p - m) / m, SK_FLOOR)
     return float(np.exp(np.mean(np.log(rel))))
-
-
-def sk_gmre(predicted, measured) -> float:
-    """Deprecated name of `sk_error` (the same function); warns `DeprecationWarning`."""
-    import warnings
-
-    warnings.warn("sk_gmre is now named sk_error", DeprecationWarning, stacklevel=2)
-    return sk_error(predicted, measured)
 
 
 def accuracy(predicted, measured) -> dict[str, float]:

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..models import CostModelWarning, FusionEstimate, KernelEstimate, prices_by_content
-from ..models._combined import CombinedModel, _dataset_path, _model, _model_name, register_combinator
+from ..models import (CombinedModel, CostModelWarning, FusionEstimate, KernelEstimate, as_model, dataset_path,
+                      model_label, prices_by_content, register_combinator)
 from ..models._resolve import resolve_device
 from ._store import CalibrationError
 
@@ -160,19 +160,19 @@ class ScaledModel:
         return (self.model,)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "model", _model(self.model))
+        object.__setattr__(self, "model", as_model(self.model))
         if self.log_offset is not None:
             object.__setattr__(self, "log_offset", float(self.log_offset))
             if not math.isfinite(self.log_offset):
-                raise ValueError(f"scaled({_model_name(self.model)}): log_offset must be finite, not {self.log_offset}")
+                raise ValueError(f"scaled({model_label(self.model)}): log_offset must be finite, not {self.log_offset}")
         object.__setattr__(self, "log_slope", float(self.log_slope))
         if not (math.isfinite(self.log_slope) and self.log_slope > 0):
-            raise ValueError(f"scaled({_model_name(self.model)}): log_slope must be positive, not {self.log_slope}")
-        object.__setattr__(self, "dataset", _dataset_path(self.dataset, self.name))
+            raise ValueError(f"scaled({model_label(self.model)}): log_slope must be positive, not {self.log_slope}")
+        object.__setattr__(self, "dataset", dataset_path(self.dataset, self.name))
 
     @property
     def name(self) -> str:
-        return f"scaled({_model_name(self.model)})"
+        return f"scaled({model_label(self.model)})"
 
     @property
     def prices_by_content(self) -> bool:

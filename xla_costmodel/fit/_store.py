@@ -4,8 +4,7 @@ Two places hold calibrations and measurement datasets, with one layout
 (`<device>_<model>.json`, `host_cpu.parquet`, ...):
 
 - **the user's data directory** (`user_data_dir()`): `$XLA_COSTMODEL_DATA_DIR`
-  when set (the older name `$XLA_COSTMODEL_CALIBRATION_DIR` is read too),
-  else the platform's per-user data folder (`platformdirs`:
+  when set, else the platform's per-user data folder (`platformdirs`:
   `~/.local/share/xla_costmodel` on Linux). Everything the library writes
   by default goes here: `calibrate`'s files, the suite measurements of
   `xla-costmodel measure`, a fleet's dataset. Point the variable at a
@@ -67,8 +66,6 @@ __all__ = ["CalibrationError", "DATA_DIR_ENV", "DeviceMismatchError", "MachineMi
 FORMAT = "xla_costmodel.calibration-model/1"
 #: The user's data directory (calibrations, datasets); see the module docstring.
 DATA_DIR_ENV = "XLA_COSTMODEL_DATA_DIR"
-#: The variable's earlier name, still read when `DATA_DIR_ENV` is not set.
-LEGACY_DIR_ENV = "XLA_COSTMODEL_CALIBRATION_DIR"
 _APP = "xla_costmodel"
 _REQUIRED = ("format", "model", "device", "date", "training_rows")
 
@@ -91,11 +88,10 @@ class MachineMismatchWarning(UserWarning):
 
 
 def user_data_dir() -> Path:
-    """The user's data directory: `$XLA_COSTMODEL_DATA_DIR`, `$XLA_COSTMODEL_CALIBRATION_DIR`, else platformdirs'."""
-    for name in (DATA_DIR_ENV, LEGACY_DIR_ENV):
-        value = os.environ.get(name)
-        if value:
-            return Path(value).expanduser()
+    """The user's data directory: `$XLA_COSTMODEL_DATA_DIR`, else platformdirs'."""
+    value = os.environ.get(DATA_DIR_ENV)
+    if value:
+        return Path(value).expanduser()
     import platformdirs
 
     return Path(platformdirs.user_data_dir(_APP, appauthor=False))

@@ -11,7 +11,7 @@ from ..analysis._emission import fusion_pass_is_tiled_transpose, is_contiguous_r
 from ..analysis._gpu import MAX_IR_SIZE as MAX_IR_SIZE
 from ..analysis._opcodes import passes_elementwise_roots
 from ..hlo import HloComputation, HloInstruction
-from ..hlo._fusion_engine import _ordered, body_growth, tracks_growth
+from ..hlo._fusion_engine import body_growth, operands_first, tracks_growth
 
 
 MAX_OPERANDS_AND_OUTPUTS = 96  # MaxOperandsAndOutputsPerFusion
@@ -166,7 +166,7 @@ def ir_size(instr: HloInstruction) -> IrSize:
             if grown is not None:
                 _IR_WALKS[fused] = grown
                 return grown.result
-    order = _ordered(fused)
+    order = operands_first(fused)
     empty: frozenset = frozenset()
     ew: dict[int, frozenset] = {}
     root_size: dict[int, float] = {}

@@ -60,7 +60,7 @@ def _new_parameter(number: int, like: HloInstruction, name: str) -> HloInstructi
 _TOPOLOGICAL: "weakref.WeakSet[HloComputation]" = weakref.WeakSet()
 
 
-def _ordered(comp: HloComputation) -> list[HloInstruction]:
+def operands_first(comp: HloComputation) -> list[HloInstruction]:
     """`comp`'s instructions with operands first (its list as is when built here)."""
     return comp.instructions if comp in _TOPOLOGICAL else comp.post_order()
 
@@ -169,7 +169,7 @@ class _Body:
         """Clone `fused`'s body with its parameter i bound to `outer_operands[i]`
         (an outer instruction, turned into a parameter) and return the root clone."""
         mapping: dict[int, HloInstruction] = {}
-        for instr in _ordered(fused):
+        for instr in operands_first(fused):
             if instr.opcode == "parameter":
                 mapping[id(instr)] = self.param_for(outer_operands[instr.parameter_number])
             else:
@@ -201,7 +201,7 @@ def _build_fused_body(
         return replay(fused.recipe, [outer(o) for o in consumer.operands], body.clone_into)
     if fused is not None:
         mapping: dict[int, HloInstruction] = {}
-        for instr in _ordered(fused):
+        for instr in operands_first(fused):
             if instr.opcode == "parameter":
                 mapping[id(instr)] = outer(consumer.operands[instr.parameter_number])
             else:
@@ -689,7 +689,7 @@ def _snapshot(body: HloComputation, origin: dict | None) -> Frozen:
     """A detached copy of a built fused body, for a recipe: the body itself may grow or go later."""
     mapping: dict[int, HloInstruction] = {}
     instructions = []
-    for instr in _ordered(body):
+    for instr in operands_first(body):
         c = clone_instruction(instr, [mapping[id(o)] for o in instr.operands], register_users=False)
         instructions.append(c)
         if origin is not None and instr.opcode != "parameter":

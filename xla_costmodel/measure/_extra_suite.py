@@ -292,8 +292,8 @@ def _training_program_entries() -> list[tuple[str, str, tuple, Callable]]:
     import jax.numpy as jnp
     from jax import lax
 
-    from ..zoo._programs import _cross_entropy as cross_entropy
-    from ..zoo._programs import _normal as normal
+    from ..zoo import normal_array as normal
+    from ..zoo import softmax_cross_entropy as cross_entropy
 
     def layernorm(x, g):
         mean = x.mean(-1, keepdims=True)

@@ -6,6 +6,7 @@ from ._base import CombinesFusionTimes as CombinesFusionTimes
 from ._base import HoldsModels as HoldsModels
 from ._base import CostModel as CostModel
 from ._base import CostModelWarning as CostModelWarning
+from ._base import EstimatesFusion as EstimatesFusion
 from ._base import FusionByMaterializing as FusionByMaterializing
 from ._base import FusionEstimate as FusionEstimate
 from ._base import FusionPricing as FusionPricing
@@ -16,6 +17,8 @@ from ._base import PricesByContent as PricesByContent
 from ._base import PricesTrialFusions as PricesTrialFusions
 from ._base import fuses_by_materializing as fuses_by_materializing
 from ._base import get_model as get_model
+from ._base import MaterializedFusions as MaterializedFusions
+from ._base import with_fusion_rule as with_fusion_rule
 from ._base import model_names as model_names
 from ._base import prices_by_content as prices_by_content
 from ._base import prices_trial_fusions as prices_trial_fusions
@@ -35,6 +38,10 @@ from ._granularity import granularity as granularity
 from ._combined import CombinedModel as CombinedModel
 from ._combined import ScaledCostModel as ScaledCostModel
 from ._combined import register_combinator as register_combinator
+# For combinators defined elsewhere (fit's `scaled`): a model from a model or its name, its label, its dataset.
+from ._combined import as_model as as_model
+from ._combined import dataset_path as dataset_path
+from ._combined import model_label as model_label
 from ._plugins import ModelPluginError as ModelPluginError
 # GEMM autotuning a compile without a GPU cannot do (models/_autotune.py): for the compile path.
 from ._autotune import AutotunedModule as AutotunedModule

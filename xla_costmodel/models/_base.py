@@ -105,24 +105,32 @@ class FusionEstimate:
 
 @runtime_checkable
 class CostModel(Protocol):
-    """What every cost model provides.
+    """What every cost model provides: the whole contract of a plugin.
 
     - `name`: the registry name.
     - `estimate(kernel, device)`: price one kernel (a fusion or a lone instruction).
-    - `estimate_fusion(producer, consumers, device)`: price fusing `producer`
-      into every one of `consumers` (for priority fusion). Models without an
-      analytical rule for this can inherit `FusionByMaterializing`.
 
     What a model may offer besides, each declared by a protocol of its own
-    and found by `isinstance`, never by probing attributes: `PricesByContent`
-    (fusion passes then price each distinct kernel once), `FusionPricing`
-    (a fast pricer of producer-consumer pairs), `CachesInstructions` (told
-    when an instruction changes in place).
+    and found by `isinstance`, never by probing attributes: `EstimatesFusion`
+    (its own rule for pricing a producer fused into its consumers; without
+    one, fusion passes build each candidate fusion and price it with
+    `estimate`: `with_fusion_rule`), `PricesByContent` (fusion passes then
+    price each distinct kernel once), `FusionPricing` (a fast pricer of
+    producer-consumer pairs), `CachesInstructions` (told when an instruction
+    changes in place).
     """
 
     name: str
 
     def estimate(self, kernel: "HloInstruction", device: "DeviceSpec") -> KernelEstimate: ...
+
+
+@runtime_checkable
+class EstimatesFusion(CostModel, Protocol):
+    """A cost model that prices fusing a producer into its consumers itself (for priority fusion):
+    `estimate_fusion(producer, consumers, device)`. Models without an analytical rule for this
+    inherit `FusionByMaterializing`; a model that has neither is given it by `with_fusion_rule`,
+    which every way of naming or passing a model goes through (`get_model`)."""
 
     def estimate_fusion(
         self, producer: "HloInstruction", consumers: Sequence["HloInstruction"], device: "DeviceSpec"
@@ -314,6 +322,33 @@ class FusionByMaterializing:
         return estimate
 
 
+@dataclass(frozen=True, eq=False)
+class MaterializedFusions(FusionByMaterializing):
+    """A cost model that has only `estimate` (a plain `CostModel`), given `FusionByMaterializing`'s
+    rule for fusions: each candidate fusion is built and priced with the model's own `estimate`.
+    Everything else (`name`, its parameters, the optional protocols it declares) is the model's."""
+
+    model: Any
+
+    def estimate(self, kernel: "HloInstruction", device: "DeviceSpec") -> KernelEstimate:
+        return self.model.estimate(kernel, device)
+
+    def __getattr__(self, attribute: str):  # only for what this class lacks: the model's own
+        if attribute == "model":  # (not yet set: while unpickling or copying)
+            raise AttributeError(attribute)
+        return getattr(self.model, attribute)
+
+    def __repr__(self) -> str:
+        return repr(self.model)
+
+
+def with_fusion_rule(model: CostModel) -> "EstimatesFusion":
+    """`model` itself when it prices fusions (`EstimatesFusion`), else `model` with
+    `FusionByMaterializing`'s rule (`MaterializedFusions`): a plugin that implements only `estimate`
+    prices kernels and drives fusion, correctly if more slowly than with the optional protocols."""
+    return model if isinstance(model, EstimatesFusion) else MaterializedFusions(model)
+
+
 def fuses_by_materializing(model: CostModel) -> bool:
     """Whether `model.estimate_fusion` is `FusionByMaterializing`'s rule (not overridden), so that a
     fusion pass may compose pair prices from the model's own kernel prices and price each fused
@@ -402,14 +437,16 @@ def get_model(model: "str | CostModel", **params) -> CostModel:
     `ImportError`) naming a plugin whose entry point fails to load.
     """
     if not isinstance(model, str):
+        if isinstance(model, MaterializedFusions):
+            model = model.model
         if not params:
-            return model
+            return with_fusion_rule(model)
         if dataclasses.is_dataclass(model):
-            return dataclasses.replace(model, **params)
+            return with_fusion_rule(dataclasses.replace(model, **params))
         if isinstance(model, HasParams):
             from sklearn.base import clone
 
-            return clone(model).set_params(**params)
+            return with_fusion_rule(clone(model).set_params(**params))
         raise TypeError(f"get_model: cannot set {', '.join(params)} on a {type(model).__name__} "
                         f"(neither a dataclass nor an estimator with set_params)")
     factory = _MODELS.get(model)
@@ -434,4 +471,4 @@ def get_model(model: "str | CostModel", **params) -> CostModel:
         # --- end plugins
         _MODELS[model] = factory
         _FROM_PLUGINS.add(model)
-    return factory(**params)
+    return with_fusion_rule(factory(**params))

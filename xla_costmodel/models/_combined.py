@@ -116,15 +116,20 @@ def _scaled_model(model, **params) -> ScaledCostModel:
     return combinator.build((model,), **params)
 
 
-def _model(m):
-    return get_model(m) if isinstance(m, str) else m
+def as_model(m):
+    """`m` itself, or the registered model its name names: combinators take either (`get_model`:
+    a model with only `estimate` gets the rule for pricing fusions, `with_fusion_rule`)."""
+    return get_model(m)
 
 
-def _model_name(m) -> str:
+def model_label(m) -> str:
+    """`m`'s name, or its class's for a model without one: what a combination's name shows of it."""
     return str(getattr(m, "name", type(m).__name__))
 
 
-def _dataset_path(dataset, owner: str) -> str | None:
+def dataset_path(dataset, owner: str) -> str | None:
+    """`dataset` as the path a frozen model keeps (None stays None); a `TypeError` naming `owner` for
+    anything but a path."""
     if dataset is None or isinstance(dataset, str):
         return dataset
     if isinstance(dataset, os.PathLike):
@@ -176,11 +181,11 @@ class CombinedModel:
         models = (self.models,) if isinstance(self.models, str) else tuple(self.models)
         if not models:
             raise ValueError("a combined cost model needs at least one model")
-        models = tuple(_model(m) for m in models)
+        models = tuple(as_model(m) for m in models)
         object.__setattr__(self, "models", models)
         if self.rule not in RULES:
             raise ValueError(f"unknown combination rule {self.rule!r}; rules: {', '.join(RULES)}")
-        object.__setattr__(self, "dataset", _dataset_path(self.dataset, self.name))
+        object.__setattr__(self, "dataset", dataset_path(self.dataset, self.name))
         if self.scales is not None:
             if not self.scaled:
                 raise ValueError(f"{self.name}: scales are for scaled combinations (scaled=True, 'scaled-{self.rule}(...)')")
@@ -211,7 +216,7 @@ class CombinedModel:
     @property
     def name(self) -> str:
         prefix = "scaled-" if self.scaled else ""
-        return f"{prefix}{self.rule}({','.join(_model_name(m) for m in self.models)})"
+        return f"{prefix}{self.rule}({','.join(model_label(m) for m in self.models)})"
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -219,7 +224,7 @@ class CombinedModel:
         seen: dict[str, int] = {}
         out = []
         for m in self.models:
-            n = _model_name(m)
+            n = model_label(m)
             seen[n] = seen.get(n, 0) + 1
             out.append(n if seen[n] == 1 else f"{n}#{seen[n]}")
         return tuple(out)

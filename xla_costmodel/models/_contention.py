@@ -46,7 +46,7 @@ import math
 from dataclasses import dataclass
 
 from ..analysis._emission import fused_roots
-from ..analysis._rules import _attr_tuple
+from ..analysis import int_list_attribute
 from ..analysis._shapes import first_array
 
 __all__ = ["L2_LINE_BYTES", "L2_ROUND_TRIP_CYCLES", "ScatterContention", "scatter_contention"]
@@ -88,7 +88,7 @@ def scatter_contention(kernel, device) -> ScatterContention | None:
         n = (len(s.operands) - 1) // 2
         target = first_array(s.operands[0].shape)
         updates = first_array(s.operands[n + 1].shape)
-        window = math.prod(updates.dims[d] for d in _attr_tuple(s, "update_window_dims")) or 1
+        window = math.prod(updates.dims[d] for d in int_list_attribute(s, "update_window_dims")) or 1
         windows = max(math.prod(updates.dims) // window, 1)
         element = max(target.byte_size // max(math.prod(target.dims), 1), 1)
         requests = windows * math.ceil(window * element / L2_LINE_BYTES)

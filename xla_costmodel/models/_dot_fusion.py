@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis._rules import _attr_tuple
+from ..analysis import int_list_attribute
 from ..analysis._shapes import first_array
 from ..analysis._tiling import dims_of
 from ..hlo._shape import PRIMITIVE_BITS
@@ -127,8 +127,8 @@ class DotProblem:
 def dot_supported(dot) -> bool:
     """XLA's `IsSupported`: at most one non-contracting dimension per side, exactly one contracting
     dimension, no transpose downstream of the dot."""
-    lb, lc = _attr_tuple(dot, "lhs_batch_dims"), _attr_tuple(dot, "lhs_contracting_dims")
-    rb, rc = _attr_tuple(dot, "rhs_batch_dims"), _attr_tuple(dot, "rhs_contracting_dims")
+    lb, lc = int_list_attribute(dot, "lhs_batch_dims"), int_list_attribute(dot, "lhs_contracting_dims")
+    rb, rc = int_list_attribute(dot, "rhs_batch_dims"), int_list_attribute(dot, "rhs_contracting_dims")
     lhs, rhs = dot.operands
     if len(dims_of(lhs)) - len(lb) - len(lc) > 1 or len(dims_of(rhs)) - len(rb) - len(rc) > 1:
         return False
@@ -148,8 +148,8 @@ def dot_supported(dot) -> bool:
 
 def dot_problem(dot) -> DotProblem:
     """The `DotProblem` of an HLO dot (see `dot_supported` for the shapes XLA's model accepts)."""
-    lb, lc = _attr_tuple(dot, "lhs_batch_dims"), _attr_tuple(dot, "lhs_contracting_dims")
-    rb, rc = _attr_tuple(dot, "rhs_batch_dims"), _attr_tuple(dot, "rhs_contracting_dims")
+    lb, lc = int_list_attribute(dot, "lhs_batch_dims"), int_list_attribute(dot, "lhs_contracting_dims")
+    rb, rc = int_list_attribute(dot, "rhs_batch_dims"), int_list_attribute(dot, "rhs_contracting_dims")
     lhs, rhs = dot.operands
     ld, rd = dims_of(lhs), dims_of(rhs)
     l_free = [d for d in range(len(ld)) if d not in lb and d not in lc]

@@ -95,9 +95,9 @@ def _spec(lhs, rhs, out, lhs_batch, lhs_contracting, rhs_batch, rhs_contracting)
 
 
 def _ints(instr, name: str) -> tuple[int, ...]:
-    from ..analysis._rules import _attr_tuple
+    from ..analysis import int_list_attribute
 
-    return _attr_tuple(instr, name)
+    return int_list_attribute(instr, name)
 
 
 def _dot_spec(dot, out) -> GemmSpec:

@@ -6,7 +6,7 @@ A distribution adds a model by declaring, in its `pyproject.toml`,
     my-model = "my_package:MyModel"
 
 where `MyModel` is a class or factory: `MyModel(**params)` must return an
-object with the `CostModel` protocol (`name`, `estimate`, `estimate_fusion`).
+object with the `CostModel` protocol (`name`, `estimate`).
 `get_model("my-model")` imports it on first use; `model_names()` lists it
 without importing it. Built-in names win over plugins of the same name
 (`model_names()` warns about the hidden plugin); two distributions declaring
@@ -79,12 +79,12 @@ def load_plugin(ep: Any) -> Callable[..., Any]:
             exc.add_note(f"while building cost-model plugin {name!r} from entry point {describe_entry_point(ep)}")
             raise
         # The `CostModel` protocol's members (`models._base`, which builds on this module).
-        missing = [a for a in ("name", "estimate", "estimate_fusion") if not hasattr(model, a)]
+        missing = [a for a in ("name", "estimate") if not hasattr(model, a)]
         if missing:
             raise ModelPluginError(
                 f"cost-model plugin {name!r}: entry point {describe_entry_point(ep)} built a "
                 f"{type(model).__name__} without {', '.join(missing) or 'the CostModel protocol'} "
-                f"(a cost model needs name, estimate(kernel, device) and estimate_fusion(producer, consumers, device))"
+                f"(a cost model needs name and estimate(kernel, device))"
             )
         return model
 

@@ -41,7 +41,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..analysis._opcodes import IS_ELEMENTWISE
-from ..analysis._rules import _attr_tuple
+from ..analysis import int_list_attribute
 from ..analysis._shapes import first_array
 from ..analysis._tiling import (
     TiledComputation,
@@ -84,7 +84,7 @@ def flops_per_element(hlo, device) -> int:
               "parameter", "slice", "transpose", "tuple"):
         return 0
     if op == "concatenate":
-        dim = _attr_tuple(hlo, "dimensions")[0]
+        dim = int_list_attribute(hlo, "dimensions")[0]
         return 400 if dim > 0 and dims_of(hlo.operands[0])[dim] & 31 else 6
     if op in IS_ELEMENTWISE:
         return int(device.op_cycles(op, first_array(hlo.shape).element_type))
@@ -92,7 +92,7 @@ def flops_per_element(hlo, device) -> int:
         body = hlo.attribute("to_apply")
         per = sum(flops_per_element(h, device) for h in body.instructions)
         in_dims = dims_of(hlo.operands[0])
-        padded = math.prod(pow2_ceil(in_dims[d]) for d in _attr_tuple(hlo, "dimensions"))
+        padded = math.prod(pow2_ceil(in_dims[d]) for d in int_list_attribute(hlo, "dimensions"))
         return (padded - 1) * per
     from ..analysis._kernel import kernel_cost
 
@@ -172,7 +172,7 @@ def estimate(tiled: TiledComputation, device, num_warps: int, model=None, *, num
             if f is None:
                 f = fpe[id(ti.hlo)] = flops_per_element(ti.hlo, device)
             if ti.hlo.opcode == "dot" and dot_supported(ti.hlo) and len(ti.tile.sizes) >= 2:
-                lc = _attr_tuple(ti.hlo, "lhs_contracting_dims")[0]
+                lc = int_list_attribute(ti.hlo, "lhs_contracting_dims")[0]
                 bk = dot_operand_tiles(ti.hlo, ti.tile, tiled.block_k)[0][1].sizes[lc]
                 c, e = dot_fusion_estimate(ti.hlo, ti.tile.sizes, bk, num_warps, num_stages, device,
                                            is_tma_allowed)

@@ -4,7 +4,7 @@
 Every function draws with matplotlib on `ax` (or a new figure when `ax` is
 None), never calls `plt.show()`, and returns the Axes, so notebooks can
 arrange them and tests can inspect the artists. Metrics in annotations come
-from `xla_costmodel.compare.accuracy`, as in `compare`'s tables.
+from `xla_costmodel.fit.accuracy`, as in `compare`'s tables.
 """
 
 from ._bars import error_by_model as error_by_model

@@ -1,6 +1,6 @@
 """The accuracy figures a predicted-vs-measured plot is annotated with.
 
-They come from `xla_costmodel.fit._metrics.accuracy` (`compare.accuracy`),
+They come from `xla_costmodel.fit.accuracy`,
 the same function that fills `compare`'s table, so a figure and a
 comparison table never disagree.
 Here only the pairs that cannot go on log axes are set aside first.

@@ -17,7 +17,7 @@ _LEGEND_FONT = 7.0
 
 
 def metrics_text(m: dict, dropped: int = 0) -> str:
-    """The summary of `predicted_vs_measured`, from `compare.accuracy`'s dict: three lines."""
+    """The summary of `predicted_vs_measured`, from `fit.accuracy`'s dict: three lines."""
     lines = [
         f"N = {m['n']}" + (f" ({dropped} dropped: time <= 0 or NaN)" if dropped else ""),
         # Errors as fractions, named as `compare`'s tables name them (sk_error: Stevens & Klöckner's).
@@ -63,7 +63,7 @@ def predicted_vs_measured(measured, predicted, kind=None, ax=None, title=None, *
     `exp(mean|ln(pred/meas)|) - 1`, Stevens & Klöckner's error
     `exp(mean ln(|pred - meas| / meas))` (`sk_error`), the median bias
     `exp(median ln(pred/meas))`, the share within 2x and Kendall's tau,
-    computed by `xla_costmodel.compare.accuracy` (the numbers of `compare`'s
+    computed by `xla_costmodel.fit.accuracy` (the numbers of `compare`'s
     table). Pairs with a non-positive or non-finite time cannot go on log
     axes: they are left out and counted there.
 

@@ -20,14 +20,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import _programs
-from ._programs import transformer_fwd, transformer_grad
+from ._programs import normal_array, softmax_cross_entropy, transformer_fwd, transformer_grad
 
 __all__ = [
     "DEFAULT_PROGRAM",
     "PROGRAMS",
     "ZooProgram",
     "get_program",
+    "normal_array",
     "program_names",
+    "softmax_cross_entropy",
     "transformer_fwd",
     "transformer_grad",
 ]

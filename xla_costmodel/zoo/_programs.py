@@ -30,13 +30,14 @@ def _rng(seed: int) -> np.random.Generator:
     return np.random.default_rng(seed)
 
 
-def _normal(rng: np.random.Generator, shape, scale: float = 1.0, dtype=jnp.float32):
+def normal_array(rng: np.random.Generator, shape, scale: float = 1.0, dtype=jnp.float32):
+    """Standard normal draws from `rng`, times `scale`, as a JAX array of `dtype`: the programs' inputs."""
     return jnp.asarray(rng.standard_normal(shape) * scale, dtype=dtype)
 
 
 def _dense_init(rng: np.random.Generator, fan_in: int, fan_out: int) -> dict[str, jax.Array]:
     return {
-        "w": _normal(rng, (fan_in, fan_out), 1.0 / math.sqrt(fan_in)),
+        "w": normal_array(rng, (fan_in, fan_out), 1.0 / math.sqrt(fan_in)),
         "b": jnp.zeros((fan_out,), jnp.float32),
     }
 
@@ -59,7 +60,8 @@ def _mlp_apply(params, x):
     return x
 
 
-def _cross_entropy(logits, labels):
+def softmax_cross_entropy(logits, labels):
+    """The mean softmax cross-entropy of `logits` (batch, classes) at integer `labels` (batch,)."""
     logp = jax.nn.log_softmax(logits, axis=-1)
     return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=-1))
 
@@ -67,7 +69,7 @@ def _cross_entropy(logits, labels):
 def mlp_fwd() -> Built:
     rng = _rng(1)
     params = _mlp_params(rng)
-    x = _normal(rng, (_MLP_BATCH, _MLP_SIZES[0]))
+    x = normal_array(rng, (_MLP_BATCH, _MLP_SIZES[0]))
 
     def mlp_forward(params, x):
         return jax.nn.softmax(_mlp_apply(params, x), axis=-1)
@@ -78,11 +80,11 @@ def mlp_fwd() -> Built:
 def mlp_grad() -> Built:
     rng = _rng(2)
     params = _mlp_params(rng)
-    x = _normal(rng, (_MLP_BATCH, _MLP_SIZES[0]))
+    x = normal_array(rng, (_MLP_BATCH, _MLP_SIZES[0]))
     labels = jnp.asarray(rng.integers(0, _MLP_SIZES[-1], (_MLP_BATCH,)), jnp.int32)
 
     def loss(params, x, labels):
-        return _cross_entropy(_mlp_apply(params, x), labels)
+        return softmax_cross_entropy(_mlp_apply(params, x), labels)
 
     def mlp_loss_and_grad(params, x, labels):
         return jax.value_and_grad(loss)(params, x, labels)
@@ -107,13 +109,13 @@ def _block_params(rng: np.random.Generator, d_model: int, d_ff: int) -> dict[str
     s = 1.0 / math.sqrt(d_model)
     return {
         "norm1": jnp.ones((d_model,), jnp.float32),
-        "wq": _normal(rng, (d_model, d_model), s),
-        "wk": _normal(rng, (d_model, d_model), s),
-        "wv": _normal(rng, (d_model, d_model), s),
-        "wo": _normal(rng, (d_model, d_model), s),
+        "wq": normal_array(rng, (d_model, d_model), s),
+        "wk": normal_array(rng, (d_model, d_model), s),
+        "wv": normal_array(rng, (d_model, d_model), s),
+        "wo": normal_array(rng, (d_model, d_model), s),
         "norm2": jnp.ones((d_model,), jnp.float32),
-        "w1": _normal(rng, (d_model, d_ff), s),
-        "w2": _normal(rng, (d_ff, d_model), 1.0 / math.sqrt(d_ff)),
+        "w1": normal_array(rng, (d_model, d_ff), s),
+        "w2": normal_array(rng, (d_ff, d_model), 1.0 / math.sqrt(d_ff)),
     }
 
 
@@ -152,8 +154,8 @@ def _transformer_args(seed, num_layers, d_model, num_heads, d_ff, seq_len, batch
         raise ValueError(f"d_model={d_model} is not a multiple of num_heads={num_heads}")
     rng = _rng(seed)
     layers = [_block_params(rng, d_model, d_ff) for _ in range(num_layers)]
-    x = _normal(rng, (batch, seq_len, d_model))
-    y = _normal(rng, (batch, seq_len, d_model))
+    x = normal_array(rng, (batch, seq_len, d_model))
+    y = normal_array(rng, (batch, seq_len, d_model))
     return layers, x, y
 
 
@@ -232,9 +234,9 @@ def transformer_grad(
 
 def _cnn_params(rng):
     return {
-        "conv1": _normal(rng, (3, 3, 3, 8), 1.0 / math.sqrt(27)),  # HWIO
-        "conv2": _normal(rng, (3, 3, 8, 16), 1.0 / math.sqrt(72)),
-        "dw": _normal(rng, (3, 3, 1, 16), 1.0 / 3.0),  # depthwise, feature_group_count=16
+        "conv1": normal_array(rng, (3, 3, 3, 8), 1.0 / math.sqrt(27)),  # HWIO
+        "conv2": normal_array(rng, (3, 3, 8, 16), 1.0 / math.sqrt(72)),
+        "dw": normal_array(rng, (3, 3, 1, 16), 1.0 / 3.0),  # depthwise, feature_group_count=16
         "dense": _dense_init(rng, 4 * 4 * 16, 10),
     }
 
@@ -257,7 +259,7 @@ def _cnn_apply(params, x):
 def cnn_pool() -> Built:
     rng = _rng(5)
     params = _cnn_params(rng)
-    x = _normal(rng, (2, 16, 16, 3))
+    x = normal_array(rng, (2, 16, 16, 3))
 
     def cnn_forward(params, x):
         return _cnn_apply(params, x)
@@ -268,11 +270,11 @@ def cnn_pool() -> Built:
 def cnn_grad() -> Built:
     rng = _rng(6)
     params = _cnn_params(rng)
-    x = _normal(rng, (2, 16, 16, 3))
+    x = normal_array(rng, (2, 16, 16, 3))
     labels = jnp.asarray(rng.integers(0, 10, (2,)), jnp.int32)
 
     def cnn_loss_and_grad(params, x, labels):
-        return jax.value_and_grad(lambda p: _cross_entropy(_cnn_apply(p, x), labels))(params)
+        return jax.value_and_grad(lambda p: softmax_cross_entropy(_cnn_apply(p, x), labels))(params)
 
     return cnn_loss_and_grad, (params, x, labels)
 
@@ -283,7 +285,7 @@ def cnn_grad() -> Built:
 def masked_attention() -> Built:
     rng = _rng(7)
     b, h, t, d = 2, 4, 16, 8
-    q, k, v = (_normal(rng, (b, h, t, d)) for _ in range(3))
+    q, k, v = (normal_array(rng, (b, h, t, d)) for _ in range(3))
     lengths = jnp.asarray([t, t // 2], jnp.int32)  # per-example key padding
 
     def causal_attention(q, k, v, lengths):
@@ -307,11 +309,11 @@ def scan_rnn() -> Built:
     rng = _rng(8)
     steps, batch, d_in, d_h = 12, 4, 8, 16
     params = {
-        "wx": _normal(rng, (d_in, d_h), 1.0 / math.sqrt(d_in)),
-        "wh": _normal(rng, (d_h, d_h), 1.0 / math.sqrt(d_h)),
+        "wx": normal_array(rng, (d_in, d_h), 1.0 / math.sqrt(d_in)),
+        "wh": normal_array(rng, (d_h, d_h), 1.0 / math.sqrt(d_h)),
         "b": jnp.zeros((d_h,), jnp.float32),
     }
-    xs = _normal(rng, (steps, batch, d_in))
+    xs = normal_array(rng, (steps, batch, d_in))
     h0 = jnp.zeros((batch, d_h), jnp.float32)
 
     def rnn(params, xs, h0):
@@ -329,7 +331,7 @@ def while_loop() -> Built:
     rng = _rng(9)
     a = rng.standard_normal((8, 8))
     a = jnp.asarray(a @ a.T / 8 + np.eye(8), jnp.float32)  # well-conditioned SPD
-    x0 = _normal(rng, (8,))
+    x0 = normal_array(rng, (8,))
     n = jnp.asarray(5, jnp.int32)
 
     def power_iteration(a, x0, n):
@@ -355,7 +357,7 @@ def while_loop() -> Built:
 
 def cond_switch() -> Built:
     rng = _rng(10)
-    x = _normal(rng, (8, 8))
+    x = normal_array(rng, (8, 8))
     pred = jnp.asarray(True)
     index = jnp.asarray(2, jnp.int32)
 
@@ -381,10 +383,10 @@ def cond_switch() -> Built:
 
 def gather_scatter() -> Built:
     rng = _rng(11)
-    table = _normal(rng, (32, 8))
+    table = normal_array(rng, (32, 8))
     idx = jnp.asarray(rng.integers(0, 32, (12,)), jnp.int32)
     seg = jnp.asarray(np.sort(rng.integers(0, 5, (12,))), jnp.int32)
-    vals = _normal(rng, (12, 8))
+    vals = normal_array(rng, (12, 8))
 
     def gather_scatter_ops(table, idx, seg, vals):
         rows = jnp.take(table, idx, axis=0)  # gather
@@ -400,7 +402,7 @@ def gather_scatter() -> Built:
 
 def sort_topk() -> Built:
     rng = _rng(12)
-    x = _normal(rng, (8, 64))
+    x = normal_array(rng, (8, 64))
     keys = jnp.asarray(rng.integers(0, 10, (64,)), jnp.int32)
 
     def sorting(x, keys):
@@ -438,8 +440,8 @@ def rng_sampling() -> Built:
 
 def dtypes_mixed() -> Built:
     rng = _rng(13)
-    a16 = _normal(rng, (16, 32), dtype=jnp.bfloat16)
-    b16 = _normal(rng, (32, 16), dtype=jnp.bfloat16)
+    a16 = normal_array(rng, (16, 32), dtype=jnp.bfloat16)
+    b16 = normal_array(rng, (32, 16), dtype=jnp.bfloat16)
     i32 = jnp.asarray(rng.integers(-1000, 1000, (64,)), jnp.int32)
     i8 = jnp.asarray(rng.integers(-100, 100, (16, 32)), jnp.int8)
     w8 = jnp.asarray(rng.integers(-100, 100, (32, 16)), jnp.int8)
@@ -461,7 +463,7 @@ def dtypes_mixed() -> Built:
 def elementwise() -> Built:
     rng = _rng(14)
     x = jnp.asarray(rng.uniform(0.1, 2.0, (64, 64)), jnp.float32)
-    y = _normal(rng, (64, 64))
+    y = normal_array(rng, (64, 64))
 
     def transcendental(x, y):
         a = jnp.exp(y) + jnp.log(x) + jnp.tanh(y) + jnp.sin(y) * jnp.cos(y)
@@ -479,8 +481,8 @@ def elementwise() -> Built:
 
 def data_movement() -> Built:
     rng = _rng(15)
-    x = _normal(rng, (8, 16))
-    y = _normal(rng, (4, 16))
+    x = normal_array(rng, (8, 16))
+    y = normal_array(rng, (4, 16))
     start = jnp.asarray(3, jnp.int32)
 
     def move(x, y, start):
@@ -503,7 +505,7 @@ def data_movement() -> Built:
 
 def fft() -> Built:
     rng = _rng(16)
-    x = _normal(rng, (8, 64))
+    x = normal_array(rng, (8, 64))
     z = jnp.asarray(rng.standard_normal((8, 64)) + 1j * rng.standard_normal((8, 64)), jnp.complex64)
 
     def fourier(x, z):
@@ -522,7 +524,7 @@ def fft() -> Built:
 
 def reductions() -> Built:
     rng = _rng(17)
-    x = _normal(rng, (16, 32))
+    x = normal_array(rng, (16, 32))
 
     def reduce_ops(x):
         return (
@@ -543,7 +545,7 @@ def reductions() -> Built:
 
 def cumulative() -> Built:
     rng = _rng(18)
-    x = _normal(rng, (8, 32))
+    x = normal_array(rng, (8, 32))
 
     def cumulative_ops(x):
         return (
@@ -558,7 +560,7 @@ def cumulative() -> Built:
 
 def layernorm_softmax() -> Built:
     rng = _rng(19)
-    x = _normal(rng, (16, 64))
+    x = normal_array(rng, (16, 64))
     scale = jnp.ones((64,), jnp.float32)
     bias = jnp.zeros((64,), jnp.float32)
 
@@ -570,10 +572,10 @@ def layernorm_softmax() -> Built:
 
 def einsum_contractions() -> Built:
     rng = _rng(20)
-    a = _normal(rng, (4, 8, 16))
-    b = _normal(rng, (4, 16, 12))
-    c = _normal(rng, (12, 8))
-    v = _normal(rng, (16,))
+    a = normal_array(rng, (4, 8, 16))
+    b = normal_array(rng, (4, 16, 12))
+    c = normal_array(rng, (12, 8))
+    v = normal_array(rng, (16,))
 
     def contractions(a, b, c, v):
         bmm = jnp.einsum("bij,bjk->bik", a, b)  # batched matmul
@@ -590,7 +592,7 @@ def linalg() -> Built:
     rng = _rng(21)
     m = rng.standard_normal((8, 8))
     spd = jnp.asarray(m @ m.T + 8 * np.eye(8), jnp.float32)
-    rhs = _normal(rng, (8, 3))
+    rhs = normal_array(rng, (8, 3))
 
     def solve_ops(spd, rhs):
         chol = jnp.linalg.cholesky(spd)
