@@ -405,6 +405,8 @@ PRIVATE_IMPORTS_ALLOWED = {
     ("fusion/_search.py", "hlo._edit"),
     ("fusion/_search.py", "models._resolve"),
     ("fusion/_simulate.py", "analysis._opcodes"),
+    ("fusion/_conformance.py", "analysis._opcodes"),
+    ("fusion/_reduce_window.py", "analysis._opcodes"),
     ("fusion/_simulate.py", "analysis._shapes"),
     ("fusion/_simulate.py", "hlo._edit"),
     ("fusion/_simulate.py", "hlo._structure"),
