@@ -38,7 +38,6 @@ import math
 from dataclasses import dataclass
 
 from ..analysis._frontend import backend_config, fusion_backend_kind
-from ..analysis._shapes import first_array
 from ..analysis._tiling import TilingError, dims_of, propagate
 from ..hlo._shape import PRIMITIVE_BITS
 from ._dot_fusion import DotProblem, dot_problem, dot_supported, estimate_dot
@@ -345,9 +344,7 @@ def autotune_gemms(module, device, *, model=None, exhaustive: bool = False) -> A
                    "config_before": "cuBLAS", "config_after": "cuBLAS"}
             if spec is not None:
                 row.update(b=spec.b, m=spec.m, n=spec.n, k=spec.k, dtype=spec.dtype_key)
-                lhs, rhs = instr.operands[0], instr.operands[1]
-                problem = DotProblem(spec.b, spec.m, spec.n, spec.k, first_array(lhs.shape).element_type,
-                                     first_array(rhs.shape).element_type, first_array(instr.shape).element_type)
+                problem = spec
                 best = min(((estimate_dot(problem, 1, c.block_m, c.block_n, c.block_k, c.num_warps, c.num_stages,
                                           device, c.is_tma_allowed).exec_s, c)
                             for c in gemm_search_space(problem, device)), key=lambda pair: pair[0])

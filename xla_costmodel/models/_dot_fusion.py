@@ -37,9 +37,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analysis import int_list_attribute
-from ..analysis._shapes import first_array
 from ..analysis._tiling import dims_of
 from ..hlo._shape import PRIMITIVE_BITS
+from ._gemm_table import GemmSpec, gemm_spec
 
 __all__ = [
     "DotFusionEstimate",
@@ -111,17 +111,9 @@ def _bits(dtype: str) -> int:
     return PRIMITIVE_BITS[dtype]
 
 
-@dataclass(frozen=True, slots=True)
-class DotProblem:
-    """XLA's `DotProblemInfo`: batch, m, n, k and the element types."""
-
-    b: int
-    m: int
-    n: int
-    k: int
-    lhs_type: str
-    rhs_type: str
-    out_type: str
+#: XLA's `DotProblemInfo` (batch, m, n, k and the element types) is the GEMM as XLA's matmul table
+#: indexes it: one home for reading a GEMM's problem from an instruction (`gemm_spec`).
+DotProblem = GemmSpec
 
 
 def dot_supported(dot) -> bool:
@@ -148,16 +140,7 @@ def dot_supported(dot) -> bool:
 
 def dot_problem(dot) -> DotProblem:
     """The `DotProblem` of an HLO dot (see `dot_supported` for the shapes XLA's model accepts)."""
-    lb, lc = int_list_attribute(dot, "lhs_batch_dims"), int_list_attribute(dot, "lhs_contracting_dims")
-    rb, rc = int_list_attribute(dot, "rhs_batch_dims"), int_list_attribute(dot, "rhs_contracting_dims")
-    lhs, rhs = dot.operands
-    ld, rd = dims_of(lhs), dims_of(rhs)
-    l_free = [d for d in range(len(ld)) if d not in lb and d not in lc]
-    r_free = [d for d in range(len(rd)) if d not in rb and d not in rc]
-    return DotProblem(math.prod(ld[d] for d in lb), ld[l_free[0]] if l_free else 1,
-                      rd[r_free[0]] if r_free else 1, ld[lc[0]],
-                      first_array(lhs.shape).element_type, first_array(rhs.shape).element_type,
-                      first_array(dot.shape).element_type)
+    return gemm_spec(dot)
 
 
 def shared_memory_per_block(problem: DotProblem, tm: int, tn: int, bk: int, num_stages: int) -> int:
