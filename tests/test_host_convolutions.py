@@ -1,0 +1,97 @@
+"""Convolutions with feature groups and int8 matmuls on the host: which runtime XLA:CPU picks, and how the
+roofline prices them (`models._xla_cpu_convolution`, `measure._host`)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import xla_costmodel as xc
+from xla_costmodel.models import get_model
+from xla_costmodel.models._xla_cpu_convolution import (
+    GROUPED_CONV_RATE,
+    grouped_convolution_seconds,
+    runs_on_ynnpack,
+    ynn_grouped_convolutions,
+)
+
+from conftest import TEST_CPU
+
+
+def _conv(groups: int, features: int = 64, rank: int = 2):
+    spatial = "HW"[:rank] if rank == 2 else "H"
+    dn = (f"N{spatial}C", f"{spatial}IO", f"N{spatial}C")
+    x = jnp.ones((2,) + (16,) * rank + (features,), jnp.float32)
+    w = jnp.ones((3,) * rank + (features // groups, features), jnp.float32)
+
+    def fn(a, b):
+        return jax.lax.conv_general_dilated(a, b, (1,) * rank, "SAME", dimension_numbers=dn,
+                                            feature_group_count=groups)
+    return fn, (x, w)
+
+
+def _kernels(module):
+    return [h for h in module.entry.instructions if h.opcode not in ("parameter", "constant", "tuple")]
+
+
+@pytest.mark.parametrize("groups", [64, 4])
+def test_grouped_2d_conv_is_a_ynnpack_fusion_as_xla_compiles_it(groups):
+    # What XLA:CPU compiled: the convolution, groups and all, inside a `__ynn_fusion`.
+    fn, args = _conv(groups)
+    module = xc.from_jax(fn, *args)
+    (kernel,) = _kernels(module)
+    assert runs_on_ynnpack(kernel)
+    assert '"__ynn_fusion"' in kernel.raw_attributes.get("backend_config", "")
+    (conv,) = ynn_grouped_convolutions(kernel)
+    assert conv.groups == groups == kernel.fused_computation.root.attribute("feature_group_count")
+    # batch x positions x window x input features: the stencil copy YNNPACK walks.
+    assert conv.stencil_elements == 2 * 16 * 16 * 9 * 64
+    # Flops as XLA counts them (valid window positions only, padding left out).
+    assert conv.flops == jax.jit(fn).lower(*args).compile().cost_analysis()["flops"]
+
+
+def test_one_d_and_ungrouped_convs_are_not_priced_as_ynnpack_grouped():
+    # YNNPACK takes 2-D convolutions only: a 1-D depthwise one stays a lone `convolution` (Eigen).
+    module = xc.from_jax(*(lambda f, a: (f, *a))(*_conv(64, rank=1)))  # (fn, *args)
+    (kernel,) = _kernels(module)
+    assert kernel.opcode == "convolution" and not runs_on_ynnpack(kernel)
+    assert ynn_grouped_convolutions(kernel) == []
+    plain = xc.from_jax(*(lambda f, a: (f, *a))(*_conv(1)))
+    (kernel,) = _kernels(plain)
+    assert runs_on_ynnpack(kernel) and ynn_grouped_convolutions(kernel) == []
+
+
+def _host(rate: float | None):
+    measurements = {} if rate is None else {GROUPED_CONV_RATE: rate}
+    return TEST_CPU.replace(name="host", measurements=measurements)
+
+
+def test_depthwise_conv_is_priced_at_the_grouped_rate_not_the_gemm_rate():
+    fn, args = _conv(64)
+    (kernel,) = _kernels(xc.from_jax(fn, *args))
+    rate = 4e8  # stencil elements per second
+    roofline = get_model("roofline")
+    with_rate = roofline.estimate(kernel, _host(rate))
+    without = roofline.estimate(kernel, _host(None))
+    elements = 2 * 16 * 16 * 9 * 64
+    assert with_rate.details["grouped_conv_s"] == pytest.approx(elements / rate)
+    assert with_rate.compute_s >= elements / rate
+    # Without a measured rate (an older host measurement) the GEMM rate prices it, far lower.
+    assert "grouped_conv_s" not in without.details
+    assert without.compute_s < with_rate.compute_s / 10
+    # A GPU is never priced by the host's runtime.
+    assert grouped_convolution_seconds(kernel, xc.get_device("h100-sxm")) is None
+
+
+def test_int8_matmul_is_priced_at_the_measured_int8_rate():
+    a = jnp.asarray(np.ones((256, 256)), jnp.int8)
+    (kernel,) = _kernels(xc.from_jax(lambda x, y: jax.lax.dot(x, y, preferred_element_type=jnp.int32), a, a))
+    assert runs_on_ynnpack(kernel)
+    slow = TEST_CPU.replace(peak_matmul_flops_per_s={"f32": 1e11, "s8": 1e10})
+    fast = TEST_CPU.replace(peak_matmul_flops_per_s={"f32": 1e11, "s8": 1e12})
+    roofline = get_model("roofline")
+    flops = 2 * 256**3
+    assert roofline.estimate(kernel, slow).compute_s == pytest.approx(flops / 1e10, rel=0.01)
+    assert roofline.estimate(kernel, fast).compute_s == pytest.approx(flops / 1e12, rel=0.05)
