@@ -11,10 +11,10 @@ import pytest
 import xla_costmodel as xc
 from xla_costmodel.models import get_model
 from xla_costmodel.models._xla_cpu_convolution import (
-    GROUPED_CONV_RATE,
+    GROUPED_CONV_RATES,
     grouped_convolution_seconds,
+    grouped_convolutions,
     runs_on_ynnpack,
-    ynn_grouped_convolutions,
 )
 
 from conftest import TEST_CPU
@@ -44,7 +44,8 @@ def test_grouped_2d_conv_is_a_ynnpack_fusion_as_xla_compiles_it(groups):
     (kernel,) = _kernels(module)
     assert runs_on_ynnpack(kernel)
     assert '"__ynn_fusion"' in kernel.raw_attributes.get("backend_config", "")
-    (conv,) = ynn_grouped_convolutions(kernel)
+    (conv,) = grouped_convolutions(kernel)
+    assert conv.runtime == "ynn"
     assert conv.groups == groups == kernel.fused_computation.root.attribute("feature_group_count")
     # batch x positions x window x input features: the stencil copy YNNPACK walks.
     assert conv.stencil_elements == 2 * 16 * 16 * 9 * 64
@@ -52,19 +53,25 @@ def test_grouped_2d_conv_is_a_ynnpack_fusion_as_xla_compiles_it(groups):
     assert conv.flops == jax.jit(fn).lower(*args).compile().cost_analysis()["flops"]
 
 
-def test_one_d_and_ungrouped_convs_are_not_priced_as_ynnpack_grouped():
-    # YNNPACK takes 2-D convolutions only: a 1-D depthwise one stays a lone `convolution` (Eigen).
-    module = xc.from_jax(*(lambda f, a: (f, *a))(*_conv(64, rank=1)))  # (fn, *args)
-    (kernel,) = _kernels(module)
+@pytest.mark.parametrize("features, rank", [(64, 1), (8, 2)])
+def test_convs_ynnpack_does_not_take_stay_lone_eigen_convolutions(features, rank):
+    # YNNPACK takes 2-D convolutions of more than 16 features only: a 1-D depthwise one, or one of 8
+    # features, stays a lone `convolution` (Eigen's ConvolutionThunk).
+    fn, args = _conv(features, features=features, rank=rank)
+    (kernel,) = _kernels(xc.from_jax(fn, *args))
     assert kernel.opcode == "convolution" and not runs_on_ynnpack(kernel)
-    assert ynn_grouped_convolutions(kernel) == []
-    plain = xc.from_jax(*(lambda f, a: (f, *a))(*_conv(1)))
-    (kernel,) = _kernels(plain)
-    assert runs_on_ynnpack(kernel) and ynn_grouped_convolutions(kernel) == []
+    (conv,) = grouped_convolutions(kernel)
+    assert conv.runtime == "eigen" and conv.groups == features
+
+
+def test_ungrouped_convs_are_left_to_the_gemm_rate():
+    fn, args = _conv(1)
+    (kernel,) = _kernels(xc.from_jax(fn, *args))
+    assert runs_on_ynnpack(kernel) and grouped_convolutions(kernel) == []
 
 
 def _host(rate: float | None):
-    measurements = {} if rate is None else {GROUPED_CONV_RATE: rate}
+    measurements = {} if rate is None else {key: rate for key in GROUPED_CONV_RATES.values()}
     return TEST_CPU.replace(name="host", measurements=measurements)
 
 
@@ -81,6 +88,11 @@ def test_depthwise_conv_is_priced_at_the_grouped_rate_not_the_gemm_rate():
     # Without a measured rate (an older host measurement) the GEMM rate prices it, far lower.
     assert "grouped_conv_s" not in without.details
     assert without.compute_s < with_rate.compute_s / 10
+    # The Eigen path has its own measured rate.
+    fn, args = _conv(8, features=8)
+    (lone,) = _kernels(xc.from_jax(fn, *args))
+    eigen = TEST_CPU.replace(measurements={GROUPED_CONV_RATES["ynn"]: rate, GROUPED_CONV_RATES["eigen"]: rate / 2})
+    assert roofline.estimate(lone, eigen).details["grouped_conv_s"] == pytest.approx(2 * 16 * 16 * 9 * 8 / (rate / 2))
     # A GPU is never priced by the host's runtime.
     assert grouped_convolution_seconds(kernel, xc.get_device("h100-sxm")) is None
 

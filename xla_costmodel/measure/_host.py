@@ -89,19 +89,25 @@ def _benchmarks(fast: bool) -> list[tuple[str, Callable[[], dict[str, float]]]]:
             return {f"matmul_{dtype_name}_flops_per_s": 2 * n**3 / best}
         return run
 
-    def grouped_conv():
-        # A depthwise convolution (one feature per group), which XLA:CPU hands to YNNPACK: its stencil
-        # copy and per-group dots run at a per-element rate far below the GEMM's, whatever the flops
-        # (`models._xla_cpu_convolution`). Rate: stencil elements (batch x positions x window x features)
-        # per second. More than 16 features, else XLA keeps the convolution for itself.
-        batch, side, feat = (1, 16, 32) if fast else (4, 32, 64)
-        rng = np.random.default_rng(0)
-        x = put(rng.standard_normal((batch, side, side, feat)).astype(np.float32))
-        w = put(rng.standard_normal((3, 3, 1, feat)).astype(np.float32))
-        fn = jax.jit(lambda a, b: jax.lax.conv_general_dilated(
-            a, b, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=feat))
-        best = min(_timeit(fn, (x, w), min_reps=reps, budget_s=budget))
-        return {"grouped_conv_elements_per_s": batch * side * side * 9 * feat / best}
+    def grouped_conv(runtime: str):
+        # A depthwise convolution (one feature per group). With more than 16 features XLA:CPU hands it to
+        # YNNPACK, whose stencil copy and per-group dots run at a per-element rate far below the GEMM's,
+        # whatever the flops; with 16 or fewer it stays a lone convolution, run by Eigen one group after
+        # another (`models._xla_cpu_convolution`). Rate: stencil elements (batch x positions x window x
+        # features) per second.
+        def run():
+            if runtime == "ynn":
+                batch, side, feat = (1, 16, 32) if fast else (4, 32, 64)
+            else:
+                batch, side, feat = (1, 16, 8) if fast else (2, 64, 8)
+            rng = np.random.default_rng(0)
+            x = put(rng.standard_normal((batch, side, side, feat)).astype(np.float32))
+            w = put(rng.standard_normal((3, 3, 1, feat)).astype(np.float32))
+            fn = jax.jit(lambda a, b: jax.lax.conv_general_dilated(
+                a, b, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=feat))
+            best = min(_timeit(fn, (x, w), min_reps=reps, budget_s=budget))
+            return {f"{runtime}_grouped_conv_elements_per_s": batch * side * side * 9 * feat / best}
+        return run
 
     def elementwise():
         # Arrays (1 MiB at most) that stay in cache, so this is throughput, not DRAM
@@ -141,7 +147,8 @@ def _benchmarks(fast: bool) -> list[tuple[str, Callable[[], dict[str, float]]]]:
         ("matmul bf16", matmul("bf16")),
         ("matmul f64", matmul("f64")),
         ("matmul s8", matmul("s8")),
-        ("grouped convolution", grouped_conv),
+        ("grouped convolution (YNNPACK)", grouped_conv("ynn")),
+        ("grouped convolution (Eigen)", grouped_conv("eigen")),
         ("elementwise", elementwise),
         ("dispatch overhead", dispatch),
         ("kernel launch overhead", kernel_launch),
@@ -175,8 +182,8 @@ def measure_host(*, fast: bool = False, progress: bool = True, save: bool = True
     """Measure this machine's CPU with jax and return it as the `"host"` DeviceSpec.
 
     Runs: a large-array copy (DRAM bandwidth), square matmuls in f32, bf16,
-    f64 and int8 -> int32 (FLOP/s; `s8`), a depthwise convolution (stencil
-    elements/s, the rate of YNNPACK's convolutions with feature groups), an in-cache elementwise multiply-add and `exp`
+    f64 and int8 -> int32 (FLOP/s; `s8`), depthwise convolutions (stencil
+    elements/s: the rates of YNNPACK's and Eigen's convolutions with feature groups), an in-cache elementwise multiply-add and `exp`
     (elements/s), a tiny jitted function (dispatch overhead of a whole
     program, kept in `measurements`), and empty kernels timed from a profiler
     trace (`kernel_launch_overhead_s`: what one more kernel costs).

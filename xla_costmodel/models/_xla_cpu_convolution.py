@@ -24,10 +24,18 @@ rate, whatever its size. Measured on a 2-core AMD EPYC (Zen 4), NHWC
 So a grouped convolution's time follows its stencil elements
 (`batch · output positions · window size · input features`), not its
 flops. The host measurement times a depthwise convolution
-(`measure_host`, `grouped_conv_elements_per_s`); a YNNPACK convolution with
+(`measure_host`, `ynn_grouped_conv_elements_per_s`); a YNNPACK convolution with
 groups is priced at that rate per stencil element instead of at the GEMM
 rate per flop. For few wide groups (4 groups of 16 above) this is up to 2x
 high: an upper estimate, where the GEMM rate was 20-100x low.
+
+A convolution YNNPACK does not take (1-D or 3-D, 16 features or fewer, other
+layouts) stays a lone `convolution`, run by Eigen (`ConvolutionThunk`), which
+runs the groups one after another over strided slices of the input: on the
+same machine 2.9-9.8 ns per stencil element (NHWC, 3 to 16 features, 1x9,
+9x1 and 3x3 windows; 0.32 ns without groups). `measure_host` times one
+(`eigen_grouped_conv_elements_per_s`, 8 features in 8 groups, 3x3), and a
+lone grouped convolution is priced at that rate.
 """
 
 from __future__ import annotations
@@ -37,11 +45,12 @@ from dataclasses import dataclass
 
 from ..analysis._library import convolution_flops
 
-__all__ = ["GROUPED_CONV_RATE", "GroupedConvolution", "grouped_convolution_seconds", "runs_on_ynnpack",
-           "ynn_grouped_convolutions"]
+__all__ = ["GROUPED_CONV_RATES", "GroupedConvolution", "grouped_convolution_seconds", "grouped_convolutions",
+           "runs_on_ynnpack"]
 
-#: The host measurement (`DeviceSpec.measurements`) that prices a grouped convolution run by YNNPACK.
-GROUPED_CONV_RATE = "grouped_conv_elements_per_s"
+#: The host measurement (`DeviceSpec.measurements`, stencil elements per second) that prices a convolution with
+#: feature groups, by the runtime XLA:CPU hands it to.
+GROUPED_CONV_RATES = {"ynn": "ynn_grouped_conv_elements_per_s", "eigen": "eigen_grouped_conv_elements_per_s"}
 
 _YNN_MARK = "__ynn_fusion"
 
@@ -60,19 +69,21 @@ def runs_on_ynnpack(kernel) -> bool:
 class GroupedConvolution:
     """One convolution with feature groups inside a YNNPACK fusion.
 
-    **Attributes:** `name`; `groups` (`feature_group_count`); `stencil_elements`
+    **Attributes:** `name`; `runtime` (`"ynn"`: inside a YNNPACK fusion; `"eigen"`: a lone
+    convolution, Eigen's); `groups` (`feature_group_count`); `stencil_elements`
     (`batch · output positions · window size · input features`, the im2col
     copy YNNPACK makes and walks); `flops` (XLA's count, 2 per multiply-add
     over the valid positions).
     """
 
     name: str
+    runtime: str
     groups: int
     stencil_elements: float
     flops: float
 
 
-def _grouped(h) -> GroupedConvolution | None:
+def _grouped(h, runtime: str) -> GroupedConvolution | None:
     groups = int(h.attribute("feature_group_count", 1) or 1)
     if groups <= 1 or len(h.operands) != 2:
         return None
@@ -85,29 +96,37 @@ def _grouped(h) -> GroupedConvolution | None:
         flops = convolution_flops(h, lhs, rhs, out)
     except (AttributeError, IndexError, KeyError, TypeError):
         return None
-    return GroupedConvolution(h.name, groups, float(elements), float(flops))
+    return GroupedConvolution(h.name, runtime, groups, float(elements), float(flops))
 
 
-def ynn_grouped_convolutions(kernel) -> list[GroupedConvolution]:
-    """The convolutions with feature groups of a YNNPACK fusion (empty for any other kernel)."""
-    if not runs_on_ynnpack(kernel):
+def grouped_convolutions(kernel) -> list[GroupedConvolution]:
+    """The convolutions with feature groups a kernel runs: those of a YNNPACK fusion, or the kernel itself
+    when it is a lone convolution (Eigen's); empty for any other kernel."""
+    if kernel.opcode == "convolution":
+        found = _grouped(kernel, "eigen")
+        return [found] if found is not None else []
+    if not runs_on_ynnpack(kernel) or kernel.fused_computation is None:
         return []
-    comp = kernel.fused_computation
-    if comp is None:
-        return []
-    return [g for h in comp.instructions if h.opcode == "convolution" and (g := _grouped(h)) is not None]
+    return [g for h in kernel.fused_computation.instructions
+            if h.opcode == "convolution" and (g := _grouped(h, "ynn")) is not None]
 
 
 def grouped_convolution_seconds(kernel, device) -> tuple[float, float] | None:
-    """`(seconds, flops)` of the grouped convolutions of a YNNPACK fusion on a measured host: their
-    stencil elements at the measured rate, and the flops that rate replaces. None where the kernel has
-    none, or the device is not a host that measured the rate (a GPU, an older host measurement)."""
+    """`(seconds, flops)` of the convolutions with feature groups a kernel runs on a measured host: their
+    stencil elements at the measured rate of their runtime, and the flops that rate replaces. None where
+    the kernel has none, or the device is not a host that measured the rate (a GPU, an older host
+    measurement)."""
     if getattr(device, "kind", None) != "cpu":
         return None
-    rate = float((getattr(device, "measurements", None) or {}).get(GROUPED_CONV_RATE, 0.0) or 0.0)
-    if not rate > 0:
-        return None
-    convs = ynn_grouped_convolutions(kernel)
+    convs = grouped_convolutions(kernel)
     if not convs:
         return None
-    return sum(c.stencil_elements for c in convs) / rate, sum(c.flops for c in convs)
+    measured = getattr(device, "measurements", None) or {}
+    seconds = flops = 0.0
+    for conv in convs:
+        rate = float(measured.get(GROUPED_CONV_RATES[conv.runtime], 0.0) or 0.0)
+        if not rate > 0:
+            return None
+        seconds += conv.stencil_elements / rate
+        flops += conv.flops
+    return seconds, flops
