@@ -183,8 +183,8 @@ def measure_host(*, fast: bool = False, progress: bool = True, save: bool = True
 
     Runs: a large-array copy (DRAM bandwidth), square matmuls in f32, bf16,
     f64 and int8 -> int32 (FLOP/s; `s8`), depthwise convolutions (stencil
-    elements/s: the rates of YNNPACK's and Eigen's convolutions with feature groups), an in-cache elementwise multiply-add and `exp`
-    (elements/s), a tiny jitted function (dispatch overhead of a whole
+    elements/s: the rates of YNNPACK's and Eigen's convolutions with feature
+    groups), an in-cache elementwise multiply-add and `exp` (elements/s), a tiny jitted function (dispatch overhead of a whole
     program, kept in `measurements`), and empty kernels timed from a profiler
     trace (`kernel_launch_overhead_s`: what one more kernel costs).
     Takes a few seconds (`fast=True`: well under one, with less accurate numbers).
