@@ -4,7 +4,7 @@ Each program is measured with `xla_costmodel.measure` (per-kernel times on this 
 `analyze(..., device="host", model=...)` for `roofline` and `fitted`; one line per kernel with the ratio
 priced / measured. The programs: a plain, a dilated, a depthwise and a 4-group 2-D convolution (YNNPACK
 fusions on XLA:CPU), lone Eigen convolutions with groups (12 features; a 9x1 blur of 3 channels; 1-D
-depthwise), and int8 x int8 -> int32 dots. See docs/host_convolutions.md.
+depthwise), an f64 grouped convolution (XLA's own loop), and int8 x int8 -> int32 dots. See docs/host_convolutions.md.
 
     python scripts/bench_host_convolutions.py [NAME ...]
 """
@@ -45,6 +45,8 @@ def programs() -> dict:
         "eigen_dw1d": (lambda x, w: jax.lax.conv_general_dilated(
             x, w, (1,), "SAME", feature_group_count=64, dimension_numbers=("NHC", "HIO", "NHC")),
             (arr((8, 1024, 64)), arr((3, 1, 64)))),
+        "loop_f64_groups8": (lambda x, w: _conv(x, w, feature_group_count=8),
+                             (np.ones((2, 64, 64, 8)), np.ones((3, 3, 1, 8)))),
         "int8dot": (lambda a, b: jax.lax.dot(a, b, preferred_element_type=jnp.int32), (a, b)),
         "f32dot": (lambda a, b: a @ b, (a.astype(jnp.float32), b.astype(jnp.float32))),
     }
@@ -57,12 +59,23 @@ def main(names: list[str]) -> None:
         sys.exit(f"bench_host_convolutions: unknown program(s) {', '.join(unknown)}; choose from {', '.join(table)}")
     for name in names or list(table):
         fn, args = table[name]
-        measured = xc.measure(fn, *args, progress=False)
-        priced = {m: xc.analyze(fn, *args, device="host", model=m) for m in ("roofline", "fitted")}
-        priced = {m: d[d.opcode != "parameter"].time_s.tolist() for m, d in priced.items()}
-        for i, (op, t) in enumerate(zip(measured.hlo_op, measured.min_per_launch_s)):
-            parts = "  ".join(f"{m} {v[i] * 1e6:9.0f} µs ({v[i] / t:6.3f}x)" for m, v in priced.items())
-            print(f"{name:14s} {op:26s} measured {t * 1e6:9.0f} µs  {parts}", flush=True)
+        if name.startswith("loop_f64"):
+            # f64 needs x64 mode for the whole measurement and pricing.
+            with jax.enable_x64(True):
+                args = tuple(jnp.asarray(a, jnp.float64) for a in args)
+                _report(name, fn, args)
+            continue
+        _report(name, fn, args)
+
+
+def _report(name, fn, args) -> None:
+    """One line per kernel: measured, and each model's price with its ratio to the measurement."""
+    measured = xc.measure(fn, *args, progress=False)
+    priced = {m: xc.analyze(fn, *args, device="host", model=m) for m in ("roofline", "fitted")}
+    priced = {m: d[d.opcode != "parameter"].time_s.tolist() for m, d in priced.items()}
+    for i, (op, t) in enumerate(zip(measured.hlo_op, measured.min_per_launch_s)):
+        parts = "  ".join(f"{m} {v[i] * 1e6:9.0f} µs ({v[i] / t:6.3f}x)" for m, v in priced.items())
+        print(f"{name:16s} {op:26s} measured {t * 1e6:9.0f} µs  {parts}", flush=True)
 
 
 if __name__ == "__main__":

@@ -83,16 +83,16 @@ def test_depthwise_conv_is_priced_at_the_grouped_rate_not_the_gemm_rate():
     with_rate = roofline.estimate(kernel, _host(rate))
     without = roofline.estimate(kernel, _host(None))
     elements = 2 * 16 * 16 * 9 * 64
-    assert with_rate.details["grouped_conv_s"] == pytest.approx(elements / rate)
+    assert with_rate.details["runtime_conv_s"] == pytest.approx(elements / rate)
     assert with_rate.compute_s >= elements / rate
     # Without a measured rate (an older host measurement) the GEMM rate prices it, far lower.
-    assert "grouped_conv_s" not in without.details
+    assert "runtime_conv_s" not in without.details
     assert without.compute_s < with_rate.compute_s / 10
     # The Eigen path has its own measured rate.
     fn, args = _conv(8, features=8)
     (lone,) = _kernels(xc.from_jax(fn, *args))
     eigen = TEST_CPU.replace(measurements={GROUPED_CONV_RATES["ynn"]: rate, GROUPED_CONV_RATES["eigen"]: rate / 2})
-    assert roofline.estimate(lone, eigen).details["grouped_conv_s"] == pytest.approx(2 * 16 * 16 * 9 * 8 / (rate / 2))
+    assert roofline.estimate(lone, eigen).details["runtime_conv_s"] == pytest.approx(2 * 16 * 16 * 9 * 8 / (rate / 2))
     # A GPU is never priced by the host's runtime.
     assert grouped_convolution_seconds(kernel, xc.get_device("h100-sxm")) is None
 
@@ -107,3 +107,34 @@ def test_int8_matmul_is_priced_at_the_measured_int8_rate():
     flops = 2 * 256**3
     assert roofline.estimate(kernel, slow).compute_s == pytest.approx(flops / 1e10, rel=0.01)
     assert roofline.estimate(kernel, fast).compute_s == pytest.approx(flops / 1e12, rel=0.05)
+
+
+def _f64_conv(groups: int):
+    def fn(a, b):
+        return jax.lax.conv_general_dilated(a, b, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"),
+                                            feature_group_count=groups)
+    with jax.enable_x64(True):
+        x, w = jnp.ones((2, 16, 16, 8), jnp.float64), jnp.ones((3, 3, 8 // groups, 8), jnp.float64)
+        return xc.from_jax(fn, x, w)
+
+
+@pytest.mark.parametrize("groups", [1, 8])
+def test_f64_convs_run_in_xlas_loop_as_compiled(groups):
+    # Eigen takes f16/f32 only and YNNPACK more than 16 features: XLA's own loop runs these (grouped ones
+    # after XLA expands the groups into one ungrouped convolution with a block-diagonal kernel).
+    from xla_costmodel.models._xla_cpu_convolution import LOOP_CONV_RATE, convolution_runtime, loop_convolution_seconds
+
+    module = _f64_conv(groups)
+    (conv,) = [h for h in module.entry.instructions if h.opcode == "convolution"]
+    assert int(conv.attribute("feature_group_count", 1) or 1) == 1
+    assert convolution_runtime(conv) == "loop" and grouped_convolutions(conv) == []
+    host = TEST_CPU.replace(measurements={LOOP_CONV_RATE: 1e9})
+    seconds, flops = loop_convolution_seconds(conv, host)
+    assert seconds == pytest.approx(flops / 2 / 1e9)
+    estimate = get_model("roofline").estimate(conv, host)
+    assert estimate.details["runtime_conv_s"] == pytest.approx(seconds)
+    assert estimate.compute_s == pytest.approx(seconds, rel=0.01)
+    # An f32 convolution of the same form is Eigen's.
+    fn, args = _conv(8, features=8)
+    (lone,) = _kernels(xc.from_jax(fn, *args))
+    assert convolution_runtime(lone) == "eigen" and loop_convolution_seconds(lone, host) is None

@@ -109,6 +109,24 @@ def _benchmarks(fast: bool) -> list[tuple[str, Callable[[], dict[str, float]]]]:
             return {f"{runtime}_grouped_conv_elements_per_s": batch * side * side * 9 * feat / best}
         return run
 
+    def loop_conv():
+        # An f64 convolution of 8 features: neither YNNPACK (16 features or fewer) nor Eigen (f16/f32 only)
+        # takes it, so XLA's own emitted loop runs it, one multiply-add at a time, as it runs every
+        # convolution Eigen does not take (`models._xla_cpu_convolution`). Rate: multiply-adds per second.
+        batch, side, feat = (1, 8, 8) if fast else (2, 32, 8)
+        rng = np.random.default_rng(0)
+        with jax.enable_x64(True):
+            x = put(rng.standard_normal((batch, side, side, feat)))
+            w = put(rng.standard_normal((3, 3, feat, feat)))
+            # SAME padding, as most convolutions have: the loop checks the bounds of each window element
+            # (here 2x64x64x8: 0.24 ns per multiply-add padded, 0.10 unpadded; 16 features 0.51).
+            fn = jax.jit(lambda a, b: jax.lax.conv_general_dilated(
+                a, b, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")))
+            best = min(_timeit(fn, (x, w), min_reps=reps, budget_s=budget))
+        # XLA's count of multiply-adds: the valid (output, window) pairs of each spatial dimension.
+        valid = 3 * side - 2
+        return {"loop_conv_macs_per_s": batch * valid * valid * feat * feat / best}
+
     def elementwise():
         # Arrays (1 MiB at most) that stay in cache, so this is throughput, not DRAM
         # bandwidth. Two sizes: the slope between them leaves out the per-call cost.
@@ -149,6 +167,7 @@ def _benchmarks(fast: bool) -> list[tuple[str, Callable[[], dict[str, float]]]]:
         ("matmul s8", matmul("s8")),
         ("grouped convolution (YNNPACK)", grouped_conv("ynn")),
         ("grouped convolution (Eigen)", grouped_conv("eigen")),
+        ("convolution loop", loop_conv),
         ("elementwise", elementwise),
         ("dispatch overhead", dispatch),
         ("kernel launch overhead", kernel_launch),
@@ -173,6 +192,8 @@ def _describe(key: str, value: float) -> str:
         return f"{value / 1e9:.3g} GB/s"
     if key.endswith("_flops_per_s"):
         return f"{value / 1e9:.3g} GFLOP/s"
+    if key.endswith("_macs_per_s"):
+        return f"{value / 1e9:.3g} GMAC/s"
     if key.endswith("_elements_per_s"):
         return f"{value / 1e9:.3g} Gelem/s"
     return f"{value * 1e6:.3g} µs"
@@ -184,7 +205,8 @@ def measure_host(*, fast: bool = False, progress: bool = True, save: bool = True
     Runs: a large-array copy (DRAM bandwidth), square matmuls in f32, bf16,
     f64 and int8 -> int32 (FLOP/s; `s8`), depthwise convolutions (stencil
     elements/s: the rates of YNNPACK's and Eigen's convolutions with feature
-    groups), an in-cache elementwise multiply-add and `exp` (elements/s), a tiny jitted function (dispatch overhead of a whole
+    groups), an f64 convolution run by XLA's own loop (multiply-adds/s), an
+    in-cache elementwise multiply-add and `exp` (elements/s), a tiny jitted function (dispatch overhead of a whole
     program, kept in `measurements`), and empty kernels timed from a profiler
     trace (`kernel_launch_overhead_s`: what one more kernel costs).
     Takes a few seconds (`fast=True`: well under one, with less accurate numbers).
