@@ -328,9 +328,11 @@ def test_host_measurement(host_cache):
     assert spec.core_count == len(os.sched_getaffinity(0))
     assert spec.fpus_per_core >= 1 and spec.clock_rate_ghz > 0
     for key in ("copy_bandwidth_bytes_per_s", "matmul_f32_flops_per_s", "matmul_bf16_flops_per_s",
-                "matmul_f64_flops_per_s", "elementwise_f32_elements_per_s", "exp_f32_elements_per_s"):
+                "matmul_f64_flops_per_s", "matmul_s8_flops_per_s", "ynn_grouped_conv_elements_per_s",
+                "eigen_grouped_conv_elements_per_s", "loop_conv_macs_per_s",
+                "elementwise_f32_elements_per_s", "exp_f32_elements_per_s"):
         assert spec.measurements[key] > 0, key
-    assert set(spec.peak_matmul_flops_per_s) == {"f32", "bf16", "f64"}
+    assert set(spec.peak_matmul_flops_per_s) == {"f32", "bf16", "f64", "s8"}
     assert spec.memory_bandwidth_bytes_per_s == spec.measurements["copy_bandwidth_bytes_per_s"]
     # A jitted no-op takes microseconds to dispatch, not nanoseconds or seconds.
     assert 1e-7 < spec.kernel_launch_overhead_s < 1e-2

@@ -166,7 +166,7 @@ def _fact_value(fact: str, value) -> str:
 
 
 # Bumped whenever what `measure_host` measures changes, so older caches are not reused.
-MEASUREMENT_VERSION = 3
+MEASUREMENT_VERSION = 4  # 4: int8 matmul, grouped-convolution and convolution-loop rates
 
 
 def host_key() -> str:

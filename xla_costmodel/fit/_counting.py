@@ -8,6 +8,7 @@ import math
 
 from ..analysis._library import cholesky_flops, library_work, triangular_solve_flops
 from ..analysis._opcodes import CONTROL_FLOW_OPCODES, NO_WORK_IN_KERNEL_OPCODES
+from ..models._xla_cpu_convolution import runs_on_ynnpack
 
 from ._features import (
     _add,
@@ -384,14 +385,17 @@ def _first_kernel(kernel) -> bool:
 def emitter(kernel) -> str:
     """How XLA:CPU runs a kernel: `"loop"` (code it emits), `"ynn"` (a YNNPACK
     fusion), `"eigen"` (an Eigen matmul/convolution) or `"other"` (a runtime
-    call: FFT, sort, LAPACK, top-k).
+    call: FFT, sort, LAPACK, top-k, or a custom fusion of another library).
+    Which fusion YNNPACK runs is `models._xla_cpu_convolution.runs_on_ynnpack`'s.
 
     A dot on its own goes to Eigen unless it is a matrix-vector product or
     tiny (m·n·k ≤ 8), which XLA emits as a loop (its GEMV / naive emitters).
     """
     op = kernel.opcode
     if op == "fusion":
-        return "ynn" if kernel.fusion_kind == "kCustom" else "loop"
+        if kernel.fusion_kind != "kCustom":
+            return "loop"
+        return "ynn" if runs_on_ynnpack(kernel) else "other"
     if op in _DOTS:
         try:
             _, m, n, k = _dot_dims(kernel)

@@ -76,12 +76,56 @@ def _benchmarks(fast: bool) -> list[tuple[str, Callable[[], dict[str, float]]]]:
             n = 128 if fast else 1024
             # f64 needs x64 mode; leave the caller's setting alone for the others.
             with jax.enable_x64(True) if dtype_name == "f64" else contextlib.nullcontext():
-                dtype = {"f32": jnp.float32, "bf16": jnp.bfloat16, "f64": jnp.float64}[dtype_name]
                 rng = np.random.default_rng(0)
-                a, b = (put(rng.standard_normal((n, n)).astype(dtype)) for _ in range(2))
-                best = min(_timeit(jax.jit(jnp.matmul), (a, b), min_reps=reps, budget_s=budget))
+                if dtype_name == "s8":
+                    # int8 x int8 -> int32, as a quantized matmul asks for it (YNNPACK's s8 dot).
+                    a, b = (put(rng.integers(-100, 100, (n, n)).astype(np.int8)) for _ in range(2))
+                    fn = jax.jit(lambda x, y: jax.lax.dot(x, y, preferred_element_type=jnp.int32))
+                else:
+                    dtype = {"f32": jnp.float32, "bf16": jnp.bfloat16, "f64": jnp.float64}[dtype_name]
+                    a, b = (put(rng.standard_normal((n, n)).astype(dtype)) for _ in range(2))
+                    fn = jax.jit(jnp.matmul)
+                best = min(_timeit(fn, (a, b), min_reps=reps, budget_s=budget))
             return {f"matmul_{dtype_name}_flops_per_s": 2 * n**3 / best}
         return run
+
+    def grouped_conv(runtime: str):
+        # A depthwise convolution (one feature per group). With more than 16 features XLA:CPU hands it to
+        # YNNPACK, whose stencil copy and per-group dots run at a per-element rate far below the GEMM's,
+        # whatever the flops; with 16 or fewer it stays a lone convolution, run by Eigen one group after
+        # another (`models._xla_cpu_convolution`). Rate: stencil elements (batch x positions x window x
+        # features) per second.
+        def run():
+            if runtime == "ynn":
+                batch, side, feat = (1, 16, 32) if fast else (4, 32, 64)
+            else:
+                batch, side, feat = (1, 16, 8) if fast else (2, 64, 8)
+            rng = np.random.default_rng(0)
+            x = put(rng.standard_normal((batch, side, side, feat)).astype(np.float32))
+            w = put(rng.standard_normal((3, 3, 1, feat)).astype(np.float32))
+            fn = jax.jit(lambda a, b: jax.lax.conv_general_dilated(
+                a, b, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC"), feature_group_count=feat))
+            best = min(_timeit(fn, (x, w), min_reps=reps, budget_s=budget))
+            return {f"{runtime}_grouped_conv_elements_per_s": batch * side * side * 9 * feat / best}
+        return run
+
+    def loop_conv():
+        # An f64 convolution of 8 features: neither YNNPACK (16 features or fewer) nor Eigen (f16/f32 only)
+        # takes it, so XLA's own emitted loop runs it, one multiply-add at a time, as it runs every
+        # convolution Eigen does not take (`models._xla_cpu_convolution`). Rate: multiply-adds per second.
+        batch, side, feat = (1, 8, 8) if fast else (2, 32, 8)
+        rng = np.random.default_rng(0)
+        with jax.enable_x64(True):
+            x = put(rng.standard_normal((batch, side, side, feat)))
+            w = put(rng.standard_normal((3, 3, feat, feat)))
+            # SAME padding, as most convolutions have: the loop checks the bounds of each window element
+            # (here 2x64x64x8: 0.24 ns per multiply-add padded, 0.10 unpadded; 16 features 0.51).
+            fn = jax.jit(lambda a, b: jax.lax.conv_general_dilated(
+                a, b, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")))
+            best = min(_timeit(fn, (x, w), min_reps=reps, budget_s=budget))
+        # XLA's count of multiply-adds: the valid (output, window) pairs of each spatial dimension.
+        valid = 3 * side - 2
+        return {"loop_conv_macs_per_s": batch * valid * valid * feat * feat / best}
 
     def elementwise():
         # Arrays (1 MiB at most) that stay in cache, so this is throughput, not DRAM
@@ -120,6 +164,10 @@ def _benchmarks(fast: bool) -> list[tuple[str, Callable[[], dict[str, float]]]]:
         ("matmul f32", matmul("f32")),
         ("matmul bf16", matmul("bf16")),
         ("matmul f64", matmul("f64")),
+        ("matmul s8", matmul("s8")),
+        ("grouped convolution (YNNPACK)", grouped_conv("ynn")),
+        ("grouped convolution (Eigen)", grouped_conv("eigen")),
+        ("convolution loop", loop_conv),
         ("elementwise", elementwise),
         ("dispatch overhead", dispatch),
         ("kernel launch overhead", kernel_launch),
@@ -144,6 +192,8 @@ def _describe(key: str, value: float) -> str:
         return f"{value / 1e9:.3g} GB/s"
     if key.endswith("_flops_per_s"):
         return f"{value / 1e9:.3g} GFLOP/s"
+    if key.endswith("_macs_per_s"):
+        return f"{value / 1e9:.3g} GMAC/s"
     if key.endswith("_elements_per_s"):
         return f"{value / 1e9:.3g} Gelem/s"
     return f"{value * 1e6:.3g} µs"
@@ -152,9 +202,11 @@ def _describe(key: str, value: float) -> str:
 def measure_host(*, fast: bool = False, progress: bool = True, save: bool = True) -> DeviceSpec:
     """Measure this machine's CPU with jax and return it as the `"host"` DeviceSpec.
 
-    Runs: a large-array copy (DRAM bandwidth), square matmuls in f32, bf16 and
-    f64 (FLOP/s), an in-cache elementwise multiply-add and `exp`
-    (elements/s), a tiny jitted function (dispatch overhead of a whole
+    Runs: a large-array copy (DRAM bandwidth), square matmuls in f32, bf16,
+    f64 and int8 -> int32 (FLOP/s; `s8`), depthwise convolutions (stencil
+    elements/s: the rates of YNNPACK's and Eigen's convolutions with feature
+    groups), an f64 convolution run by XLA's own loop (multiply-adds/s), an
+    in-cache elementwise multiply-add and `exp` (elements/s), a tiny jitted function (dispatch overhead of a whole
     program, kept in `measurements`), and empty kernels timed from a profiler
     trace (`kernel_launch_overhead_s`: what one more kernel costs).
     Takes a few seconds (`fast=True`: well under one, with less accurate numbers).
@@ -231,7 +283,7 @@ def measure_host(*, fast: bool = False, progress: bool = True, save: bool = True
             else results["dispatch_overhead_s"]
         ),
         dram_to_l2_transaction_bytes=caches.get("line", 64),
-        peak_matmul_flops_per_s={d: results[f"matmul_{d}_flops_per_s"] for d in ("f32", "bf16", "f64")},
+        peak_matmul_flops_per_s={d: results[f"matmul_{d}_flops_per_s"] for d in ("f32", "bf16", "f64", "s8")},
         measurements=results,
         source=(f"measured on {socket.gethostname()} at {stamp} with jax {jax.__version__}"
                 f"{' (fast mode)' if fast else ''}"),

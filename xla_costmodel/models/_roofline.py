@@ -37,6 +37,7 @@ from ..analysis._opcodes import COLLECTIVE_OPCODES, CONTROL_FLOW_OPCODES, is_fre
 from ._base import FusionByMaterializing, KernelEstimate, dominant_bound, register_model, warn_unpriced
 from ._kernel_costs import CostContext, kernel_costs, shape_size_cached
 from ._library_calls import library_call_estimate
+from ._xla_cpu_convolution import grouped_convolution_seconds, loop_convolution_seconds
 
 _INT_PREFIXES = ("s", "u", "pred")
 
@@ -121,6 +122,15 @@ class RooflineModel(FusionByMaterializing):
             rate = device.matmul_flops_per_s(costs.matmul_dtype) if self.matrix_units else \
                 self.vector_flops_per_s(device, costs.matmul_dtype)
             compute += mm / rate
+        grouped = None
+        if self.matrix_units:
+            grouped = grouped_convolution_seconds(kernel, device) or loop_convolution_seconds(kernel, device)
+        if grouped is not None:
+            # YNNPACK and Eigen run a convolution with feature groups at a measured per-element rate, and
+            # XLA's own loop runs the convolutions Eigen does not take one multiply-add at a time: not at
+            # the GEMM rate (`_xla_cpu_convolution`).
+            grouped_s, grouped_flops = grouped
+            compute += grouped_s - (min(grouped_flops, mm) / rate if mm else 0.0)
         read = 0.0
         for operand, total in zip(kernel.operands, costs.operand_bytes):
             read += min(float(shape_size_cached(operand.shape)), float(total))
@@ -143,6 +153,7 @@ class RooflineModel(FusionByMaterializing):
                 "bytes_written": written,
                 "bytes_accessed": nbytes,
                 "intensity": flops / nbytes if nbytes else math.inf,
+                **({"runtime_conv_s": grouped[0]} if grouped is not None else {}),
             },
         )
 
