@@ -465,6 +465,7 @@ PRIVATE_IMPORTS_ALLOWED = {
     ("models/_sort.py", "analysis._shapes"),
     ("models/_sort.py", "analysis._sort"),
     ("models/_sort.py", "hlo._shape"),
+    ("models/_xla_cpu_convolution.py", "analysis._library"),
     ("models/_tiled.py", "analysis._kernel"),
     ("models/_tiled.py", "analysis._opcodes"),
     ("models/_tiled.py", "analysis._shapes"),

@@ -47,3 +47,4 @@ from ._plugins import ModelPluginError as ModelPluginError
 from ._autotune import AutotunedModule as AutotunedModule
 from ._autotune import GemmConfig as GemmConfig
 from ._autotune import autotune_gemms as autotune_gemms
+from ._xla_cpu_convolution import runs_on_ynnpack as runs_on_ynnpack
