@@ -8,7 +8,7 @@ import math
 
 from ..analysis._library import cholesky_flops, library_work, triangular_solve_flops
 from ..analysis._opcodes import CONTROL_FLOW_OPCODES, NO_WORK_IN_KERNEL_OPCODES
-from ..models import runs_on_ynnpack
+from ..models import grouped_convolutions, runs_on_ynnpack
 
 from ._features import (
     _add,
@@ -453,6 +453,8 @@ def features_of(kernel, device="host", *, task_bytes: int = TASK_BYTES) -> dict[
         else:
             costs, util = _utilization(kernel, comp)
         _fusion_ops(comp, util, acc)
+        if how == "ynn":
+            _add(acc, "ynn_grouped_conv_elements", sum(g.stencil_elements for g in grouped_convolutions(kernel)))
         params = comp.parameters
         classes = _parameter_classes(comp.root, lambda h: h.opcode == "parameter" and h.computation is comp)
         for i, p in enumerate(params):

@@ -43,7 +43,12 @@ kernel (a fusion, or an instruction run as its own kernel):
   rate), with `conv_windows` (batch ×
   output positions × window size) and `conv_groups` (the same times the
   feature groups, which Eigen runs one after the other; 0 for one group)
-  for its convolutions; `red_<dtype>`: operations of
+  for its convolutions; `ynn_grouped_conv_elements`: the stencil
+  elements (`batch · output positions · window size · input features`, the
+  im2col copy YNNPACK walks) of the convolutions with feature groups inside a
+  YNNPACK fusion, which run per element at a scalar rate, not per flop at the
+  GEMM rate (`models._xla_cpu_convolution`; their flops stay in
+  `matmul_<dtype>`, so this weight is their extra cost); `red_<dtype>`: operations of
   reducers and combiners (reduce, reduce-window, scatter,
   select-and-scatter) times the elements they fold, each into a running
   value; `sort_cmp`: comparisons of sorts (n·⌈log₂ d⌉);
@@ -123,7 +128,7 @@ def _feature_names() -> tuple[str, ...]:
     names += [f"red_{d}" for d in OP_DTYPES]
     names += [f"matmul_{d}" for d in MATMUL_DTYPES]
     names += ["matmul_batch", "dot_flops", "conv_flops", "conv_flops_transposed", "conv_windows", "conv_groups",
-              "sort_cmp", "fft_flops",
+              "ynn_grouped_conv_elements", "sort_cmp", "fft_flops",
               "solver_flops"]
     names += ["lib_elements", "memcpy_bytes"]
     names += ["launch", "kernel_thunk", "first", "lib_ynn", "lib_eigen", "lib_other", "tasks"]

@@ -55,6 +55,7 @@ _UNITS = {
     "solver_flops": "flop",
     "conv_windows": "window position",
     "conv_groups": "group window position",
+    "ynn_grouped_conv_elements": "stencil element",
     "kernel_thunk": "launch",
     "first": "launch",
     "launch": "launch",

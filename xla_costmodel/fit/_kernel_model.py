@@ -18,6 +18,7 @@ from ..models._resolve import resolve_device
 from ._counting import features_of
 from ._context import CONTEXT_FEATURE_GROUPS, CONTEXT_FEATURES, context_features
 from ._features import FEATURE_GROUPS, FEATURES, FeatureError
+from ._measured_rates import priced_at_measured_rates
 
 #: The part of a prediction (compute, memory, launch) each column adds to, kernel and context features alike.
 COLUMN_GROUPS: dict[str, str] = {**FEATURE_GROUPS, **CONTEXT_FEATURE_GROUPS}
@@ -101,9 +102,13 @@ class FeatureCostModel(FusionByMaterializing):
         are the parts of the prediction due to arithmetic, data movement and
         launching; `details` has `features` (the nonzero ones),
         `contributions` (seconds per feature, for the linear model),
-        `flops`, `bytes_accessed`, and `unsupported`: features this kernel
+        `flops`, `bytes_accessed`, `unsupported`: features this kernel
         has that no training kernel had (their cost is not modelled; `note`
-        says so).
+        says so), and `measured_rates` where such a feature's work is priced
+        at a rate the host measured instead (`fit._measured_rates`: a linear
+        model's grouped convolutions on YNNPACK and int8 matmuls; by
+        feature: `count`, `measurement`, `per_second`, `seconds`, and
+        `replaces_s`, what the fitted weights charged for the same work).
 
         **Raises:** `CalibrationError` when the model is not fitted and the
         device has no (valid) saved calibration.
@@ -125,16 +130,42 @@ class FeatureCostModel(FusionByMaterializing):
             warn_unpriced(self.name, kernel, str(exc))
             return KernelEstimate.unpriced(str(exc))
         compute, memory, launch, time_s, contrib = model._explain(x)
+        measured = priced_at_measured_rates(model, kernel, dev, x) if contrib is not None else []
+        if measured:
+            # Work no training kernel had, at the host's measured rate (`_measured_rates`), in place of
+            # what the fitted weights charged for it.
+            for part in measured:
+                for name, seconds in part.replaces_s.items():
+                    contrib[name] = contrib.get(name, 0.0) - seconds
+                contrib[part.feature] = contrib.get(part.feature, 0.0) + part.seconds
+            contrib = {n: c for n, c in contrib.items() if abs(c) > 1e-18}
+            compute, memory, launch = (float(sum(c for n, c in contrib.items() if COLUMN_GROUPS.get(n) == g))
+                                       for g in ("compute", "memory", "launch"))
+            time_s = float(sum(contrib.values()))
         time_s = max(float(time_s), TIME_FLOOR_S)
-        unsupported = model.unsupported_features(x)
+        rated = {p.feature for p in measured}
+        unsupported = [f for f in model.unsupported_features(x) if f not in rated]
         flops, nbytes = flops_and_bytes(kernel)
-        note = ("no training kernel had " + ", ".join(unsupported) + ": their cost is not modelled") if unsupported else ""
+        notes = []
+        if measured:
+            notes.append("no training kernel had " + ", ".join(
+                f"{p.feature} (priced at this host's measured {p.measurement}, {p.per_second:.3g}/s)"
+                for p in measured))
+        if unsupported:
+            notes.append("no training kernel had " + ", ".join(unsupported) + ": their cost is not modelled")
+        note = "; ".join(notes)
         details: dict[str, Any] = {
             "flops": flops,
             "bytes_accessed": nbytes,
             "features": {k: v for k, v in x.items() if v},
             "unsupported": unsupported,
         }
+        if measured:
+            details["measured_rates"] = {
+                p.feature: {"count": p.count, "measurement": p.measurement, "per_second": p.per_second,
+                            "seconds": p.seconds, "replaces_s": dict(p.replaces_s)}
+                for p in measured
+            }
         if contrib is not None:
             details["contributions"] = contrib
         return KernelEstimate(

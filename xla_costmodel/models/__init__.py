@@ -48,3 +48,7 @@ from ._autotune import AutotunedModule as AutotunedModule
 from ._autotune import GemmConfig as GemmConfig
 from ._autotune import autotune_gemms as autotune_gemms
 from ._xla_cpu_convolution import runs_on_ynnpack as runs_on_ynnpack
+# How XLA:CPU runs grouped convolutions and what they cost at the host's measured rates (fit prices them too).
+from ._xla_cpu_convolution import GROUPED_CONV_RATES as GROUPED_CONV_RATES
+from ._xla_cpu_convolution import grouped_convolution_seconds as grouped_convolution_seconds
+from ._xla_cpu_convolution import grouped_convolutions as grouped_convolutions
