@@ -138,3 +138,26 @@ def test_an_ungrouped_ynnpack_convolution_is_priced_by_the_weights_alone():
     measured, unmeasured = model.estimate(kernel, MEASURED), model.estimate(kernel, UNMEASURED)
     assert "measured_rates" not in measured.details and measured.note == ""
     assert measured.time_s == unmeasured.time_s == pytest.approx(_by_weights(model, kernel, MEASURED), rel=1e-12)
+
+
+def test_learned_keeps_its_trees_ratio_over_a_baseline_that_prices_the_work_at_the_measured_rate():
+    import numpy as np
+    import pandas as pd
+
+    from xla_costmodel.fit import FEATURES, LearnedModel
+
+    rng = np.random.default_rng(0)
+    rows = pd.DataFrame(0.0, index=range(60), columns=list(FEATURES))
+    rows["launch"] = 1.0
+    rows["lib_ynn"] = 1.0
+    rows["matmul_f32"] = rng.uniform(1e5, 1e8, 60)
+    rows["lib_elements"] = rng.uniform(1e3, 1e6, 60)
+    times = 1e-6 + 6.4e-12 * rows["matmul_f32"] + 5e-11 * rows["lib_elements"]
+    model = LearnedModel(max_iter=20).fit(rows, times)
+    kernel = _kernel(_conv_module(32))
+    measured, unmeasured = model.estimate(kernel, MEASURED), model.estimate(kernel, UNMEASURED)
+    part = measured.details["measured_rates"]["ynn_grouped_conv_elements"]
+    assert part["per_second"] == YNN_RATE and "measured_rates" not in unmeasured.details
+    base = model.baseline_._explain(features_of(kernel, MEASURED))[3]
+    rebased = base - sum(part["replaces_s"].values()) + part["seconds"]
+    assert measured.time_s / unmeasured.time_s == pytest.approx(rebased / base, rel=1e-9)

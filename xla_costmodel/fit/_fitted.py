@@ -238,6 +238,9 @@ class FittedModel(FeatureCostModel, RegressorMixin, BaseEstimator):
             raise ValueError("this FittedModel was fitted on unnamed columns; fit it on a kernel_features table")
         return compute, memory, launch, float(parts.sum()), contrib
 
+    def _linear_part(self):
+        return self
+
     # ---------------------------------------------------------- persistence
     def to_calibration(self) -> dict:
         """The model part of a calibration file (weights by feature, hyper-parameters, support)."""

@@ -106,7 +106,8 @@ class FeatureCostModel(FusionByMaterializing):
         has that no training kernel had (their cost is not modelled; `note`
         says so), and `measured_rates` where such a feature's work is priced
         at a rate the host measured instead (`fit._measured_rates`: a linear
-        model's grouped convolutions on YNNPACK and int8 matmuls; by
+        model's grouped convolutions on YNNPACK and int8 matmuls, or the
+        linear baseline of a `learned` one, its trees' ratio kept; by
         feature: `count`, `measurement`, `per_second`, `seconds`, and
         `replaces_s`, what the fitted weights charged for the same work).
 
@@ -130,8 +131,16 @@ class FeatureCostModel(FusionByMaterializing):
             warn_unpriced(self.name, kernel, str(exc))
             return KernelEstimate.unpriced(str(exc))
         compute, memory, launch, time_s, contrib = model._explain(x)
-        measured = priced_at_measured_rates(model, kernel, dev, x) if contrib is not None else []
-        if measured:
+        linear = model._linear_part()
+        measured = priced_at_measured_rates(linear, kernel, dev, x) if linear is not None else []
+        if measured and contrib is None:
+            # Trees over a linear baseline predict the ratio to it: the baseline prices the work no
+            # training kernel had at the measured rate, the trees' ratio stays.
+            base = float(linear._explain(x)[3])
+            rebased = base + sum(p.seconds - sum(p.replaces_s.values()) for p in measured)
+            scaled = time_s * max(rebased, TIME_FLOOR_S) / max(base, TIME_FLOOR_S)
+            compute, time_s = max(compute + scaled - time_s, 0.0), scaled
+        elif measured:
             # Work no training kernel had, at the host's measured rate (`_measured_rates`), in place of
             # what the fitted weights charged for it.
             for part in measured:
@@ -177,6 +186,11 @@ class FeatureCostModel(FusionByMaterializing):
             note=note,
             details=details,
         )
+
+    def _linear_part(self):
+        """The fitted linear model (per-feature weights and support) under this model's prediction, whose
+        unsupported work `_measured_rates` prices at measured rates; None where there is none."""
+        return None
 
     def unsupported_features(self, x: dict[str, float]) -> list[str]:
         support = getattr(self, "support_", None)

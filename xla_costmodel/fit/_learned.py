@@ -137,6 +137,9 @@ class LearnedModel(FeatureCostModel, RegressorMixin, BaseEstimator):
         compute = max(t - launch - memory, 0.0)
         return compute, memory, launch, t, None
 
+    def _linear_part(self):
+        return getattr(self, "baseline_", None)
+
     # ---------------------------------------------------------- persistence
     def to_calibration(self) -> dict:
         """Hyper-parameters for a calibration file (the datasets and checks are added by `calibrate`)."""
