@@ -70,7 +70,7 @@ class _MemoryGuard:
                 command, largest = self._seen[pid]
                 self._seen[pid] = (command, max(largest, rss))
                 alive.add(pid)
-                if rss > self.limit_bytes:
+                if rss > self.limit_bytes and self._unique_bytes(child) > self.limit_bytes:
                     os.kill(pid, signal.SIGKILL)
                     alive.discard(pid)
                     del self._seen[pid]
@@ -86,6 +86,15 @@ class _MemoryGuard:
                 with self._lock:
                     self.vanished.append(f"process {pid} ({command}) ended after reaching {_gb(largest)} resident "
                                          f"(the guard's limit is {_gb(self.limit_bytes)})")
+
+    def _unique_bytes(self, child) -> int:
+        """Memory only `child` holds (USS). A child forked from the test process (multiprocessing, Ray's
+        helpers) starts with the parent's pages in its resident set, shared until written: killing it for
+        them would blame the child for the parent's size."""
+        try:
+            return child.memory_full_info().uss
+        except (self._psutil.AccessDenied, AttributeError):
+            return child.memory_info().rss
 
     def report(self) -> list[str]:
         with self._lock:
