@@ -3,7 +3,7 @@
 XLA's `*.thunk_sequence.txt` names every kernel it launches with its grid and
 threads per block. Each kernel thunk is named after the fusion (or lone
 instruction) of the optimized module that it runs, with `.` and `-` turned
-into `_`. For each such kernel, `models.launch_dimensions` (our emitter model)
+into `_` (a sort kernel after its sort, also inside the fusion XLA wraps it in). For each such kernel, `models.launch_dimensions` (our emitter model)
 is asked about XLA's own fused instruction, so a mismatch is the emitter
 model's alone, never the fusion simulation's.
 
@@ -74,9 +74,16 @@ def _kernel_instructions(module) -> dict[str, Any]:
     from ._simulate import fusible_computations
 
     out: dict[str, Any] = {}
-    for comp in fusible_computations(module):
+    comps = fusible_computations(module)
+    for comp in comps:
         for instr in comp.instructions:
             out.setdefault(_kernel_name(instr.name), instr)
+    # A sort kernel is named after its sort, also where XLA wrapped the sort in a fusion.
+    for comp in comps:
+        for instr in comp.instructions:
+            body = instr.fused_computation if instr.opcode == "fusion" else None
+            if body is not None and body.root is not None and body.root.opcode == "sort":
+                out.setdefault(_kernel_name(body.root.name), instr)
     return out
 
 

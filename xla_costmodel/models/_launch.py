@@ -40,7 +40,11 @@ from ..hlo._fusion_engine import select_in_body
 # XLA constants (transpose.cc, reduction_utils.h, launch_dimensions.cc); the emitter facts'
 # own (tiled transposes, race-free reductions) are in `analysis._emission`.
 TRANSPOSE_TILE = 32
-TRANSPOSE_ROWS = 8
+# The MLIR transpose emitter XLA:GPU runs today (emitters/transpose.cc): 4 rows of 32 threads
+# per block (128), and vectorized loads of at most 4 bytes. The 8-row, 16-byte constants are an
+# older revision's; XLA's own thunk sequence (fusion._launch_conformance) launches 128 threads.
+TRANSPOSE_ROWS = 4
+TRANSPOSE_MAX_VECTOR_BYTES = 4
 THREADS_PER_BLOCK_TARGET = 256
 WARP_SCHEDULERS = 4
 FALLBACK_THREADS = 128
@@ -197,7 +201,7 @@ def _multirow(kernel, roots, dims, device):
 
 
 def transpose_launch(tr: TransposeDescription, device) -> tuple[int, int]:
-    """XLA's `TransposeFusion` launch: tiles of 32 (x vector) and 8 x 32 threads."""
+    """XLA's `TransposeFusion` launch: tiles of 32 (x vector) and 4 x 32 threads."""
     in_shape = list(tr.input_dimensions)
     perm = tr.permutation
     r = len(in_shape)
@@ -222,7 +226,7 @@ def transpose_launch(tr: TransposeDescription, device) -> tuple[int, int]:
         counts = counts_for(in_shape[-1])
     else:
         counts = counts_for(1)
-        vec = 16 // max(size, 1)
+        vec = TRANSPOSE_MAX_VECTOR_BYTES // max(size, 1)
         while vec > 1:
             elems = vec * vec
             enough_work = math.prod(counts) * threads >= elems * device.core_count * device.threads_per_core_limit
@@ -233,6 +237,74 @@ def transpose_launch(tr: TransposeDescription, device) -> tuple[int, int]:
                 break
             vec //= 2
     return max(math.prod(counts), 1), threads
+
+
+SCATTER_WARPS_PER_BLOCK = 4
+SCATTER_MAX_VECTOR_BITS = 128
+
+
+def _flag(instr, name: str) -> bool:
+    return bool(instr.attribute(name, False))
+
+
+def scatter_launch(kernel, roots, scatter, device, max_unroll: int = 4) -> tuple[int, int, str]:
+    """XLA's `CreateScatterFusion` (emitters/scatter.cc): (blocks, threads, detail).
+
+    Sorted, non-unique indices with more slices than 4 warps per SM can hold get the
+    distributed-indices emitter (4 warps per block, several indices per warp); every other
+    scatter distributes its updates like a loop over the first update operand, with the
+    vector size the slice allows, and whole warps per block.
+    """
+    warp = warp_size(device)
+    n = (len(scatter.operands) - 1) // 2
+    indices = first_array(scatter.operands[n].shape)
+    updates = first_array(scatter.operands[n + 1].shape)
+    output = first_array(scatter.operands[0].shape)
+    num_slices = indices.dims[0] if indices.dims else 1
+    index_vector_length = indices.dims[1] if len(indices.dims) > 1 else 1
+    slice_shape = list(updates.dims[1:])
+    per_slice = math.prod(slice_shape)
+    max_active_warps = SCATTER_WARPS_PER_BLOCK * device.core_count
+    if _flag(scatter, "indices_are_sorted") and not _flag(scatter, "unique_indices") and num_slices > max_active_warps:
+        valid = 1
+        for i in range(index_vector_length):
+            valid *= output.dims[i] - (slice_shape[i] if i < len(slice_shape) else 1) + 1
+        per_warp = _ceil(num_slices, max(max_active_warps, valid))
+        max_indices = SCATTER_MAX_VECTOR_BITS // max(element_bits(indices), 1)
+        if index_vector_length == 1 and per_warp > max_indices:
+            per_warp = _round_up(per_warp, max_indices)
+        blocks = _ceil(num_slices, per_warp * SCATTER_WARPS_PER_BLOCK)
+        return blocks, SCATTER_WARPS_PER_BLOCK * warp, f"scatter, distributed indices ({per_warp} per warp)"
+    _, _, unroll = loop_launch(kernel, roots, device, shape=updates, max_unroll=max_unroll)
+    vector = math.gcd(per_slice, unroll) if per_slice else 1
+    blocks, threads = _calculate(elements(updates), vector, device)
+    return blocks, _round_up(threads, warp), f"scatter, distributed updates (vector {vector})"
+
+
+SORT_UNROLL = 4
+
+
+def sort_launch(sort, device) -> tuple[int, int, str]:
+    """XLA's bitonic sort kernel (`llvm_ir::EmitSortInPlace`) for the masks below its
+    shared-memory tile: (blocks, threads, detail).
+
+    The tile is the sorted dimension rounded up to a power of two, capped by the block's thread
+    limit x 4 and the shared memory one element of each operand takes; a block sorts a tile
+    with tile/4 threads. A sort longer than its tile also runs one untiled kernel per larger
+    mask; this is the launch of the tiled kernel, the one every sort has.
+    """
+    keys = first_array(sort.operands[0].shape)
+    dim = int(sort.attribute("dimensions", (0,))[0])
+    bound = keys.dims[dim]
+    stages = max(bound - 1, 0).bit_length()
+    element_bytes = sum(max(element_bits(first_array(o.shape)) // 8, 1) for o in sort.operands)
+    shmem = device.shared_memory_per_block_bytes or 48 * 1024
+    tile = min(device.threads_per_block_limit * SORT_UNROLL, shmem // max(element_bytes, 1), 1 << stages)
+    tile = 1 << (max(tile, 1).bit_length() - 1)
+    per_dim = _ceil(_round_up(bound, tile), SORT_UNROLL)
+    iterations = elements(keys) // max(bound, 1) * per_dim
+    threads = max(1, tile // SORT_UNROLL)
+    return _ceil(iterations, threads), threads, f"sort of {bound} along dimension {dim}, tile {tile}"
 
 
 def fallback_launch(roots) -> tuple[int, int]:
@@ -294,6 +366,17 @@ def _loop_fusion_roots(kernel) -> list | None:
     return roots
 
 
+def _sort_root(kind: str, roots):
+    """The sort a sort kernel runs: a lone sort, or the sort root of a fusion XLA made around it
+    (a `kCustom` fusion with no backend kind, its iota operands fused in)."""
+    if kind not in ("sort", "custom") or len(roots) != 1:
+        return None
+    root = roots[0]
+    if root.opcode == "sort":
+        return root
+    return None
+
+
 def launch_dimensions(kernel, device, *, max_unroll: int = 4) -> LaunchDimensions:
     """The emitter XLA:GPU would pick for `kernel` and its launch grid.
 
@@ -326,10 +409,15 @@ def launch_dimensions(kernel, device, *, max_unroll: int = 4) -> LaunchDimension
         return LaunchDimensions(kind, blocks, threads, unroll, hero.name)
     if kind == "scatter":
         scatter = roots[0]
-        n = (len(scatter.operands) - 1) // 2
-        upd = first_array(scatter.operands[n + 1].shape) if n >= 1 else first_array(scatter.shape)
-        blocks, threads = _calculate(elements(upd), 1, device)
+        if (len(scatter.operands) - 1) // 2 >= 1:
+            blocks, threads, detail = scatter_launch(kernel, roots, scatter, device, max_unroll)
+            return LaunchDimensions(kind, blocks, threads, 1, scatter.name, detail)
+        blocks, threads = _calculate(elements(first_array(scatter.shape)), 1, device)
         return LaunchDimensions(kind, blocks, threads, 1, scatter.name)
+    sort = _sort_root(kind, roots)
+    if sort is not None:
+        blocks, threads, detail = sort_launch(sort, device)
+        return LaunchDimensions("sort", blocks, threads, 1, sort.name, detail)
     if kind == "dynamic-update-slice":
         upd = first_array(roots[0].operands[1].shape)
         blocks, threads = _calculate(elements(upd), 1, device)
