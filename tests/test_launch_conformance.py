@@ -1,0 +1,62 @@
+"""Our emitter model's launch grids against XLA:GPU's thunk sequence, kernel by kernel.
+
+The tests that compile need the CUDA plugin (`jax_plugins.xla_cuda12`); they compile with XLA:GPU
+without a GPU and skip with a reason where it is missing. The equal shares asserted are the ones
+measured: every kernel of these programs that the comparison finds gets XLA's grid and block size
+(`scripts/fusion_conformance.py --grids --program ...`)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("jax")
+
+from xla_costmodel.fusion import _conformance as conf  # noqa: E402
+from xla_costmodel.fusion import _launch_conformance as grids  # noqa: E402
+from xla_costmodel.gpu_compile import gpu_compile_available  # noqa: E402
+
+needs_plugin = pytest.mark.skipif(not gpu_compile_available(),
+                                  reason="jax_plugins.xla_cuda12 is not installed: no deviceless XLA:GPU compile")
+
+THUNKS = """001: kCopy         [source       | next=002 (1)] kCopy
+002: kCustomKernel [prev=001 (1) | next=003 (1)] sort_7_1 grid: [32, 1, 1] threads: [512, 1, 1]  shared_memory: 0 bytes
+003: kCustomKernel [prev=002 (1) | sink        ] loop_add_fusion grid: [2, 3, 1] threads: [128, 2, 1]  shared_memory: 2048 bytes
+"""
+
+
+def test_read_thunk_launches():
+    launches = grids.read_thunk_launches(THUNKS)
+    assert [t.kernel for t in launches] == ["sort_7_1", "loop_add_fusion"]  # the copy is no kernel
+    second = launches[1]
+    assert (second.grid, second.threads, second.shared_memory_bytes) == ((2, 3, 1), (128, 2, 1), 2048)
+    assert (second.num_blocks, second.threads_per_block) == (6, 256)
+
+
+@needs_plugin
+@pytest.mark.parametrize("program, emitters", [
+    # a row and a column reduction, a tiled transpose (128 threads), a loop
+    ("harness:layernorm_transpose", {"reduction", "transpose", "loop"}),
+    # scatters: the emitter's distributed updates, in whole warps
+    ("zoo:gather_scatter", {"scatter", "loop"}),
+    # bitonic sorts in XLA's sort fusions (tile/4 threads a block)
+    ("zoo:sort_topk", {"sort"}),
+])
+def test_launch_grids_equal_xla(program, emitters):
+    table = grids.compare_launch_grids(conf.compile_with_fusion_dumps(program, device="h100-sxm"))
+    assert len(table) > 0
+    assert emitters <= set(table.emitter)
+    bad = table[~table.equal]
+    assert bad.empty, bad[["kernel", "emitter", "detail", "xla_grid", "xla_threads", "ours_blocks",
+                           "ours_threads_per_block"]].to_string()
+    summary = grids.summarize_launch_grids(table)
+    assert summary["share_equal"] == 1.0 and summary["mismatch_causes"] == {}
+
+
+@needs_plugin
+def test_unmatched_kernels_are_reported_not_guessed():
+    # XLA's TopK custom kernel ("topk") has no instruction of that name: a row with cause "unmatched"
+    table = grids.compare_launch_grids(conf.compile_with_fusion_dumps("harness:sort_topk", device="h100-sxm"))
+    bad = table[~table.equal]
+    assert list(bad.kernel) == ["topk"] and list(bad.cause) == ["unmatched"]
+    assert bad.ours_blocks.isna().all()
+    assert table[table.equal].emitter.tolist().count("sort") == 1
