@@ -7,6 +7,8 @@ measured: every kernel of these programs that the comparison finds gets XLA's gr
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 pytest.importorskip("jax")
@@ -40,6 +42,8 @@ def test_read_thunk_launches():
     ("zoo:gather_scatter", {"scatter", "loop"}),
     # bitonic sorts in XLA's sort fusions (tile/4 threads a block)
     ("zoo:sort_topk", {"sort"}),
+    # a 2,048-long sort in one tiled kernel, and XLA's TopK custom kernel ("topk")
+    ("harness:sort_topk", {"sort", "library"}),
 ])
 def test_launch_grids_equal_xla(program, emitters):
     table = grids.compare_launch_grids(conf.compile_with_fusion_dumps(program, device="h100-sxm"))
@@ -52,11 +56,34 @@ def test_launch_grids_equal_xla(program, emitters):
     assert summary["share_equal"] == 1.0 and summary["mismatch_causes"] == {}
 
 
-@needs_plugin
-def test_unmatched_kernels_are_reported_not_guessed():
-    # XLA's TopK custom kernel ("topk") has no instruction of that name: a row with cause "unmatched"
-    table = grids.compare_launch_grids(conf.compile_with_fusion_dumps("harness:sort_topk", device="h100-sxm"))
-    bad = table[~table.equal]
-    assert list(bad.kernel) == ["topk"] and list(bad.cause) == ["unmatched"]
-    assert bad.ours_blocks.isna().all()
-    assert table[table.equal].emitter.tolist().count("sort") == 1
+MODULE = """HloModule m, is_scheduled=true
+
+%fused_add (p0: f32[256,1024]) -> f32[256,1024] {
+  %p0 = f32[256,1024]{1,0} parameter(0)
+  ROOT %add.1 = f32[256,1024]{1,0} add(%p0, %p0)
+}
+
+ENTRY %main (x: f32[256,1024]) -> f32[256,1024] {
+  %x = f32[256,1024]{1,0} parameter(0)
+  ROOT %loop_add_fusion.1 = f32[256,1024]{1,0} fusion(%x), kind=kLoop, calls=%fused_add
+}
+"""
+
+
+def test_compare_launch_grids_on_a_dump_without_compiling():
+    # 262,144 f32 elements: under 132 SMs x 2,048 threads, so no unrolling: 2,048 blocks of 128
+    thunks = ("001: kCustomKernel [source | sink] loop_add_fusion_1 grid: [2048, 1, 1] threads: [128, 1, 1]  "
+              "shared_memory: 0 bytes\n"
+              "002: kCustomKernel [source | sink] no_such_kernel grid: [1, 1, 1] threads: [32, 1, 1]  "
+              "shared_memory: 0 bytes\n")
+    dump = conf.GpuCompileDump(program="hand", device="h100-sxm", dump_dir="", before_fusion_text="",
+                               after_fusion_text="", fusion_log_text="", thunk_text=thunks,
+                               optimized_text=MODULE)
+    table = grids.compare_launch_grids(dump)
+    first, second = table.iloc[0], table.iloc[1]
+    assert (first.kernel, first.emitter, first.ours_blocks, first.ours_threads_per_block, first.equal) == (
+        "loop_add_fusion_1", "loop", 2048, 128, True)
+    # a kernel no instruction is named after is reported, not guessed
+    assert second.cause == "unmatched" and not second.equal and math.isnan(second.ours_blocks)
+    summary = grids.summarize_launch_grids(table)
+    assert (summary["kernels"], summary["equal"], summary["mismatch_causes"]) == (2, 1, {"unmatched": 1})

@@ -21,6 +21,8 @@ from typing import Any
 
 import pandas as pd
 
+from ._simulate import fusible_computations
+
 __all__ = ["ThunkLaunch", "compare_launch_grids", "read_thunk_launches", "summarize_launch_grids"]
 
 _THUNK = re.compile(r"^\s*\d+:\s*(\w+)\s*\[[^\]]*\]\s*(\S+)\s+grid:\s*\[([\d,\s]+)\]\s*threads:\s*\[([\d,\s]+)\]"
@@ -71,8 +73,6 @@ def _kernel_name(name: str) -> str:
 def _kernel_instructions(module) -> dict[str, Any]:
     """Kernel name -> instruction over every computation that is not a fusion body (while bodies,
     conditionals and called computations launch kernels too)."""
-    from ._simulate import fusible_computations
-
     out: dict[str, Any] = {}
     comps = fusible_computations(module)
     for comp in comps:
@@ -114,12 +114,15 @@ def compare_launch_grids(dump, *, device: Any = None) -> pd.DataFrame:
     dev = get_device(device or dump.device) if isinstance(device or dump.device, str) else device
     module = parse_hlo(dump.optimized_text)
     instrs = _kernel_instructions(module)
+    # XLA's TopK custom kernel is called "topk" whichever call it runs: take the calls in order
+    topk = [i for c in fusible_computations(module) for i in c.instructions
+            if i.opcode == "custom-call" and i.attribute("custom_call_target", "") == "__gpu$TopK"]
     rows = []
     for t in read_thunk_launches(dump.thunk_text):
         row: dict[str, Any] = {"program": dump.program, "device": dev.name, "kernel": t.kernel,
                                "xla_blocks": t.num_blocks, "xla_threads_per_block": t.threads_per_block,
                                "xla_grid": list(t.grid), "xla_threads": list(t.threads)}
-        instr = instrs.get(t.kernel)
+        instr = topk.pop(0) if t.kernel == "topk" and topk else instrs.get(t.kernel)
         if instr is None:
             row.update(opcode="", fusion_kind="", emitter="", detail="", ours_blocks=None,
                        ours_threads_per_block=None, same_blocks=False, same_threads=False, equal=False,

@@ -32,7 +32,7 @@ from ..analysis._emission import (
     tiled_transpose,
     warp_size,
 )
-from ..analysis._library import real_outputs
+from ..analysis._library import custom_call_target, real_outputs
 from ..analysis._shapes import array_leaves, element_bits, elements, elements_recursive, first_array
 from ..analysis._tiling import TilingError, configured_tiling, dims_of, propagate
 from ..hlo._fusion_engine import select_in_body
@@ -307,6 +307,26 @@ def sort_launch(sort, device) -> tuple[int, int, str]:
     return _ceil(iterations, threads), threads, f"sort of {bound} along dimension {dim}, tile {tile}"
 
 
+TOPK_TARGET = "__gpu$TopK"
+TOPK_THREADS_PER_K = 512 * 16  # kEstimatedThreadsPerBlock x kMaxKValue
+TOPK_MAX_THREADS = 1024
+
+
+def topk_launch(call) -> tuple[int, int, str]:
+    """XLA's TopK custom kernel (`topk_custom_kernel.cc`): one block per batch row, threads
+    `min(8192 // k, 1024, bit_floor(n / bit_ceil(k)))` (k values stay in registers, and each
+    thread needs a slice of at least k)."""
+    operand = first_array(call.operands[0].shape)
+    out = first_array(call.shape)
+    n = operand.dims[-1] if operand.dims else 1
+    k = max(out.dims[-1] if out.dims else 1, 1)
+    batch = elements(operand) // max(n, 1)
+    min_slice = n // (1 << (k - 1).bit_length())
+    min_slice = 1 << (min_slice.bit_length() - 1) if min_slice else 0
+    threads = max(min(TOPK_THREADS_PER_K // k, TOPK_MAX_THREADS, min_slice), 1)
+    return max(batch, 1), threads, f"TopK of {k} in {n}"
+
+
 def fallback_launch(roots) -> tuple[int, int]:
     """XLA's fallback: 128 threads per block, one thread per element of root 0 (of a library call's
     real outputs: the workspace and status leaves of its result tuple are not work)."""
@@ -426,6 +446,9 @@ def launch_dimensions(kernel, device, *, max_unroll: int = 4) -> LaunchDimension
         grid = triton_launch(kernel, device)
         if grid is not None:
             return LaunchDimensions(kind, grid[0], grid[1], 1, roots[0].name, grid[2])
+    if kind == "library" and custom_call_target(kernel) == TOPK_TARGET:
+        blocks, threads, detail = topk_launch(kernel)
+        return LaunchDimensions(kind, blocks, threads, 1, kernel.name, detail)
     blocks, threads = fallback_launch(roots)
     return LaunchDimensions(kind, blocks, threads, 1, heroes[0].name if heroes else "")
 
