@@ -9,7 +9,7 @@ on XLA's exact input to priority fusion, compared with XLA's own log and output
 fusion kinds), the first round of the pass where the two runs diverge and its cause.
 
     .venv/bin/python scripts/fusion_conformance.py [--device h100-sxm a100-80gb] [--set zoo corpus harness]
-        [--program zoo:mlp_grad ...] [--dump-dir DIR] [--out rows.csv] [--json]
+        [--program zoo:mlp_grad ...] [--dump-dir DIR] [--out rows.csv] [--json] [--grids | --scans]
 
 With `--dump-dir`, dumps are kept per program and device and a later run reuses them (no compile).
 Progress goes to stderr; the table and the summary to stdout.
@@ -140,8 +140,10 @@ def grids(progs: list[str], args) -> int:
     cols = ["program", "device", "kernel", "emitter", "detail", "xla_grid", "xla_threads", "ours_blocks",
             "ours_threads_per_block", "cause"]
     with pd.option_context("display.width", 250, "display.max_rows", 1000, "display.max_colwidth", 60):
-        print("mismatches:")
-        print(table.loc[~table["equal"].astype(bool), cols].to_string(index=False))
+        mism = table.loc[~table["equal"].astype(bool), cols]
+        print("mismatches:" if len(mism) else "mismatches: none")
+        if len(mism):
+            print(mism.to_string(index=False))
     for k, s in summary.items():
         print(f"\n{k}: {s['equal']}/{s['kernels']} kernels with XLA's grid and block size ({s['share_equal']:.1%})")
         print("  equal by emitter: " + ", ".join(f"{e}: {v}" for e, v in s["equal_by_emitter"].items()))
