@@ -200,8 +200,60 @@ def _multirow(kernel, roots, dims, device):
     return _ceil(d1, kept), kept * reduced, f"multi-row reduction {list(dims)}"
 
 
+SHMEM_BANKS = 32
+SHMEM_BANK_BITS = 32
+
+
+def packed_transpose_blocks(tr: TransposeDescription) -> int | None:
+    """Blocks of XLA's `PackedTranspose` emitter (`GetPackedTransposeTileSizes`), which XLA:GPU
+    picks over the plain transpose emitter for elements narrower than a shared-memory bank
+    (4 bytes) when the tile fills enough of its (32 x vector)^2 shared-memory square; None when
+    it does not apply.
+
+    The normalized transpose is put in XLA's canonical form [..., T2, A, T1, B] (a unit B when
+    the minor dimension moves, a unit A when none sits between the two swapped dimensions);
+    T1, A and T2 are tiled up to the square's side, and the grid is one block per output tile.
+    """
+    bits = 8 * tr.element_bytes
+    if bits >= SHMEM_BANK_BITS or bits <= 0:
+        return None
+    out = list(tr.dimensions)
+    perm = list(tr.permutation)
+    if perm[-1] != len(out) - 1:  # the minor dimension moves: a unit B after it
+        perm.append(len(out))
+        out.append(1)
+    rank = len(out)
+    if perm[rank - 3] != rank - 3:  # no A between the swapped dimensions: a unit one
+        out.insert(rank - 2, 1)
+        perm = [p + 1 if p > rank - 3 else p for p in perm]
+        perm.insert(rank - 2, rank - 2)
+        rank += 1
+    inv = [0] * rank
+    for i, p in enumerate(perm):
+        inv[p] = i
+    inp = [out[inv[i]] for i in range(rank)]
+    t1_in, t2_in, a_id = rank - 2, perm[rank - 2], rank - 3
+    t1_out, t2_out = inv[rank - 2], rank - 2
+    dim_t1, dim_t2, dim_a, dim_b = inp[t1_in], inp[t2_in], out[a_id], out[rank - 1]
+    vector = SHMEM_BANK_BITS // bits
+    side = SHMEM_BANKS * vector
+    tile_t1 = min(dim_t1, side)
+    tile_a = min(dim_a, side // max(tile_t1, 1))
+    tile_t2 = min(dim_t2, side)
+    rows, cols = tile_t2, tile_a * tile_t1
+    if cols < 10 * vector or rows < 10 * vector:
+        return None
+    if dim_b != 1 or rows % vector or cols % vector or (dim_t2 % tile_t2) % vector:
+        return None
+    tile = [1] * rank
+    tile[t1_out], tile[t2_out], tile[a_id] = tile_t1, tile_t2, tile_a
+    return math.prod(_ceil(d, t) for d, t in zip(out, tile))
+
+
 def transpose_launch(tr: TransposeDescription, device) -> tuple[int, int]:
-    """XLA's `TransposeFusion` launch: tiles of 32 (x vector) and 4 x 32 threads."""
+    """XLA's transpose emitters' launch: the packed transpose's grid for narrow elements where it
+    applies (`packed_transpose_blocks`), else `TransposeFusion`'s tiles of 32 (x vector); 4 x 32
+    threads either way."""
     in_shape = list(tr.input_dimensions)
     perm = tr.permutation
     r = len(in_shape)
@@ -222,6 +274,9 @@ def transpose_launch(tr: TransposeDescription, device) -> tuple[int, int]:
         return [_ceil(in_shape[i], bs[i]) for i in range(r)]
 
     threads = TRANSPOSE_ROWS * TRANSPOSE_TILE
+    packed = packed_transpose_blocks(tr)
+    if packed is not None:
+        return max(packed, 1), threads
     if minor_unchanged:
         counts = counts_for(in_shape[-1])
     else:
