@@ -44,6 +44,8 @@ def test_read_thunk_launches():
     ("zoo:sort_topk", {"sort"}),
     # a 2,048-long sort in one tiled kernel, and XLA's TopK custom kernel ("topk")
     ("harness:sort_topk", {"sort", "library"}),
+    # bf16 transposes on XLA's packed transpose emitter (64 x 64 tiles: 2 bytes an element)
+    ("corpus:flax_linen_attention_bf16_fwd:small", {"transpose", "triton"}),
 ])
 def test_launch_grids_equal_xla(program, emitters):
     table = grids.compare_launch_grids(conf.compile_with_fusion_dumps(program, device="h100-sxm"))
