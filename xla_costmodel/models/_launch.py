@@ -3,12 +3,16 @@
 The emitter is `analysis._emission.emitter_kind`'s (XLA's
 `HloFusionAnalysis::GetEmitterFusionKind`); the grid follows the emitters' own
 `launch_dimensions()` (loop with unrolling, row / multi-row / column / small
-column reductions, the shared-memory transpose, concatenate, scatter, in-place
-dynamic-update-slice), a Triton fusion's grid from the tiling its backend
-config names (one block per output tile, 32 x `num_warps` threads), with
-XLA's fallback of 128 threads per block and one thread per output element for
-everything else (library calls, custom fusions, Triton fusions without a
+column reductions, the shared-memory and packed transposes, concatenate, the
+two scatter emitters, in-place dynamic-update-slice, the bitonic sort's tiled
+kernel, XLA's TopK custom kernel), a Triton fusion's grid from the tiling its
+backend config names (one block per output tile, 32 x `num_warps` threads),
+with XLA's fallback of 128 threads per block and one thread per output element
+for everything else (library calls, custom fusions, Triton fusions without a
 config).
+
+Checked kernel by kernel against the grids in XLA:GPU's own thunk sequence
+(`fusion._launch_conformance`, `scripts/fusion_conformance.py --grids`).
 
 A kernel is a `fusion` instruction or a lone instruction, which XLA analyses
 as a fusion of one instruction.
