@@ -34,6 +34,13 @@ def test_read_thunk_launches():
     assert (second.num_blocks, second.threads_per_block) == (6, 256)
 
 
+def test_a_dump_without_the_thunk_sequence_is_a_clear_error():
+    dump = conf.GpuCompileDump(program="hand", device="h100-sxm", dump_dir="", before_fusion_text="",
+                               after_fusion_text="", fusion_log_text="", optimized_text=MODULE)
+    with pytest.raises(ValueError, match="thunk_sequence.txt"):
+        grids.compare_launch_grids(dump)
+
+
 @needs_plugin
 @pytest.mark.parametrize("program, emitters", [
     # a row and a column reduction, a tiled transpose (128 threads), a loop

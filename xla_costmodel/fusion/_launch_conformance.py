@@ -106,11 +106,17 @@ def compare_launch_grids(dump, *, device: Any = None) -> pd.DataFrame:
     `ours_blocks`, `ours_threads_per_block`, `same_blocks`, `same_threads`, `equal` (both),
     `cause` (the emitter group of a mismatch, `"unmatched"` when no instruction has the kernel's
     name, `"error: ..."` when our model fails on it).
+
+    **Raises:** `ValueError` when the dump lacks the optimized module or the thunk sequence.
     """
     from ..devices import get_device
     from ..hlo import parse_hlo
     from ..models import launch_dimensions
 
+    if not dump.optimized_text or not dump.thunk_text:
+        missing = "optimized module (optimized.txt)" if not dump.optimized_text else "thunk_sequence.txt"
+        raise ValueError(f"compare_launch_grids: the dump of {dump.program or dump.dump_dir!r} has no {missing}; "
+                         "compile it again with compile_with_fusion_dumps")
     dev = get_device(device or dump.device) if isinstance(device or dump.device, str) else device
     module = parse_hlo(dump.optimized_text)
     instrs = _kernel_instructions(module)
