@@ -9,7 +9,7 @@ on XLA's exact input to priority fusion, compared with XLA's own log and output
 fusion kinds), the first round of the pass where the two runs diverge and its cause.
 
     .venv/bin/python scripts/fusion_conformance.py [--device h100-sxm a100-80gb] [--set zoo corpus harness]
-        [--program zoo:mlp_grad ...] [--dump-dir DIR] [--out rows.csv] [--json]
+        [--program zoo:mlp_grad ...] [--dump-dir DIR] [--out rows.csv] [--json] [--grids | --scans]
 
 With `--dump-dir`, dumps are kept per program and device and a later run reuses them (no compile).
 Progress goes to stderr; the table and the summary to stdout.
@@ -18,6 +18,11 @@ Progress goes to stderr; the table and the summary to stdout.
 function as the user calls it (jax on the CPU, our simulated XLA:GPU pipeline) with and without
 `ReduceWindowRewriter` against XLA:GPU's deviceless compile: kernels (XLA's thunk sequence) and
 flops (jaxlib's cost analysis of XLA's optimized module).
+
+`--grids`: launch configurations instead. For every kernel of XLA's thunk sequence, XLA's grid and
+threads per block against our emitter model's (`models.launch_dimensions`) on XLA's own fused
+kernel (`xla_costmodel.fusion._launch_conformance.compare_launch_grids`): the share equal, and the
+mismatches grouped by cause (our emitter, the reduction's kind). `--out` then writes one row per kernel.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pandas as pd  # noqa: E402
 
 from xla_costmodel.fusion import _conformance as conf  # noqa: E402
+from xla_costmodel.fusion import _launch_conformance as grids_conf  # noqa: E402
 from xla_costmodel.gpu_compile import gpu_compile_available  # noqa: E402
 
 # A few corpus programs at their smallest size: different libraries and kernel mixes.
@@ -111,6 +117,40 @@ def load_or_compile(program: str, device: str, dump_root: Path | None) -> conf.G
     return conf.compile_with_fusion_dumps(program, device=device, dump_dir=d)
 
 
+def grids(progs: list[str], args) -> int:
+    tables = []
+    for device in args.device:
+        for i, p in enumerate(progs, 1):
+            try:
+                t = grids_conf.compare_launch_grids(load_or_compile(p, device, args.dump_dir))
+            except Exception as e:  # noqa: BLE001 - one failed program is reported, not the end of the run
+                print(f"[{device} {i}/{len(progs)}] {p}: FAILED {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
+                continue
+            tables.append(t)
+            print(f"[{device} {i}/{len(progs)}] {p}: {int(t['equal'].sum())}/{len(t)} kernels with XLA's grid "
+                  "and block size", file=sys.stderr)
+    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame(columns=["device", "equal"])
+    if args.out:
+        table.to_csv(args.out, index=False)
+    summary = {d: grids_conf.summarize_launch_grids(g) for d, g in table.groupby("device")}
+    summary["all"] = grids_conf.summarize_launch_grids(table)
+    if args.json:
+        print(json.dumps(summary, indent=1, default=int))
+        return 0
+    cols = ["program", "device", "kernel", "emitter", "detail", "xla_grid", "xla_threads", "ours_blocks",
+            "ours_threads_per_block", "cause"]
+    with pd.option_context("display.width", 250, "display.max_rows", 1000, "display.max_colwidth", 60):
+        mism = table.loc[~table["equal"].astype(bool), cols]
+        print("mismatches:" if len(mism) else "mismatches: none")
+        if len(mism):
+            print(mism.to_string(index=False))
+    for k, s in summary.items():
+        print(f"\n{k}: {s['equal']}/{s['kernels']} kernels with XLA's grid and block size ({s['share_equal']:.1%})")
+        print("  equal by emitter: " + ", ".join(f"{e}: {v}" for e, v in s["equal_by_emitter"].items()))
+        print("  mismatches by cause: " + ", ".join(f"{c}: {n}" for c, n in s["mismatch_causes"].items()))
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", nargs="+", default=["h100-sxm", "a100-80gb"])
@@ -120,6 +160,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, help="write the per-module rows as CSV")
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     ap.add_argument("--scans", action="store_true", help="check the reduce-window rewrite on scan programs")
+    ap.add_argument("--grids", action="store_true", help="compare launch grids and block sizes kernel by kernel")
     args = ap.parse_args(argv)
     if not gpu_compile_available():
         print("fusion_conformance: jax_plugins.xla_cuda12 is not installed (pip install 'jax[cuda12-local]')",
@@ -132,6 +173,8 @@ def main(argv=None) -> int:
         print(table.to_json(orient="records", indent=1) if args.json else table.to_string(index=False))
         return 0
     progs = args.program or programs(args.set)
+    if args.grids:
+        return grids(progs, args)
     rows, results = [], {}
     for device in args.device:
         results[device] = []

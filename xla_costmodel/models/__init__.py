@@ -33,6 +33,9 @@ from ._resolve import BackendMismatchWarning as BackendMismatchWarning
 from ._resolve import GpuCompileFallbackWarning as GpuCompileFallbackWarning
 from ._granularity import GranularityError as GranularityError
 from ._granularity import granularity as granularity
+# The emitter XLA:GPU picks for a kernel and its launch grid (models/_launch.py).
+from ._launch import LaunchDimensions as LaunchDimensions
+from ._launch import launch_dimensions as launch_dimensions
 # Combined models ("min(xla-gpu,roofline)", ...) and plugin errors (models/_combined.py, models/_plugins.py).
 # (`scaled(...)` models are fitted: `xla_costmodel.fit.ScaledModel`.)
 from ._combined import CombinedModel as CombinedModel

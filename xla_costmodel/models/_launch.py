@@ -3,12 +3,16 @@
 The emitter is `analysis._emission.emitter_kind`'s (XLA's
 `HloFusionAnalysis::GetEmitterFusionKind`); the grid follows the emitters' own
 `launch_dimensions()` (loop with unrolling, row / multi-row / column / small
-column reductions, the shared-memory transpose, concatenate, scatter, in-place
-dynamic-update-slice), a Triton fusion's grid from the tiling its backend
-config names (one block per output tile, 32 x `num_warps` threads), with
-XLA's fallback of 128 threads per block and one thread per output element for
-everything else (library calls, custom fusions, Triton fusions without a
+column reductions, the shared-memory and packed transposes, concatenate, the
+two scatter emitters, in-place dynamic-update-slice, the bitonic sort's tiled
+kernel, XLA's TopK custom kernel), a Triton fusion's grid from the tiling its
+backend config names (one block per output tile, 32 x `num_warps` threads),
+with XLA's fallback of 128 threads per block and one thread per output element
+for everything else (library calls, custom fusions, Triton fusions without a
 config).
+
+Checked kernel by kernel against the grids in XLA:GPU's own thunk sequence
+(`fusion._launch_conformance`, `scripts/fusion_conformance.py --grids`).
 
 A kernel is a `fusion` instruction or a lone instruction, which XLA analyses
 as a fusion of one instruction.
@@ -32,7 +36,7 @@ from ..analysis._emission import (
     tiled_transpose,
     warp_size,
 )
-from ..analysis._library import real_outputs
+from ..analysis._library import custom_call_target, real_outputs
 from ..analysis._shapes import array_leaves, element_bits, elements, elements_recursive, first_array
 from ..analysis._tiling import TilingError, configured_tiling, dims_of, propagate
 from ..hlo._fusion_engine import select_in_body
@@ -40,7 +44,11 @@ from ..hlo._fusion_engine import select_in_body
 # XLA constants (transpose.cc, reduction_utils.h, launch_dimensions.cc); the emitter facts'
 # own (tiled transposes, race-free reductions) are in `analysis._emission`.
 TRANSPOSE_TILE = 32
-TRANSPOSE_ROWS = 8
+# The MLIR transpose emitter XLA:GPU runs today (emitters/transpose.cc): 4 rows of 32 threads
+# per block (128), and vectorized loads of at most 4 bytes. The 8-row, 16-byte constants are an
+# older revision's; XLA's own thunk sequence (fusion._launch_conformance) launches 128 threads.
+TRANSPOSE_ROWS = 4
+TRANSPOSE_MAX_VECTOR_BYTES = 4
 THREADS_PER_BLOCK_TARGET = 256
 WARP_SCHEDULERS = 4
 FALLBACK_THREADS = 128
@@ -196,8 +204,60 @@ def _multirow(kernel, roots, dims, device):
     return _ceil(d1, kept), kept * reduced, f"multi-row reduction {list(dims)}"
 
 
+SHMEM_BANKS = 32
+SHMEM_BANK_BITS = 32
+
+
+def packed_transpose_blocks(tr: TransposeDescription) -> int | None:
+    """Blocks of XLA's `PackedTranspose` emitter (`GetPackedTransposeTileSizes`), which XLA:GPU
+    picks over the plain transpose emitter for elements narrower than a shared-memory bank
+    (4 bytes) when the tile fills enough of its (32 x vector)^2 shared-memory square; None when
+    it does not apply.
+
+    The normalized transpose is put in XLA's canonical form [..., T2, A, T1, B] (a unit B when
+    the minor dimension moves, a unit A when none sits between the two swapped dimensions);
+    T1, A and T2 are tiled up to the square's side, and the grid is one block per output tile.
+    """
+    bits = 8 * tr.element_bytes
+    if bits >= SHMEM_BANK_BITS or bits <= 0:
+        return None
+    out = list(tr.dimensions)
+    perm = list(tr.permutation)
+    if perm[-1] != len(out) - 1:  # the minor dimension moves: a unit B after it
+        perm.append(len(out))
+        out.append(1)
+    rank = len(out)
+    if perm[rank - 3] != rank - 3:  # no A between the swapped dimensions: a unit one
+        out.insert(rank - 2, 1)
+        perm = [p + 1 if p > rank - 3 else p for p in perm]
+        perm.insert(rank - 2, rank - 2)
+        rank += 1
+    inv = [0] * rank
+    for i, p in enumerate(perm):
+        inv[p] = i
+    inp = [out[inv[i]] for i in range(rank)]
+    t1_in, t2_in, a_id = rank - 2, perm[rank - 2], rank - 3
+    t1_out, t2_out = inv[rank - 2], rank - 2
+    dim_t1, dim_t2, dim_a, dim_b = inp[t1_in], inp[t2_in], out[a_id], out[rank - 1]
+    vector = SHMEM_BANK_BITS // bits
+    side = SHMEM_BANKS * vector
+    tile_t1 = min(dim_t1, side)
+    tile_a = min(dim_a, side // max(tile_t1, 1))
+    tile_t2 = min(dim_t2, side)
+    rows, cols = tile_t2, tile_a * tile_t1
+    if cols < 10 * vector or rows < 10 * vector:
+        return None
+    if dim_b != 1 or rows % vector or cols % vector or (dim_t2 % tile_t2) % vector:
+        return None
+    tile = [1] * rank
+    tile[t1_out], tile[t2_out], tile[a_id] = tile_t1, tile_t2, tile_a
+    return math.prod(_ceil(d, t) for d, t in zip(out, tile))
+
+
 def transpose_launch(tr: TransposeDescription, device) -> tuple[int, int]:
-    """XLA's `TransposeFusion` launch: tiles of 32 (x vector) and 8 x 32 threads."""
+    """XLA's transpose emitters' launch: the packed transpose's grid for narrow elements where it
+    applies (`packed_transpose_blocks`), else `TransposeFusion`'s tiles of 32 (x vector); 4 x 32
+    threads either way."""
     in_shape = list(tr.input_dimensions)
     perm = tr.permutation
     r = len(in_shape)
@@ -218,11 +278,14 @@ def transpose_launch(tr: TransposeDescription, device) -> tuple[int, int]:
         return [_ceil(in_shape[i], bs[i]) for i in range(r)]
 
     threads = TRANSPOSE_ROWS * TRANSPOSE_TILE
+    packed = packed_transpose_blocks(tr)
+    if packed is not None:
+        return max(packed, 1), threads
     if minor_unchanged:
         counts = counts_for(in_shape[-1])
     else:
         counts = counts_for(1)
-        vec = 16 // max(size, 1)
+        vec = TRANSPOSE_MAX_VECTOR_BYTES // max(size, 1)
         while vec > 1:
             elems = vec * vec
             enough_work = math.prod(counts) * threads >= elems * device.core_count * device.threads_per_core_limit
@@ -233,6 +296,94 @@ def transpose_launch(tr: TransposeDescription, device) -> tuple[int, int]:
                 break
             vec //= 2
     return max(math.prod(counts), 1), threads
+
+
+SCATTER_WARPS_PER_BLOCK = 4
+SCATTER_MAX_VECTOR_BITS = 128
+
+
+def _flag(instr, name: str) -> bool:
+    return bool(instr.attribute(name, False))
+
+
+def scatter_launch(kernel, roots, scatter, device, max_unroll: int = 4) -> tuple[int, int, str]:
+    """XLA's `CreateScatterFusion` (emitters/scatter.cc): (blocks, threads, detail).
+
+    Sorted, non-unique indices with more slices than 4 warps per SM can hold get the
+    distributed-indices emitter (4 warps per block, several indices per warp); every other
+    scatter distributes its updates like a loop over the first update operand, with the
+    vector size the slice allows, and whole warps per block.
+    """
+    warp = warp_size(device)
+    n = (len(scatter.operands) - 1) // 2
+    indices = first_array(scatter.operands[n].shape)
+    updates = first_array(scatter.operands[n + 1].shape)
+    output = first_array(scatter.operands[0].shape)
+    num_slices = indices.dims[0] if indices.dims else 1
+    index_vector_length = indices.dims[1] if len(indices.dims) > 1 else 1
+    slice_shape = list(updates.dims[1:])
+    per_slice = math.prod(slice_shape)
+    max_active_warps = SCATTER_WARPS_PER_BLOCK * device.core_count
+    if _flag(scatter, "indices_are_sorted") and not _flag(scatter, "unique_indices") and num_slices > max_active_warps:
+        valid = 1
+        for i in range(index_vector_length):
+            valid *= output.dims[i] - (slice_shape[i] if i < len(slice_shape) else 1) + 1
+        per_warp = _ceil(num_slices, max(max_active_warps, valid))
+        max_indices = SCATTER_MAX_VECTOR_BITS // max(element_bits(indices), 1)
+        if index_vector_length == 1 and per_warp > max_indices:
+            per_warp = _round_up(per_warp, max_indices)
+        blocks = _ceil(num_slices, per_warp * SCATTER_WARPS_PER_BLOCK)
+        return blocks, SCATTER_WARPS_PER_BLOCK * warp, f"scatter, distributed indices ({per_warp} per warp)"
+    _, _, unroll = loop_launch(kernel, roots, device, shape=updates, max_unroll=max_unroll)
+    vector = math.gcd(per_slice, unroll) if per_slice else 1
+    blocks, threads = _calculate(elements(updates), vector, device)
+    return blocks, _round_up(threads, warp), f"scatter, distributed updates (vector {vector})"
+
+
+SORT_UNROLL = 4
+
+
+def sort_launch(sort, device) -> tuple[int, int, str]:
+    """XLA's bitonic sort kernel (`llvm_ir::EmitSortInPlace`) for the masks below its
+    shared-memory tile: (blocks, threads, detail).
+
+    The tile is the sorted dimension rounded up to a power of two, capped by the block's thread
+    limit x 4 and the shared memory one element of each operand takes; a block sorts a tile
+    with tile/4 threads. A sort longer than its tile also runs one untiled kernel per larger
+    mask; this is the launch of the tiled kernel, the one every sort has.
+    """
+    keys = first_array(sort.operands[0].shape)
+    dim = int(sort.attribute("dimensions", (0,))[0])
+    bound = keys.dims[dim]
+    stages = max(bound - 1, 0).bit_length()
+    element_bytes = sum(max(element_bits(first_array(o.shape)) // 8, 1) for o in sort.operands)
+    shmem = device.shared_memory_per_block_bytes or 48 * 1024
+    tile = min(device.threads_per_block_limit * SORT_UNROLL, shmem // max(element_bytes, 1), 1 << stages)
+    tile = 1 << (max(tile, 1).bit_length() - 1)
+    per_dim = _ceil(_round_up(bound, tile), SORT_UNROLL)
+    iterations = elements(keys) // max(bound, 1) * per_dim
+    threads = max(1, tile // SORT_UNROLL)
+    return _ceil(iterations, threads), threads, f"sort of {bound} along dimension {dim}, tile {tile}"
+
+
+TOPK_TARGET = "__gpu$TopK"
+TOPK_THREADS_PER_K = 512 * 16  # kEstimatedThreadsPerBlock x kMaxKValue
+TOPK_MAX_THREADS = 1024
+
+
+def topk_launch(call) -> tuple[int, int, str]:
+    """XLA's TopK custom kernel (`topk_custom_kernel.cc`): one block per batch row, threads
+    `min(8192 // k, 1024, bit_floor(n / bit_ceil(k)))` (k values stay in registers, and each
+    thread needs a slice of at least k)."""
+    operand = first_array(call.operands[0].shape)
+    out = first_array(call.shape)
+    n = operand.dims[-1] if operand.dims else 1
+    k = max(out.dims[-1] if out.dims else 1, 1)
+    batch = elements(operand) // max(n, 1)
+    min_slice = n // (1 << (k - 1).bit_length())
+    min_slice = 1 << (min_slice.bit_length() - 1) if min_slice else 0
+    threads = max(min(TOPK_THREADS_PER_K // k, TOPK_MAX_THREADS, min_slice), 1)
+    return max(batch, 1), threads, f"TopK of {k} in {n}"
 
 
 def fallback_launch(roots) -> tuple[int, int]:
@@ -294,6 +445,17 @@ def _loop_fusion_roots(kernel) -> list | None:
     return roots
 
 
+def _sort_root(kind: str, roots):
+    """The sort a sort kernel runs: a lone sort, or the sort root of a fusion XLA made around it
+    (a `kCustom` fusion with no backend kind, its iota operands fused in)."""
+    if kind not in ("sort", "custom") or len(roots) != 1:
+        return None
+    root = roots[0]
+    if root.opcode == "sort":
+        return root
+    return None
+
+
 def launch_dimensions(kernel, device, *, max_unroll: int = 4) -> LaunchDimensions:
     """The emitter XLA:GPU would pick for `kernel` and its launch grid.
 
@@ -326,10 +488,15 @@ def launch_dimensions(kernel, device, *, max_unroll: int = 4) -> LaunchDimension
         return LaunchDimensions(kind, blocks, threads, unroll, hero.name)
     if kind == "scatter":
         scatter = roots[0]
-        n = (len(scatter.operands) - 1) // 2
-        upd = first_array(scatter.operands[n + 1].shape) if n >= 1 else first_array(scatter.shape)
-        blocks, threads = _calculate(elements(upd), 1, device)
+        if (len(scatter.operands) - 1) // 2 >= 1:
+            blocks, threads, detail = scatter_launch(kernel, roots, scatter, device, max_unroll)
+            return LaunchDimensions(kind, blocks, threads, 1, scatter.name, detail)
+        blocks, threads = _calculate(elements(first_array(scatter.shape)), 1, device)
         return LaunchDimensions(kind, blocks, threads, 1, scatter.name)
+    sort = _sort_root(kind, roots)
+    if sort is not None:
+        blocks, threads, detail = sort_launch(sort, device)
+        return LaunchDimensions("sort", blocks, threads, 1, sort.name, detail)
     if kind == "dynamic-update-slice":
         upd = first_array(roots[0].operands[1].shape)
         blocks, threads = _calculate(elements(upd), 1, device)
@@ -338,6 +505,9 @@ def launch_dimensions(kernel, device, *, max_unroll: int = 4) -> LaunchDimension
         grid = triton_launch(kernel, device)
         if grid is not None:
             return LaunchDimensions(kind, grid[0], grid[1], 1, roots[0].name, grid[2])
+    if kind == "library" and custom_call_target(kernel) == TOPK_TARGET:
+        blocks, threads, detail = topk_launch(kernel)
+        return LaunchDimensions(kind, blocks, threads, 1, kernel.name, detail)
     blocks, threads = fallback_launch(roots)
     return LaunchDimensions(kind, blocks, threads, 1, heroes[0].name if heroes else "")
 
