@@ -455,6 +455,7 @@ PRIVATE_IMPORTS_ALLOWED = {
     ("models/_launch.py", "analysis._emission"),
     ("models/_launch.py", "analysis._library"),
     ("models/_launch.py", "analysis._shapes"),
+    ("models/_launch.py", "analysis._sort"),
     ("models/_launch.py", "analysis._tiling"),
     ("models/_launch.py", "hlo._fusion_engine"),
     ("models/_library_calls.py", "analysis._library"),

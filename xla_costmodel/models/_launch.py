@@ -38,6 +38,7 @@ from ..analysis._emission import (
 )
 from ..analysis._library import custom_call_target, real_outputs
 from ..analysis._shapes import array_leaves, element_bits, elements, elements_recursive, first_array
+from ..analysis._sort import bitonic_plan
 from ..analysis._tiling import TilingError, configured_tiling, dims_of, propagate
 from ..hlo._fusion_engine import select_in_body
 
@@ -340,30 +341,24 @@ def scatter_launch(kernel, roots, scatter, device, max_unroll: int = 4) -> tuple
     return blocks, _round_up(threads, warp), f"scatter, distributed updates (vector {vector})"
 
 
-SORT_UNROLL = 4
 
 
 def sort_launch(sort, device) -> tuple[int, int, str]:
     """XLA's bitonic sort kernel (`llvm_ir::EmitSortInPlace`) for the masks below its
     shared-memory tile: (blocks, threads, detail).
 
-    The tile is the sorted dimension rounded up to a power of two, capped by the block's thread
-    limit x 4 and the shared memory one element of each operand takes; a block sorts a tile
-    with tile/4 threads. A sort longer than its tile also runs one untiled kernel per larger
-    mask; this is the launch of the tiled kernel, the one every sort has.
+    The plan of XLA's sort kernels has one home (`analysis._sort.bitonic_plan`: the tile is the
+    sorted dimension rounded up to a power of two, capped by the block's thread limit x 4 and the
+    shared memory one element of each operand takes; a block sorts a tile with tile/4 threads). A
+    sort longer than its tile also runs one untiled kernel per larger mask; this is the launch of
+    the tiled kernel, the one every sort of more than one element has.
     """
-    keys = first_array(sort.operands[0].shape)
+    plan = bitonic_plan(sort, device)
+    tiled = next((k for k in plan.kernels if k.kind == "tiled"), None)
+    if tiled is None:  # one element: XLA still launches the tiled kernel once per row
+        return max(plan.batch, 1), 1, f"sort of {plan.n}: nothing to sort"
     dim = int(sort.attribute("dimensions", (0,))[0])
-    bound = keys.dims[dim]
-    stages = max(bound - 1, 0).bit_length()
-    element_bytes = sum(max(element_bits(first_array(o.shape)) // 8, 1) for o in sort.operands)
-    shmem = device.shared_memory_per_block_bytes or 48 * 1024
-    tile = min(device.threads_per_block_limit * SORT_UNROLL, shmem // max(element_bytes, 1), 1 << stages)
-    tile = 1 << (max(tile, 1).bit_length() - 1)
-    per_dim = _ceil(_round_up(bound, tile), SORT_UNROLL)
-    iterations = elements(keys) // max(bound, 1) * per_dim
-    threads = max(1, tile // SORT_UNROLL)
-    return _ceil(iterations, threads), threads, f"sort of {bound} along dimension {dim}, tile {tile}"
+    return tiled.blocks, tiled.threads, f"sort of {plan.n} along dimension {dim}, tile {plan.tile}"
 
 
 TOPK_TARGET = "__gpu$TopK"
