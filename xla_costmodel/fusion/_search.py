@@ -68,6 +68,7 @@ import pandas as pd
 from .._gc import gc_paused
 from .._text import count
 from ..hlo import HloModule
+from ..hlo._fusion_engine import release_body_state
 from ..hlo._edit import NameUniquifier, copy_module
 from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
 from ._legality import LegalityChecker, is_fusible_bitcast
@@ -391,8 +392,10 @@ def search_fusion(
         raise ValueError(f"search_fusion: budget_s must be > 0, got {budget_s!r}")
     with gc_paused():  # see xla_costmodel._gc
         mode = bitcast_mode(module, bitcast_layout_changes)
-        return _search(module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls, mode,
-                       rewrite_reduce_windows)
+        result = _search(module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls, mode,
+                         rewrite_reduce_windows)
+    release_body_state(result.module)  # the pass's per-body state would keep its module alive
+    return result
 
 
 def _search(
@@ -484,6 +487,7 @@ def _search(
         bitcasts_to_layout_changes(greedy.module)
         if fused is not greedy.module:
             bitcasts_to_layout_changes(fused)
+    release_body_state(work)
     return SearchResult(
         module=fused,
         time_s=time_s,

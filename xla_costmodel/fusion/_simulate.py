@@ -18,6 +18,7 @@ from ..analysis import annotate_trip_counts
 from ..analysis._opcodes import NOT_KERNELS_IN_FUSION_PASS
 from ..analysis._shapes import reshape_is_bitcast, transpose_is_bitcast
 from ..hlo import HloComputation, HloModule
+from ..hlo._fusion_engine import release_body_state
 from ..hlo._edit import NameUniquifier, copy_module, inline_calls as _inline_calls
 from ..hlo._structure import ContentIds
 from ..models import prices_by_content
@@ -471,6 +472,7 @@ def simulate_fusion(
     with gc_paused():  # see xla_costmodel._gc
         result = _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode,
                            rewrite_reduce_windows, unique_ids)
+    release_body_state(result.module)  # the pass's per-body state would keep its module alive
     return dataclasses.replace(result, input_through_xla=layouts_assigned(module))
 
 

@@ -498,6 +498,31 @@ def _extend_fusion(
 # Caches keyed by fused body whose entries follow the body's growths (by `BodyGrowth.serial`):
 # `trial_fusion` puts back the entries it found. (cache, copy of an entry or None)
 _GROWTH_CACHES: list[tuple["weakref.WeakKeyDictionary", object]] = []
+# Every per-body cache, released together when a pass is done with its module (`release_body_state`).
+_BODY_STATE: list["weakref.WeakKeyDictionary"] = [_GROWTH, _SELECTIONS]
+
+
+def per_body_state(cache: "weakref.WeakKeyDictionary") -> "weakref.WeakKeyDictionary":
+    """Register `cache` (fused body -> what is known of it) to be emptied of a module's bodies by
+    `release_body_state`. **Returns:** `cache`."""
+    _BODY_STATE.append(cache)
+    return cache
+
+
+def release_body_state(module) -> None:
+    """Forget what the per-body caches hold for `module`'s bodies and for detached ones (in no module:
+    the candidate fusions a pass built and dropped).
+
+    The caches are keyed weakly, but their values reference the bodies' instructions, which reference
+    their body and its module: a weak key alone never lets a finished pass's module go (measured: each
+    `simulate_fusion` kept its whole working module alive, ~2 GB over the test suite's diffrax runs).
+    A body asked about again is analysed afresh.
+    """
+    for cache in _BODY_STATE:
+        for body in list(cache.keys()):
+            owner = getattr(body, "module", None)
+            if owner is None or owner is module:
+                cache.pop(body, None)
 
 
 def follows_growths(cache: "weakref.WeakKeyDictionary", copy=None) -> "weakref.WeakKeyDictionary":
@@ -506,7 +531,7 @@ def follows_growths(cache: "weakref.WeakKeyDictionary", copy=None) -> "weakref.W
     an entry that is changed in place (None: entries are replaced, never changed).
     **Returns:** `cache`."""
     _GROWTH_CACHES.append((cache, copy))
-    return cache
+    return per_body_state(cache)
 
 
 follows_growths(_SELECTIONS, dict)
