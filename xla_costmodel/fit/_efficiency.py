@@ -152,8 +152,8 @@ class EfficiencyModel(FusionByMaterializing, RegressorMixin, BaseEstimator):
         where = getattr(self, "calibration_", None)
         if not where:
             return f"{self.base} x {factor:.2f} (learned efficiency, fitted in this process)"
-        return (f"{self.base} x {factor:.2f} (learned efficiency, calibration {where['calibration']}, "
-                f"measured on {where['measured_on']})")
+        return (f"{self.base} x {factor:.2f}: learned efficiency of calibration {where['calibration']}, "
+                f"measured on {where['measured_on']}")
 
 
 def table_sha256(path: Path) -> str:
