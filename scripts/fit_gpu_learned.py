@@ -125,10 +125,12 @@ def price_whole(modules: dict):
         _library_calls.leaving_source_out = real
 
 
-def corpus_table(rows, modules, kernels, device, whole: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The corpus: the bench's `xla-gpu` score table and, per scored kernel, features, `base_s` (in its
-    module; `whole`: library calls priced on every source's constants) and `measured_s` per execution."""
-    scored = bench.score_table(kernels, price_whole(modules) if whole else bench.price(modules, PEER))
+def corpus_table(rows, modules, kernels, device, whole: bool = False, scored=None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The corpus: the bench's `xla-gpu` score table (`scored`, made here when not given) and, per scored
+    kernel, features, `base_s` (in its module; `whole`: library calls priced on every source's constants)
+    and `measured_s` per execution."""
+    if scored is None:
+        scored = bench.score_table(kernels, price_whole(modules) if whole else bench.price(modules, PEER))
     by_name = {c: {i.name: i for _comp, i in m.instructions()} for c, m in modules.items()}
     instrs = [by_name[c].get(op) for c, op in zip(scored["case"], scored["hlo_op"])]
     t = _features(instrs, device)
@@ -178,6 +180,18 @@ def leave_one_source_out(suite: pd.DataFrame, corpus: pd.DataFrame) -> np.ndarra
         held = (corpus["source"] == source).to_numpy()
         pred[held] = corrected(fit_model(pd.concat([suite, corpus[~held]], ignore_index=True)), corpus[held])
     return pred
+
+
+def candidate_scores(modules, kernels, peer, device) -> pd.DataFrame:
+    """The candidate's score table (the bench's `score_table` form), leave one source out, beside `peer`
+    (`xla-gpu`'s score table of the same kernels, library calls priced leaving each source out)."""
+    suite = suite_table(device)
+    corpus, peer = corpus_table(None, modules, kernels, device, scored=peer)
+    pred = leave_one_source_out(suite, corpus)
+    cand = peer.copy()
+    cand["time_s"] = np.where(np.isfinite(pred), pred, cand["time_s"])
+    cand["predicted_s"] = pred
+    return cand
 
 
 def scores(args=None) -> dict:

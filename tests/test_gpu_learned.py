@@ -135,3 +135,11 @@ def test_the_efficiency_model_refuses_rows_without_an_analytical_price():
         EfficiencyModel().fit(table.drop(columns=["base_s"]), table["measured_s"])
     with pytest.raises(ValueError, match="positive"):
         EfficiencyModel().fit(table.assign(base_s=0.0), table["measured_s"])
+
+
+def test_evaluate_names_the_calibration_and_where_it_was_measured():
+    from xla_costmodel.compare._evaluate import _calibrations_used
+
+    said = _calibrations_used(["xla-gpu", "learned"], get_device("h100-sxm"))
+    assert len(said) == 1 and said[0].startswith("learned priced with the shipped calibration ")
+    assert said[0].endswith("h100-sxm_learned.json, measured on gpu: NVIDIA H100 80GB HBM3"), said[0]

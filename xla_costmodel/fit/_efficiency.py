@@ -164,7 +164,7 @@ def refit_efficiency(data: dict, device):
     """The `EfficiencyModel` of a saved `learned` calibration of form `base-efficiency` (see the module
     docstring). **Raises:** `CalibrationError` when its table is missing or changed, or the refit does not
     reproduce the checks."""
-    from ._store import CalibrationError
+    from ._store import CalibrationError, calibration_measured_on
 
     where = data.get("_path")
     how = "remake it with scripts/fit_gpu_learned.py --write"
@@ -185,6 +185,6 @@ def refit_efficiency(data: dict, device):
         i = int(c["row"])
         if not (0 <= i < len(pred)) or not math.isclose(pred[i], c["prediction_s"], rel_tol=1e-6):
             raise CalibrationError(f"{where}: refitting did not reproduce the saved predictions; {how}")
-    measured = "; ".join(str(m.get("device", m)) for m in data.get("measured_on", []))
+    measured = calibration_measured_on(where)
     model.calibration_ = {"calibration": Path(where).name, "measured_on": measured or "an unnamed device"}
     return model
