@@ -33,8 +33,8 @@ import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..models._base import FusionByMaterializing, KernelEstimate
-from ..models._resolve import resolve_device
+from ..devices import get_device
+from ..models import FusionByMaterializing, KernelEstimate
 from ._features import FEATURES, FeatureError
 
 __all__ = ["EfficiencyModel", "FORM", "BASE_COLUMN", "refit_efficiency", "table_sha256"]
@@ -130,7 +130,7 @@ class EfficiencyModel(FusionByMaterializing, RegressorMixin, BaseEstimator):
         from ..models import get_model
         from ._counting import features_of
 
-        dev = resolve_device(device)
+        dev = get_device(device) if isinstance(device, str) else device
         base = get_model(self.base).estimate(kernel, dev)
         if not base.priced or base.bound == "free" or not base.time_s > 0:
             return base
