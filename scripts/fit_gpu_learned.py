@@ -251,15 +251,21 @@ def training_table(suite, rows, modules, kernels, device) -> pd.DataFrame:
 
 def write_calibration(suite, rows, modules, kernels, device, figures) -> list[str]:
     """Write `calibration/h100-sxm_learned.json` and its training table, if the candidate beat `xla-gpu`
-    leave one source out per kernel and per program; else write nothing. **Returns:** the files written."""
+    leave one source out per kernel and per program; else remove them (made against an earlier `xla-gpu`).
+    **Returns:** the files written."""
     from xla_costmodel.fit._efficiency import FORM, table_sha256
     from xla_costmodel.fit._store import header, measured_on, save_calibration, shipped_dir
     from xla_costmodel.measure import read_dataset
 
-    if not (figures["beats_xla_gpu_per_kernel"] and figures["beats_xla_gpu_per_program"]):
-        print("not written: the candidate does not beat xla-gpu per kernel and per program", file=sys.stderr)
-        return []
     out = shipped_dir()
+    if not (figures["beats_xla_gpu_per_kernel"] and figures["beats_xla_gpu_per_program"]):
+        # (a calibration made against an earlier xla-gpu must not go on shipping once it no longer beats it)
+        stale = [p for p in (out / TABLE, out / f"{DEVICE}_learned.json") if p.is_file()]
+        for p in stale:
+            p.unlink()
+        print("not written: the candidate does not beat xla-gpu per kernel and per program"
+              + (f"; removed {', '.join(p.name for p in stale)}" if stale else ""), file=sys.stderr)
+        return []
     table = training_table(suite, rows, modules, kernels, device)
     path = out / TABLE
     tmp = path.with_suffix(".tmp")
@@ -290,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="also write the figures as JSON")
     ap.add_argument("--write", action="store_true",
                     help=f"write calibration/{DEVICE}_learned.json and its training table if the candidate beats "
-                         "xla-gpu per kernel and per program")
+                         "xla-gpu per kernel and per program (else remove them)")
     args = ap.parse_args(argv)
     out = scores(args)
     print("kernels >= 5 us per execution, corpus, leave one source out:")
