@@ -133,6 +133,8 @@ def test_the_efficiency_model_refuses_rows_without_an_analytical_price():
     table = pd.read_parquet(TABLE).head(50)
     with pytest.raises(ValueError, match="base_s"):
         EfficiencyModel().fit(table.drop(columns=["base_s"]), table["measured_s"])
+    with pytest.raises(ValueError, match="feature"):
+        EfficiencyModel().fit(table[["base_s"]], table["measured_s"])
     with pytest.raises(ValueError, match="positive"):
         EfficiencyModel().fit(table.assign(base_s=0.0), table["measured_s"])
 

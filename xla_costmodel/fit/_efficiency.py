@@ -58,7 +58,7 @@ class EfficiencyModel(FusionByMaterializing, RegressorMixin, BaseEstimator):
 
     `fit(X, y)`: `X` a table with the `FEATURES` columns and `base_s` (the
     analytical price, seconds), `y` measured seconds. **Fitted attributes:**
-    `estimator_`, `n_train_`; `calibration_` (the file it was refitted from,
+    `estimator_`, `feature_names_`, `n_train_`; `calibration_` (the file it was refitted from,
     and where its rows were measured) when loaded from one.
     """
 
@@ -75,22 +75,29 @@ class EfficiencyModel(FusionByMaterializing, RegressorMixin, BaseEstimator):
         self.l2_regularization = l2_regularization
         self.random_state = random_state
 
-    @staticmethod
-    def _design(X) -> np.ndarray:
+    def _design(self, X) -> np.ndarray:
+        """The trees' input: the feature columns fitted on (`feature_names_`; a feature that a kernel's table
+        lacks counts 0) and log(`base_s`)."""
         X = pd.DataFrame(X)
-        missing = [c for c in (*FEATURES, BASE_COLUMN) if c not in X.columns]
-        if missing:
-            raise ValueError(f"EfficiencyModel: X lacks the columns {', '.join(missing[:5])}")
+        if BASE_COLUMN not in X.columns:
+            raise ValueError(f"EfficiencyModel: X lacks the column '{BASE_COLUMN}' (the analytical price, s)")
         base = X[BASE_COLUMN].to_numpy(float)
         if np.any(~np.isfinite(base)) or np.any(base <= 0):
             raise ValueError(f"EfficiencyModel: '{BASE_COLUMN}' must be positive and finite")
-        return np.column_stack([X[list(FEATURES)].to_numpy(float), np.log(base)])
+        cols = np.column_stack([X[c].to_numpy(float) if c in X.columns else np.zeros(len(X))
+                                for c in self.feature_names_])
+        return np.column_stack([cols, np.log(base)])
 
     def fit(self, X, y):
         """Fit the trees to log(y / base_s). **Returns:** self."""
         from sklearn.ensemble import HistGradientBoostingRegressor
         from threadpoolctl import threadpool_limits
 
+        # The feature columns are those of `X` among today's `FEATURES`: a table made before a feature was
+        # added still fits (and prices new kernels without it).
+        self.feature_names_ = [c for c in FEATURES if c in pd.DataFrame(X).columns]
+        if not self.feature_names_:
+            raise ValueError("EfficiencyModel: X holds none of the kernel feature columns (fit.FEATURES)")
         D = self._design(X)
         y = np.asarray(y, float)
         if y.shape[0] != D.shape[0] or np.any(~np.isfinite(y)) or np.any(y <= 0):
