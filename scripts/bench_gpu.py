@@ -28,7 +28,9 @@ Method (issue 24):
 - a kernel the model leaves unpriced (NaN or no time) counts as `unpriced`.
 
 Fitted models (`fitted`, `learned`, `context`) are scored leaving one source
-out: for each library of the corpus, the model is fitted to the H100 suite
+out (`learned` twice: the feature-only form fitted here, and the form it ships
+in on the H100, `learned (xla-gpu x efficiency)`, `scripts/fit_gpu_learned.py`):
+for each library of the corpus, the model is fitted to the H100 suite
 (`calibration/h100-sxm.parquet`) and the corpus rows of every other library
 (per execution, `Memcpy` rows aside), and prices that library's modules; the
 corpus never trains the model that scores it. (`--programs` restricts the
@@ -70,6 +72,8 @@ from _bench_common import check_models, print_table  # noqa: E402
 DEVICE = "h100-sxm"
 ANALYTICAL = ("xla-gpu", "xla-gpu-tables", "roofline")
 FITTED = ("fitted", "learned", "context")
+#: `learned` as it ships on the H100: xla-gpu times a learned efficiency (`fit._efficiency`); scored with `learned`.
+EFFICIENCY = "learned (xla-gpu x efficiency)"
 CORPUS = ROOT / "calibration" / "h100-sxm_corpus.parquet"
 SUITE = ROOT / "calibration" / "h100-sxm.parquet"
 HLO = ROOT / "hlo_fixtures" / "gpu_h100"
@@ -558,6 +562,18 @@ def run(args) -> int:
     fitted = [n for n in names if n in FITTED]
     if fitted:
         scores.update(fitted_scores(fitted, rows, modules, kernels, scores[PEER]))
+    if "learned" in names:
+        # The form `learned` ships in on the H100 (`fit._efficiency`, `scripts/fit_gpu_learned.py`): xla-gpu
+        # times a learned, bounded efficiency, also fitted leaving each source out.
+        import fit_gpu_learned
+        from xla_costmodel import get_device
+
+        t0 = time.perf_counter()
+        peer = scores.get("xla-gpu")
+        peer = peer if peer is not None else score_table(kernels, price(modules, "xla-gpu"))
+        scores[EFFICIENCY] = fit_gpu_learned.candidate_scores(modules, kernels, peer, get_device(DEVICE))
+        print(f"   {EFFICIENCY} (leave one source out): {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+        fitted = [*fitted, EFFICIENCY]
 
     first = next(iter(scores.values()))
     n_long = int((first["measured_s"] >= LONG_S).sum())

@@ -256,6 +256,10 @@ def _rule_of(model, device=None):
         return _rule_of(model.model, device)
     if type(model).__name__ == "AnalyticalOnDevice":
         return _rule_of(model.model, device)
+    if type(model).__name__ == "LearnedModel" and device is not None:
+        fitted = model._fitted_for(get_device(device) if isinstance(device, str) else device)
+        if type(fitted).__name__ == "EfficiencyModel":  # a learned factor on every part of the base model's
+            return _rule_of(get_model(fitted.base), device)
     if type(model).__name__ == "CalibratedModel" and device is not None and hasattr(model, "_model_for"):
         return _rule_of(model._model_for(device).model, device)  # the base model with the fitted constants
     if isinstance(model, RooflineModel):

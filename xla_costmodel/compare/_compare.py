@@ -177,10 +177,11 @@ def _predict(model, prep: Prepared, device, bar=None) -> np.ndarray:
     bar = bar if bar is not None else progress_bar(None, "", "kernel", enabled=False)
     if len(prep.y) == 0:
         return np.zeros(0)
-    if isinstance(model, FeatureCostModel):
-        fitted = model._fitted_for(device)
+    fitted = model._fitted_for(device) if isinstance(model, FeatureCostModel) else None
+    if isinstance(fitted, FeatureCostModel):
         bar.update(len(prep.y))
         return np.asarray(fitted.predict(prep.X[fitted.feature_names_]), dtype=float)
+    # (else per kernel: an analytical model, or a calibration of another form, `fit._efficiency`)
     out = np.full(len(prep.kernels), np.nan)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -117,14 +117,16 @@ def _calibrations_used(models, dev) -> tuple[str, ...]:
     """One sentence per calibrated model: which saved calibration it priced with, the user's or the shipped one
     (`fit._store.calibration_in_use`), so that a prediction's source is never a guess."""
     from ..fit._calibrate import FITTABLE_MODELS
-    from ..fit._store import calibration_in_use
+    from ..fit._store import calibration_in_use, calibration_measured_on
 
     said = []
     for name in models:
         if name in FITTABLE_MODELS:
             path, whose = calibration_in_use(name, dev)
             if path is not None:
-                said.append(f"{name} priced with {'your' if whose == 'yours' else 'the shipped'} calibration {path}")
+                where = calibration_measured_on(path)
+                said.append(f"{name} priced with {'your' if whose == 'yours' else 'the shipped'} calibration {path}"
+                            + (f", measured on {where}" if where else ""))
     return tuple(said)
 
 

@@ -18,7 +18,9 @@
 - Models (registered with the cost-model registry, so `get_model(name)` and
   `analyze(..., model=name)` find them): `fitted` (`FittedModel`: linear,
   relative-error least squares), `learned` (`LearnedModel`: gradient-boosted
-  trees in log time), `roofline-calibrated` and `xla-gpu-calibrated`
+  trees in log time; on `h100-sxm` its shipped calibration is of another
+  form, `EfficiencyModel`: `xla-gpu` times a learned, bounded efficiency,
+  `fit._efficiency`), `roofline-calibrated` and `xla-gpu-calibrated`
   (`CalibratedModel`: the analytical models with fitted device parameters),
   `context` and `learned-context` (`ContextModel`, `LearnedContextModel`: the
   same two over the kernel's schedule context as well, `fit._context`),
@@ -49,6 +51,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._features import FEATURE_GROUPS, FEATURES, FeatureError
     from ._fitted import FittedModel
     from ._learned import LearnedModel
+    from ._efficiency import EfficiencyModel
     from ._context import CONTEXT_FEATURES, context_features
     from ._context_model import ContextModel, LearnedContextModel
     from ._program import ProgramOverhead, ProgramTime, program_time
@@ -69,6 +72,7 @@ _LAZY = {
     "kernel_features": ("._rows", "kernel_features"),
     "FittedModel": ("._fitted", "FittedModel"),
     "LearnedModel": ("._learned", "LearnedModel"),
+    "EfficiencyModel": ("._efficiency", "EfficiencyModel"),
     "ContextModel": ("._context_model", "ContextModel"),
     "LearnedContextModel": ("._context_model", "LearnedContextModel"),
     "CONTEXT_FEATURES": ("._context", "CONTEXT_FEATURES"),

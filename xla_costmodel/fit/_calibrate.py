@@ -363,7 +363,9 @@ def _held_out(rows: pd.DataFrame) -> np.ndarray:
 def _predictions(name: str, model, dev, prep: Prepared) -> np.ndarray:
     """`model`'s predictions (seconds per launch) of `prep`'s rows: by features, or per kernel for the
     calibrated analytical models."""
-    if name.endswith("-calibrated"):
+    if name.endswith("-calibrated") or not hasattr(model, "feature_columns"):
+        # (per kernel too: a calibration in use of another form, a learned efficiency over an analytical
+        # model, `fit._efficiency`, reads its analytical price per kernel, not the feature table alone)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return np.array([_time(model, k, dev) for k in prep.kernels])

@@ -125,6 +125,10 @@ class FeatureCostModel(FusionByMaterializing):
             warn_unpriced(self.name, kernel, why)
             return KernelEstimate.unpriced(why)
         model = self._fitted_for(dev)
+        if not isinstance(model, FeatureCostModel):
+            # (the device's calibration holds another form of the model, e.g. a learned efficiency over an
+            # analytical model, `fit._efficiency`: it prices the kernel itself)
+            return model.estimate(kernel, dev)
         try:
             x = model.feature_vector(kernel, dev)
         except FeatureError as exc:

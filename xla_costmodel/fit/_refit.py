@@ -106,6 +106,11 @@ def _refit_learned(data: dict, device, model_class):
     from ._features import device_facts
 
     where = data.get("_path")
+    if data.get("form") == "base-efficiency":
+        # (a learned efficiency over an analytical model, `fit._efficiency`: the H100's shipped form)
+        from ._efficiency import refit_efficiency
+
+        return refit_efficiency(data, device)
     how = f"make a new one with xla_costmodel.calibrate(device={data.get('device')!r})"
     base = Path(where).parent
     excluded = data.get("excluded_classes", [])

@@ -127,6 +127,19 @@ def calibration_in_use(model: str, device) -> tuple[Path | None, str]:
     return None, "none"
 
 
+def calibration_measured_on(path) -> str:
+    """Where the rows of the calibration file `path` were measured, in words (its `measured_on` devices,
+    `; `-separated), or "" when the file does not say or cannot be read."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return ""
+    seen = data.get("measured_on") if isinstance(data, dict) else None
+    if not isinstance(seen, list):
+        return ""
+    return "; ".join(str(m.get("device") or m.get("device_kind") or "") for m in seen if isinstance(m, dict))
+
+
 #: In a folder of host datasets: the device description of the machine that measured them (the shipped
 #: `calibration/` has the reference host's, `scripts/ship_reference_host.py`).
 MEASURING_DEVICE_FILE = "host_device.json"

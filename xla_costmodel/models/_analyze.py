@@ -364,7 +364,10 @@ def price_module(
         priced = est.priced
         if not priced:
             unpriced.append(f"'{instr.name}' ({est.note})")
-        notes = "; ".join(x for x in (note, est.note if not priced or est.bound == "free" else "") if x)
+        # A priced kernel's own note is kept where a saved calibration priced it (`details["calibration"]`):
+        # which file, and where its rows were measured, per kernel.
+        own = est.note if (not priced or est.bound == "free" or d.get("calibration")) else ""
+        notes = "; ".join(x for x in (note, own) if x)
         estimates.setdefault(instr.name, est)
         rows.append({
             "kernel": instr.name,

@@ -1,0 +1,147 @@
+"""The shipped `learned` model of the H100: a learned efficiency over `xla-gpu` (`fit._efficiency`).
+
+Made by `scripts/fit_gpu_learned.py --write` from the shipped H100 captures
+(`calibration/h100-sxm.parquet`, `calibration/h100-sxm_corpus.parquet`);
+checked here through the public API as a user gets it, against the script
+that made it, and against the figures the README states.
+"""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import math
+import shutil
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from xla_costmodel import analyze, get_device
+from xla_costmodel.hlo import parse_hlo
+from xla_costmodel.models import get_model
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "calibration"
+CALIBRATION = SHIPPED / "h100-sxm_learned.json"
+TABLE = SHIPPED / "h100-sxm_learned-rows.parquet"
+CASE = "equinox_mlp_grad@small"
+
+
+def _script():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    spec = importlib.util.spec_from_file_location("fit_gpu_learned", ROOT / "scripts" / "fit_gpu_learned.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _module(case=CASE):
+    with gzip.open(ROOT / "hlo_fixtures" / "gpu_h100" / f"{case}.post.hlo.gz", "rt") as f:
+        return parse_hlo(f.read(), source=f"{case}.post.hlo")
+
+
+def test_learned_on_the_h100_is_xla_gpu_times_a_bounded_learned_factor_and_says_its_calibration():
+    assert CALIBRATION.is_file() and TABLE.is_file()
+    module = _module()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        learned = pd.DataFrame(analyze(module, device="h100-sxm", model="learned"))
+    base = pd.DataFrame(analyze(module, device="h100-sxm", model="xla-gpu"))
+    kernels = learned[learned["bound"] != "free"]
+    assert len(kernels) > 3 and kernels["priced"].all()
+    ratio = kernels["time_s"].to_numpy() / base.loc[kernels.index, "time_s"].to_numpy()
+    assert np.all(ratio >= 0.25 - 1e-12) and np.all(ratio <= 4.0 + 1e-12)
+    assert np.ptp(ratio) > 0  # a factor learned per kernel, not one scale
+    # Each kernel says which calibration priced it and where its rows were measured.
+    for note in kernels["note"]:
+        assert "calibration h100-sxm_learned.json, measured on gpu: NVIDIA H100" in note, note
+
+
+def test_analyze_prices_the_training_rows_as_the_refitted_model_predicts_them():
+    # The model `get_model("learned")` loads on the H100 prices each kernel of a corpus module inside
+    # `analyze` exactly as the script's table of that module's rows says (same analytical price, same trees).
+    table = pd.read_parquet(TABLE)
+    rows = table[table["case"] == CASE].set_index("hlo_op")
+    model = get_model("learned")._fitted_for(get_device("h100-sxm"))
+    expected = pd.Series(model.predict(rows), index=rows.index)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = pd.DataFrame(analyze(_module(), device="h100-sxm", model="learned")).groupby("kernel")["time_s"].first()
+    common = expected.index.intersection(got.index)
+    assert len(common) == len(expected) > 3
+    np.testing.assert_allclose(got[common].to_numpy(), expected[common].to_numpy(), rtol=1e-9)
+
+
+def test_the_shipped_table_is_what_the_script_makes_from_the_shipped_captures():
+    fit = _script()
+    bench = fit.bench
+    device = get_device("h100-sxm")
+    rows = bench.load_corpus(["equinox_mlp_grad"])
+    modules = {c: parse_hlo(bench.read_module_text(c, "post"), source=f"{c}.post.hlo")
+               for c in dict.fromkeys(rows["case"])}
+    kernels = bench.measured_kernels(rows, modules)
+    suite = fit.suite_table(device)
+    made = fit.training_table(suite, rows, modules, kernels, device)
+    shipped = pd.read_parquet(TABLE)
+    shipped = shipped[shipped["case"].isin(set(made["case"]))].reset_index(drop=True)
+    pd.testing.assert_frame_equal(made.reset_index(drop=True), shipped, check_exact=False, rtol=1e-12)
+
+
+@pytest.mark.slow
+def test_the_leave_one_source_out_figures_shipped_and_in_the_readme_are_what_the_script_gives():
+    figures = _script().scores()
+    saved = json.loads(CALIBRATION.read_text())["leave_one_source_out"]
+    for model, k in figures["kernels"].items():
+        for key in ("ratio_error", "kendall_tau", "within_2x"):
+            assert math.isclose(k[key], saved["kernels_ge_5us"][model][key], rel_tol=1e-9), (model, key)
+    for model, p in figures["programs"].items():
+        assert math.isclose(p["within_1.25x /kernels"], saved["programs"][model]["within_1.25x /kernels"])
+    assert figures["beats_xla_gpu_per_kernel"] and figures["beats_xla_gpu_per_program"]
+    readme = (ROOT / "README.md").read_text()
+    for model in figures["kernels"]:
+        k, p = figures["kernels"][model], figures["programs"][model]
+        line = (f"| {k['ratio_error']:.3f} | {k['kendall_tau']:.3f} | {100 * k['within_2x']:.1f} % | "
+                f"{100 * p['within_1.25x /kernels']:.1f} % |")
+        assert line in readme, line
+
+
+def test_refitting_is_deterministic_and_a_changed_table_is_refused(tmp_path):
+    from xla_costmodel.fit import CalibrationError
+    from xla_costmodel.fit._efficiency import EfficiencyModel, refit_efficiency
+
+    data = json.loads(CALIBRATION.read_text())
+    shutil.copy(TABLE, tmp_path / TABLE.name)
+    (tmp_path / CALIBRATION.name).write_text(json.dumps(data))
+    a = refit_efficiency({**data, "_path": str(tmp_path / CALIBRATION.name)}, "h100-sxm")
+    table = pd.read_parquet(TABLE)
+    b = EfficiencyModel(**data["params"]).fit(table, table["measured_s"].to_numpy())
+    np.testing.assert_array_equal(a.predict(table), b.predict(table))
+    changed = table.assign(measured_s=table["measured_s"] * 1.01)
+    changed.to_parquet(tmp_path / TABLE.name, index=False)
+    with pytest.raises(CalibrationError, match="changed since calibration"):
+        refit_efficiency({**data, "_path": str(tmp_path / CALIBRATION.name)}, "h100-sxm")
+
+
+def test_the_efficiency_model_refuses_rows_without_an_analytical_price():
+    from xla_costmodel.fit._efficiency import EfficiencyModel
+
+    table = pd.read_parquet(TABLE).head(50)
+    with pytest.raises(ValueError, match="base_s"):
+        EfficiencyModel().fit(table.drop(columns=["base_s"]), table["measured_s"])
+    with pytest.raises(ValueError, match="feature"):
+        EfficiencyModel().fit(table[["base_s"]], table["measured_s"])
+    with pytest.raises(ValueError, match="positive"):
+        EfficiencyModel().fit(table.assign(base_s=0.0), table["measured_s"])
+
+
+def test_evaluate_names_the_calibration_and_where_it_was_measured():
+    from xla_costmodel.compare._evaluate import _calibrations_used
+
+    said = _calibrations_used(["xla-gpu", "learned"], get_device("h100-sxm"))
+    assert len(said) == 1 and said[0].startswith("learned priced with the shipped calibration ")
+    assert said[0].endswith("h100-sxm_learned.json, measured on gpu: NVIDIA H100 80GB HBM3"), said[0]

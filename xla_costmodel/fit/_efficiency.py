@@ -1,0 +1,197 @@
+"""A learned efficiency over an analytical model (NeuSight-style): the shipped `learned` form on a GPU.
+
+NeuSight predicts a GPU kernel's time as a roofline bound divided by a
+learned utilization. Here the bound is an analytical model of this project
+(`base`, `xla-gpu` on the H100), and gradient-boosted trees learn the log of
+the ratio between the measured time and the analytical price, from the
+kernel's feature counts (`fit._counting.features_of`) and the log of that
+price:
+
+    time = base_s * exp(clip(trees(features, log base_s), -log bound, +log bound))
+
+The factor is bounded, so the analytical model keeps the scale where the
+trees saw nothing alike, and a kernel whose features cannot be read keeps its
+analytical price.
+
+Saved calibrations (`calibration/<device>_learned.json` with `"form":
+"base-efficiency"`) keep no trees: they name a table of training rows
+(features, `base_s`, measured seconds per execution; made by
+`scripts/fit_gpu_learned.py` from the shipped captures) with its SHA-256,
+and check predictions; loading refits the trees (deterministic) and verifies
+them. `get_model("learned")` on such a device prices with this model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils.validation import check_is_fitted
+
+from ..devices import get_device
+from ..models import FusionByMaterializing, KernelEstimate
+from ._features import FEATURES, FeatureError
+
+__all__ = ["EfficiencyModel", "FORM", "BASE_COLUMN", "refit_efficiency", "table_sha256"]
+
+#: The `form` of a saved `learned` calibration that holds this model.
+FORM = "base-efficiency"
+#: The training table's column of the analytical price (seconds per execution).
+BASE_COLUMN = "base_s"
+#: The training table's column of the measured time (seconds per execution).
+MEASURED_COLUMN = "measured_s"
+
+
+class EfficiencyModel(FusionByMaterializing, RegressorMixin, BaseEstimator):
+    """An analytical model's price times a learned, bounded factor (see the module docstring).
+
+    **Arguments (hyper-parameters):** `base` (the analytical model's name),
+    `bound` (the factor stays within [1/bound, bound]), and scikit-learn's
+    `HistGradientBoostingRegressor` parameters `max_iter`, `learning_rate`,
+    `max_leaf_nodes`, `min_samples_leaf`, `l2_regularization`,
+    `random_state` (defaults: `LearnedModel`'s).
+
+    `fit(X, y)`: `X` a table with the `FEATURES` columns and `base_s` (the
+    analytical price, seconds), `y` measured seconds. **Fitted attributes:**
+    `estimator_`, `feature_names_`, `n_train_`; `calibration_` (the file it was refitted from,
+    and where its rows were measured) when loaded from one.
+    """
+
+    name: ClassVar[str] = "learned"
+
+    def __init__(self, base="xla-gpu", bound=4.0, max_iter=300, learning_rate=0.05, max_leaf_nodes=15,
+                 min_samples_leaf=5, l2_regularization=1.0, random_state=0):
+        self.base = base
+        self.bound = bound
+        self.max_iter = max_iter
+        self.learning_rate = learning_rate
+        self.max_leaf_nodes = max_leaf_nodes
+        self.min_samples_leaf = min_samples_leaf
+        self.l2_regularization = l2_regularization
+        self.random_state = random_state
+
+    def _design(self, X) -> np.ndarray:
+        """The trees' input: the feature columns fitted on (`feature_names_`; a feature that a kernel's table
+        lacks counts 0) and log(`base_s`)."""
+        X = pd.DataFrame(X)
+        if BASE_COLUMN not in X.columns:
+            raise ValueError(f"EfficiencyModel: X lacks the column '{BASE_COLUMN}' (the analytical price, s)")
+        base = X[BASE_COLUMN].to_numpy(float)
+        if np.any(~np.isfinite(base)) or np.any(base <= 0):
+            raise ValueError(f"EfficiencyModel: '{BASE_COLUMN}' must be positive and finite")
+        cols = np.column_stack([X[c].to_numpy(float) if c in X.columns else np.zeros(len(X))
+                                for c in self.feature_names_])
+        return np.column_stack([cols, np.log(base)])
+
+    def fit(self, X, y):
+        """Fit the trees to log(y / base_s). **Returns:** self."""
+        from sklearn.ensemble import HistGradientBoostingRegressor
+        from threadpoolctl import threadpool_limits
+
+        # The feature columns are those of `X` among today's `FEATURES`: a table made before a feature was
+        # added still fits (and prices new kernels without it).
+        self.feature_names_ = [c for c in FEATURES if c in pd.DataFrame(X).columns]
+        if not self.feature_names_:
+            raise ValueError("EfficiencyModel: X holds none of the kernel feature columns (fit.FEATURES)")
+        D = self._design(X)
+        y = np.asarray(y, float)
+        if y.shape[0] != D.shape[0] or np.any(~np.isfinite(y)) or np.any(y <= 0):
+            raise ValueError("EfficiencyModel.fit: y must be positive seconds, one per row of X")
+        if not self.bound > 1:
+            raise ValueError(f"EfficiencyModel: bound must be > 1, not {self.bound!r}")
+        target = np.log(y) - D[:, -1]
+        with threadpool_limits(limits=1, user_api="openmp"):
+            self.estimator_ = HistGradientBoostingRegressor(
+                max_iter=self.max_iter, learning_rate=self.learning_rate, max_leaf_nodes=self.max_leaf_nodes,
+                min_samples_leaf=self.min_samples_leaf, l2_regularization=self.l2_regularization,
+                random_state=self.random_state, early_stopping=False).fit(D, target)
+        self.n_train_ = int(len(y))
+        return self
+
+    def factor(self, X) -> np.ndarray:
+        """The bounded factor the analytical price is multiplied by, per row of `X`."""
+        from threadpoolctl import threadpool_limits
+
+        check_is_fitted(self)
+        with threadpool_limits(limits=1, user_api="openmp"):
+            f = self.estimator_.predict(self._design(X))
+        return np.exp(np.clip(f, -math.log(self.bound), math.log(self.bound)))
+
+    def predict(self, X):
+        """Predicted seconds: `base_s` times `factor(X)`."""
+        return pd.DataFrame(X)[BASE_COLUMN].to_numpy(float) * self.factor(X)
+
+    # ------------------------------------------------------------ CostModel
+    def estimate(self, kernel, device) -> KernelEstimate:
+        """The base model's estimate of `kernel`, its parts scaled by the learned factor; `details` adds
+        `base_model`, `base_time_s`, `efficiency_factor` and, for a loaded calibration, `calibration` (the
+        file) and `measured_on` (the device its rows were measured on). A kernel whose features cannot be
+        read keeps the base model's price (`note` says so)."""
+        from dataclasses import replace
+
+        from ..models import get_model
+        from ._counting import features_of
+
+        dev = get_device(device) if isinstance(device, str) else device
+        base = get_model(self.base).estimate(kernel, dev)
+        if not base.priced or base.bound == "free" or not base.time_s > 0:
+            return base
+        where = dict(getattr(self, "calibration_", {}))
+        try:
+            x = features_of(kernel, dev)
+        except FeatureError as exc:
+            return replace(base, note=(base.note + "; " if base.note else "") + f"learned: {self.base}'s price kept "
+                           f"({exc})", details={**base.details, "base_model": self.base, **where})
+        f = float(self.factor(pd.DataFrame([{**x, BASE_COLUMN: base.time_s}]))[0])
+        details = {**base.details, "base_model": self.base, "base_time_s": base.time_s, "efficiency_factor": f,
+                   **where}
+        return replace(base, compute_s=base.compute_s * f, memory_s=base.memory_s * f,
+                       launch_s=base.launch_s * f, time_s=base.time_s * f, details=details,
+                       note=(base.note + "; " if base.note else "") + self._says(f))
+
+    def _says(self, factor: float) -> str:
+        """Which calibration priced the kernel, and where its rows were measured (a kernel's note)."""
+        where = getattr(self, "calibration_", None)
+        if not where:
+            return f"{self.base} x {factor:.2f} (learned efficiency, fitted in this process)"
+        return (f"{self.base} x {factor:.2f}: learned efficiency of calibration {where['calibration']}, "
+                f"measured on {where['measured_on']}")
+
+
+def table_sha256(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def refit_efficiency(data: dict, device):
+    """The `EfficiencyModel` of a saved `learned` calibration of form `base-efficiency` (see the module
+    docstring). **Raises:** `CalibrationError` when its table is missing or changed, or the refit does not
+    reproduce the checks."""
+    from ._store import CalibrationError, calibration_measured_on
+
+    where = data.get("_path")
+    how = "remake it with scripts/fit_gpu_learned.py --write"
+    entry = data.get("training_table") or {}
+    p = Path(entry.get("path", ""))
+    p = p if p.is_absolute() else Path(where).parent / p
+    if not entry or not p.is_file():
+        raise CalibrationError(f"{where}: its training table {p} is missing; {how}")
+    if table_sha256(p) != entry.get("sha256"):
+        raise CalibrationError(f"{where}: its training table {p} changed since calibration; {how}")
+    table = pd.read_parquet(p)
+    try:
+        model = EfficiencyModel(**dict(data["params"])).fit(table, table[MEASURED_COLUMN].to_numpy(float))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CalibrationError(f"{where}: unusable 'learned' calibration ({exc}); {how}") from None
+    pred = model.predict(table)
+    for c in data.get("checks", []):
+        i = int(c["row"])
+        if not (0 <= i < len(pred)) or not math.isclose(pred[i], c["prediction_s"], rel_tol=1e-6):
+            raise CalibrationError(f"{where}: refitting did not reproduce the saved predictions; {how}")
+    measured = calibration_measured_on(where)
+    model.calibration_ = {"calibration": Path(where).name, "measured_on": measured or "an unnamed device"}
+    return model
