@@ -31,7 +31,6 @@ path's wall time per call (`analyze` from the function: trace, compile, price).
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import math
 import sys
 import time

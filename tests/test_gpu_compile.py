@@ -17,11 +17,10 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import pytest
 
 import xla_costmodel as xc
-from xla_costmodel.gpu_compile import (GpuCompileError, GpuCompileUnavailable, compile_for_gpu,
+from xla_costmodel.gpu_compile import (GpuCompileError, compile_for_gpu,
                                        gpu_compile_available, gpu_compile_unavailable_reason)
 from xla_costmodel.models import GpuCompileFallbackWarning
 
@@ -287,7 +286,7 @@ def test_importing_xla_costmodel_first_nothing_is_printed_and_jax_runs_on_the_cp
     done = _python("import xla_costmodel\n" + _OUR_WORK + _USER_WORK)
     assert done.returncode == 0, done.stderr
     assert done.stderr == ""
-    assert done.stdout.split("\n")[:2] == [f"XLA:GPU compiled here", "6.0 cpu"]
+    assert done.stdout.split("\n")[:2] == ["XLA:GPU compiled here", "6.0 cpu"]
 
 
 @needs_plugin
