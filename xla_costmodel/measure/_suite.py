@@ -35,7 +35,6 @@ import dataclasses
 import fnmatch
 import json
 import math
-import sys
 import time
 import uuid
 import warnings
@@ -46,6 +45,7 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
+from .._progress import progress_bar
 from ._dataset import DATASET_COLUMNS, SCHEMA
 from ._allocator import steady_allocator
 from ._measure import measure_program
@@ -570,20 +570,20 @@ def run_suite(
     t_start = time.perf_counter()
     parts: dict[int, list] = {i: [] for i in range(len(cases))}
     work = [(r, i) for r in range(rounds) for i in range(len(cases))]
-    bar = _progress(work, progress)
-    for r, i in bar:
-        case = cases[i]
-        if progress and hasattr(bar, "set_postfix_str"):
-            bar.set_postfix_str(case.case_id + (f" (round {r + 1})" if rounds > 1 else ""), refresh=False)
-        rng = np.random.default_rng([seed, i])
-        with jax.enable_x64(case.dtype == "float64"):
-            fn, args = case.kernel.build(case.size, case.dtype, rng)
-            with warnings.catch_warnings():
-                # Independent thunks of one program may overlap; that is
-                # recorded per run, not worth a warning per case.
-                warnings.simplefilter("ignore", ConcurrentKernelsWarning)
-                parts[i].append(measure_program(fn, *args, repeats=repeats, discard=discard))
-            del args
+    with progress_bar(len(work), "measure suite", "case", enabled=progress) as bar:
+        for r, i in work:
+            case = cases[i]
+            bar.set_description_str("measure suite: " + case.case_id + (f" (round {r + 1})" if rounds > 1 else ""))
+            rng = np.random.default_rng([seed, i])
+            with jax.enable_x64(case.dtype == "float64"):
+                fn, args = case.kernel.build(case.size, case.dtype, rng)
+                with warnings.catch_warnings():
+                    # Independent thunks of one program may overlap; that is
+                    # recorded per run, not worth a warning per case.
+                    warnings.simplefilter("ignore", ConcurrentKernelsWarning)
+                    parts[i].append(measure_program(fn, *args, repeats=repeats, discard=discard))
+                del args
+            bar.update(1)
     rows: list[dict] = []
     for i, case in enumerate(cases):
         rows.extend(_case_rows(case, merge_measurements(parts[i]), suite_run, rounds))
@@ -602,16 +602,6 @@ def run_suite(
         rounds=rounds,
     )
     return df
-
-
-def _progress(cases, enabled: bool):
-    if not enabled:
-        return cases
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # pragma: no cover - tqdm is a dependency
-        return cases
-    return tqdm(cases, desc="measure suite", unit="case", file=sys.stderr, dynamic_ncols=True)
 
 
 def _case_rows(case: Case, m, suite_run: str, rounds: int) -> list[dict]:
