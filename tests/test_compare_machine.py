@@ -51,17 +51,24 @@ def test_the_shipped_file_is_what_the_script_restores():
 
 
 def test_rows_measured_elsewhere_are_priced_with_that_machine_whatever_this_one_is(corpus_slice, monkeypatch):
-    from xla_costmodel.models import _resolve
+    import importlib
+
+    import xla_costmodel as xc
+
+    # `compare` looks the pricing device up through `measure.resolve_device` (the package: `xla_costmodel.measure`
+    # is shadowed by the `measure` function, hence importlib).
+    measure_package = importlib.import_module("xla_costmodel.measure")
+    look_up = measure_package.resolve_device
 
     first = compare(["roofline"], corpus_slice, "none")
     assert any("description of the machine that measured them" in n for n in first.notes)
 
     # This machine twice as fast: the scores must not move.
     def faster(name):
-        spec = _resolve.get_device("host")
+        spec = xc.get_device("host")
         return spec.replace(memory_bandwidth_bytes_per_s=2 * spec.memory_bandwidth_bytes_per_s)
 
-    monkeypatch.setattr(_resolve, "resolve_device", lambda d: faster(d) if d == "host" else _resolve.get_device(d))
+    monkeypatch.setattr(measure_package, "resolve_device", lambda d: faster(d) if d == "host" else look_up(d))
     second = compare(["roofline"], corpus_slice, "none")
     np.testing.assert_array_equal(first.predictions["predicted_s"], second.predictions["predicted_s"])
     assert pricing_device("host", "none", corpus_slice)[0] == DeviceSpec.from_dict(REFERENCE["spec"])

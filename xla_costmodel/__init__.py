@@ -28,12 +28,9 @@ from .analysis import gpu_cost_analysis as gpu_cost_analysis
 from .analysis import module_cost as module_cost
 from .analysis import module_stats as module_stats
 from .devices import DeviceSpec as DeviceSpec
-from .devices import get_device as get_device
 from .gpu_compile import compile_for_gpu as compile_for_gpu
 from .models import KernelEstimate as KernelEstimate
 from .models import KernelTable as KernelTable
-from .models import analyze as analyze
-from .models import granularity as granularity
 from .models import get_model as get_model
 from .models import model_names as model_names
 from .fusion import FusionResult as FusionResult
@@ -44,12 +41,16 @@ from .fusion import simulate_fusion as simulate_fusion
 from .measure import measure as measure
 from . import plot as plot
 from .fit import calibrate as calibrate
-from .fit import program_time as program_time
 from .compare import compare as compare
 from .scale import analyze_many as analyze_many
 from .scale import map_modules as map_modules
 from .scale import search_fusion_many as search_fusion_many
 from .scale import simulate_fusion_many as simulate_fusion_many
-from .compare import evaluate as evaluate
+# The front door: user input resolved once, then the engine above called (xla_costmodel/front).
+from .front import analyze as analyze
+from .front import evaluate as evaluate
+from .front import get_device as get_device
+from .front import granularity as granularity
+from .front import program_time as program_time
 
 __version__ = "0.1.0"

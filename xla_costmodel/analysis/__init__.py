@@ -38,3 +38,7 @@ from ._rules import registered_opcodes as registered_opcodes
 from ._rules import rules as rules
 from ._stats import module_stats as module_stats
 from ._trip_count import annotate_trip_counts as annotate_trip_counts
+# Which kind of backend optimized a module, from the marks XLA leaves (the front door warns on a mismatch).
+from ._frontend import compiled_for as compiled_for
+# The opcodes that run no kernel of their own but computations (while, conditional, call, ...).
+from ._opcodes import CONTROL_FLOW_OPCODES as CONTROL_FLOW_OPCODES

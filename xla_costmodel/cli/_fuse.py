@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from .._atomic import write_atomically as _write_atomically
-from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL
+from ..models import DEFAULT_DEVICE, DEFAULT_MODEL
 from ._common import (UsageError, command, count, fusions_in, json_records, json_value, print_table,
                       resolve_device_and_model, say_note)
 

@@ -5,8 +5,6 @@
   `by_program` break them down). By default the models are fitted on the
   measurement suite alone and scored on the independent corpus, per source;
   `split="source-cv"` leaves one source out.
-- `evaluate(fn, *args, device="host", models=...)`: measure one program and
-  predict it, joined per kernel (`Evaluation`).
 - `noise ceiling` (`_ceiling`): the measurement's own reproducibility, the
   best any model can score.
 
@@ -22,15 +20,12 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._compare import DEFAULT_MODELS, SPLITS, Comparison, compare
-    from ._evaluate import Evaluation, evaluate
 
 _LAZY = {
     "Comparison": ("._compare", "Comparison"),
     "compare": ("._compare", "compare"),
     "SPLITS": ("._compare", "SPLITS"),
     "DEFAULT_MODELS": ("._compare", "DEFAULT_MODELS"),
-    "Evaluation": ("._evaluate", "Evaluation"),
-    "evaluate": ("._evaluate", "evaluate"),
 }
 __all__ = sorted(_LAZY)
 

@@ -126,7 +126,7 @@ def make_model(name_or_model, device):
     `host_as_gpu` on a CPU."""
     from ..fit._calibrated import AnalyticalOnDevice, host_as_gpu
     from ..models import get_model
-    from ..models._resolve import PricesDeviceKinds
+    from ..models import PricesDeviceKinds
 
     if not isinstance(name_or_model, str):
         return name_or_model
@@ -395,7 +395,7 @@ def pricing_device(device="host", split: str = "source", dataset=None, train=Non
     **Returns:** `(spec, note)`; `note` is "" for this machine's spec.
     """
     from ..fit._store import measuring_device
-    from ..models._resolve import resolve_device
+    from ..measure import resolve_device
 
     if not (isinstance(device, str) and device == "host"):
         return resolve_device(device), ""

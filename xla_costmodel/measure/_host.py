@@ -1,7 +1,8 @@
 """`measure_host`: this machine's CPU measured with small jax benchmarks, as the `"host"` device.
 
-The `DeviceSpec` and its cache are `xla_costmodel.devices`'s (`get_device("host")`
-runs this when there is no usable cache: importing this package registers it).
+The `DeviceSpec` and its cache are `xla_costmodel.devices`'s; `host_device` reads the cache or, when it has
+nothing usable, measures (what `xla_costmodel.get_device("host")` does), and `resolve_device` turns any
+device a caller may pass into its `DeviceSpec` that way.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .._worker import WorkerCrashed
 from ..devices import DeviceSpec
 from ..devices._host import (
     cache_sizes,
+    cached_host,
     clock_ghz,
     core_count,
     cpu_model,
@@ -31,7 +33,7 @@ from ._allocator import steady_from_start
 from ._isolated import measuring_worker
 from ._method import MeasurementError
 
-__all__ = ["measure_host"]
+__all__ = ["host_device", "measure_host", "resolve_device"]
 
 log = logging.getLogger("xla_costmodel.devices")
 
@@ -295,3 +297,24 @@ def measure_host(*, fast: bool = False, progress: bool = True, save: bool = True
     return spec
 
 
+
+
+def host_device(*, remeasure: bool = False, fast: bool = False, progress: bool = True) -> DeviceSpec:
+    """The `"host"` device: the cached measurement, or this machine measured now and cached
+    (`measure_host`) when there is no usable one or `remeasure` asks. A cache written in fast mode is not
+    reused for a full (`fast=False`) request. Raises `HostCacheError` for an unreadable cache."""
+    spec = None if remeasure else cached_host(fast=fast)
+    return spec if spec is not None else measure_host(fast=fast, progress=progress, save=True)
+
+
+def resolve_device(device: "str | DeviceSpec | None" = None) -> DeviceSpec:
+    """The `DeviceSpec` of what a caller may pass for a device (`models.resolve_device`: a spec, a name,
+    None for `DEFAULT_DEVICE`), with the host measured when it has no usable measurement (`host_device`).
+
+    **Raises:** `ValueError` for an unknown name (listing the valid ones), `TypeError` for anything else.
+    """
+    from ..models import resolve_device as look_up
+
+    if isinstance(device, str) and device.strip().lower() == "host":
+        return host_device()
+    return look_up(device)
