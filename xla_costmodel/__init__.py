@@ -1,7 +1,8 @@
 """xla_costmodel: predict how long XLA kernels take, explain why, and check against measured time.
 
 The public API, in the order data flows: HLO front end (`parse_hlo`, `load_hlo`,
-`from_jax`) → cost analysis (`cost_analysis`, `module_cost`) → devices and models
+`from_jax`) → cost analysis (`cost_analysis`: jax's `Compiled.cost_analysis()`; `module_cost`,
+`instruction_cost_table`) → devices and models
 (`get_device`, `get_model`, `analyze`, `granularity`) → fusion (`simulate_fusion`, `search_fusion`)
 → measurement (`measure`) → fitting and comparison (`calibrate`, `compare`, `evaluate`, `program_time`, `plot`);
 the same over many modules or devices (`analyze_many`, ..., `xla_costmodel.scale`).
@@ -24,6 +25,7 @@ from .hlo import from_jax as from_jax
 from .hlo import load_hlo as load_hlo
 from .hlo import parse_hlo as parse_hlo
 from .analysis import cost_analysis as cost_analysis
+from .analysis import instruction_cost_table as instruction_cost_table
 from .analysis import gpu_cost_analysis as gpu_cost_analysis
 from .analysis import module_cost as module_cost
 from .analysis import module_stats as module_stats
