@@ -370,7 +370,7 @@ def _saved(folders, corpus, device):
     import numpy as np
     import pandas as pd
 
-    from xla_costmodel.compare import compare
+    from xla_costmodel.compare import compare_models
     from xla_costmodel.devices._host import describe_machine, machine_differences, machine_record
     from xla_costmodel.fit._calibrate import FITTABLE_MODELS
     from xla_costmodel.fit._store import DATA_DIR_ENV, MachineMismatchWarning, calibration_path
@@ -391,7 +391,7 @@ def _saved(folders, corpus, device):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", MachineMismatchWarning)  # the table says it, per folder
-                comparison = compare(present, dataset=corpus, split="none", device=device)
+                comparison = compare_models(present, dataset=corpus, split="none", device=device)
         finally:
             for name, value in before.items():
                 if value is None:
@@ -478,17 +478,17 @@ def _run_saved(args, corpus, device):
 
 def _zoo(models, device, quick: bool) -> dict:
     """The scoring of this project's own programs (`--zoo`): the `program` split, `program-cv`, their noise."""
-    from xla_costmodel.compare import compare
+    from xla_costmodel.compare import compare_models
     from xla_costmodel.compare._ceiling import noise_ceiling, rounds_of
     from xla_costmodel.fit._data import load_rows, programs_dataset
 
     out = {}
-    out["zoo_program"] = compare(models, split="program", device=device)
+    out["zoo_program"] = compare_models(models, split="program", device=device)
     _print("zoo: `program` split (fit on the suite alone, score this project's own zoo programs; not the goals' data)",
            out["zoo_program"][["model", "n", *METRICS, "fusion_order_acc"]], index=False)
     if not quick:
         fittable = [m for m in models if m != "roofline"]
-        out["zoo_program_cv"] = compare(fittable, split="program-cv", device=device)
+        out["zoo_program_cv"] = compare_models(fittable, split="program-cv", device=device)
         _print("zoo: `program-cv` (5 folds over the zoo programs; suite + the other zoo programs train)",
                out["zoo_program_cv"][["model", "n", *METRICS, "fusion_order_acc"]], index=False)
     rows = load_rows(programs_dataset("host"))
@@ -503,7 +503,7 @@ def _zoo(models, device, quick: bool) -> dict:
            out["zoo_noise"][["comparison", "n", *METRICS, "ties"]], index=False)
     large = ROOT / "calibration" / "host_cpu_programs_large.parquet"
     if large.is_file():
-        out["zoo_large"] = compare(models, dataset=large, split="program", device=device)
+        out["zoo_large"] = compare_models(models, dataset=large, split="program", device=device)
         _print("zoo transformers at realistic sizes (host_cpu_programs_large.parquet), fit on the suite alone",
                out["zoo_large"][["model", "n", *METRICS]], index=False)
     return out
@@ -537,7 +537,7 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args) -> int:
     import pandas as pd
 
-    from xla_costmodel.compare import compare
+    from xla_costmodel.compare import compare_models
     from xla_costmodel.compare._compare import pricing_device
     from xla_costmodel.compare._ceiling import _matched_runs, noise_by_source, program_noise
     from xla_costmodel.fit._data import load_rows
@@ -560,7 +560,7 @@ def _run(args) -> int:
     overhead = _program_overhead()
     for label, split, own in REGIMES[:1] if args.quick else REGIMES:
         t0 = time.perf_counter()
-        results[label] = _with_overhead(compare(models, dataset=corpus, split=split, device=device,
+        results[label] = _with_overhead(compare_models(models, dataset=corpus, split=split, device=device,
                                                 include_programs=own, progress=True), overhead)
         print(f"   {label}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     print(f"\nprogram overhead (fitted to this project's own programs, never the corpus): "

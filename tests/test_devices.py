@@ -352,7 +352,7 @@ def test_host_measurement(host_cache):
 
 def test_host_benchmarks_run_where_measure_runs_programs(monkeypatch):
     """In a process that did not start with the steady allocator, the benchmarks run in the measuring
-    worker (as `measure()` runs programs there), and the spec says so."""
+    worker (as `measure_kernels()` runs programs there), and the spec says so."""
     from xla_costmodel.measure import _host as host_module
     from xla_costmodel.measure import steady_from_start
 

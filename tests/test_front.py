@@ -56,3 +56,19 @@ def test_names_resolve_to_the_pair_the_engine_gets():
 def test_bad_names_fail_before_any_work(device, model, message):
     with pytest.raises(ValueError, match=message):
         xc.analyze(lambda x: x, object(), device=device, model=model)  # never traced: the names fail first
+
+
+def test_no_function_hides_a_subpackage():
+    """`xc.measure`, `xc.compare`, ... are the subpackages (issue 34 §5): each top-level folder of the package
+    is reached as itself, and the functions have names of their own (`measure_kernels`, `compare_models`)."""
+    import types
+    from pathlib import Path
+
+    root = Path(xc.__file__).parent
+    packages = sorted(p.name for p in root.iterdir() if (p / "__init__.py").is_file())
+    assert {"measure", "compare", "plot", "front", "models"} <= set(packages)
+    # (`cli`, `zoo`, `corpus` are imported on first use: not yet an attribute, and nothing else by their name.)
+    hidden = [name for name in packages if name in vars(xc) and not isinstance(vars(xc)[name], types.ModuleType)]
+    assert not hidden, f"a top-level name hides these subpackages: {hidden}"
+    assert all(isinstance(getattr(xc, name), types.ModuleType) for name in ("measure", "compare", "plot", "front"))
+    assert callable(xc.measure_kernels) and callable(xc.compare_models)

@@ -4,7 +4,7 @@ The public API, in the order data flows: HLO front end (`parse_hlo`, `load_hlo`,
 `from_jax`) → cost analysis (`cost_analysis`: jax's `Compiled.cost_analysis()`; `module_cost`,
 `instruction_cost_table`) → devices and models
 (`get_device`, `get_model`, `analyze`, `granularity`) → fusion (`simulate_fusion`, `search_fusion`)
-→ measurement (`measure`) → fitting and comparison (`calibrate`, `compare`, `evaluate`, `program_time`, `plot`);
+→ measurement (`measure_kernels`) → fitting and comparison (`calibrate`, `compare_models`, `evaluate`, `program_time`, `plot`);
 the same over many modules or devices (`analyze_many`, ..., `xla_costmodel.scale`).
 XLA:GPU's own compile for a GPU this machine lacks: `compile_for_gpu` (`xla_costmodel.gpu_compile`).
 """
@@ -40,10 +40,10 @@ from .fusion import SearchResult as SearchResult
 from .fusion import compare_with_xla as compare_with_xla
 from .fusion import search_fusion as search_fusion
 from .fusion import simulate_fusion as simulate_fusion
-from .measure import measure as measure
+from .measure import measure_kernels as measure_kernels
 from . import plot as plot
 from .fit import calibrate as calibrate
-from .compare import compare as compare
+from .compare import compare_models as compare_models
 from .scale import analyze_many as analyze_many
 from .scale import map_modules as map_modules
 from .scale import search_fusion_many as search_fusion_many

@@ -49,7 +49,7 @@ def _paths(values):
 
 @command("compare", "score cost models against measured kernel times on held-out data", _compare_configure)
 def _compare(args: argparse.Namespace) -> int:
-    from ..compare import DEFAULT_MODELS, SPLITS, compare
+    from ..compare import DEFAULT_MODELS, SPLITS, compare_models
     from ..measure import DatasetError
 
     if args.split not in SPLITS:
@@ -61,7 +61,7 @@ def _compare(args: argparse.Namespace) -> int:
     check_models(args.models)
     check_device(args.device)
     try:
-        table = compare(args.models or DEFAULT_MODELS, _paths(args.dataset), args.split,
+        table = compare_models(args.models or DEFAULT_MODELS, _paths(args.dataset), args.split,
                         train=_paths(args.train), device=args.device, folds=args.folds, progress=not args.no_progress)
     except (DatasetError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None

@@ -1,6 +1,6 @@
 """Cost models compared against measured kernel times, on held-out data.
 
-- `compare(models, dataset, split=...)`: accuracy metrics of several models
+- `compare_models(models, dataset, split=...)`: accuracy metrics of several models
   on held-out data (`Comparison`, one row per model; `by_source` and
   `by_program` break them down). By default the models are fitted on the
   measurement suite alone and scored on the independent corpus, per source;
@@ -19,11 +19,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ._compare import DEFAULT_MODELS, SPLITS, Comparison, compare
+    from ._compare import DEFAULT_MODELS, SPLITS, Comparison, compare_models
 
 _LAZY = {
     "Comparison": ("._compare", "Comparison"),
-    "compare": ("._compare", "compare"),
+    "compare_models": ("._compare", "compare_models"),
     "SPLITS": ("._compare", "SPLITS"),
     "DEFAULT_MODELS": ("._compare", "DEFAULT_MODELS"),
 }

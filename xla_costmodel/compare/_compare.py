@@ -56,7 +56,7 @@ from ..fit._data import (FUSION_VARIANT_CLASSES, PROGRAM_CLASSES, SUITE, TRAININ
                          default_training, empty_prepared, prepare_dataset, programs_dataset, row_roles, row_sources)
 from ..fit._metrics import METRIC_COLUMNS, accuracy, fusion_metrics
 
-__all__ = ["compare", "Comparison", "DEFAULT_MODELS", "GPU_MODELS", "SPLITS", "make_model", "pricing_device"]
+__all__ = ["compare_models", "Comparison", "DEFAULT_MODELS", "GPU_MODELS", "SPLITS", "make_model", "pricing_device"]
 
 #: The models `compare` scores when none are named: those that price a CPU's kernels (the data measured here).
 DEFAULT_MODELS = ("fitted", "learned", "roofline-calibrated", "roofline")
@@ -416,7 +416,7 @@ def pricing_device(device="host", split: str = "source", dataset=None, train=Non
     return spec, note
 
 
-def compare(models: Sequence = DEFAULT_MODELS, dataset=None, split: str = "source", *, train=None,
+def compare_models(models: Sequence = DEFAULT_MODELS, dataset=None, split: str = "source", *, train=None,
             device="host", folds: int = 5, test_classes: Sequence[str] = ("program", "user"),
             include_programs: bool = False, progress: bool = False) -> Comparison:
     """Score cost models against measured kernel times.

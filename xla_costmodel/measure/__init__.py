@@ -1,6 +1,6 @@
 """Measured kernel timings: profiler-trace ingestion, the measurement suite, calibration datasets.
 
-- `measure(fn, *args)` runs a jitted program under `jax.profiler` and returns
+- `measure_kernels(fn, *args)` runs a jitted program under `jax.profiler` and returns
   one row per kernel, joined to the compiled module's instructions;
   `measure_program` returns the per-run table and the module as well. Both,
   the suite and the command line time kernels with one methodology
@@ -40,7 +40,7 @@ from ._method import Measurement as Measurement
 from ._method import MeasurementError as MeasurementError
 from ._measure import device_description as device_description
 from ._measure import disable_gpu_command_buffers as disable_gpu_command_buffers
-from ._measure import measure as measure
+from ._measure import measure_kernels as measure_kernels
 from ._measure import measure_program as measure_program
 from ._isolated import InProcessMeasurementWarning as InProcessMeasurementWarning
 from ._runs import measurement_from_trace as measurement_from_trace

@@ -212,7 +212,7 @@ def measure_host(*, fast: bool = False, progress: bool = True, save: bool = True
     program, kept in `measurements`), and empty kernels timed from a profiler
     trace (`kernel_launch_overhead_s`: what one more kernel costs).
     Takes a few seconds (`fast=True`: well under one, with less accurate numbers).
-    Like `measure()`, it runs in the measuring worker unless this process
+    Like `measure_kernels()`, it runs in the measuring worker unless this process
     started with the steady allocator (`steady_from_start`), so that the
     copy pays no page faults (`measurements["measured_in_worker"]`).
 
@@ -243,7 +243,7 @@ def measure_host(*, fast: bool = False, progress: bool = True, save: bool = True
     if steady_from_start():
         results = host_benchmarks(fast, on_done=done)
     else:
-        # Timed as `measure()` times programs (`_isolated`): the copy writes a fresh 128 MiB buffer each run,
+        # Timed as `measure_kernels()` times programs (`_isolated`): the copy writes a fresh 128 MiB buffer each run,
         # which in a process that did not start with the steady allocator pays its page faults every time.
         try:
             results = measuring_worker().call(f"{__name__}:host_benchmarks", fast, on_message=done)
