@@ -134,7 +134,7 @@ def _form_ceiling(models, corpus, device):
 
     from xla_costmodel.compare._compare import _fit, _fittable, _predict, make_model
     from xla_costmodel.fit._data import prepare_dataset, row_sources
-    from xla_costmodel.fit._metrics import accuracy
+    from xla_costmodel.fit import accuracy
 
     whole = prepare_dataset(corpus, device)
     kernels = whole.subset(whole.rows["kernel_class"].astype(str).to_numpy() == "program")
@@ -197,7 +197,7 @@ def _banded_tau(results: dict, noise_pairs) -> "object":
     """Kendall tau within bands of measured kernel time (overall), per model and regime, and the noise's."""
     import pandas as pd
 
-    from xla_costmodel.fit._metrics import accuracy
+    from xla_costmodel.fit import accuracy
 
     out = []
     pairs = []
@@ -237,7 +237,7 @@ def _by_category(results: dict, corpus_rows, noise_pairs) -> "object":
     `fitted`, next to the noise's (run 2 against run 1) on the same kernels."""
     import pandas as pd
 
-    from xla_costmodel.fit._metrics import accuracy
+    from xla_costmodel.fit import accuracy
 
     cats = _categories(corpus_rows)
 
@@ -334,7 +334,8 @@ def _program_overhead():
     """What a run costs besides its kernels (`fit._program.ProgramOverhead`), fitted to this project's own
     programs (`calibration/host_cpu_programs.parquet`: the zoo and the training programs as compiled)."""
     from xla_costmodel.fit._data import load_rows, own_program_rows, programs_dataset
-    from xla_costmodel.fit._program import ProgramOverhead, program_table
+    from xla_costmodel.fit import ProgramOverhead
+    from xla_costmodel.fit._program import program_table
 
     rows = load_rows(programs_dataset("host"))
     return ProgramOverhead.fit(program_table(rows[own_program_rows(rows)]))
@@ -372,8 +373,8 @@ def _saved(folders, corpus, device):
 
     from xla_costmodel.compare import compare_models
     from xla_costmodel.devices._host import describe_machine, machine_differences, machine_record
-    from xla_costmodel.fit._calibrate import FITTABLE_MODELS
-    from xla_costmodel.fit._store import DATA_DIR_ENV, MachineMismatchWarning, calibration_path
+    from xla_costmodel.fit import calibration_path, FITTABLE_MODELS, MachineMismatchWarning
+    from xla_costmodel.fit._store import DATA_DIR_ENV
 
     here = machine_record()
     rows = []
