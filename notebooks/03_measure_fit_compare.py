@@ -213,7 +213,7 @@ comparison.by_source.pivot(index="source", columns="model", values="sk_error").r
 # they agree with themselves.
 
 # %%
-from xla_costmodel.compare._ceiling import noise_by_source
+from xla_costmodel.compare import noise_by_source
 
 corpus = read_dataset(ROOT / "calibration" / "host_cpu_corpus.parquet")
 rerun = read_dataset(ROOT / "calibration" / "host_cpu_corpus_rerun.parquet")

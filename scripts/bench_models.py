@@ -127,34 +127,6 @@ def _check_models(names) -> list[str]:
     return check_models(names, "bench_models")
 
 
-def _form_ceiling(models, corpus, device):
-    """Each fittable model fitted to the scored corpus kernels and scored on them, per source and overall."""
-    import numpy as np
-    import pandas as pd
-
-    from xla_costmodel.compare._compare import _fit, _fittable, _predict, make_model
-    from xla_costmodel.fit._data import prepare_dataset, row_sources
-    from xla_costmodel.fit import accuracy
-
-    whole = prepare_dataset(corpus, device)
-    kernels = whole.subset(whole.rows["kernel_class"].astype(str).to_numpy() == "program")
-    sources = row_sources(kernels.rows)
-    out = []
-    for name in models:
-        model = make_model(name, device)
-        if not _fittable(model):
-            continue
-        t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            pred = _predict(_fit(model, kernels, device), kernels, device)
-        for source in [*pd.unique(sources), "all"]:
-            inside = np.ones(len(sources), bool) if source == "all" else sources == source
-            out.append({"model": name, "source": source, **accuracy(pred[inside], kernels.y[inside])})
-        print(f"   form ceiling of {name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    return pd.DataFrame(out)
-
-
 def _source_table(source: str, results: dict, noise, form):
     """One table: each model under each regime, then the noise and form ceilings, for one source (or `all`)."""
     import pandas as pd
@@ -444,7 +416,7 @@ def _saved_verdicts(table, shipped: str, noise: dict) -> list[dict]:
 def _saved_noise(corpus, rerun) -> dict:
     """The corpus measured twice, run 2 scored against run 1: `sk_error`, the distance of Kendall's tau from 1
     (`kendall_tau`), and the worst program total's factor (`worst_program_factor`)."""
-    from xla_costmodel.compare._ceiling import noise_by_source, program_noise
+    from xla_costmodel.compare import noise_by_source, program_noise
     from xla_costmodel.fit._data import load_rows
 
     first, second = load_rows(corpus), load_rows(rerun)
@@ -479,8 +451,7 @@ def _run_saved(args, corpus, device):
 
 def _zoo(models, device, quick: bool) -> dict:
     """The scoring of this project's own programs (`--zoo`): the `program` split, `program-cv`, their noise."""
-    from xla_costmodel.compare import compare_models
-    from xla_costmodel.compare._ceiling import noise_ceiling, rounds_of
+    from xla_costmodel.compare import compare_models, noise_ceiling, rounds_of
     from xla_costmodel.fit._data import load_rows, programs_dataset
 
     out = {}
@@ -538,9 +509,9 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args) -> int:
     import pandas as pd
 
-    from xla_costmodel.compare import compare_models
+    from xla_costmodel.compare import compare_models, form_ceiling, noise_by_source, program_noise
+    from xla_costmodel.compare._ceiling import _matched_runs
     from xla_costmodel.compare._compare import pricing_device
-    from xla_costmodel.compare._ceiling import _matched_runs, noise_by_source, program_noise
     from xla_costmodel.fit._data import load_rows
 
     models = _check_models([*MODELS, *args.models])
@@ -577,7 +548,7 @@ def _run(args) -> int:
     for column, factor, _ in PROGRAM_GOALS:
         runs = prog_noise["run2_over_run1" if column == "predicted_over_measured" else "wall2_over_wall1"]
         noise_all[column] = float(_within(runs, factor).mean())
-    form = _form_ceiling(models, corpus, device)
+    form = form_ceiling(models, corpus, device)
 
     some = next(iter(results.values()))
     sources = list(some.by_source.drop_duplicates("source").sort_values("n", ascending=False)["source"])

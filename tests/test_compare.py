@@ -159,3 +159,19 @@ def test_cli_compare(small_data, capsys, monkeypatch):
     assert not {"gmre", "sk_gmre"} & set(records[0])  # one name per metric
     assert main(["compare", "--split", "random", "--dataset", str(prog_path)]) == 2
     assert "unknown split" in capsys.readouterr().err
+
+
+def test_form_ceiling_fits_the_scored_kernels_themselves(small_data):
+    """The form ceiling (`compare.form_ceiling`): each fittable model fitted to the very kernels it is scored on,
+    so on those kernels it does at least as well as the same model trained elsewhere and scored there."""
+    from xla_costmodel.compare import form_ceiling
+
+    suite_path, prog_path, _, _ = small_data
+    form = form_ceiling(["fitted", "roofline"], prog_path, CPU, progress=False)
+    assert set(form["model"]) == {"fitted"}  # roofline has no parameters to fit: no form ceiling
+    assert "all" in set(form["source"])
+    ceiling = form.set_index("source").loc["all"]
+    held_out = compare_models(["fitted"], prog_path, "program", train=[suite_path, prog_path],
+                              device=CPU).set_index("model").loc["fitted"]
+    assert ceiling["n"] == held_out["n"] > 0  # the same program kernels scored
+    assert ceiling["ratio_error"] <= held_out["ratio_error"], (ceiling["ratio_error"], held_out["ratio_error"])
