@@ -106,8 +106,7 @@ def _analyze(args: argparse.Namespace) -> int:
 
 def _say_calibration(name: str, device) -> None:
     """A note naming the saved calibration a calibrated model priced with: the user's or the shipped one."""
-    from ..fit._calibrate import FITTABLE_MODELS
-    from ..fit._store import calibration_in_use
+    from ..fit import FITTABLE_MODELS, calibration_in_use
 
     if name in FITTABLE_MODELS:
         path, whose = calibration_in_use(name, device)

@@ -127,7 +127,7 @@ def _fuse(args: argparse.Namespace) -> int:
 
 def _say_if_fused(src: Path, module) -> None:
     """A note when the input is already fused: priority fusion then runs over XLA's kernels, not the program's ops."""
-    from ..analysis._frontend import compiled_for
+    from ..analysis import compiled_for
 
     fusions = fusions_in(module)
     if not fusions:

@@ -19,7 +19,7 @@ DEFAULT_FLEET_DATASET = "fleet.parquet"
 
 
 def _in_data_dir(name: str) -> Path:
-    from ..fit._store import user_data_dir
+    from ..fit import user_data_dir
 
     return user_data_dir() / name
 

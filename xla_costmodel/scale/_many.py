@@ -282,7 +282,7 @@ class AnalyzeOperation:
     unknown_trip_count: int = 1
 
     def __call__(self, module: HloModule) -> pd.DataFrame:
-        from ..models._base import CostModelWarning
+        from ..models import CostModelWarning
 
         with warnings.catch_warnings():
             # Unpriced kernels are flagged in the rows; the driver warns once for the run.
@@ -335,7 +335,7 @@ def analyze_many(
     **Raises:** `ValueError` for an unknown device or model (or `xla-gpu`
     on a CPU), and what `map_modules` raises, before any task starts.
     """
-    from ..models._base import CostModelWarning
+    from ..models import CostModelWarning
 
     dev, cost_model = _resolve(device, model)
     if unknown_trip_count < 0:
