@@ -144,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     from threadpoolctl import threadpool_limits
 
     from xla_costmodel import get_device
-    from xla_costmodel.devices._host import describe_machine, machine_record
+    from xla_costmodel.devices import describe_machine, machine_record
 
     device = get_device("host")
     shipped, other = _suite(SHIPPED / "host_cpu.parquet"), _suite(other_path)

@@ -344,7 +344,7 @@ def _saved(folders, corpus, device):
     import pandas as pd
 
     from xla_costmodel.compare import compare_models
-    from xla_costmodel.devices._host import describe_machine, machine_differences, machine_record
+    from xla_costmodel.devices import describe_machine, machine_differences, machine_record
     from xla_costmodel.fit import calibration_path, FITTABLE_MODELS, MachineMismatchWarning
     from xla_costmodel.fit._store import DATA_DIR_ENV
 
@@ -427,7 +427,7 @@ def _saved_noise(corpus, rerun) -> dict:
 
 def _run_saved(args, corpus, device):
     """`--saved`: the table of saved calibrations (shipped first) and the verdicts, printed."""
-    from xla_costmodel.devices._host import describe_machine, machine_record
+    from xla_costmodel.devices import describe_machine, machine_record
 
     shipped = str((ROOT / "calibration").resolve())
     folders = list(dict.fromkeys([shipped, *(str(Path(f).expanduser().resolve()) for f in args.saved)]))
