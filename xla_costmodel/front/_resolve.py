@@ -32,10 +32,9 @@ if TYPE_CHECKING:
     from ..hlo import HloModule
 
 __all__ = [
-    "BackendMismatchWarning",
-    "get_device",
-    "GpuCompileFallbackWarning",
+    "SIMULATED_FROM_LOWERED",
     "PricedModule",
+    "get_device",
     "resolve_device_and_model",
     "resolve_priced_module",
 ]
@@ -94,6 +93,7 @@ SIMULATED_FROM_PARTITIONED = ("XLA:GPU fusion simulated from the partitioned mod
 SIMULATED_WITHOUT_PLUGIN = SIMULATED_FROM_LOWERED + " ({reason})"
 
 _GPU_BACKENDS = ("gpu", "cuda", "rocm")
+
 
 @dataclass(frozen=True)
 class PricedModule:
