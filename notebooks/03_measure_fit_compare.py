@@ -43,7 +43,7 @@ import pandas as pd
 
 import xla_costmodel as xcm
 from xla_costmodel import plot, zoo
-from xla_costmodel.measure import measure, read_dataset
+from xla_costmodel.measure import measure_kernels, read_dataset
 
 pd.set_option("display.width", 200)
 pd.set_option("display.max_columns", 20)
@@ -55,7 +55,7 @@ DATASET = ROOT / "calibration" / "host_cpu.parquet"
 # %% [markdown]
 # ## 1. Measure a program
 #
-# `measure(fn, *args)` jits the function, runs it `repeats` times under the
+# `measure_kernels(fn, *args)` jits the function, runs it `repeats` times under the
 # profiler (the first `discard` runs are warm-up) and returns one row per
 # kernel with the minimum and median of the kept runs. The minimum is the
 # least-disturbed run, the number a model should predict. We keep the run
@@ -64,7 +64,7 @@ DATASET = ROOT / "calibration" / "host_cpu.parquet"
 # %%
 program = zoo.get_program("transformer_fwd")
 fn, args = program.build()
-measured = measure(fn, *args, repeats=20, discard=4, progress=False)
+measured = measure_kernels(fn, *args, repeats=20, discard=4, progress=False)
 print(program.description)
 print(f"{len(measured)} kernels; backend {measured.attrs.get('backend')}, {measured.attrs.get('device')}")
 plot.readable(measured[["hlo_op", "opcode", "fusion_kind", "n", "launches", "min_per_run_s", "median_per_run_s",
@@ -176,7 +176,7 @@ plot.readable(calibration.assign(file=calibration["file"].map(lambda f: Path(f).
 #
 # ## 5. Compare the models on programs nobody here wrote
 #
-# `compare(models)` fits each fittable model on the measurement suite
+# `compare_models(models)` fits each fittable model on the measurement suite
 # alone, then scores every model on the kernels of the *independent
 # corpus* (`calibration/host_cpu_corpus.parquet`: models, optimizers and
 # functions of JAX libraries this project did not write, measured on the
@@ -191,14 +191,14 @@ plot.readable(calibration.assign(file=calibration["file"].map(lambda f: Path(f).
 
 # %%
 models = ["fitted", "learned", "roofline-calibrated", "roofline"]
-comparison = xcm.compare(models)
+comparison = xcm.compare_models(models)
 plot.readable(comparison.set_index("model")[["n", "sk_error", "ratio_error", "within_2x", "bias", "kendall_tau",
                                              "spearman", "fit_s"]], unit="s")
 
 # %% [markdown]
 # The same, library by library (`comparison.by_source`): a model that holds
 # on one library's programs and not on another's shows where its features
-# run out. `compare(models, split="source-cv")` also trains on the programs
+# run out. `compare_models(models, split="source-cv")` also trains on the programs
 # of the other libraries, leaving out the one it scores.
 
 # %%
@@ -213,7 +213,7 @@ comparison.by_source.pivot(index="source", columns="model", values="sk_error").r
 # they agree with themselves.
 
 # %%
-from xla_costmodel.compare._ceiling import noise_by_source
+from xla_costmodel.compare import noise_by_source
 
 corpus = read_dataset(ROOT / "calibration" / "host_cpu_corpus.parquet")
 rerun = read_dataset(ROOT / "calibration" / "host_cpu_corpus_rerun.parquet")
@@ -269,7 +269,7 @@ plt.show()
 from xla_costmodel.fit import accuracy
 
 one_run = dataset[dataset["suite_run"] == dataset["suite_run"].iloc[0]]
-by_class = xcm.compare(["fitted", "roofline-calibrated", "roofline"], dataset=one_run, split="class")
+by_class = xcm.compare_models(["fitted", "roofline-calibrated", "roofline"], dataset=one_run, split="class")
 per_class = pd.DataFrame([
     {"model": model, "kernel_class": cls, **accuracy(g["predicted_s"], g["measured_s"])}
     for (model, cls), g in by_class.predictions.groupby(["model", "kernel_class"], sort=False)

@@ -70,7 +70,7 @@ def main(names: list[str]) -> None:
 
 def _report(name, fn, args) -> None:
     """One line per kernel: measured, and each model's price with its ratio to the measurement."""
-    measured = xc.measure(fn, *args, progress=False)
+    measured = xc.measure_kernels(fn, *args, progress=False)
     priced = {m: xc.analyze(fn, *args, device="host", model=m) for m in ("roofline", "fitted")}
     priced = {m: d[d.opcode != "parameter"].time_s.tolist() for m, d in priced.items()}
     for i, (op, t) in enumerate(zip(measured.hlo_op, measured.min_per_launch_s)):

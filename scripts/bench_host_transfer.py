@@ -70,11 +70,9 @@ def _score(model_name, train, test, device):
     """Fit `model_name` to `train` rows and score it on `test` rows (and on `train` itself)."""
     import numpy as np
 
-    from xla_costmodel.fit._calibrated import CalibratedModel
+    from xla_costmodel.fit import CalibratedModel
     from xla_costmodel.fit._data import prepare
-    from xla_costmodel.fit._fitted import FittedModel
-    from xla_costmodel.fit._learned import LearnedModel
-    from xla_costmodel.fit._metrics import accuracy
+    from xla_costmodel.fit import accuracy, FittedModel, LearnedModel
 
     tr, te = prepare(train, device), prepare(test, device)
     if model_name == "roofline-calibrated":
@@ -107,7 +105,7 @@ def _carried_factors(test, device) -> list[dict]:
     from xla_costmodel.devices import DeviceSpec
     from xla_costmodel.fit._calibrated import AnalyticalOnDevice, _base_model
     from xla_costmodel.fit._data import prepare
-    from xla_costmodel.fit._metrics import accuracy
+    from xla_costmodel.fit import accuracy
 
     data = json.loads((SHIPPED / "host_roofline-calibrated.json").read_text())
     fitted = DeviceSpec.from_dict(data["device_spec"])
@@ -146,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     from threadpoolctl import threadpool_limits
 
     from xla_costmodel import get_device
-    from xla_costmodel.devices._host import describe_machine, machine_record
+    from xla_costmodel.devices import describe_machine, machine_record
 
     device = get_device("host")
     shipped, other = _suite(SHIPPED / "host_cpu.parquet"), _suite(other_path)

@@ -1,10 +1,10 @@
-"""A user's mixed-precision MLP measured by `measure()` after other jax work, against the command line.
+"""A user's mixed-precision MLP measured by `measure_kernels()` after other jax work, against the command line.
 
     .venv/bin/python scripts/bench_measure_paths.py [--large] [--repeats 30] [--discard 4]
 
 Issue 17, cause 1: calibration assumes glibc's allocator in its steady state
 (no page faults on reused buffers), which holds only in a process started in
-it; a user who calls `xla_costmodel.measure(fn, *args)` in a notebook that
+it; a user who calls `xla_costmodel.measure_kernels(fn, *args)` in a notebook that
 already ran jax is not, and large buffers take fresh pages every run. This
 script is that user. In this process jax runs first; then the same program
 (bf16 converts of f32 weights, bias broadcasts, a large broadcast written
@@ -13,7 +13,7 @@ out) is measured
 - `worker`: by `measure_program` with its defaults (on the CPU: in the
   measuring worker, whose allocator is steady from its first allocation);
 - `here`: the same in this process (`in_process=True`), the peer: what
-  `measure()` did before it had a worker;
+  `measure_kernels()` did before it had a worker;
 - `cli`: by `xla-costmodel measure --jax scripts/bench_measure_paths.py:mixed_precision_mlp`
   in a process of its own (which measures in its own measuring worker).
 

@@ -127,34 +127,6 @@ def _check_models(names) -> list[str]:
     return check_models(names, "bench_models")
 
 
-def _form_ceiling(models, corpus, device):
-    """Each fittable model fitted to the scored corpus kernels and scored on them, per source and overall."""
-    import numpy as np
-    import pandas as pd
-
-    from xla_costmodel.compare._compare import _fit, _fittable, _predict, make_model
-    from xla_costmodel.fit._data import prepare_dataset, row_sources
-    from xla_costmodel.fit._metrics import accuracy
-
-    whole = prepare_dataset(corpus, device)
-    kernels = whole.subset(whole.rows["kernel_class"].astype(str).to_numpy() == "program")
-    sources = row_sources(kernels.rows)
-    out = []
-    for name in models:
-        model = make_model(name, device)
-        if not _fittable(model):
-            continue
-        t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            pred = _predict(_fit(model, kernels, device), kernels, device)
-        for source in [*pd.unique(sources), "all"]:
-            inside = np.ones(len(sources), bool) if source == "all" else sources == source
-            out.append({"model": name, "source": source, **accuracy(pred[inside], kernels.y[inside])})
-        print(f"   form ceiling of {name}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
-    return pd.DataFrame(out)
-
-
 def _source_table(source: str, results: dict, noise, form):
     """One table: each model under each regime, then the noise and form ceilings, for one source (or `all`)."""
     import pandas as pd
@@ -197,7 +169,7 @@ def _banded_tau(results: dict, noise_pairs) -> "object":
     """Kendall tau within bands of measured kernel time (overall), per model and regime, and the noise's."""
     import pandas as pd
 
-    from xla_costmodel.fit._metrics import accuracy
+    from xla_costmodel.fit import accuracy
 
     out = []
     pairs = []
@@ -237,7 +209,7 @@ def _by_category(results: dict, corpus_rows, noise_pairs) -> "object":
     `fitted`, next to the noise's (run 2 against run 1) on the same kernels."""
     import pandas as pd
 
-    from xla_costmodel.fit._metrics import accuracy
+    from xla_costmodel.fit import accuracy
 
     cats = _categories(corpus_rows)
 
@@ -334,7 +306,8 @@ def _program_overhead():
     """What a run costs besides its kernels (`fit._program.ProgramOverhead`), fitted to this project's own
     programs (`calibration/host_cpu_programs.parquet`: the zoo and the training programs as compiled)."""
     from xla_costmodel.fit._data import load_rows, own_program_rows, programs_dataset
-    from xla_costmodel.fit._program import ProgramOverhead, program_table
+    from xla_costmodel.fit import ProgramOverhead
+    from xla_costmodel.fit._program import program_table
 
     rows = load_rows(programs_dataset("host"))
     return ProgramOverhead.fit(program_table(rows[own_program_rows(rows)]))
@@ -370,10 +343,10 @@ def _saved(folders, corpus, device):
     import numpy as np
     import pandas as pd
 
-    from xla_costmodel.compare import compare
-    from xla_costmodel.devices._host import describe_machine, machine_differences, machine_record
-    from xla_costmodel.fit._calibrate import FITTABLE_MODELS
-    from xla_costmodel.fit._store import DATA_DIR_ENV, MachineMismatchWarning, calibration_path
+    from xla_costmodel.compare import compare_models
+    from xla_costmodel.devices import describe_machine, machine_differences, machine_record
+    from xla_costmodel.fit import calibration_path, FITTABLE_MODELS, MachineMismatchWarning
+    from xla_costmodel.fit._store import DATA_DIR_ENV
 
     here = machine_record()
     rows = []
@@ -391,7 +364,7 @@ def _saved(folders, corpus, device):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", MachineMismatchWarning)  # the table says it, per folder
-                comparison = compare(present, dataset=corpus, split="none", device=device)
+                comparison = compare_models(present, dataset=corpus, split="none", device=device)
         finally:
             for name, value in before.items():
                 if value is None:
@@ -443,7 +416,7 @@ def _saved_verdicts(table, shipped: str, noise: dict) -> list[dict]:
 def _saved_noise(corpus, rerun) -> dict:
     """The corpus measured twice, run 2 scored against run 1: `sk_error`, the distance of Kendall's tau from 1
     (`kendall_tau`), and the worst program total's factor (`worst_program_factor`)."""
-    from xla_costmodel.compare._ceiling import noise_by_source, program_noise
+    from xla_costmodel.compare import noise_by_source, program_noise
     from xla_costmodel.fit._data import load_rows
 
     first, second = load_rows(corpus), load_rows(rerun)
@@ -454,7 +427,7 @@ def _saved_noise(corpus, rerun) -> dict:
 
 def _run_saved(args, corpus, device):
     """`--saved`: the table of saved calibrations (shipped first) and the verdicts, printed."""
-    from xla_costmodel.devices._host import describe_machine, machine_record
+    from xla_costmodel.devices import describe_machine, machine_record
 
     shipped = str((ROOT / "calibration").resolve())
     folders = list(dict.fromkeys([shipped, *(str(Path(f).expanduser().resolve()) for f in args.saved)]))
@@ -478,17 +451,16 @@ def _run_saved(args, corpus, device):
 
 def _zoo(models, device, quick: bool) -> dict:
     """The scoring of this project's own programs (`--zoo`): the `program` split, `program-cv`, their noise."""
-    from xla_costmodel.compare import compare
-    from xla_costmodel.compare._ceiling import noise_ceiling, rounds_of
+    from xla_costmodel.compare import compare_models, noise_ceiling, rounds_of
     from xla_costmodel.fit._data import load_rows, programs_dataset
 
     out = {}
-    out["zoo_program"] = compare(models, split="program", device=device)
+    out["zoo_program"] = compare_models(models, split="program", device=device)
     _print("zoo: `program` split (fit on the suite alone, score this project's own zoo programs; not the goals' data)",
            out["zoo_program"][["model", "n", *METRICS, "fusion_order_acc"]], index=False)
     if not quick:
         fittable = [m for m in models if m != "roofline"]
-        out["zoo_program_cv"] = compare(fittable, split="program-cv", device=device)
+        out["zoo_program_cv"] = compare_models(fittable, split="program-cv", device=device)
         _print("zoo: `program-cv` (5 folds over the zoo programs; suite + the other zoo programs train)",
                out["zoo_program_cv"][["model", "n", *METRICS, "fusion_order_acc"]], index=False)
     rows = load_rows(programs_dataset("host"))
@@ -503,7 +475,7 @@ def _zoo(models, device, quick: bool) -> dict:
            out["zoo_noise"][["comparison", "n", *METRICS, "ties"]], index=False)
     large = ROOT / "calibration" / "host_cpu_programs_large.parquet"
     if large.is_file():
-        out["zoo_large"] = compare(models, dataset=large, split="program", device=device)
+        out["zoo_large"] = compare_models(models, dataset=large, split="program", device=device)
         _print("zoo transformers at realistic sizes (host_cpu_programs_large.parquet), fit on the suite alone",
                out["zoo_large"][["model", "n", *METRICS]], index=False)
     return out
@@ -537,9 +509,9 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args) -> int:
     import pandas as pd
 
-    from xla_costmodel.compare import compare
+    from xla_costmodel.compare import compare_models, form_ceiling, noise_by_source, program_noise
+    from xla_costmodel.compare._ceiling import _matched_runs
     from xla_costmodel.compare._compare import pricing_device
-    from xla_costmodel.compare._ceiling import _matched_runs, noise_by_source, program_noise
     from xla_costmodel.fit._data import load_rows
 
     models = _check_models([*MODELS, *args.models])
@@ -560,7 +532,7 @@ def _run(args) -> int:
     overhead = _program_overhead()
     for label, split, own in REGIMES[:1] if args.quick else REGIMES:
         t0 = time.perf_counter()
-        results[label] = _with_overhead(compare(models, dataset=corpus, split=split, device=device,
+        results[label] = _with_overhead(compare_models(models, dataset=corpus, split=split, device=device,
                                                 include_programs=own, progress=True), overhead)
         print(f"   {label}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     print(f"\nprogram overhead (fitted to this project's own programs, never the corpus): "
@@ -576,7 +548,7 @@ def _run(args) -> int:
     for column, factor, _ in PROGRAM_GOALS:
         runs = prog_noise["run2_over_run1" if column == "predicted_over_measured" else "wall2_over_wall1"]
         noise_all[column] = float(_within(runs, factor).mean())
-    form = _form_ceiling(models, corpus, device)
+    form = form_ceiling(models, corpus, device)
 
     some = next(iter(results.values()))
     sources = list(some.by_source.drop_duplicates("source").sort_values("n", ascending=False)["source"])

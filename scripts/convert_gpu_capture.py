@@ -57,8 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     import pandas as pd
 
-    from xla_costmodel.measure import Method, append_dataset
-    from xla_costmodel.measure._gpu_capture import capture_rows
+    from xla_costmodel.measure import append_dataset, capture_rows, Method
 
     events = pd.read_parquet(args.events)
     walls = None

@@ -70,7 +70,7 @@ BOUND = 4.0
 def _features(kernels, device) -> pd.DataFrame:
     """The feature counts of each kernel (NaN row where it has none: control flow, unreadable)."""
     from xla_costmodel.fit._counting import features_of
-    from xla_costmodel.fit._features import FEATURES, FeatureError
+    from xla_costmodel.fit import FEATURES, FeatureError
 
     out = []
     for k in kernels:
@@ -144,7 +144,7 @@ def corpus_table(rows, modules, kernels, device, whole: bool = False, scored=Non
 
 def usable(t: pd.DataFrame) -> np.ndarray:
     """Rows with features, a positive analytical price and a positive measured time."""
-    from xla_costmodel.fit._features import FEATURES
+    from xla_costmodel.fit import FEATURES
 
     x = t["base_s"].to_numpy(float)
     m = t["measured_s"].to_numpy(float)
@@ -154,7 +154,7 @@ def usable(t: pd.DataFrame) -> np.ndarray:
 
 def fit_model(train: pd.DataFrame):
     """`EfficiencyModel` (the candidate, hyper-parameters fixed) fitted to the usable rows of `train`."""
-    from xla_costmodel.fit._efficiency import EfficiencyModel
+    from xla_costmodel.fit import EfficiencyModel
 
     tr = train[usable(train)]
     return EfficiencyModel(base=PEER, bound=BOUND).fit(tr, tr["measured_s"].to_numpy(float))
@@ -163,7 +163,7 @@ def fit_model(train: pd.DataFrame):
 def corrected(model, t: pd.DataFrame) -> np.ndarray:
     """The candidate's seconds per execution for the rows of `t`: NaN where `xla-gpu` has no price, the
     analytical price where the kernel has no features (as `EfficiencyModel.estimate` does)."""
-    from xla_costmodel.fit._features import FEATURES
+    from xla_costmodel.fit import FEATURES
 
     x = t["base_s"].to_numpy(float)
     out = np.where(np.isfinite(x) & (x > 0), x, np.nan)
@@ -240,7 +240,7 @@ def scores(args=None) -> dict:
 def training_table(suite, rows, modules, kernels, device) -> pd.DataFrame:
     """The shipped model's training rows: the suite and the whole corpus (library calls priced on every
     source's constants), usable rows only, in a fixed order."""
-    from xla_costmodel.fit._features import FEATURES
+    from xla_costmodel.fit import FEATURES
 
     corpus, _ = corpus_table(rows, modules, kernels, device, whole=True)
     t = pd.concat([suite, corpus], ignore_index=True)

@@ -119,9 +119,8 @@ def measure_jobs(jobs, *, rounds: int, repeats: int, discard: int, progress: boo
     """Dataset rows for every job (rounds pooled), and {case: why} for the jobs that failed."""
     import pandas as pd
 
-    from xla_costmodel.measure import ConcurrentKernelsWarning, measure_program, merge_measurements
-    from xla_costmodel.measure._dataset import DATASET_COLUMNS
-    from xla_costmodel.measure._suite import measurement_rows
+    from xla_costmodel.measure import ConcurrentKernelsWarning, DATASET_COLUMNS, measure_program, merge_measurements
+    from xla_costmodel.measure import measurement_rows
 
     parts: dict[int, list] = {i: [] for i in range(len(jobs))}
     failed: dict[str, str] = {}
@@ -188,8 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--rounds must be at least 1")
 
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    from xla_costmodel.measure import append_dataset
-    from xla_costmodel.measure._allocator import set_allocator
+    from xla_costmodel.measure import append_dataset, set_allocator
 
     set_allocator("steady")  # before jax starts its threads, so that they share one arena
     jobs = _jobs(args)

@@ -41,13 +41,13 @@ def run(tmp_path_factory):
 
 
 def test_tables_are_compares_numbers(run):
-    from xla_costmodel.compare import compare
+    from xla_costmodel.compare import compare_models
 
     bench, rc, printed, payload, paths = run
     assert rc == 0 and set(payload["overall"]) == {"suite"}  # --quick: the suite-alone regime only
     overall = {r["model"]: r for r in payload["overall"]["suite"]}
     assert list(overall) == list(bench.MODELS)
-    again = compare(["fitted", "roofline"], dataset=paths["corpus"], split="source").set_index("model")
+    again = compare_models(["fitted", "roofline"], dataset=paths["corpus"], split="source").set_index("model")
     for model in ("fitted", "roofline"):
         for metric in bench.METRICS:
             assert overall[model][metric] == pytest.approx(again.loc[model, metric])
@@ -149,9 +149,9 @@ def test_categories_count_the_kernels_that_are_in_them(run):
     big = rows["hlo_text"].str.contains(" broadcast(", regex=False) & (rows["out_bytes"] >= 2**20)
     assert table["broadcasts >= 1 MiB"]["kernels"] == int(big.sum())
     # fitted's figure on the loop bodies is `accuracy` over those kernels' predictions
-    from xla_costmodel.compare import compare
+    from xla_costmodel.compare import compare_models
 
-    again = compare(["fitted"], dataset=paths["corpus"], split="source").predictions
+    again = compare_models(["fitted"], dataset=paths["corpus"], split="source").predictions
     again = again[again["scored"]]
     keys = set(zip(loop["case"].astype(str), loop["hlo_op"].astype(str)))
     inside = np.array([k in keys for k in zip(again["case"].astype(str), again["hlo_op"].astype(str))])

@@ -80,7 +80,8 @@ def test_a_combination_of_models_that_price_the_device_still_runs(capsys):
 
 def test_the_library_refuses_the_combination_before_pricing():
     from xla_costmodel import analyze
-    from xla_costmodel.models._resolve import check_prices_device, resolve_device, resolve_model
+    from xla_costmodel.measure import resolve_device
+    from xla_costmodel.models import check_prices_device, resolve_model
 
     with pytest.raises(ValueError, match="'min\\(roofline,xla-gpu\\)' holds it"):
         check_prices_device(resolve_model("min(roofline,xla-gpu)"), resolve_device("host"))
@@ -223,7 +224,7 @@ def test_evaluate_table_is_in_one_unit():
 
 
 def test_predicted_wall_time_says_why_it_is_nan_on_a_device_without_overhead():
-    from xla_costmodel.compare._evaluate import _saved_overhead
+    from xla_costmodel.front._evaluate import _saved_overhead
     from xla_costmodel.devices import get_device
 
     overhead, why = _saved_overhead(get_device("host"))

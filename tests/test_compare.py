@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from scipy.stats import kendalltau, spearmanr
 
-from xla_costmodel.compare import compare
+from xla_costmodel.compare import compare_models
 from xla_costmodel.fit import accuracy, fusion_metrics
 from xla_costmodel.fit._metrics import SK_FLOOR, sk_error
 from xla_costmodel.measure import read_dataset
@@ -100,7 +100,7 @@ def small_data(tmp_path_factory):
 
 def test_compare_program_split(small_data):
     suite_path, prog_path, suite, prog = small_data
-    table = compare(["fitted", "roofline", "xla-gpu"], prog_path, "program", train=[suite_path, prog_path], device=CPU)
+    table = compare_models(["fitted", "roofline", "xla-gpu"], prog_path, "program", train=[suite_path, prog_path], device=CPU)
     assert list(table["model"]) == ["fitted", "roofline", "xla-gpu"]
     n_kernels = int(((prog["kernel_class"] == "program") & ~prog["opcode"].isin(["while", "conditional", "call"])).sum())
     assert (table["n"] + table["unpriced"] == n_kernels).all()
@@ -119,26 +119,26 @@ def test_program_rows_never_train(small_data):
     suite_path, prog_path, _, _ = small_data
     # Handing the program file as training data must not leak its program rows:
     # the result equals training on the suite + supplementary rows only.
-    a = compare(["fitted"], prog_path, "program", train=[suite_path, prog_path], device=CPU)
+    a = compare_models(["fitted"], prog_path, "program", train=[suite_path, prog_path], device=CPU)
     prog = read_dataset(prog_path)
     extra_only = prog[prog["kernel_class"].str.startswith("extra-")]
     both = pd.concat([read_dataset(suite_path), extra_only], ignore_index=True)
-    b = compare(["fitted"], prog_path, "program", train=both, device=CPU)
+    b = compare_models(["fitted"], prog_path, "program", train=both, device=CPU)
     assert a["ratio_error"].iloc[0] == pytest.approx(b["ratio_error"].iloc[0], rel=1e-9)
 
 
 def test_compare_class_and_cv_splits(small_data):
     suite_path, _, suite, _ = small_data
-    by_class = compare(["fitted"], suite_path, "class", device=CPU)
+    by_class = compare_models(["fitted"], suite_path, "class", device=CPU)
     assert by_class["n"].iloc[0] + by_class["unpriced"].iloc[0] == len(suite)
     assert math.isnan(by_class["fusion_order_acc"].iloc[0])
-    cv = compare(["fitted"], suite_path, "cv", device=CPU, folds=3)
+    cv = compare_models(["fitted"], suite_path, "cv", device=CPU, folds=3)
     assert set(cv.predictions["fold"]) == {0, 1, 2}
 
 
 def test_compare_rejects_unknown_split(small_data):
     with pytest.raises(ValueError, match="unknown split"):
-        compare(["fitted"], small_data[1], "random", device=CPU)
+        compare_models(["fitted"], small_data[1], "random", device=CPU)
 
 
 def test_cli_compare(small_data, capsys, monkeypatch):
@@ -159,3 +159,19 @@ def test_cli_compare(small_data, capsys, monkeypatch):
     assert not {"gmre", "sk_gmre"} & set(records[0])  # one name per metric
     assert main(["compare", "--split", "random", "--dataset", str(prog_path)]) == 2
     assert "unknown split" in capsys.readouterr().err
+
+
+def test_form_ceiling_fits_the_scored_kernels_themselves(small_data):
+    """The form ceiling (`compare.form_ceiling`): each fittable model fitted to the very kernels it is scored on,
+    so on those kernels it does at least as well as the same model trained elsewhere and scored there."""
+    from xla_costmodel.compare import form_ceiling
+
+    suite_path, prog_path, _, _ = small_data
+    form = form_ceiling(["fitted", "roofline"], prog_path, CPU, progress=False)
+    assert set(form["model"]) == {"fitted"}  # roofline has no parameters to fit: no form ceiling
+    assert "all" in set(form["source"])
+    ceiling = form.set_index("source").loc["all"]
+    held_out = compare_models(["fitted"], prog_path, "program", train=[suite_path, prog_path],
+                              device=CPU).set_index("model").loc["fitted"]
+    assert ceiling["n"] == held_out["n"] > 0  # the same program kernels scored
+    assert ceiling["ratio_error"] <= held_out["ratio_error"], (ceiling["ratio_error"], held_out["ratio_error"])

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from xla_costmodel.compare import DEFAULT_MODELS, compare
+from xla_costmodel.compare import DEFAULT_MODELS, compare_models
 from xla_costmodel.compare._compare import GPU_MODELS, pricing_device
 from xla_costmodel.devices import DeviceSpec
 from xla_costmodel.fit._store import MEASURING_DEVICE_FILE, CalibrationError, measuring_device, shipped_dir
@@ -51,18 +51,25 @@ def test_the_shipped_file_is_what_the_script_restores():
 
 
 def test_rows_measured_elsewhere_are_priced_with_that_machine_whatever_this_one_is(corpus_slice, monkeypatch):
-    from xla_costmodel.models import _resolve
+    import importlib
 
-    first = compare(["roofline"], corpus_slice, "none")
+    import xla_costmodel as xc
+
+    # `compare` looks the pricing device up through `measure.resolve_device` (the package: `xla_costmodel.measure`
+    # is shadowed by the `measure` function, hence importlib).
+    measure_package = importlib.import_module("xla_costmodel.measure")
+    look_up = measure_package.resolve_device
+
+    first = compare_models(["roofline"], corpus_slice, "none")
     assert any("description of the machine that measured them" in n for n in first.notes)
 
     # This machine twice as fast: the scores must not move.
     def faster(name):
-        spec = _resolve.get_device("host")
+        spec = xc.get_device("host")
         return spec.replace(memory_bandwidth_bytes_per_s=2 * spec.memory_bandwidth_bytes_per_s)
 
-    monkeypatch.setattr(_resolve, "resolve_device", lambda d: faster(d) if d == "host" else _resolve.get_device(d))
-    second = compare(["roofline"], corpus_slice, "none")
+    monkeypatch.setattr(measure_package, "resolve_device", lambda d: faster(d) if d == "host" else look_up(d))
+    second = compare_models(["roofline"], corpus_slice, "none")
     np.testing.assert_array_equal(first.predictions["predicted_s"], second.predictions["predicted_s"])
     assert pricing_device("host", "none", corpus_slice)[0] == DeviceSpec.from_dict(REFERENCE["spec"])
 
@@ -80,10 +87,10 @@ def test_rows_of_no_known_machine_are_priced_here(tmp_path):
 
 def test_gpu_models_score_host_kernels_only_when_named_and_then_say_so(corpus_slice):
     assert not set(GPU_MODELS) & set(DEFAULT_MODELS)
-    table = compare(["roofline", "xla-gpu"], corpus_slice, "none")
+    table = compare_models(["roofline", "xla-gpu"], corpus_slice, "none")
     said = [n for n in table.notes if "XLA:GPU's kernels" in n]
     assert len(said) == 1 and said[0].startswith("xla-gpu prices") and "as asked" in said[0]
-    assert not [n for n in compare(["roofline"], corpus_slice, "none").notes if "XLA:GPU" in n]
+    assert not [n for n in compare_models(["roofline"], corpus_slice, "none").notes if "XLA:GPU" in n]
 
 
 def test_cli_compare_says_what_it_did(corpus_slice, capsys):

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from xla_costmodel.compare import compare
+from xla_costmodel.compare import compare_models
 from xla_costmodel.fit import FittedModel
 from xla_costmodel.fit._data import (SUITE, TEST_PROGRAM, TRAINING_PROGRAM, row_roles, row_sources, training_rows)
 from xla_costmodel.fit._metrics import accuracy
@@ -80,7 +80,7 @@ def test_roles_of_the_committed_rows(slices):
 def test_source_split_scores_every_source_and_sums_programs(slices):
     suite, programs, corpus = slices
     train = pd.concat([suite, programs])
-    table = compare(["fitted", "roofline"], corpus, "source", train=train, device=CPU)
+    table = compare_models(["fitted", "roofline"], corpus, "source", train=train, device=CPU)
     pred = table.predictions
     scored = pred[pred["scored"]]
     # Every corpus kernel is scored, none of the training rows is.
@@ -119,18 +119,18 @@ def test_source_split_trains_on_suite_rows_only_unless_asked(slices):
     train = pd.concat([suite, programs])
     suite_like = set(suite.index) | set(programs.index[row_roles(programs) == SUITE])
     RecordingModel.log = []
-    compare([RecordingModel()], corpus, "source", train=train, device=CPU)
+    compare_models([RecordingModel()], corpus, "source", train=train, device=CPU)
     fits = [rows for kind, rows in RecordingModel.log if kind == "fit"]
     assert len(fits) == 1
     kept = suite_like & set(fits[0])
     assert fits[0] <= suite_like and len(kept) > 0.9 * len(suite_like)  # (rows the features cannot read drop out)
     RecordingModel.log = []
-    compare([RecordingModel()], corpus, "source", train=train, device=CPU, include_programs=True)
+    compare_models([RecordingModel()], corpus, "source", train=train, device=CPU, include_programs=True)
     fits = [rows for kind, rows in RecordingModel.log if kind == "fit"]
     assert fits[0] - suite_like and fits[0] <= set(suite.index) | set(programs.index)
     # The project's programs as test data while they train: nothing is left to score.
     with pytest.raises(ValueError, match="no kernels to score"):
-        compare(["fitted"], programs, "source", train=train, device=CPU, include_programs=True)
+        compare_models(["fitted"], programs, "source", train=train, device=CPU, include_programs=True)
 
 
 def test_source_cv_never_fits_a_source_to_the_model_that_scores_it(slices):
@@ -139,7 +139,7 @@ def test_source_cv_never_fits_a_source_to_the_model_that_scores_it(slices):
     source_of = pd.Series(np.r_[row_sources(train), row_sources(corpus)],
                           index=np.r_[train.index, corpus.index])
     RecordingModel.log = []
-    table = compare([RecordingModel(), "roofline"], corpus, "source-cv", train=train, device=CPU)
+    table = compare_models([RecordingModel(), "roofline"], corpus, "source-cv", train=train, device=CPU)
     log = RecordingModel.log
     folds = [(log[i][1], log[i + 1][1]) for i in range(0, len(log), 2)]
     assert [kind for kind, _ in log] == ["fit", "predict"] * 4  # one fold per corpus source
@@ -157,12 +157,12 @@ def test_source_cv_never_fits_a_source_to_the_model_that_scores_it(slices):
 
 def test_classic_splits_still_score_the_zoo(slices):
     suite, programs, _ = slices
-    table = compare(["fitted"], programs, "program", train=pd.concat([suite, programs]), device=CPU)
+    table = compare_models(["fitted"], programs, "program", train=pd.concat([suite, programs]), device=CPU)
     scored = table.predictions[table.predictions["scored"]]
     assert set(scored["program"]) == {"mlp_fwd", "layernorm_softmax"} and set(scored["source"]) == {"zoo"}
     assert table["fusion_n"].iloc[0] == 2
     with pytest.raises(ValueError, match="include_programs applies to the 'source' split"):
-        compare(["fitted"], programs, "program", device=CPU, include_programs=True)
+        compare_models(["fitted"], programs, "program", device=CPU, include_programs=True)
 
 
 def test_cli_compare_by_source(slices, tmp_path, capsys, monkeypatch):
@@ -180,7 +180,7 @@ def test_cli_compare_by_source(slices, tmp_path, capsys, monkeypatch):
                str(paths["suite"]), str(paths["programs"]), "--device", "test-cpu", "--by-source", "--json"])
     records = json.loads(capsys.readouterr().out)
     assert rc == 0
-    table = compare(["fitted", "roofline"], str(paths["corpus"]), "source",
+    table = compare_models(["fitted", "roofline"], str(paths["corpus"]), "source",
                     train=[str(paths["suite"]), str(paths["programs"])], device=CPU)
     assert [(r["model"], r["source"]) for r in records] == (
         [*zip(table.by_source["model"], table.by_source["source"]), ("fitted", "all"), ("roofline", "all")])

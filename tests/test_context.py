@@ -12,7 +12,8 @@ import pytest
 import xla_costmodel as xc
 from xla_costmodel.fit import CONTEXT_FEATURES, FEATURES, ContextModel, FittedModel, LearnedContextModel, context_features
 from xla_costmodel.fit._calibrate import context_training_rows
-from xla_costmodel.fit._program import ProgramOverhead, program_table, program_time
+from xla_costmodel import program_time
+from xla_costmodel.fit._program import ProgramOverhead, program_table
 from xla_costmodel.hlo import HloInstruction
 
 MiB = 1 << 20

@@ -25,8 +25,8 @@ import xla_costmodel as xc  # noqa: E402
 from xla_costmodel.analysis import (  # noqa: E402
     CostAnalysisWarning,
     InstructionCost,
-    cost_analysis,
     cost_rule,
+    instruction_cost_table,
     instruction_costs,
     module_cost,
     module_stats,
@@ -94,6 +94,26 @@ def test_fixture_compiled_cost_analysis_is_the_post_module():
             continue
         module = xc.load_hlo(FIXTURES / data["post"]["file"])
         assert _quiet_module_cost(module, trip_counts=False)["xla_properties"] == compiled, data["name"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", CostAnalysisWarning)
+            assert xc.cost_analysis(module) == compiled, data["name"]  # the user's name for it: jax's dict
+
+
+def test_cost_analysis_is_what_jax_compiled_cost_analysis_gives():
+    """`xc.cost_analysis` of the module jax compiled gives jax's `Compiled.cost_analysis()`, live: the same
+    keys (XLA's names, per-operand ones included) and values, including a loop body counted once."""
+    import jax
+    import jax.numpy as jnp
+
+    def f(x, w):
+        y = jnp.tanh(x @ w)
+        return jnp.sum(y * y, axis=0), jax.lax.fori_loop(0, 3, lambda i, c: c * 2.0 + 1.0, x)
+
+    compiled = jax.jit(f).lower(jnp.ones((64, 32)), jnp.ones((32, 16))).compile()
+    want = compiled.cost_analysis()
+    got = xc.cost_analysis(xc.parse_hlo(compiled.as_text()))
+    assert {"flops", "transcendentals", "bytes accessed", "bytes accessed0{}", "utilization1{}"} <= set(got)
+    assert got == want
 
 
 # ---------------------------------------------------------------------------
@@ -233,7 +253,7 @@ def test_parameter_utilization():
 
 def test_cost_analysis_dataframe():
     module = xc.load_hlo(FIXTURES / "mlp_grad.post.hlo")
-    df = cost_analysis(module)
+    df = instruction_cost_table(module)
     assert len(df) == sum(len(c.instructions) for c in module.computations)
     for col in ("computation", "name", "opcode", "flops", "transcendentals", "bytes_accessed",
                 "output_bytes_accessed", "operand_bytes_accessed", "operand_utilization", "utilization",
@@ -256,10 +276,10 @@ def test_shared_costs_of_look_alike_computations_change_nothing(monkeypatch):
         module = xc.load_hlo(FIXTURES / f"{name}.hlo")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", CostAnalysisWarning)
-            shared = cost_analysis(module)
+            shared = instruction_cost_table(module)
             monkeypatch.setattr(_interpreter.Analysis, "cache_fusions", False)
             monkeypatch.setattr(_interpreter, "_SMALL_COMPUTATION", -1)
-            fresh = cost_analysis(module)
+            fresh = instruction_cost_table(module)
             monkeypatch.undo()
         assert shared.equals(fresh), name
 
@@ -299,7 +319,7 @@ def test_custom_call_is_reported_unpriced():
     assert result["unpriced"] == {"custom-call:my_kernel": 1}
     assert result["flops"] == -1  # XLA: tanh's 0 flops plus the custom call's -1 ("unknown")
     with pytest.warns(CostAnalysisWarning):
-        df = cost_analysis(module)
+        df = instruction_cost_table(module)
     row = df.set_index("name").loc["cc"]
     assert row.unpriced and row.unpriced_ops == ("custom-call:my_kernel",)
 
@@ -312,7 +332,7 @@ def test_unknown_opcode_warns_and_is_flagged():
     with pytest.warns(CostAnalysisWarning, match="frobnicate"):
         result = module_cost(module)
     assert result["unpriced"] == {"frobnicate": 1}
-    df = cost_analysis(module, warn=False)
+    df = instruction_cost_table(module, warn=False)
     assert df.set_index("name").loc["a"].unpriced
 
 
@@ -415,7 +435,7 @@ def test_trip_count_aware_totals():
     assert result["flops_trip_count_aware"] == 10 * 17 + 11 * 1
     assert result["transcendentals_trip_count_aware"] == 10 * 16
     assert result["trip_counts_known"]
-    df = cost_analysis(module)
+    df = instruction_cost_table(module)
     body = df[df.computation == "body"]
     assert (body.loop_multiplier == 10).all()
     assert (df[df.computation == "cond"].loop_multiplier == 11).all()
@@ -438,7 +458,7 @@ def test_unknown_trip_count_keeps_xla_figure():
     assert not result["trip_counts_known"]
     assert result["flops_trip_count_aware"] == result["flops"]
     assert all(loop["trip_count"] is None for loop in result["while_loops"])
-    df = cost_analysis(module)
+    df = instruction_cost_table(module)
     assert df[df.loop_multiplier.isna()].shape[0] > 0
 
 

@@ -9,6 +9,7 @@ hlo_op_profiles_test.cc and entries read from hlo_op_profiles_data.h.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import logging
 import os
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import xla_costmodel as xc
 import xla_costmodel.devices as devices
 from xla_costmodel.devices import (
     DeviceSpec,
@@ -30,6 +32,10 @@ from xla_costmodel.devices import (
 )
 from xla_costmodel.devices import _host, _registry
 from xla_costmodel.measure import measure_host
+
+# What `xla_costmodel.get_device("host")` runs when the host has no usable measurement (`measure.host_device`);
+# `xla_costmodel.measure` is shadowed on the package by the `measure` function, hence importlib.
+_measuring = importlib.import_module("xla_costmodel.measure._host")
 
 KiB = 1024
 MiB = 1024 * 1024
@@ -346,7 +352,7 @@ def test_host_measurement(host_cache):
 
 def test_host_benchmarks_run_where_measure_runs_programs(monkeypatch):
     """In a process that did not start with the steady allocator, the benchmarks run in the measuring
-    worker (as `measure()` runs programs there), and the spec says so."""
+    worker (as `measure_kernels()` runs programs there), and the spec says so."""
     from xla_costmodel.measure import _host as host_module
     from xla_costmodel.measure import steady_from_start
 
@@ -376,8 +382,9 @@ def test_host_measurement_logs_each_benchmark(caplog):
 
 def test_host_cache_round_trip(cache_env, monkeypatch):
     path, spec = cache_env
-    monkeypatch.setattr(_host, "_MEASURER", [_must_not_measure])
-    assert get_device("host", fast=True) == spec
+    monkeypatch.setattr(_measuring, "measure_host", _must_not_measure)
+    assert xc.get_device("host", fast=True) == spec
+    assert get_device("host", fast=True) == spec  # the devices layer reads the cache too
     assert _host.read_host_cache(path) == spec
 
 
@@ -389,9 +396,19 @@ def test_fast_cache_not_used_for_full_request(cache_env, monkeypatch):
         calls.append(fast)
         return spec
 
-    monkeypatch.setattr(_host, "_MEASURER", [fake_measure])
-    get_device("host", progress=False)
+    monkeypatch.setattr(_measuring, "measure_host", fake_measure)
+    xc.get_device("host", progress=False)
     assert calls == [False]
+
+
+def test_the_devices_layer_never_measures_and_says_who_does(monkeypatch, tmp_path):
+    """No hook lets `devices` reach up to `measure`: without a usable cache its `get_device("host")` names
+    the call that measures (`xla_costmodel.get_device`, the front door) instead of measuring."""
+    monkeypatch.setenv(_host.CACHE_DIR_ENV, str(tmp_path))
+    monkeypatch.setattr(_measuring, "measure_host", _must_not_measure)
+    with pytest.raises(RuntimeError, match=r"no usable measurement .*xla_costmodel.get_device\('host'\) measures it"):
+        get_device("host")
+    assert not hasattr(_host, "register_host_measurer")
 
 
 def test_host_cache_location(monkeypatch, tmp_path):
@@ -414,11 +431,11 @@ def test_host_cache_location(monkeypatch, tmp_path):
 )
 def test_corrupt_host_cache_names_the_file(monkeypatch, tmp_path, content, message):
     monkeypatch.setenv(_host.CACHE_DIR_ENV, str(tmp_path))
-    monkeypatch.setattr(_host, "_MEASURER", [_must_not_measure])
+    monkeypatch.setattr(_measuring, "measure_host", _must_not_measure)
     path = _host.host_cache_path()
     path.write_text(content)
     with pytest.raises(HostCacheError, match=message) as err:
-        get_device("host", fast=True)
+        xc.get_device("host", fast=True)
     assert str(path) in str(err.value)
     assert "remeasure=True" in str(err.value)
 
@@ -428,9 +445,9 @@ def test_remeasure_replaces_corrupt_cache(monkeypatch, tmp_path, host_cache):
     monkeypatch.setenv(_host.CACHE_DIR_ENV, str(tmp_path))
     path = _host.host_cache_path()
     path.write_text("garbage")
-    monkeypatch.setattr(_host, "_MEASURER",
-                        [lambda **kw: (_host.save_host_cache(spec, _host.host_cache_path()), spec)[1]])
-    assert get_device("host", remeasure=True, fast=True) == spec
+    monkeypatch.setattr(_measuring, "measure_host",
+                        lambda **kw: (_host.save_host_cache(spec, _host.host_cache_path()), spec)[1])
+    assert xc.get_device("host", remeasure=True, fast=True) == spec
     assert _host.read_host_cache(path) == spec
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 import xla_costmodel as xc
-from xla_costmodel.compare._evaluate import measured_trip_counts
+from xla_costmodel.front._evaluate import measured_trip_counts
 from xla_costmodel.measure import ConcurrentKernelsWarning
 
 

@@ -525,7 +525,7 @@ def test_search_fusion_sees_the_same_bitcasts():
 
 
 def test_fusion_passes_take_what_analyze_takes():
-    # One resolver (`models._resolve`) for analyze, simulate_fusion and search_fusion: a module, a
+    # One resolver (`models.resolve_inputs`) for analyze, simulate_fusion and search_fusion: a module, a
     # path, HLO text, or a function with its arguments (traced as lowered: fusion starts unfused).
     import jax.numpy as jnp
 

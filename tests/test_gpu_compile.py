@@ -237,7 +237,7 @@ def test_without_the_plugin_analyze_simulates_with_one_note_naming_the_extra(tmp
         import jax, jax.numpy as jnp, pytest
         import xla_costmodel as xc
         from xla_costmodel.gpu_compile import GpuCompileUnavailable, compile_for_gpu, gpu_compile_available
-        from xla_costmodel.models._resolve import SIMULATED_FROM_LOWERED
+        from xla_costmodel.front import SIMULATED_FROM_LOWERED
         assert not gpu_compile_available()
         x = jax.ShapeDtypeStruct((256, 512), jnp.float32)
         w = jax.ShapeDtypeStruct((512, 128), jnp.float32)

@@ -19,7 +19,8 @@ import xla_costmodel as xc
 from xla_costmodel.analysis._kernel import computes_each_instruction_once, kernel_cost
 from xla_costmodel.analysis._tiling import Tile, TilingError, _bitcast_tile, configured_tiling, propagate
 from xla_costmodel.devices import get_device
-from xla_costmodel.models import analyze, get_model
+from xla_costmodel import analyze
+from xla_costmodel.models import get_model
 from xla_costmodel.models._kernel_costs import ModuleCounts
 from xla_costmodel.models._contention import L2_LINE_BYTES, L2_ROUND_TRIP_CYCLES, scatter_contention
 

@@ -140,7 +140,7 @@ def test_the_efficiency_model_refuses_rows_without_an_analytical_price():
 
 
 def test_evaluate_names_the_calibration_and_where_it_was_measured():
-    from xla_costmodel.compare._evaluate import _calibrations_used
+    from xla_costmodel.front._evaluate import _calibrations_used
 
     said = _calibrations_used(["xla-gpu", "learned"], get_device("h100-sxm"))
     assert len(said) == 1 and said[0].startswith("learned priced with the shipped calibration ")

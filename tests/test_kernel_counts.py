@@ -110,7 +110,7 @@ def test_a_library_fusion_counts_each_op_once():
     if not library:
         pytest.skip("this XLA:CPU does not fuse the softmax into the matmul's library call")
     (fusion,) = library
-    costs = xc.cost_analysis(module, warn=False).set_index(["computation", "name"])
+    costs = xc.instruction_cost_table(module, warn=False).set_index(["computation", "name"])
     once = sum(costs.loc[(fusion.fused_computation.name, h.name), "flops"] for h in fusion.fused_computation.instructions)
     assert once >= 2 * 256 * 512 * 1024  # the dot's multiply-adds, and the softmax's few ops besides
     tables = _tables(module)

@@ -14,7 +14,7 @@ from xla_costmodel.measure import (
     CommandBufferWarning,
     ConcurrentKernelsWarning,
     find_trace_files,
-    measure,
+    measure_kernels,
     measure_program,
     measurement_from_trace,
     merge_measurements,
@@ -79,7 +79,7 @@ def test_measure_returns_the_kernel_table():
     fn, args = _program()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConcurrentKernelsWarning)
-        df = measure(fn, *args, repeats=6, discard=2)
+        df = measure_kernels(fn, *args, repeats=6, discard=2)
     assert isinstance(df, pd.DataFrame)
     for col in ("hlo_module", "hlo_op", "n", "min_per_run_s", "median_per_run_s", "samples_per_run_s"):
         assert col in df.columns
@@ -155,7 +155,7 @@ def test_rounds_pool_their_samples():
 def test_bad_arguments():
     fn, args = _program()
     with pytest.raises(ValueError, match="repeats > discard"):
-        measure(fn, *args, repeats=3, discard=3)
+        measure_kernels(fn, *args, repeats=3, discard=3)
     with pytest.raises(ValueError, match="check must be"):
         measure_program(fn, *args, check="maybe")
 

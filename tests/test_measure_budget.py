@@ -1,4 +1,4 @@
-"""`measure()` and `measure --jax` on long work: progress, a time budget; `compare` on what `measure --jax` wrote."""
+"""`measure_kernels()` and `measure --jax` on long work: progress, a time budget; `compare` on what `measure --jax` wrote."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import pytest
 
 from xla_costmodel.cli import main
-from xla_costmodel.measure import measure, read_dataset
+from xla_costmodel.measure import measure_kernels, read_dataset
 from xla_costmodel.measure._measure import MIN_KEPT_RUNS
 
 
@@ -21,7 +21,7 @@ ARGS = (jnp.ones((64, 128)), jnp.ones((128, 64)))
 
 def test_a_spent_budget_stops_the_runs_but_keeps_the_minimum():
     calls = []
-    kernels = measure(program, *ARGS, repeats=400, discard=3, budget_s=1e-9, progress=lambda d, t: calls.append((d, t)))
+    kernels = measure_kernels(program, *ARGS, repeats=400, discard=3, budget_s=1e-9, progress=lambda d, t: calls.append((d, t)))
     taken = 3 + MIN_KEPT_RUNS
     assert kernels.attrs["repeats"] == taken and kernels.attrs["discard"] == 3  # what was done is recorded
     assert kernels.attrs["repeats_requested"] == 400 and kernels.attrs["stopped_by_budget"]
@@ -31,11 +31,11 @@ def test_a_spent_budget_stops_the_runs_but_keeps_the_minimum():
 
 
 def test_without_a_budget_every_run_is_taken():
-    kernels = measure(program, *ARGS, repeats=9, discard=2, progress=False)
+    kernels = measure_kernels(program, *ARGS, repeats=9, discard=2, progress=False)
     assert kernels.attrs["repeats"] == 9 and not kernels.attrs["stopped_by_budget"]
     assert (kernels["n"] == 7).all()
     with pytest.raises(ValueError, match="budget_s must be a positive number"):
-        measure(program, *ARGS, budget_s=0)
+        measure_kernels(program, *ARGS, budget_s=0)
 
 
 @pytest.fixture

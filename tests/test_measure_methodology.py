@@ -1,4 +1,4 @@
-"""One timing methodology: `measure()`, `xla-costmodel measure --jax` and the suite time kernels alike.
+"""One timing methodology: `measure_kernels()`, `xla-costmodel measure --jax` and the suite time kernels alike.
 
 The page-fault counts come from the kernel (`getrusage`), not from anything
 this project computes; the compiled modules compared are XLA's.
@@ -24,7 +24,7 @@ from xla_costmodel.measure import (
     STEADY_TUNABLES,
     InProcessMeasurementWarning,
     Method,
-    measure,
+    measure_kernels,
     measure_program,
     steady_from_start,
     read_dataset,
@@ -38,7 +38,7 @@ _PAGES = (1 << 22) * 4 // 4096  # fresh 4 KiB pages of `big_program`'s 16 MiB ou
 
 
 def user_program():
-    """What `--jax tests/test_measure_methodology.py:user_program` measures (and `measure()` below)."""
+    """What `--jax tests/test_measure_methodology.py:user_program` measures (and `measure_kernels()` below)."""
 
     def scaled_sum(x):
         return (x * 2.0 + 1.0).sum(axis=0)
@@ -71,7 +71,7 @@ def test_measure_and_the_command_line_record_the_same_methodology(tmp_path):
     fn, args = user_program()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConcurrentKernelsWarning)
-        kernels = measure(fn, *args)
+        kernels = measure_kernels(fn, *args)
     assert {c: kernels.attrs[c] for c in _METHOD_COLUMNS} == DEFAULT_METHOD.fields()
 
     # The command line as a user runs it: a process of its own, which sets the allocator before jax starts.
@@ -182,10 +182,10 @@ def test_the_worker_runs_the_module_this_process_compiles():
 
 
 def test_a_program_calling_lapack_is_measured_in_a_fresh_worker():
-    """`measure(fn, *args)` with its defaults on a program that calls jaxlib's LAPACK kernels (Cholesky, a
+    """`measure_kernels(fn, *args)` with its defaults on a program that calls jaxlib's LAPACK kernels (Cholesky, a
     triangular solve, an LU solve), in a worker that has never lowered a linear-algebra op itself: without
     `_lapack.prepare_lapack` the worker dies with SIGSEGV on the first run."""
-    from xla_costmodel import measure
+    from xla_costmodel import measure_kernels
     from xla_costmodel.measure._isolated import measuring_worker
 
     def solve(a, b):
@@ -198,7 +198,7 @@ def test_a_program_calling_lapack_is_measured_in_a_fresh_worker():
     measuring_worker().close()  # the next measurement starts a new worker
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConcurrentKernelsWarning)
-        kernels = measure(solve, a, b, repeats=4, discard=1)
+        kernels = measure_kernels(solve, a, b, repeats=4, discard=1)
     assert kernels.attrs["process"] == "worker"
     assert (kernels["opcode"] == "custom-call").any() and (kernels["min_per_run_s"] > 0).all()
 
@@ -224,4 +224,4 @@ def test_method_rejects_bad_fields():
     with pytest.raises(ValueError, match="repeats > discard"):
         Method(repeats=3, discard=3)
     with pytest.raises(ValueError, match="allocator"):
-        measure(lambda x: x + 1, jnp.ones(4), allocator="lukewarm")
+        measure_kernels(lambda x: x + 1, jnp.ones(4), allocator="lukewarm")

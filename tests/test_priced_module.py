@@ -1,4 +1,4 @@
-"""Which kernels a device is priced on (`models._resolve.resolve_priced_module`).
+"""Which kernels a device is priced on (`front.resolve_priced_module`).
 
 A function priced on a GPU while jax compiles with XLA:CPU gets XLA:GPU's own
 module where jax's CUDA plugin is installed (tests/test_gpu_compile.py), else
@@ -19,7 +19,7 @@ import pytest
 import xla_costmodel as xc
 from xla_costmodel.models import BackendMismatchWarning
 from xla_costmodel.gpu_compile import gpu_compile_available
-from xla_costmodel.models._resolve import SIMULATED_FROM_LOWERED
+from xla_costmodel.front import SIMULATED_FROM_LOWERED
 
 from conftest import TEST_CPU
 

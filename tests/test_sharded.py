@@ -5,7 +5,7 @@ starts, so the program runs in a subprocess. The references nobody here
 wrote: the groups XLA printed into the compiled module (list form and its
 newer mesh-axes form) must be the devices JAX's mesh puts along the reduced
 axis; and XLA:CPU's own in-process collectives, timed by the profiler
-through `measure()`, must be found and matched to the priced instructions
+through `measure_kernels()`, must be found and matched to the priced instructions
 (no timing is asserted: the point is that the CPU path is checked against
 real time at all).
 """
@@ -55,7 +55,7 @@ SCRIPT = textwrap.dedent("""
             rows = t[t.opcode == "all-reduce"]
             out["models"][f"{model} on {device}"] = {r.kernel: [bool(r.priced), float(r.time_s), r.bound]
                                                      for r in rows.itertuples()}
-    measured = xc.measure(jf, a, w, repeats=8, discard=2)
+    measured = xc.measure_kernels(jf, a, w, repeats=8, discard=2)
     m = measured[measured.opcode == "all-reduce"]
     out["measured"] = {r.hlo_op: [float(r.median_per_run_s), float(r.launches), bool(r.in_module)] for r in m.itertuples()}
     print("RESULT " + json.dumps(out))

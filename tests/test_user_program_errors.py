@@ -64,7 +64,7 @@ def test_the_library_raises_user_program_error_naming_the_frame(bad):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     fn, args = module.build()
-    for call in (xc.measure, xc.evaluate):
+    for call in (xc.measure_kernels, xc.evaluate):
         with pytest.raises(UserProgramError) as info:
             call(fn, *args)
         e = info.value

@@ -96,9 +96,9 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
     _done(t0)
 
     t0 = _stage("4. Measured kernel times on this CPU (profiler trace), against the host prediction")
-    from .measure import measure
+    from .measure import measure_kernels
 
-    measured = measure(fn, *args, repeats=20, discard=4)
+    measured = measure_kernels(fn, *args, repeats=20, discard=4)
     # Both sides per launch: the measurement's per-run minimum sums a loop body's launches.
     predicted = pd.DataFrame(tables[("host", "roofline")])[["kernel", "time_s", "total_s", "bound"]]
     joined = measured[["hlo_op", "opcode", "n", "launches", "min_per_launch_s"]].merge(
@@ -120,7 +120,7 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
     _done(t0)
 
     t0 = _stage("5. Quick measurement suite on this CPU, models fitted to it, scored on programs nobody here wrote")
-    from .compare import compare
+    from .compare import compare_models
     from .measure import append_dataset, run_suite
     from .plot import predicted_vs_measured
 
@@ -139,7 +139,7 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
     print(f"   quick suite: {count(len(quick), 'kernel')} measured; training on it plus the suite rows of "
           f"{', '.join(p.name for p in train)}; scoring {test.name} (libraries nobody here wrote, per source)")
     models = ["fitted", "learned", "roofline-calibrated", "roofline"]
-    table = compare(models, dataset=test, split="source", train=[quick_path, *train], progress=True)
+    table = compare_models(models, dataset=test, split="source", train=[quick_path, *train], progress=True)
     for note in table.notes:
         print(f"   note: {note}")
     table.to_csv(folder / "comparison.csv", index=False)

@@ -1,8 +1,10 @@
 """Cost analysis with XLA's semantics: flops, transcendentals, bytes accessed, operand utilization.
 
-- `cost_analysis(module)`: one row per instruction (a DataFrame).
-- `module_cost(module)`: XLA's module totals (what `Compiled.cost_analysis()`
-  reports), plus trip-count-aware totals.
+- `cost_analysis(module)`: what jax's `Compiled.cost_analysis()` gives, XLA's
+  totals under XLA's key names (`"flops"`, `"bytes accessed"`, ...).
+- `module_cost(module)`: the same totals under Python names, plus
+  trip-count-aware totals and what could not be priced.
+- `instruction_cost_table(module)`: one row per instruction (a DataFrame).
 - `gpu_cost_analysis(module, device)`: XLA's `GpuHloCostAnalysis`, the input
   of XLA's GPU performance model.
 - `instruction_costs(module)`: every instruction's properties as a frozen
@@ -21,6 +23,7 @@
 from ._cost import CostAnalysisWarning as CostAnalysisWarning
 from ._cost import InstructionCost as InstructionCost
 from ._cost import cost_analysis as cost_analysis
+from ._cost import instruction_cost_table as instruction_cost_table
 from ._cost import instruction_costs as instruction_costs
 from ._cost import module_cost as module_cost
 from ._cost import while_trip_count as while_trip_count
@@ -38,3 +41,7 @@ from ._rules import registered_opcodes as registered_opcodes
 from ._rules import rules as rules
 from ._stats import module_stats as module_stats
 from ._trip_count import annotate_trip_counts as annotate_trip_counts
+# Which kind of backend optimized a module, from the marks XLA leaves (the front door warns on a mismatch).
+from ._frontend import compiled_for as compiled_for
+# The opcodes that run no kernel of their own but computations (while, conditional, call, ...).
+from ._opcodes import CONTROL_FLOW_OPCODES as CONTROL_FLOW_OPCODES

@@ -1,5 +1,5 @@
-"""XLA's `HloCostAnalysis` of a module, the public API: `module_cost`, `cost_analysis`,
-`instruction_costs` (the interpreter is `_interpreter`, record arithmetic `_records`, the visit
+"""XLA's `HloCostAnalysis` of a module, the public API: `cost_analysis`, `module_cost`,
+`instruction_cost_table`, `instruction_costs` (the interpreter is `_interpreter`, record arithmetic `_records`, the visit
 order `_order`, trip counts `_trip_count`)."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ __all__ = [
     "CostAnalysisWarning",
     "InstructionCost",
     "cost_analysis",
+    "instruction_cost_table",
     "instruction_costs",
     "module_cost",
     "while_trip_count",
@@ -204,7 +205,22 @@ def _dataframe(an: Analysis, extra_columns=None, analyze: bool = True):
     return df
 
 
-def cost_analysis(module, *, warn: bool = True):
+def cost_analysis(module, *, warn: bool = True) -> dict[str, float]:
+    """What jax's `Compiled.cost_analysis()` gives for the module: XLA's `HloCostAnalysis` totals under
+    XLA's own key names (`"flops"`, `"transcendentals"`, `"bytes accessed"`, `"bytes accessedout{}"`,
+    `"bytes accessed0{}"`, `"utilization0{}"`, ...), every non-zero property, as floats.
+
+    A while loop's body counts once, a conditional's most expensive branch, a custom call XLA cannot count
+    as -1: as XLA counts. `module_cost` has the same totals under Python names, with the trip-count-aware
+    totals and what could not be priced; `instruction_cost_table` has them per instruction.
+
+    **Arguments:** `module` (an `HloModule`, e.g. `parse_hlo(jax.jit(f).lower(x).compile().as_text())`);
+    `warn`: warn about unpriced opcodes.
+    """
+    return dict(module_cost(module, trip_counts=False, warn=warn)["xla_properties"])
+
+
+def instruction_cost_table(module, *, warn: bool = True):
     """XLA's `HloCostAnalysis`, one row per instruction.
 
     Every instruction of every computation gets a row. Instructions of the

@@ -10,7 +10,7 @@ import argparse
 import sys
 import warnings
 
-from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL
+from ..models import DEFAULT_DEVICE, DEFAULT_MODEL
 from ._common import (DEFAULT_TOP, UsageError, command, count, format_seconds, json_records, load_module,
                       print_kernels, print_table, report_warnings, resolve_device_and_model, say_note, fusions_in)
 
@@ -45,7 +45,8 @@ def _configure(p: argparse.ArgumentParser) -> None:
 
 @command("analyze", "price every kernel of an HLO module (or of many, in parallel) with a cost model", _configure)
 def _analyze(args: argparse.Namespace) -> int:
-    from ..models import CostModelWarning, analyze
+    from ..front import analyze
+    from ..models import CostModelWarning
 
     device, model = resolve_device_and_model(args)
     if args.unknown_trip_count < 0:
@@ -105,8 +106,7 @@ def _analyze(args: argparse.Namespace) -> int:
 
 def _say_calibration(name: str, device) -> None:
     """A note naming the saved calibration a calibrated model priced with: the user's or the shipped one."""
-    from ..fit._calibrate import FITTABLE_MODELS
-    from ..fit._store import calibration_in_use
+    from ..fit import FITTABLE_MODELS, calibration_in_use
 
     if name in FITTABLE_MODELS:
         path, whose = calibration_in_use(name, device)

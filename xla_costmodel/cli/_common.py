@@ -123,13 +123,14 @@ def model_error(name: str, exc: Exception) -> str:
 
 
 def resolve_device_and_model(args: argparse.Namespace):
-    """The `DeviceSpec` and cost model named by `args.device` / `args.model` (`models._resolve`).
+    """The `DeviceSpec` and cost model named by `args.device` / `args.model` (`front.resolve_device_and_model`).
 
     **Returns:** `(device, model)`; raises `UsageError` for an unknown name or
     a model that does not price the device (the xla-gpu model on a CPU).
     """
     from ..devices import device_names
-    from ..models._resolve import check_prices_device, resolve_device, resolve_model
+    from ..measure import resolve_device
+    from ..models import check_prices_device, resolve_model
 
     try:
         device = resolve_device(args.device)
@@ -149,7 +150,7 @@ def resolve_device_and_model(args: argparse.Namespace):
 def check_device(name: str | None) -> None:
     """`UsageError` for a device name the registry does not know (before any work)."""
     from ..devices import device_names
-    from ..models._resolve import resolve_device
+    from ..measure import resolve_device
 
     if name is None or name in device_names():  # a known name: checked without measuring this machine
         return

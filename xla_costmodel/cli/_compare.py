@@ -49,7 +49,7 @@ def _paths(values):
 
 @command("compare", "score cost models against measured kernel times on held-out data", _compare_configure)
 def _compare(args: argparse.Namespace) -> int:
-    from ..compare import DEFAULT_MODELS, SPLITS, compare
+    from ..compare import DEFAULT_MODELS, SPLITS, compare_models
     from ..measure import DatasetError
 
     if args.split not in SPLITS:
@@ -61,7 +61,7 @@ def _compare(args: argparse.Namespace) -> int:
     check_models(args.models)
     check_device(args.device)
     try:
-        table = compare(args.models or DEFAULT_MODELS, _paths(args.dataset), args.split,
+        table = compare_models(args.models or DEFAULT_MODELS, _paths(args.dataset), args.split,
                         train=_paths(args.train), device=args.device, folds=args.folds, progress=not args.no_progress)
     except (DatasetError, FileNotFoundError) as exc:
         raise UsageError(str(exc)) from None
@@ -72,7 +72,7 @@ def _compare(args: argparse.Namespace) -> int:
     if not table["n"].fillna(0).astype(int).any():
         raise UsageError("no kernel was scored: the data has no kernel every model could price")
     if args.predictions:
-        from ..fit._store import write_atomically
+        from .._atomic import write_atomically
 
         pred = table.predictions
         if args.predictions.endswith(".parquet"):
@@ -125,7 +125,7 @@ def _calibrate_configure(p: argparse.ArgumentParser) -> None:
 
 @command("calibrate", "fit the fitted, learned and calibrated models to measurements and save them", _calibrate_configure)
 def _calibrate(args: argparse.Namespace) -> int:
-    from ..fit._calibrate import FITTABLE_MODELS, calibrate
+    from ..fit import FITTABLE_MODELS, calibrate
     from ..fit._store import DATA_DIR_ENV
     from ..measure import DatasetError
 
@@ -165,7 +165,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     if args.weights and "fitted" in set(result["model"]):
         import os
 
-        from ..fit._fitted import FittedModel
+        from ..fit import FittedModel
 
         # Read back what was just written (wherever it went), not an older one.
         os.environ[DATA_DIR_ENV] = str(Path(result.loc[result["model"] == "fitted", "file"].iloc[0]).parent)
@@ -177,7 +177,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 def _unused_folder(folder: Path) -> bool:
     """Whether `folder` is one of the data directory's folders that no model reads unless asked."""
-    from ..fit._store import held_back_dir, quick_dir
+    from ..fit import held_back_dir, quick_dir
 
     return any(folder.resolve() == d.resolve() for d in (quick_dir(), held_back_dir()))
 
@@ -188,7 +188,7 @@ def _calibrate_devices(args: argparse.Namespace) -> int | None:
     **Returns:** the exit status, or None when the dataset is of one device
     (then `calibrate` goes its usual way).
     """
-    from ..fit._calibrate import FITTABLE_MODELS
+    from ..fit import FITTABLE_MODELS
     from ..fit._data import load_rows, training_rows
     from ..fit._devices import calibrate_devices, dataset_devices
     from ..measure import DatasetError

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from .._atomic import write_atomically
-from ..models._resolve import DEFAULT_DEVICE
+from ..models import DEFAULT_DEVICE
 from ._common import UsageError, command, fusions_in
 from ._measure import load_target
 

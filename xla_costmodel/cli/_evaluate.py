@@ -29,7 +29,7 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     import pandas as pd
 
-    from ..compare._evaluate import DEFAULT_EVALUATION_MODELS, evaluate
+    from ..front import DEFAULT_EVALUATION_MODELS, evaluate
     from ..measure import MeasurementError
 
     if args.repeats is not None and args.repeats < 1:

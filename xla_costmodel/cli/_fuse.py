@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 from .._atomic import write_atomically as _write_atomically
-from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL
+from ..models import DEFAULT_DEVICE, DEFAULT_MODEL
 from ._common import (UsageError, command, count, fusions_in, json_records, json_value, print_table,
                       resolve_device_and_model, say_note)
 
@@ -127,7 +127,7 @@ def _fuse(args: argparse.Namespace) -> int:
 
 def _say_if_fused(src: Path, module) -> None:
     """A note when the input is already fused: priority fusion then runs over XLA's kernels, not the program's ops."""
-    from ..analysis._frontend import compiled_for
+    from ..analysis import compiled_for
 
     fusions = fusions_in(module)
     if not fusions:

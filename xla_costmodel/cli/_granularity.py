@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL
+from ..models import DEFAULT_DEVICE, DEFAULT_MODEL
 from ._common import UsageError, command, format_seconds, load_module, print_table, resolve_device_and_model
 
 
@@ -36,7 +36,8 @@ def _cli_spelling(message: str) -> str:
 
 @command("granularity", "one kernel under every candidate launch configuration or tiling, priced", _configure)
 def _granularity(args: argparse.Namespace) -> int:
-    from ..models._granularity import GranularityError, granularity
+    from ..front import granularity
+    from ..models import GranularityError
 
     device, model = resolve_device_and_model(args)
     if device.kind != "gpu":

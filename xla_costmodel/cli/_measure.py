@@ -19,7 +19,7 @@ DEFAULT_FLEET_DATASET = "fleet.parquet"
 
 
 def _in_data_dir(name: str) -> Path:
-    from ..fit._store import user_data_dir
+    from ..fit import user_data_dir
 
     return user_data_dir() / name
 
@@ -184,7 +184,7 @@ def load_target(spec: str):
 
 
 def per_kernel_table(kernels):
-    """The printed form of `measure()`'s kernels: times in microseconds, per run and per launch."""
+    """The printed form of `measure_kernels()`'s kernels: times in microseconds, per run and per launch."""
     table = kernels[["hlo_op", "opcode", "n", "launches"]].copy()
     table["min_per_run_us"] = kernels["min_per_run_s"] * 1e6
     table["median_per_run_us"] = kernels["median_per_run_s"] * 1e6

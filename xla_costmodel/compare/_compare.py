@@ -56,7 +56,8 @@ from ..fit._data import (FUSION_VARIANT_CLASSES, PROGRAM_CLASSES, SUITE, TRAININ
                          default_training, empty_prepared, prepare_dataset, programs_dataset, row_roles, row_sources)
 from ..fit._metrics import METRIC_COLUMNS, accuracy, fusion_metrics
 
-__all__ = ["compare", "Comparison", "DEFAULT_MODELS", "GPU_MODELS", "SPLITS", "make_model", "pricing_device"]
+__all__ = ["compare_models", "Comparison", "DEFAULT_MODELS", "GPU_MODELS", "SPLITS", "form_ceiling", "make_model",
+           "pricing_device"]
 
 #: The models `compare` scores when none are named: those that price a CPU's kernels (the data measured here).
 DEFAULT_MODELS = ("fitted", "learned", "roofline-calibrated", "roofline")
@@ -126,7 +127,7 @@ def make_model(name_or_model, device):
     `host_as_gpu` on a CPU."""
     from ..fit._calibrated import AnalyticalOnDevice, host_as_gpu
     from ..models import get_model
-    from ..models._resolve import PricesDeviceKinds
+    from ..models import PricesDeviceKinds
 
     if not isinstance(name_or_model, str):
         return name_or_model
@@ -383,6 +384,47 @@ def _scored_files(split: str, dataset, train):
     return programs_dataset("host") if split in ("program", "program-cv") else corpus_dataset("host")
 
 
+def form_ceiling(models: Sequence = DEFAULT_MODELS, dataset=None, device="host", *, progress: bool = True) -> pd.DataFrame:
+    """The *form ceiling*: each fittable model fitted to the scored kernels themselves and scored on them.
+
+    What a model's form could reach on these kernels with the best parameters for them: a held-out score
+    near it means the model lacks data, not form; one far below means the form misses something. (The
+    measurement's own reproducibility, the *noise* ceiling, is `noise_ceiling`.) Models that cannot be fitted
+    (`roofline`, `xla-gpu`) have no form ceiling and are left out.
+
+    **Arguments:** `models`: names or model objects, as for `compare_models`; `dataset`: the measured rows
+    (a path, paths or a DataFrame; default the independent corpus), of which the program kernels
+    (`kernel_class` "program") are fitted and scored; `device`: the device that measured them (a name or a
+    `DeviceSpec`); `progress`: one line on stderr per model, with its time.
+
+    **Returns:** a DataFrame, one row per fittable model and source (the source of each kernel, then
+    `"all"`): `model`, `source` and the accuracy columns (`fit.accuracy`: `n`, `ratio_error`, ...).
+    """
+    import sys
+
+    from ..measure import resolve_device
+
+    dev = resolve_device(device)
+    whole = prepare_dataset(corpus_dataset() if dataset is None else dataset, dev)
+    kernels = whole.subset(whole.rows["kernel_class"].astype(str).to_numpy() == "program")
+    sources = row_sources(kernels.rows)
+    out = []
+    for name in models:
+        model = make_model(name, dev)
+        if not _fittable(model):
+            continue
+        t0 = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            pred = _predict(_fit(model, kernels, dev), kernels, dev)
+        for source in [*pd.unique(sources), "all"]:
+            inside = np.ones(len(sources), bool) if source == "all" else sources == source
+            out.append({"model": _label(model, name), "source": source, **accuracy(pred[inside], kernels.y[inside])})
+        if progress:
+            print(f"   form ceiling of {_label(model, name)}: {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    return pd.DataFrame(out)
+
+
 def pricing_device(device="host", split: str = "source", dataset=None, train=None):
     """The `DeviceSpec` that prices the rows `compare` scores, and a note when it is not this machine's.
 
@@ -395,7 +437,7 @@ def pricing_device(device="host", split: str = "source", dataset=None, train=Non
     **Returns:** `(spec, note)`; `note` is "" for this machine's spec.
     """
     from ..fit._store import measuring_device
-    from ..models._resolve import resolve_device
+    from ..measure import resolve_device
 
     if not (isinstance(device, str) and device == "host"):
         return resolve_device(device), ""
@@ -416,7 +458,7 @@ def pricing_device(device="host", split: str = "source", dataset=None, train=Non
     return spec, note
 
 
-def compare(models: Sequence = DEFAULT_MODELS, dataset=None, split: str = "source", *, train=None,
+def compare_models(models: Sequence = DEFAULT_MODELS, dataset=None, split: str = "source", *, train=None,
             device="host", folds: int = 5, test_classes: Sequence[str] = ("program", "user"),
             include_programs: bool = False, progress: bool = False) -> Comparison:
     """Score cost models against measured kernel times.

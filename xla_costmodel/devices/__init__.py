@@ -4,6 +4,10 @@ cached here)."""
 
 from ._host import HostCacheError as HostCacheError
 from ._host import host_cache_path as host_cache_path
+# This machine as a calibration records it, and how another machine's record differs from it.
+from ._host import describe_machine as describe_machine
+from ._host import machine_differences as machine_differences
+from ._host import machine_record as machine_record
 from ._op_profiles import DEFAULT_OP_CYCLES as DEFAULT_OP_CYCLES
 from ._op_profiles import DEFAULT_OP_PROFILE as DEFAULT_OP_PROFILE
 from ._op_profiles import load_op_profile as load_op_profile
@@ -32,12 +36,15 @@ __all__ = [
     "HostCacheError",
     "collective_row_hlo",
     "collective_table",
+    "describe_machine",
     "device_names",
     "gemm_table",
     "get_device",
     "gpu_target_config",
     "host_cache_path",
     "load_op_profile",
+    "machine_differences",
+    "machine_record",
     "op_profile_name_for",
     "op_profile_names",
     "op_profile_source",

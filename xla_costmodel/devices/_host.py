@@ -6,7 +6,8 @@ memory), and the cache of the measurement, JSON per machine in
 `XLA_COSTMODEL_CACHE_DIR`), where the key comes from the hostname, the CPU
 model and the core count. The benchmarks themselves time kernels from
 profiler traces, which is the `measure` package's job (a layer above this
-one); it registers itself here (`register_host_measurer`) when imported.
+one): `measure.host_device` measures the host when this cache has nothing usable,
+and `xla_costmodel.get_device("host")` calls it.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import os
 import platform
 import re
 import socket
-from collections.abc import Callable
 from pathlib import Path
 
 from .._atomic import write_atomically
@@ -26,7 +26,7 @@ from ._spec import DeviceSpec
 
 __all__ = ["HostCacheError", "MACHINE_FACTS", "UNKNOWN", "cache_sizes", "clock_ghz", "core_count", "cpu_model",
            "describe_machine", "host_cache_path", "load_host", "machine_differences", "machine_record",
-           "memory_bytes", "read_host_cache", "register_host_measurer", "save_host_cache"]
+           "memory_bytes", "read_host_cache", "save_host_cache"]
 
 log = logging.getLogger("xla_costmodel.devices")
 
@@ -217,27 +217,27 @@ def read_host_cache(path: Path) -> DeviceSpec:
     return spec
 
 
-# `measure_host(fast=, progress=, save=) -> DeviceSpec`, registered by `xla_costmodel.measure`.
-_MEASURER: list[Callable[..., DeviceSpec]] = []
-
-
-def register_host_measurer(measure_host: Callable[..., DeviceSpec]) -> None:
-    """Make `measure_host` what `get_device("host")` runs when there is no usable cache."""
-    _MEASURER[:] = [measure_host]
+def cached_host(*, fast: bool = False) -> DeviceSpec | None:
+    """The cached `"host"` spec, or None when there is none to use: no cache, or a fast-mode measurement
+    for a full (`fast=False`) request. Raises `HostCacheError` for a cache that cannot be read."""
+    path = host_cache_path()
+    if not path.exists():
+        return None
+    spec = read_host_cache(path)
+    if fast or not spec.measurements.get("fast_mode", 0.0):
+        return spec
+    log.info("host cache %s holds a fast-mode measurement; measuring again", path)
+    return None
 
 
 def load_host(*, remeasure: bool = False, fast: bool = False, progress: bool = True) -> DeviceSpec:
-    """The `"host"` spec: read from the cache, or measured (and cached) when needed.
+    """The cached `"host"` spec. Measuring it (when there is no usable cache, or `remeasure`) is the
+    `measure` package's, a layer above: `xla_costmodel.get_device("host")` does that.
 
-    A cache written in fast mode is not reused for a full (`fast=False`) request.
+    **Raises:** `HostCacheError` for an unreadable cache; `RuntimeError` when there is nothing to read.
     """
-    path = host_cache_path()
-    if not remeasure and path.exists():
-        spec = read_host_cache(path)
-        if fast or not spec.measurements.get("fast_mode", 0.0):
-            return spec
-        log.info("host cache %s holds a fast-mode measurement; measuring again", path)
-    if not _MEASURER:  # `xla_costmodel.measure` registers it; importing `xla_costmodel` imports that
-        raise RuntimeError("measuring the host needs xla_costmodel.measure (import xla_costmodel)")
-    return _MEASURER[0](fast=fast, progress=progress, save=True)
-
+    spec = None if remeasure else cached_host(fast=fast)
+    if spec is None:
+        raise RuntimeError(f"this machine's CPU ('host') has no usable measurement in {host_cache_path()}: "
+                           "xla_costmodel.get_device('host') measures it (and caches it)")
+    return spec

@@ -35,15 +35,17 @@ def get_device(
     - `device`: a preset name (`"a100-40gb"`, `"a100-80gb"`, `"h100-sxm"`, `"b200"`, `"gb200"`, `"gb300"`,
       `"h100-pcie"`, `"h200"`, `"v100"`, `"rtx-a6000"`, `"rtx-a6000-xla-test"`: XLA's test device), a name given to `register_device`,
       `"host"`, or a `DeviceSpec` (returned unchanged). Case and `_`/`-` do not matter.
-    - `remeasure`, `fast`, `progress`: only for `"host"`. The host is measured
-      once per machine and cached (see `measure_host`); `remeasure=True`
-      measures again and overwrites the cache, `fast=True` uses the quick,
-      rougher benchmark, `progress` shows it running.
+    - `remeasure`, `fast`, `progress`: only for `"host"`, read here from its
+      cache (`fast=True` accepts a fast-mode measurement). Measuring it, when
+      there is no usable cache or `remeasure=True`, is the `measure` package's,
+      a layer above: `xla_costmodel.get_device("host")` does that, with these
+      arguments.
 
     **Returns:** the `DeviceSpec`.
 
-    Raises `ValueError` for an unknown name (the message lists the valid ones)
-    and `HostCacheError` when the host cache file is unreadable.
+    Raises `ValueError` for an unknown name (the message lists the valid ones),
+    `HostCacheError` when the host cache file is unreadable, and `RuntimeError`
+    for `"host"` without a usable measurement.
     """
     if isinstance(device, DeviceSpec):
         return device

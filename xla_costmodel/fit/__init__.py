@@ -27,9 +27,9 @@
   and the model-name combinators `scaled(...)`, `scaled-min(...)`,
   `scaled-max-savings(...)` (`ScaledModel`: a model on the scale of
   measured times).
-- Whole programs (`program_time(fn, *args, device=, model=)`): a run's
-  predicted wall time, the model's kernels plus the device's fitted
-  per-run overhead (`ProgramOverhead`, saved by `calibrate`).
+- Whole programs: the device's fitted per-run overhead (`ProgramOverhead`,
+  saved by `calibrate`) that `xla_costmodel.program_time` adds to the
+  model's kernels (`ProgramTime`).
 - Metrics (`accuracy`, `fusion_metrics`, `sk_error`): how far predictions are
   from measured times (what fitting reports and `compare` scores).
 
@@ -54,11 +54,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._efficiency import EfficiencyModel
     from ._context import CONTEXT_FEATURES, context_features
     from ._context_model import ContextModel, LearnedContextModel
-    from ._program import ProgramOverhead, ProgramTime, program_time
+    from ._program import ProgramOverhead, ProgramTime
     from ._rows import kernel_features
     from ._metrics import accuracy, fusion_metrics, sk_error
     from ._store import CalibrationError, DeviceMismatchError, calibration_path, load_calibration, user_data_dir
     from ._store import MachineMismatchWarning, calibration_in_use, held_back_dir, measuring_device, quick_dir
+    from ._store import calibration_measured_on
+    from ._program import PROGRAM_OVERHEAD
 
 _LAZY = {
     "calibrate": ("._calibrate", "calibrate"),
@@ -90,7 +92,8 @@ _LAZY = {
     "measuring_device": ("._store", "measuring_device"),
     "quick_dir": ("._store", "quick_dir"),
     "held_back_dir": ("._store", "held_back_dir"),
-    "program_time": ("._program", "program_time"),
+    "calibration_measured_on": ("._store", "calibration_measured_on"),
+    "PROGRAM_OVERHEAD": ("._program", "PROGRAM_OVERHEAD"),
     "ProgramTime": ("._program", "ProgramTime"),
     "ProgramOverhead": ("._program", "ProgramOverhead"),
 }

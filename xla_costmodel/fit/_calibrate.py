@@ -201,7 +201,7 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
     Afterwards `analyze(..., device=device, model="fitted")` (and the other
     models) use these calibrations.
     """
-    from ..models._resolve import resolve_device
+    from ..measure import resolve_device
 
     unknown = [m for m in models if m not in FITTABLE_MODELS]
     if unknown:

@@ -34,7 +34,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from ..models._base import CostModelWarning, FusionEstimate, KernelEstimate
-from ..models._resolve import resolve_device
+from ..measure import resolve_device
 
 __all__ = ["CalibratedModel", "AnalyticalOnDevice", "host_as_gpu", "BASES"]
 

@@ -96,7 +96,7 @@ from __future__ import annotations
 
 
 
-from ..models._resolve import resolve_device
+from ..measure import resolve_device
 
 __all__ = ["FEATURES", "FEATURE_GROUPS", "FeatureError", "device_facts"]
 
@@ -288,7 +288,7 @@ def _compute_dtype(instr) -> str:
 
 def device_facts(device) -> dict:
     """What the features read of a device: cache sizes (`l1`, `l2`, `l3`) and cores (1 but on a
-    CPU). `device`: a `DeviceSpec` or name (`models._resolve.resolve_device`), or such a dict
+    CPU). `device`: a `DeviceSpec` or name (`measure.resolve_device`), or such a dict
     (a calibration file's `device_facts`), returned as it is."""
     if isinstance(device, dict):
         return device

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..analysis._opcodes import CONTROL_FLOW_OPCODES, FREE_OPCODES
 from ..models._base import FusionByMaterializing, KernelEstimate, dominant_bound
-from ..models._resolve import resolve_device
+from ..measure import resolve_device
 from ._counting import features_of
 from ._context import CONTEXT_FEATURE_GROUPS, CONTEXT_FEATURES, context_features
 from ._features import FEATURE_GROUPS, FEATURES, FeatureError

@@ -109,11 +109,11 @@ def _executions(module, device) -> dict:
     """Executions per run of each kernel whose count `analyze` knows (the trip counts XLA wrote)."""
     import warnings
 
-    from ..models import analyze
+    from ..models import get_model, price_module
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        table = analyze(module, device=device, model="roofline")
+        table = price_module(module, device, get_model("roofline"))
     known = table[table["executions_known"].astype(bool)]
     return dict(zip(known["kernel"], known["executions"]))
 

@@ -9,7 +9,7 @@ kernel. `ProgramOverhead` is that line, fitted robustly (Huber loss: in large
 programs, kernels overlap on the thread pool and their sum can exceed the wall
 time).
 
-The predicted wall time of a run (`program_time`) is the model's kernel times
+The predicted wall time of a run (`xla_costmodel.program_time`, at the front door) is the model's kernel times
 summed over the run (`analyze(...)["total_s"]`, loop bodies counted per
 iteration) plus the overhead. Kernels that run at the same time are not
 overlapped here: the per-kernel models are fitted to kernel times measured
@@ -29,7 +29,7 @@ import pandas as pd
 
 from ..analysis._opcodes import CONTROL_FLOW_OPCODES
 
-__all__ = ["PROGRAM_OVERHEAD", "ProgramOverhead", "ProgramTime", "program_table", "program_time"]
+__all__ = ["PROGRAM_OVERHEAD", "ProgramOverhead", "ProgramTime", "program_table"]
 
 #: The calibration name of a device's `ProgramOverhead`.
 PROGRAM_OVERHEAD = "program-overhead"
@@ -130,27 +130,3 @@ class ProgramTime:
         return (f"<p>predicted run of <b>{self.n_kernels}</b> kernel{'s' if self.n_kernels != 1 else ''} "
                 f"({html.escape(self.model)} on {html.escape(self.device)}): kernels {us(self.kernels_per_run_s)} "
                 f"+ overhead {us(self.overhead_per_run_s)} = <b>{us(self.wall_per_run_s)}</b> per run</p>")
-
-
-def program_time(source, *args, device="host", model="fitted", overhead: ProgramOverhead | None = None) -> ProgramTime:
-    """Predict the wall time of one run of a program.
-
-    **Arguments:** `source`: what `analyze` accepts (a function with `*args`, HLO text, a path or
-    a module); `device`, `model`: as for `analyze`; `overhead`: the per-run overhead (default the
-    device's saved `program-overhead` calibration).
-
-    **Returns:** a `ProgramTime`. **Raises:** what `analyze` raises; `CalibrationError` when no
-    overhead is given and the device has no saved one.
-    """
-    from ..models import analyze
-
-    table = analyze(source, *args, device=device, model=model)
-    kernels = table[(table["bound"] != "free") & ~table["opcode"].isin(CONTROL_FLOW_OPCODES)]
-    unpriced = int((~kernels["priced"].astype(bool)).sum())
-    over = overhead or ProgramOverhead.from_calibration(table.device_name)
-    n = int(len(kernels))
-    total = float(kernels["total_s"].sum()) if unpriced == 0 else math.nan
-    extra = float(over(n))
-    return ProgramTime(model=table.model_name, device=table.device_name, n_kernels=n, unpriced=unpriced,
-                       kernels_per_run_s=total, overhead_per_run_s=extra, wall_per_run_s=total + extra)
-

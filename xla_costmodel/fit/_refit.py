@@ -102,7 +102,7 @@ def refit_learned(device, model_class):
 
 
 def _refit_learned(data: dict, device, model_class):
-    from ..models._resolve import resolve_device
+    from ..measure import resolve_device
     from ._features import device_facts
 
     where = data.get("_path")

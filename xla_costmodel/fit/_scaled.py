@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from ..models import (CombinedModel, CostModelWarning, FusionEstimate, KernelEstimate, as_model, dataset_path,
                       model_label, prices_by_content, register_combinator)
-from ..models._resolve import resolve_device
+from ..measure import resolve_device
 from ._store import CalibrationError
 
 __all__ = ["ScaledModel", "default_scale", "fit_log_scale", "measured_kernels"]

@@ -22,7 +22,7 @@ from ..hlo._fusion_engine import release_body_state
 from ..hlo._edit import NameUniquifier, copy_module, inline_calls as _inline_calls
 from ..hlo._structure import ContentIds
 from ..models import prices_by_content
-from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
+from ..models import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
 from ._legality import RULES, LegalityChecker
 from ._pair_cache import PairCache
 from ._priority import FusionPass, PriorityFusionRun
@@ -432,7 +432,7 @@ def simulate_fusion(
     - `module`: an unfused `HloModule` (e.g. `from_jax(fn, *args, optimized=False)`),
       the path of an HLO text file, HLO text, or a function to trace with
       `*args` / `**kwargs` (its module as lowered, unfused). Never modified.
-      (The same inputs `analyze` takes: `models._resolve`.)
+      (The same inputs `analyze` takes: `models.resolve_inputs`.)
     - `device`: a `DeviceSpec` or a device name (`xla_costmodel.devices.device_names()`;
       default `"h100-sxm"`).
     - `model`: a `CostModel` or a registered model name (`xla_costmodel.models.model_names()`;
@@ -575,5 +575,5 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
 def simulated_gpu_kernels(module: HloModule, dev, cost_model) -> HloModule:
     """The fused module `simulate_fusion` makes of an unfused `module` for `dev` and `cost_model`, totals
     left out: what `analyze` prices for a function on a GPU while jax compiles for the CPU
-    (`models._resolve.resolve_priced_module`, to which `xla_costmodel.fusion` registers this)."""
+    (`front._resolve.resolve_priced_module` calls this)."""
     return simulate_fusion(module, device=dev, model=cost_model, price_totals=False).module

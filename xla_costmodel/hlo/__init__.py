@@ -14,3 +14,5 @@ from ._shape import Shape as Shape
 from ._verifier import verify as verify
 from ._from_jax import from_jax as from_jax
 from ._from_jax import hlo_text_of as hlo_text_of
+# A compiled module with its fusions undone (the front door re-fuses a partitioned program for a GPU).
+from ._edit import inline_fusions as inline_fusions

@@ -1,6 +1,6 @@
 """Measured kernel timings: profiler-trace ingestion, the measurement suite, calibration datasets.
 
-- `measure(fn, *args)` runs a jitted program under `jax.profiler` and returns
+- `measure_kernels(fn, *args)` runs a jitted program under `jax.profiler` and returns
   one row per kernel, joined to the compiled module's instructions;
   `measure_program` returns the per-run table and the module as well. Both,
   the suite and the command line time kernels with one methodology
@@ -15,8 +15,9 @@
 - `capture_kernels` / `capture_rows` turn a GPU capture (device events of
   traced runs, the H100 corpus's format; `capture_events_from_trace` makes
   one from a `jax.profiler` trace) into dataset rows.
-- `measure_host()` measures this machine's CPU: the `"host"` device
-  (`get_device("host")` runs it when the cache is missing).
+- `measure_host()` measures this machine's CPU: the `"host"` device;
+  `host_device()` reads its cache or measures (what `xla_costmodel.get_device("host")`
+  does), `resolve_device(device)` gives any device's `DeviceSpec` that way.
 """
 
 from ._allocator import ALLOCATORS as ALLOCATORS
@@ -39,7 +40,7 @@ from ._method import Measurement as Measurement
 from ._method import MeasurementError as MeasurementError
 from ._measure import device_description as device_description
 from ._measure import disable_gpu_command_buffers as disable_gpu_command_buffers
-from ._measure import measure as measure
+from ._measure import measure_kernels as measure_kernels
 from ._measure import measure_program as measure_program
 from ._isolated import InProcessMeasurementWarning as InProcessMeasurementWarning
 from ._runs import measurement_from_trace as measurement_from_trace
@@ -48,7 +49,9 @@ from ._gpu_capture import CaptureError as CaptureError
 from ._gpu_capture import capture_events_from_trace as capture_events_from_trace
 from ._gpu_capture import capture_kernels as capture_kernels
 from ._gpu_capture import capture_rows as capture_rows
+from ._host import host_device as host_device
 from ._host import measure_host as measure_host
+from ._host import resolve_device as resolve_device
 from ._noise import noise_floor as noise_floor
 from ._suite import SUITE as SUITE
 from ._suite import SuiteKernel as SuiteKernel
@@ -61,7 +64,3 @@ from ._trace import find_trace_files as find_trace_files
 from ._trace import kernel_executions as kernel_executions
 from ._trace import read_trace as read_trace
 
-# `get_device("host")` measures the host with `measure_host` when it has no usable cache.
-from ..devices._host import register_host_measurer as _register_host_measurer  # noqa: E402
-
-_register_host_measurer(measure_host)

@@ -1,7 +1,8 @@
 """`measure_host`: this machine's CPU measured with small jax benchmarks, as the `"host"` device.
 
-The `DeviceSpec` and its cache are `xla_costmodel.devices`'s (`get_device("host")`
-runs this when there is no usable cache: importing this package registers it).
+The `DeviceSpec` and its cache are `xla_costmodel.devices`'s; `host_device` reads the cache or, when it has
+nothing usable, measures (what `xla_costmodel.get_device("host")` does), and `resolve_device` turns any
+device a caller may pass into its `DeviceSpec` that way.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .._worker import WorkerCrashed
 from ..devices import DeviceSpec
 from ..devices._host import (
     cache_sizes,
+    cached_host,
     clock_ghz,
     core_count,
     cpu_model,
@@ -31,7 +33,7 @@ from ._allocator import steady_from_start
 from ._isolated import measuring_worker
 from ._method import MeasurementError
 
-__all__ = ["measure_host"]
+__all__ = ["host_device", "measure_host", "resolve_device"]
 
 log = logging.getLogger("xla_costmodel.devices")
 
@@ -210,7 +212,7 @@ def measure_host(*, fast: bool = False, progress: bool = True, save: bool = True
     program, kept in `measurements`), and empty kernels timed from a profiler
     trace (`kernel_launch_overhead_s`: what one more kernel costs).
     Takes a few seconds (`fast=True`: well under one, with less accurate numbers).
-    Like `measure()`, it runs in the measuring worker unless this process
+    Like `measure_kernels()`, it runs in the measuring worker unless this process
     started with the steady allocator (`steady_from_start`), so that the
     copy pays no page faults (`measurements["measured_in_worker"]`).
 
@@ -241,7 +243,7 @@ def measure_host(*, fast: bool = False, progress: bool = True, save: bool = True
     if steady_from_start():
         results = host_benchmarks(fast, on_done=done)
     else:
-        # Timed as `measure()` times programs (`_isolated`): the copy writes a fresh 128 MiB buffer each run,
+        # Timed as `measure_kernels()` times programs (`_isolated`): the copy writes a fresh 128 MiB buffer each run,
         # which in a process that did not start with the steady allocator pays its page faults every time.
         try:
             results = measuring_worker().call(f"{__name__}:host_benchmarks", fast, on_message=done)
@@ -295,3 +297,24 @@ def measure_host(*, fast: bool = False, progress: bool = True, save: bool = True
     return spec
 
 
+
+
+def host_device(*, remeasure: bool = False, fast: bool = False, progress: bool = True) -> DeviceSpec:
+    """The `"host"` device: the cached measurement, or this machine measured now and cached
+    (`measure_host`) when there is no usable one or `remeasure` asks. A cache written in fast mode is not
+    reused for a full (`fast=False`) request. Raises `HostCacheError` for an unreadable cache."""
+    spec = None if remeasure else cached_host(fast=fast)
+    return spec if spec is not None else measure_host(fast=fast, progress=progress, save=True)
+
+
+def resolve_device(device: "str | DeviceSpec | None" = None) -> DeviceSpec:
+    """The `DeviceSpec` of what a caller may pass for a device (`models.resolve_device`: a spec, a name,
+    None for `DEFAULT_DEVICE`), with the host measured when it has no usable measurement (`host_device`).
+
+    **Raises:** `ValueError` for an unknown name (listing the valid ones), `TypeError` for anything else.
+    """
+    from ..models import resolve_device as look_up
+
+    if isinstance(device, str) and device.strip().lower() == "host":
+        return host_device()
+    return look_up(device)

@@ -6,7 +6,7 @@ the environment at start can switch off, keeps the spare bytes of XLA's
 aligned buffers apart from them, so a freed buffer is too small for the same
 request next run, and every run takes fresh memory and page-faults on it (a
 16 MiB output: 4096 faults per run, whatever `mallopt` says). A user who
-calls `measure(fn, *args)` in a notebook, or the command line, is in that
+calls `measure_kernels(fn, *args)` in a notebook, or the command line, is in that
 state. The measuring worker (an `xla_costmodel._worker.WorkerProcess`)
 starts with glibc's steady state in its environment (`STEADY_TUNABLES`) and
 is kept for the session, so its start (Python and jax, a few seconds) is paid

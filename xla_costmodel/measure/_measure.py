@@ -1,6 +1,6 @@
 """Measure the kernels of one jitted program from a `jax.profiler` trace.
 
-The project's one timing methodology (`Method`), used by `measure()`, by
+The project's one timing methodology (`Method`), used by `measure_kernels()`, by
 `xla-costmodel measure`, by the measurement suite and by every script that
 measures programs, all through `measure_program`. After Stevens & Klöckner's
 method for measurement kernels: put glibc's allocator in its steady state
@@ -46,7 +46,7 @@ __all__ = [
     "MIN_KEPT_RUNS",
     "device_description",
     "disable_gpu_command_buffers",
-    "measure",
+    "measure_kernels",
     "measure_program",
 ]
 
@@ -85,7 +85,7 @@ def _command_buffers_off(flags: str) -> bool:
     return bool(found) and found[-1] in ("", '""', "''")
 
 
-def measure(
+def measure_kernels(
     fn,
     *args,
     repeats: int = DEFAULT_METHOD.repeats,

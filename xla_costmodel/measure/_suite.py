@@ -549,7 +549,7 @@ def run_suite(
 
     Every case is measured by `measure_program` with the project's one
     methodology (`DEFAULT_METHOD`: steady allocator, one untraced call, the
-    minimum over the kept runs), the same as `measure()`.
+    minimum over the kept runs), the same as `measure_kernels()`.
 
     **Returns:** dataset rows (columns `DATASET_COLUMNS`), one per kernel of
     every case (rounds pooled). `attrs["elapsed_s"]` is the wall time taken,

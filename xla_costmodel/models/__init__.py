@@ -28,11 +28,22 @@ from ._xla_gpu_tables import XlaGpuTablesModel as XlaGpuTablesModel
 from ._roofline import RooflineModel as RooflineModel
 from ._analyze import KernelTable as KernelTable
 from ._summary import TableSummary as TableSummary
-from ._analyze import analyze as analyze
-from ._resolve import BackendMismatchWarning as BackendMismatchWarning
-from ._resolve import GpuCompileFallbackWarning as GpuCompileFallbackWarning
+# Every kernel of a module priced, and one kernel under other launch configurations, with the device and model
+# resolved: the engine under the front door's `analyze` and `granularity` (`xla_costmodel.front`).
+from ._analyze import price_module as price_module
 from ._granularity import GranularityError as GranularityError
-from ._granularity import granularity as granularity
+from ._granularity import kernel_configurations as kernel_configurations
+# What the user may pass for a module, a device and a model, turned into values (models/_inputs.py).
+from ._inputs import DEFAULT_DEVICE as DEFAULT_DEVICE
+from ._inputs import DEFAULT_MODEL as DEFAULT_MODEL
+from ._inputs import BackendMismatchWarning as BackendMismatchWarning
+from ._inputs import GpuCompileFallbackWarning as GpuCompileFallbackWarning
+from ._inputs import PricesDeviceKinds as PricesDeviceKinds
+from ._inputs import check_prices_device as check_prices_device
+from ._inputs import resolve_device as resolve_device
+from ._inputs import resolve_inputs as resolve_inputs
+from ._inputs import resolve_model as resolve_model
+from ._inputs import resolve_module as resolve_module
 # The emitter XLA:GPU picks for a kernel and its launch grid (models/_launch.py).
 from ._launch import LaunchDimensions as LaunchDimensions
 from ._launch import launch_dimensions as launch_dimensions

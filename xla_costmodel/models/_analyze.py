@@ -1,4 +1,4 @@
-"""`analyze`: every kernel of a module (or a jitted function) priced by a cost model.
+"""`price_module`: every kernel of a module priced by a cost model, as a `KernelTable` (the engine under `analyze`).
 
 One row per kernel, in execution order: every fusion, and every top-level
 instruction that is not fused. Bodies of `while` loops, branches of
@@ -17,14 +17,6 @@ from ..analysis import while_trip_count
 from ..analysis._opcodes import is_free
 from ._base import CostModelWarning, KernelEstimate
 from ._kernel_costs import ModuleCounts
-from ._resolve import (
-    DEFAULT_DEVICE,
-    DEFAULT_MODEL,
-    check_prices_device,
-    resolve_device,
-    resolve_model,
-    resolve_priced_module,
-)
 from ._summary import TableSummary
 
 COLUMNS = (
@@ -99,7 +91,7 @@ class KernelTable(pd.DataFrame):
     `estimates` (kernel name → `KernelEstimate`, the first execution site),
     `priced_module` (what was priced: "the module as given", "the module
     XLA:CPU compiled", "XLA:GPU fusion simulated from the lowered module", ...;
-    see `models._resolve.resolve_priced_module`), `unknown_loops` (the `while`
+    see `front._resolve.resolve_priced_module`), `unknown_loops` (the `while`
     loops whose trip count was neither known nor given, so assumed
     `unknown_trip_count`), `xla_counts` (kernel → XLA's own `flops`,
     `transcendentals`, `bytes_accessed` where the row's counts are textbook
@@ -190,63 +182,6 @@ def _branches(instr) -> list:
     if instr.has_attribute("branch_computations"):
         return list(instr.attribute("branch_computations"))
     return [c for c in (instr.attribute("true_computation", None), instr.attribute("false_computation", None)) if c is not None]
-
-
-def analyze(
-    module_or_fn,
-    *args,
-    device=DEFAULT_DEVICE,
-    model=DEFAULT_MODEL,
-    unknown_trip_count: int = 1,
-    trip_counts: dict | None = None,
-    **kwargs,
-) -> KernelTable:
-    """Price every kernel of a module with a cost model.
-
-    **Arguments:**
-
-    - `module_or_fn`: an `HloModule`, the path of an HLO text file, HLO text,
-      or a function (jitted or not) to trace with `*args` / `**kwargs`: its
-      module as XLA optimized it for the default backend (`from_jax`), or,
-      on a GPU device while jax compiles for the CPU, XLA:GPU's priority
-      fusion simulated from its lowered module (`simulate_fusion`), since
-      XLA:CPU's kernels are not the ones a GPU runs. A module XLA optimized
-      for another kind of device than `device` is priced as given, with a
-      `BackendMismatchWarning`; `KernelTable.priced_module` says which
-      (`models._resolve.resolve_priced_module`).
-    - `device`: a `DeviceSpec` or a name for `get_device` (default
-      `DEFAULT_DEVICE`, `"h100-sxm"`: see `models._resolve`).
-    - `model`: a cost model or a name for `get_model` (default
-      `DEFAULT_MODEL`, `"xla-gpu"`).
-    - `unknown_trip_count`: trip count assumed for a `while` loop whose count is
-      not known (neither `known_trip_count` in its backend_config nor a
-      recognisable induction variable); such rows get `executions_known=False`.
-      Branches of a `conditional` are assumed equally likely. When any count
-      is assumed, `KernelTable.total_is_lower_bound` is True and the summary
-      says so.
-    - `trip_counts`: `{while instruction name: trip count}`, the counts you
-      know (from the program, or a measurement): they replace what `analyze`
-      would read or assume for those loops, and their rows count as known.
-
-    **Returns:** a `KernelTable` (a `pandas.DataFrame` subclass; see its
-    columns there), one row per kernel in execution order, free instructions
-    included with bound `"free"`. Kernels the model cannot price have
-    `priced=False` and NaN times, and one `CostModelWarning` names them.
-
-    **Raises:** `ValueError` for an unknown device or model, a model that
-    cannot price the device (`xla-gpu` on the host CPU), or `trip_counts`
-    naming no `while` loop of the priced module or giving a count that is
-    not a whole number >= 0.
-    """
-    dev = resolve_device(device)
-    cost_model = resolve_model(model)
-    check_prices_device(cost_model, dev)
-    priced = resolve_priced_module("analyze", module_or_fn, args, kwargs, dev, cost_model)
-    table = price_module(priced.module, dev, cost_model, unknown_trip_count=unknown_trip_count,
-                         trip_counts=trip_counts, warn_stacklevel=3)
-    table.priced_module = priced.description
-    table.gemm_configs = priced.gemm_configs
-    return table
 
 
 def is_free_site(instr) -> bool:

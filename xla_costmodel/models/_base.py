@@ -193,7 +193,7 @@ class FusionPricing(Protocol):
 @runtime_checkable
 class HoldsModels(Protocol):
     """A model made of other models (a combination, a scaled model): it prices a device only
-    where each model it holds does (`models._resolve.check_prices_device`)."""
+    where each model it holds does (`models.check_prices_device`)."""
 
     @property
     def held_models(self) -> tuple: ...

@@ -51,7 +51,7 @@ from typing import Callable, Protocol, Sequence, runtime_checkable
 
 from ._base import (CostModel, FusionEstimate, KernelEstimate, get_model, prices_by_content,
                     register_combination_reader)
-from ._resolve import resolve_device
+from ._inputs import resolve_device
 
 __all__ = [
     "COMBINATIONS",

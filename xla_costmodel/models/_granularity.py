@@ -1,4 +1,4 @@
-"""`granularity`: what if a kernel ran with other launch dimensions or tiles, on another GPU?
+"""`kernel_configurations` (under the front door's `granularity`): what if a kernel ran with other launch dimensions or tiles, on another GPU?
 
 For one kernel of a module, one row per candidate launch configuration,
 priced by a cost model, with XLA's own choice and the fastest marked:
@@ -39,9 +39,8 @@ from ._base import KernelEstimate, dominant_bound
 from ..analysis._emission import emitter_kind, warp_size
 from ..analysis._shapes import elements, first_array
 from ._launch import LaunchDimensions, launch_dimensions
-from ._resolve import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_device, resolve_model, resolve_priced_module
 
-__all__ = ["GranularityError", "PricesLaunchConfigurations", "granularity"]
+__all__ = ["GranularityError", "PricesLaunchConfigurations", "kernel_configurations"]
 
 THREADS = (32, 64, 128, 256, 512, 1024)
 UNROLLS = (1, 2, 4, 8)
@@ -165,34 +164,19 @@ def _tiled_rows(kernel, device, model) -> list[dict]:
     return rows
 
 
-def granularity(module_or_fn, kernel, *args, device=DEFAULT_DEVICE, model=DEFAULT_MODEL, tiled: bool | None = None,
-                **kwargs) -> pd.DataFrame:
-    """Every candidate launch configuration of one kernel, priced (see the module docstring).
+def kernel_configurations(module, kernel, dev, cost_model, tiled: bool | None = None) -> pd.DataFrame:
+    """Every candidate launch configuration of one kernel of `module`, priced (see the module docstring):
+    the engine under `granularity`, with the device and model resolved (a GPU `DeviceSpec`, a model object).
 
-    **Arguments:**
+    **Arguments:** `kernel`: the kernel's instruction name or the instruction itself; `tiled`: None (a
+    Triton fusion is tiled, any other kernel gets launch configurations), True (tile any fusion), False
+    (launch configurations).
 
-    - `module_or_fn`: an `HloModule`, an HLO file or text, or a function to
-      trace with `*args` / `**kwargs` (as for `analyze`: `models._resolve`).
-    - `kernel`: the kernel's instruction name (as `analyze` lists it) or the
-      instruction itself.
-    - `device`: a GPU `DeviceSpec` or name; `model`: a model or name that
-      prices launch configurations (`xla-gpu` by default; tiled fusions use
-      XLA's tiled model with its rules).
-    - `tiled`: None (a Triton fusion is tiled, any other kernel gets launch
-      configurations), True (tile any fusion), False (launch configurations).
+    **Returns:** a DataFrame sorted by `time_s`, one row per configuration; `attrs` has `kernel`,
+    `device`, `model`, `kind` (`"launch"` or `"tiled"`) and `emitter`.
 
-    **Returns:** a DataFrame sorted by `time_s`, one row per configuration
-    (columns in the module docstring); `attrs` has `kernel`, `device`,
-    `model`, `kind` (`"launch"` or `"tiled"`) and `emitter`.
-
-    **Raises:** `GranularityError` (a `ValueError`) naming the kernel when it
-    cannot be analysed; `ValueError` for an unknown device or model.
+    **Raises:** `GranularityError` (a `ValueError`) naming the kernel when it cannot be analysed.
     """
-    dev = resolve_device(device)
-    if dev.kind != "gpu":
-        raise GranularityError(f"granularity prices GPU launch configurations; device '{dev.name}' is a {dev.kind}")
-    cost_model = resolve_model(model)
-    module = resolve_priced_module("granularity", module_or_fn, args, kwargs, dev, cost_model).module
     k = _find_kernel(module, kernel)
     # XLA tiles a Triton fusion (`analysis._emission` tells them by their backend config's kind).
     use_tiles = emitter_kind(k, warp_size(dev))[0] == "triton" if tiled is None else tiled

@@ -72,7 +72,7 @@ from ._contention import scatter_contention
 from ._kernel_costs import CostContext, KernelCosts, kernel_costs, shape_size_cached
 from ._launch import LaunchDimensions, launch_dimensions
 from ._library_calls import library_call_or_gemm
-from ._resolve import check_prices_device
+from ._inputs import check_prices_device
 from ._sort import is_sort_kernel, price_sort
 from ._tiled import TilingError, price_triton_fusion
 from ._xla_gpu_fusion import XlaGpuPairPricer, fused_estimate, fused_short_cut

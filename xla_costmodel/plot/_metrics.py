@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..fit._metrics import accuracy
+from ..fit import accuracy
 
 
 def clean_pairs(measured, predicted, kind=None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, int]:

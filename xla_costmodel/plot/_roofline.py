@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from ..models._base import BOUNDS
+from ..models import BOUNDS
 from ._common import colours_for, decade_limits, fmt_si, get_ax
 
 

@@ -24,7 +24,8 @@ import pandas as pd
 
 from .._text import count
 from ..hlo import HloModule, HloParseError, load_hlo, parse_hlo
-from ..models._resolve import DEFAULT_DEVICE, DEFAULT_MODEL, check_prices_device, resolve_device, resolve_model
+from ..front import analyze, resolve_device_and_model
+from ..models import DEFAULT_DEVICE, DEFAULT_MODEL
 from ._engines import Engine, LocalEngine, Outcome, Task, get_engine, reissue_warnings
 from ._store import ResultStore
 
@@ -269,10 +270,7 @@ def _qualname(fn) -> str:
 
 def _resolve(device, model):
     """The device and model of every task, resolved and checked once here rather than failing every task."""
-    dev = resolve_device(device)
-    cost_model = resolve_model(model)
-    check_prices_device(cost_model, dev)
-    return dev, cost_model
+    return resolve_device_and_model(device, model)
 
 
 @dataclass(frozen=True)
@@ -284,8 +282,7 @@ class AnalyzeOperation:
     unknown_trip_count: int = 1
 
     def __call__(self, module: HloModule) -> pd.DataFrame:
-        from ..models import analyze
-        from ..models._base import CostModelWarning
+        from ..models import CostModelWarning
 
         with warnings.catch_warnings():
             # Unpriced kernels are flagged in the rows; the driver warns once for the run.
@@ -338,7 +335,7 @@ def analyze_many(
     **Raises:** `ValueError` for an unknown device or model (or `xla-gpu`
     on a CPU), and what `map_modules` raises, before any task starts.
     """
-    from ..models._base import CostModelWarning
+    from ..models import CostModelWarning
 
     dev, cost_model = _resolve(device, model)
     if unknown_trip_count < 0:

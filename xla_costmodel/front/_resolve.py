@@ -1,31 +1,18 @@
-"""What the user may pass for a module, a device and a model, resolved in one place.
+"""What the user gave, resolved once at the front door: a device, a model, and the module a device's kernels
+come from.
 
-`analyze`, `simulate_fusion`, `search_fusion`, the fitted models and the
-command line accept the same things:
-
-- a module: an `HloModule`, the path of an HLO text file (`str` or
-  `os.PathLike`), HLO text, or a function (jitted or not) with its example
-  arguments, traced with `from_jax` (as XLA optimized it for `analyze`; as
-  lowered, unfused, for the fusion passes);
-- a device: a `DeviceSpec` or a name for `get_device`; None is
-  `DEFAULT_DEVICE`;
-- a model: a `CostModel` or a name for `get_model`; None is `DEFAULT_MODEL`.
-
-The defaults are one pair for the whole package: XLA's GPU model on an H100
-(`DEFAULT_DEVICE`, `DEFAULT_MODEL`). What works on this machine's
-measurements (`compare`, `calibrate`, `kernel_features`, scaling a model to
-measured times) says `device="host"` in its own signature instead.
-
-A model that prices only some kinds of device declares them
-(`PricesDeviceKinds`); `check_prices_device` is the one place that refuses
-the others (`xla-gpu` on a CPU).
+`analyze`, `granularity`, `evaluate` and `program_time` take what the
+engine's entry points take (`models.resolve_inputs`: a module, an HLO file or
+text, or a function; a device; a model), and resolve it here, once, into one
+`DeviceSpec` and one `CostModel` that they pass down. The `"host"` device is
+measured when this machine has no usable measurement (`measure.resolve_device`).
 
 Which module a device's kernels come from is decided here too
 (`resolve_priced_module`): a function priced on a GPU while jax compiles for
 the CPU is compiled by XLA:GPU itself for that GPU where jax's CUDA plugin is
 installed (`gpu_compile`), and otherwise gets XLA:GPU's fusion simulated from
-its lowered module (the CPU's kernels would be priced otherwise); a module
-optimized for another kind of device is priced as given, with a
+its lowered module (`fusion`: the CPU's kernels would be priced otherwise); a
+module optimized for another kind of device is priced as given, with a
 `BackendMismatchWarning`.
 """
 
@@ -34,142 +21,65 @@ from __future__ import annotations
 import os
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
-from ._base import CostModel, HoldsModels, get_model
+from ..measure import host_device, resolve_device
+from ..models import (BackendMismatchWarning, CostModel, GpuCompileFallbackWarning, check_prices_device,
+                     resolve_model, resolve_module)
 
 if TYPE_CHECKING:
     from ..devices import DeviceSpec
     from ..hlo import HloModule
 
 __all__ = [
-    "DEFAULT_DEVICE",
-    "DEFAULT_MODEL",
-    "BackendMismatchWarning",
-    "GpuCompileFallbackWarning",
+    "SIMULATED_FROM_LOWERED",
     "PricedModule",
-    "PricesDeviceKinds",
-    "check_prices_device",
-    "register_gpu_fusion",
+    "get_device",
+    "resolve_device_and_model",
     "resolve_priced_module",
-    "resolve_device",
-    "resolve_inputs",
-    "resolve_model",
-    "resolve_module",
 ]
 
-DEFAULT_DEVICE = "h100-sxm"
-DEFAULT_MODEL = "xla-gpu"
 
+def get_device(device: "str | DeviceSpec", *, remeasure: bool = False, fast: bool = False,
+               progress: bool = True) -> "DeviceSpec":
+    """Look up a device by name, measuring this machine when it is `"host"` and has no usable measurement.
 
-@runtime_checkable
-class PricesDeviceKinds(Protocol):
-    """A model that prices only some kinds of device (`DeviceSpec.kind`: "gpu", "cpu")."""
+    **Arguments:**
 
-    name: str
-    device_kinds: tuple[str, ...]
+    - `device`: a preset name (`xla_costmodel.devices.device_names()`: `"h100-sxm"`, `"a100-80gb"`, ...),
+      a name given to `register_device`, `"host"`, or a `DeviceSpec` (returned unchanged). Case and `_`/`-`
+      do not matter.
+    - `remeasure`, `fast`, `progress`: only for `"host"`. The host is measured once per machine and cached
+      (see `measure_host`); `remeasure=True` measures again and overwrites the cache, `fast=True` uses the
+      quick, rougher benchmark, `progress` shows it running.
 
+    **Returns:** the `DeviceSpec`.
 
-def resolve_device(device: "str | DeviceSpec | None" = None) -> "DeviceSpec":
-    """The `DeviceSpec` of `device`: a spec, a name for `get_device`, or None (`DEFAULT_DEVICE`).
-
-    **Raises:** `ValueError` for an unknown name (listing the valid ones), `TypeError` for anything else.
+    Raises `ValueError` for an unknown name (the message lists the valid ones) and `HostCacheError` when
+    the host cache file is unreadable.
     """
-    from ..devices import get_device
+    from ..devices import get_device as look_up
 
-    return get_device(DEFAULT_DEVICE if device is None else device)
-
-
-def resolve_model(model: "str | CostModel | None" = None, **params: Any) -> CostModel:
-    """The cost model `model` names (`get_model`), or `model` itself; None is `DEFAULT_MODEL`."""
-    return get_model(DEFAULT_MODEL if model is None else model, **params)
+    if isinstance(device, str) and device.strip().lower() == "host":
+        return host_device(remeasure=remeasure, fast=fast, progress=progress)
+    return look_up(device)
 
 
-def check_prices_device(model: CostModel, device: "DeviceSpec") -> None:
-    """Refuse a device the model does not price (it declares `PricesDeviceKinds`).
+def resolve_device_and_model(device: Any = None, model: Any = None) -> tuple["DeviceSpec", CostModel]:
+    """The one `DeviceSpec` and `CostModel` a front-door call passes down: names looked up (None: the
+    defaults, `models.DEFAULT_DEVICE` and `models.DEFAULT_MODEL`), the host measured if it must be, and
+    the device checked against the model (`models.check_prices_device`).
 
-    **Raises:** `ValueError`, e.g. "the xla-gpu model prices GPU kernels;
-    device 'host' is a cpu (use the 'roofline' model for it)".
-    """
-    for part in _model_parts(model):
-        if isinstance(part, PricesDeviceKinds) and device.kind not in part.device_kinds:
-            kinds = " or ".join(k.upper() for k in part.device_kinds)
-            inside = f", and '{model.name}' holds it" if part is not model else ""
-            raise ValueError(
-                f"the {part.name} model prices {kinds} kernels; device '{device.name}' is a {device.kind}{inside} "
-                f"(use the 'roofline' model for it)"
-            )
-
-
-def _model_parts(model):
-    """`model` and every model it holds (`HoldsModels`: a combination, a scaled model), at any depth:
-    a combination prices a device only where each of them does."""
-    yield model
-    for part in (model.held_models if isinstance(model, HoldsModels) else ()):
-        yield from _model_parts(part)
-
-
-def resolve_module(source: Any, args: tuple = (), kwargs: dict | None = None, *, caller: str = "analyze",
-                   optimized: bool = True) -> "HloModule":
-    """The `HloModule` of `source` (see the module docstring).
-
-    **Arguments:** `source`; `args`, `kwargs`: a function's example arguments
-    (only for a function); `caller`: named in errors; `optimized`: trace a
-    function as XLA optimized it (True) or as lowered (False).
-
-    **Raises:** `TypeError` for arguments that are not for a function, or a
-    `source` of another type; `FileNotFoundError` for a string that is
-    neither a file nor HLO text; `HloParseError` for bad HLO.
-    """
-    from ..hlo import HloModule, from_jax, load_hlo, parse_hlo
-
-    kwargs = kwargs or {}
-    if isinstance(source, HloModule):
-        if args or kwargs:
-            raise TypeError(f"{caller}(module, ...): extra arguments are only for a function to trace")
-        return source
-    if isinstance(source, (str, os.PathLike)):
-        if args or kwargs:
-            raise TypeError(f"{caller}(path_or_text, ...): extra arguments are only for a function to trace")
-        text = str(source)
-        if isinstance(source, os.PathLike) or ("\n" not in text and Path(text).exists()):
-            return load_hlo(text)
-        if "HloModule" in text:
-            return parse_hlo(text)
-        raise FileNotFoundError(f"{text}: no such file (and not HLO text)")
-    if callable(source):
-        return from_jax(source, *args, optimized=optimized, **kwargs)
-    raise TypeError(
-        f"{caller} expects an HloModule, an HLO file or text, or a function to trace; got {type(source).__name__}"
-    )
-
-
-def resolve_inputs(caller: str, source: Any, args: tuple = (), kwargs: dict | None = None, *,
-                   device: Any = None, model: Any = None,
-                   optimized: bool = True) -> tuple["HloModule", "DeviceSpec", CostModel]:
-    """`(module, DeviceSpec, CostModel)` from what a caller was given, device checked against the model.
-
-    Device and model are resolved (and checked) before a function is traced,
-    so that a bad name fails at once.
+    **Raises:** `ValueError` for an unknown device or model, or a model that does not price the device.
     """
     dev = resolve_device(device)
     cost_model = resolve_model(model)
     check_prices_device(cost_model, dev)
-    return resolve_module(source, args, kwargs, caller=caller, optimized=optimized), dev, cost_model
+    return dev, cost_model
 
 
 # ---------------------------------------------------------------------------
 # The module a device's kernels come from
-
-
-class BackendMismatchWarning(UserWarning):
-    """A module XLA optimized for one kind of backend is priced on a device of another kind."""
-
-
-class GpuCompileFallbackWarning(UserWarning):
-    """XLA:GPU could not compile a function for a GPU on this machine (the message names XLA's error), so
-    its fusion was simulated from the lowered module instead (`SIMULATED_FROM_LOWERED`)."""
 
 
 #: `KernelTable.priced_module` when a function's module is XLA:GPU's fusion simulated here.
@@ -183,15 +93,6 @@ SIMULATED_FROM_PARTITIONED = ("XLA:GPU fusion simulated from the partitioned mod
 SIMULATED_WITHOUT_PLUGIN = SIMULATED_FROM_LOWERED + " ({reason})"
 
 _GPU_BACKENDS = ("gpu", "cuda", "rocm")
-
-# What `fusion` registers when imported: (unfused module, device, model) -> the fused module.
-_GPU_FUSION: list[Callable[["HloModule", "DeviceSpec", CostModel], "HloModule"]] = []
-
-
-def register_gpu_fusion(fuse: Callable[["HloModule", "DeviceSpec", CostModel], "HloModule"]) -> None:
-    """Make `fuse` what prices a function on a GPU when jax compiles for another backend (`fusion` registers
-    its priority-fusion simulation)."""
-    _GPU_FUSION[:] = [fuse]
 
 
 @dataclass(frozen=True)
@@ -234,7 +135,8 @@ def resolve_priced_module(caller: str, source: Any, args: tuple, kwargs: dict | 
       that backend's kernels on `dev`, which is a question one may ask, but
       not the kernels `dev` would run.
     """
-    from ..analysis._frontend import compiled_for
+    from ..analysis import compiled_for
+    from ..fusion import simulated_gpu_kernels
     from ..hlo import HloModule, from_jax
 
     if callable(source) and not isinstance(source, (HloModule, str, os.PathLike)):
@@ -243,19 +145,16 @@ def resolve_priced_module(caller: str, source: Any, args: tuple, kwargs: dict | 
             compiled, why_not = _compiled_by_xla_gpu(source, args, kwargs, dev)
             if compiled is not None:
                 return compiled
-            if not _GPU_FUSION:  # `fusion` registers it; importing `xla_costmodel` imports that
-                raise RuntimeError("pricing a function on a GPU from XLA:CPU needs xla_costmodel.fusion "
-                                   "(import xla_costmodel)")
             module = from_jax(source, *args, optimized=False, **(kwargs or {}))
             description = SIMULATED_WITHOUT_PLUGIN.format(reason=why_not) if why_not else SIMULATED_FROM_LOWERED
             if _may_be_partitioned(module):
                 compiled = from_jax(source, *args, optimized=True, **(kwargs or {}))
                 if _partitions(compiled) > 1:
-                    from ..hlo._edit import inline_fusions
+                    from ..hlo import inline_fusions
 
                     module = inline_fusions(compiled, copy=False)
                     description = SIMULATED_FROM_PARTITIONED.format(backend=backend.upper())
-            return PricedModule(_GPU_FUSION[0](module, dev, cost_model), description)
+            return PricedModule(simulated_gpu_kernels(module, dev, cost_model), description)
         module = resolve_module(source, args, kwargs, caller=caller)
         return PricedModule(module, f"the module XLA:{backend.upper()} compiled")
     module = resolve_module(source, args, kwargs, caller=caller)
@@ -306,7 +205,7 @@ def _as_the_gpu_would_run(module: "HloModule", dev: "DeviceSpec") -> tuple["HloM
     priced as CUB by the `xla-gpu` model itself (it decides as `sort_rewriter` does), so they need
     nothing here. The choices (`AutotunedModule.choices`) become `KernelTable.gemm_configs`.
     """
-    from ._autotune import autotune_gemms
+    from ..models import autotune_gemms
 
     tuned = autotune_gemms(module, dev)
     choices = tuned.choices

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from .._text import count
-from ..analysis._opcodes import CONTROL_FLOW_OPCODES
+from ..analysis import CONTROL_FLOW_OPCODES
 
 __all__ = ["evaluate", "Evaluation", "DEFAULT_EVALUATION_MODELS", "SUMMARY_COLUMNS", "measured_trip_counts"]
 
@@ -115,9 +115,9 @@ class Evaluation:
 
 def _calibrations_used(models, dev) -> tuple[str, ...]:
     """One sentence per calibrated model: which saved calibration it priced with, the user's or the shipped one
-    (`fit._store.calibration_in_use`), so that a prediction's source is never a guess."""
-    from ..fit._calibrate import FITTABLE_MODELS
-    from ..fit._store import calibration_in_use, calibration_measured_on
+    (`fit.calibration_in_use`), so that a prediction's source is never a guess."""
+    from ..fit import FITTABLE_MODELS
+    from ..fit import calibration_in_use, calibration_measured_on
 
     said = []
     for name in models:
@@ -149,7 +149,7 @@ def evaluate(
     - `device`: the device the models price (default `"host"`, this
       machine). It must be of the kind the program runs on: a CPU
       measurement is not compared with a GPU's prediction.
-    - `models`: names for `get_model` (`models._resolve`; default `fitted`, `learned`,
+    - `models`: names for `get_model` (`models.resolve_model`; default `fitted`, `learned`,
       `roofline`; the fitted ones use the device's saved calibration).
     - `repeats`, `discard`, `allocator`: the measurement's (default: the
       project's methodology, `DEFAULT_METHOD`); `in_process`: where it runs,
@@ -163,12 +163,13 @@ def evaluate(
     another kind than the one measured, or no model; `MeasurementError` when
     the trace cannot be trusted.
     """
-    from ..fit._metrics import accuracy
+    from ..fit import accuracy
     from ..hlo import parse_hlo
     from ..measure import DEFAULT_METHOD, device_description, measure_program
-    from ..measure._target import lower_user_program
-    from ..models import analyze
-    from ..models._resolve import check_prices_device, resolve_device, resolve_model
+    from .._user_program import lower_user_program
+    from ..measure import resolve_device
+    from ..models import check_prices_device, resolve_model
+    from ._analyze import analyze
 
     models = (models,) if isinstance(models, str) else tuple(models)
     if not models:
@@ -300,8 +301,7 @@ def measured_trip_counts(module, measurement) -> dict[str, int]:
 def _saved_overhead(dev):
     """`(overhead, None)`: the device's saved per-run program overhead; `(None, why)` when it has none,
     `why` saying what `predicted_wall_s` lacks and where the overhead would come from."""
-    from ..fit._program import PROGRAM_OVERHEAD, ProgramOverhead
-    from ..fit._store import CalibrationError
+    from ..fit import PROGRAM_OVERHEAD, CalibrationError, ProgramOverhead
 
     try:
         return ProgramOverhead.from_calibration(dev), None
