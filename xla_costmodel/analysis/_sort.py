@@ -50,8 +50,8 @@ from ..hlo._shape import PRIMITIVE_BITS
 from ._rules import _attr_tuple
 from ._shapes import first_array
 
-__all__ = ["SortKernel", "SortPlan", "bitonic_plan", "cub_radix_plan", "cub_sort_decision", "onesweep_tile",
-           "sort_of", "xor_masks"]
+__all__ = ["SortKernel", "SortPlan", "bitonic_plan", "cub_float_keys", "cub_radix_plan", "cub_sort_decision",
+           "onesweep_tile", "sort_of", "xor_masks"]
 
 UNROLL = 4          # kUnrollFactor
 RADIX_BITS = 8      # CUB's digit width for the radix passes
@@ -322,6 +322,17 @@ def cub_sort_decision(instr, device) -> tuple[bool, str]:
     if not ok:
         return False, f"no compiled CUB kernel for keys {key} and values {value}"
     return True, f"{rule} holds for {bits}-bit keys, batch {batch}, length {n}"
+
+
+def cub_float_keys(instr) -> bool:
+    """Whether CUB sorts the keys of `instr`'s sort as f32 (its keys-only tile depends on it): f32 keys
+    with a plain comparator; a numpy-order sort reaches CUB as unsigned keys."""
+    sort = sort_of(instr)
+    if sort is None:
+        return False
+    analysis = _comparator(sort)
+    key = first_array(sort.operands[analysis[0] if analysis else 0].shape).element_type
+    return key == "f32" and (analysis is None or analysis[2] != "numpy")
 
 
 #: CUB's sm_90 onesweep tuning for 1- and 2-byte keys (`sm90_small_key_tuning`, 64-bit offsets):

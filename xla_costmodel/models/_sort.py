@@ -38,7 +38,8 @@ import math
 
 from ..analysis._frontend import custom_call_target
 from ..analysis._shapes import first_array
-from ..analysis._sort import UNROLL, SortPlan, bitonic_plan, cub_radix_plan, cub_sort_decision, sort_of
+from ..analysis._sort import (UNROLL, SortPlan, bitonic_plan, cub_float_keys, cub_radix_plan, cub_sort_decision,
+                              sort_of)
 from ..hlo._shape import PRIMITIVE_BITS
 from ._base import KernelEstimate, dominant_bound
 from ._dot_fusion import max_blocks_per_sm
@@ -95,7 +96,7 @@ def sort_plan(instr, device) -> tuple[SortPlan, str]:
     value_bytes = max(PRIMITIVE_BITS[first_array(ops[1].shape).element_type] // 8, 1) if len(ops) == 2 else 0
     # sort_rewriter hands a numpy-order float sort to CUB as unsigned keys (`cub_sort_decision`)
     plan = cub_radix_plan(math.prod(shape.dims) // n, n, key_bytes, value_bytes, device.core_count,
-                          shape.element_type == "f32" and "numpy" not in why)
+                          cub_float_keys(instr))
     return plan, f"XLA:GPU sends this sort to CUB on {device.name} ({why}): priced as CUB's radix sort"
 
 
