@@ -9,13 +9,13 @@
   the shared-memory traffic of the blocks resident on one SM (each stage reads and writes the tile of
   every operand) at 128 bytes per clock per SM (32 banks of 4 bytes), and the latency of one stage: each
   thread's two compare-exchanges (a shared-memory load, the comparator's dependent operations, a store)
-  and a barrier. The latencies are microbenchmark figures for recent NVIDIA GPUs (shared memory about
-  30 cycles, a dependent ALU operation about 4, a block barrier about 20), not fitted to any capture.
+  and a barrier. The latencies are microbenchmark figures for recent NVIDIA GPUs (`models._gpu_latency`:
+  shared memory about 30 cycles, a dependent ALU operation about 4, a block barrier about 20), not
+  fitted to any capture.
   Blocks that do not fit on the SMs at once run in waves.
 - **CUB's kernels** (`analysis._sort`, from CUB's agents) take the larger of their traffic at the memory
   bandwidth and their latency path, built from the same microbenchmark latencies plus an L2 hit (about
-  260 cycles) and an HBM access (about 600 cycles), figures published for Hopper-class GPUs by pointer-chase
-  microbenchmarks, not fitted to any capture:
+  260 cycles) and an HBM access (about 600 cycles), `models._gpu_latency`, not fitted to any capture:
   - a memset is its launch;
   - the exclusive sum: load the bins (L2), a block scan (two shared-memory rounds with barriers), store (L2);
   - the histogram: each working block loads its tile (HBM), counts `items x passes` digits into shared
@@ -43,15 +43,12 @@ from ..analysis._sort import (UNROLL, SortPlan, bitonic_plan, cub_float_keys, cu
 from ..hlo._shape import PRIMITIVE_BITS
 from ._base import KernelEstimate, dominant_bound
 from ._dot_fusion import max_blocks_per_sm
+from ._gpu_latency import (ALU_LATENCY_CYCLES, BARRIER_CYCLES, HBM_LATENCY_CYCLES, L2_LATENCY_CYCLES,
+                           SMEM_LATENCY_CYCLES)
 
 __all__ = ["is_sort_kernel", "price_sort", "sort_plan"]
 
 SMEM_BYTES_PER_CLOCK = 128          # 32 banks x 4 bytes per SM per clock
-SMEM_LATENCY_CYCLES = 30
-ALU_LATENCY_CYCLES = 4
-BARRIER_CYCLES = 20
-L2_LATENCY_CYCLES = 260
-HBM_LATENCY_CYCLES = 600
 #: Registers per thread of CUB 3.2's sm_90 onesweep kernel (the capture's launch record: 80 with 384
 #: threads), which bound its resident blocks per SM.
 ONESWEEP_REGISTERS = 80
