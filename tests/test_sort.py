@@ -181,7 +181,12 @@ def test_cub_plan_passes():
     (hist,) = [k for k in plan.kernels if k.kind == "histogram"]
     (scan,) = [k for k in plan.kernels if k.kind == "scan"]
     assert (hist.blocks, hist.threads, scan.blocks, scan.threads) == (1584, 128, 4, 256)
-    assert cub_radix_plan(8, 1 << 16, 8, 0).launches == 8
+    # a batch: DeviceSegmentedRadixSort over all key bits, 6-bit passes after ceil(bits / 6) x 6 - bits passes of
+    # 5 bits (CUB's alternate policy): 64-bit keys 2 + 9 passes, 32-bit 4 + 2, 8-bit keys (5 / 4 bits) 2 + 0
+    segmented = cub_radix_plan(8, 1 << 16, 8, 0, H100.core_count)
+    assert segmented.launches == 11 and {k.blocks for k in segmented.kernels} == {8}
+    assert cub_radix_plan(64, 1 << 17, 4, 4, H100.core_count).launches == 6
+    assert cub_radix_plan(32, 1 << 18, 1, 0, H100.core_count).launches == 2
     # 8-byte keys: 30 nominal items scaled to 15; 8 passes; a tiny sort is one single-tile kernel
     wide = cub_radix_plan(1, 1 << 20, 8, 4, H100.core_count)
     assert {(k.threads, k.items) for k in wide.kernels if k.kind == "pass"} == {(384, 15)}

@@ -37,8 +37,11 @@ width, batch and length (on Ampere `IsCubSortFasterOnA100`; elsewhere more than 
 - Memsets: the capture (CUB 3.2, `jax_random_sampling`) shows 6 per call for 4 passes: the histogram's bins
   and the tile counters, and each pass's look-back state (2 + passes).
 - batch 1, one tile or less: one single-tile kernel (256 threads x 19 items, scaled).
-- a batch runs `DeviceSegmentedRadixSort`, one kernel per 8 key bits (segments in parallel, one block each),
-  reading and writing keys and values each time.
+- a batch (XLA's `CubSortPairs` / `CubSortKeys` with `batch_size > 1`) runs `DeviceSegmentedRadixSort` over
+  all key bits: ceil(bits / 6) passes (5 / 4 for 1-byte keys), the first `passes x 6 - bits` of them of one
+  bit fewer (the alternate policy, 384 threads x 11 items; the others 192 x 39, both scaled as above); each
+  pass one kernel with one block per row, which counts its row's digits (reading the keys), scans them and
+  then ranks and scatters its row tile by tile (reading keys and values, writing both).
 """
 
 from __future__ import annotations
@@ -343,6 +346,10 @@ _SM90_SMALL_KEYS = {(1, 0): (512, 19), (2, 0): (512, 19),
 ONESWEEP_PORTION = 1 << 28      # keys per onesweep launch at most
 HISTOGRAM_THREADS, HISTOGRAM_ITEMS = 128, 16
 SCAN_THREADS = 256
+#: `DeviceSegmentedRadixSort`'s policies (threads, nominal items; radix bits 6, and 5 for the alternate passes;
+#: 5 and 4 for 1-byte keys).
+SEGMENTED, SEGMENTED_ALT = (192, 39), (384, 11)
+SEGMENTED_RADIX_BITS = 6
 SINGLE_TILE_THREADS, SINGLE_TILE_ITEMS = 256, 19
 #: Registers per thread of CUB 3.2's sm_90 histogram kernel (the capture's launch record: 40), which bound
 #: its resident blocks per SM (65536 / (40 x 128) = 12: the captured grid is 132 x 12 = 1584).
@@ -407,7 +414,18 @@ def cub_radix_plan(batch: int, n: int, key_bytes: int, value_bytes: int, core_co
         reason = (f"CUB DeviceRadixSort (onesweep), {passes} passes of {math.ceil(n / tile)} tiles of "
                   f"{threads}x{items} keys")
     else:
-        for _ in range(passes):
-            kernels.append(SortKernel("segmented", batch, 0, 0, 0, pair, pair))
-        reason = f"CUB DeviceSegmentedRadixSort, {passes} passes"
+        bits = 8 * key_bytes
+        radix = SEGMENTED_RADIX_BITS if key_bytes > 1 else SEGMENTED_RADIX_BITS - 1
+        passes = max(math.ceil(bits / radix), 1)
+        alt_passes = min(passes * radix - bits, passes)   # CUB starts with passes of one bit fewer
+        alt_bits = min(bits, alt_passes * (radix - 1))
+        main_passes = math.ceil((bits - alt_bits) / radix) if bits > alt_bits else 0
+        read = elems * (2 * key_bytes + value_bytes)       # the upsweep reads the keys, the downsweep pairs
+        for policy, count in ((SEGMENTED_ALT, alt_passes), (SEGMENTED, main_passes)):
+            threads, items = _reg_scaled(*policy, dominant)
+            for _ in range(count):
+                kernels.append(SortKernel("segmented", batch, threads, 0, 0, read, pair, items))
+        passes = alt_passes + main_passes
+        reason = (f"CUB DeviceSegmentedRadixSort, {passes} passes ({alt_passes} of {radix - 1} bits, "
+                  f"{main_passes} of {radix}), one block per row")
     return SortPlan("cub", tuple(kernels), batch, n, key_bytes + value_bytes, 0, reason, value_bytes)

@@ -28,8 +28,9 @@
     prefix; blocks that start together resolve as a chain, one L2 round trip per block, so the last of the
     blocks resident at once waits `resident - 1` L2 latencies; then keys and values go out (a shared-memory
     pass and an HBM write each, the values loaded first). Blocks beyond one wave add their own work per wave.
-  - a segmented pass (a batch): per wave of segments, each block loads (HBM) and ranks its segment's tiles
-    twice (upsweep and downsweep) and writes them.
+  - a segmented pass (a batch): per wave of rows, each block loads its row tile by tile and counts its digits
+    (upsweep), scans the counts, then loads, ranks and scatters each tile as a onesweep block does, without
+    the look-back.
 """
 
 from __future__ import annotations
@@ -151,10 +152,15 @@ def _cub_latency_s(k, plan: SortPlan, device) -> float:
         tiles = math.ceil(plan.n / max(k.threads * k.items, 1))
         return k.stages * tiles * (hbm + rank + out + values) / clock
     if k.kind == "segmented":
-        per_sm = max(1, min((device.threads_per_core_limit or 2048) // 192, max_blocks_per_sm(device) or 32))
+        threads = max(k.threads, 1)
+        per_sm = max(1, (device.threads_per_core_limit or 2048) // threads)
+        limit = max_blocks_per_sm(device)
+        per_sm = min(per_sm, limit) if limit else per_sm
         waves = math.ceil(k.blocks / (device.core_count * per_sm))
-        tiles = math.ceil(plan.n / (192 * 39))
-        return waves * tiles * (2 * (hbm + rank) + out + values) / clock
+        tiles = math.ceil(plan.n / max(threads * k.items, 1))
+        count = hbm + k.items * alu                               # upsweep: load a tile, count its digits
+        block = tiles * count + 2 * sync + tiles * (hbm + rank + out + values)
+        return waves * block / clock
     return 0.0
 
 
