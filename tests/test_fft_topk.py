@@ -111,20 +111,29 @@ def test_topk_kernel_priced_from_its_structure():
     assert est(64, 16384, 16).time_s > small.time_s   # K = 16: longer insertions and merges
 
 
-def test_corpus_programs_produce_topk_and_multi_kernel_fft():
-    """XLA:GPU's own compile, without a GPU: `jax.lax.top_k` of 8 in rows of 16384 becomes `__gpu$TopK`; a
-    4096-point FFT is one cuFFT kernel, a 2^16-point one two."""
+def test_corpus_programs_produce_topk_and_multi_kernel_fft(tmp_path):
+    """XLA:GPU's own compile, without a GPU: `jax.lax.top_k` of 8 in rows of 16384 (and of 16 in 32768) becomes
+    `__gpu$TopK`, launched as XLA's thunk sequence says (one block per row; 1024 and 512 threads), which is
+    what the TopK price is built on; the corpus's long FFT program compiles to `fft` instructions."""
+    import re
+
     from xla_costmodel import corpus
     from xla_costmodel.gpu_compile import compile_for_gpu, gpu_compile_available, gpu_compile_unavailable_reason
+    from xla_costmodel.models._launch import topk_launch
 
     if not gpu_compile_available():
         pytest.skip(gpu_compile_unavailable_reason())
-    fn, args = corpus.PROGRAMS["jax_lax_top_k"].build("small")
-    module = compile_for_gpu(fn, *args).module
-    t = pd.DataFrame(analyze(module, device="h100-sxm", model="xla-gpu"))
-    calls = [i for _c, i in module.instructions() if i.opcode == "custom-call"]
-    assert [c.attribute("custom_call_target") for c in calls] == ["__gpu$TopK"]
-    assert t.loc[t["kernel"] == calls[0].name, "time_s"].iloc[0] > 0
+    for size in ("small", "large"):
+        fn, args = corpus.PROGRAMS["jax_lax_top_k"].build(size)
+        result = compile_for_gpu(fn, *args, dump_passes=tmp_path / size)
+        module = result.module
+        t = pd.DataFrame(analyze(module, device="h100-sxm", model="xla-gpu"))
+        calls = [i for _c, i in module.instructions() if i.opcode == "custom-call"]
+        assert [c.attribute("custom_call_target") for c in calls] == ["__gpu$TopK"]
+        assert t.loc[t["kernel"] == calls[0].name, "time_s"].iloc[0] > 0
+        thunks = next((tmp_path / size).glob("*thunk_sequence.txt")).read_text()
+        grid, threads = re.search(r"topk grid: \[(\d+), 1, 1\] threads: \[(\d+), 1, 1\]", thunks).groups()
+        assert topk_launch(calls[0])[:2] == (int(grid), int(threads))
     fn, args = corpus.PROGRAMS["jax_numpy_fft_long"].build("small")
     t = pd.DataFrame(analyze(compile_for_gpu(fn, *args).module, device="h100-sxm", model="xla-gpu"))
     assert set(t.loc[t["opcode"] == "fft", "kernel"]) == {"fft.0.0", "fft.2.0"}
