@@ -71,6 +71,22 @@ def test_kernel_figures_are_analyze_against_the_measurement(run):
     assert {g["goal"] for g in payload["goals"]} >= {"xla-gpu, no fitting: >= 80% of kernels >= 5 us within 2x"}
 
 
+def test_kinds_of_kernel_share_the_absolute_error_and_the_time(run):
+    """Issue 31's table: per model, the kinds' shares of the absolute error and of the measured time per run each
+    add up to 1, and a kind's median ratio is flagged against the goal's 0.8-1.25."""
+    _text, payload = run
+    kinds = payload["kinds"]
+    for model in {r["model"] for r in kinds}:
+        mine = [r for r in kinds if r["model"] == model]
+        assert {r["kind"] for r in mine} == {"library calls", "reductions", "Triton fusions", "GEMMs", "sort",
+                                             "loop fusions", "other"}
+        assert sum(r["share_of_abs_error"] for r in mine) == pytest.approx(1.0)
+        assert sum(r["share_of_time"] for r in mine) == pytest.approx(1.0)
+        for r in mine:
+            if r["kernels >= 5 us"]:
+                assert r["median within 0.8-1.25"] == (0.8 <= r["median_ratio"] <= 1.25)
+
+
 def test_program_totals_add_up_the_kernels(run):
     _text, payload = run
     programs = {p["case"]: p for p in payload["programs"]}

@@ -21,10 +21,27 @@ comparator is a LT/GT compare of one operand pair (or JAX's NaN-canonicalising "
 types have compiled CUB kernels, and, on Hopper and Blackwell, `IsCubSortFasterOnH100` holds for the key
 width, batch and length (on Ampere `IsCubSortFasterOnA100`; elsewhere more than 16384 elements).
 
-**CUB's radix sort** (`cub_radix_plan`): batch 1 runs `DeviceRadixSort` (onesweep): a histogram kernel over
-the keys, a scan kernel, then one pass per 8 key bits that reads and writes keys and values, each pass
-after a memset of its look-back state; a batch runs `DeviceSegmentedRadixSort`, one kernel per 8 key bits
-(segments in parallel), reading and writing keys and values each time.
+**CUB's radix sort** (`cub_radix_plan`; CUB's `DispatchRadixSort`, `AgentRadixSortHistogram`,
+`AgentRadixSortOnesweep` and the sm_90 tuning in `tuning_radix_sort.cuh`, NVIDIA/cccl):
+
+- batch 1, more keys than one tile: `DeviceRadixSort`'s onesweep path. A histogram kernel reads every key
+  once and counts all digit passes at once (128 threads x 16 items of 4 bytes per tile, a grid-stride loop
+  over SMs x resident blocks); an exclusive-sum kernel, one block of 256 threads per pass; then one onesweep
+  kernel per 8 key bits over tiles of `threads x items` keys (sm_90: 384 threads, 17 items for a 4-byte key
+  with values narrower than 8 bytes and 64-bit offsets, 29 with 8-byte values, 19 keys alone (18 for f32
+  keys); 30 / 24 nominal for 8-byte keys; the small-key table for 1- and 2-byte keys; items scaled by the
+  wider of key and value as `RegBoundScaling` does). Each onesweep block takes a tile index from an atomic
+  counter, loads and ranks its keys, publishes its digit counts and walks back over its predecessors'
+  counts (decoupled look-back) to its digits' global offsets, then scatters keys, then loads and scatters
+  values. A pass of more than 2^28 keys is launched in portions.
+- Memsets: the capture (CUB 3.2, `jax_random_sampling`) shows 6 per call for 4 passes: the histogram's bins
+  and the tile counters, and each pass's look-back state (2 + passes).
+- batch 1, one tile or less: one single-tile kernel (256 threads x 19 items, scaled).
+- a batch (XLA's `CubSortPairs` / `CubSortKeys` with `batch_size > 1`) runs `DeviceSegmentedRadixSort` over
+  all key bits: ceil(bits / 6) passes (5 / 4 for 1-byte keys), the first `passes x 6 - bits` of them of one
+  bit fewer (the alternate policy, 384 threads x 11 items; the others 192 x 39, both scaled as above); each
+  pass one kernel with one block per row, which counts its row's digits (reading the keys), scans them and
+  then ranks and scatters its row tile by tile (reading keys and values, writing both).
 """
 
 from __future__ import annotations
@@ -36,8 +53,8 @@ from ..hlo._shape import PRIMITIVE_BITS
 from ._rules import _attr_tuple
 from ._shapes import first_array
 
-__all__ = ["SortKernel", "SortPlan", "bitonic_plan", "cub_radix_plan", "cub_sort_decision", "sort_of",
-           "xor_masks"]
+__all__ = ["SortKernel", "SortPlan", "bitonic_plan", "cub_float_keys", "cub_radix_plan", "cub_sort_decision",
+           "onesweep_tile", "sort_of", "xor_masks"]
 
 UNROLL = 4          # kUnrollFactor
 RADIX_BITS = 8      # CUB's digit width for the radix passes
@@ -46,9 +63,11 @@ RADIX_BITS = 8      # CUB's digit width for the radix passes
 @dataclass(frozen=True, slots=True)
 class SortKernel:
     """One kernel (or copy) of a sort. `kind`: `tiled` (shared-memory stages), `global` (one mask in
-    global memory), `copy` (a parameter copied to the output), `histogram`, `scan`, `pass` (a CUB radix
-    pass), `memset`; `blocks` x `threads`; `shared_bytes` per block; `stages`: compare-exchange stages
-    in shared memory; `bytes_read` / `bytes_written` in global memory."""
+    global memory), `copy` (a parameter copied to the output), `histogram`, `scan`, `pass` (a CUB
+    onesweep pass), `single_tile`, `segmented` (a segmented radix pass), `memset`; `blocks` x `threads`;
+    `shared_bytes` per block; `stages`: compare-exchange stages in shared memory (CUB: digit passes);
+    `bytes_read` / `bytes_written` in global memory; `items`: a CUB kernel's keys per thread (a tile is
+    `threads x items` keys)."""
 
     kind: str
     blocks: int
@@ -57,12 +76,14 @@ class SortKernel:
     stages: int
     bytes_read: int
     bytes_written: int
+    items: int = 0          # CUB: keys per thread per tile
 
 
 @dataclass(frozen=True, slots=True)
 class SortPlan:
     """The kernels of one sort, with the facts they came from: `library` (`xla` or `cub`), `batch`, `n`
-    (the sorted length), `element_bytes` (one element of every operand), `tile` (XLA's) and `reason`."""
+    (the sorted length), `element_bytes` (one element of every operand), `tile` (XLA's), `reason` and
+    `value_bytes` (CUB: one value; 0 for keys alone)."""
 
     library: str
     kernels: tuple
@@ -71,6 +92,7 @@ class SortPlan:
     element_bytes: int
     tile: int = 0
     reason: str = ""
+    value_bytes: int = 0
 
     @property
     def launches(self) -> int:
@@ -305,21 +327,105 @@ def cub_sort_decision(instr, device) -> tuple[bool, str]:
     return True, f"{rule} holds for {bits}-bit keys, batch {batch}, length {n}"
 
 
-def cub_radix_plan(batch: int, n: int, key_bytes: int, value_bytes: int) -> SortPlan:
+def cub_float_keys(instr) -> bool:
+    """Whether CUB sorts the keys of `instr`'s sort as f32 (its keys-only tile depends on it): f32 keys
+    with a plain comparator; a numpy-order sort reaches CUB as unsigned keys."""
+    sort = sort_of(instr)
+    if sort is None:
+        return False
+    analysis = _comparator(sort)
+    key = first_array(sort.operands[analysis[0] if analysis else 0].shape).element_type
+    return key == "f32" and (analysis is None or analysis[2] != "numpy")
+
+
+#: CUB's sm_90 onesweep tuning for 1- and 2-byte keys (`sm90_small_key_tuning`, 64-bit offsets):
+#: (key bytes, value bytes) -> (threads, nominal 4-byte items per thread).
+_SM90_SMALL_KEYS = {(1, 0): (512, 19), (2, 0): (512, 19),
+                    (1, 1): (448, 16), (1, 2): (512, 14), (1, 4): (512, 14), (1, 8): (384, 18),
+                    (2, 1): (384, 16), (2, 2): (448, 16), (2, 4): (512, 12), (2, 8): (512, 23)}
+ONESWEEP_PORTION = 1 << 28      # keys per onesweep launch at most
+HISTOGRAM_THREADS, HISTOGRAM_ITEMS = 128, 16
+SCAN_THREADS = 256
+#: `DeviceSegmentedRadixSort`'s policies (threads, nominal items; radix bits 6, and 5 for the alternate passes;
+#: 5 and 4 for 1-byte keys).
+SEGMENTED, SEGMENTED_ALT = (192, 39), (384, 11)
+SEGMENTED_RADIX_BITS = 6
+SINGLE_TILE_THREADS, SINGLE_TILE_ITEMS = 256, 19
+#: Registers per thread of CUB 3.2's sm_90 histogram kernel (the capture's launch record: 40), which bound
+#: its resident blocks per SM (65536 / (40 x 128) = 12: the captured grid is 132 x 12 = 1584).
+HISTOGRAM_REGISTERS = 40
+
+
+def _reg_scaled(threads: int, items: int, dominant_bytes: int) -> tuple[int, int]:
+    """CUB's `RegBoundScaling`: fewer items per thread for wider types, threads capped by 48 KiB per tile."""
+    items = max(1, items * 4 // max(4, dominant_bytes))
+    cap = ((48 * 1024 // (dominant_bytes * items)) + 31) // 32 * 32
+    return min(threads, cap), items
+
+
+def onesweep_tile(key_bytes: int, value_bytes: int, float_key: bool = False) -> tuple[int, int]:
+    """(threads, items per thread) of CUB's sm_90 onesweep kernel (module docstring)."""
+    dominant = max(key_bytes, value_bytes)
+    if key_bytes < 4:
+        threads, items = _SM90_SMALL_KEYS.get((key_bytes, value_bytes), (384, 23))
+    elif key_bytes == 4:
+        threads = 384
+        if value_bytes == 0:
+            items = 20 - 1 - int(float_key)
+        else:
+            items = 17 if value_bytes < 8 else 29
+    else:
+        threads, items = 384, (30 if value_bytes < 8 else 24)
+    return _reg_scaled(threads, items, dominant)
+
+
+def cub_radix_plan(batch: int, n: int, key_bytes: int, value_bytes: int, core_count: int = 0,
+                   float_key: bool = False) -> SortPlan:
     """CUB's radix sort kernels (module docstring) of `batch` rows of `n` keys of `key_bytes` each with
-    values of `value_bytes` (0: keys only)."""
+    values of `value_bytes` (0: keys only); `core_count`: the GPU's SMs (the histogram's grid)."""
     elems = batch * n
     passes = math.ceil(8 * key_bytes / RADIX_BITS)
     pair = elems * (key_bytes + value_bytes)
+    dominant = max(key_bytes, value_bytes)
     kernels = []
     if batch == 1:
-        kernels.append(SortKernel("histogram", 0, 0, 0, 0, elems * key_bytes, 0))
-        kernels.append(SortKernel("scan", 0, 0, 0, 0, 0, 0))
+        st_threads, st_items = _reg_scaled(SINGLE_TILE_THREADS, SINGLE_TILE_ITEMS, dominant)
+        if n <= st_threads * st_items:
+            kernels.append(SortKernel("single_tile", 1, st_threads, 0, passes, pair, pair, st_items))
+            return SortPlan("cub", tuple(kernels), batch, n, key_bytes + value_bytes, 0,
+                            f"CUB DeviceRadixSort, one tile: {passes} passes in one block", value_bytes)
+        _, h_items = _reg_scaled(HISTOGRAM_THREADS, HISTOGRAM_ITEMS, key_bytes)
+        per_sm = max(1, min(2048 // HISTOGRAM_THREADS, 65536 // (HISTOGRAM_REGISTERS * HISTOGRAM_THREADS)))
+        h_blocks = max(core_count, 1) * per_sm
+        threads, items = onesweep_tile(key_bytes, value_bytes, float_key)
+        tile = threads * items
+        for _ in range(2):
+            kernels.append(SortKernel("memset", 0, 0, 0, 0, 0, 0))
+        kernels.append(SortKernel("histogram", h_blocks, HISTOGRAM_THREADS, 0, passes, elems * key_bytes, 0,
+                                  h_items))
+        kernels.append(SortKernel("scan", passes, SCAN_THREADS, 0, 0, 0, 0))
+        portion = ONESWEEP_PORTION // tile * tile
         for _ in range(passes):
             kernels.append(SortKernel("memset", 0, 0, 0, 0, 0, 0))
-            kernels.append(SortKernel("pass", 0, 0, 0, 0, pair, pair))
+            for start in range(0, n, portion):
+                m = min(portion, n - start)
+                share = m * (key_bytes + value_bytes)
+                kernels.append(SortKernel("pass", math.ceil(m / tile), threads, 0, 0, share, share, items))
+        reason = (f"CUB DeviceRadixSort (onesweep), {passes} passes of {math.ceil(n / tile)} tiles of "
+                  f"{threads}x{items} keys")
     else:
-        for _ in range(passes):
-            kernels.append(SortKernel("pass", batch, 0, 0, 0, pair, pair))
-    return SortPlan("cub", tuple(kernels), batch, n, key_bytes + value_bytes, 0,
-                    f"CUB {'DeviceRadixSort' if batch == 1 else 'DeviceSegmentedRadixSort'}, {passes} passes")
+        bits = 8 * key_bytes
+        radix = SEGMENTED_RADIX_BITS if key_bytes > 1 else SEGMENTED_RADIX_BITS - 1
+        passes = max(math.ceil(bits / radix), 1)
+        alt_passes = min(passes * radix - bits, passes)   # CUB starts with passes of one bit fewer
+        alt_bits = min(bits, alt_passes * (radix - 1))
+        main_passes = math.ceil((bits - alt_bits) / radix) if bits > alt_bits else 0
+        read = elems * (2 * key_bytes + value_bytes)       # the upsweep reads the keys, the downsweep pairs
+        for policy, count in ((SEGMENTED_ALT, alt_passes), (SEGMENTED, main_passes)):
+            threads, items = _reg_scaled(*policy, dominant)
+            for _ in range(count):
+                kernels.append(SortKernel("segmented", batch, threads, 0, 0, read, pair, items))
+        passes = alt_passes + main_passes
+        reason = (f"CUB DeviceSegmentedRadixSort, {passes} passes ({alt_passes} of {radix - 1} bits, "
+                  f"{main_passes} of {radix}), one block per row")
+    return SortPlan("cub", tuple(kernels), batch, n, key_bytes + value_bytes, 0, reason, value_bytes)

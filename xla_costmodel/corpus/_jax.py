@@ -195,6 +195,31 @@ def jax_numpy_fft2(batch, side):
     return jax_numpy_fft2, (normal(seed, (batch, side, side)), uniform(seed + 1, (side, side // 2 + 1)))
 
 
+@corpus_program("jax_lax_top_k", source=_SOURCE,
+                sizes={"small": dict(rows=64, cols=16384, k=8), "large": dict(rows=512, cols=32768, k=16)},
+                description="jax.lax.top_k of a few values along long rows (XLA:GPU's own TopK kernel)")
+def jax_lax_top_k(rows, cols, k):
+    import jax
+
+    def jax_lax_top_k(x):
+        return jax.lax.top_k(x, k)
+
+    return jax_lax_top_k, (normal(seed_of("jax_lax_top_k"), (rows, cols)),)
+
+
+@corpus_program("jax_numpy_fft_long", source=_SOURCE,
+                sizes={"small": dict(batch=16, n=4096), "large": dict(batch=64, n=1 << 16)},
+                description="jax.numpy.fft.fft and ifft of long complex rows (cuFFT beyond one kernel)")
+def jax_numpy_fft_long(batch, n):
+    import jax.numpy as jnp
+
+    def jax_numpy_fft_long(re, im):
+        return jnp.fft.ifft(jnp.fft.fft(re + 1j * im) * 0.5)
+
+    seed = seed_of("jax_numpy_fft_long")
+    return jax_numpy_fft_long, (normal(seed, (batch, n)), normal(seed + 1, (batch, n)))
+
+
 @corpus_program("jax_scipy_map_coordinates", source=_SOURCE,
                 sizes={"small": dict(side=64, points=4096), "large": dict(side=1024, points=1 << 20)},
                 description="jax.scipy.ndimage.map_coordinates, linear interpolation at random points")

@@ -27,6 +27,27 @@ the other routines of its family (`honest: false` in the file).
 
 A device without constants of its own gets the form with efficiency 1, one
 launch, and no step time (a lower bound), with a note that says so.
+
+Two library-style kernels are priced from their structure instead (`fft_estimate`, `topk_estimate`),
+each kernel the largest of its traffic at the memory bandwidth, its flops at the FP32 vector peak and its
+latency path (`models._gpu_latency`), plus its launch; nothing is fitted. (XLA's HBM curve for dot fusions,
+`models._dot_fusion`, is not used: below a few MB it gives 18 GB/s at 100 kB, 6.5 us for a kernel the
+capture times at 1.5 us.)
+
+- **cuFFT** (an `fft` instruction; XLA's `FftThunk`): one kernel per transformed dimension, last first, as
+  the H100 capture shows for 64- and 512-point 2-D transforms (a length above 4096 is assumed to take
+  ceil(log2 n / 12) kernels: cuFFT's one-kernel sizes); the first reads the input, the last writes the
+  output, the others read and write the complex intermediate. A kernel's latency path is a load and a
+  store (HBM) and its radix-8 stages (`EPT<8>` in cuFFT's kernel names) in shared memory; its flops
+  5 n log2 n per complex transform (half for a real one) at the FP32 vector peak. An IRFFT first copies
+  its input (cuFFT's C2R overwrites it: a `MemcpyD2D` in the capture); an inverse transform ends with a
+  cuBLAS `scal` of the output by 1/n.
+- **XLA's TopK kernel** (`__gpu$TopK`, `topk_kernel.cu.h`): one block per row (`models._launch.topk_launch`);
+  each thread keeps its slice's top K (k rounded up to a power of two) sorted in registers and inserts
+  every element of its slice in turn (a load, then a compare; the loop carries one load in flight per
+  thread); then a warp merges its lanes' lists over 5 shuffle rounds (K shuffles and insertions each),
+  lane 0 writes them to shared memory, and one warp merges the warps' lists the same way and writes k
+  results. Rows beyond the resident blocks run in waves.
 """
 
 from __future__ import annotations
@@ -38,10 +59,18 @@ import json
 from dataclasses import dataclass
 from importlib import resources
 
-from ..analysis._library import LibraryWork, library_work
-from ._base import KernelEstimate, dominant_bound
+import math
 
-__all__ = ["LibraryConstants", "gemm_table_estimate", "library_call_estimate", "library_call_or_gemm",
+from ..analysis._frontend import custom_call_target, int_list_attribute
+from ..analysis._library import LibraryWork, library_work
+from ..analysis._shapes import elements, first_array
+from ..hlo._shape import PRIMITIVE_BITS
+from ._base import KernelEstimate, dominant_bound
+from ._gpu_latency import ALU_LATENCY_CYCLES, BARRIER_CYCLES, HBM_LATENCY_CYCLES, SMEM_LATENCY_CYCLES
+from ._launch import TOPK_TARGET, topk_launch
+
+__all__ = ["LibraryConstants", "fft_estimate", "gemm_table_estimate", "library_call_estimate", "library_call_or_gemm",
+           "topk_estimate",
            "library_constants", "leaving_source_out"]
 
 #: Data files of fitted constants, by device preset name.
@@ -204,10 +233,103 @@ def _gemm_scale(device) -> float | None:
 
 
 def library_call_or_gemm(kernel, device, gemm_method: str = "log-grid") -> KernelEstimate | None:
-    """What every GPU model asks for a custom call: a cuBLAS GEMM from the measured GEMM table
-    (`gemm_method`: `"log-grid"` or `"xla"`), any other library routine from the library-call model;
-    None for a custom call neither prices."""
+    """What every GPU model asks for a custom call or an `fft`: a cuBLAS GEMM from the measured GEMM table
+    (`gemm_method`: `"log-grid"` or `"xla"`), cuFFT and XLA's TopK kernel from their structure, any other
+    library routine from the library-call model; None for an instruction none of them prices."""
+    if kernel.opcode == "fft":
+        return fft_estimate(kernel, device)
     if kernel.opcode != "custom-call":
         return None
+    if custom_call_target(kernel) == TOPK_TARGET and device.kind == "gpu":
+        return topk_estimate(kernel, device)
     est = gemm_table_estimate(kernel, device, gemm_method)
     return est if est is not None else library_call_estimate(kernel, device)
+
+
+# --------------------------------------------------------------------------- cuFFT and XLA's TopK kernel
+
+FFT_ONE_KERNEL_LOG2 = 12    # cuFFT's single-kernel transform lengths: up to 4096 points (assumed)
+FFT_RADIX_LOG2 = 3          # radix-8 stages (`EPT<8>`)
+
+
+def _structured(kernels: list[tuple[str, float, float, float, float]], device, details: dict,
+                note: str = "") -> KernelEstimate:
+    """Sum of kernels `(name, bytes read, bytes written, flops, latency cycles)`: each the launch plus the
+    largest of traffic at the memory bandwidth, flops at the FP32 vector peak and the latency path."""
+    launch = device.kernel_launch_overhead_s
+    clock = device.clock_rate_ghz * 1e9
+    memory = rest = 0.0
+    per_kernel = []
+    for name, read, written, flops, cycles in kernels:
+        traffic = read + written
+        mem = traffic / device.memory_bandwidth_bytes_per_s
+        t = max(mem, flops / device.peak_fp32_flops_per_s, cycles / clock)
+        memory += mem
+        rest += t - mem                  # flops or latency beyond the traffic
+        per_kernel.append((name, launch + t))
+    launches = launch * len(kernels)
+    time = launches + memory + rest
+    details = {**details, "kernels": len(kernels), "launches": len(kernels), "kernel_times_s": per_kernel,
+               "exec_s": time - launches}
+    return KernelEstimate(compute_s=rest, memory_s=memory, launch_s=launches, time_s=time,
+                          bound=dominant_bound(rest, memory, launches), note=note, details=details)
+
+
+def fft_estimate(fft, device) -> KernelEstimate | None:
+    """cuFFT's kernels for an `fft` instruction on a GPU (module docstring); None off a GPU."""
+    if fft.opcode != "fft" or device.kind != "gpu":
+        return None
+    kind = str(fft.attribute("fft_type", "FFT")).upper()
+    lengths = [int(n) for n in int_list_attribute(fft, "fft_length", ())] or [1]
+    src, dst = first_array(fft.operands[0].shape), first_array(fft.shape)
+    in_bytes, out_bytes = src.byte_size, dst.byte_size
+    work = dst.byte_size if kind != "IRFFT" else src.byte_size          # the complex array
+    points = math.prod(lengths)
+    transforms = max(elements(dst if kind != "IRFFT" else src) // max(
+        math.prod(lengths[:-1]) * (lengths[-1] // 2 + 1 if kind in ("RFFT", "IRFFT") else lengths[-1]), 1), 1)
+    real = 0.5 if kind in ("RFFT", "IRFFT") else 1.0
+    flops = 5.0 * transforms * points * math.log2(max(points, 2)) * real
+    passes = []
+    for n in reversed(lengths):
+        log2n = max(math.ceil(math.log2(max(n, 2))), 1)
+        pieces = max(1, math.ceil(log2n / FFT_ONE_KERNEL_LOG2))
+        for _ in range(pieces):
+            passes.append(math.ceil(log2n / pieces / FFT_RADIX_LOG2))
+    kernels = []
+    if kind == "IRFFT":
+        kernels.append(("input copy", in_bytes, in_bytes, 0.0, 0.0))
+    for i, stages in enumerate(passes):
+        read = in_bytes if i == 0 else work
+        written = out_bytes if i == len(passes) - 1 else work
+        cycles = 2 * HBM_LATENCY_CYCLES + stages * (2 * SMEM_LATENCY_CYCLES + BARRIER_CYCLES)
+        kernels.append((f"fft pass {i + 1}", read, written, flops / len(passes), cycles))
+    if kind in ("IFFT", "IRFFT"):
+        kernels.append(("scale by 1/n", out_bytes, out_bytes, 0.0, HBM_LATENCY_CYCLES))
+    details = {"emitter": "library", "source": "cuFFT, priced from its kernels", "routine": "fft",
+               "library": "cufft", "fft_type": kind, "flops": flops, "bytes_accessed": in_bytes + out_bytes}
+    return _structured(kernels, device, details)
+
+
+def topk_estimate(call, device) -> KernelEstimate:
+    """XLA's TopK kernel (`__gpu$TopK`) on a GPU (module docstring)."""
+    blocks, threads, what = topk_launch(call)
+    src = first_array(call.operands[0].shape)
+    n = src.dims[-1] if src.dims else 1
+    k = max(first_array(call.shape).dims[-1] if first_array(call.shape).dims else 1, 1)
+    top = 1 << (k - 1).bit_length()                              # the kernel's K: k rounded up
+    elem = max(PRIMITIVE_BITS[src.element_type] // 8, 1)
+    slice_ = math.ceil(n / threads)
+    merge = top * (SMEM_LATENCY_CYCLES + top * ALU_LATENCY_CYCLES)   # one round: K shuffles and insertions
+    warps = max(threads // 32, 1)
+    cycles = (top * top // 2 * ALU_LATENCY_CYCLES                  # sort the first K
+              + slice_ * (HBM_LATENCY_CYCLES + 2 * ALU_LATENCY_CYCLES)
+              + 5 * merge + SMEM_LATENCY_CYCLES + BARRIER_CYCLES
+              + max(warps - 1, 0).bit_length() * merge + k * ALU_LATENCY_CYCLES + HBM_LATENCY_CYCLES)
+    resident = device.core_count * max(1, (device.threads_per_core_limit or 2048) // threads)
+    waves = math.ceil(blocks / resident)
+    read = elements(src) * elem
+    written = blocks * k * (elem + 4)
+    details = {"emitter": "library", "source": "XLA's TopK kernel, priced from its structure", "routine": "topk",
+               "library": "xla", "topk": what, "blocks": blocks, "threads": threads, "waves": waves,
+               "bytes_accessed": read + written}
+    return _structured([("topk", read, written, 0.0, waves * cycles)], device, details)

@@ -405,7 +405,7 @@ class XlaGpuModel:
         if self.sort_model and is_sort_kernel(kernel):
             return price_sort(kernel, device)
         # Library calls: cuBLAS GEMMs from the measured GEMM table, the rest from `models._library_calls`.
-        if kernel.opcode == "custom-call" and (
+        if kernel.opcode in ("custom-call", "fft") and (
             library := library_call_or_gemm(kernel, device, self.gemm_interpolation)
         ):
             return library
@@ -453,7 +453,7 @@ class XlaGpuModel:
         if self.sort_model and is_sort_kernel(instr):
             return price_sort(instr, device), None
         # Library calls: cuBLAS GEMMs from the measured GEMM table, the rest from `models._library_calls`.
-        if instr.opcode == "custom-call" and (
+        if instr.opcode in ("custom-call", "fft") and (
             library := library_call_or_gemm(instr, device, self.gemm_interpolation)
         ):
             return library, None
