@@ -177,6 +177,31 @@ def _layernorm():
     return layernorm, (x,)
 
 
+def _sibling_reductions():
+    """Two reductions and an elementwise op of one input: XLA's multi-output fusion merges the siblings."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    x = jnp.asarray(np.random.default_rng(8).standard_normal((1024, 512)), jnp.float32)
+
+    def stats(x):
+        return jnp.sum(x, axis=1), jnp.max(x, axis=1), jnp.exp(x) * 2.0
+    return stats, (x,)
+
+
+def _elementwise_and_reduce():
+    """An elementwise result also reduced: XLA keeps it as a second output of the reduction."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    x = jnp.asarray(np.random.default_rng(9).standard_normal((1024, 512)), jnp.float32)
+
+    def exp_and_sum(x):
+        e = jnp.exp(x)
+        return e, jnp.sum(e, axis=1)
+    return exp_and_sum, (x,)
+
+
 def cumsum_axis0(x):
     """`jnp.cumsum(x, axis=0)`, importable by name (a compile process imports what it compiles)."""
     import jax.numpy as jnp
@@ -193,6 +218,8 @@ HARNESS_PROGRAMS = {
     "scatter_add": _scatter_add,
     "mixed_precision_mlp_grad": _mixed_precision_mlp,
     "layernorm_transpose": _layernorm,
+    "sibling_reductions": _sibling_reductions,
+    "elementwise_and_reduce": _elementwise_and_reduce,
 }
 
 
@@ -714,7 +741,7 @@ def compare_fusion_logs(dump: GpuCompileDump, *, model: Any = "xla-gpu", rtol: f
     before = parse_hlo(dump.before_fusion_text)
     t0 = time.perf_counter()
     ours = simulate_fusion(before, device=dump.device, model=model, price_totals=False,
-                           unique_ids=dump.unique_ids or None)
+                           unique_ids=dump.unique_ids or None, multi_output=False)  # against after_priority-fusion
     simulate_s = time.perf_counter() - t0
     xla_log = read_fusion_log(dump.fusion_log_text)
     cx, co = _canonical(xla_log), _canonical(ours.log)

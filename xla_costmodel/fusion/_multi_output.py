@@ -107,6 +107,7 @@ class MultiOutputStep:
     fusion: str
     time_unfused_s: float = math.nan
     time_fused_s: float = math.nan
+    fused_opcode: str = ""
 
 
 # ---------------------------------------------------------------------------
@@ -447,9 +448,10 @@ class _MergedBody:
     with a tuple of both kernels' outputs as root: `keep`'s first. `names`: module-wide names
     (None: a detached body, for pricing)."""
 
-    def __init__(self, keep: HloInstruction, other: HloInstruction, names: NameUniquifier | None):
+    def __init__(self, keep: HloInstruction, other: HloInstruction, names: NameUniquifier | None,
+                 origin: dict | None = None):
         self.comp = HloComputation(names.computation("fused_computation") if names else "fused_computation")
-        body = FusedBodyBuilder(self.comp, names)
+        body = FusedBodyBuilder(self.comp, names, origin=origin)
         for o in keep.operands:
             if o is not other:
                 body.param_for(o)
@@ -586,7 +588,8 @@ class MultiOutputFusionPass:
                     continue
                 kind = "kInput" if b.opcode == "fusion" and b.fusion_kind == "kInput" else None
                 merged = self._merge(a, b, kind)
-                self.steps.append(MultiOutputStep(self.comp.name, "sibling", parent.name, a.name, b.name, merged.name))
+                self.steps.append(MultiOutputStep(self.comp.name, "sibling", parent.name, a.name, b.name, merged.name,
+                                                  fused_opcode=b.opcode))
                 siblings[i] = merged
                 del siblings[j]
                 self.reach = _Reachability(self.comp)
@@ -649,13 +652,13 @@ class MultiOutputFusionPass:
         return best
 
     def _fuse_producer(self, producer: HloInstruction, consumer: HloInstruction) -> None:
-        into = consumer.name
+        into, opcode = consumer.name, producer.opcode
         if consumer.opcode != "fusion":
             consumer = make_fusion(consumer, choose_fusion_kind(producer, consumer), names=self.names)
         merged = self._merge(consumer, producer, None)
         unfused, fused = self._prices
         self.steps.append(MultiOutputStep(self.comp.name, "producer-consumer", producer.name, into, producer.name,
-                                          merged.name, unfused, fused))
+                                          merged.name, unfused, fused, opcode))
         self.reach = _Reachability(self.comp)
 
     # -- the edit ----------------------------------------------------------
@@ -664,7 +667,7 @@ class MultiOutputFusionPass:
         `other` may be an operand of `keep` (it is then read inside)."""
         comp, names = self.comp, self.names
         module = comp.module
-        merged = _MergedBody(keep, other, names)
+        merged = _MergedBody(keep, other, names, self.origin)
         fusion = HloInstruction(names.instruction("fusion"), "fusion", merged.shape, merged.operands,
                                 {"kind": kind or keep.fusion_kind, "calls": merged.comp})
         md = keep.raw_attributes.get("metadata")
