@@ -988,7 +988,9 @@ class MultiOutputConformance:
     with the same fusion kinds; `same_members`: the same sets, kinds aside. `merges_xla`,
     `merges_ours`: kernels merged away. `first_divergence`: `(cause, what)` of the first merge one
     side made and the other did not (ours in the order we made them; then XLA's), the cause being
-    the rule that refused it on our side, or `"ours only: <kind>"`; None when the partitions agree.
+    the rule that refused it on our side, `"ours only: <kind>"`, or `"other consumer"` (we kept a
+    producer as an output of one consumer, XLA of another: among candidates of equal rank XLA takes
+    the first in its own order of users, which its dump does not show); None when the partitions agree.
     `unmapped`: kernels before the pass that XLA's output could not be traced back to.
     """
 
@@ -1056,7 +1058,14 @@ def compare_multi_output(dump: GpuCompileDump, *, model: Any = "xla-gpu") -> Mul
             x, y = held.pop(st.into, {st.into}), held.pop(st.fused, {st.fused})
             held[st.fusion] = x | y
             if group_of(xla, min(x)) != group_of(xla, min(y)):
-                first = (f"ours only: {st.kind}", f"'{st.fused}' into '{st.into}' ({st.computation})")
+                other = group_of(xla, min(y)) - y
+                if st.kind == "producer-consumer" and other:
+                    # XLA kept the producer as an output of another consumer: of candidates of equal rank
+                    # it takes the first in its own order of users, which the dumped text does not carry
+                    first = ("other consumer", f"'{st.fused}' into '{st.into}' ({st.computation}); XLA: with "
+                                               f"{{{', '.join(sorted(other)[:6])}}}")
+                else:
+                    first = (f"ours only: {st.kind}", f"'{st.fused}' into '{st.into}' ({st.computation})")
                 break
         if first is None:
             for g in xla:
