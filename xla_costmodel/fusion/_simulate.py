@@ -269,8 +269,8 @@ class FusionResult:
       `computation`, `kind` ("sibling": `fused` absorbed by `into`, both
       reading `parent`; "producer-consumer": the producer `fused` kept as an
       output of its consumer `into`), `fusion` (the multi-output fusion made),
-      and the model's `time_unfused_s`, `time_fused_s` (NaN for siblings,
-      which XLA merges without its model). Empty when not run
+      the model's `time_unfused_s`, `time_fused_s` (NaN for siblings,
+      which XLA merges without its model) and `fused_opcode`. Empty when not run
       (`simulate_fusion(multi_output=False)`). Each merge is also a row of
       `steps` (its `reason` starts "multi-output fusion") and an event
       `"multi-output"` of `log`.
