@@ -9,7 +9,7 @@ on XLA's exact input to priority fusion, compared with XLA's own log and output
 fusion kinds), the first round of the pass where the two runs diverge and its cause.
 
     .venv/bin/python scripts/fusion_conformance.py [--device h100-sxm a100-80gb] [--set zoo corpus harness]
-        [--program zoo:mlp_grad ...] [--dump-dir DIR] [--out rows.csv] [--json] [--grids | --scans]
+        [--program zoo:mlp_grad ...] [--dump-dir DIR] [--out rows.csv] [--json] [--grids | --scans | --multi-output]
 
 With `--dump-dir`, dumps are kept per program and device and a later run reuses them (no compile).
 Progress goes to stderr; the table and the summary to stdout.
@@ -23,6 +23,12 @@ flops (jaxlib's cost analysis of XLA's optimized module).
 threads per block against our emitter model's (`models.launch_dimensions`) on XLA's own fused
 kernel (`xla_costmodel.fusion._launch_conformance.compare_launch_grids`): the share equal, and the
 mismatches grouped by cause (our emitter, the reduction's kind). `--out` then writes one row per kernel.
+
+`--multi-output`: multi-output fusion instead. Our pass (`xla_costmodel.fusion._multi_output`) on
+XLA's exact input to its multi-output fusion (`*.before_multi_output_fusion.txt`), against XLA's
+output (`*.after_multi_output_fusion.*`): the same partition into kernels (sets of the kernels
+before the pass, with fusion kinds) per module, the first merge where the two differ and its cause
+(`_conformance.compare_multi_output`).
 """
 
 from __future__ import annotations
@@ -151,6 +157,45 @@ def grids(progs: list[str], args) -> int:
     return 0
 
 
+def multi_output(progs: list[str], args) -> int:
+    rows, results = [], {}
+    for device in args.device:
+        results[device] = []
+        for i, p in enumerate(progs, 1):
+            try:
+                r = conf.compare_multi_output(load_or_compile(p, device, args.dump_dir))
+            except Exception as e:  # noqa: BLE001 - one failed program is a row, not the end of the run
+                print(f"[{device} {i}/{len(progs)}] {p}: FAILED {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
+                rows.append({"program": p, "device": device, "error": f"{type(e).__name__}: {str(e)[:200]}"})
+                continue
+            results[device].append(r)
+            row = r.summary()
+            rows.append(row)
+            print(f"[{device} {i}/{len(progs)}] {p}: partition {'same' if r.same_partition else 'differs'} "
+                  f"(kernels {r.kernels_before} -> ours {r.kernels_ours}, XLA {r.kernels_xla})"
+                  + (f", first divergence: {row['first_divergence_cause']}: {row['first_divergence']}"
+                     if r.first_divergence else ""), file=sys.stderr)
+    table = pd.DataFrame(rows)
+    if args.out:
+        table.to_csv(args.out, index=False)
+    summary = {device: conf.summarize_multi_output(rs) for device, rs in results.items()}
+    summary["all"] = conf.summarize_multi_output([r for rs in results.values() for r in rs])
+    if args.json:
+        print(json.dumps(summary, indent=1, default=str))
+        return 0
+    cols = ["program", "device", "kernels_before", "kernels_xla", "kernels_ours", "same_partition",
+            "first_divergence_cause", "first_divergence"]
+    with pd.option_context("display.width", 250, "display.max_rows", 500, "display.max_colwidth", 80):
+        print(table[[c for c in cols if c in table]].to_string(index=False))
+    for k, s in summary.items():
+        print(f"\n{k}: {s['modules']} modules; same partition after multi-output fusion: {s['same_partition']}/"
+              f"{s['modules']} ({s['share_same_partition']:.1%}); kernels merged away: ours {s['merges_ours']}, "
+              f"XLA {s['merges_xla']} (in {s['modules_with_merges_xla']} modules)")
+        print("  first divergence causes: " + (", ".join(f"{c}: {n}" for c, n in s["first_divergence_causes"].items())
+                                               or "none"))
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", nargs="+", default=["h100-sxm", "a100-80gb"])
@@ -161,6 +206,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", action="store_true", help="print the summary as JSON")
     ap.add_argument("--scans", action="store_true", help="check the reduce-window rewrite on scan programs")
     ap.add_argument("--grids", action="store_true", help="compare launch grids and block sizes kernel by kernel")
+    ap.add_argument("--multi-output", action="store_true",
+                    help="compare multi-output fusion on XLA's input to it with XLA's output, module by module")
     args = ap.parse_args(argv)
     if not gpu_compile_available():
         print("fusion_conformance: jax_plugins.xla_cuda12 is not installed (pip install 'jax[cuda12-local]')",
@@ -175,6 +222,8 @@ def main(argv=None) -> int:
     progs = args.program or programs(args.set)
     if args.grids:
         return grids(progs, args)
+    if args.multi_output:
+        return multi_output(progs, args)
     rows, results = [], {}
     for device in args.device:
         results[device] = []

@@ -26,6 +26,7 @@ DEVICE = get_device("h100-sxm")
 
 
 def _sim(text, model=None, **kw):
+    kw.setdefault("multi_output", False)  # priority fusion alone (multi-output fusion: test_multi_output_fusion.py)
     return simulate_fusion(parse_hlo(text), device=DEVICE, model=model or ToyModel(), **kw)
 
 
@@ -261,7 +262,7 @@ def test_model_by_name_and_unknown_model():
     with pytest.raises(ValueError, match="unknown cost model"):
         _sim(DUPLICATE, model="no-such-model")
     for name in [n for n in ("xla-gpu", "roofline") if n in model_names()]:
-        r = simulate_fusion(parse_hlo(DUPLICATE), device="h100-sxm", model=name)
+        r = simulate_fusion(parse_hlo(DUPLICATE), device="h100-sxm", model=name, multi_output=False)
         assert r.model == name and r.kernels_after == 2
 
 

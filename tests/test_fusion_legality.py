@@ -37,6 +37,7 @@ def _rule(m, producer, consumer, checker=None):
 
 
 def _rejected(m, **kw):
+    kw.setdefault("multi_output", False)  # CanFuse's rules: priority fusion alone
     r = simulate_fusion(m, device=kw.pop("device", get_device("h100-sxm")), model=ToyModel(), **kw)
     return dict(zip(r.rejected["producer"], r.rejected["rule"])), r
 

@@ -75,14 +75,22 @@ class _SlowPath:
         return self.model.estimate_fusion(producer, consumers, device)
 
 
-def _fast_and_slow(name: str, model, slow_model):
-    """`simulate_fusion` of fixture `name` with `model` and with `slow_model` seen through `_SlowPath`;
+@dataclass(frozen=True)
+class _SlowPathWithMultiOutput(_SlowPath):
+    """`_SlowPath` of a model that prices multi-output fusions itself (`EstimatesMultiOutputFusion`)."""
+
+    def estimate_multi_output_fusion(self, producer, consumer, device):
+        return self.model.estimate_multi_output_fusion(producer, consumer, device)
+
+
+def _fast_and_slow(name: str, model, slow_model, slow_path=_SlowPath):
+    """`simulate_fusion` of fixture `name` with `model` and with `slow_model` seen through `slow_path`;
     asserts that everything but the number of model calls is the same. **Returns:** both results."""
     m = load_hlo(fixture_paths(f"{name}.pre.hlo")[0])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fast = simulate_fusion(m, device=DEVICE, model=model)
-        slow = simulate_fusion(m, device=DEVICE, model=_SlowPath(slow_model))
+        slow = simulate_fusion(m, device=DEVICE, model=slow_path(slow_model))
     assert fast.steps.equals(slow.steps)
     assert fast.rejected.equals(slow.rejected)
     assert fast.module.to_text() == slow.module.to_text()
@@ -98,7 +106,7 @@ def _fast_and_slow(name: str, model, slow_model):
              "dtypes_mixed", "while_loop"],
 )
 def test_simulation_with_the_pricer_equals_the_slow_path(name):
-    fast, slow = _fast_and_slow(name, "xla-gpu", XlaGpuModel())
+    fast, slow = _fast_and_slow(name, "xla-gpu", XlaGpuModel(), slow_path=_SlowPathWithMultiOutput)
     # The fast path prices each distinct kernel content once (`prices_by_content`).
     assert 0 < fast.model_calls <= slow.model_calls
 

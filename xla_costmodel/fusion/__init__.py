@@ -1,7 +1,9 @@
 """Priority fusion: XLA's GPU fusion pass, simulated over our HLO graph and driven by any cost model.
 
 - `simulate_fusion(module, device=..., model=...)`: the fused module, the
-  step log and the producers left unfused (`FusionResult`).
+  step log and the producers left unfused (`FusionResult`); then, as XLA:GPU
+  does, multi-output fusion (`multi_output=True`: siblings reading one operand
+  merged, producers kept as an extra output of a consumer; `MultiOutputFusionPass`).
 - `compare_with_xla(result_or_module, xla_optimized_module)`: how far a
   kernel grouping agrees with the one XLA made (adjusted Rand index).
 - `RULES`: the legality rules (names used in the logs).
@@ -18,6 +20,7 @@ from ._simulate import FusionResult as FusionResult
 from ._simulate import fusible_computations as fusible_computations
 from ._simulate import kernels_of as kernels_of
 from ._simulate import simulate_fusion as simulate_fusion
+from ._multi_output import MultiOutputFusionPass as MultiOutputFusionPass
 from ._compare import FusionComparison as FusionComparison
 from ._compare import compare_with_xla as compare_with_xla
 from ._compare import kernel_assignment as kernel_assignment

@@ -110,6 +110,33 @@ def _subshape_count(shape) -> int:
     return 1
 
 
+def fusion_fits_in_budget(instr1: HloInstruction, instr2: HloInstruction, facts1: KernelFacts, facts2: KernelFacts,
+                          shared_memory_per_block: int, consumer_producer: bool) -> tuple[str, str] | None:
+    """`FusionFitsInBudget(instr1, instr2)`: `(rule, detail)` of the first budget the fused kernel
+    would break, or None. Shared memory, unnested reductions (`facts1`, `facts2`: the two kernels'
+    `KernelFacts`), then operands plus outputs. `consumer_producer`: `instr1` is the consumer of
+    `instr2` (priority fusion): a fusion that adds no operand to the consumer's then passes the
+    operand limit whatever its count (multi-output fusion asks without it)."""
+    smem = facts1.shared_memory + facts2.shared_memory
+    if smem > shared_memory_per_block:
+        return "shared-memory", f"{smem} B > {shared_memory_per_block} B per block"
+    nred = facts1.unnested_reductions + facts2.unnested_reductions
+    if nred > MAX_UNNESTED_REDUCTIONS:
+        return "unnested-reductions", f"{nred} > {MAX_UNNESTED_REDUCTIONS}"
+    n_out = _subshape_count(instr1.shape) + _subshape_count(instr2.shape)
+    # the cheap bound first: at most every operand of both, less the edge between them
+    if len(instr1.operands) + len(instr2.operands) - 1 + n_out <= MAX_OPERANDS_AND_OUTPUTS:
+        return None
+    operands = {id(o) for o in instr1.operands} | {id(o) for o in instr2.operands}
+    operands.discard(id(instr1))
+    operands.discard(id(instr2))
+    if consumer_producer and len(operands) <= len(instr1.operands):
+        return None
+    if len(operands) + n_out > MAX_OPERANDS_AND_OUTPUTS:
+        return "operand-limit", f"{len(operands)} operands + {n_out} outputs > {MAX_OPERANDS_AND_OUTPUTS}"
+    return None
+
+
 @dataclass(frozen=True, slots=True)
 class IrSize:
     """`GpuHloCostAnalysis` IR size of a kernel, and per fused parameter."""

@@ -45,13 +45,16 @@ from ..gpu_compile import GpuCompileError
 __all__ = [
     "FusionConformance",
     "GpuCompileDump",
+    "MultiOutputConformance",
     "HARNESS_PROGRAMS",
     "compare_fusion_logs",
+    "compare_multi_output",
     "compile_with_fusion_dumps",
     "read_dump_dir",
     "read_fusion_log",
     "read_unique_ids",
     "summarize",
+    "summarize_multi_output",
 ]
 
 # What XLA dumps that the comparison reads (everything else is deleted: LLVM IR and PTX are large).
@@ -174,6 +177,31 @@ def _layernorm():
     return layernorm, (x,)
 
 
+def _sibling_reductions():
+    """Two reductions and an elementwise op of one input: XLA's multi-output fusion merges the siblings."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    x = jnp.asarray(np.random.default_rng(8).standard_normal((1024, 512)), jnp.float32)
+
+    def stats(x):
+        return jnp.sum(x, axis=1), jnp.max(x, axis=1), jnp.exp(x) * 2.0
+    return stats, (x,)
+
+
+def _elementwise_and_reduce():
+    """An elementwise result also reduced: XLA keeps it as a second output of the reduction."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    x = jnp.asarray(np.random.default_rng(9).standard_normal((1024, 512)), jnp.float32)
+
+    def exp_and_sum(x):
+        e = jnp.exp(x)
+        return e, jnp.sum(e, axis=1)
+    return exp_and_sum, (x,)
+
+
 def cumsum_axis0(x):
     """`jnp.cumsum(x, axis=0)`, importable by name (a compile process imports what it compiles)."""
     import jax.numpy as jnp
@@ -190,6 +218,8 @@ HARNESS_PROGRAMS = {
     "scatter_add": _scatter_add,
     "mixed_precision_mlp_grad": _mixed_precision_mlp,
     "layernorm_transpose": _layernorm,
+    "sibling_reductions": _sibling_reductions,
+    "elementwise_and_reduce": _elementwise_and_reduce,
 }
 
 
@@ -711,7 +741,7 @@ def compare_fusion_logs(dump: GpuCompileDump, *, model: Any = "xla-gpu", rtol: f
     before = parse_hlo(dump.before_fusion_text)
     t0 = time.perf_counter()
     ours = simulate_fusion(before, device=dump.device, model=model, price_totals=False,
-                           unique_ids=dump.unique_ids or None)
+                           unique_ids=dump.unique_ids or None, multi_output=False)  # against after_priority-fusion
     simulate_s = time.perf_counter() - t0
     xla_log = read_fusion_log(dump.fusion_log_text)
     cx, co = _canonical(xla_log), _canonical(ours.log)
@@ -878,6 +908,210 @@ def summarize(results: list[FusionConformance]) -> dict[str, Any]:
         "same_partition": sum(r.same_partition for r in results),
         "share_same_partition": sum(r.same_partition for r in results) / len(results) if results else math.nan,
         "no_divergence": sum(r.first_divergence is None for r in results),
+        "first_divergence_causes": dict(causes.most_common()),
+    }
+
+
+# ---------------------------------------------------------------------------
+# Multi-output fusion: our pass on XLA's input to it, against XLA's output
+
+# XLA names an instruction cloned into a multi-output fusion after the original, with `.clone` (and a
+# number when that is taken); a lone instruction fused in keeps its name plus a number.
+_CLONE_SUFFIX = re.compile(r"\.clone(\.\d+)?$")
+_NUMBER_SUFFIX = re.compile(r"\.\d+$")
+
+
+def _mof_kernels(module) -> dict[str, Any]:
+    """Top-level kernels of `module`'s fusible computations by name (fusions and unfused ops)."""
+    from ..analysis._opcodes import NOT_KERNELS_IN_FUSION_PASS
+    from ._simulate import fusible_computations
+
+    skip = set(NOT_KERNELS_IN_FUSION_PASS) | {"bitcast", "constant", "parameter", "tuple", "get-tuple-element"}
+    return {i.name: i for comp in fusible_computations(module) for i in comp.instructions if i.opcode not in skip}
+
+
+def _kind_of(instr) -> str:
+    return str(instr.attribute("kind", "kLoop")) if instr.opcode == "fusion" else "op"
+
+
+def _xla_mof_groups(before_kernels: dict, after) -> tuple[dict[frozenset, str], list[str]]:
+    """XLA's kernels after multi-output fusion as sets of the kernels before it -> fusion kind, and the
+    kernels before that could not be found after. A merged kernel is recognized by the names of its
+    body's instructions (`_CLONE_SUFFIX`)."""
+    owner: dict[str, str] = {}
+    for name, k in before_kernels.items():
+        body = k.fused_computation
+        if body is None:
+            owner[name] = name
+            continue
+        for i in body.instructions:
+            if i.opcode != "parameter":
+                owner[i.name] = name
+    after_kernels = _mof_kernels(after)
+    lone: dict[tuple[str, str], list[str]] = {}  # unfused kernels merged away, by opcode and name less its number
+    for name, k in before_kernels.items():
+        if k.fused_computation is None and name not in after_kernels:
+            lone.setdefault((k.opcode, _NUMBER_SUFFIX.sub("", name)), []).append(name)
+    groups: dict[frozenset, str] = {}
+    found: set[str] = set()
+    for name, k in after_kernels.items():
+        members = {name} if name in before_kernels else set()
+        body = k.fused_computation
+        if body is not None and body.root is not None and body.root.opcode == "tuple":
+            for i in body.instructions:
+                if i.opcode == "parameter":
+                    continue
+                base = i.name
+                while _CLONE_SUFFIX.search(base):
+                    base = _CLONE_SUFFIX.sub("", base)
+                k2 = owner.get(base)
+                if k2 is None:
+                    # a lone instruction cloned in: XLA renumbers its name ("abs.1.0" -> "abs.1.1")
+                    ops = [n for n in lone.get((i.opcode, _NUMBER_SUFFIX.sub("", i.name)), ()) if n not in found]
+                    k2 = ops[0] if ops else None
+                if k2 is not None and (k2 == name or k2 not in after_kernels):
+                    members.add(k2)
+                    found.add(k2)
+        if not members:
+            members = {name}  # made by the pass (a consumer wrapped in a fusion): known by its members only
+        found |= members
+        groups[frozenset(members)] = _kind_of(k)
+    missing = [n for n in before_kernels if n not in found]
+    return groups, missing
+
+
+@dataclass(frozen=True)
+class MultiOutputConformance:
+    """How our multi-output fusion, run on XLA's input to it, agrees with XLA's output for one module.
+
+    Kernels are compared as sets of the kernels before the pass. `same_partition`: the same sets
+    with the same fusion kinds; `same_members`: the same sets, kinds aside. `merges_xla`,
+    `merges_ours`: kernels merged away. `first_divergence`: `(cause, what)` of the first merge one
+    side made and the other did not (ours in the order we made them; then XLA's), the cause being
+    the rule that refused it on our side, `"ours only: <kind>"`, or `"other consumer"` (we kept a
+    producer as an output of one consumer, XLA of another: among candidates of equal rank XLA takes
+    the first in its own order of users, which its dump does not show); None when the partitions agree.
+    `unmapped`: kernels before the pass that XLA's output could not be traced back to.
+    """
+
+    program: str
+    device: str
+    kernels_before: int
+    kernels_xla: int
+    kernels_ours: int
+    same_partition: bool
+    same_members: bool
+    first_divergence: tuple[str, str] | None
+    merges_xla: int = 0
+    merges_ours: int = 0
+    unmapped: tuple[str, ...] = ()
+    simulate_s: float = math.nan
+
+    def summary(self) -> dict[str, Any]:
+        fd = self.first_divergence
+        return {
+            "program": self.program, "device": self.device, "kernels_before": self.kernels_before,
+            "kernels_xla": self.kernels_xla, "kernels_ours": self.kernels_ours,
+            "merges_xla": self.merges_xla, "merges_ours": self.merges_ours,
+            "same_partition": self.same_partition, "same_members": self.same_members,
+            "first_divergence_cause": fd[0] if fd else "", "first_divergence": fd[1] if fd else "",
+            "unmapped": len(self.unmapped), "simulate_s": self.simulate_s,
+        }
+
+
+def compare_multi_output(dump: GpuCompileDump, *, model: Any = "xla-gpu") -> MultiOutputConformance:
+    """Run our multi-output fusion (`fusion._multi_output`) on XLA's input to its multi-output
+    fusion (`dump.before_mof_text`) for the dump's device, and compare the kernels with XLA's
+    output (`dump.after_mof_text`)."""
+    from ..devices import get_device
+    from ..hlo import parse_hlo
+    from ..models import get_model
+    from ._multi_output import MultiOutputFusionPass
+    from ._simulate import fusible_computations
+
+    if not dump.before_mof_text or not dump.after_mof_text:
+        raise GpuCompileError(f"{dump.program}: no module around multi-output fusion was dumped")
+    before = parse_hlo(dump.before_mof_text)
+    after = parse_hlo(dump.after_mof_text)
+    before_kernels = _mof_kernels(before)
+    xla, missing = _xla_mof_groups(before_kernels, after)
+
+    work = parse_hlo(dump.before_mof_text)
+    t0 = time.perf_counter()
+    mof = MultiOutputFusionPass(get_model(model), get_device(dump.device))
+    mof.run(fusible_computations(work))
+    simulate_s = time.perf_counter() - t0
+    current = {n: {n} for n in before_kernels}
+    for st in mof.steps:
+        current[st.fusion] = current.pop(st.into, {st.into}) | current.pop(st.fused, {st.fused})
+    work_kernels = _mof_kernels(work)
+    ours = {frozenset(m): _kind_of(work_kernels[n]) if n in work_kernels else "?" for n, m in current.items()}
+
+    def group_of(groups, name):
+        return next((g for g in groups if name in g), frozenset((name,)))
+
+    first = None
+    if xla != ours:
+        # our merges in order, then XLA's merges we did not make
+        held = {n: {n} for n in before_kernels}
+        for st in mof.steps:
+            x, y = held.pop(st.into, {st.into}), held.pop(st.fused, {st.fused})
+            held[st.fusion] = x | y
+            if group_of(xla, min(x)) != group_of(xla, min(y)):
+                other = group_of(xla, min(y)) - y
+                if st.kind == "producer-consumer" and other:
+                    # XLA kept the producer as an output of another consumer: of candidates of equal rank
+                    # it takes the first in its own order of users, which the dumped text does not carry
+                    first = ("other consumer", f"'{st.fused}' into '{st.into}' ({st.computation}); XLA: with "
+                                               f"{{{', '.join(sorted(other)[:6])}}}")
+                else:
+                    first = (f"ours only: {st.kind}", f"'{st.fused}' into '{st.into}' ({st.computation})")
+                break
+        if first is None:
+            for g in xla:
+                if len(g) < 2 or g in ours:
+                    continue
+                names = sorted(g)
+                pairs = [(x, y) for x in names for y in names if x < y and group_of(ours, x) != group_of(ours, y)]
+                if not pairs:
+                    continue
+                why = _our_refusal(mof.rejections, pairs)
+                first = (why[0], why[1]) if why else ("not tried", f"XLA merged {{{', '.join(names[:6])}}}")
+                break
+        if first is None:
+            diff = [g for g in xla if xla[g] != ours.get(g)]
+            if diff:
+                g = diff[0]
+                first = ("fusion kind", f"{{{', '.join(sorted(g)[:6])}}}: XLA {xla[g]}, ours {ours.get(g, '-')}")
+    return MultiOutputConformance(
+        program=dump.program, device=dump.device, kernels_before=len(before_kernels), kernels_xla=len(xla),
+        kernels_ours=len(ours), same_partition=xla == ours, same_members=set(xla) == set(ours),
+        first_divergence=first, merges_xla=len(before_kernels) - len(xla),
+        merges_ours=len(before_kernels) - len(ours), unmapped=tuple(missing), simulate_s=simulate_s)
+
+
+def _our_refusal(rejections, pairs) -> tuple[str, str] | None:
+    """The last rule our pass gave for refusing one of `pairs` (names of kernels before the pass)."""
+    wanted = {frozenset(p) for p in pairs}
+    for comp, kind, a, b, why in reversed(rejections):
+        if frozenset((a, b)) in wanted:
+            return why.rule, f"{kind} '{a}' and '{b}' ({comp}): {why.detail}"
+    return None
+
+
+def summarize_multi_output(results: list[MultiOutputConformance]) -> dict[str, Any]:
+    """Headline figures over many modules: the share with XLA's partition, and divergence causes."""
+    causes = Counter(r.first_divergence[0] for r in results if r.first_divergence)
+    n = len(results)
+    return {
+        "modules": n,
+        "same_partition": sum(r.same_partition for r in results),
+        "share_same_partition": sum(r.same_partition for r in results) / n if n else math.nan,
+        "same_members": sum(r.same_members for r in results),
+        "merges_xla": sum(r.merges_xla for r in results),
+        "merges_ours": sum(r.merges_ours for r in results),
+        "modules_with_merges_xla": sum(r.merges_xla > 0 for r in results),
+        "unmapped_kernels": sum(len(r.unmapped) for r in results),
         "first_divergence_causes": dict(causes.most_common()),
     }
 

@@ -35,11 +35,9 @@ from ..hlo._fusion_engine import discard_fusion, hypothetical_fusion
 from ..hlo._structure import ContentIds
 from ._budget import (
     MAX_IR_SIZE,
-    MAX_OPERANDS_AND_OUTPUTS,
-    MAX_UNNESTED_REDUCTIONS,
     IrSize,
     KernelFacts,
-    _subshape_count,
+    fusion_fits_in_budget,
     ir_size,
     kernel_facts,
 )
@@ -418,25 +416,19 @@ class LegalityChecker:
         return self._merged_too_large(producer, consumer)
 
     def _fits_in_budget(self, consumer, producer, cf: KernelFacts, pf: KernelFacts) -> Rejection | None:
-        smem = cf.shared_memory + pf.shared_memory
-        if smem > self.shared_memory_per_block:
-            return Rejection("shared-memory", f"{smem} B > {self.shared_memory_per_block} B per block")
-        nred = cf.unnested_reductions + pf.unnested_reductions
-        if nred > MAX_UNNESTED_REDUCTIONS:
-            return Rejection("unnested-reductions", f"{nred} > {MAX_UNNESTED_REDUCTIONS}")
-        n_out = _subshape_count(consumer.shape) + _subshape_count(producer.shape)
-        if len(consumer.operands) + len(producer.operands) - 1 + n_out <= MAX_OPERANDS_AND_OUTPUTS:
-            return None
-        operands = {id(o) for o in consumer.operands} | {id(o) for o in producer.operands}
-        operands.discard(id(consumer))
-        operands.discard(id(producer))
-        if len(operands) <= len(consumer.operands):
-            return None
-        if len(operands) + n_out > MAX_OPERANDS_AND_OUTPUTS:
-            return Rejection(
-                "operand-limit", f"{len(operands)} operands + {n_out} outputs > {MAX_OPERANDS_AND_OUTPUTS}"
-            )
-        return None
+        r = fusion_fits_in_budget(consumer, producer, cf, pf, self.shared_memory_per_block, consumer_producer=True)
+        return Rejection(*r) if r is not None else None
+
+    def fits_in_budget(self, instr1: HloInstruction, instr2: HloInstruction, *,
+                       consumer_producer: bool = False) -> Rejection | None:
+        """`FusionFitsInBudget(instr1, instr2)` with the cached per-kernel facts (`_budget.fusion_fits_in_budget`)."""
+        r = fusion_fits_in_budget(instr1, instr2, self.facts(instr1), self.facts(instr2),
+                                  self.shared_memory_per_block, consumer_producer)
+        return Rejection(*r) if r is not None else None
+
+    def merged_too_large(self, producer: HloInstruction, consumer: HloInstruction) -> Rejection | None:
+        """`ProducerConsumerMergedTooLarge` (rule 9 of `CanFuse`, also asked by multi-output fusion)."""
+        return self._merged_too_large(producer, consumer)
 
     def _merged_too_large(self, producer: HloInstruction, consumer: HloInstruction) -> Rejection | None:
         """`ProducerConsumerMergedTooLarge`: the producer's IR emitted once per emission of its

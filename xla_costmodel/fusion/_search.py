@@ -407,6 +407,7 @@ def _search(
     greedy = simulate_fusion(
         work, device=dev, model=cost_model, inline_calls=False, price_totals=False, bitcast_layout_changes=False,
         rewrite_reduce_windows=False,  # done above, if asked
+        multi_output=False,  # the plans searched are priority fusion's (single-output kernels)
     )
     greedy_names = _greedy_plan(greedy)
     greedy_time, greedy_kernels, greedy_unpriced = plan_time(greedy.module, dev, cost_model)

@@ -24,8 +24,9 @@ from ..hlo._structure import ContentIds
 from ..models import prices_by_content
 from ..models import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
 from ._legality import RULES, LegalityChecker
+from ._multi_output import MultiOutputFusionPass
 from ._pair_cache import PairCache
-from ._priority import FusionPass, PriorityFusionRun
+from ._priority import FusionPass, LogEvent, PriorityFusionRun, StepRecord
 from ._reduce_window import REDUCE_WINDOW_BASE_LENGTH, ReduceWindowRewrite, rewrite_reduce_windows as _rewrite_rws
 from ._xla_passes import BEFORE_FUSION_HINT, unsimulated_kernels
 
@@ -44,6 +45,8 @@ STEP_COLUMNS = [
     "priority_s", "time_unfused_s", "time_fused_s", "reason",
 ]
 REJECTED_COLUMNS = ["computation", "producer", "opcode", "consumer", "rule", "detail"]
+MULTI_OUTPUT_COLUMNS = ["computation", "kind", "parent", "into", "fused", "fusion", "time_unfused_s", "time_fused_s",
+                        "fused_opcode"]
 LOG_COLUMNS = ["event", "computation", "producer", "consumers", "time_unfused_s", "time_fused_s", "rule", "detail",
                "fusion", "incremental", "logged_unfused_s", "logged_fused_s"]
 
@@ -261,6 +264,16 @@ class FusionResult:
       XLA logs only the change of a queued producer's prices (`incremental`):
       `logged_unfused_s`, `logged_fused_s` are the figures XLA's log would
       show (`_priority.LogEvent`).
+    - `multi_output`: the merges of multi-output fusion, the pass XLA:GPU runs
+      right after priority fusion (`fusion._multi_output`), one row each:
+      `computation`, `kind` ("sibling": `fused` absorbed by `into`, both
+      reading `parent`; "producer-consumer": the producer `fused` kept as an
+      output of its consumer `into`), `fusion` (the multi-output fusion made),
+      the model's `time_unfused_s`, `time_fused_s` (NaN for siblings,
+      which XLA merges without its model) and `fused_opcode`. Empty when not run
+      (`simulate_fusion(multi_output=False)`). Each merge is also a row of
+      `steps` (its `reason` starts "multi-output fusion") and an event
+      `"multi-output"` of `log`.
     - `pre_fusion_rewrites`: what the simulated passes that XLA:GPU runs before
       fusion changed (today `ReduceWindowRewriter`: long scans made a tree of
       16-wide windows, `fusion._reduce_window.ReduceWindowRewrite`); the step
@@ -284,6 +297,9 @@ class FusionResult:
     input_through_xla: bool = True
     pre_fusion_rewrites: tuple[ReduceWindowRewrite, ...] = ()
     log: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LOG_COLUMNS), repr=False)
+    multi_output: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MULTI_OUTPUT_COLUMNS),
+                                       repr=False)
+    multi_output_run: bool = False
 
     @property
     def not_simulated(self) -> pd.DataFrame:
@@ -309,9 +325,10 @@ class FusionResult:
             out.append(f"{len(ns)} kernel{'s' if len(ns) != 1 else ''} come from passes XLA:GPU runs before fusion "
                        f"and this simulation does not: {parts}")
         if not self.input_through_xla:
+            after = "horizontal fusion" if self.multi_output_run else "multi-output and horizontal fusion"
             out.append("the input has not been through XLA's passes before fusion (simplification, CSE, GEMM "
                        "and Triton rewriting, layout assignment), nor will the result go through those after it "
-                       "(multi-output and horizontal fusion): XLA:GPU may make fewer kernels; " + BEFORE_FUSION_HINT)
+                       f"({after}): XLA:GPU may make fewer kernels; " + BEFORE_FUSION_HINT)
         return out
 
     @property
@@ -333,6 +350,7 @@ class FusionResult:
             "unpriced_before": self.unpriced_before,
             "unpriced_after": self.unpriced_after,
             "rejected": int(len(self.rejected)),
+            "multi_output_merges": int(len(self.multi_output)),
             "elapsed_s": self.elapsed_s,
         }
 
@@ -359,6 +377,7 @@ class FusionResult:
             ("predicted time", f"{s['time_before_s'] * 1e6:,.3f} &micro;s &rarr; {s['time_after_s'] * 1e6:,.3f} &micro;s"),
             ("unpriced kernels", f"{s['unpriced_before']} &rarr; {s['unpriced_after']}"),
             ("producers left unfused", s["rejected"]),
+            ("multi-output merges", s["multi_output_merges"] if self.multi_output_run else "not run"),
             ("simulation time", f"{s['elapsed_s']:.3f} s"),
         ]
         table = "".join(f"<tr><th style='text-align:left'>{html.escape(str(k))}</th><td>{v}</td></tr>" for k, v in rows)
@@ -423,6 +442,7 @@ def simulate_fusion(
     bitcast_layout_changes: bool | None = None,
     rewrite_reduce_windows: bool = True,
     unique_ids: Mapping[str, int] | None = None,
+    multi_output: bool = True,
     **kwargs: Any,
 ) -> FusionResult:
     """Run XLA's GPU priority-fusion pass on a copy of `module`, priced by `model`.
@@ -463,6 +483,11 @@ def simulate_fusion(
     - `unique_ids`: XLA's unique ids of the input's instructions, by name (from a
       module dumped as a proto, `fusion._conformance.read_unique_ids`): priority
       ties go to the larger id, as in XLA. Default: the text order.
+    - `multi_output`: then run multi-output fusion, as XLA:GPU does right after
+      priority fusion (`fusion._multi_output`: sibling kernels reading the same
+      operand merged into one, then producers kept as an extra output of a
+      consumer where the model says it pays); False stops after priority fusion
+      (the module XLA dumps as `after_priority-fusion`).
 
     **Returns:** a `FusionResult` (fused module, step log, rejections, totals).
     """
@@ -471,13 +496,13 @@ def simulate_fusion(
     mode = bitcast_mode(module, bitcast_layout_changes)
     with gc_paused():  # see xla_costmodel._gc
         result = _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode,
-                           rewrite_reduce_windows, unique_ids)
+                           rewrite_reduce_windows, unique_ids, multi_output)
     release_body_state(result.module)  # the pass's per-body state would keep its module alive
     return dataclasses.replace(result, input_through_xla=layouts_assigned(module))
 
 
 def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode="decide",
-              rewrite_reduce_windows=True, unique_ids=None) -> FusionResult:
+              rewrite_reduce_windows=True, unique_ids=None, multi_output=False) -> FusionResult:
     model_name = cost_model.name
     t0 = time.perf_counter()
     rewrites: list | None = [] if rewrite_reduce_windows else None
@@ -523,6 +548,15 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
                 (comp.name, producer.name, producer.opcode, consumer.name if consumer is not None else "",
                  why.rule, why.detail)
             )
+    mof_rows: list = []
+    if multi_output:
+        # XLA runs it on the module as priority fusion left it (bitcasts included)
+        mof = MultiOutputFusionPass(cost_model, dev, names=names, origin=origin)
+        for st in mof.run(comps):
+            mof_rows.append(st)
+            steps.append(_mof_step(len(steps) + 1, st))
+            fusion_pass.log.append(_mof_event(st))
+        calls += mof.model_calls
     if mode == "decide":
         # Back to the input's vocabulary: priced afresh below (the caches know them as bitcasts).
         bitcasts_to_layout_changes(work)
@@ -569,7 +603,26 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
         origin=MappingProxyType(live_origin),
         pre_fusion_rewrites=tuple(rewrites or ()),
         log=log_df,
+        multi_output=pd.DataFrame([dataclasses.astuple(st) for st in mof_rows], columns=MULTI_OUTPUT_COLUMNS),
+        multi_output_run=bool(multi_output),
     )
+
+
+def _mof_step(number: int, st) -> StepRecord:
+    """A multi-output merge as a row of the step log."""
+    if st.kind == "sibling":
+        reason = f"multi-output fusion: sibling of '{st.into}' (both read '{st.parent}')"
+    else:
+        reason = f"multi-output fusion: kept as an output of its consumer '{st.into}'"
+    return StepRecord(step=number, computation=st.computation, producer=st.fused, producer_opcode=st.fused_opcode,
+                      consumers=(st.into,), fusions=(st.fusion,),
+                      priority_s=st.time_unfused_s - st.time_fused_s, time_unfused_s=st.time_unfused_s,
+                      time_fused_s=st.time_fused_s, reason=reason)
+
+
+def _mof_event(st) -> LogEvent:
+    return LogEvent("multi-output", st.computation, st.fused, (st.into,), st.time_unfused_s, st.time_fused_s,
+                    rule=st.kind, fusion=st.fusion)
 
 
 def simulated_gpu_kernels(module: HloModule, dev, cost_model) -> HloModule:

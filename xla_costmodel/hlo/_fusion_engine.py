@@ -35,6 +35,7 @@ from ._ir import HloComputation, HloInstruction, HloModule
 
 __all__ = [
     "BodyGrowth",
+    "FusedBodyBuilder",
     "FusionEditor",
     "body_growth",
     "default_fusion_kind",
@@ -175,6 +176,10 @@ class _Body:
             else:
                 mapping[id(instr)] = self.clone_into(instr, [mapping[id(o)] for o in instr.operands])
         return mapping[id(fused.root)]
+
+
+#: The builder of fused bodies, for passes that make fusions of their own shape (multi-output fusion).
+FusedBodyBuilder = _Body
 
 
 def _build_fused_body(
