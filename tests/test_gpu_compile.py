@@ -79,7 +79,8 @@ def test_each_gpu_preset_compiles_with_its_own_target():
 
 # The shipped H100 modules against their deviceless twins: programs whose kernels autotuning does not
 # change (no GEMM), so the deviceless module must have the H100 module's kernel count exactly.
-TWINS = ("jax_numpy_sort_topk@small", "optax_adamw_update@small")
+TWINS = ("jax_numpy_sort_topk@small", "optax_adamw_update@small",
+         "lineax_cg_solve@small")  # lineax: equinox's host callbacks
 
 
 @needs_plugin
@@ -97,6 +98,38 @@ def test_deviceless_module_has_the_h100_runs_kernel_count(case):
     with gzip.open(H100 / f"{case}.post.hlo.gz", "rt") as f:
         real = xc.parse_hlo(f.read(), source=case)
     assert kernels(deviceless) == kernels(real)
+
+
+@needs_plugin
+def test_host_callbacks_compile_as_the_gpus_callback_custom_calls_and_jax_is_left_as_it_was():
+    # equinox's runtime error checks (diffrax, lineax) are host callbacks; jax's lowering of them asks for a live
+    # CUDA backend, which a machine without a GPU lacks.
+    from jax._src.interpreters import mlir
+
+    jax_own = mlir.ModuleContext.get_backend
+
+    def checked(x):
+        y = jnp.sin(x)
+        jax.debug.print("norm {}", jnp.linalg.norm(y))
+        host = jax.pure_callback(lambda v: v * 2, jax.ShapeDtypeStruct(x.shape, x.dtype), y)
+        return (host + y).sum()
+
+    text = compile_for_gpu(checked, jax.ShapeDtypeStruct((1024,), jnp.float32)).text
+    assert text.count('custom_call_target="xla_ffi_python_gpu_callback"') == 2
+    assert mlir.ModuleContext.get_backend is jax_own
+    # The user's own jax still runs the callbacks on the CPU.
+    assert float(jax.jit(checked)(jnp.ones(4))) == pytest.approx(3 * 4 * float(jnp.sin(1.0)), rel=1e-5)
+
+
+@needs_plugin
+def test_an_equinox_error_check_compiles_as_on_the_h100():
+    eqx = pytest.importorskip("equinox")
+
+    def guarded(x):
+        return eqx.error_if(x, x < 0, "negative").sum()
+
+    text = compile_for_gpu(guarded, jax.ShapeDtypeStruct((4096,), jnp.float32)).text
+    assert 'custom_call_target="xla_ffi_python_gpu_callback"' in text
 
 
 @needs_plugin

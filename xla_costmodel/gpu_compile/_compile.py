@@ -8,16 +8,25 @@ SingleDeviceSharding(device))`) and compiled gives the module XLA:GPU would
 run on that GPU: its fusions, Triton tiles, cuBLAS/cuDNN calls and loops with
 their known trip counts. What XLA cannot do without a GPU is autotune: GEMMs
 keep their default configurations.
+
+Host callbacks (`jax.pure_callback`, `jax.debug.callback`: equinox's runtime
+error checks in diffrax, lineax, optimistix) compile too: jax lowers them to
+XLA's `xla_ffi_python_gpu_callback` custom call, as on the GPU, once its
+lowering accepts the compile-only client as the CUDA backend
+(`_lowering_for_compile_only`), and the Python callables, which only a
+running executable would call, are not handed to the compile.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
 import re
 import shutil
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -207,8 +216,10 @@ def compile_for_gpu(fn, *args, device: "str | DeviceSpec" = "h100-sxm", dump_pas
         with quiet_stderr() as log, warnings.catch_warnings(record=True) as caught:
             stage = "lower"
             try:
-                lowered = jitted.lower(*placed_args, **placed_kwargs)
+                with _lowering_for_compile_only():
+                    lowered = jitted.lower(*placed_args, **placed_kwargs)
                 stage = "compile"
+                _drop_host_callbacks(lowered)
                 compiled = lowered.compile(compiler_options=options) if options else lowered.compile()
                 text = compiled.as_text()
             except Exception as exc:
@@ -241,6 +252,51 @@ def compile_for_gpu(fn, *args, device: "str | DeviceSpec" = "h100-sxm", dump_pas
     return GpuCompileResult(module=module, text=text, device=spec.name, jax_version=jax.__version__,
                             jaxlib_version=jaxlib.__version__, compile_s=seconds, dump_dir=out_dir,
                             dump_files=files, xla_log=_xla_lines(log.text))
+
+
+_PATCH_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def _lowering_for_compile_only():
+    """While jax lowers for a compile-only GPU device, its lowering rules that ask for the backend
+    (host callbacks: `emit_python_callback`) get the compile-only client.
+
+    jax's `ModuleContext.get_backend` checks the lowering's backend against the platform through
+    `canonicalize_platform(client.platform)`; a compile-only client's platform is the alias "gpu",
+    which jax can only resolve to "cuda" when a live CUDA backend exists, so on a machine without a
+    GPU it raises "Unknown backend: 'gpu' requested". The client's raw platform ("cuda") is the
+    lowering's platform: that client is returned instead. Other backends, and lowerings for several
+    platforms, go through jax's own method unchanged; the method is restored on exit (the user's jax
+    is left as it was).
+    """
+    from jax._src.interpreters import mlir
+
+    with _PATCH_LOCK:
+        original = mlir.ModuleContext.get_backend
+
+        def get_backend(self, optional: bool = False):
+            backend = self.backend
+            if (backend is not None and getattr(backend, "runtime_type", None) == "compile_only_runtime"
+                    and len(self.platforms) == 1 and getattr(backend, "_raw_platform", None) == self.platforms[0]):
+                return backend
+            return original(self, optional)
+
+        mlir.ModuleContext.get_backend = get_backend
+        try:
+            yield
+        finally:
+            mlir.ModuleContext.get_backend = original
+
+
+def _drop_host_callbacks(lowered) -> None:
+    """Hand no host callbacks to the compile of `lowered` (a `jax.stages.Lowered` for a compile-only
+    device): they are the Python callables a running executable would call back, and jax's
+    compile-only client takes none (its `compile` has no `host_callbacks` argument). XLA's module keeps
+    the callbacks' custom calls (`xla_ffi_python_gpu_callback`), as the GPU's does."""
+    compile_args = getattr(getattr(lowered, "_lowering", None), "compile_args", None)
+    if isinstance(compile_args, dict) and compile_args.get("host_callbacks"):
+        compile_args["host_callbacks"] = []
 
 
 def _placed(tree: Any, dev) -> Any:
