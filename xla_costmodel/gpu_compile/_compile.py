@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from ..hlo import HloModule
 
 __all__ = ["DUMP_PASS_RE", "GPU_COMPILE_EXTRA", "GpuCompileError", "GpuCompileResult", "GpuCompileUnavailable",
-           "compile_for_gpu", "gpu_compile_available", "gpu_compile_unavailable_reason"]
+           "compile_for_gpu", "gpu_compile_available", "gpu_compile_unavailable_reason", "lower_for_gpu"]
 
 #: The extra that installs what compiling for a GPU needs: `pip install 'xla_costmodel[gpu-compile]'`.
 GPU_COMPILE_EXTRA = "gpu-compile"
@@ -252,6 +252,44 @@ def compile_for_gpu(fn, *args, device: "str | DeviceSpec" = "h100-sxm", dump_pas
     return GpuCompileResult(module=module, text=text, device=spec.name, jax_version=jax.__version__,
                             jaxlib_version=jaxlib.__version__, compile_s=seconds, dump_dir=out_dir,
                             dump_files=files, xla_log=_xla_lines(log.text))
+
+
+def lower_for_gpu(fn, *args, device: "str | DeviceSpec" = "h100-sxm", **kwargs) -> "HloModule":
+    """The module jax lowers `fn(*args, **kwargs)` to for `device`, before any XLA pass (what
+    `compile_for_gpu` hands XLA:GPU), parsed. It can differ from the lowering for the CPU: jax has
+    GPU-specific lowering rules (a multi-dimensional IRFFT becomes one FFT per axis on CUDA, host
+    callbacks become `xla_ffi_python_gpu_callback` calls).
+
+    Arguments and exceptions as `compile_for_gpu` (no `dump_passes`)."""
+    from ..devices import get_device, gpu_target_config
+    from ..hlo import parse_hlo
+
+    spec = get_device(device)
+    target = gpu_target_config(spec)
+    reason = gpu_compile_unavailable_reason()
+    if reason is not None:
+        raise GpuCompileUnavailable(reason)
+    import jax
+
+    dev = _compile_device(target, spec.name)
+    jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
+    with quiet_stderr() as log, warnings.catch_warnings(record=True) as caught:
+        try:
+            with _lowering_for_compile_only():
+                text = jitted.lower(*_placed(args, dev), **_placed(kwargs, dev)).as_text(dialect="hlo")
+        except Exception as exc:
+            error = exc
+        else:
+            error = None
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+    if error is not None:
+        if not isinstance(error, RuntimeError):
+            raise UserProgramError(getattr(fn, "__name__", "program"), "tracing", error) from error
+        detail = _first_line(_xla_message(str(error)) or _xla_message(log.text) or str(error))
+        raise GpuCompileError(f"jax failed to lower {getattr(fn, '__name__', 'the function')} for "
+                              f"'{spec.name}': {detail}", xla_error=f"{error}\n{log.text}".strip()) from error
+    return parse_hlo(text, source=f"<jax lowering for {spec.name} {getattr(fn, '__name__', 'fn')}>")
 
 
 _PATCH_LOCK = threading.RLock()
