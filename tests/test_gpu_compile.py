@@ -133,6 +133,30 @@ def test_an_equinox_error_check_compiles_as_on_the_h100():
 
 
 @needs_plugin
+def test_stable_sorts_compiled_without_a_gpu_are_sent_to_cub_as_on_the_h100():
+    # Without a GPU, XLA skips sort_rewriter and expands stable sorts with an iota tie-break; the H100 run of
+    # jax_random_sampling@large sent both of its stable sorts (u32 keys, 262144 long) to CUB.
+    from xla_costmodel.analysis._sort import cub_sort_decision, sort_of
+
+    with gzip.open(H100 / "jax_random_sampling@large.post.hlo.gz", "rt") as f:
+        assert f.read().count('custom_call_target="xla.gpu.ext.cub_sort_pairs"') == 2
+
+    def shuffle(keys, values):
+        k, v = jax.lax.sort((keys, values), num_keys=1, is_stable=True)
+        k2, perm = jax.lax.sort((k ^ jnp.uint32(0x9E3779B9), v), num_keys=1, is_stable=True)
+        return perm
+
+    args = (jax.ShapeDtypeStruct((262144,), jnp.uint32), jax.ShapeDtypeStruct((262144,), jnp.int32))
+    module = compile_for_gpu(shuffle, *args).module
+    sorts = [i for c, i in module.instructions() if c is module.entry and sort_of(i) is not None]
+    assert sorts and all(sort_of(s).attribute("to_apply").root.opcode == "select" for s in sorts)   # expanded
+    h100 = xc.get_device("h100-sxm")
+    assert all(cub_sort_decision(s, h100)[0] for s in sorts)
+    t = xc.analyze(shuffle, *args, device="h100-sxm")
+    assert all(t.estimates[s.name].details.get("library") == "cub" for s in sorts)
+
+
+@needs_plugin
 def test_loops_carry_xlas_known_trip_count():
     def scan(x):
         return jax.lax.fori_loop(0, 37, lambda i, c: jnp.sin(c) * 1.01, x).sum()
