@@ -460,7 +460,7 @@ def _kernels_time_s(module, device, model) -> float:
 def _graft(module, fusion, alternative) -> None:
     """Replace `fusion` in `module` by the entry of the parsed `alternative` (its computations moved in,
     before the fusion's computation; every name in it was made unique for `module`)."""
-    from ..hlo._edit import NameUniquifier, _inline_at
+    from ..hlo._edit import clone_instruction
 
     site_comp = fusion.computation
     for comp in list(alternative.computations):
@@ -468,8 +468,22 @@ def _graft(module, fusion, alternative) -> None:
             continue
         alternative.remove_computation(comp)
         module.add_computation(comp, before=site_comp)
-    entry = alternative.entry
-    _inline_at(fusion, entry, NameUniquifier(module))
+    value_of: dict[int, object] = {}
+    clones = []
+    for instr in alternative.entry.post_order():
+        if instr.opcode == "parameter":
+            value_of[id(instr)] = fusion.operands[instr.parameter_number]
+            continue
+        clone = clone_instruction(instr, [value_of[id(o)] for o in instr.operands])
+        value_of[id(instr)] = clone
+        clones.append(clone)
+    site_comp.insert_instructions(clones, before=fusion)
+    value = value_of[id(alternative.entry.root)]
+    was_root = site_comp.root is fusion
+    fusion.replace_all_uses_with(value)
+    if was_root:
+        site_comp.root = value
+    site_comp.remove_instruction(fusion)
 
 
 @dataclass(frozen=True)
