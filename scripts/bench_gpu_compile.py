@@ -26,6 +26,17 @@ corpus. Also printed: the deviceless module's kernel count against the H100
 module's, its pricing against the H100 module's (within 1.10x), how many
 modules compile, the compile time (`GpuCompileResult.compile_s`) and the user
 path's wall time per call (`analyze` from the function: trace, compile, price).
+
+Where the deviceless module's kernel count differs from the H100 module's, the
+kernels of both are sorted into categories (Triton GEMM fusions, cuBLAS GEMMs,
+other Triton fusions, sorts, library calls, copies, native fusions) and the
+lowered modules compared (`gpu_compile.lower_for_gpu` against the capture's
+`.pre.hlo.gz`), and each difference is named: autotuning (cuBLAS chosen over a
+Triton GEMM, XLA 0.11's emitter autotuner), jax lowering differently (the
+capture ran jax 0.11.2), or XLA's own passes of that newer version. Programs
+with a Triton GEMM are also priced with `autotune_gemms(cublas_fallback=True)`
+(cuBLAS wherever its measured table beats the dot-fusion model), beside the
+default. The last table holds the issue's goals as this run measured them.
 """
 
 from __future__ import annotations
