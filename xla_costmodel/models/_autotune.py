@@ -212,12 +212,18 @@ def _expensive_parent(instr) -> bool:
     return False
 
 
-def _price_config(fusion, cfg: GemmConfig, device, model):
-    from ._tiled import estimate
-
+def _tiled_for(fusion, cfg: GemmConfig):
     rank = len(dims_of(fusion))
     tile = (1,) * (rank - 2) + (cfg.block_m, cfg.block_n)
-    tiled = propagate(fusion, tile, block_k=cfg.block_k)
+    return propagate(fusion, tile, block_k=cfg.block_k)
+
+
+def _price_config(fusion, cfg: GemmConfig, device, model, tiled=None):
+    """The model's exec time of `fusion` at `cfg`; `tiled`: its tiling at `cfg`'s tile sizes, when already
+    propagated (it depends on the tile sizes only, not on warps, stages or TMA)."""
+    from ._tiled import estimate
+
+    tiled = _tiled_for(fusion, cfg) if tiled is None else tiled
     return estimate(tiled, device, cfg.num_warps, model, num_stages=cfg.num_stages,
                     is_tma_allowed=cfg.is_tma_allowed).exec_s
 
@@ -252,9 +258,19 @@ def best_gemm_config(fusion, device, model=None, *, exhaustive: bool = False):
                               expensive_lhs=_expensive_parent(dot.operands[0]),
                               expensive_rhs=_expensive_parent(dot.operands[1]))
     best, best_s, priced = None, math.inf, 0
+    tilings: dict = {}   # (block_m, block_n, block_k) -> the propagated tiling, or the TilingError it raised
     for cfg in space:
+        key = (cfg.block_m, cfg.block_n, cfg.block_k)
+        if key not in tilings:
+            try:
+                tilings[key] = _tiled_for(fusion, cfg)
+            except TilingError as exc:
+                tilings[key] = exc
+        tiled = tilings[key]
+        if isinstance(tiled, TilingError):
+            continue
         try:
-            t = _price_config(fusion, cfg, device, model)
+            t = _price_config(fusion, cfg, device, model, tiled)
         except TilingError:
             continue
         priced += 1
