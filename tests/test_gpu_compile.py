@@ -157,6 +157,24 @@ def test_stable_sorts_compiled_without_a_gpu_are_sent_to_cub_as_on_the_h100():
 
 
 @needs_plugin
+def test_lower_for_gpu_is_jaxs_cuda_lowering_before_xlas_passes():
+    # jax lowers a 2-D inverse real FFT per axis on CUDA (its GPU lowering rule), whole on the CPU; the H100
+    # capture's own lowering (jax 0.11.2) keeps it whole, so the deviceless module has more FFT kernels.
+    from xla_costmodel.gpu_compile import lower_for_gpu
+
+    def irfft2(x):
+        return jnp.fft.irfft2(x)
+
+    x = jax.ShapeDtypeStruct((4, 64, 33), jnp.complex64)
+    ffts = [i for _, i in lower_for_gpu(irfft2, x).instructions() if i.opcode == "fft"]
+    cpu = [i for _, i in xc.parse_hlo(jax.jit(irfft2).lower(x).as_text(dialect="hlo")).instructions()
+           if i.opcode == "fft"]
+    assert len(cpu) == 1 and len(ffts) == 2
+    assert sorted(str(f.attribute("fft_type")) for f in ffts) == ["IFFT", "IRFFT"]
+    assert "is_scheduled" not in lower_for_gpu(irfft2, x).to_text().splitlines()[0]   # before XLA's passes
+
+
+@needs_plugin
 def test_loops_carry_xlas_known_trip_count():
     def scan(x):
         return jax.lax.fori_loop(0, 37, lambda i, c: jnp.sin(c) * 1.01, x).sum()
