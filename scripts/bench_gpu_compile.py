@@ -141,15 +141,17 @@ def explain_kernel_difference(ours: dict, theirs: dict, lowering: dict) -> str:
         causes.append(f"autotuning: the H100 ran {theirs['cublas gemm'] - ours.get('cublas gemm', 0)} GEMM(s) by "
                       f"cuBLAS, their operand and epilogue fusions as kernels of their own")
     elif "triton gemm" in delta:
-        causes.append(f"autotuning: {delta['triton gemm']:+d} Triton GEMM fusions (split-K or backend choice)")
+        causes.append(f"GEMM fusion: {delta['triton gemm']:+d} Triton GEMM fusions here (the capture has no split-K "
+                      f"and no cuBLAS here: XLA version)")
     if "triton/cudnn other" in delta:
-        causes.append(f"autotuning: the H100's XLA (0.11) chose Triton's block-level emitter over the native one "
-                      f"for {-delta['triton/cudnn other']:+d} fusions (its emitter autotuner)")
+        more = -delta["triton/cudnn other"]
+        causes.append(f"autotuning: the H100's XLA (0.11) ran {abs(more)} {'more' if more > 0 else 'fewer'} fusions "
+                      f"with Triton's block-level emitter (its emitter autotuner; XLA 0.10 emits them natively)")
     if lowering:
         shown = ", ".join(f"{k} {a} vs {b}" for k, (a, b) in list(lowering.items())[:4])
         causes.append(f"jax version: jax 0.10.2 lowers differently from the capture's 0.11.2 ({shown})")
     if "copy" in delta:
-        causes.append(f"XLA version: copy insertion {delta['copy']:+d} copies")
+        causes.append(f"XLA version: copy insertion ({delta['copy']:+d} copies here)")
     other = {k: v for k, v in delta.items() if k not in ("cublas gemm", "triton gemm", "triton/cudnn other", "copy")}
     if other and not lowering:
         causes.append("XLA version: fusion passes (" + ", ".join(f"{k} {v:+d}" for k, v in other.items()) + ")")
