@@ -79,7 +79,7 @@ def test_search_space_without_tma_before_hopper():
 def test_autotune_rewrites_a_copy_and_prices_the_fastest_candidate():
     module = parse_hlo(MODULE)
     before_text = module.to_text()
-    result = autotune_gemms(module, "h100-sxm")
+    result = autotune_gemms(module, "h100-sxm", cublas_fallback=False)   # the Triton search alone
     assert module.to_text() == before_text                     # the given module is not changed
     choices = result.choices
     assert isinstance(choices, pd.DataFrame) and len(choices) == 1
@@ -112,3 +112,72 @@ def test_autotune_rewrites_a_copy_and_prices_the_fastest_candidate():
 def test_autotune_refuses_a_cpu():
     with pytest.raises(ValueError, match="not a GPU"):
         autotune_gemms(parse_hlo(MODULE), get_device("host"))
+
+
+# A GEMM whose operand is computed in the fusion (a convert): cuBLAS would need a kernel for it first.
+SMALL_BF16 = """HloModule m
+
+gemm_computation {
+  p0 = f32[64,64]{1,0} parameter(0)
+  c0 = bf16[64,64]{1,0} convert(p0)
+  p1 = bf16[64,64]{1,0} parameter(1)
+  ROOT dot = bf16[64,64]{1,0} dot(c0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+
+ENTRY e {
+  x = f32[64,64]{1,0} parameter(0)
+  w = bf16[64,64]{1,0} parameter(1)
+  ROOT gemm_fusion_dot = bf16[64,64]{1,0} fusion(x, w), kind=kCustom, calls=gemm_computation, backend_config={"fusion_backend_config":{"kind":"__triton_nested_gemm_fusion","block_level_fusion_config":{"output_tiles":[{"sizes":["16","16"]}],"num_warps":"2","num_ctas":1,"num_stages":1}}}
+}
+"""
+
+
+def test_cublas_alternative_replaces_the_fusion_where_it_is_faster_as_xlas_autotuner_would():
+    from xla_costmodel.models._library_calls import gemm_table_estimate
+
+    module = parse_hlo(MODULE)
+    assert autotune_gemms(module, "h100-sxm").choices.iloc[0]["kind"] == "triton"   # off by default
+    result = autotune_gemms(module, "h100-sxm", cublas_fallback=True)
+    row = result.choices.iloc[0]
+    assert row["kind"] == "triton->cublas" and row["config_after"] == "cuBLAS"
+    assert row["cublas_s"] < row["triton_s"] and row["time_after_s"] == row["cublas_s"]
+    # As GemmRewriter builds it: the bias add of the fusion goes into cuBLASLt's BIAS epilogue.
+    entry = result.module.entry
+    calls = [i for i in entry.instructions if i.opcode == "custom-call"]
+    assert len(calls) == 1 and not any(i.opcode == "fusion" for i in entry.instructions)
+    call = calls[0]
+    assert call.attribute("custom_call_target") in ("__cublas$lt$matmul", '"__cublas$lt$matmul"')
+    assert backend_config(call)["gemm_backend_config"]["epilogue"] == "BIAS"
+    assert [o.name for o in call.operands] == ["x", "w", "bias"]
+    assert str(entry.root.shape) == str(module.entry.root.shape)
+    # priced by the model as any cuBLAS call: the measured GEMM table
+    table = gemm_table_estimate(call, H100)
+    assert table is not None and row["cublas_s"] == pytest.approx(table.time_s, rel=1e-9)
+    t = analyze(result.module, device="h100-sxm", model="xla-gpu")
+    assert t.total_time_s == pytest.approx(row["cublas_s"], rel=1e-9)
+    # and the Triton choice, without the fallback, is priced slower
+    triton = analyze(autotune_gemms(module, "h100-sxm", cublas_fallback=False).module, device="h100-sxm",
+                     model="xla-gpu")
+    assert triton.total_time_s == pytest.approx(row["triton_s"], rel=1e-9) and triton.total_time_s > t.total_time_s
+
+
+def test_the_cublas_alternative_computes_a_fused_operand_in_its_own_kernel_first():
+    # As XLA runs a GEMM fusion by cuBLAS: the fusion inlined, the convert a loop fusion, then the call.
+    from xla_costmodel.hlo._edit import NameUniquifier
+    from xla_costmodel.models._autotune import cublas_alternative
+
+    fusion = parse_hlo(SMALL_BF16).entry.root
+    alternative = parse_hlo(cublas_alternative(fusion, NameUniquifier(fusion.computation.module)))
+    kernels = [i for i in alternative.entry.instructions if i.opcode in ("fusion", "custom-call")]
+    assert [k.opcode for k in kernels] == ["fusion", "custom-call"]
+    assert any(h.opcode == "convert" for h in kernels[0].fused_computation.instructions)
+    assert kernels[1].operands[0] is kernels[0] and kernels[1].operands[1].opcode == "parameter"
+    assert str(alternative.entry.root.shape) == str(fusion.shape)
+    # grafted, the module prices both kernels
+    result = autotune_gemms(parse_hlo(SMALL_BF16), "h100-sxm", cublas_fallback=True)
+    row = result.choices.iloc[0]
+    if row["kind"] == "triton->cublas":
+        t = analyze(result.module, device="h100-sxm", model="xla-gpu")
+        assert t.summary().kernels == 2 and t.total_time_s == pytest.approx(row["cublas_s"], rel=1e-9)
+    else:   # kept Triton: only where the alternative was priced no faster
+        assert row["kind"] == "triton" and row["cublas_s"] >= row["triton_s"]

@@ -79,7 +79,8 @@ def test_each_gpu_preset_compiles_with_its_own_target():
 
 # The shipped H100 modules against their deviceless twins: programs whose kernels autotuning does not
 # change (no GEMM), so the deviceless module must have the H100 module's kernel count exactly.
-TWINS = ("jax_numpy_sort_topk@small", "optax_adamw_update@small")
+TWINS = ("jax_numpy_sort_topk@small", "optax_adamw_update@small",
+         "lineax_cg_solve@small")  # lineax: equinox's host callbacks
 
 
 @needs_plugin
@@ -97,6 +98,80 @@ def test_deviceless_module_has_the_h100_runs_kernel_count(case):
     with gzip.open(H100 / f"{case}.post.hlo.gz", "rt") as f:
         real = xc.parse_hlo(f.read(), source=case)
     assert kernels(deviceless) == kernels(real)
+
+
+@needs_plugin
+def test_host_callbacks_compile_as_the_gpus_callback_custom_calls_and_jax_is_left_as_it_was():
+    # equinox's runtime error checks (diffrax, lineax) are host callbacks; jax's lowering of them asks for a live
+    # CUDA backend, which a machine without a GPU lacks.
+    from jax._src.interpreters import mlir
+
+    jax_own = mlir.ModuleContext.get_backend
+
+    def checked(x):
+        y = jnp.sin(x)
+        jax.debug.print("norm {}", jnp.linalg.norm(y))
+        host = jax.pure_callback(lambda v: v * 2, jax.ShapeDtypeStruct(x.shape, x.dtype), y)
+        return (host + y).sum()
+
+    text = compile_for_gpu(checked, jax.ShapeDtypeStruct((1024,), jnp.float32)).text
+    assert text.count('custom_call_target="xla_ffi_python_gpu_callback"') == 2
+    assert mlir.ModuleContext.get_backend is jax_own
+    # The user's own jax still runs the callbacks on the CPU.
+    assert float(jax.jit(checked)(jnp.ones(4))) == pytest.approx(3 * 4 * float(jnp.sin(1.0)), rel=1e-5)
+
+
+@needs_plugin
+def test_an_equinox_error_check_compiles_as_on_the_h100():
+    eqx = pytest.importorskip("equinox")
+
+    def guarded(x):
+        return eqx.error_if(x, x < 0, "negative").sum()
+
+    text = compile_for_gpu(guarded, jax.ShapeDtypeStruct((4096,), jnp.float32)).text
+    assert 'custom_call_target="xla_ffi_python_gpu_callback"' in text
+
+
+@needs_plugin
+def test_stable_sorts_compiled_without_a_gpu_are_sent_to_cub_as_on_the_h100():
+    # Without a GPU, XLA skips sort_rewriter and expands stable sorts with an iota tie-break; the H100 run of
+    # jax_random_sampling@large sent both of its stable sorts (u32 keys, 262144 long) to CUB.
+    from xla_costmodel.analysis._sort import cub_sort_decision, sort_of
+
+    with gzip.open(H100 / "jax_random_sampling@large.post.hlo.gz", "rt") as f:
+        assert f.read().count('custom_call_target="xla.gpu.ext.cub_sort_pairs"') == 2
+
+    def shuffle(keys, values):
+        k, v = jax.lax.sort((keys, values), num_keys=1, is_stable=True)
+        k2, perm = jax.lax.sort((k ^ jnp.uint32(0x9E3779B9), v), num_keys=1, is_stable=True)
+        return perm
+
+    args = (jax.ShapeDtypeStruct((262144,), jnp.uint32), jax.ShapeDtypeStruct((262144,), jnp.int32))
+    module = compile_for_gpu(shuffle, *args).module
+    sorts = [i for c, i in module.instructions() if c is module.entry and sort_of(i) is not None]
+    assert sorts and all(sort_of(s).attribute("to_apply").root.opcode == "select" for s in sorts)   # expanded
+    h100 = xc.get_device("h100-sxm")
+    assert all(cub_sort_decision(s, h100)[0] for s in sorts)
+    t = xc.analyze(shuffle, *args, device="h100-sxm")
+    assert all(t.estimates[s.name].details.get("library") == "cub" for s in sorts)
+
+
+@needs_plugin
+def test_lower_for_gpu_is_jaxs_cuda_lowering_before_xlas_passes():
+    # jax lowers a 2-D inverse real FFT per axis on CUDA (its GPU lowering rule), whole on the CPU; the H100
+    # capture's own lowering (jax 0.11.2) keeps it whole, so the deviceless module has more FFT kernels.
+    from xla_costmodel.gpu_compile import lower_for_gpu
+
+    def irfft2(x):
+        return jnp.fft.irfft2(x)
+
+    x = jax.ShapeDtypeStruct((4, 64, 33), jnp.complex64)
+    ffts = [i for _, i in lower_for_gpu(irfft2, x).instructions() if i.opcode == "fft"]
+    cpu = [i for _, i in xc.parse_hlo(jax.jit(irfft2).lower(x).as_text(dialect="hlo")).instructions()
+           if i.opcode == "fft"]
+    assert len(cpu) == 1 and len(ffts) == 2
+    assert sorted(str(f.attribute("fft_type")) for f in ffts) == ["IFFT", "IRFFT"]
+    assert "is_scheduled" not in lower_for_gpu(irfft2, x).to_text().splitlines()[0]   # before XLA's passes
 
 
 @needs_plugin

@@ -54,7 +54,7 @@ from ._rules import _attr_tuple
 from ._shapes import first_array
 
 __all__ = ["SortKernel", "SortPlan", "bitonic_plan", "cub_float_keys", "cub_radix_plan", "cub_sort_decision",
-           "onesweep_tile", "sort_of", "xor_masks"]
+           "cub_sort_operands", "onesweep_tile", "sort_of", "xor_masks"]
 
 UNROLL = 4          # kUnrollFactor
 RADIX_BITS = 8      # CUB's digit width for the radix passes
@@ -207,10 +207,67 @@ def _numpy_param(select) -> int:
     return a.parameter_number
 
 
-def _comparator(sort) -> tuple[int, bool, str] | None:
-    """`AnalyzeCompareOp`: (key operand, descending, order) or None."""
-    comp = sort.attribute("to_apply")
-    root = comp.root
+def _is_iota(instr) -> bool:
+    """An iota, or a fusion that only makes one (XLA's `wrapped_iota`)."""
+    if instr.opcode == "iota":
+        return True
+    comp = instr.fused_computation if instr.opcode == "fusion" else None
+    return comp is not None and comp.root.opcode == "iota"
+
+
+def _stable_tiebreak(sort):
+    """`(operand, comparator root before it)` where the comparator is `StableSortExpander`'s: the original
+    comparator's root `r`, then `select(compare(r, r with its parameters swapped, EQ), compare(iota_i,
+    iota_j, LT), r)` on an iota operand. XLA:GPU runs that expander after `sort_rewriter`, on the sorts it
+    kept; a compile without a GPU skips `sort_rewriter` (it lacks CUB's scratch sizes), so its stable
+    sorts come out expanded. None for any other comparator."""
+    root = sort.attribute("to_apply").root
+    if root.opcode != "select" or len(root.operands) != 3:
+        return None
+    eq, tie, old = root.operands
+    if eq.opcode != "compare" or str(eq.attribute("direction", "")).upper() != "EQ" or eq.operands[0] is not old:
+        return None
+    pair = _is_param_compare(tie)
+    if pair is None or str(tie.attribute("direction", "")).upper() != "LT":
+        return None
+    i0, i1 = pair
+    if i0 % 2 or i1 != i0 + 1 or i0 // 2 >= len(sort.operands) or not _is_iota(sort.operands[i0 // 2]):
+        return None
+    return i0 // 2, old
+
+
+def _output_used(instr, index: int) -> bool:
+    """Whether tuple element `index` of `instr`'s value is read (conservatively True when a user reads
+    the whole tuple)."""
+    for user in instr.users:
+        if user.opcode != "get-tuple-element":
+            return True
+        if int(user.attribute("index", -1)) == index:
+            return True
+    return False
+
+
+def cub_sort_operands(instr) -> tuple[list, object] | None:
+    """The operands and comparator root of `instr`'s sort as `sort_rewriter` sees it on the GPU, before
+    `StableSortExpander`: a tie-break iota the expander added (its sorted output unread) is dropped and
+    the comparator is the one before the tie-break. None when `instr` runs no sort."""
+    sort = sort_of(instr)
+    if sort is None:
+        return None
+    ops = list(sort.operands)
+    root = sort.attribute("to_apply").root
+    expanded = _stable_tiebreak(sort)
+    if expanded is not None:
+        index, root = expanded
+        if not _output_used(instr, index):
+            ops.pop(index)
+    return ops, root
+
+
+def _comparator(sort, root=None) -> tuple[int, bool, str] | None:
+    """`AnalyzeCompareOp`: (key operand, descending, order) or None. `root`: the comparator's root to read
+    (default: the sort's own)."""
+    root = sort.attribute("to_apply").root if root is None else root
     if root.opcode != "compare":
         return None
     direction = str(root.attribute("direction", "")).upper()
@@ -276,7 +333,7 @@ def cub_sort_decision(instr, device) -> tuple[bool, str]:
         return False, "not a sort"
     if not device.compute_capability or device.kind != "gpu":
         return False, "not an NVIDIA GPU"
-    ops = sort.operands
+    ops, root = cub_sort_operands(instr)
     if len(ops) not in (1, 2):
         return False, f"{len(ops)} operands (CUB sorts keys or key-value pairs)"
     shape = first_array(ops[0].shape)
@@ -300,7 +357,7 @@ def cub_sort_decision(instr, device) -> tuple[bool, str]:
         rule = "more than 16384 elements"
     if not faster:
         return False, f"{rule} does not hold for {bits}-bit keys, batch {batch}, length {n}"
-    analysis = _comparator(sort)
+    analysis = _comparator(sort, root)
     if analysis is None:
         return False, "the comparator is not a simple LT/GT of one operand pair"
     key_op, _descending, order = analysis
@@ -333,8 +390,9 @@ def cub_float_keys(instr) -> bool:
     sort = sort_of(instr)
     if sort is None:
         return False
-    analysis = _comparator(sort)
-    key = first_array(sort.operands[analysis[0] if analysis else 0].shape).element_type
+    ops, root = cub_sort_operands(instr)  # as sort_rewriter reads it, before a stable sort's tie-break
+    analysis = _comparator(sort, root)
+    key = first_array(ops[analysis[0] if analysis else 0].shape).element_type
     return key == "f32" and (analysis is None or analysis[2] != "numpy")
 
 

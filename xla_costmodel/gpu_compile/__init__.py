@@ -11,6 +11,7 @@ from ._compile import GpuCompileUnavailable as GpuCompileUnavailable
 from ._compile import compile_for_gpu as compile_for_gpu
 from ._compile import gpu_compile_available as gpu_compile_available
 from ._compile import gpu_compile_unavailable_reason as gpu_compile_unavailable_reason
+from ._compile import lower_for_gpu as lower_for_gpu
 
 __all__ = [
     "DUMP_PASS_RE",
@@ -21,4 +22,5 @@ __all__ = [
     "compile_for_gpu",
     "gpu_compile_available",
     "gpu_compile_unavailable_reason",
+    "lower_for_gpu",
 ]

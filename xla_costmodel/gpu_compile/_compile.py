@@ -8,16 +8,25 @@ SingleDeviceSharding(device))`) and compiled gives the module XLA:GPU would
 run on that GPU: its fusions, Triton tiles, cuBLAS/cuDNN calls and loops with
 their known trip counts. What XLA cannot do without a GPU is autotune: GEMMs
 keep their default configurations.
+
+Host callbacks (`jax.pure_callback`, `jax.debug.callback`: equinox's runtime
+error checks in diffrax, lineax, optimistix) compile too: jax lowers them to
+XLA's `xla_ffi_python_gpu_callback` custom call, as on the GPU, once its
+lowering accepts the compile-only client as the CUDA backend
+(`_lowering_for_compile_only`), and the Python callables, which only a
+running executable would call, are not handed to the compile.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
 import re
 import shutil
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -32,7 +41,7 @@ if TYPE_CHECKING:
     from ..hlo import HloModule
 
 __all__ = ["DUMP_PASS_RE", "GPU_COMPILE_EXTRA", "GpuCompileError", "GpuCompileResult", "GpuCompileUnavailable",
-           "compile_for_gpu", "gpu_compile_available", "gpu_compile_unavailable_reason"]
+           "compile_for_gpu", "gpu_compile_available", "gpu_compile_unavailable_reason", "lower_for_gpu"]
 
 #: The extra that installs what compiling for a GPU needs: `pip install 'xla_costmodel[gpu-compile]'`.
 GPU_COMPILE_EXTRA = "gpu-compile"
@@ -207,8 +216,10 @@ def compile_for_gpu(fn, *args, device: "str | DeviceSpec" = "h100-sxm", dump_pas
         with quiet_stderr() as log, warnings.catch_warnings(record=True) as caught:
             stage = "lower"
             try:
-                lowered = jitted.lower(*placed_args, **placed_kwargs)
+                with _lowering_for_compile_only():
+                    lowered = jitted.lower(*placed_args, **placed_kwargs)
                 stage = "compile"
+                _drop_host_callbacks(lowered)
                 compiled = lowered.compile(compiler_options=options) if options else lowered.compile()
                 text = compiled.as_text()
             except Exception as exc:
@@ -241,6 +252,89 @@ def compile_for_gpu(fn, *args, device: "str | DeviceSpec" = "h100-sxm", dump_pas
     return GpuCompileResult(module=module, text=text, device=spec.name, jax_version=jax.__version__,
                             jaxlib_version=jaxlib.__version__, compile_s=seconds, dump_dir=out_dir,
                             dump_files=files, xla_log=_xla_lines(log.text))
+
+
+def lower_for_gpu(fn, *args, device: "str | DeviceSpec" = "h100-sxm", **kwargs) -> "HloModule":
+    """The module jax lowers `fn(*args, **kwargs)` to for `device`, before any XLA pass (what
+    `compile_for_gpu` hands XLA:GPU), parsed. It can differ from the lowering for the CPU: jax has
+    GPU-specific lowering rules (a multi-dimensional IRFFT becomes one FFT per axis on CUDA, host
+    callbacks become `xla_ffi_python_gpu_callback` calls).
+
+    Arguments and exceptions as `compile_for_gpu` (no `dump_passes`)."""
+    from ..devices import get_device, gpu_target_config
+    from ..hlo import parse_hlo
+
+    spec = get_device(device)
+    target = gpu_target_config(spec)
+    reason = gpu_compile_unavailable_reason()
+    if reason is not None:
+        raise GpuCompileUnavailable(reason)
+    import jax
+
+    dev = _compile_device(target, spec.name)
+    jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
+    with quiet_stderr() as log, warnings.catch_warnings(record=True) as caught:
+        try:
+            with _lowering_for_compile_only():
+                text = jitted.lower(*_placed(args, dev), **_placed(kwargs, dev)).as_text(dialect="hlo")
+        except Exception as exc:
+            error = exc
+        else:
+            error = None
+    for w in caught:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+    if error is not None:
+        if not isinstance(error, RuntimeError):
+            raise UserProgramError(getattr(fn, "__name__", "program"), "tracing", error) from error
+        detail = _first_line(_xla_message(str(error)) or _xla_message(log.text) or str(error))
+        raise GpuCompileError(f"jax failed to lower {getattr(fn, '__name__', 'the function')} for "
+                              f"'{spec.name}': {detail}", xla_error=f"{error}\n{log.text}".strip()) from error
+    return parse_hlo(text, source=f"<jax lowering for {spec.name} {getattr(fn, '__name__', 'fn')}>")
+
+
+_PATCH_LOCK = threading.RLock()
+
+
+@contextlib.contextmanager
+def _lowering_for_compile_only():
+    """While jax lowers for a compile-only GPU device, its lowering rules that ask for the backend
+    (host callbacks: `emit_python_callback`) get the compile-only client.
+
+    jax's `ModuleContext.get_backend` checks the lowering's backend against the platform through
+    `canonicalize_platform(client.platform)`; a compile-only client's platform is the alias "gpu",
+    which jax can only resolve to "cuda" when a live CUDA backend exists, so on a machine without a
+    GPU it raises "Unknown backend: 'gpu' requested". The client's raw platform ("cuda") is the
+    lowering's platform: that client is returned instead. Other backends, and lowerings for several
+    platforms, go through jax's own method unchanged; the method is restored on exit (the user's jax
+    is left as it was).
+    """
+    from jax._src.interpreters import mlir
+
+    with _PATCH_LOCK:
+        original = mlir.ModuleContext.get_backend
+
+        def get_backend(self, optional: bool = False):
+            backend = self.backend
+            if (backend is not None and getattr(backend, "runtime_type", None) == "compile_only_runtime"
+                    and len(self.platforms) == 1 and getattr(backend, "_raw_platform", None) == self.platforms[0]):
+                return backend
+            return original(self, optional)
+
+        mlir.ModuleContext.get_backend = get_backend
+        try:
+            yield
+        finally:
+            mlir.ModuleContext.get_backend = original
+
+
+def _drop_host_callbacks(lowered) -> None:
+    """Hand no host callbacks to the compile of `lowered` (a `jax.stages.Lowered` for a compile-only
+    device): they are the Python callables a running executable would call back, and jax's
+    compile-only client takes none (its `compile` has no `host_callbacks` argument). XLA's module keeps
+    the callbacks' custom calls (`xla_ffi_python_gpu_callback`), as the GPU's does."""
+    compile_args = getattr(getattr(lowered, "_lowering", None), "compile_args", None)
+    if isinstance(compile_args, dict) and compile_args.get("host_callbacks"):
+        compile_args["host_callbacks"] = []
 
 
 def _placed(tree: Any, dev) -> Any:

@@ -16,9 +16,21 @@ its candidates on the device and keeps the fastest. `autotune_gemms` stands in f
   for its dot (`models._tiled.estimate`, `models._dot_fusion`), the same function the `xla-gpu` model
   prices a configured Triton fusion with. XLA's cuBLASLt backend estimates a GEMM the same way (the
   fastest of this space under this model).
-- **cuBLAS calls** are reported beside their table price (`models._library_calls.gemm_table_estimate`,
-  measured) and the fastest Triton configuration of the same problem under the dot model; their
-  module entry is not changed.
+- **cuBLAS against Triton**: XLA's GEMM autotuner also times each fusion run by cuBLAS
+  (`xla_gpu_cublas_fallback`, on by default): the fusion inlined, its dot a cuBLAS call, and what the
+  fusion computed around the dot (operand conversions, broadcasts, the epilogue) as separate loop
+  fusions. That alternative is built as HLO (`cublas_alternative`) and priced by the same model
+  (the cuBLAS call from the measured GEMM table, the loop fusions by their emitter's model); with
+  `cublas_fallback=True`, where it is faster than the best Triton configuration (both with their
+  launches), the fusion is replaced by it, as the GPU run would have it (more kernels: the operand
+  and epilogue fusions). It is off by default because the two prices are not alike: the dot-fusion
+  model prices Triton GEMMs well above the measured cuBLAS table at every size (H100, bf16, the
+  fastest configuration: 64^3 8.0 us against 4.8 us, 4096^3 794 us against 162 us), so the comparison
+  picks cuBLAS nearly always, where the H100 capture's modules keep 378 of their 386 GEMMs in Triton
+  (`scripts/bench_gpu_compile.py` scores both policies).
+- **cuBLAS calls** XLA emitted itself are reported beside their table price
+  (`models._library_calls.gemm_table_estimate`, measured) and the fastest Triton configuration of the
+  same problem under the dot model; their module entry is not changed.
 
 **Contract** (for the compile path, which applies it to the module XLA:GPU built without a GPU):
 `autotune_gemms(module, device) -> AutotunedModule` returns a copy of `module` (the given module is never
@@ -26,9 +38,11 @@ changed) in which each Triton GEMM fusion's `backend_config` carries the chosen 
 `block_level_fusion_config` (`output_tiles`, `num_warps`, `num_stages`, `is_tma_allowed`) for nested GEMM
 fusions, `triton_gemm_config` for legacy `__triton_gemm` fusions, and the dot's `sizes` (its contracting
 tile). `AutotunedModule.choices` is a DataFrame with one row per GEMM kernel: `kernel`, `kind`
-(`triton` or `cublas`), the problem (`b`, `m`, `n`, `k`, `dtype`), the configuration before and after
+(`triton`, `cublas`, or `triton->cublas` for a fusion the cuBLAS alternative replaced), the problem (`b`, `m`, `n`, `k`, `dtype`), the configuration before and after
 (`config_before`, `config_after`), `time_before_s` / `time_after_s` (per execution, the model's exec time
-without launch overhead), `candidates` (how many were priced) and `note`. Pricing the returned module with
+without launch overhead; for a replaced fusion, `time_after_s` is the cuBLAS alternative's kernels
+with their launches), `triton_s` and `cublas_s` (the best Triton configuration and the cuBLAS
+alternative, launches included, as compared; NaN where not compared), `candidates` (how many were priced) and `note`. Pricing the returned module with
 `analyze(..., model="xla-gpu")` prices the chosen configurations.
 """
 
@@ -198,12 +212,18 @@ def _expensive_parent(instr) -> bool:
     return False
 
 
-def _price_config(fusion, cfg: GemmConfig, device, model):
-    from ._tiled import estimate
-
+def _tiled_for(fusion, cfg: GemmConfig):
     rank = len(dims_of(fusion))
     tile = (1,) * (rank - 2) + (cfg.block_m, cfg.block_n)
-    tiled = propagate(fusion, tile, block_k=cfg.block_k)
+    return propagate(fusion, tile, block_k=cfg.block_k)
+
+
+def _price_config(fusion, cfg: GemmConfig, device, model, tiled=None):
+    """The model's exec time of `fusion` at `cfg`; `tiled`: its tiling at `cfg`'s tile sizes, when already
+    propagated (it depends on the tile sizes only, not on warps, stages or TMA)."""
+    from ._tiled import estimate
+
+    tiled = _tiled_for(fusion, cfg) if tiled is None else tiled
     return estimate(tiled, device, cfg.num_warps, model, num_stages=cfg.num_stages,
                     is_tma_allowed=cfg.is_tma_allowed).exec_s
 
@@ -238,9 +258,19 @@ def best_gemm_config(fusion, device, model=None, *, exhaustive: bool = False):
                               expensive_lhs=_expensive_parent(dot.operands[0]),
                               expensive_rhs=_expensive_parent(dot.operands[1]))
     best, best_s, priced = None, math.inf, 0
+    tilings: dict = {}   # (block_m, block_n, block_k) -> the propagated tiling, or the TilingError it raised
     for cfg in space:
+        key = (cfg.block_m, cfg.block_n, cfg.block_k)
+        if key not in tilings:
+            try:
+                tilings[key] = _tiled_for(fusion, cfg)
+            except TilingError as exc:
+                tilings[key] = exc
+        tiled = tilings[key]
+        if isinstance(tiled, TilingError):
+            continue
         try:
-            t = _price_config(fusion, cfg, device, model)
+            t = _price_config(fusion, cfg, device, model, tiled)
         except TilingError:
             continue
         priced += 1
@@ -281,6 +311,197 @@ def _write_config(fusion, dot, cfg: GemmConfig) -> None:
     dot.set_attribute("backend_config", dot_cfg)
 
 
+# What XLA's layout assignment makes free around a dot run by cuBLAS: no kernel of its own.
+_FREE_OPCODES = frozenset({"parameter", "bitcast", "reshape", "get-tuple-element"})
+# Attributes a fused instruction's copy outside its fusion does not carry.
+_DROPPED_ATTRIBUTES = ("metadata", "backend_config", "frontend_attributes")
+
+
+def _ancestors(value, stop) -> list:
+    """The instructions `value` is computed from inside its computation, back to parameters and `stop`
+    (excluded), in an order where operands come first."""
+    order, seen = [], set()
+
+    def visit(h):
+        if id(h) in seen or h is stop or h.opcode == "parameter":
+            return
+        seen.add(id(h))
+        for o in h.operands:
+            visit(o)
+        order.append(h)
+
+    visit(value)
+    return order
+
+
+def _line(instr, name: str, operands: list[str]) -> str:
+    if instr.opcode == "constant":
+        body = instr.literal_text or ""
+    else:
+        body = ", ".join(f"%{o}" for o in operands)
+    attrs = "".join(f", {k}={v}" for k, v in instr.raw_attributes.items() if k not in _DROPPED_ATTRIBUTES)
+    return f"%{name} = {instr.shape} {instr.opcode}({body}){attrs}"
+
+
+def cublas_alternative(fusion, names) -> str | None:
+    """HLO text of a module that runs the Triton GEMM `fusion` as XLA does when its autotuner picks
+    cuBLAS: parameters as the fusion's operands; each dot operand computed by anything but free ops
+    (`_FREE_OPCODES`) as a loop fusion; the dot a `__cublas$gemm` call; the fusion's epilogue, if any,
+    a loop fusion of the call's result; ROOT the fusion's value. None where the fusion is not one dot,
+    or calls computations (a reduction's region) outside its dot. Names come from `names` (a
+    `NameUniquifier` of the module the result will be grafted into)."""
+    from ..analysis._frontend import int_list_attribute
+
+    comp = fusion.fused_computation
+    dot = _gemm_dot(fusion)
+    if comp is None or dot is None or len(dot.operands) != 2:
+        return None
+    if any(h.called_computations for h in comp.instructions if h is not dot):
+        return None
+    computations: list[str] = []
+    entry: list[str] = []
+    value_of: dict[int, str] = {}
+    for p in comp.parameters:
+        nm = names.instruction(f"{fusion.name}.operand")
+        entry.append(f"%{nm} = {p.shape} parameter({p.parameter_number})")
+        value_of[id(p)] = nm
+
+    def emit(value, stop, stop_name=None) -> str:
+        """Entry name of `value`: its free ops inline, any other work as one loop fusion."""
+        body = _ancestors(value, stop)
+        if not body:
+            return stop_name if value is stop else value_of[id(value)]
+        if all(h.opcode in _FREE_OPCODES for h in body):
+            for h in body:
+                nm = names.instruction(h.name)
+                entry.append(_line(h, nm, [stop_name if o is stop else value_of[id(o)] for o in h.operands]))
+                value_of[id(h)] = nm
+            return value_of[id(value)]
+        inputs = []   # (instruction inside the fusion, entry name)
+        for h in body:
+            for o in h.operands:
+                if (o is stop or o.opcode == "parameter") and all(o is not i for i, _ in inputs):
+                    inputs.append((o, stop_name if o is stop else value_of[id(o)]))
+        local = {}
+        lines = []
+        for k, (o, _) in enumerate(inputs):
+            local[id(o)] = names.instruction("param")
+            lines.append(f"  %{local[id(o)]} = {o.shape} parameter({k})")
+        for h in body:
+            local[id(h)] = names.instruction(h.name)
+            prefix = "ROOT " if h is value else ""
+            lines.append("  " + prefix + _line(h, local[id(h)], [local[id(o)] for o in h.operands]))
+        cname = names.computation(f"{fusion.name}.cublas_fused")
+        signature = ", ".join(f"{local[id(o)]}: {o.shape}" for o, _ in inputs)
+        computations.append(f"%{cname} ({signature}) -> {value.shape} {{\n" + "\n".join(lines) + "\n}")
+        nm = names.instruction(f"loop_{value.opcode.replace('-', '_')}_fusion")
+        entry.append(f"%{nm} = {value.shape} fusion({', '.join('%' + n for _, n in inputs)}), kind=kLoop, "
+                     f"calls=%{cname}")
+        return nm
+
+    lhs, rhs = emit(dot.operands[0], None), emit(dot.operands[1], None)
+    dims = {key: [str(d) for d in int_list_attribute(dot, attr)] for key, attr in (
+        ("lhs_contracting_dimensions", "lhs_contracting_dims"), ("rhs_contracting_dimensions", "rhs_contracting_dims"),
+        ("lhs_batch_dimensions", "lhs_batch_dims"), ("rhs_batch_dimensions", "rhs_batch_dims"))}
+    config = {"gemm_backend_config": {"alpha_real": 1, "alpha_imag": 0, "beta": 0, "dot_dimension_numbers": dims,
+                                      "epilogue": "DEFAULT"}}
+    import json
+
+    bias = _bias_epilogue(comp, dot)
+    operands = [lhs, rhs]
+    target = "__cublas$gemm"
+    if bias is not None:
+        # cuBLASLt adds a bias vector broadcast along the rows in its epilogue (GemmRewriter's BIAS).
+        config["gemm_backend_config"]["epilogue"] = "BIAS"
+        operands.append(value_of[id(bias[1])])
+        target = "__cublas$lt$matmul"
+    out_shape = bias[0].shape if bias is not None else dot.shape
+    call = names.instruction(f"{fusion.name}.cublas")
+    entry.append(f"%{call} = ({out_shape}, s8[0]{{0}}) custom-call({', '.join('%' + o for o in operands)}), "
+                 f"custom_call_target=\"{target}\", backend_config={json.dumps(config, separators=(',', ':'))}")
+    result = names.instruction(f"{fusion.name}.gemm")
+    entry.append(f"%{result} = {out_shape} get-tuple-element(%{call}), index=0")
+    root = emit(comp.root, bias[0] if bias is not None else dot, result)
+    entry_name = names.computation(f"{fusion.name}.cublas_alternative")
+    lines = [("  ROOT " if i == len(entry) - 1 and entry[-1].startswith(f"%{root} ") else "  ") + e
+             for i, e in enumerate(entry)]
+    if not entry[-1].startswith(f"%{root} "):
+        nm = names.instruction(f"{fusion.name}.result")
+        lines.append(f"  ROOT %{nm} = {comp.root.shape} bitcast(%{root})")
+    text = "\n\n".join(computations + [f"ENTRY %{entry_name} {{\n" + "\n".join(lines) + "\n}"])
+    return f"HloModule {entry_name}\n\n{text}\n"
+
+
+def _bias_epilogue(comp, dot):
+    """`(add, bias parameter)` where the fusion adds a parameter vector broadcast along the dot's last
+    output dimension to the dot's result (through free ops), as cuBLASLt's BIAS epilogue does; else
+    None. Only for the floating-point types cuBLASLt's bias epilogue takes."""
+    if dot.shape.element_type not in ("f32", "bf16", "f16") or len(dot.shape.dims) < 2:
+        return None
+    users = [u for u in dot.users]
+    while len(users) == 1 and users[0].opcode in ("bitcast", "reshape"):
+        users = list(users[0].users)
+    if len(users) != 1 or users[0].opcode != "add":
+        return None
+    add = users[0]
+    if add.shape.dims != dot.shape.dims:
+        return None
+    others = [o for o in add.operands if o.opcode == "broadcast"]
+    if len(others) != 1:
+        return None
+    bcast = others[0]
+    src = bcast.operands[0]
+    while src.opcode in ("bitcast", "reshape"):
+        src = src.operands[0]
+    from ..analysis._frontend import int_list_attribute
+
+    last = len(dot.shape.dims) - 1
+    if src.opcode != "parameter" or tuple(int_list_attribute(bcast, "dimensions")) != (last,):
+        return None
+    return add, src
+
+
+def _kernels_time_s(module, device, model) -> float:
+    """The model's time of the entry's kernels (fusions and custom calls), launches included."""
+    total = 0.0
+    for instr in module.entry.instructions:
+        if instr.opcode in ("fusion", "custom-call"):
+            est = model.estimate(instr, device)
+            if not est.priced:
+                return math.nan
+            total += est.time_s
+    return total
+
+
+def _graft(module, fusion, alternative) -> None:
+    """Replace `fusion` in `module` by the entry of the parsed `alternative` (its computations moved in,
+    before the fusion's computation; every name in it was made unique for `module`)."""
+    from ..hlo._edit import clone_instruction
+
+    site_comp = fusion.computation
+    for comp in list(alternative.computations):
+        if comp is alternative.entry:
+            continue
+        alternative.remove_computation(comp)
+        module.add_computation(comp, before=site_comp)
+    value_of: dict[int, object] = {}
+    clones = []
+    for instr in alternative.entry.post_order():
+        if instr.opcode == "parameter":
+            value_of[id(instr)] = fusion.operands[instr.parameter_number]
+            continue
+        clone = clone_instruction(instr, [value_of[id(o)] for o in instr.operands])
+        value_of[id(instr)] = clone
+        clones.append(clone)
+    site_comp.insert_instructions(clones, before=fusion)
+    value = value_of[id(alternative.entry.root)]
+    was_root = site_comp.root is fusion
+    fusion.replace_all_uses_with(value)
+    if was_root:
+        site_comp.root = value
+    site_comp.remove_instruction(fusion)
+
+
 @dataclass(frozen=True)
 class AutotunedModule:
     """`module`: the copy with the chosen configurations; `choices`: one row per GEMM kernel (see the
@@ -290,10 +511,14 @@ class AutotunedModule:
     choices: object
 
 
-def autotune_gemms(module, device, *, model=None, exhaustive: bool = False) -> AutotunedModule:
+def autotune_gemms(module, device, *, model=None, exhaustive: bool = False,
+                   cublas_fallback: bool = False) -> AutotunedModule:
     """Each Triton GEMM fusion of `module` set to the fastest configuration of XLA's search space under
-    the `xla-gpu` model, and each cuBLAS GEMM call reported with its table price (see the module
-    docstring for the contract). `device`: a GPU `DeviceSpec` or preset name.
+    the `xla-gpu` model, or replaced by its cuBLAS alternative where that is faster
+    (`cublas_fallback`, XLA's `xla_gpu_cublas_fallback`; off by default, see the module docstring), and
+    each cuBLAS GEMM
+    call reported with its table price (see the module docstring for the contract). `device`: a GPU
+    `DeviceSpec` or preset name.
 
     **Raises** `ValueError` for a device that is not a GPU or an unknown preset name."""
     import pandas as pd
@@ -308,10 +533,15 @@ def autotune_gemms(module, device, *, model=None, exhaustive: bool = False) -> A
     if device.kind != "gpu":
         raise ValueError(f"autotune_gemms: {device.name} is not a GPU; GEMM autotuning is XLA:GPU's")
     model = model or get_model("xla-gpu")
+    from ..hlo import parse_hlo
+    from ..hlo._edit import NameUniquifier
+
     out = copy_module(module)
     rows = []
     searched: dict = {}   # fusions of the same structure share their search
-    for _comp, instr in out.instructions():
+    alternatives: dict = {}   # and the price of their cuBLAS alternative
+    names = NameUniquifier(out)
+    for _comp, instr in list(out.instructions()):
         if instr.opcode == "fusion" and fusion_backend_kind(instr) in GEMM_FUSION_KINDS:
             dot = _gemm_dot(instr)
             row = {"kernel": instr.name, "kind": "triton"}
@@ -334,8 +564,25 @@ def autotune_gemms(module, device, *, model=None, exhaustive: bool = False) -> A
                              "candidates": n, "note": "no candidate of XLA's search space tiles this fusion"})
                 continue
             _write_config(instr, dot, best)
-            rows.append({**row, "config_before": str(before) if before else "", "config_after": str(best),
-                         "time_before_s": t_before, "time_after_s": t_best, "candidates": n, "note": ""})
+            row.update({"config_before": str(before) if before else "", "config_after": str(best),
+                        "time_before_s": t_before, "time_after_s": t_best, "candidates": n, "note": ""})
+            if cublas_fallback:
+                text = cublas_alternative(instr, names)
+                alternative = parse_hlo(text, source=f"<cuBLAS alternative of {instr.name}>") if text else None
+                if key not in alternatives:
+                    alternatives[key] = (_kernels_time_s(alternative, device, model) if alternative is not None
+                                         else math.nan)
+                t_cublas = alternatives[key]
+                t_triton = model.estimate(instr, device).time_s
+                row["cublas_s"], row["triton_s"] = t_cublas, t_triton
+                if t_cublas < t_triton:
+                    kernels = sum(1 for h in alternative.entry.instructions if h.opcode in ("fusion", "custom-call"))
+                    _graft(out, instr, alternative)
+                    row.update(kind="triton->cublas", config_after="cuBLAS", time_after_s=t_cublas,
+                               note=f"cuBLAS ({kernels} kernel{'s' if kernels != 1 else ''}, {t_cublas * 1e6:.2f} us "
+                                    f"with launches) beats the best Triton configuration ({best}, "
+                                    f"{t_triton * 1e6:.2f} us)")
+            rows.append(row)
         elif instr.opcode == "custom-call" and is_cublas_gemm(instr):
             spec = gemm_spec(instr)
             table = gemm_table_estimate(instr, device)
@@ -354,6 +601,6 @@ def autotune_gemms(module, device, *, model=None, exhaustive: bool = False) -> A
                 row["note"] = "dimensions not readable from gemm_backend_config"
             rows.append(row)
     cols = ["kernel", "kind", "b", "m", "n", "k", "dtype", "config_before", "config_after", "time_before_s",
-            "time_after_s", "candidates", "note"]
+            "time_after_s", "triton_s", "cublas_s", "candidates", "note"]
     return AutotunedModule(out, pd.DataFrame(rows, columns=cols))
 

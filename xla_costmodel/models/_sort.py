@@ -40,7 +40,7 @@ import math
 from ..analysis._frontend import custom_call_target
 from ..analysis._shapes import first_array
 from ..analysis._sort import (UNROLL, SortPlan, bitonic_plan, cub_float_keys, cub_radix_plan, cub_sort_decision,
-                              sort_of)
+                              cub_sort_operands, sort_of)
 from ..hlo._shape import PRIMITIVE_BITS
 from ._base import KernelEstimate, dominant_bound
 from ._dot_fusion import max_blocks_per_sm
@@ -86,8 +86,7 @@ def sort_plan(instr, device) -> tuple[SortPlan, str]:
     cub, why = cub_sort_decision(instr, device)
     if not cub:
         return bitonic_plan(instr, device), ""
-    sort = sort_of(instr)
-    ops = sort.operands
+    ops, _ = cub_sort_operands(instr)  # a stable sort's added tie-break iota is not sent to CUB
     shape = first_array(ops[0].shape)
     n = shape.dims[-1]
     key_bytes = max(PRIMITIVE_BITS[shape.element_type] // 8, 1)
