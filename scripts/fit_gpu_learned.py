@@ -60,6 +60,9 @@ import bench_gpu as bench  # noqa: E402
 DEVICE = "h100-sxm"
 PEER = "xla-gpu"
 CANDIDATE = "xla-gpu x learned efficiency"
+#: The same form without the structural columns (kernel kind, GEMM configuration): the form shipped before
+#: them, scored in the same run for comparison (not shipped).
+COUNTS_ONLY = "xla-gpu x learned efficiency, counts only"
 #: The shipped model's training rows (in `calibration/`).
 TABLE = "h100-sxm_learned-rows.parquet"
 #: The learned factor is bounded to [1/BOUND, BOUND] times the analytical prediction.
@@ -70,16 +73,18 @@ BOUND = 4.0
 def _features(kernels, device) -> pd.DataFrame:
     """The feature counts of each kernel (NaN row where it has none: control flow, unreadable)."""
     from xla_costmodel.fit._counting import features_of
+    from xla_costmodel.fit._efficiency import STRUCTURE, structure_of
     from xla_costmodel.fit._features import FEATURES, FeatureError
 
     out = []
     for k in kernels:
         try:
-            out.append(features_of(k, device) if k is not None else None)
+            out.append({**features_of(k, device), **structure_of(k, device)} if k is not None else None)
         except (FeatureError, ValueError, KeyError):
             out.append(None)
-    return pd.DataFrame([x if x is not None else {n: np.nan for n in FEATURES} for x in out],
-                        columns=list(FEATURES), dtype=float)
+    cols = [*FEATURES, *STRUCTURE]
+    return pd.DataFrame([x if x is not None else dict.fromkeys(cols, np.nan) for x in out], columns=cols,
+                        dtype=float)
 
 
 def suite_table(device) -> pd.DataFrame:
@@ -152,11 +157,14 @@ def usable(t: pd.DataFrame) -> np.ndarray:
             & np.isfinite(m) & (m > 0))
 
 
-def fit_model(train: pd.DataFrame):
-    """`EfficiencyModel` (the candidate, hyper-parameters fixed) fitted to the usable rows of `train`."""
-    from xla_costmodel.fit._efficiency import EfficiencyModel
+def fit_model(train: pd.DataFrame, structure: bool = True):
+    """`EfficiencyModel` (the candidate, hyper-parameters fixed) fitted to the usable rows of `train`
+    (`structure=False`: without the kernel kind and GEMM configuration columns, the earlier form)."""
+    from xla_costmodel.fit._efficiency import STRUCTURE, EfficiencyModel
 
     tr = train[usable(train)]
+    if not structure:
+        tr = tr.drop(columns=[c for c in STRUCTURE if c in tr.columns])
     return EfficiencyModel(base=PEER, bound=BOUND).fit(tr, tr["measured_s"].to_numpy(float))
 
 
@@ -173,12 +181,13 @@ def corrected(model, t: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def leave_one_source_out(suite: pd.DataFrame, corpus: pd.DataFrame) -> np.ndarray:
+def leave_one_source_out(suite: pd.DataFrame, corpus: pd.DataFrame, structure: bool = True) -> np.ndarray:
     """Each corpus source priced by the model fitted to the suite and the other sources."""
     pred = np.full(len(corpus), np.nan)
     for source in sorted(corpus["source"].unique()):
         held = (corpus["source"] == source).to_numpy()
-        pred[held] = corrected(fit_model(pd.concat([suite, corpus[~held]], ignore_index=True)), corpus[held])
+        model = fit_model(pd.concat([suite, corpus[~held]], ignore_index=True), structure)
+        pred[held] = corrected(model, corpus[held])
     return pred
 
 
@@ -209,11 +218,13 @@ def scores(args=None) -> dict:
     corpus, peer = corpus_table(rows, modules, kernels, device)
     print(f"training rows: suite {int(usable(suite).sum())} of {len(suite)}, corpus {int(usable(corpus).sum())} of "
           f"{len(corpus)} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
-    pred = leave_one_source_out(suite, corpus)
-    cand = peer.copy()
-    cand["time_s"] = np.where(np.isfinite(pred), pred, cand["time_s"])
-    cand["predicted_s"] = pred
-    tables = {PEER: peer, CANDIDATE: cand}
+    tables = {PEER: peer}
+    for name, structure in ((COUNTS_ONLY, False), (CANDIDATE, True)):
+        pred = leave_one_source_out(suite, corpus, structure)
+        cand = peer.copy()
+        cand["time_s"] = np.where(np.isfinite(pred), pred, cand["time_s"])
+        cand["predicted_s"] = pred
+        tables[name] = cand
     out: dict = {"kernels": {}, "programs": {}}
     for name, t in tables.items():
         long = t[t["measured_s"] >= bench.LONG_S]
@@ -225,6 +236,7 @@ def scores(args=None) -> dict:
             "within_1.25x /kernels, trips measured": bench.within(programs[f"{name} /kernels, trips measured"], 1.25),
             "median /kernels": float(programs[f"{name} /kernels"].median()),
         }
+    out["kinds"] = bench.kind_table(tables).reset_index().to_dict(orient="records")
     k_peer, k_cand = out["kernels"][PEER], out["kernels"][CANDIDATE]
     p_peer, p_cand = out["programs"][PEER], out["programs"][CANDIDATE]
     out["beats_xla_gpu_per_kernel"] = bool(k_cand["ratio_error"] < k_peer["ratio_error"]
@@ -240,12 +252,13 @@ def scores(args=None) -> dict:
 def training_table(suite, rows, modules, kernels, device) -> pd.DataFrame:
     """The shipped model's training rows: the suite and the whole corpus (library calls priced on every
     source's constants), usable rows only, in a fixed order."""
+    from xla_costmodel.fit._efficiency import STRUCTURE
     from xla_costmodel.fit._features import FEATURES
 
     corpus, _ = corpus_table(rows, modules, kernels, device, whole=True)
     t = pd.concat([suite, corpus], ignore_index=True)
     t = t[usable(t)]
-    cols = ["source", "case", "hlo_op", *FEATURES, "base_s", "measured_s"]
+    cols = ["source", "case", "hlo_op", *FEATURES, *STRUCTURE, "base_s", "measured_s"]
     return t[cols].sort_values(["source", "case", "hlo_op"], kind="stable").reset_index(drop=True)
 
 
@@ -301,6 +314,10 @@ def main(argv: list[str] | None = None) -> int:
     out = scores(args)
     print("kernels >= 5 us per execution, corpus, leave one source out:")
     print(pd.DataFrame(out["kernels"]).T.to_string())
+    kinds = pd.DataFrame(out["kinds"]).set_index(["kind", "model"])
+    print("\nper kind of kernel (issue 31), kernels >= 5 us: median ratio, ratio error; shares per run:")
+    print(kinds[["kernels >= 5 us", "median_ratio", "ratio_error", "share_of_time", "share_of_abs_error"]]
+          .to_string(float_format=lambda v: f"{v:.3f}"))
     print("\nprograms, predicted over measured kernel time per run:")
     print(pd.DataFrame(out["programs"]).T.to_string())
     print(f"\nbeats xla-gpu per kernel: {out['beats_xla_gpu_per_kernel']}; per program: "

@@ -37,7 +37,7 @@ from ..devices import get_device
 from ..models import FusionByMaterializing, KernelEstimate
 from ._features import FEATURES, FeatureError
 
-__all__ = ["EfficiencyModel", "FORM", "BASE_COLUMN", "refit_efficiency", "table_sha256"]
+__all__ = ["EfficiencyModel", "FORM", "BASE_COLUMN", "STRUCTURE", "refit_efficiency", "structure_of", "table_sha256"]
 
 #: The `form` of a saved `learned` calibration that holds this model.
 FORM = "base-efficiency"
@@ -45,6 +45,123 @@ FORM = "base-efficiency"
 BASE_COLUMN = "base_s"
 #: The training table's column of the measured time (seconds per execution).
 MEASURED_COLUMN = "measured_s"
+
+
+#: What kind of GPU kernel a row is (one-hot; none set: another kind), so that the factor is learned per kind
+#: instead of one blur over sorts, library calls and GEMMs (issue 31 measures each kind's error apart):
+#: Triton GEMM fusions, cuBLAS GEMMs, other Triton fusions, cuSolver (and cuBLAS trsm) calls, cuDNN, cuFFT,
+#: other library calls, XLA's sort emitter, CUB sort, XLA's TopK kernel, reductions, loop fusions, scatters,
+#: copies and transposes.
+KINDS = ("gemm_triton", "gemm_cublas", "triton", "solver", "cudnn", "fft", "library_other", "sort_xla", "sort_cub",
+         "topk", "reduction", "loop", "scatter", "copy")
+#: A GEMM's problem (`gemm_b/m/n/k`, from `models._gemm_table.gemm_spec`) and, for a Triton GEMM, the
+#: configuration it ran with (its backend config: tile, `block_k`, stages, warps, split-k) and what XLA's
+#: dot-fusion model derives from it: K iterations of the main loop (ceil(k / block_k / split_k)), blocks, and
+#: launch waves (blocks over SMs times resident blocks per SM). XLA's model charges a one-stage configuration
+#: the full latency tax per K step; these let the trees learn where that over- or under-prices. 0 where unknown.
+GEMM_STRUCTURE = ("gemm_b", "gemm_m", "gemm_n", "gemm_k", "gemm_block_m", "gemm_block_n", "gemm_block_k",
+                  "gemm_stages", "gemm_warps", "gemm_split_k", "gemm_k_iterations", "gemm_blocks", "gemm_waves")
+#: The structural columns the trees read besides the counts of `FEATURES` (`structure_of`).
+STRUCTURE: tuple[str, ...] = tuple(f"kind_{k}" for k in KINDS) + GEMM_STRUCTURE
+
+
+def _kind(kernel) -> str:
+    """The kernel's kind among `KINDS` ("" for another kind)."""
+    from ..analysis._emission import emitter_kind
+    from ..analysis._frontend import fusion_backend_kind
+    from ..models._gemm_table import is_cublas_gemm
+
+    op = kernel.opcode
+    if op == "custom-call":
+        target = str(kernel.attribute("custom_call_target", "") or "")
+        if is_cublas_gemm(kernel):
+            return "gemm_cublas"
+        if target.startswith("__cudnn$"):
+            return "cudnn"
+        if "topk" in target.lower():
+            return "topk"
+        if "sort" in target.lower():
+            return "sort_cub"
+        if target.startswith(("cusolver", "cu_lu_pivots", "__cublas$triangularSolve")) or "solver" in target:
+            return "solver"
+        return "library_other"
+    if op in ("cholesky", "triangular-solve"):
+        return "solver"
+    if op == "fft":
+        return "fft"
+    if op == "sort" or (op == "fusion" and kernel.fused_computation is not None
+                        and any(i.opcode == "sort" for i in kernel.fused_computation.instructions)):
+        return "sort_xla"
+    if op == "fusion" and kernel.fusion_kind == "kCustom":
+        kind = fusion_backend_kind(kernel)
+        if kind in ("__triton_gemm", "__triton_nested_gemm_fusion") or kernel.name.startswith("gemm_fusion"):
+            return "gemm_triton"
+        if kind.startswith("__triton"):
+            return "triton"
+        return "cudnn" if "cudnn" in kind else ""
+    if op in ("copy", "transpose"):
+        return "copy"
+    try:
+        emitter = emitter_kind(kernel)[0]
+    except Exception:  # noqa: BLE001 - a kernel the emitter analysis cannot read is "another kind"
+        return ""
+    return {"reduction": "reduction", "scatter": "scatter", "sort": "sort_xla", "transpose": "copy",
+            "loop": "loop", "concatenate": "loop", "dynamic-update-slice": "loop", "library": "library_other"
+            }.get(emitter, "")
+
+
+def _gemm_structure(kernel, device) -> dict:
+    """`GEMM_STRUCTURE` of a GEMM kernel (empty for another kernel)."""
+    from ..analysis._frontend import backend_config
+    from ..analysis._tiling import _block_k, configured_tiling
+    from ..models._dot_fusion import shared_memory_per_block, sm_occupancy
+    from ..models._gemm_table import gemm_spec
+
+    try:
+        spec = gemm_spec(kernel)
+    except Exception:  # noqa: BLE001 - a GEMM whose problem cannot be read has no GEMM columns
+        spec = None
+    if spec is None:
+        return {}
+    out = {"gemm_b": spec.b, "gemm_m": spec.m, "gemm_n": spec.n, "gemm_k": spec.k}
+    cfg = configured_tiling(kernel) if kernel.opcode == "fusion" else None
+    if cfg is None or len(cfg.output_tile) < 2:
+        return out
+    bm, bn = int(cfg.output_tile[-2]), int(cfg.output_tile[-1])
+    bk = cfg.block_k
+    if bk is None:
+        dots = [h for h in kernel.fused_computation.instructions if h.opcode == "dot"]
+        bk = _block_k(dots[0]) if dots else None
+    fc = (backend_config(kernel) or {}).get("fusion_backend_config") or {}
+    split_k = int((fc.get("triton_gemm_config") or {}).get("split_k", 1) or 1)
+    warps = int(cfg.num_warps or 4)
+    blocks = spec.b * math.ceil(spec.m / bm) * math.ceil(spec.n / bn) * split_k
+    out.update(gemm_block_m=bm, gemm_block_n=bn, gemm_stages=int(cfg.num_stages), gemm_warps=warps,
+               gemm_split_k=split_k, gemm_blocks=blocks)
+    if bk:
+        out.update(gemm_block_k=int(bk), gemm_k_iterations=math.ceil(spec.k / split_k / bk))
+        smem = shared_memory_per_block(spec, bm, bn, int(bk), max(1, int(cfg.num_stages)))
+        per_wave = max(1, int(device.core_count or 1)) * sm_occupancy(smem, warps, device)
+        out["gemm_waves"] = math.ceil(blocks / per_wave)
+    return out
+
+
+def structure_of(kernel, device) -> dict:
+    """The `STRUCTURE` columns of one kernel on `device` (a `DeviceSpec`): its kind (one-hot) and, for a
+    GEMM, its problem and configuration. Never raises: what cannot be read counts 0."""
+    out = dict.fromkeys(STRUCTURE, 0.0)
+    try:
+        kind = _kind(kernel)
+    except Exception:  # noqa: BLE001 - an unreadable kernel is "another kind"
+        kind = ""
+    if kind:
+        out[f"kind_{kind}"] = 1.0
+    if kind in ("gemm_triton", "gemm_cublas"):
+        try:
+            out.update({k: float(v) for k, v in _gemm_structure(kernel, device).items()})
+        except Exception:  # noqa: BLE001 - a configuration that cannot be read leaves its columns 0
+            pass
+    return out
 
 
 class EfficiencyModel(FusionByMaterializing, RegressorMixin, BaseEstimator):
@@ -95,8 +212,8 @@ class EfficiencyModel(FusionByMaterializing, RegressorMixin, BaseEstimator):
 
         # The feature columns are those of `X` among today's `FEATURES`: a table made before a feature was
         # added still fits (and prices new kernels without it).
-        self.feature_names_ = [c for c in FEATURES if c in pd.DataFrame(X).columns]
-        if not self.feature_names_:
+        self.feature_names_ = [c for c in (*FEATURES, *STRUCTURE) if c in pd.DataFrame(X).columns]
+        if not set(self.feature_names_) & set(FEATURES):
             raise ValueError("EfficiencyModel: X holds none of the kernel feature columns (fit.FEATURES)")
         D = self._design(X)
         y = np.asarray(y, float)
@@ -111,7 +228,25 @@ class EfficiencyModel(FusionByMaterializing, RegressorMixin, BaseEstimator):
                 min_samples_leaf=self.min_samples_leaf, l2_regularization=self.l2_regularization,
                 random_state=self.random_state, early_stopping=False).fit(D, target)
         self.n_train_ = int(len(y))
+        self.kind_rows_ = self._kind_rows(pd.DataFrame(X)).value_counts().to_dict()
         return self
+
+    def _kind_rows(self, X: pd.DataFrame) -> pd.Series:
+        """Each row's kind (`KINDS`; "" for another kind, or where the table has no kind columns)."""
+        cols = [f"kind_{k}" for k in KINDS if f"kind_{k}" in X.columns and f"kind_{k}" in self.feature_names_]
+        if not cols:
+            return pd.Series([""] * len(X), index=X.index, dtype=object)
+        onehot = X[cols].to_numpy(float) > 0
+        names = np.array([c[len("kind_"):] for c in cols], dtype=object)
+        return pd.Series(np.where(onehot.any(axis=1), names[onehot.argmax(axis=1)], ""), index=X.index, dtype=object)
+
+    def supported(self, X) -> np.ndarray:
+        """Whether the trees saw at least `min_samples_leaf` training rows of each row's kind: fewer cannot
+        make a leaf of their own, so the factor would be borrowed from other kinds (a sort priced by what
+        GEMMs need); such a row keeps the analytical price (factor 1)."""
+        check_is_fitted(self)
+        kinds = self._kind_rows(pd.DataFrame(X))
+        return kinds.map(lambda k: self.kind_rows_.get(k, 0) >= self.min_samples_leaf).to_numpy(bool)
 
     def factor(self, X) -> np.ndarray:
         """The bounded factor the analytical price is multiplied by, per row of `X`."""
@@ -120,6 +255,7 @@ class EfficiencyModel(FusionByMaterializing, RegressorMixin, BaseEstimator):
         check_is_fitted(self)
         with threadpool_limits(limits=1, user_api="openmp"):
             f = self.estimator_.predict(self._design(X))
+        f = np.where(self.supported(X), f, 0.0)
         return np.exp(np.clip(f, -math.log(self.bound), math.log(self.bound)))
 
     def predict(self, X):
@@ -147,7 +283,7 @@ class EfficiencyModel(FusionByMaterializing, RegressorMixin, BaseEstimator):
         except FeatureError as exc:
             return replace(base, note=(base.note + "; " if base.note else "") + f"learned: {self.base}'s price kept "
                            f"({exc})", details={**base.details, "base_model": self.base, **where})
-        f = float(self.factor(pd.DataFrame([{**x, BASE_COLUMN: base.time_s}]))[0])
+        f = float(self.factor(pd.DataFrame([{**x, **structure_of(kernel, dev), BASE_COLUMN: base.time_s}]))[0])
         details = {**base.details, "base_model": self.base, "base_time_s": base.time_s, "efficiency_factor": f,
                    **where}
         return replace(base, compute_s=base.compute_s * f, memory_s=base.memory_s * f,
