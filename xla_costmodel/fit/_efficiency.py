@@ -4,14 +4,16 @@ NeuSight predicts a GPU kernel's time as a roofline bound divided by a
 learned utilization. Here the bound is an analytical model of this project
 (`base`, `xla-gpu` on the H100), and gradient-boosted trees learn the log of
 the ratio between the measured time and the analytical price, from the
-kernel's feature counts (`fit._counting.features_of`) and the log of that
-price:
+kernel's feature counts (`fit._counting.features_of`), its structure
+(`structure_of`: its kind, and for a GEMM its problem and configuration) and
+the log of that price:
 
-    time = base_s * exp(clip(trees(features, log base_s), -log bound, +log bound))
+    time = base_s * exp(clip(trees(features, structure, log base_s), -log bound, +log bound))
 
 The factor is bounded, so the analytical model keeps the scale where the
-trees saw nothing alike, and a kernel whose features cannot be read keeps its
-analytical price.
+trees saw nothing alike; a kernel of a kind the trees saw fewer rows of than
+one leaf holds (`min_samples_leaf`), and a kernel whose features cannot be
+read, keep the analytical price.
 
 Saved calibrations (`calibration/<device>_learned.json` with `"form":
 "base-efficiency"`) keep no trees: they name a table of training rows
@@ -56,8 +58,8 @@ KINDS = ("gemm_triton", "gemm_cublas", "triton", "solver", "cudnn", "fft", "libr
          "topk", "reduction", "loop", "scatter", "copy")
 #: A GEMM's problem (`gemm_b/m/n/k`, from `models._gemm_table.gemm_spec`) and, for a Triton GEMM, the
 #: configuration it ran with (its backend config: tile, `block_k`, stages, warps, split-k) and what XLA's
-#: dot-fusion model derives from it: K iterations of the main loop (ceil(k / block_k / split_k)), blocks, and
-#: launch waves (blocks over SMs times resident blocks per SM). XLA's model charges a one-stage configuration
+#: dot-fusion model (`models._dot_fusion.estimate_dot`) derives from it: K iterations of the main loop, blocks,
+#: and launch waves (blocks over SMs times resident blocks per SM). XLA's model charges a one-stage configuration
 #: the full latency tax per K step; these let the trees learn where that over- or under-prices. 0 where unknown.
 GEMM_STRUCTURE = ("gemm_b", "gemm_m", "gemm_n", "gemm_k", "gemm_block_m", "gemm_block_n", "gemm_block_k",
                   "gemm_stages", "gemm_warps", "gemm_split_k", "gemm_k_iterations", "gemm_blocks", "gemm_waves")
@@ -114,7 +116,7 @@ def _gemm_structure(kernel, device) -> dict:
     """`GEMM_STRUCTURE` of a GEMM kernel (empty for another kernel)."""
     from ..analysis._frontend import backend_config
     from ..analysis._tiling import _block_k, configured_tiling
-    from ..models._dot_fusion import shared_memory_per_block, sm_occupancy
+    from ..models._dot_fusion import estimate_dot
     from ..models._gemm_table import gemm_spec
 
     try:
@@ -135,14 +137,13 @@ def _gemm_structure(kernel, device) -> dict:
     fc = (backend_config(kernel) or {}).get("fusion_backend_config") or {}
     split_k = int((fc.get("triton_gemm_config") or {}).get("split_k", 1) or 1)
     warps = int(cfg.num_warps or 4)
-    blocks = spec.b * math.ceil(spec.m / bm) * math.ceil(spec.n / bn) * split_k
-    out.update(gemm_block_m=bm, gemm_block_n=bn, gemm_stages=int(cfg.num_stages), gemm_warps=warps,
-               gemm_split_k=split_k, gemm_blocks=blocks)
+    stages = max(1, int(cfg.num_stages))
+    out.update(gemm_block_m=bm, gemm_block_n=bn, gemm_stages=stages, gemm_warps=warps, gemm_split_k=split_k)
     if bk:
-        out.update(gemm_block_k=int(bk), gemm_k_iterations=math.ceil(spec.k / split_k / bk))
-        smem = shared_memory_per_block(spec, bm, bn, int(bk), max(1, int(cfg.num_stages)))
-        per_wave = max(1, int(device.core_count or 1)) * sm_occupancy(smem, warps, device)
-        out["gemm_waves"] = math.ceil(blocks / per_wave)
+        # (blocks, K iterations and waves as XLA's dot-fusion model counts them: one home for them)
+        e = estimate_dot(spec, 1, bm, bn, int(bk), warps, stages, device)
+        out.update(gemm_block_k=int(bk), gemm_k_iterations=e.k_iterations, gemm_blocks=e.blocks,
+                   gemm_waves=e.launch_waves)
     return out
 
 
@@ -173,9 +174,11 @@ class EfficiencyModel(FusionByMaterializing, RegressorMixin, BaseEstimator):
     `max_leaf_nodes`, `min_samples_leaf`, `l2_regularization`,
     `random_state` (defaults: `LearnedModel`'s).
 
-    `fit(X, y)`: `X` a table with the `FEATURES` columns and `base_s` (the
-    analytical price, seconds), `y` measured seconds. **Fitted attributes:**
-    `estimator_`, `feature_names_`, `n_train_`; `calibration_` (the file it was refitted from,
+    `fit(X, y)`: `X` a table with the `FEATURES` columns (and the `STRUCTURE`
+    columns it has: a table without them fits the counts-only form), and
+    `base_s` (the analytical price, seconds), `y` measured seconds. **Fitted
+    attributes:** `estimator_`, `feature_names_`, `n_train_`, `kind_rows_`
+    (training rows per kind; "" another kind); `calibration_` (the file it was refitted from,
     and where its rows were measured) when loaded from one.
     """
 
