@@ -241,3 +241,26 @@ def test_write_removes_the_shipped_files_when_the_candidate_does_not_beat_xla_gp
     assert fit.write_calibration(None, None, None, None, None, figures) == []
     assert not (tmp_path / TABLE.name).exists() and not (tmp_path / CALIBRATION.name).exists()
     assert TABLE.is_file() and CALIBRATION.is_file()  # the shipped ones untouched
+
+
+def test_library_calls_priced_from_measured_constants_keep_xla_gpus_price_as_the_user_gets_it():
+    # Through `analyze` with the defaults: a cuSolver module's library calls cost what `xla-gpu` says (their
+    # price is already fitted to H100 measurements); its other kernels get a learned factor.
+    from xla_costmodel.fit._efficiency import MEASURED_KINDS, EfficiencyModel
+
+    assert EfficiencyModel().kept_kinds == MEASURED_KINDS
+    table = pd.read_parquet(TABLE)
+    case = table.loc[table["kind_solver"] > 0, "case"].iloc[0]
+    module = _module(case)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        learned = pd.DataFrame(analyze(module, device="h100-sxm", model="learned"))
+        base = pd.DataFrame(analyze(module, device="h100-sxm", model="xla-gpu"))
+    rows = table[table["case"] == case].set_index("hlo_op")
+    solver = rows.index[rows["kind_solver"] > 0]
+    other = rows.index[(rows[[f"kind_{k}" for k in MEASURED_KINDS]].sum(axis=1) == 0)]
+    ratio = (learned.groupby("kernel")["time_s"].first() / base.groupby("kernel")["time_s"].first())
+    assert len(solver) and np.allclose(ratio[solver], 1.0, rtol=1e-12)
+    assert len(other) and np.any(np.abs(ratio[other] - 1.0) > 1e-3)
+    with pytest.raises(ValueError, match="kept_kinds"):
+        EfficiencyModel(kept_kinds=("cusolver",)).fit(table, table["measured_s"])

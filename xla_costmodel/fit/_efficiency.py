@@ -12,8 +12,9 @@ the log of that price:
 
 The factor is bounded, so the analytical model keeps the scale where the
 trees saw nothing alike; a kernel of a kind the trees saw fewer rows of than
-one leaf holds (`min_samples_leaf`), and a kernel whose features cannot be
-read, keep the analytical price.
+one leaf holds (`min_samples_leaf`), a kernel whose `xla-gpu` price is
+itself fitted to measurements (`MEASURED_KINDS`: library calls), and a
+kernel whose features cannot be read keep the base price.
 
 Saved calibrations (`calibration/<device>_learned.json` with `"form":
 "base-efficiency"`) keep no trees: they name a table of training rows
@@ -56,6 +57,11 @@ MEASURED_COLUMN = "measured_s"
 #: copies and transposes.
 KINDS = ("gemm_triton", "gemm_cublas", "triton", "solver", "cudnn", "fft", "library_other", "sort_xla", "sort_cub",
          "topk", "reduction", "loop", "scatter", "copy")
+#: Kinds whose `xla-gpu` price is itself fitted to measured time (`models._library_calls`: cuSolver and
+#: cuBLAS trsm, cuDNN, CUB sort and other library calls, constants per routine family fitted on H100
+#: captures): the factor corrects an analytical model, so these keep their price and are not trained on
+#: (their residuals are those of a fit; in the shipped table the constants were fitted on the same rows).
+MEASURED_KINDS = ("solver", "cudnn", "sort_cub", "library_other")
 #: A GEMM's problem (`gemm_b/m/n/k`, from `models._gemm_table.gemm_spec`) and, for a Triton GEMM, the
 #: configuration it ran with (its backend config: tile, `block_k`, stages, warps, split-k) and what XLA's
 #: dot-fusion model (`models._dot_fusion.estimate_dot`) derives from it: K iterations of the main loop, blocks,
@@ -172,7 +178,9 @@ class EfficiencyModel(FusionByMaterializing, RegressorMixin, BaseEstimator):
     `bound` (the factor stays within [1/bound, bound]), and scikit-learn's
     `HistGradientBoostingRegressor` parameters `max_iter`, `learning_rate`,
     `max_leaf_nodes`, `min_samples_leaf`, `l2_regularization`,
-    `random_state` (defaults: `LearnedModel`'s).
+    `random_state` (defaults: `LearnedModel`'s); `kept_kinds` (kinds of
+    `KINDS` that keep the base price and are left out of training; default
+    `MEASURED_KINDS`, whose base price is fitted to measurements).
 
     `fit(X, y)`: `X` a table with the `FEATURES` columns (and the `STRUCTURE`
     columns it has: a table without them fits the counts-only form), and
@@ -185,8 +193,9 @@ class EfficiencyModel(FusionByMaterializing, RegressorMixin, BaseEstimator):
     name: ClassVar[str] = "learned"
 
     def __init__(self, base="xla-gpu", bound=4.0, max_iter=300, learning_rate=0.05, max_leaf_nodes=15,
-                 min_samples_leaf=5, l2_regularization=1.0, random_state=0):
+                 min_samples_leaf=5, l2_regularization=1.0, random_state=0, kept_kinds=MEASURED_KINDS):
         self.base = base
+        self.kept_kinds = kept_kinds
         self.bound = bound
         self.max_iter = max_iter
         self.learning_rate = learning_rate
@@ -215,13 +224,20 @@ class EfficiencyModel(FusionByMaterializing, RegressorMixin, BaseEstimator):
 
         # The feature columns are those of `X` among today's `FEATURES`: a table made before a feature was
         # added still fits (and prices new kernels without it).
-        self.feature_names_ = [c for c in (*FEATURES, *STRUCTURE) if c in pd.DataFrame(X).columns]
+        X = pd.DataFrame(X)
+        self.feature_names_ = [c for c in (*FEATURES, *STRUCTURE) if c in X.columns]
         if not set(self.feature_names_) & set(FEATURES):
             raise ValueError("EfficiencyModel: X holds none of the kernel feature columns (fit.FEATURES)")
+        unknown = set(self.kept_kinds or ()) - set(KINDS)
+        if unknown:
+            raise ValueError(f"EfficiencyModel: kept_kinds {sorted(unknown)} are not kinds of kernel {KINDS}")
         D = self._design(X)
         y = np.asarray(y, float)
         if y.shape[0] != D.shape[0] or np.any(~np.isfinite(y)) or np.any(y <= 0):
             raise ValueError("EfficiencyModel.fit: y must be positive seconds, one per row of X")
+        kinds = self._kind_rows(X)
+        train = ~kinds.isin(list(self.kept_kinds or ())).to_numpy()
+        D, y, kinds = D[train], y[train], kinds[train]
         if not self.bound > 1:
             raise ValueError(f"EfficiencyModel: bound must be > 1, not {self.bound!r}")
         target = np.log(y) - D[:, -1]
@@ -231,7 +247,7 @@ class EfficiencyModel(FusionByMaterializing, RegressorMixin, BaseEstimator):
                 min_samples_leaf=self.min_samples_leaf, l2_regularization=self.l2_regularization,
                 random_state=self.random_state, early_stopping=False).fit(D, target)
         self.n_train_ = int(len(y))
-        self.kind_rows_ = self._kind_rows(pd.DataFrame(X)).value_counts().to_dict()
+        self.kind_rows_ = kinds.value_counts().to_dict()
         return self
 
     def _kind_rows(self, X: pd.DataFrame) -> pd.Series:
@@ -246,7 +262,7 @@ class EfficiencyModel(FusionByMaterializing, RegressorMixin, BaseEstimator):
     def supported(self, X) -> np.ndarray:
         """Whether the trees saw at least `min_samples_leaf` training rows of each row's kind: fewer cannot
         make a leaf of their own, so the factor would be borrowed from other kinds (a sort priced by what
-        GEMMs need); such a row keeps the analytical price (factor 1)."""
+        GEMMs need); such a row, and one of `kept_kinds` (never trained on), keeps the base price (factor 1)."""
         check_is_fitted(self)
         kinds = self._kind_rows(pd.DataFrame(X))
         return kinds.map(lambda k: self.kind_rows_.get(k, 0) >= self.min_samples_leaf).to_numpy(bool)
