@@ -75,9 +75,8 @@ STRUCTURE: tuple[str, ...] = tuple(f"kind_{k}" for k in KINDS) + GEMM_STRUCTURE
 
 def _kind(kernel) -> str:
     """The kernel's kind among `KINDS` ("" for another kind)."""
-    from ..analysis._emission import emitter_kind
-    from ..analysis._frontend import fusion_backend_kind
-    from ..models._gemm_table import is_cublas_gemm
+    from ..analysis import emitter_kind, fusion_backend_kind
+    from ..models import is_cublas_gemm
 
     op = kernel.opcode
     if op == "custom-call":
@@ -120,10 +119,8 @@ def _kind(kernel) -> str:
 
 def _gemm_structure(kernel, device) -> dict:
     """`GEMM_STRUCTURE` of a GEMM kernel (empty for another kernel)."""
-    from ..analysis._frontend import backend_config
-    from ..analysis._tiling import _block_k, configured_tiling
-    from ..models._dot_fusion import estimate_dot
-    from ..models._gemm_table import gemm_spec
+    from ..analysis import backend_config, configured_tiling
+    from ..models import estimate_dot, gemm_spec
 
     try:
         spec = gemm_spec(kernel)
@@ -137,9 +134,10 @@ def _gemm_structure(kernel, device) -> dict:
         return out
     bm, bn = int(cfg.output_tile[-2]), int(cfg.output_tile[-1])
     bk = cfg.block_k
-    if bk is None:
+    if bk is None:  # (a nested GEMM fusion: the dot's own backend config holds its reduction tile)
         dots = [h for h in kernel.fused_computation.instructions if h.opcode == "dot"]
-        bk = _block_k(dots[0]) if dots else None
+        sizes = (backend_config(dots[0]) or {}).get("sizes") if dots else None
+        bk = int(sizes[0]) if sizes else None
     fc = (backend_config(kernel) or {}).get("fusion_backend_config") or {}
     split_k = int((fc.get("triton_gemm_config") or {}).get("split_k", 1) or 1)
     warps = int(cfg.num_warps or 4)
