@@ -264,3 +264,24 @@ def test_library_calls_priced_from_measured_constants_keep_xla_gpus_price_as_the
     assert len(other) and np.any(np.abs(ratio[other] - 1.0) > 1e-3)
     with pytest.raises(ValueError, match="kept_kinds"):
         EfficiencyModel(kept_kinds=("cusolver",)).fit(table, table["measured_s"])
+
+
+def test_no_kernel_is_priced_below_the_roofline_unless_xla_gpu_is():
+    # The factor stops at the roofline's bound (NeuSight's bound on a learned utilization): through
+    # `analyze`, each kernel's learned time is at least min(roofline's max(compute, memory), xla-gpu's time);
+    # 384 MiB of elementwise traffic is never priced faster than HBM moves it.
+    module = _module()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = {m: pd.DataFrame(analyze(module, device="h100-sxm", model=m)).groupby("kernel").first()
+               for m in ("learned", "xla-gpu", "roofline")}
+    kernels = got["learned"].index[got["learned"]["bound"] != "free"]
+    floor = np.minimum(np.maximum(got["roofline"].loc[kernels, "compute_s"], got["roofline"].loc[kernels, "memory_s"]),
+                       got["xla-gpu"].loc[kernels, "time_s"])
+    assert len(kernels) > 3 and np.all(got["learned"].loc[kernels, "time_s"] >= floor * (1 - 1e-9))
+    n = 1 << 25
+    big = parse_hlo(f"HloModule m\n\nENTRY e {{\n  a = f32[{n}]{{0}} parameter(0)\n  b = f32[{n}]{{0}} parameter(1)\n"
+                    f"  ROOT c = f32[{n}]{{0}} add(a, b)\n}}\n").entry.root
+    device = get_device("h100-sxm")
+    t = get_model("learned").estimate(big, device).time_s
+    assert t >= 3 * 4 * n / device.memory_bandwidth_bytes_per_s

@@ -14,7 +14,9 @@ The factor is bounded, so the analytical model keeps the scale where the
 trees saw nothing alike; a kernel of a kind the trees saw fewer rows of than
 one leaf holds (`min_samples_leaf`), a kernel whose `xla-gpu` price is
 itself fitted to measurements (`MEASURED_KINDS`: library calls), and a
-kernel whose features cannot be read keep the base price.
+kernel whose features cannot be read keep the base price. The factor never
+takes a price below the roofline's bound (`roofline_floor`; or the base
+price, where that is lower): NeuSight's bound on a learned utilization.
 
 Saved calibrations (`calibration/<device>_learned.json` with `"form":
 "base-efficiency"`) keep no trees: they name a table of training rows
@@ -40,7 +42,8 @@ from ..devices import get_device
 from ..models import FusionByMaterializing, KernelEstimate
 from ._features import FEATURES, FeatureError
 
-__all__ = ["EfficiencyModel", "FORM", "BASE_COLUMN", "STRUCTURE", "refit_efficiency", "structure_of", "table_sha256"]
+__all__ = ["EfficiencyModel", "FORM", "BASE_COLUMN", "FLOOR_COLUMN", "STRUCTURE", "refit_efficiency", "roofline_floor",
+           "structure_of", "table_sha256"]
 
 #: The `form` of a saved `learned` calibration that holds this model.
 FORM = "base-efficiency"
@@ -48,6 +51,24 @@ FORM = "base-efficiency"
 BASE_COLUMN = "base_s"
 #: The training table's column of the measured time (seconds per execution).
 MEASURED_COLUMN = "measured_s"
+#: The column of the roofline's bound on a kernel's execution (seconds; `roofline_floor`): the learned factor
+#: never prices a kernel below it (nor below the base price, if that is lower).
+FLOOR_COLUMN = "roofline_s"
+
+
+def roofline_floor(kernel, device) -> float:
+    """max(compute, memory) of the `roofline` model's estimate of `kernel` (seconds, no launch): the time
+    under which no kernel runs at the device's peaks (NeuSight bounds its learned utilization by it). NaN
+    where the roofline cannot price the kernel."""
+    from ..models import get_model
+
+    try:
+        e = get_model("roofline").estimate(kernel, device)
+    except Exception:  # noqa: BLE001 - a kernel the roofline cannot price has no floor
+        return math.nan
+    if not e.priced or e.compute_s is None or e.memory_s is None:
+        return math.nan
+    return float(max(e.compute_s, e.memory_s))
 
 
 #: What kind of GPU kernel a row is (one-hot; none set: another kind), so that the factor is learned per kind
@@ -178,7 +199,8 @@ class EfficiencyModel(FusionByMaterializing, RegressorMixin, BaseEstimator):
     `max_leaf_nodes`, `min_samples_leaf`, `l2_regularization`,
     `random_state` (defaults: `LearnedModel`'s); `kept_kinds` (kinds of
     `KINDS` that keep the base price and are left out of training; default
-    `MEASURED_KINDS`, whose base price is fitted to measurements).
+    `MEASURED_KINDS`, whose base price is fitted to measurements); `floored`
+    (default True: the factor stops at the roofline's bound, `roofline_s`).
 
     `fit(X, y)`: `X` a table with the `FEATURES` columns (and the `STRUCTURE`
     columns it has: a table without them fits the counts-only form), and
@@ -191,8 +213,10 @@ class EfficiencyModel(FusionByMaterializing, RegressorMixin, BaseEstimator):
     name: ClassVar[str] = "learned"
 
     def __init__(self, base="xla-gpu", bound=4.0, max_iter=300, learning_rate=0.05, max_leaf_nodes=15,
-                 min_samples_leaf=5, l2_regularization=1.0, random_state=0, kept_kinds=MEASURED_KINDS):
+                 min_samples_leaf=5, l2_regularization=1.0, random_state=0, kept_kinds=MEASURED_KINDS,
+                 floored=True):
         self.base = base
+        self.floored = floored
         self.kept_kinds = kept_kinds
         self.bound = bound
         self.max_iter = max_iter
@@ -266,14 +290,21 @@ class EfficiencyModel(FusionByMaterializing, RegressorMixin, BaseEstimator):
         return kinds.map(lambda k: self.kind_rows_.get(k, 0) >= self.min_samples_leaf).to_numpy(bool)
 
     def factor(self, X) -> np.ndarray:
-        """The bounded factor the analytical price is multiplied by, per row of `X`."""
+        """The bounded factor the analytical price is multiplied by, per row of `X` (at least
+        min(1, `roofline_s` / `base_s`) where `X` has the `roofline_s` column)."""
         from threadpoolctl import threadpool_limits
 
         check_is_fitted(self)
         with threadpool_limits(limits=1, user_api="openmp"):
             f = self.estimator_.predict(self._design(X))
-        f = np.where(self.supported(X), f, 0.0)
-        return np.exp(np.clip(f, -math.log(self.bound), math.log(self.bound)))
+        f = np.exp(np.clip(np.where(self.supported(X), f, 0.0), -math.log(self.bound), math.log(self.bound)))
+        X = pd.DataFrame(X)
+        if self.floored and FLOOR_COLUMN in X.columns:
+            # (a utilization above the roofline's is not learned, it is extrapolated: the factor stops where
+            # the price reaches the roofline's bound, or the base price where that is lower)
+            floor = X[FLOOR_COLUMN].to_numpy(float) / X[BASE_COLUMN].to_numpy(float)
+            f = np.where(np.isfinite(floor), np.maximum(f, np.minimum(floor, 1.0)), f)
+        return f
 
     def predict(self, X):
         """Predicted seconds: `base_s` times `factor(X)`."""
@@ -300,7 +331,8 @@ class EfficiencyModel(FusionByMaterializing, RegressorMixin, BaseEstimator):
         except FeatureError as exc:
             return replace(base, note=(base.note + "; " if base.note else "") + f"learned: {self.base}'s price kept "
                            f"({exc})", details={**base.details, "base_model": self.base, **where})
-        f = float(self.factor(pd.DataFrame([{**x, **structure_of(kernel, dev), BASE_COLUMN: base.time_s}]))[0])
+        row = {**x, **structure_of(kernel, dev), BASE_COLUMN: base.time_s, FLOOR_COLUMN: roofline_floor(kernel, dev)}
+        f = float(self.factor(pd.DataFrame([row]))[0])
         details = {**base.details, "base_model": self.base, "base_time_s": base.time_s, "efficiency_factor": f,
                    **where}
         return replace(base, compute_s=base.compute_s * f, memory_s=base.memory_s * f,
