@@ -18,6 +18,9 @@
 - `int_list_attribute(instr, name)`: an instruction's integer-list attribute
   (`dimensions`, `lhs_contracting_dims`, ...) as a tuple, `()` when absent.
 - `cost_rule`: the decorator that fills the per-opcode rule registry.
+- `emitter_kind(kernel)`: the XLA:GPU emitter a kernel runs on; `backend_config(instr)`,
+  `fusion_backend_kind(fusion)` and `configured_tiling(fusion)`: what XLA wrote into a kernel's
+  backend config (a Triton fusion's tile, warps, stages, `block_k`).
 """
 
 from ._cost import CostAnalysisWarning as CostAnalysisWarning
@@ -27,6 +30,9 @@ from ._cost import instruction_cost_table as instruction_cost_table
 from ._cost import instruction_costs as instruction_costs
 from ._cost import module_cost as module_cost
 from ._cost import while_trip_count as while_trip_count
+from ._emission import emitter_kind as emitter_kind
+from ._frontend import backend_config as backend_config
+from ._frontend import fusion_backend_kind as fusion_backend_kind
 from ._frontend import int_list_attribute as int_list_attribute
 from ._gpu import GpuCostAnalysis as GpuCostAnalysis
 from ._gpu import gpu_cost_analysis as gpu_cost_analysis
@@ -40,6 +46,7 @@ from ._rules import cost_rule as cost_rule
 from ._rules import registered_opcodes as registered_opcodes
 from ._rules import rules as rules
 from ._stats import module_stats as module_stats
+from ._tiling import configured_tiling as configured_tiling
 from ._trip_count import annotate_trip_counts as annotate_trip_counts
 # Which kind of backend optimized a module, from the marks XLA leaves (the front door warns on a mismatch).
 from ._frontend import compiled_for as compiled_for
