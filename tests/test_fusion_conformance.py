@@ -137,3 +137,18 @@ def test_harness_programs_build():
     for name, build in conf.HARNESS_PROGRAMS.items():
         fn, args = build()
         assert parse_hlo(jax.jit(fn).lower(*args).as_text(dialect="hlo")).entry is not None, name
+
+
+@needs_plugin
+def test_prices_to_xla_tick_and_ties_broken_as_xla():
+    """XLA's terms are single-precision quotients turned into quarter-nanosecond ticks, and
+    `min(compute, memory) · 0.95` is scaled as `absl::Duration` does. With that arithmetic every
+    price XLA logs for the zoo's scans (`x * 2 + 1` and friends before each) is ours to the tick,
+    so producers of equal priority are the same tie for us as for XLA, broken the same way."""
+    dump = conf.compile_with_fusion_dumps("zoo:cumulative", device="h100-sxm")
+    r = conf.compare_fusion_logs(dump)
+    assert len(r.prices) >= 20
+    diff = (r.prices[["xla_unfused_us", "xla_fused_us"]].to_numpy()
+            - r.prices[["ours_unfused_us", "ours_fused_us"]].to_numpy())
+    assert abs(diff).max() < 1e-9, r.prices  # µs: the same number of ticks
+    assert r.same_fusion_order and r.first_divergence is None, r.first_divergence

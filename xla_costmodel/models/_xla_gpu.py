@@ -62,6 +62,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
+import numpy as np
+
 from ..analysis._emission import emitter_kind
 from ..analysis._frontend import backend_config
 from ..analysis._opcodes import COLLECTIVE_OPCODES, CONTROL_FLOW_OPCODES, is_free
@@ -87,6 +89,35 @@ def _fusion_backend_kind(kernel) -> str:
 
 def _round_half_away(x: float) -> float:
     return math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5)
+
+
+# XLA computes its model's terms in single precision (`float` bandwidths, `1.0f * flops / ...`) and
+# turns each into an `absl::Duration` (a count of quarter-nanosecond ticks). Ties between
+# priorities hang on the last tick, so the default resolution follows both exactly.
+_f32 = np.float32
+_ABSL_TICKS_PER_S = 4_000_000_000
+_ABSL_TICK_S = 0.25e-9
+
+
+def _absl_seconds(n: float) -> float:
+    """`absl::Seconds(double)`: whole seconds, then the fraction rounded to a tick (half away from 0)."""
+    if n < 0:
+        return -_absl_seconds(-n)
+    whole = float(int(n))
+    return whole + _round_half_away((n - whole) * _ABSL_TICKS_PER_S) * _ABSL_TICK_S
+
+
+def _absl_scale(seconds: float, r: float) -> float:
+    """`absl::Duration * double` (`ScaleDouble`) on a duration already on the tick grid."""
+    ticks = int(round(seconds * _ABSL_TICKS_PER_S))
+    hi, lo = divmod(ticks, _ABSL_TICKS_PER_S)
+    hi_doub = hi * r
+    hi_int = math.trunc(hi_doub)
+    hi_frac = hi_doub - hi_int
+    lo_doub = lo * r / _ABSL_TICKS_PER_S + hi_frac
+    lo_int = math.trunc(lo_doub)
+    lo_frac = lo_doub - lo_int
+    return hi_int + lo_int + _round_half_away(lo_frac * _ABSL_TICKS_PER_S) * _ABSL_TICK_S
 
 
 @dataclass(slots=True)
@@ -135,6 +166,9 @@ class XlaGpuModel:
     - `max_unroll_factor`: loop emitter unrolling (`MaxUnrollFactor`, 4).
     - `time_resolution_s`: each duration term is rounded to this, as
       `absl::Duration` does (a quarter nanosecond); 0 keeps full precision.
+      At a quarter nanosecond the terms also follow XLA's arithmetic exactly
+      (single-precision bandwidths and quotients, absl's scaling of the
+      overlap), so that priorities tie where XLA's do.
     - `truncate_flops_per_ns`: effective flops per ns are an integer in XLA.
     - `matrix_units`: price dot and convolution flops at the device's matrix
       (tensor core) peak for their dtype, scaled by the active SMs; False
@@ -195,10 +229,15 @@ class XlaGpuModel:
     def _check(self, device) -> None:
         check_prices_device(self, device)
 
+    def _exact(self) -> bool:
+        """Whether terms follow XLA's arithmetic exactly (single precision, absl's tick rounding)."""
+        return self.time_resolution_s == _ABSL_TICK_S
+
     def _flops_per_ns(self, device, blocks: int, threads: int) -> float:
         active_fpus = min(threads, device.fpus_per_core)
         active_cores = min(blocks, device.core_count)
-        rate = 2.0 * device.clock_rate_ghz * active_cores * active_fpus
+        clock = float(_f32(device.clock_rate_ghz)) if self._exact() else device.clock_rate_ghz
+        rate = clock * 2.0 * (active_cores * active_fpus)
         if self.truncate_flops_per_ns:
             rate = float(int(rate))
         return max(rate, 1.0)
@@ -206,7 +245,12 @@ class XlaGpuModel:
     def compute_time(self, device, flops: float, matmul_flops: float, matmul_dtype: str, blocks: int, threads: int) -> float:
         """XLA's `ComputeTime`, with dots/convolutions on the matrix units if `matrix_units`."""
         vector = flops - matmul_flops if (self.matrix_units and matmul_flops) else flops
-        t = self._q(int(vector) / self._flops_per_ns(device, blocks, threads) * 1e-9)
+        rate = self._flops_per_ns(device, blocks, threads)
+        if self._exact():
+            # `absl::Nanoseconds(1.0f * flops / flops_per_ns)`: a float quotient, scaled from 1 ns
+            t = _absl_scale(1e-9, float(_f32(_f32(int(vector)) / _f32(rate))))
+        else:
+            t = self._q(int(vector) / rate * 1e-9)
         if self.matrix_units and matmul_flops:
             active = min(blocks, device.core_count) / device.core_count
             t += self._q(matmul_flops / (device.matmul_flops_per_s(matmul_dtype or "f32") * active))
@@ -214,6 +258,8 @@ class XlaGpuModel:
 
     def read_time(self, device, num_blocks: int, n_bytes_net: int, n_bytes_total: int, utilization: float) -> float:
         """XLA's `ReadTimeWithDRAMHeuristic` (seconds)."""
+        if self._exact():
+            return self._read_time_exact(device, num_blocks, n_bytes_net, n_bytes_total, utilization)
         bw = device.memory_bandwidth_bytes_per_s
         dram_bw = bw * utilization
         rest_bw = bw
@@ -231,14 +277,42 @@ class XlaGpuModel:
         cache_bytes = n_bytes_total - dram_bytes
         return self._q(dram_bytes / dram_bw) + self._q(cache_bytes / rest_bw)
 
+    def _read_time_exact(self, device, num_blocks: int, n_bytes_net: int, n_bytes_total: int,
+                         utilization: float) -> float:
+        # XLA's bandwidths are floats: the product with the (double) utilization rate is rounded
+        # to single precision, as are the cache speedups (float constants) and the per-block cap.
+        bw = int(device.memory_bandwidth_bytes_per_s)
+        dram_bw = _f32(bw * float(utilization))
+        rest_bw = _f32(bw)
+        if n_bytes_net < device.l2_cache_bytes:
+            rest_bw = _f32(rest_bw * _f32(self.l2_cache_speedup))
+            if n_bytes_net < device.l1_cache_bytes:
+                rest_bw = _f32(rest_bw * _f32(self.l1_cache_speedup))
+        else:
+            rest_bw = _f32(float(rest_bw) * float(utilization))
+        if device.memory_transactions_per_clock:
+            per_block = _f32(_f32(device.clock_rate_ghz) * _f32(1e9)) * _f32(device.memory_transactions_per_clock)
+            cap = _f32(_f32(num_blocks) * per_block)
+            dram_bw = min(dram_bw, cap)
+            rest_bw = min(rest_bw, cap)
+        dram_bytes = min(n_bytes_net, n_bytes_total)
+        cache_bytes = n_bytes_total - dram_bytes
+        return (_absl_seconds(float(_f32(dram_bytes) / dram_bw))
+                + _absl_seconds(float(_f32(cache_bytes) / rest_bw)))
+
     def write_time(self, device, bytes_written: float) -> float:
         """XLA's `WriteTime`: full bandwidth, no coalescing factor, no cap."""
+        if self._exact():
+            # `absl::Seconds(1.0f * bytes_written / memory_bandwidth())`: a float quotient
+            return _absl_seconds(float(_f32(int(bytes_written)) / _f32(device.memory_bandwidth_bytes_per_s)))
         return self._q(bytes_written / device.memory_bandwidth_bytes_per_s)
 
     def combine(self, compute_s: float, memory_s: float) -> float:
         """XLA's `CombineComputeAndMemoryAccessTime`."""
         if math.isinf(compute_s) or math.isinf(memory_s):
             return math.inf
+        if self._exact():
+            return compute_s + memory_s - _absl_scale(min(compute_s, memory_s), self.memory_compute_parallelism)
         return compute_s + memory_s - self._q(min(compute_s, memory_s) * self.memory_compute_parallelism)
 
     # --------------------------------------------------------------- kernels
