@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..hlo import HloComputation, HloInstruction
 from ..hlo._edit import NameUniquifier
-from ..hlo._fusion_engine import FusionEditor
+from ..hlo._fusion_engine import FusionEditor, discard_fusion
 from ..hlo._structure import ContentIds
 from ..models import (CachesInstructions, CombinesFusionTimes, CostModel, FusionPricing, fuses_by_materializing,
                       prices_by_content)
@@ -49,6 +49,7 @@ from ._legality import (
     is_fusible_bitcast,
 )
 from ._pair_cache import PairCache
+from ._triton_fusion import TritonFusionRules, triton_backend_config
 
 if TYPE_CHECKING:
     from ..devices import DeviceSpec
@@ -142,7 +143,9 @@ class FusionPass:
     `content`: content ids of the kernels (`hlo._structure.ContentIds`), or
     None; `content_cache`: prices by content, for models that
     `prices_by_content`; `log`: where each run appends its `LogEvent`s, in
-    the order XLA's `priority_fusion_dump` has them (None: not kept).
+    the order XLA's `priority_fusion_dump` has them (None: not kept);
+    `triton`: fuse into and out of generic Triton fusions as XLA does
+    (`fusion._triton_fusion`; False: they are not fusible).
     """
 
     model: CostModel
@@ -158,6 +161,7 @@ class FusionPass:
     content: ContentIds | None = None
     content_cache: dict = field(default_factory=dict)
     log: list | None = None
+    triton: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +291,10 @@ class PriorityFusionRun:
         self.model = model
         self.device = device
         self.checker = fusion_pass.checker
+        if fusion_pass.triton and self.checker.triton is None:
+            versions = fusion_pass.version
+            self.checker.triton = TritonFusionRules(device, lambda instr: versions.get(instr, 0))
+        self._triton: TritonFusionRules | None = self.checker.triton if fusion_pass.triton else None
         self.uids = fusion_pass.uids
         self.next_uid = fusion_pass.next_uid
         self.incremental = fusion_pass.incremental
@@ -350,6 +358,9 @@ class PriorityFusionRun:
         """`(T(producer), T(consumer), T_fused)` from the model (for a combination, one such triple
         per member); None when the model cannot split its price by kernel (then `incremental` is
         switched off)."""
+        triton = self._triton
+        if triton is not None and triton.involves(producer, consumer):
+            return self._triton_pair(producer, consumer)
         if self._combination is None:
             pricing = self._pricings[0]
             v = pricing.triple(producer, consumer)
@@ -372,6 +383,20 @@ class PriorityFusionRun:
                 return None
             triples.append(v)
         return tuple(triples)
+
+    def _triton_pair(self, producer: HloInstruction, consumer: HloInstruction) -> tuple:
+        """A pair with a generic Triton fusion: each side priced alone as usual, the fused pair as the
+        Triton fusion it becomes (its best tiling: `TritonFusionRules.fused`), by each model."""
+        fused = self._triton.fused(producer, consumer)
+        try:
+            triples = []
+            for pricing in self._pricings:
+                self.model_calls += 1
+                triples.append((pricing.kernel(producer), pricing.kernel(consumer),
+                                pricing.model.estimate(fused, self.device).time_s))
+        finally:
+            discard_fusion(fused)
+        return triples[0] if self._combination is None else tuple(triples)
 
     def _times(self, producer: HloInstruction, users: list[HloInstruction]) -> tuple[float, float]:
         if self.incremental and self._combination is not None:
@@ -505,13 +530,22 @@ class PriorityFusionRun:
         facts = checker.facts(producer) + checker.facts(consumer)
         in_place = consumer.opcode == "fusion"
         pair_key = self._ids.pair(producer, consumer) if self._ids is not None else None
+        triton = self._triton
+        # A Triton pair becomes a Triton fusion with the fused pair's best tiling (XLA sets it as
+        # the fusion's backend config after fusing).
+        tiling = triton.tiling(producer, consumer) if triton is not None and triton.involves(producer, consumer) \
+            else None
         fusion = self.editor.fuse(producer, consumer, kind="kLoop")
         if pair_key is not None:
             self._ids.record_fused(fusion, pair_key)
         checker.set_facts(fusion, facts)
-        kind = checker.fusion_kind(fusion)
-        if kind != "kLoop":
-            fusion.set_attribute("kind", kind)
+        if tiling is not None:
+            fusion.set_attribute("kind", "kCustom")
+            fusion.set_attribute("backend_config", triton_backend_config(*tiling))
+        else:
+            kind = checker.fusion_kind(fusion)
+            if kind != "kLoop":
+                fusion.set_attribute("kind", kind)
         if in_place:
             # A fusion grows in place and keeps its unique id, as in XLA.
             if self._invalidate is not None:
