@@ -490,6 +490,7 @@ _XLA_REASONS = (
     ("no users", "no-users"),
     ("into output of a reduce fusion", "reduction-epilogue"),
     ("into the output of scatter", "scatter-output"),
+    ("uses the in-place operand of a scatter", "scatter-in-place-reader"),
     ("in-place operand of scatter", "scatter-in-place-operand"),
     ("both the producer and the consumer contain a reduce", "reduce-into-reduce"),
     ("shared memory", "shared-memory"),

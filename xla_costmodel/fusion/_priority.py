@@ -392,8 +392,11 @@ class PriorityFusionRun:
             triples = []
             for pricing in self._pricings:
                 self.model_calls += 1
-                triples.append((pricing.kernel(producer), pricing.kernel(consumer),
-                                pricing.model.estimate(fused, self.device).time_s))
+                # (a pair pricer prices each side as `EstimateRunTimes` sees it: a bitcast user too
+                # is a kernel that pays its launch)
+                alone = (lambda x: pricing.pricer.kernel(x).time_s) if pricing.pricer is not None \
+                    else pricing.kernel
+                triples.append((alone(producer), alone(consumer), pricing.model.estimate(fused, self.device).time_s))
         finally:
             discard_fusion(fused)
         return triples[0] if self._combination is None else tuple(triples)

@@ -189,7 +189,9 @@ class XlaGpuModel:
       no model for either, False prices a sort with the steps above).
     - `atomic_contention`: a scatter whose indices may collide takes at
       least the time its atomics queue on one L2 line (`models._contention`;
-      XLA has no such term, False drops it).
+      XLA has no such term, False drops it). Kernel estimates only: fusion
+      prices (`estimate_fusion`, `fusion_pricer`) leave it out, as XLA's
+      fusion decisions do.
     - `nccl_max_channels`, `nccl_min_channels`, `nccl_threads`: what XLA's
       collective model reads from `NCCL_MAX_NCHANNELS`, `NCCL_MIN_NCHANNELS`
       and `NCCL_NTHREADS` (0: unset).
@@ -349,7 +351,7 @@ class XlaGpuModel:
         exec_s = self.combine(compute, read + write)
         return _Runtime(costs, ld, flops, compute, read, write, exec_s, bytes_read, bytes_written, per_operand, uncoalesced)
 
-    def _estimate_from(self, rt: _Runtime, device) -> KernelEstimate:
+    def _estimate_from(self, rt: _Runtime, device, *, contention: bool = True) -> KernelEstimate:
         launch = device.kernel_launch_overhead_s
         memory = rt.read_s + rt.write_s
         ld = rt.launch
@@ -374,7 +376,7 @@ class XlaGpuModel:
         if ld.detail:
             details["launch_detail"] = ld.detail
         exec_s = rt.exec_s
-        if self.atomic_contention and ld.emitter == "scatter":
+        if contention and self.atomic_contention and ld.emitter == "scatter":
             c = scatter_contention(rt.costs.kernel, device)
             if c is not None:
                 details.update(atomic_requests=c.requests, atomic_target_lines=c.target_lines,
@@ -539,7 +541,9 @@ class XlaGpuModel:
             why = "no cost rule for " + ", ".join(rt.costs.unpriced)
             warn_unpriced(self.name, instr, why, stacklevel=4)
             return KernelEstimate.unpriced(why), rt
-        return self._estimate_from(rt, device), rt
+        # Without the atomic contention term: XLA's fusion decisions have none, and a scatter that
+        # absorbs a producer keeps its atomics, so the term would only inflate the unfused side.
+        return self._estimate_from(rt, device, contention=False), rt
 
     def estimate_fused(
         self,
