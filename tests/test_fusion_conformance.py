@@ -203,3 +203,17 @@ ENTRY e {
     assert triton_support(by["r"]) is None and triton_support(by["ex"]) is None
     assert triton_support(by["ei"]).rule == "triton-unsupported"
     assert "Unsupported opcode gather" in triton_support(by["g"]).detail
+
+
+@needs_plugin
+def test_incremental_updates_as_xla_caches_them():
+    """XLA re-prices a queued operand of a step's fusions incrementally: its queued priority, plus the
+    new consumers' gain, minus the gain of the consumers fused away for which its performance-model
+    cache still holds a fused price (`ComputeRuntimesOfRemovedConsumers`; a pair leaves the cache when
+    either side changes). The zoo's random-number program, where long chains of shifts and xors
+    fuse step by step, is priced as XLA logs it, candidate for candidate, with XLA's kernels."""
+    dump = conf.compile_with_fusion_dumps("zoo:rng", device="h100-sxm")
+    r = conf.compare_fusion_logs(dump)
+    assert len(r.prices) > 1000
+    assert r.prices.within.astype(bool).all(), r.prices[~r.prices.within.astype(bool)].head()
+    assert r.same_partition, r.partition_diff

@@ -497,6 +497,7 @@ _XLA_REASONS = (
     ("unnested reduction", "unnested-reductions"),
     ("operands", "operand-limit"),
     ("too large", "code-size"),
+    ("overly large code duplication", "code-size"),
     ("in-place", "in-place"),
     ("is the root", "root"),
     ("bitcast consumer", "bitcast-consumer"),

@@ -20,6 +20,13 @@ What `PriorityFusionQueue` + `PriorityFusion::Run` do (`priority_fusion.cc`):
   priorities of the new fusions and of their operands only.
 - At the end, constants of at most one element are fused into every
   fusible user.
+- An operand of a step's fusions that is still queued is re-priced as XLA
+  does it, incrementally (`ComputeRuntimesOfRemovedConsumers`): its queued
+  priority, plus the gain of fusing it into its new consumers, minus the gain
+  for the consumers fused away that XLA's performance-model cache still holds
+  a fused price for (a pair leaves that cache when either side changes, so
+  the result is not always the operand's full gain). A consumer grown in
+  place stays queued at its old priority until it is re-priced.
 
 Priorities are computed from per-(producer, consumer) prices cached as XLA
 caches them (`incremental=True`: priority = P + Σ consumer − Σ fused, with
@@ -328,8 +335,12 @@ class PriorityFusionRun:
         self._to_update: dict[HloInstruction, None] = {}
         self.model_calls = 0
         self.log = fusion_pass.log
-        # producer -> consumers fused away this step (XLA's incremental update, for the log)
-        self._removed: dict[HloInstruction, int] = {}
+        # XLA's incremental updates (`ComputeRuntimesOfRemovedConsumers`): which fused pairs its
+        # `GpuPerformanceModelCache` holds (producer -> consumer -> (T(consumer), T_fused), launches
+        # included), and, during a step's updates, operand -> (unfused, fused removed, new consumers).
+        # Only for a single model pricing pairs (`incremental`).
+        self._xla_pairs: dict[HloInstruction, dict[HloInstruction, tuple[float, float]]] = {}
+        self._removed: dict[HloInstruction, tuple[float, float, list]] = {}
         self._launch_s = float(getattr(device, "kernel_launch_overhead_s", 1e-6))
 
     # -- pricing ------------------------------------------------------------
@@ -466,19 +477,24 @@ class PriorityFusionRun:
             self._reject(producer, None, Rejection("only-bitcast-users"))
             return -INF
         unfused, fused = self._times(producer, users)
+        removed = self._removed.pop(producer, None)
+        key = self.queue.key(producer) if removed is not None else None
+        if key is not None and self._tracks_pairs():
+            # XLA's incremental update: the queued priority plus the new consumers' gain minus the
+            # gain its cache holds for the consumers fused away (those it still holds a price for)
+            u_new, f_new = self._xla_times(producer, removed[2])
+            logged = (u_new - removed[0], f_new - removed[1])
+            priority = quantize_priority(key[0] + logged[0] - logged[1])
+        else:
+            if self._tracks_pairs():
+                self._xla_times(producer, users)
+            logged = (unfused, fused)
+            priority = quantize_priority(unfused - fused)
         if self.log is not None:
-            removed = self._removed.pop(producer, None)
-            old = self.estimates.get(producer)
-            if removed is not None and old is not None:
-                extra = removed * self._launch_s
-                logged = (unfused - old[0] + extra, fused - old[1] + extra)
-            else:
-                logged = (unfused, fused)
             self.log.append(LogEvent("price", self.comp.name, producer.name, tuple(u.name for u in users),
                                      unfused, fused, logged_unfused_s=logged[0], logged_fused_s=logged[1],
-                                     incremental=removed is not None and old is not None))
+                                     incremental=key is not None))
         self.estimates[producer] = (unfused, fused)
-        priority = quantize_priority(unfused - fused)
         if math.isnan(priority):
             self._reject(producer, None, Rejection("unpriced", "the model returned NaN"))
             return -INF
@@ -490,6 +506,51 @@ class PriorityFusionRun:
         else:
             self.rejections.pop(producer, None)
         return priority
+
+    def _tracks_pairs(self) -> bool:
+        return self.incremental and self._combination is None
+
+    def _xla_times(self, producer: HloInstruction, consumers) -> tuple[float, float]:
+        """`EstimateRunTimesForPriorityFusion(producer, consumers)`, launches included, noting each
+        fused pair in XLA's cache as it does."""
+        held = self._xla_pairs.setdefault(producer, {})
+        p = math.nan
+        unfused = fused = 0.0
+        for c in consumers:
+            p, tc, tf = self._pair(producer, c)
+            held[c] = (tc, tf)
+            unfused += tc
+            fused += tf
+        return (self._alone(producer) if math.isnan(p) else p) + unfused, fused
+
+    def _alone(self, instr: HloInstruction) -> float:
+        pricing = self._pricings[0]
+        return pricing.pricer.kernel(instr).time_s if pricing.pricer is not None else pricing.kernel(instr)
+
+    def _removed_runtimes(self, operand: HloInstruction, gone: list) -> tuple[float, float]:
+        """`ComputeRuntimesOfRemovedConsumers` for one queued operand, before the step's fusions:
+        the operand's own time (and launch) plus, for each of `gone` (the step's consumers and
+        producer) whose fused price with it XLA's cache holds, that consumer's time and the fused
+        time, each without its launch (the consumer count is the new consumers')."""
+        held = self._xla_pairs.get(operand, {})
+        launch = self._launch_s
+        unfused, fused = self._alone(operand), 0.0
+        for c in gone:
+            e = held.get(c)
+            if e is not None:
+                unfused += e[0] - launch
+                fused += e[1] - launch
+        return unfused, fused
+
+    def _forget_pairs(self, instr: HloInstruction) -> None:
+        """`GpuPerformanceModelCache::Invalidate`: `instr`'s pairs as producer, and as consumer of its operands."""
+        self._xla_pairs.pop(instr, None)
+        for o in instr.operands:
+            if o.opcode == "get-tuple-element" and o.operands:
+                o = o.operands[0]
+            held = self._xla_pairs.get(o)
+            if held is not None:
+                held.pop(instr, None)
 
     def _set_priority(self, instr: HloInstruction) -> None:
         uid = self.uids.get(instr)
@@ -566,14 +627,16 @@ class PriorityFusionRun:
         fused_into: list[str] = []
         fusions: list[str] = []
         to_update = self._to_update
-        removed: dict[HloInstruction, int] = {}
-        if self.log is not None:
-            # XLA updates a queued operand of the step's fusions incrementally: count, per operand,
-            # its users this step fuses away (the producer and its consumers)
-            for x in [producer, *(c for c in consumers if not is_fusible_bitcast(c))]:
-                for o in dict.fromkeys(x.operands):
-                    if o is not producer and o in self.queue:
-                        removed[o] = removed.get(o, 0) + 1
+        removed: dict[HloInstruction, tuple[float, float]] = {}
+        new_consumers: dict[HloInstruction, list] = {}
+        tracks = self._tracks_pairs()
+        if tracks:
+            # XLA updates a queued operand of the step's fusions incrementally, from what its cache
+            # held before the step: taken now, for every queued instruction that may become one
+            gone = [*consumers, producer]
+            for x in dict.fromkeys([producer, *consumers, *(o for x in (producer, *consumers) for o in x.operands)]):
+                if x is not producer and x in self.queue:
+                    removed[x] = self._removed_runtimes(x, gone)
         for consumer in consumers:
             if is_fusible_bitcast(consumer):
                 continue
@@ -583,24 +646,29 @@ class PriorityFusionRun:
             if self.log is not None:
                 self.log.append(LogEvent("fusion", self.comp.name, producer.name, (fused_into[-1],),
                                          fusion=fusion.name))
-            # OnFusingInstruction
-            self.queue.remove(consumer)
-            to_update.pop(consumer, None)
+            # OnFusingInstruction (a consumer grown in place stays queued at its old priority)
+            if fusion is not consumer:
+                self.queue.remove(consumer)
+                to_update.pop(consumer, None)
             for o in fusion.operands:
                 if o is producer or o.opcode in ("constant", "get-tuple-element") or not hlo_is_fusible(o):
                     continue
                 to_update[o] = None
+                new_consumers.setdefault(o, []).append(fusion)
             to_update[fusion] = None
         kept = len(producer.users)
+        if tracks:
+            # operands of the step's fusions still queued are updated incrementally
+            self._removed = {o: (*removed[o], cs) for o, cs in new_consumers.items() if o in removed and o in self.queue}
         if not producer.users and producer is not self.comp.root:
             self.queue.remove(producer)
             to_update.pop(producer, None)
+            if tracks:
+                self._forget_pairs(producer)
             self.editor.remove(producer)
-        if removed:
-            # an operand of the step's fusions (a consumer grown in place too, when it feeds another)
-            made = [self.comp.instruction(n) for n in dict.fromkeys(fusions) if n in self.comp]
-            self._removed = {o: n for o, n in removed.items()
-                             if o in to_update and any(f is not o and o in f.operands for f in made)}
+        if tracks:
+            for consumer in consumers:
+                self._forget_pairs(consumer)
         for instr in list(to_update):
             self._set_priority(instr)
         to_update.clear()
