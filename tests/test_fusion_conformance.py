@@ -217,3 +217,25 @@ def test_incremental_updates_as_xla_caches_them():
     assert len(r.prices) > 1000
     assert r.prices.within.astype(bool).all(), r.prices[~r.prices.within.astype(bool)].head()
     assert r.same_partition, r.partition_diff
+
+
+def test_fusion_kind_sees_transposes_after_merging_dimensions():
+    """f32[2,16,4,8] transposed by {0,2,3,1} moves a 16 x 32 tile once the 4 and 8 that stay together
+    are merged: XLA's transpose emitter tiles it, so the fusion holding it is kInput (XLA's kernels
+    for the zoo's transformer attention heads)."""
+    from xla_costmodel.analysis._emission import fusion_pass_is_tiled_transpose
+
+    m = parse_hlo("""HloModule m
+ENTRY e {
+  x = f32[2,16,4,8] parameter(0)
+  ROOT t = f32[2,4,8,16] transpose(x), dimensions={0,2,3,1}
+}
+""")
+    assert fusion_pass_is_tiled_transpose(m.entry.root)
+
+
+@needs_plugin
+def test_transformer_heads_fuse_into_xla_kernels():
+    dump = conf.compile_with_fusion_dumps("zoo:transformer_fwd", device="h100-sxm")
+    r = conf.compare_fusion_logs(dump)
+    assert r.same_partition, r.partition_diff
