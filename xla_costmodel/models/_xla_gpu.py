@@ -58,6 +58,7 @@ bound "network" when the transfer dominates; `-done` forms cost 0.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
@@ -107,6 +108,31 @@ def _absl_seconds(n: float) -> float:
     return whole + _round_half_away((n - whole) * _ABSL_TICKS_PER_S) * _ABSL_TICK_S
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _exact_read_time(bw: int, clock_ghz: float, transactions: int, num_blocks: int, in_l2: bool, in_l1: bool,
+                     dram_bytes: int, cache_bytes: int, utilization: float, l2_speedup: float,
+                     l1_speedup: float) -> float:
+    """`ReadTimeWithDRAMHeuristic` in XLA's arithmetic (kept per argument tuple: a pass asks the same
+    reads again and again). XLA's bandwidths are floats: the product with the (double) utilization
+    rate is rounded to single precision, as are the cache speedups (float constants) and the
+    per-block cap."""
+    dram_bw = _f32(bw * utilization)
+    rest_bw = _f32(bw)
+    if in_l2:
+        rest_bw = _f32(rest_bw * _f32(l2_speedup))
+        if in_l1:
+            rest_bw = _f32(rest_bw * _f32(l1_speedup))
+    else:
+        rest_bw = _f32(float(rest_bw) * utilization)
+    if transactions:
+        per_block = _f32(_f32(clock_ghz) * _f32(1e9)) * _f32(transactions)
+        cap = _f32(_f32(num_blocks) * per_block)
+        dram_bw = min(dram_bw, cap)
+        rest_bw = min(rest_bw, cap)
+    return _absl_seconds(float(_f32(dram_bytes) / dram_bw)) + _absl_seconds(float(_f32(cache_bytes) / rest_bw))
+
+
+@functools.lru_cache(maxsize=1 << 16)
 def _absl_scale(seconds: float, r: float) -> float:
     """`absl::Duration * double` (`ScaleDouble`) on a duration already on the tick grid."""
     ticks = int(round(seconds * _ABSL_TICKS_PER_S))
@@ -281,26 +307,11 @@ class XlaGpuModel:
 
     def _read_time_exact(self, device, num_blocks: int, n_bytes_net: int, n_bytes_total: int,
                          utilization: float) -> float:
-        # XLA's bandwidths are floats: the product with the (double) utilization rate is rounded
-        # to single precision, as are the cache speedups (float constants) and the per-block cap.
-        bw = int(device.memory_bandwidth_bytes_per_s)
-        dram_bw = _f32(bw * float(utilization))
-        rest_bw = _f32(bw)
-        if n_bytes_net < device.l2_cache_bytes:
-            rest_bw = _f32(rest_bw * _f32(self.l2_cache_speedup))
-            if n_bytes_net < device.l1_cache_bytes:
-                rest_bw = _f32(rest_bw * _f32(self.l1_cache_speedup))
-        else:
-            rest_bw = _f32(float(rest_bw) * float(utilization))
-        if device.memory_transactions_per_clock:
-            per_block = _f32(_f32(device.clock_rate_ghz) * _f32(1e9)) * _f32(device.memory_transactions_per_clock)
-            cap = _f32(_f32(num_blocks) * per_block)
-            dram_bw = min(dram_bw, cap)
-            rest_bw = min(rest_bw, cap)
-        dram_bytes = min(n_bytes_net, n_bytes_total)
-        cache_bytes = n_bytes_total - dram_bytes
-        return (_absl_seconds(float(_f32(dram_bytes) / dram_bw))
-                + _absl_seconds(float(_f32(cache_bytes) / rest_bw)))
+        return _exact_read_time(int(device.memory_bandwidth_bytes_per_s), device.clock_rate_ghz,
+                                device.memory_transactions_per_clock, num_blocks,
+                                n_bytes_net < device.l2_cache_bytes, n_bytes_net < device.l1_cache_bytes,
+                                min(n_bytes_net, n_bytes_total), n_bytes_total - min(n_bytes_net, n_bytes_total),
+                                float(utilization), self.l2_cache_speedup, self.l1_cache_speedup)
 
     def write_time(self, device, bytes_written: float) -> float:
         """XLA's `WriteTime`: full bandwidth, no coalescing factor, no cap."""
