@@ -476,18 +476,23 @@ class PriorityFusionRun:
         if not has_non_bitcast:
             self._reject(producer, None, Rejection("only-bitcast-users"))
             return -INF
-        unfused, fused = self._times(producer, users)
         removed = self._removed.pop(producer, None)
         key = self.queue.key(producer) if removed is not None else None
         if key is not None and self._tracks_pairs():
             # XLA's incremental update: the queued priority plus the new consumers' gain minus the
             # gain its cache holds for the consumers fused away (those it still holds a price for)
+            unfused, fused = self._times(producer, users)
             u_new, f_new = self._xla_times(producer, removed[2])
             logged = (u_new - removed[0], f_new - removed[1])
             priority = quantize_priority(key[0] + logged[0] - logged[1])
         else:
+            # priced over all users (and so held in XLA's cache, when it is followed)
             if self._tracks_pairs():
-                self._xla_times(producer, users)
+                unfused, fused = self._xla_times(producer, users)
+                if not self.incremental:  # the model turned out not to price pairs: whole producers
+                    unfused, fused = self._times(producer, users)
+            else:
+                unfused, fused = self._times(producer, users)
             logged = (unfused, fused)
             priority = quantize_priority(unfused - fused)
         if self.log is not None:
