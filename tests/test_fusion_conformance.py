@@ -137,3 +137,105 @@ def test_harness_programs_build():
     for name, build in conf.HARNESS_PROGRAMS.items():
         fn, args = build()
         assert parse_hlo(jax.jit(fn).lower(*args).as_text(dialect="hlo")).entry is not None, name
+
+
+@needs_plugin
+def test_prices_to_xla_tick_and_ties_broken_as_xla():
+    """XLA's terms are single-precision quotients turned into quarter-nanosecond ticks, and
+    `min(compute, memory) · 0.95` is scaled as `absl::Duration` does. With that arithmetic every
+    price XLA logs for the zoo's scans (`x * 2 + 1` and friends before each) is ours to the tick,
+    so producers of equal priority are the same tie for us as for XLA, broken the same way."""
+    dump = conf.compile_with_fusion_dumps("zoo:cumulative", device="h100-sxm")
+    r = conf.compare_fusion_logs(dump)
+    assert len(r.prices) >= 20
+    diff = (r.prices[["xla_unfused_us", "xla_fused_us"]].to_numpy()
+            - r.prices[["ours_unfused_us", "ours_fused_us"]].to_numpy())
+    assert abs(diff).max() < 1e-9, r.prices  # µs: the same number of ticks
+    assert r.same_fusion_order and r.first_divergence is None, r.first_divergence
+
+
+@needs_plugin
+def test_triton_softmax_fusions_grow_as_in_xla():
+    """XLA's softmax rewriter leaves generic Triton fusions before priority fusion, and priority
+    fusion fuses into and out of them (`CanFuseTriton`): legal when Triton can emit the other side
+    and the fused pair tiles, priced at the fused pair's best tiling. On the zoo's layer norm and
+    softmax XLA ends with one Triton kernel: ours is the same kernel, with XLA's tiling, after the
+    same prices and fusions."""
+    from xla_costmodel.analysis._tiling import configured_tiling
+    from xla_costmodel.fusion._triton_fusion import is_generic_triton
+
+    dump = conf.compile_with_fusion_dumps("zoo:layernorm_softmax", device="h100-sxm")
+    r = conf.compare_fusion_logs(dump)
+    assert r.first_divergence is None, r.first_divergence
+    assert r.same_partition and r.kernels_xla == 1, r.partition_diff
+    assert r.prices.within.astype(bool).all()
+    ours = simulate_fusion(parse_hlo(dump.before_fusion_text), device="h100-sxm", price_totals=False,
+                           unique_ids=dump.unique_ids or None)
+    tiling = lambda m: sorted(configured_tiling(i).output_tile  # noqa: E731
+                              for i in m.entry.instructions if is_generic_triton(i))
+    assert tiling(ours.module) == tiling(parse_hlo(dump.after_fusion_text)) != []
+
+
+def test_triton_support_follows_xla():
+    """`IsTritonSupportedInstruction`'s verdicts on a few instructions (gather never, a row reduce
+    of one operand yes, exp on f32 yes, anything on u16 no)."""
+    from xla_costmodel.fusion._triton_fusion import triton_support
+
+    m = parse_hlo("""HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[8,16] parameter(0)
+  c = f32[] constant(0)
+  r = f32[8] reduce(x, c), dimensions={1}, to_apply=add
+  ex = f32[8,16] exponential(x)
+  p = u16[8,16] parameter(2)
+  ei = u16[8,16] multiply(p, p)
+  idx = s32[4,1] parameter(1)
+  g = f32[4,16] gather(x, idx), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,16}
+  ROOT t = (f32[8], f32[8,16], u16[8,16], f32[4,16]) tuple(r, ex, ei, g)
+}
+""")
+    by = {i.name: i for i in m.entry.instructions}
+    assert triton_support(by["r"]) is None and triton_support(by["ex"]) is None
+    assert triton_support(by["ei"]).rule == "triton-unsupported"
+    assert "Unsupported opcode gather" in triton_support(by["g"]).detail
+
+
+@needs_plugin
+def test_incremental_updates_as_xla_caches_them():
+    """XLA re-prices a queued operand of a step's fusions incrementally: its queued priority, plus the
+    new consumers' gain, minus the gain of the consumers fused away for which its performance-model
+    cache still holds a fused price (`ComputeRuntimesOfRemovedConsumers`; a pair leaves the cache when
+    either side changes). The zoo's random-number program, where long chains of shifts and xors
+    fuse step by step, is priced as XLA logs it, candidate for candidate, with XLA's kernels."""
+    dump = conf.compile_with_fusion_dumps("zoo:rng", device="h100-sxm")
+    r = conf.compare_fusion_logs(dump)
+    assert len(r.prices) > 1000
+    assert r.prices.within.astype(bool).all(), r.prices[~r.prices.within.astype(bool)].head()
+    assert r.same_partition, r.partition_diff
+
+
+def test_fusion_kind_sees_transposes_after_merging_dimensions():
+    """f32[2,16,4,8] transposed by {0,2,3,1} moves a 16 x 32 tile once the 4 and 8 that stay together
+    are merged: XLA's transpose emitter tiles it, so the fusion holding it is kInput (XLA's kernels
+    for the zoo's transformer attention heads)."""
+    from xla_costmodel.analysis._emission import fusion_pass_is_tiled_transpose
+
+    m = parse_hlo("""HloModule m
+ENTRY e {
+  x = f32[2,16,4,8] parameter(0)
+  ROOT t = f32[2,4,8,16] transpose(x), dimensions={0,2,3,1}
+}
+""")
+    assert fusion_pass_is_tiled_transpose(m.entry.root)
+
+
+@needs_plugin
+def test_transformer_heads_fuse_into_xla_kernels():
+    dump = conf.compile_with_fusion_dumps("zoo:transformer_fwd", device="h100-sxm")
+    r = conf.compare_fusion_logs(dump)
+    assert r.same_partition, r.partition_diff

@@ -175,6 +175,21 @@ def test_the_contention_term_follows_its_documented_form():
     assert scatter_contention(_scatter(", indices_are_sorted=true"), dev) is None
 
 
+def test_fusion_prices_leave_the_contention_term_out():
+    """A scatter's kernel estimate waits for its atomics; fusion decisions price it as XLA does,
+    without them (XLA's model has no such term, and a scatter that absorbs a producer keeps its
+    atomics: counting them on the unfused side only would favour fusing into scatters)."""
+    dev = get_device("h100-sxm")
+    s = _scatter()
+    model = get_model("xla-gpu")
+    plain = get_model("xla-gpu", atomic_contention=False)
+    assert model.estimate(s, dev).time_s > plain.estimate(s, dev).time_s
+    u = s.operands[2]
+    est = model.estimate_fusion(u, [s], dev)
+    assert est.consumers_s[0] == pytest.approx(plain.estimate(s, dev).time_s, rel=1e-12)
+    assert est.consumers_s[0] == model.fusion_pricer(dev).pair(u, s)[1]
+
+
 # ----------------------------------------------------------------------- recomputation in the counts
 
 _SOFTMAX_BODY = """max (a: f32[], b: f32[]) -> f32[] {

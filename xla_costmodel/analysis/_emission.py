@@ -436,35 +436,10 @@ def fusion_pass_is_intermediate(instr, allowed_operands: int = 1) -> bool:
 
 
 def fusion_pass_is_tiled_transpose(instr) -> bool:
-    """Whether `instr` is a transpose (or copy) the shared-memory transpose emitter would tile.
-
-    The operand's most-minor non-trivial dimension must leave the minor
-    position, and both minor dims be ≥ 16 (or ≥ 8 with ≥ 64·128 elements),
-    as `GetDescriptionForTiledTransposeEmitter` requires after normalizing.
-    """
-    if instr.opcode not in ("transpose", "copy") or not instr.operands:
-        return False
-    src, dst = instr.operands[0].shape, instr.shape
-    if not (src.is_array and dst.is_array) or len(src.dims) != len(dst.dims):
-        return False
-    if instr.opcode == "transpose":
-        perm = _dimensions(instr)
-        if transpose_is_bitcast(src, dst, perm, ignore_unit_dims=True):
-            return False
-    else:
-        if src.minor_to_major == dst.minor_to_major:
-            return False
-        perm = tuple(range(len(dst.dims)))
-    src_phys = [d for d in reversed(src.minor_to_major) if src.dims[d] != 1]
-    # output dims in physical order, named by the operand dim they read
-    dst_phys = [perm[d] for d in reversed(dst.minor_to_major) if dst.dims[d] != 1]
-    if len(src_phys) < 2 or not dst_phys or src_phys[-1] == dst_phys[-1]:
-        return False
-    a = src.dims[src_phys[-1]]
-    b = src.dims[dst_phys[-1]]
-    if a >= MIN_DIM_TO_TRANSPOSE_TILED and b >= MIN_DIM_TO_TRANSPOSE_TILED:
-        return True
-    return a >= MIN_DIM_TO_TRANSPOSE_TILED2 and b >= MIN_DIM_TO_TRANSPOSE_TILED2 and src.num_elements >= MIN_TOTAL_DIMS_TO_TRANSPOSE_TILED
+    """Whether `instr` is a transpose (or copy) the shared-memory transpose emitter would tile:
+    `tiled_transpose` (XLA's `GetDescriptionForTiledTransposeEmitter`, after unit dimensions are
+    dropped and dimensions that stay together merged), which the fusion pass's analysis asks too."""
+    return tiled_transpose(instr) is not None
 
 
 def fusion_pass_roots(comp) -> list:

@@ -520,18 +520,29 @@ _XLA_REASONS = (
     ("no users", "no-users"),
     ("into output of a reduce fusion", "reduction-epilogue"),
     ("into the output of scatter", "scatter-output"),
+    ("uses the in-place operand of a scatter", "scatter-in-place-reader"),
     ("in-place operand of scatter", "scatter-in-place-operand"),
     ("both the producer and the consumer contain a reduce", "reduce-into-reduce"),
     ("shared memory", "shared-memory"),
     ("unnested reduction", "unnested-reductions"),
     ("operands", "operand-limit"),
     ("too large", "code-size"),
+    ("overly large code duplication", "code-size"),
     ("in-place", "in-place"),
     ("is the root", "root"),
     ("bitcast consumer", "bitcast-consumer"),
-    # Triton (generic block-level fusions: the softmax rewriter), which this simulation does not fuse
-    ("symbolictileanalysis", "triton: not tilable"),
-    ("unsupported opcode", "triton: unsupported opcode"),
+    # Triton (`CanFuseTriton`, pairs with a generic Triton fusion: `fusion._triton_fusion`)
+    ("symbolictileanalysis", "triton-not-tilable"),
+    ("tiledruntimedataorerror", "triton-not-tilable"),
+    ("unsupported", "triton-unsupported"),
+    ("only scalar constants", "triton-unsupported"),
+    ("only high padding", "triton-unsupported"),
+    ("no-op pad", "triton-unsupported"),
+    ("row-reduction", "triton-unsupported"),
+    ("not enabled yet", "triton-unsupported"),
+    ("only bitcasts with the same number", "triton-unsupported"),
+    ("s4 is not supported", "triton-unsupported"),
+    ("nested gemm", "triton-unsupported"),
     ("triton", "triton: other"),
 )
 
@@ -616,17 +627,20 @@ def _match_segment(xs: list[tuple], os_: list[tuple], rtol: float, seen: set, tr
     """The first disagreement of one round (cause, what), or None. Events are compared as multisets:
     XLA prices a round's producers in parallel. `seen`: producers our log ever names (XLA also queues
     instructions we never consider, such as library calls, only to find them not fusible);
-    `triton`: XLA's generic Triton fusions (which this simulation does not fuse into or from)."""
+    `triton`: XLA's generic Triton fusions in the input (a disagreement over a pair with one of
+    them is named "triton fusion: <cause>")."""
+    d = _first_mismatch(xs, os_, rtol, seen, priority_of)
+    if d is not None and d[2] is not None and ({d[2][6], *d[2][7]} & triton or d[2][5].startswith("triton")):
+        return "triton fusion: " + d[0], d[1]
+    return None if d is None else d[:2]
+
+
+def _first_mismatch(xs: list[tuple], os_: list[tuple], rtol: float, seen: set, priority_of):
+    """`_match_segment`'s search: (cause, what, XLA's event or None), or None."""
     pool = list(os_)
     for x in xs:
         if x[0] == "ineligible" and x[5] == "producer-not-fusible" and x[6] not in seen:
             continue  # never a candidate of ours: not fusible either
-        involved = {x[6], *x[7]}
-        if involved & triton and not any(o[1] == x[1] and o[0] == x[0] and (x[0] == "ineligible" or o[2] == x[2])
-                                         for o in pool):
-            return "triton fusion (not simulated)", f"XLA: {_fmt(x)}"
-        if x[0] == "ineligible" and x[5].startswith("triton"):
-            return "triton fusion (not simulated)", f"XLA: {_fmt(x)}"
         same = [o for o in pool if o[0] == x[0] and o[1] == x[1] and (x[0] == "ineligible" or o[2] == x[2])]
         if x[0] == "ineligible":
             same_rule = [o for o in same if o[5] == x[5]]
@@ -634,41 +648,39 @@ def _match_segment(xs: list[tuple], os_: list[tuple], rtol: float, seen: set, tr
                 pool.remove(same_rule[0])
                 continue
             if same:
-                if x[6] in triton:
-                    return "triton fusion (not simulated)", f"XLA: {_fmt(x)}; ours: {same[0][5]}"
-                return "ineligibility reason", f"XLA: {_fmt(x)}; ours: {same[0][5]}"
+                return "ineligibility reason", f"XLA: {_fmt(x)}; ours: {same[0][5]}", x
             priced = [o for o in pool if o[0] == "price" and o[1] == x[1]]
             if priced:
-                return "legality", f"XLA: {_fmt(x)}; ours priced it: {_fmt(priced[0])}"
-            return "missing event", f"XLA: {_fmt(x)}; ours: nothing for this producer"
+                return "legality", f"XLA: {_fmt(x)}; ours priced it: {_fmt(priced[0])}", x
+            return "missing event", f"XLA: {_fmt(x)}; ours: nothing for this producer", x
         if not same:
             if x[0] == "price":
                 other = [o for o in pool if o[1] == x[1]]
                 if other:
                     return ("consumers" if other[0][0] == "price" else "legality",
-                            f"XLA: {_fmt(x)}; ours: {_fmt(other[0])}")
-                return "missing event", f"XLA: {_fmt(x)}; ours: nothing for this producer"
+                            f"XLA: {_fmt(x)}; ours: {_fmt(other[0])}", x)
+                return "missing event", f"XLA: {_fmt(x)}; ours: nothing for this producer", x
             ours_first = next((o for o in os_ if o[0] == "fusion"), None)
             if ours_first is None:
-                return "order of fusions", f"XLA: {_fmt(x)}; ours: nothing"
+                return "order of fusions", f"XLA: {_fmt(x)}; ours: nothing", x
             why = f"XLA: {_fmt(x)}; ours: {_fmt(ours_first)}"
             if x[6].startswith("bitcast") and ours_first[6].startswith("bitcast"):
-                return "order of fusions (bitcasts: ties at +inf broken by unique ids)", why
+                return "order of fusions (bitcasts: ties at +inf broken by unique ids)", why, x
             px, po = priority_of(x[1]), priority_of(ours_first[1])
             cause = "order of fusions (tie: equal priorities, broken by XLA's unique ids)" if px == po \
                 else "order of fusions"
-            return cause, why + f" (our priorities: {x[6]} {px}, {ours_first[6]} {po})"
+            return cause, why + f" (our priorities: {x[6]} {px}, {ours_first[6]} {po})", x
         if x[0] == "price":
             ok = [o for o in same if _close(o[3], x[3], rtol) and _close(o[4], x[4], rtol)]
             if not ok:
                 o = same[0]
                 which = [w for w, a, b in (("unfused", o[3], x[3]), ("fused", o[4], x[4])) if not _close(a, b, rtol)]
-                return f"price ({' and '.join(which)})", f"XLA: {_fmt(x)}; ours: {_fmt(o)}"
+                return f"price ({' and '.join(which)})", f"XLA: {_fmt(x)}; ours: {_fmt(o)}", x
             pool.remove(ok[0])
         else:
             pool.remove(same[0])
     if pool:
-        return "extra event", f"ours: {_fmt(pool[0])}; XLA: nothing"
+        return "extra event", f"ours: {_fmt(pool[0])}; XLA: nothing", pool[0]
     return None
 
 

@@ -233,7 +233,7 @@ def _fusibility_rules(producer: HloInstruction, consumer: HloInstruction) -> Rej
         return Rejection("producer-not-fusible", f"{producer.opcode} '{producer.name}'")
     if not is_fusible(consumer):
         return Rejection("consumer-not-fusible", f"{consumer.opcode} '{consumer.name}'")
-    # 3. (Triton: no generic Triton fusions are simulated.)
+    # 3. (Triton: pairs with a generic Triton fusion are `LegalityChecker.triton`'s.)
     # 4. Never into a lone bitcast.
     if is_fusible_bitcast(consumer):
         return Rejection("bitcast-consumer", f"'{consumer.name}' is a bitcast")
@@ -266,6 +266,10 @@ class LegalityChecker:
         self._facts: dict = {}
         self._ir: dict = {}
         self._pair = PairCache()  # verdicts
+        # `CanFuseTriton` for pairs with a generic Triton fusion on either side (a
+        # `fusion._triton_fusion.TritonFusionRules`, set by a pass that simulates them); None: such
+        # fusions are not fusible, as `IsFusible` says of any kCustom fusion.
+        self.triton = None
         self._updates_in_place: dict = {}
         # Per-kernel facts depend on the kernel's content only: with content ids,
         # kernels repeated across layers share one entry, and so does the verdict
@@ -347,6 +351,9 @@ class LegalityChecker:
         return has_non_bitcast, None, None
 
     def _can_fuse(self, producer: HloInstruction, consumer: HloInstruction) -> Rejection | None:
+        triton = self.triton
+        if triton is not None and triton.involves(producer, consumer):
+            return triton.can_fuse(producer, consumer)  # XLA asks nothing else of such a pair
         comp = producer.computation
         # 1. Never across the root (instructions after it may feed side effects).
         if comp is not None and comp.root is producer:

@@ -20,6 +20,13 @@ What `PriorityFusionQueue` + `PriorityFusion::Run` do (`priority_fusion.cc`):
   priorities of the new fusions and of their operands only.
 - At the end, constants of at most one element are fused into every
   fusible user.
+- An operand of a step's fusions that is still queued is re-priced as XLA
+  does it, incrementally (`ComputeRuntimesOfRemovedConsumers`): its queued
+  priority, plus the gain of fusing it into its new consumers, minus the gain
+  for the consumers fused away that XLA's performance-model cache still holds
+  a fused price for (a pair leaves that cache when either side changes, so
+  the result is not always the operand's full gain). A consumer grown in
+  place stays queued at its old priority until it is re-priced.
 
 Priorities are computed from per-(producer, consumer) prices cached as XLA
 caches them (`incremental=True`: priority = P + Σ consumer − Σ fused, with
@@ -36,7 +43,7 @@ from typing import TYPE_CHECKING, Callable
 
 from ..hlo import HloComputation, HloInstruction
 from ..hlo._edit import NameUniquifier
-from ..hlo._fusion_engine import FusionEditor
+from ..hlo._fusion_engine import FusionEditor, discard_fusion
 from ..hlo._structure import ContentIds
 from ..models import (CachesInstructions, CombinesFusionTimes, CostModel, FusionPricing, fuses_by_materializing,
                       prices_by_content)
@@ -49,6 +56,7 @@ from ._legality import (
     is_fusible_bitcast,
 )
 from ._pair_cache import PairCache
+from ._triton_fusion import TritonFusionRules, triton_backend_config
 
 if TYPE_CHECKING:
     from ..devices import DeviceSpec
@@ -142,7 +150,9 @@ class FusionPass:
     `content`: content ids of the kernels (`hlo._structure.ContentIds`), or
     None; `content_cache`: prices by content, for models that
     `prices_by_content`; `log`: where each run appends its `LogEvent`s, in
-    the order XLA's `priority_fusion_dump` has them (None: not kept).
+    the order XLA's `priority_fusion_dump` has them (None: not kept);
+    `triton`: fuse into and out of generic Triton fusions as XLA does
+    (`fusion._triton_fusion`; False: they are not fusible).
     """
 
     model: CostModel
@@ -158,6 +168,7 @@ class FusionPass:
     content: ContentIds | None = None
     content_cache: dict = field(default_factory=dict)
     log: list | None = None
+    triton: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +298,10 @@ class PriorityFusionRun:
         self.model = model
         self.device = device
         self.checker = fusion_pass.checker
+        if fusion_pass.triton and self.checker.triton is None:
+            versions = fusion_pass.version
+            self.checker.triton = TritonFusionRules(device, lambda instr: versions.get(instr, 0))
+        self._triton: TritonFusionRules | None = self.checker.triton if fusion_pass.triton else None
         self.uids = fusion_pass.uids
         self.next_uid = fusion_pass.next_uid
         self.incremental = fusion_pass.incremental
@@ -320,8 +335,12 @@ class PriorityFusionRun:
         self._to_update: dict[HloInstruction, None] = {}
         self.model_calls = 0
         self.log = fusion_pass.log
-        # producer -> consumers fused away this step (XLA's incremental update, for the log)
-        self._removed: dict[HloInstruction, int] = {}
+        # XLA's incremental updates (`ComputeRuntimesOfRemovedConsumers`): which fused pairs its
+        # `GpuPerformanceModelCache` holds (producer -> consumer -> (T(consumer), T_fused), launches
+        # included), and, during a step's updates, operand -> (unfused, fused removed, new consumers).
+        # Only for a single model pricing pairs (`incremental`).
+        self._xla_pairs: dict[HloInstruction, dict[HloInstruction, tuple[float, float]]] = {}
+        self._removed: dict[HloInstruction, tuple[float, float, list]] = {}
         self._launch_s = float(getattr(device, "kernel_launch_overhead_s", 1e-6))
 
     # -- pricing ------------------------------------------------------------
@@ -350,6 +369,9 @@ class PriorityFusionRun:
         """`(T(producer), T(consumer), T_fused)` from the model (for a combination, one such triple
         per member); None when the model cannot split its price by kernel (then `incremental` is
         switched off)."""
+        triton = self._triton
+        if triton is not None and triton.involves(producer, consumer):
+            return self._triton_pair(producer, consumer)
         if self._combination is None:
             pricing = self._pricings[0]
             v = pricing.triple(producer, consumer)
@@ -372,6 +394,23 @@ class PriorityFusionRun:
                 return None
             triples.append(v)
         return tuple(triples)
+
+    def _triton_pair(self, producer: HloInstruction, consumer: HloInstruction) -> tuple:
+        """A pair with a generic Triton fusion: each side priced alone as usual, the fused pair as the
+        Triton fusion it becomes (its best tiling: `TritonFusionRules.fused`), by each model."""
+        fused = self._triton.fused(producer, consumer)
+        try:
+            triples = []
+            for pricing in self._pricings:
+                self.model_calls += 1
+                # (a pair pricer prices each side as `EstimateRunTimes` sees it: a bitcast user too
+                # is a kernel that pays its launch)
+                alone = (lambda x: pricing.pricer.kernel(x).time_s) if pricing.pricer is not None \
+                    else pricing.kernel
+                triples.append((alone(producer), alone(consumer), pricing.model.estimate(fused, self.device).time_s))
+        finally:
+            discard_fusion(fused)
+        return triples[0] if self._combination is None else tuple(triples)
 
     def _times(self, producer: HloInstruction, users: list[HloInstruction]) -> tuple[float, float]:
         if self.incremental and self._combination is not None:
@@ -437,20 +476,30 @@ class PriorityFusionRun:
         if not has_non_bitcast:
             self._reject(producer, None, Rejection("only-bitcast-users"))
             return -INF
-        unfused, fused = self._times(producer, users)
-        if self.log is not None:
-            removed = self._removed.pop(producer, None)
-            old = self.estimates.get(producer)
-            if removed is not None and old is not None:
-                extra = removed * self._launch_s
-                logged = (unfused - old[0] + extra, fused - old[1] + extra)
+        removed = self._removed.pop(producer, None)
+        key = self.queue.key(producer) if removed is not None else None
+        if key is not None and self._tracks_pairs():
+            # XLA's incremental update: the queued priority plus the new consumers' gain minus the
+            # gain its cache holds for the consumers fused away (those it still holds a price for)
+            unfused, fused = self._times(producer, users)
+            u_new, f_new = self._xla_times(producer, removed[2])
+            logged = (u_new - removed[0], f_new - removed[1])
+            priority = quantize_priority(key[0] + logged[0] - logged[1])
+        else:
+            # priced over all users (and so held in XLA's cache, when it is followed)
+            if self._tracks_pairs():
+                unfused, fused = self._xla_times(producer, users)
+                if not self.incremental:  # the model turned out not to price pairs: whole producers
+                    unfused, fused = self._times(producer, users)
             else:
-                logged = (unfused, fused)
+                unfused, fused = self._times(producer, users)
+            logged = (unfused, fused)
+            priority = quantize_priority(unfused - fused)
+        if self.log is not None:
             self.log.append(LogEvent("price", self.comp.name, producer.name, tuple(u.name for u in users),
                                      unfused, fused, logged_unfused_s=logged[0], logged_fused_s=logged[1],
-                                     incremental=removed is not None and old is not None))
+                                     incremental=key is not None))
         self.estimates[producer] = (unfused, fused)
-        priority = quantize_priority(unfused - fused)
         if math.isnan(priority):
             self._reject(producer, None, Rejection("unpriced", "the model returned NaN"))
             return -INF
@@ -462,6 +511,51 @@ class PriorityFusionRun:
         else:
             self.rejections.pop(producer, None)
         return priority
+
+    def _tracks_pairs(self) -> bool:
+        return self.incremental and self._combination is None
+
+    def _xla_times(self, producer: HloInstruction, consumers) -> tuple[float, float]:
+        """`EstimateRunTimesForPriorityFusion(producer, consumers)`, launches included, noting each
+        fused pair in XLA's cache as it does."""
+        held = self._xla_pairs.setdefault(producer, {})
+        p = math.nan
+        unfused = fused = 0.0
+        for c in consumers:
+            p, tc, tf = self._pair(producer, c)
+            held[c] = (tc, tf)
+            unfused += tc
+            fused += tf
+        return (self._alone(producer) if math.isnan(p) else p) + unfused, fused
+
+    def _alone(self, instr: HloInstruction) -> float:
+        pricing = self._pricings[0]
+        return pricing.pricer.kernel(instr).time_s if pricing.pricer is not None else pricing.kernel(instr)
+
+    def _removed_runtimes(self, operand: HloInstruction, gone: list) -> tuple[float, float]:
+        """`ComputeRuntimesOfRemovedConsumers` for one queued operand, before the step's fusions:
+        the operand's own time (and launch) plus, for each of `gone` (the step's consumers and
+        producer) whose fused price with it XLA's cache holds, that consumer's time and the fused
+        time, each without its launch (the consumer count is the new consumers')."""
+        held = self._xla_pairs.get(operand, {})
+        launch = self._launch_s
+        unfused, fused = self._alone(operand), 0.0
+        for c in gone:
+            e = held.get(c)
+            if e is not None:
+                unfused += e[0] - launch
+                fused += e[1] - launch
+        return unfused, fused
+
+    def _forget_pairs(self, instr: HloInstruction) -> None:
+        """`GpuPerformanceModelCache::Invalidate`: `instr`'s pairs as producer, and as consumer of its operands."""
+        self._xla_pairs.pop(instr, None)
+        for o in instr.operands:
+            if o.opcode == "get-tuple-element" and o.operands:
+                o = o.operands[0]
+            held = self._xla_pairs.get(o)
+            if held is not None:
+                held.pop(instr, None)
 
     def _set_priority(self, instr: HloInstruction) -> None:
         uid = self.uids.get(instr)
@@ -505,13 +599,22 @@ class PriorityFusionRun:
         facts = checker.facts(producer) + checker.facts(consumer)
         in_place = consumer.opcode == "fusion"
         pair_key = self._ids.pair(producer, consumer) if self._ids is not None else None
+        triton = self._triton
+        # A Triton pair becomes a Triton fusion with the fused pair's best tiling (XLA sets it as
+        # the fusion's backend config after fusing).
+        tiling = triton.tiling(producer, consumer) if triton is not None and triton.involves(producer, consumer) \
+            else None
         fusion = self.editor.fuse(producer, consumer, kind="kLoop")
         if pair_key is not None:
             self._ids.record_fused(fusion, pair_key)
         checker.set_facts(fusion, facts)
-        kind = checker.fusion_kind(fusion)
-        if kind != "kLoop":
-            fusion.set_attribute("kind", kind)
+        if tiling is not None:
+            fusion.set_attribute("kind", "kCustom")
+            fusion.set_attribute("backend_config", triton_backend_config(*tiling))
+        else:
+            kind = checker.fusion_kind(fusion)
+            if kind != "kLoop":
+                fusion.set_attribute("kind", kind)
         if in_place:
             # A fusion grows in place and keeps its unique id, as in XLA.
             if self._invalidate is not None:
@@ -529,14 +632,16 @@ class PriorityFusionRun:
         fused_into: list[str] = []
         fusions: list[str] = []
         to_update = self._to_update
-        removed: dict[HloInstruction, int] = {}
-        if self.log is not None:
-            # XLA updates a queued operand of the step's fusions incrementally: count, per operand,
-            # its users this step fuses away (the producer and its consumers)
-            for x in [producer, *(c for c in consumers if not is_fusible_bitcast(c))]:
-                for o in dict.fromkeys(x.operands):
-                    if o is not producer and o in self.queue:
-                        removed[o] = removed.get(o, 0) + 1
+        removed: dict[HloInstruction, tuple[float, float]] = {}
+        new_consumers: dict[HloInstruction, list] = {}
+        tracks = self._tracks_pairs()
+        if tracks:
+            # XLA updates a queued operand of the step's fusions incrementally, from what its cache
+            # held before the step: taken now, for every queued instruction that may become one
+            gone = [*consumers, producer]
+            for x in dict.fromkeys([producer, *consumers, *(o for x in (producer, *consumers) for o in x.operands)]):
+                if x is not producer and x in self.queue:
+                    removed[x] = self._removed_runtimes(x, gone)
         for consumer in consumers:
             if is_fusible_bitcast(consumer):
                 continue
@@ -546,24 +651,29 @@ class PriorityFusionRun:
             if self.log is not None:
                 self.log.append(LogEvent("fusion", self.comp.name, producer.name, (fused_into[-1],),
                                          fusion=fusion.name))
-            # OnFusingInstruction
-            self.queue.remove(consumer)
-            to_update.pop(consumer, None)
+            # OnFusingInstruction (a consumer grown in place stays queued at its old priority)
+            if fusion is not consumer:
+                self.queue.remove(consumer)
+                to_update.pop(consumer, None)
             for o in fusion.operands:
                 if o is producer or o.opcode in ("constant", "get-tuple-element") or not hlo_is_fusible(o):
                     continue
                 to_update[o] = None
+                new_consumers.setdefault(o, []).append(fusion)
             to_update[fusion] = None
         kept = len(producer.users)
+        if tracks:
+            # operands of the step's fusions still queued are updated incrementally
+            self._removed = {o: (*removed[o], cs) for o, cs in new_consumers.items() if o in removed and o in self.queue}
         if not producer.users and producer is not self.comp.root:
             self.queue.remove(producer)
             to_update.pop(producer, None)
+            if tracks:
+                self._forget_pairs(producer)
             self.editor.remove(producer)
-        if removed:
-            # an operand of the step's fusions (a consumer grown in place too, when it feeds another)
-            made = [self.comp.instruction(n) for n in dict.fromkeys(fusions) if n in self.comp]
-            self._removed = {o: n for o, n in removed.items()
-                             if o in to_update and any(f is not o and o in f.operands for f in made)}
+        if tracks:
+            for consumer in consumers:
+                self._forget_pairs(consumer)
         for instr in list(to_update):
             self._set_priority(instr)
         to_update.clear()

@@ -8,6 +8,9 @@ __all__ = ["RULES", "Rejection"]
 
 # Rule name -> what it forbids (the order is `CanFuse`'s order).
 RULES: dict[str, str] = {
+    # A pair with a generic Triton fusion on either side (`CanFuseTriton`, `fusion._triton_fusion`):
+    "triton-unsupported": "Triton cannot emit the other side (IsTritonSupported)",
+    "triton-not-tilable": "the fused pair has no valid tiling (TryFindBestTilingForFusion)",
     "root": "the producer is its computation's root instruction",
     "producer-not-fusible": "the producer is not fusible (4.3)",
     "consumer-not-fusible": "the consumer is not fusible (4.3)",

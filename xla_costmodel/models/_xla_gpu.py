@@ -58,9 +58,12 @@ bound "network" when the transfer dominates; `-done` forms cost 0.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
+
+import numpy as np
 
 from ..analysis._emission import emitter_kind
 from ..analysis._frontend import backend_config
@@ -87,6 +90,60 @@ def _fusion_backend_kind(kernel) -> str:
 
 def _round_half_away(x: float) -> float:
     return math.floor(x + 0.5) if x >= 0 else -math.floor(-x + 0.5)
+
+
+# XLA computes its model's terms in single precision (`float` bandwidths, `1.0f * flops / ...`) and
+# turns each into an `absl::Duration` (a count of quarter-nanosecond ticks). Ties between
+# priorities hang on the last tick, so the default resolution follows both exactly.
+_f32 = np.float32
+_ABSL_TICKS_PER_S = 4_000_000_000
+_ABSL_TICK_S = 0.25e-9
+
+
+def _absl_seconds(n: float) -> float:
+    """`absl::Seconds(double)`: whole seconds, then the fraction rounded to a tick (half away from 0)."""
+    if n < 0:
+        return -_absl_seconds(-n)
+    whole = float(int(n))
+    return whole + _round_half_away((n - whole) * _ABSL_TICKS_PER_S) * _ABSL_TICK_S
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _exact_read_time(bw: int, clock_ghz: float, transactions: int, num_blocks: int, in_l2: bool, in_l1: bool,
+                     dram_bytes: int, cache_bytes: int, utilization: float, l2_speedup: float,
+                     l1_speedup: float) -> float:
+    """`ReadTimeWithDRAMHeuristic` in XLA's arithmetic (kept per argument tuple: a pass asks the same
+    reads again and again). XLA's bandwidths are floats: the product with the (double) utilization
+    rate is rounded to single precision, as are the cache speedups (float constants) and the
+    per-block cap."""
+    dram_bw = _f32(bw * utilization)
+    rest_bw = _f32(bw)
+    if in_l2:
+        rest_bw = _f32(rest_bw * _f32(l2_speedup))
+        if in_l1:
+            rest_bw = _f32(rest_bw * _f32(l1_speedup))
+    else:
+        rest_bw = _f32(float(rest_bw) * utilization)
+    if transactions:
+        per_block = _f32(_f32(clock_ghz) * _f32(1e9)) * _f32(transactions)
+        cap = _f32(_f32(num_blocks) * per_block)
+        dram_bw = min(dram_bw, cap)
+        rest_bw = min(rest_bw, cap)
+    return _absl_seconds(float(_f32(dram_bytes) / dram_bw)) + _absl_seconds(float(_f32(cache_bytes) / rest_bw))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _absl_scale(seconds: float, r: float) -> float:
+    """`absl::Duration * double` (`ScaleDouble`) on a duration already on the tick grid."""
+    ticks = int(round(seconds * _ABSL_TICKS_PER_S))
+    hi, lo = divmod(ticks, _ABSL_TICKS_PER_S)
+    hi_doub = hi * r
+    hi_int = math.trunc(hi_doub)
+    hi_frac = hi_doub - hi_int
+    lo_doub = lo * r / _ABSL_TICKS_PER_S + hi_frac
+    lo_int = math.trunc(lo_doub)
+    lo_frac = lo_doub - lo_int
+    return hi_int + lo_int + _round_half_away(lo_frac * _ABSL_TICKS_PER_S) * _ABSL_TICK_S
 
 
 @dataclass(slots=True)
@@ -135,6 +192,9 @@ class XlaGpuModel:
     - `max_unroll_factor`: loop emitter unrolling (`MaxUnrollFactor`, 4).
     - `time_resolution_s`: each duration term is rounded to this, as
       `absl::Duration` does (a quarter nanosecond); 0 keeps full precision.
+      At a quarter nanosecond the terms also follow XLA's arithmetic exactly
+      (single-precision bandwidths and quotients, absl's scaling of the
+      overlap), so that priorities tie where XLA's do.
     - `truncate_flops_per_ns`: effective flops per ns are an integer in XLA.
     - `matrix_units`: price dot and convolution flops at the device's matrix
       (tensor core) peak for their dtype, scaled by the active SMs; False
@@ -155,7 +215,9 @@ class XlaGpuModel:
       no model for either, False prices a sort with the steps above).
     - `atomic_contention`: a scatter whose indices may collide takes at
       least the time its atomics queue on one L2 line (`models._contention`;
-      XLA has no such term, False drops it).
+      XLA has no such term, False drops it). Kernel estimates only: fusion
+      prices (`estimate_fusion`, `fusion_pricer`) leave it out, as XLA's
+      fusion decisions do.
     - `nccl_max_channels`, `nccl_min_channels`, `nccl_threads`: what XLA's
       collective model reads from `NCCL_MAX_NCHANNELS`, `NCCL_MIN_NCHANNELS`
       and `NCCL_NTHREADS` (0: unset).
@@ -195,10 +257,15 @@ class XlaGpuModel:
     def _check(self, device) -> None:
         check_prices_device(self, device)
 
+    def _exact(self) -> bool:
+        """Whether terms follow XLA's arithmetic exactly (single precision, absl's tick rounding)."""
+        return self.time_resolution_s == _ABSL_TICK_S
+
     def _flops_per_ns(self, device, blocks: int, threads: int) -> float:
         active_fpus = min(threads, device.fpus_per_core)
         active_cores = min(blocks, device.core_count)
-        rate = 2.0 * device.clock_rate_ghz * active_cores * active_fpus
+        clock = float(_f32(device.clock_rate_ghz)) if self._exact() else device.clock_rate_ghz
+        rate = clock * 2.0 * (active_cores * active_fpus)
         if self.truncate_flops_per_ns:
             rate = float(int(rate))
         return max(rate, 1.0)
@@ -206,7 +273,12 @@ class XlaGpuModel:
     def compute_time(self, device, flops: float, matmul_flops: float, matmul_dtype: str, blocks: int, threads: int) -> float:
         """XLA's `ComputeTime`, with dots/convolutions on the matrix units if `matrix_units`."""
         vector = flops - matmul_flops if (self.matrix_units and matmul_flops) else flops
-        t = self._q(int(vector) / self._flops_per_ns(device, blocks, threads) * 1e-9)
+        rate = self._flops_per_ns(device, blocks, threads)
+        if self._exact():
+            # `absl::Nanoseconds(1.0f * flops / flops_per_ns)`: a float quotient, scaled from 1 ns
+            t = _absl_scale(1e-9, float(_f32(_f32(int(vector)) / _f32(rate))))
+        else:
+            t = self._q(int(vector) / rate * 1e-9)
         if self.matrix_units and matmul_flops:
             active = min(blocks, device.core_count) / device.core_count
             t += self._q(matmul_flops / (device.matmul_flops_per_s(matmul_dtype or "f32") * active))
@@ -214,6 +286,8 @@ class XlaGpuModel:
 
     def read_time(self, device, num_blocks: int, n_bytes_net: int, n_bytes_total: int, utilization: float) -> float:
         """XLA's `ReadTimeWithDRAMHeuristic` (seconds)."""
+        if self._exact():
+            return self._read_time_exact(device, num_blocks, n_bytes_net, n_bytes_total, utilization)
         bw = device.memory_bandwidth_bytes_per_s
         dram_bw = bw * utilization
         rest_bw = bw
@@ -231,14 +305,27 @@ class XlaGpuModel:
         cache_bytes = n_bytes_total - dram_bytes
         return self._q(dram_bytes / dram_bw) + self._q(cache_bytes / rest_bw)
 
+    def _read_time_exact(self, device, num_blocks: int, n_bytes_net: int, n_bytes_total: int,
+                         utilization: float) -> float:
+        return _exact_read_time(int(device.memory_bandwidth_bytes_per_s), device.clock_rate_ghz,
+                                device.memory_transactions_per_clock, num_blocks,
+                                n_bytes_net < device.l2_cache_bytes, n_bytes_net < device.l1_cache_bytes,
+                                min(n_bytes_net, n_bytes_total), n_bytes_total - min(n_bytes_net, n_bytes_total),
+                                float(utilization), self.l2_cache_speedup, self.l1_cache_speedup)
+
     def write_time(self, device, bytes_written: float) -> float:
         """XLA's `WriteTime`: full bandwidth, no coalescing factor, no cap."""
+        if self._exact():
+            # `absl::Seconds(1.0f * bytes_written / memory_bandwidth())`: a float quotient
+            return _absl_seconds(float(_f32(int(bytes_written)) / _f32(device.memory_bandwidth_bytes_per_s)))
         return self._q(bytes_written / device.memory_bandwidth_bytes_per_s)
 
     def combine(self, compute_s: float, memory_s: float) -> float:
         """XLA's `CombineComputeAndMemoryAccessTime`."""
         if math.isinf(compute_s) or math.isinf(memory_s):
             return math.inf
+        if self._exact():
+            return compute_s + memory_s - _absl_scale(min(compute_s, memory_s), self.memory_compute_parallelism)
         return compute_s + memory_s - self._q(min(compute_s, memory_s) * self.memory_compute_parallelism)
 
     # --------------------------------------------------------------- kernels
@@ -275,7 +362,7 @@ class XlaGpuModel:
         exec_s = self.combine(compute, read + write)
         return _Runtime(costs, ld, flops, compute, read, write, exec_s, bytes_read, bytes_written, per_operand, uncoalesced)
 
-    def _estimate_from(self, rt: _Runtime, device) -> KernelEstimate:
+    def _estimate_from(self, rt: _Runtime, device, *, contention: bool = True) -> KernelEstimate:
         launch = device.kernel_launch_overhead_s
         memory = rt.read_s + rt.write_s
         ld = rt.launch
@@ -300,7 +387,7 @@ class XlaGpuModel:
         if ld.detail:
             details["launch_detail"] = ld.detail
         exec_s = rt.exec_s
-        if self.atomic_contention and ld.emitter == "scatter":
+        if contention and self.atomic_contention and ld.emitter == "scatter":
             c = scatter_contention(rt.costs.kernel, device)
             if c is not None:
                 details.update(atomic_requests=c.requests, atomic_target_lines=c.target_lines,
@@ -465,7 +552,9 @@ class XlaGpuModel:
             why = "no cost rule for " + ", ".join(rt.costs.unpriced)
             warn_unpriced(self.name, instr, why, stacklevel=4)
             return KernelEstimate.unpriced(why), rt
-        return self._estimate_from(rt, device), rt
+        # Without the atomic contention term: XLA's fusion decisions have none, and a scatter that
+        # absorbs a producer keeps its atomics, so the term would only inflate the unfused side.
+        return self._estimate_from(rt, device, contention=False), rt
 
     def estimate_fused(
         self,
