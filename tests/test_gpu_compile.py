@@ -385,6 +385,20 @@ def test_jax_started_before_us_without_the_skip_we_fall_back_quietly_naming_the_
 
 
 @needs_plugin
+def test_the_main_job_prints_nothing_on_stderr(tmp_path):
+    # `scripts/run`'s demo starts jax's backends itself (it names jax's backend): the plugin's driver lines
+    # reached the terminal until the CLI started the backends with them captured
+    env = {k: v for k, v in os.environ.items() if k not in ("JAX_PLATFORMS", "JAX_SKIP_CUDA_CONSTRAINTS_CHECK",
+                                                             "TF_CPP_MIN_LOG_LEVEL")}
+    env.update(PYTHONPATH=str(ROOT), HOME=str(tmp_path), XLA_COSTMODEL_DATA_DIR=str(tmp_path / "data"))
+    done = subprocess.run([sys.executable, "-m", "xla_costmodel.cli", "demo", "--out", str(tmp_path / "out")],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert "backend cpu" in done.stdout
+    assert done.stderr == ""
+
+
+@needs_plugin
 def test_cli_compile_writes_xlas_module_quietly_and_refuses_bad_input_in_one_line(tmp_path):
     prog = tmp_path / "prog.py"
     prog.write_text(textwrap.dedent("""

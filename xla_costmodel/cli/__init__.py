@@ -17,6 +17,7 @@ import argparse
 import importlib
 import sys
 
+from .._quiet_jax import cuda_plugin_installed, nvidia_driver_present, start_backends_quietly
 from ._common import (COMMANDS, UsageError, command, count, load_module, one_line_warnings, print_table,
                       resolve_device_and_model, user_error)
 
@@ -60,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    if cuda_plugin_installed() and not nvidia_driver_present():
+        # jax's CUDA plugin writes driver log lines to the terminal when a command first starts jax's
+        # backends (measuring, tracing); started here with them captured, no command prints them
+        start_backends_quietly()
     try:
         with one_line_warnings():
             return int(COMMANDS[args.command].run(args) or 0)
