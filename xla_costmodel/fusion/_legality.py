@@ -31,8 +31,8 @@ from ..analysis._emission import (
 )
 from ..analysis._opcodes import is_elementwise
 from ..hlo import HloInstruction
-from ..hlo._fusion_engine import discard_fusion, hypothetical_fusion
-from ..hlo._structure import ContentIds
+from ..fusion_engine import discard_fusion, hypothetical_fusion
+from ..hlo.editing import ContentIds
 from ._budget import (
     MAX_IR_SIZE,
     IrSize,

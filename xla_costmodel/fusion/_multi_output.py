@@ -44,9 +44,8 @@ from ..analysis._emission import (
 from ..analysis._opcodes import is_elementwise
 from ..analysis._shapes import reshape_is_bitcast, transpose_is_bitcast
 from ..hlo import HloComputation, HloInstruction, Shape
-from ..hlo._deferred import is_deferred, replay
-from ..hlo._edit import NameUniquifier
-from ..hlo._fusion_engine import FusedBodyBuilder, discard_fusion, make_fusion, operands_first
+from ..hlo.editing import NameUniquifier, is_deferred, replay
+from ..fusion_engine import FusedBodyBuilder, discard_fusion, make_fusion, operands_first
 from ._in_place import _in_place_operands
 from ._legality import LegalityChecker, hlo_is_fusible
 from ._rejection import Rejection

@@ -476,7 +476,7 @@ def _kernels_time_s(module, device, model) -> float:
 def _graft(module, fusion, alternative) -> None:
     """Replace `fusion` in `module` by the entry of the parsed `alternative` (its computations moved in,
     before the fusion's computation; every name in it was made unique for `module`)."""
-    from ..hlo._edit import clone_instruction
+    from ..hlo.editing import clone_instruction
 
     site_comp = fusion.computation
     for comp in list(alternative.computations):
@@ -524,7 +524,7 @@ def autotune_gemms(module, device, *, model=None, exhaustive: bool = False,
     import pandas as pd
 
     from ..devices import get_device
-    from ..hlo._edit import copy_module
+    from ..hlo.editing import copy_module
     from ._base import get_model
     from ._gemm_table import gemm_spec, is_cublas_gemm
     from ._library_calls import gemm_table_estimate
@@ -534,7 +534,7 @@ def autotune_gemms(module, device, *, model=None, exhaustive: bool = False,
         raise ValueError(f"autotune_gemms: {device.name} is not a GPU; GEMM autotuning is XLA:GPU's")
     model = model or get_model("xla-gpu")
     from ..hlo import parse_hlo
-    from ..hlo._edit import NameUniquifier
+    from ..hlo.editing import NameUniquifier
 
     out = copy_module(module)
     rows = []

@@ -29,7 +29,7 @@ from ..analysis._emission import (
 )
 from ..analysis._opcodes import IS_ELEMENTWISE
 from ..analysis._shapes import first_array
-from ..hlo._fusion_engine import select_in_body
+from ..fusion_engine import select_in_body
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,7 @@ from ..analysis._library import custom_call_target, real_outputs
 from ..analysis._shapes import array_leaves, element_bits, elements, elements_recursive, first_array
 from ..analysis._sort import bitonic_plan
 from ..analysis._tiling import TilingError, configured_tiling, dims_of, propagate
-from ..hlo._fusion_engine import select_in_body
+from ..fusion_engine import select_in_body
 
 # XLA constants (transpose.cc, reduction_utils.h, launch_dimensions.cc); the emitter facts'
 # own (tiled transposes, race-free reductions) are in `analysis._emission`.
