@@ -69,7 +69,7 @@ BOUND = 4.0
 
 def _features(kernels, device) -> pd.DataFrame:
     """The feature counts of each kernel (NaN row where it has none: control flow, unreadable)."""
-    from xla_costmodel.fit._counting import features_of
+    from xla_costmodel.fit.data import features_of
     from xla_costmodel.fit import FEATURES, FeatureError
 
     out = []
@@ -85,7 +85,7 @@ def _features(kernels, device) -> pd.DataFrame:
 def suite_table(device) -> pd.DataFrame:
     """The H100 suite: features, `base_s` (each kernel priced alone) and `measured_s` per launch."""
     from xla_costmodel import get_device
-    from xla_costmodel.fit._data import prepare
+    from xla_costmodel.fit.data import prepare
     from xla_costmodel.measure import read_dataset
     from xla_costmodel.models import get_model
 
@@ -115,7 +115,7 @@ def price_whole(modules: dict):
     `analyze` prices them (the shipped model's training rows)."""
     import contextlib
 
-    from xla_costmodel.models import _library_calls
+    from xla_costmodel.models.pricing import library_calls as _library_calls
 
     real = _library_calls.leaving_source_out
     _library_calls.leaving_source_out = lambda source: contextlib.nullcontext()
@@ -253,8 +253,8 @@ def write_calibration(suite, rows, modules, kernels, device, figures) -> list[st
     """Write `calibration/h100-sxm_learned.json` and its training table, if the candidate beat `xla-gpu`
     leave one source out per kernel and per program; else remove them (made against an earlier `xla-gpu`).
     **Returns:** the files written."""
-    from xla_costmodel.fit._efficiency import FORM, table_sha256
-    from xla_costmodel.fit._store import header, measured_on, save_calibration, shipped_dir
+    from xla_costmodel.fit.calibration import EFFICIENCY_FORM as FORM, table_sha256
+    from xla_costmodel.fit.storage import header, measured_on, save_calibration, shipped_dir
     from xla_costmodel.measure import read_dataset
 
     out = shipped_dir()

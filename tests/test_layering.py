@@ -449,3 +449,66 @@ def test_the_allowlist_has_no_stale_entries():
     used = {(f, key) for p in MODULES for f, key, _ in private_imports(p)}
     stale = sorted(PRIVATE_IMPORTS_ALLOWED - used)
     assert not stale, f"no longer imported: delete from PRIVATE_IMPORTS_ALLOWED: {stale}"
+
+
+# ---------------------------------------------------------------------------
+# Scripts call the library (issue 34 §7)
+#
+# A script is a user of the package: it imports what a package's `__init__` or internal API module
+# offers (`fit.data`, `fit.storage`, `fit.calibration`, `compare.scoring`, `models.pricing`,
+# `fusion.conformance`, `measure.programs`, `analysis.facts`, ...), never an underscore module or name of
+# a package. The floor helpers (LAYERS[0]: `_jaxlib_oracle`, `_progress`, ...) are shared by the whole
+# distribution, scripts included, as they are by every package; `scripts/_bench_common.py` is the
+# scripts' own.
+
+SCRIPTS = sorted((ROOT.parent / "scripts").glob("*.py"))
+
+
+def script_private_imports(path: Path) -> list[tuple[str, int]]:
+    """`(private module or name, line)` for every import in the script at `path` of an underscore module
+    or name of one of the package's packages (one per imported name; floor helpers left out)."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            module, names = node.module.split("."), [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            module, names = None, None
+            for a in node.names:
+                parts = a.name.split(".")
+                if parts[0] == ROOT.name and len(parts) > 1 and parts[1] not in FLOOR:
+                    key = _private_key(parts[1:], None)
+                    if key is not None:
+                        out.append((key, node.lineno))
+            continue
+        else:
+            continue
+        if module[0] != ROOT.name:
+            continue
+        for name in names:
+            key = _private_key(module[1:], name)
+            if key is not None and key.split(".")[0] not in FLOOR:
+                out.append((key, node.lineno))
+    return out
+
+
+def test_script_private_imports_are_found(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from xla_costmodel.fit._data import load_rows, prepare\n"  # a private module: once per name
+        "from xla_costmodel.fit.data import load_rows\n"  # the internal API module: public
+        "from xla_costmodel.compare.scoring import fit_model as _fit\n"  # a public name, bound privately
+        "from xla_costmodel.fusion import _conformance as conf\n"  # a private module by name
+        "from xla_costmodel import _jaxlib_oracle, analyze\n"  # a floor helper, a public name
+        "def f():\n"
+        "    import xla_costmodel.models._dot_fusion as dot\n"
+        "    from _bench_common import _sources\n"  # the scripts' own
+    )
+    assert script_private_imports(probe) == [("fit._data", 1), ("fit._data", 1), ("fusion._conformance", 4),
+                                             ("models._dot_fusion", 7)]
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
+def test_scripts_import_no_private_names(path):
+    found = [f"line {line}: {key}" for key, line in script_private_imports(path)]
+    assert not found, (f"scripts/{path.name} imports private modules or names of the package (import what "
+                       "the package's __init__ or internal API module offers, or name it there): " + "; ".join(found))

@@ -1,0 +1,16 @@
+"""The fits behind the shipped calibrations (an internal API for the scripts that make them).
+
+- Library calls (cuSolver, cuDNN, CUB constants per GPU): `library_call_rows`, `fit_library_constants`,
+  `score_library_rows`.
+- The learned efficiency model: `EFFICIENCY_FORM` (the form a saved table has), `table_sha256` (the
+  fingerprint of the table it was fitted on).
+- An analytical model placed on a device: `base_model(name, constants)`, `AnalyticalOnDevice`.
+"""
+
+from ._calibrated import AnalyticalOnDevice as AnalyticalOnDevice
+from ._calibrated import _base_model as base_model
+from ._efficiency import FORM as EFFICIENCY_FORM
+from ._efficiency import table_sha256 as table_sha256
+from ._library_fit import fit_library_constants as fit_library_constants
+from ._library_fit import library_call_rows as library_call_rows
+from ._library_fit import score_library_rows as score_library_rows

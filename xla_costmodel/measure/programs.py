@@ -1,0 +1,12 @@
+"""Whole programs measured into dataset rows (an internal API for `scripts/measure_programs.py`; users
+call `measure_program` and `run_suite`).
+
+- `measure_zoo(names, ...)`: the bundled programs; `measure_extra(...)`: the supplementary kernels.
+- `write_dataset(rows, path)`: a dataset written whole, atomically (`append_dataset` adds to one).
+- `is_memcpy(kernel_symbols)`: which of a GPU capture's events are copies the driver runs, not kernels.
+"""
+
+from ._dataset import write_dataset as write_dataset
+from ._gpu_capture import is_memcpy as is_memcpy
+from ._programs import measure_extra as measure_extra
+from ._programs import measure_zoo as measure_zoo
