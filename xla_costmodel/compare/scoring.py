@@ -6,9 +6,11 @@ own way: per source, per device, on matched runs).
   dataset's rows are priced on.
 - `matched_runs(rows, other)`: the kernel rows of two runs matched on case and instruction (the noise
   ceiling's input).
+- `shown_columns(table)`: a comparison table without the fusion-decision columns its data cannot fill.
 """
 
 from ._ceiling import _matched_runs as matched_runs
 from ._compare import _fit as fit_model
 from ._compare import make_model as make_model
 from ._compare import pricing_device as pricing_device
+from ._compare import shown_columns as shown_columns

@@ -121,8 +121,8 @@ def _supplementary(out_dir: Path, progress: bool) -> Path:
     training data the shipped calibrations have besides the suite: `out_dir/host_cpu_programs.parquet`,
     measured now unless it holds rows timed on this machine already."""
     from ..measure import device_description
-    from ..measure._dataset import write_dataset
-    from ..measure._programs import measure_supplementary
+    from ..measure.programs import write_dataset
+    from ..measure.programs import measure_supplementary
 
     path = out_dir / SUPPLEMENTARY
     here = device_description()["device"]
@@ -315,7 +315,7 @@ def fit_and_save(dev, df: pd.DataFrame, *, paths, models, out: Path, include_pro
         elif name in ("learned", "learned-context"):
             if not paths:
                 # Refitting needs the rows: keep them next to the calibration.
-                from ..measure._dataset import write_dataset
+                from ..measure.programs import write_dataset
 
                 keep = target / f"{dev.name}_{name}_training.parquet"
                 target.mkdir(parents=True, exist_ok=True)

@@ -160,7 +160,7 @@ def kernel_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 def measured_times(df: pd.DataFrame) -> np.ndarray:
     """Seconds per launch: `min_per_run_s` (summed over a run's launches) / launches per run."""
-    from ..measure._dataset import per_launch_s
+    from ..measure.programs import per_launch_s
 
     launches = df["launches"].to_numpy(float) if "launches" in df else np.ones(len(df))
     return np.asarray(per_launch_s(df["min_per_run_s"].to_numpy(float), launches), dtype=float)

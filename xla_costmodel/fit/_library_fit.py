@@ -72,7 +72,7 @@ def library_call_rows(modules, kernels: pd.DataFrame, device) -> pd.DataFrame:
     aside: the GEMM table prices them).
     """
     from ..analysis._library import library_work
-    from ..models._library_calls import gemm_table_estimate
+    from ..models.pricing import gemm_table_estimate
 
     out = []
     for (program, size), module in modules.items():

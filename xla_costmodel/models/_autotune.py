@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 from ..analysis._frontend import backend_config, fusion_backend_kind
 from ..analysis._tiling import TilingError, dims_of, propagate
-from ..hlo._shape import PRIMITIVE_BITS
+from ..hlo import PRIMITIVE_BITS
 from ._dot_fusion import DotProblem, dot_problem, dot_supported, estimate_dot
 
 __all__ = ["AutotunedModule", "GemmConfig", "autotune_gemms", "best_gemm_config", "gemm_search_space"]

@@ -4,7 +4,7 @@ diagnostics that score them one by one; users get them through `get_model("xla-g
 
 - GEMMs: `GemmSpec`, `GemmTableInterpolator` (XLA's measured GEMM table), `is_cublas_gemm`.
 - Collectives: `CollectiveTable`, `describe_collective`.
-- Library calls: `library_calls` (the module: its constants per GPU), `leaving_source_out(source)`
+- Library calls: `gemm_table_estimate` (a cuBLAS GEMM call priced by the measured GEMM table), `library_calls` (the module: its constants per GPU), `leaving_source_out(source)`
   (the constants fitted without one source, for scoring on it).
 - A Triton GEMM's pipelined loop: `pipelined_loop_time`, and `effective_hbm_bandwidth` for a transfer's size.
 """
@@ -17,4 +17,5 @@ from ._dot_fusion import pipelined_loop_time as pipelined_loop_time
 from ._gemm_table import GemmSpec as GemmSpec
 from ._gemm_table import GemmTableInterpolator as GemmTableInterpolator
 from ._gemm_table import is_cublas_gemm as is_cublas_gemm
+from ._library_calls import gemm_table_estimate as gemm_table_estimate
 from ._library_calls import leaving_source_out as leaving_source_out
