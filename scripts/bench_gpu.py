@@ -273,7 +273,7 @@ def metrics(pred, meas) -> dict:
     """`fit._metrics.accuracy`'s figures, with the shares within 1.25x and more than 10x off."""
     import numpy as np
 
-    from xla_costmodel.fit import accuracy
+    from xla_costmodel.metrics import accuracy
 
     p, m = np.asarray(pred, float), np.asarray(meas, float)
     if len(m) == 0:

@@ -28,7 +28,7 @@ is tuned on it. Three training regimes, each a `compare` split:
 The models are `fitted`, `learned`, `context`, `learned-context`,
 `roofline`, `roofline-calibrated`, `xla-gpu-calibrated` and any given with
 `--models`; the fittable ones are
-refitted on each training part. The metrics (`xla_costmodel.fit._metrics`):
+refitted on each training part. The metrics (`xla_costmodel.metrics`):
 `sk_error` (Stevens & Klöckner's geometric mean of |p - m| / m), `ratio_error`
 (exp(mean |ln p/m|) - 1), Kendall's tau, the share of kernels within 2x.
 

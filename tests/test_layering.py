@@ -29,6 +29,7 @@ LAYERS = (
     ("models",),
     ("fusion",),
     ("measure",),
+    ("metrics",),
     ("fit",),
     ("compare", "plot"),
     ("front",),

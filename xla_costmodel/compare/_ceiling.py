@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from ..fit.data import kernel_rows
-from ..fit.metrics import METRIC_COLUMNS, accuracy
+from ..metrics import METRIC_COLUMNS, accuracy
 
 __all__ = ["kernel_times", "noise_by_source", "noise_ceiling", "program_noise", "round_minima", "round_pairs",
            "rounds_of", "run_pair"]

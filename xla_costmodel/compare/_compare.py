@@ -38,7 +38,7 @@ Splits (what is fitted on what, what is scored):
 Fittable models (`fitted`, `learned`, `*-calibrated`) are refitted from
 scratch on each training part; the analytical models (`roofline`,
 `xla-gpu`) are used as they are (on a CPU, `xla-gpu` runs on
-`host_as_gpu(device)`). Metrics: see `xla_costmodel.fit._metrics`.
+`host_as_gpu(device)`). Metrics: see `xla_costmodel.metrics`.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ import pandas as pd
 
 from ..fit.data import (FUSION_VARIANT_CLASSES, PROGRAM_CLASSES, SUITE, TRAINING_PROGRAM, Prepared, corpus_dataset,
                          default_training, empty_prepared, prepare_dataset, programs_dataset, row_roles, row_sources)
-from ..fit.metrics import METRIC_COLUMNS, accuracy, fusion_metrics
+from ..metrics import METRIC_COLUMNS, accuracy, fusion_metrics
 
 __all__ = ["compare_models", "Comparison", "DEFAULT_MODELS", "GPU_MODELS", "SPLITS", "form_ceiling", "make_model",
            "pricing_device"]
@@ -74,7 +74,7 @@ class Comparison(pd.DataFrame):
     """The result of `compare`: one row per model with its metrics on every scored kernel.
 
     Columns: `model`, `split`, then `n` (kernels scored), `unpriced`, the
-    metrics of `xla_costmodel.fit._metrics` (`sk_error`, `ratio_error`,
+    metrics of `xla_costmodel.metrics` (`sk_error`, `ratio_error`,
     `kendall_tau`, `within_2x`, `mape`,
     `median_abs_log`, `bias`, `spearman`), the fusion-decision metrics
     (`fusion_n`, `fusion_order_acc`, `fusion_gain_ratio_error`,

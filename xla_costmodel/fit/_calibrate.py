@@ -64,7 +64,7 @@ def _device_facts(dev) -> dict:
 
 
 def _train_accuracy(pred, y) -> dict:
-    from ._metrics import accuracy
+    from ..metrics import accuracy
 
     acc = accuracy(pred, y)
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in acc.items()}
@@ -380,7 +380,7 @@ def _judge(name: str, model_class, dev, prep: Prepared, held_back: Path) -> dict
     `in_use_ratio_error`, and `line`: one sentence for the progress output.
     """
     from ._calibrated import CalibratedModel
-    from ._metrics import accuracy
+    from ..metrics import accuracy
 
     in_use, whose = calibration_in_use(name, dev)
     out: dict = {"used_by_default": True, "held_out_rows": 0, "held_out_ratio_error": math.nan,
