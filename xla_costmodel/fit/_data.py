@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..analysis._opcodes import CONTROL_FLOW_OPCODES
+from ..analysis.opcodes import CONTROL_FLOW_OPCODES
 from ._context import CONTEXT_FEATURES, context_features
 from ._counting import features_of
 from ._features import FEATURES, FeatureError

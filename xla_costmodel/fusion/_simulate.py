@@ -15,8 +15,8 @@ import pandas as pd
 
 from .._gc import gc_paused
 from ..analysis import annotate_trip_counts
-from ..analysis._opcodes import NOT_KERNELS_IN_FUSION_PASS
-from ..analysis._shapes import reshape_is_bitcast, transpose_is_bitcast
+from ..analysis.opcodes import NOT_KERNELS_IN_FUSION_PASS
+from ..analysis.shapes import reshape_is_bitcast, transpose_is_bitcast
 from ..hlo import HloComputation, HloModule
 from ..fusion_engine import release_body_state
 from ..hlo.editing import NameUniquifier, copy_module, inline_calls as _inline_calls

@@ -20,15 +20,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..analysis._emission import (
+from ..analysis.emission import (
     is_input_fusible_reduction,
     launch_facts,
     most_minor_non_trivial,
     strided_minor_slice,
     warp_size,
 )
-from ..analysis._opcodes import IS_ELEMENTWISE
-from ..analysis._shapes import first_array
+from ..analysis.opcodes import IS_ELEMENTWISE
+from ..analysis.shapes import first_array
 from ..fusion_engine import select_in_body
 
 

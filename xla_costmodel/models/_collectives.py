@@ -53,7 +53,7 @@ from ..analysis._collective_groups import (
     source_target_pairs,
 )
 from ..analysis._kernel import kernel_cost
-from ..analysis._shapes import first_array
+from ..analysis.shapes import first_array
 
 __all__ = [
     "Collective",

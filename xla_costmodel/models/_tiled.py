@@ -40,9 +40,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..analysis._opcodes import IS_ELEMENTWISE
+from ..analysis.opcodes import IS_ELEMENTWISE
 from ..analysis import int_list_attribute
-from ..analysis._shapes import first_array
+from ..analysis.shapes import first_array
 from ..analysis._tiling import (
     TiledComputation,
     TiledInstruction,

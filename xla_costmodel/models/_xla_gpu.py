@@ -62,9 +62,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
-from ..analysis._emission import emitter_kind
+from ..analysis.emission import emitter_kind
 from ..analysis._frontend import backend_config
-from ..analysis._opcodes import COLLECTIVE_OPCODES, CONTROL_FLOW_OPCODES, is_free
+from ..analysis.opcodes import COLLECTIVE_OPCODES, CONTROL_FLOW_OPCODES, is_free
 from ._base import FusionEstimate, KernelEstimate, dominant_bound, register_model, warn_unpriced
 from ._collectives import CollectiveTime, collective_or_estimate, nccl_ring_time
 from ._coalescing import kernel_coalescing, utilization_rate

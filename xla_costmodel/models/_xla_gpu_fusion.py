@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 from typing import Protocol
 
-from ..analysis._emission import LaunchFacts, launch_facts
-from ..analysis._opcodes import IS_ELEMENTWISE
+from ..analysis.emission import LaunchFacts, launch_facts
+from ..analysis.opcodes import IS_ELEMENTWISE
 from ..fusion_engine import discard_fusion
 from ._base import KernelEstimate, dominant_bound, materialize_fusion
 from ._coalescing import kernel_coalescing, read_coalesced_heuristic, utilization_rate
