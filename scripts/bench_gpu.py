@@ -117,9 +117,9 @@ def load_corpus(programs=None):
 
 def category(instr, kernel_symbol: str) -> str:
     """The issue's category of one measured kernel, from its instruction in the optimized module."""
-    from xla_costmodel.analysis.facts import emitter_kind
-    from xla_costmodel.analysis.facts import backend_config
-    from xla_costmodel.analysis.facts import CUBLAS_GEMM_TARGETS
+    from xla_costmodel.analysis.emission import emitter_kind
+    from xla_costmodel.analysis.library import backend_config
+    from xla_costmodel.analysis.opcodes import CUBLAS_GEMM_TARGETS
 
     if instr is None:
         return "other"

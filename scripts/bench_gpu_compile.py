@@ -83,8 +83,8 @@ def kernel_categories(module) -> dict:
     native fusions (loop, input, ...)."""
     from collections import Counter
 
-    from xla_costmodel.analysis.facts import custom_call_target, fusion_backend_kind
-    from xla_costmodel.analysis.facts import sort_of
+    from xla_costmodel.analysis.library import custom_call_target, fusion_backend_kind
+    from xla_costmodel.analysis.sort import sort_of
     from xla_costmodel.models.pricing import is_cublas_gemm
 
     counts: Counter = Counter()

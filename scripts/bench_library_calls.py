@@ -33,7 +33,7 @@ def main() -> None:
     from fit_library_calls import ROWS, fixture_modules
 
     from xla_costmodel import analyze
-    from xla_costmodel.analysis.facts import library_routine
+    from xla_costmodel.analysis.library import library_routine
     try:
         from xla_costmodel.models.pricing import leaving_source_out
     except ImportError:  # a tree from before the library-call model: nothing to hold out

@@ -325,40 +325,16 @@ PRIVATE_IMPORTS_ALLOWED = {
     ("cli/_fuse.py", "plot._tables"),
     ("cli/_granularity.py", "plot._tables"),
     ("fit/_calibrated.py", "models._base"),
-    ("fit/_counting.py", "analysis._library"),
     ("fit/_devices.py", "devices._presets"),
     ("fit/_kernel_model.py", "models._base"),
-    ("fit/_library_fit.py", "analysis._library"),
     ("fit/_store.py", "devices._host"),
     ("fusion/_budget.py", "analysis._gpu"),
     ("fusion/_simulate.py", "models._analyze"),
     ("measure/_host.py", "devices._host"),
     ("measure/_timing.py", "devices._host"),
-    ("models/_autotune.py", "analysis._frontend"),
-    ("models/_autotune.py", "analysis._tiling"),
-    ("models/_collective_table.py", "analysis._collective_groups"),
-    ("models/_collectives.py", "analysis._collective_groups"),
-    ("models/_collectives.py", "analysis._kernel"),
     ("models/_collectives.py", "analysis._rules"),
-    ("models/_dot_fusion.py", "analysis._tiling"),
-    ("models/_gemm_table.py", "analysis._frontend"),
-    ("models/_granularity.py", "analysis._tiling"),
-    ("models/_kernel_costs.py", "analysis._frontend"),
     ("models/_kernel_costs.py", "analysis._interpreter"),
-    ("models/_kernel_costs.py", "analysis._kernel"),
-    ("models/_kernel_costs.py", "analysis._library"),
     ("models/_kernel_costs.py", "analysis._rules"),
-    ("models/_launch.py", "analysis._library"),
-    ("models/_launch.py", "analysis._sort"),
-    ("models/_launch.py", "analysis._tiling"),
-    ("models/_library_calls.py", "analysis._frontend"),
-    ("models/_library_calls.py", "analysis._library"),
-    ("models/_sort.py", "analysis._frontend"),
-    ("models/_sort.py", "analysis._sort"),
-    ("models/_xla_cpu_convolution.py", "analysis._library"),
-    ("models/_tiled.py", "analysis._kernel"),
-    ("models/_tiled.py", "analysis._tiling"),
-    ("models/_xla_gpu.py", "analysis._frontend"),
     ("scale/_fleet.py", "measure._target"),
 }
 
@@ -381,7 +357,7 @@ def test_the_allowlist_has_no_stale_entries():
 #
 # A script is a user of the package: it imports what a package's `__init__` or internal API module
 # offers (`fit.data`, `fit.storage`, `fit.calibration`, `compare.scoring`, `models.pricing`,
-# `fusion.conformance`, `measure.programs`, `analysis.facts`, ...), never an underscore module or name of
+# `fusion.conformance`, `measure.programs`, `analysis.library`, ...), never an underscore module or name of
 # a package. The floor helpers (LAYERS[0]: `_jaxlib_oracle`, `_progress`, ...) are shared by the whole
 # distribution, scripts included, as they are by every package; `scripts/_bench_common.py` is the
 # scripts' own.

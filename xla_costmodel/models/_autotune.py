@@ -51,8 +51,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..analysis._frontend import backend_config, fusion_backend_kind
-from ..analysis._tiling import TilingError, dims_of, propagate
+from ..analysis.library import backend_config, fusion_backend_kind
+from ..analysis.tiling import TilingError, dims_of, propagate
 from ..hlo import PRIMITIVE_BITS
 from ._dot_fusion import DotProblem, dot_problem, dot_supported, estimate_dot
 
@@ -229,7 +229,7 @@ def _price_config(fusion, cfg: GemmConfig, device, model, tiled=None):
 
 
 def _current_config(fusion, dot) -> GemmConfig | None:
-    from ..analysis._tiling import configured_tiling
+    from ..analysis.tiling import configured_tiling
 
     cfg = configured_tiling(fusion)
     if cfg is None or len(cfg.output_tile) < 2:
@@ -350,7 +350,7 @@ def cublas_alternative(fusion, names) -> str | None:
     a loop fusion of the call's result; ROOT the fusion's value. None where the fusion is not one dot,
     or calls computations (a reduction's region) outside its dot. Names come from `names` (a
     `NameUniquifier` of the module the result will be grafted into)."""
-    from ..analysis._frontend import int_list_attribute
+    from ..analysis.library import int_list_attribute
 
     comp = fusion.fused_computation
     dot = _gemm_dot(fusion)
@@ -453,7 +453,7 @@ def _bias_epilogue(comp, dot):
     src = bcast.operands[0]
     while src.opcode in ("bitcast", "reshape"):
         src = src.operands[0]
-    from ..analysis._frontend import int_list_attribute
+    from ..analysis.library import int_list_attribute
 
     last = len(dot.shape.dims) - 1
     if src.opcode != "parameter" or tuple(int_list_attribute(bcast, "dimensions")) != (last,):

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis._frontend import custom_call_target, fusion_backend_kind
+from ..analysis.library import custom_call_target, fusion_backend_kind
 from ..analysis.opcodes import CUBLAS_GEMM_TARGETS
 from ..analysis.shapes import first_array
 

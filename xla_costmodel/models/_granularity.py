@@ -119,7 +119,7 @@ def _launch_rows(kernel, device, model) -> list[dict]:
 
 
 def _tiled_rows(kernel, device, model) -> list[dict]:
-    from ..analysis._tiling import TilingError, configured_tiling
+    from ..analysis.tiling import TilingError, configured_tiling
     from ._tiled import best_tilings, estimate_tiling
 
     if kernel.opcode != "fusion" or kernel.fused_computation is None:

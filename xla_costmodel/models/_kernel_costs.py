@@ -36,9 +36,9 @@ import math
 import weakref
 from dataclasses import dataclass
 
-from ..analysis._frontend import custom_call_target
-from ..analysis._kernel import KernelCost, kernel_cost
-from ..analysis._library import library_work, topk_flops
+from ..analysis.library import custom_call_target
+from ..analysis import KernelCost, kernel_cost
+from ..analysis.library import library_work, topk_flops
 from ..analysis.opcodes import MATMUL_OPCODES
 from ..analysis._rules import BYTES, FLOPS, OUT, TRANS, UNPRICED, merge_unpriced
 from ..analysis.shapes import first_array, shape_size

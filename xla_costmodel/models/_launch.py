@@ -36,10 +36,10 @@ from ..analysis.emission import (
     tiled_transpose,
     warp_size,
 )
-from ..analysis._library import custom_call_target, real_outputs
+from ..analysis.library import custom_call_target, real_outputs
 from ..analysis.shapes import array_leaves, element_bits, elements, elements_recursive, first_array
-from ..analysis._sort import bitonic_plan
-from ..analysis._tiling import TilingError, configured_tiling, dims_of, propagate
+from ..analysis.sort import bitonic_plan
+from ..analysis.tiling import TilingError, configured_tiling, dims_of, propagate
 from ..fusion_engine import select_in_body
 
 # XLA constants (transpose.cc, reduction_utils.h, launch_dimensions.cc); the emitter facts'

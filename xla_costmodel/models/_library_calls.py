@@ -61,8 +61,8 @@ from importlib import resources
 
 import math
 
-from ..analysis._frontend import custom_call_target, int_list_attribute
-from ..analysis._library import LibraryWork, library_work
+from ..analysis.library import custom_call_target, int_list_attribute
+from ..analysis.library import LibraryWork, library_work
 from ..analysis.shapes import elements, first_array
 from ..hlo import PRIMITIVE_BITS
 from ._base import KernelEstimate, dominant_bound

@@ -37,9 +37,9 @@ from __future__ import annotations
 
 import math
 
-from ..analysis._frontend import custom_call_target
+from ..analysis.library import custom_call_target
 from ..analysis.shapes import first_array
-from ..analysis._sort import (UNROLL, SortPlan, bitonic_plan, cub_float_keys, cub_radix_plan, cub_sort_decision,
+from ..analysis.sort import (UNROLL, SortPlan, bitonic_plan, cub_float_keys, cub_radix_plan, cub_sort_decision,
                               cub_sort_operands, sort_of)
 from ..hlo import PRIMITIVE_BITS
 from ._base import KernelEstimate, dominant_bound
