@@ -319,12 +319,7 @@ def test_private_imports_are_found(tmp_path):
 PRIVATE_IMPORTS_ALLOWED = {
     ("cli/_common.py", "measure._target"),
     ("cli/_common.py", "models._combined"),
-    ("cli/_common.py", "plot._tables"),
-    ("cli/_compare.py", "plot._tables"),
     ("cli/_demo.py", "_demo"),
-    ("cli/_fuse.py", "plot._tables"),
-    ("cli/_granularity.py", "plot._tables"),
-    ("fit/_calibrated.py", "models._base"),
     ("fit/_devices.py", "devices._presets"),
     ("fit/_kernel_model.py", "models._base"),
     ("fit/_store.py", "devices._host"),

@@ -152,7 +152,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     if args.json or args.csv:
         print_table(result, as_json=args.json, as_csv=args.csv)
     else:
-        from ..plot._tables import readable
+        from ..plot import readable
 
         shown = result.drop(columns=[c for c in ("file", "in_use_file") if c in result])
         shown = readable(shown, unit="s", digits=4)  # counts as integers, 4 significant digits
