@@ -46,8 +46,8 @@ import pandas as pd
 import xla_costmodel as xc
 from xla_costmodel.fit import accuracy
 from xla_costmodel.devices import collective_row_hlo, collective_table, get_device
-from xla_costmodel.models._collective_table import CollectiveTable
-from xla_costmodel.models._collectives import describe_collective
+from xla_costmodel.models.pricing import CollectiveTable
+from xla_costmodel.models.pricing import describe_collective
 
 DEVICES = ("h100-sxm", "b200")
 BANDS = ((0, 64 << 10, "<= 64 KiB"), (64 << 10, 16 << 20, "64 KiB-16 MiB"), (16 << 20, math.inf, "> 16 MiB"))

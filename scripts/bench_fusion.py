@@ -335,7 +335,7 @@ def corpus_row(program: str, size: str, model: str, device: str, shared_pre: boo
 
     from xla_costmodel import compare_with_xla, corpus, parse_hlo, simulate_fusion
     from xla_costmodel.fusion import kernels_of
-    from xla_costmodel.fusion._xla_passes import xla_gpu_kernel_kind, xla_gpu_kernels
+    from xla_costmodel.fusion.conformance import xla_gpu_kernel_kind, xla_gpu_kernels
 
     row: dict = {"program": program, "size": size}
     stem = GPU_H100 / f"{program}@{size}"

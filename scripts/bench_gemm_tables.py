@@ -51,7 +51,7 @@ import pandas as pd
 import xla_costmodel as xc
 from xla_costmodel.fit import accuracy
 from xla_costmodel.devices import gemm_table, get_device, xla_table_key
-from xla_costmodel.models._gemm_table import GemmSpec, GemmTableInterpolator
+from xla_costmodel.models.pricing import GemmSpec, GemmTableInterpolator
 
 DEVICES = ("h100-sxm", "b200")
 BANDS = ((0, 1e9, "< 1 GFLOP"), (1e9, 3e10, "1-30 GFLOP"), (3e10, math.inf, ">= 30 GFLOP"))

@@ -117,9 +117,9 @@ def load_corpus(programs=None):
 
 def category(instr, kernel_symbol: str) -> str:
     """The issue's category of one measured kernel, from its instruction in the optimized module."""
-    from xla_costmodel.analysis._emission import emitter_kind
-    from xla_costmodel.analysis._frontend import backend_config
-    from xla_costmodel.analysis._opcodes import CUBLAS_GEMM_TARGETS
+    from xla_costmodel.analysis.emission import emitter_kind
+    from xla_costmodel.analysis.library import backend_config
+    from xla_costmodel.analysis.opcodes import CUBLAS_GEMM_TARGETS
 
     if instr is None:
         return "other"
@@ -192,7 +192,7 @@ def measured_kernels(rows, modules):
     """The scored kernels: measured rows that are not `Memcpy`, with their category and instruction."""
     import numpy as np
 
-    from xla_costmodel.measure._gpu_capture import is_memcpy
+    from xla_costmodel.measure.programs import is_memcpy
 
     memcpy = is_memcpy(rows["kernel_symbol"])
     out = rows.loc[~memcpy, ["source", "program", "size", "case", "hlo_op", "kernel_symbol", "launches",
@@ -222,7 +222,7 @@ def price(modules: dict, model) -> "object":
     import pandas as pd
 
     from xla_costmodel import analyze
-    from xla_costmodel.models._library_calls import leaving_source_out
+    from xla_costmodel.models.pricing import leaving_source_out
 
     from xla_costmodel._progress import progress_bar
 
@@ -249,7 +249,7 @@ def autotuned_modules(modules: dict) -> dict:
     """Each module with its Triton GEMM fusions set to the fastest configuration of XLA's search space under
     the `xla-gpu` model (`models._autotune.autotune_gemms`): what pricing a deviceless compile's module gives,
     scored on the configurations XLA chose on the H100 replaced by the model's own choice."""
-    from xla_costmodel.models._autotune import autotune_gemms
+    from xla_costmodel.models import autotune_gemms
 
     return {case: autotune_gemms(m, DEVICE).module for case, m in modules.items()}
 
@@ -273,7 +273,7 @@ def metrics(pred, meas) -> dict:
     """`fit._metrics.accuracy`'s figures, with the shares within 1.25x and more than 10x off."""
     import numpy as np
 
-    from xla_costmodel.fit._metrics import accuracy
+    from xla_costmodel.metrics import accuracy
 
     p, m = np.asarray(pred, float), np.asarray(meas, float)
     if len(m) == 0:
@@ -301,7 +301,7 @@ def training_rows(rows, reference):
     """The corpus rows as training rows: `Memcpy` rows and rows without an instruction dropped, each row's
     `launches` replaced by its executions per run as it is scored (`reference`: a score table), so that a model is
     fitted to the time per execution it is scored on; `kernel_class` `user` (a measured kernel, role `suite`)."""
-    from xla_costmodel.measure._gpu_capture import is_memcpy
+    from xla_costmodel.measure.programs import is_memcpy
 
     keep = ~is_memcpy(rows["kernel_symbol"]) & (rows["hlo_text"].fillna("").astype(str) != "").to_numpy()
     per_run = reference.set_index(["case", "hlo_op"])["executions_per_run"]
@@ -320,8 +320,8 @@ def fitted_scores(names, rows, modules, kernels, reference):
     import pandas as pd
 
     from xla_costmodel import get_device
-    from xla_costmodel.compare._compare import _fit, make_model
-    from xla_costmodel.fit._data import prepare_dataset
+    from xla_costmodel.compare.scoring import fit_model as _fit, make_model
+    from xla_costmodel.fit.data import prepare_dataset
     from xla_costmodel.measure import read_dataset
 
     device = get_device(DEVICE)
@@ -478,7 +478,7 @@ def laptop_path(rows, pre_cases, model: str = "xla-gpu"):
 
     from xla_costmodel import analyze, simulate_fusion
     from xla_costmodel.hlo import HloParseError, parse_hlo
-    from xla_costmodel.models._library_calls import leaving_source_out
+    from xla_costmodel.models.pricing import leaving_source_out
 
     measured = rows.groupby("case", sort=False)["min_per_run_s"].sum()
     out = []

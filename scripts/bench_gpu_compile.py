@@ -83,9 +83,9 @@ def kernel_categories(module) -> dict:
     native fusions (loop, input, ...)."""
     from collections import Counter
 
-    from xla_costmodel.analysis._frontend import custom_call_target, fusion_backend_kind
-    from xla_costmodel.analysis._sort import sort_of
-    from xla_costmodel.models._gemm_table import is_cublas_gemm
+    from xla_costmodel.analysis.library import custom_call_target, fusion_backend_kind
+    from xla_costmodel.analysis.sort import sort_of
+    from xla_costmodel.models.pricing import is_cublas_gemm
 
     counts: Counter = Counter()
     called = {id(c) for _, i in module.instructions() if i.opcode == "fusion" for c in i.called_computations}
@@ -167,8 +167,8 @@ def run_case(case: str, measured_s: float, simulate: bool) -> dict:
     from xla_costmodel.corpus import get_program
     from xla_costmodel.gpu_compile import GpuCompileError, compile_for_gpu, lower_for_gpu
     from xla_costmodel.hlo import parse_hlo
-    from xla_costmodel.models._autotune import autotune_gemms
-    from xla_costmodel.models._library_calls import leaving_source_out
+    from xla_costmodel.models import autotune_gemms
+    from xla_costmodel.models.pricing import leaving_source_out
 
     program, size = case.split("@")
     row: dict = {"case": case, "source": source_of_case(case), "measured_us": measured_s * 1e6}

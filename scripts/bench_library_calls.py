@@ -33,9 +33,9 @@ def main() -> None:
     from fit_library_calls import ROWS, fixture_modules
 
     from xla_costmodel import analyze
-    from xla_costmodel.analysis._library import library_routine
+    from xla_costmodel.analysis.library import library_routine
     try:
-        from xla_costmodel.models._library_calls import leaving_source_out
+        from xla_costmodel.models.pricing import leaving_source_out
     except ImportError:  # a tree from before the library-call model: nothing to hold out
         import contextlib
 

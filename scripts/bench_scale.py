@@ -55,7 +55,7 @@ def main(argv=None) -> int:
     import os
 
     from xla_costmodel.scale import analyze_many
-    from xla_costmodel.scale._engines import _usable_cpus
+    from xla_costmodel.scale import usable_cpus as _usable_cpus
 
     files = sorted(str(f.relative_to(ROOT)) for f in (ROOT / "hlo_fixtures").glob("*.post.hlo"))
     os.chdir(ROOT)

@@ -28,7 +28,7 @@ import bench_gpu as bench  # noqa: E402
 def main() -> int:
     import numpy as np
 
-    import xla_costmodel.models._dot_fusion as dot
+    from xla_costmodel.models import pricing as dot
     from xla_costmodel.hlo import parse_hlo
 
     rows = bench.load_corpus(None)

@@ -60,7 +60,7 @@ def xla_logs() -> None:
     import pandas as pd
 
     from xla_costmodel import analyze
-    from xla_costmodel.fusion._conformance import compare_fusion_logs, compile_with_fusion_dumps
+    from xla_costmodel.fusion.conformance import compare_fusion_logs, compile_with_fusion_dumps
     from xla_costmodel.gpu_compile import gpu_compile_unavailable_reason
     from xla_costmodel.hlo import parse_hlo
 

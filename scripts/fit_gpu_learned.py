@@ -85,9 +85,9 @@ BOUND = 4.0
 
 def _features(kernels, device) -> pd.DataFrame:
     """The feature counts of each kernel (NaN row where it has none: control flow, unreadable)."""
-    from xla_costmodel.fit._counting import features_of
-    from xla_costmodel.fit._efficiency import FLOOR_COLUMN, STRUCTURE, roofline_floor, structure_of
-    from xla_costmodel.fit._features import FEATURES, FeatureError
+    from xla_costmodel.fit.data import features_of
+    from xla_costmodel.fit.calibration import FLOOR_COLUMN, STRUCTURE, roofline_floor, structure_of
+    from xla_costmodel.fit import FEATURES, FeatureError
 
     floors = [roofline_floor(k, device) if k is not None else np.nan for k in kernels]
     out = []
@@ -105,7 +105,7 @@ def _features(kernels, device) -> pd.DataFrame:
 def suite_table(device) -> pd.DataFrame:
     """The H100 suite: features, `base_s` (each kernel priced alone) and `measured_s` per launch."""
     from xla_costmodel import get_device
-    from xla_costmodel.fit._data import prepare
+    from xla_costmodel.fit.data import prepare
     from xla_costmodel.measure import read_dataset
     from xla_costmodel.models import get_model
 
@@ -135,7 +135,7 @@ def price_whole(modules: dict):
     `analyze` prices them (the shipped model's training rows)."""
     import contextlib
 
-    from xla_costmodel.models import _library_calls
+    from xla_costmodel.models.pricing import library_calls as _library_calls
 
     real = _library_calls.leaving_source_out
     _library_calls.leaving_source_out = lambda source: contextlib.nullcontext()
@@ -175,7 +175,8 @@ def usable(t: pd.DataFrame) -> np.ndarray:
 def fit_model(train: pd.DataFrame, variant: str = CANDIDATE):
     """`EfficiencyModel` (hyper-parameters fixed) fitted to the usable rows of `train`: the candidate, or
     one of the earlier forms scored beside it (`VARIANTS`)."""
-    from xla_costmodel.fit._efficiency import STRUCTURE, EfficiencyModel
+    from xla_costmodel.fit import EfficiencyModel
+    from xla_costmodel.fit.calibration import STRUCTURE
 
     tr = train[usable(train)]
     params = {}
@@ -273,8 +274,8 @@ def scores(args=None) -> dict:
 def training_table(suite, rows, modules, kernels, device) -> pd.DataFrame:
     """The shipped model's training rows: the suite and the whole corpus (library calls priced on every
     source's constants), usable rows only, in a fixed order."""
-    from xla_costmodel.fit._efficiency import FLOOR_COLUMN, STRUCTURE
-    from xla_costmodel.fit._features import FEATURES
+    from xla_costmodel.fit import FEATURES
+    from xla_costmodel.fit.calibration import FLOOR_COLUMN, STRUCTURE
 
     corpus, _ = corpus_table(rows, modules, kernels, device, whole=True)
     t = pd.concat([suite, corpus], ignore_index=True)
@@ -287,8 +288,8 @@ def write_calibration(suite, rows, modules, kernels, device, figures) -> list[st
     """Write `calibration/h100-sxm_learned.json` and its training table, if the candidate beat `xla-gpu`
     leave one source out per kernel and per program; else remove them (made against an earlier `xla-gpu`).
     **Returns:** the files written."""
-    from xla_costmodel.fit._efficiency import FORM, table_sha256
-    from xla_costmodel.fit._store import header, measured_on, save_calibration, shipped_dir
+    from xla_costmodel.fit.calibration import EFFICIENCY_FORM as FORM, table_sha256
+    from xla_costmodel.fit.storage import header, measured_on, save_calibration, shipped_dir
     from xla_costmodel.measure import read_dataset
 
     out = shipped_dir()

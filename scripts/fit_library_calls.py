@@ -55,7 +55,7 @@ def extract(capture: Path) -> None:
 
 
 def measured_rows(device):
-    from xla_costmodel.fit._library_fit import library_call_rows
+    from xla_costmodel.fit.calibration import library_call_rows
 
     kernels = pd.read_csv(ROWS)
     return library_call_rows(fixture_modules(), kernels, device)
@@ -80,7 +80,7 @@ def main() -> None:
     if args.capture is not None:
         extract(args.capture)
     from xla_costmodel.devices import get_device
-    from xla_costmodel.fit._library_fit import fit_library_constants, score_library_rows
+    from xla_costmodel.fit.calibration import fit_library_constants, score_library_rows
 
     device = get_device("h100-sxm")
     rows = measured_rows(device)

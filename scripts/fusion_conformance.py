@@ -46,8 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pandas as pd  # noqa: E402
 
-from xla_costmodel.fusion import _conformance as conf  # noqa: E402
-from xla_costmodel.fusion import _launch_conformance as grids_conf  # noqa: E402
+from xla_costmodel.fusion import conformance as conf  # noqa: E402
+from xla_costmodel.fusion import conformance as grids_conf  # noqa: E402
 from xla_costmodel.gpu_compile import gpu_compile_available  # noqa: E402
 
 # A few corpus programs at their smallest size: different libraries and kernel mixes.

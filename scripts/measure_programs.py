@@ -97,8 +97,8 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     from xla_costmodel.measure import append_dataset
-    from xla_costmodel.measure._dataset import write_dataset
-    from xla_costmodel.measure._programs import measure_extra, measure_zoo
+    from xla_costmodel.measure.programs import write_dataset
+    from xla_costmodel.measure.programs import measure_extra, measure_zoo
     from xla_costmodel.zoo import program_names
 
     import pandas as pd

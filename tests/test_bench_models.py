@@ -137,7 +137,7 @@ def test_categories_count_the_kernels_that_are_in_them(run):
     import numpy as np
 
     from xla_costmodel.fit._data import load_rows
-    from xla_costmodel.fit._metrics import accuracy
+    from xla_costmodel.metrics import accuracy
 
     bench, rc, printed, payload, paths = run
     rows = load_rows(paths["corpus"]).drop_duplicates(["case", "hlo_op"])

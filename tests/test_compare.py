@@ -13,7 +13,7 @@ from scipy.stats import kendalltau, spearmanr
 
 from xla_costmodel.compare import compare_models
 from xla_costmodel.fit import accuracy, fusion_metrics
-from xla_costmodel.fit._metrics import SK_FLOOR, sk_error
+from xla_costmodel.metrics import SK_FLOOR, sk_error
 from xla_costmodel.measure import read_dataset
 from conftest import TEST_CPU
 

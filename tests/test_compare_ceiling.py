@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from xla_costmodel.compare._ceiling import noise_ceiling, round_minima, rounds_of, run_pair
-from xla_costmodel.fit._metrics import accuracy
+from xla_costmodel.metrics import accuracy
 
 
 def _rows(samples, launches=None, case="p", ops=None, rounds=None):

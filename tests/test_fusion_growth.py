@@ -14,7 +14,8 @@ from xla_costmodel.analysis import _fusion_growth
 from xla_costmodel.analysis._gpu import _GpuAnalysis
 from xla_costmodel.analysis._rules import IR, UTIL
 from xla_costmodel.fusion import _budget
-from xla_costmodel.hlo import _fusion_engine
+import xla_costmodel.fusion_engine as fusion_engine
+from xla_costmodel.fusion_engine import _engine as _fusion_engine
 from xla_costmodel.models import _kernel_costs
 
 GPU_H100 = Path(__file__).resolve().parents[1] / "hlo_fixtures" / "gpu_h100"
@@ -206,7 +207,7 @@ def test_growing_one_fusion_by_every_kind_of_producer_matches_the_full_analysis(
     """Grow one fusion in place (`hlo` `fuse`), a producer at a time, through the whole entry
     computation, and after every growth compare each incremental answer with a full one."""
     from xla_costmodel.analysis import kernel_cost
-    from xla_costmodel.hlo._fusion_engine import body_growth, fuse, make_fusion
+    from xla_costmodel.fusion_engine import body_growth, fuse, make_fusion
 
     incremental = []
     grow = _fusion_growth.grow
@@ -382,7 +383,7 @@ def checked_trials(monkeypatch):
         if before is not None and _trial_state(producer, consumer) != before:
             bad.append(f"{producer.name} into {consumer.name}: the module changed")
 
-    monkeypatch.setattr(_fusion_engine, "trial_fusion", checked_trial)
+    monkeypatch.setattr(fusion_engine, "trial_fusion", checked_trial)
     return seen, bad
 
 
@@ -395,7 +396,7 @@ def test_trial_fusions_price_as_detached_fusions_and_leave_the_module_as_it_was(
 
 
 def _counting_trials(monkeypatch) -> dict:
-    """Count the trial fusions made from now on (`hlo.trial_fusion`, as `estimate_fused` reaches it)."""
+    """Count the trial fusions made from now on (`fusion_engine.trial_fusion`, as `estimate_fused` reaches it)."""
     trials = {"n": 0}
     real = _fusion_engine.trial_fusion
 
@@ -403,7 +404,7 @@ def _counting_trials(monkeypatch) -> dict:
         trials["n"] += 1
         return real(producer, consumer)
 
-    monkeypatch.setattr(_fusion_engine, "trial_fusion", counted)
+    monkeypatch.setattr(fusion_engine, "trial_fusion", counted)
     return trials
 
 

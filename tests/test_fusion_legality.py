@@ -309,7 +309,7 @@ def test_epilogue_rule_without_building_the_fusion_agrees():
     from xla_costmodel.fusion._budget import kernel_facts
     from xla_costmodel.fusion._legality import fused_emitter_is_loop
     from xla_costmodel.hlo import load_hlo
-    from xla_costmodel.hlo._fusion_engine import hypothetical_fusion
+    from xla_costmodel.fusion_engine import hypothetical_fusion
 
     from conftest import FIXTURES
 

@@ -24,7 +24,7 @@ from xla_costmodel.fusion._legality import LegalityChecker, can_emit_input_fused
 from xla_costmodel.fusion._priority import is_candidate, is_small_constant  # noqa: E402
 from xla_costmodel.hlo import load_hlo, parse_hlo  # noqa: E402
 from xla_costmodel.hlo._edit import NameUniquifier, copy_module, inline_calls  # noqa: E402
-from xla_costmodel.hlo._fusion_engine import FusionEditor  # noqa: E402
+from xla_costmodel.fusion_engine import FusionEditor  # noqa: E402
 from xla_costmodel.models import get_model, model_names  # noqa: E402
 
 from conftest import FIXTURES  # noqa: E402

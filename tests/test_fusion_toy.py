@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xla_costmodel.hlo._fusion_engine import hypothetical_fusion
+from xla_costmodel.fusion_engine import hypothetical_fusion
 from xla_costmodel.models import FusionEstimate, KernelEstimate
 
 FREE = frozenset({"parameter", "constant", "tuple", "get-tuple-element", "bitcast"})

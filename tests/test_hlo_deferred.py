@@ -15,7 +15,7 @@ from xla_costmodel import _jaxlib_oracle as oracle  # noqa: E402
 from xla_costmodel.hlo import parse_hlo  # noqa: E402
 from xla_costmodel.hlo._deferred import is_deferred, root_opcode  # noqa: E402
 from xla_costmodel.hlo._edit import NameUniquifier, copy_module  # noqa: E402
-from xla_costmodel.hlo._fusion_engine import FusionEditor, fuse  # noqa: E402
+from xla_costmodel.fusion_engine import FusionEditor, fuse  # noqa: E402
 from xla_costmodel.hlo._structure import ContentIds  # noqa: E402
 
 from test_hlo_edit import _same_outputs  # noqa: E402

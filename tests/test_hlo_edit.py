@@ -1,4 +1,4 @@
-"""Graph surgery (`xla_costmodel.hlo._edit`, `hlo._fusion_engine`): checked by XLA's parser and by running on jaxlib's CPU client.
+"""Graph surgery (`xla_costmodel.hlo._edit`, `fusion_engine`): checked by XLA's parser and by running on jaxlib's CPU client.
 
 References: jaxlib's HLO parser must accept every edited module, and the edited
 module (fusions inlined back for execution) must compute what the original
@@ -24,7 +24,7 @@ from xla_costmodel.hlo._edit import (  # noqa: E402
     inline_fusions,
     unfuse_for_execution,
 )
-from xla_costmodel.hlo._fusion_engine import fuse, hypothetical_fusion, make_fusion  # noqa: E402
+from xla_costmodel.fusion_engine import fuse, hypothetical_fusion, make_fusion  # noqa: E402
 
 from conftest import FIXTURES  # noqa: E402
 
@@ -176,7 +176,7 @@ def test_unfuse_as_calls():
 
 
 def test_fusion_editor_batch_edits():
-    from xla_costmodel.hlo._fusion_engine import FusionEditor
+    from xla_costmodel.fusion_engine import FusionEditor
 
     m = parse_hlo(CHAIN)
     original = copy_module(m)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from xla_costmodel.hlo import parse_hlo
-from xla_costmodel.hlo._fusion_engine import FusionEditor
+from xla_costmodel.fusion_engine import FusionEditor
 from xla_costmodel.hlo._structure import ContentIds
 
 TWINS = """

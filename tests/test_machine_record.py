@@ -124,7 +124,8 @@ def test_a_full_host_calibration_measures_the_supplementary_data_once_per_machin
     import pandas as pd
 
     from xla_costmodel.fit import _calibrate
-    from xla_costmodel.measure import _programs, device_description, read_dataset
+    from xla_costmodel.measure import device_description, read_dataset
+    from xla_costmodel.measure import programs as _programs  # what fit's calibrate reads it from
 
     shipped = read_dataset(SHIPPED / "host_cpu_programs.parquet")
     sample = shipped[shipped["kernel_class"].isin(["extra-elementwise", "program"])].head(40).copy()

@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from ..hlo._fusion_engine import select_in_body
+from ..fusion_engine import select_in_body
 from ._frontend import fusion_backend_kind, int_list_attribute
 from ._opcodes import IS_ELEMENTWISE, LIBRARY_OPCODES, is_elementwise
 from ._shapes import elements, elements_recursive, reshape_is_bitcast, transpose_is_bitcast

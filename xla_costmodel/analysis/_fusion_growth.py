@@ -33,7 +33,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from ..hlo._fusion_engine import body_growth, follows_growths, tracks_growth
+from ..fusion_engine import body_growth, follows_growths, tracks_growth
 from ._records import _F32_EXACT
 from ._rules import (
     BYTES,

@@ -287,7 +287,7 @@ def xla_library_flops(instr) -> float | None:
 
 
 def _radix_passes(key_type: str) -> int:
-    from ..hlo._shape import PRIMITIVE_BITS
+    from ..hlo import PRIMITIVE_BITS
 
     return max(1, math.ceil(PRIMITIVE_BITS.get(key_type, 32) / 8))
 
@@ -369,7 +369,7 @@ def convolution_flops(instr, lhs_shape, rhs_shape, out_shape) -> int:
     out_feature = out_shape.dims[dn.output_feature]
     batch = lhs_shape.dims[dn.input_batch]
     if not win_dims:
-        from ..hlo._attributes import WindowDimension
+        from ..hlo import WindowDimension
 
         win_dims = [WindowDimension()]
         kernel_limits, output_limits, input_limits = [1], [1], [1]

@@ -444,7 +444,7 @@ def reduce_window_rule(an, instr, p):
                     count = n_out // win_elems + (win_elems - 1)
                 break
     if an.count_multiple_input_accesses:
-        from ..hlo._shape import PRIMITIVE_BITS
+        from ..hlo import PRIMITIVE_BITS
 
         p[OPU][0] = _ratio(n_out * win_elems, n_in)
         width = (PRIMITIVE_BITS.get(instr.operands[0].shape.element_type, 0) + 7) // 8

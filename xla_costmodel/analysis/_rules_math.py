@@ -32,7 +32,7 @@ def dot_rule(an, instr, p):
 @cost_rule("ragged-dot")
 def ragged_dot_rule(an, instr, p):
     """As a dot, with XLA's removal of the group dimension(s) from the output shape."""
-    from ..hlo._shape import Shape
+    from ..hlo import Shape
 
     out = instr.shape
     for i in range(len(_attr_tuple(instr, "rhs_group_dims"))):

@@ -17,7 +17,7 @@ POINTER_SIZE = 8
 
 def _bytes_per_element(shape) -> tuple[int, int]:
     """(bits when packed via `E(n)`, else 0; bytes per element otherwise)."""
-    from ..hlo._shape import PRIMITIVE_BITS
+    from ..hlo import PRIMITIVE_BITS
 
     layout = shape.layout
     if layout is not None and layout.tail and "E(" in layout.tail:

@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..hlo._shape import PRIMITIVE_BITS
+from ..hlo import PRIMITIVE_BITS
 from ._rules import _attr_tuple
 from ._shapes import first_array
 

@@ -329,7 +329,7 @@ def print_kernels(df, columns, top: int | None = DEFAULT_TOP, by: str = "total_s
     `time_us`), counts as integers and other numbers to 4 significant digits
     (`plot.readable`).
     """
-    from ..plot._tables import readable
+    from ..plot import readable
 
     order = df.sort_values(by, ascending=False, na_position="last", kind="stable") if by in df else df
     shown = order if not top else order.head(top)

@@ -89,7 +89,7 @@ def _compare(args: argparse.Namespace) -> int:
         overall = pd.DataFrame(table).assign(source="all", programs=table.by_source.groupby("model")["programs"].sum()
                                               .reindex(table["model"]).to_numpy())
         table = pd.concat([table.by_source.assign(split=table.split_name), overall], ignore_index=True)
-    from ..compare._compare import shown_columns
+    from ..compare.scoring import shown_columns
 
     # The fusion-decision columns only where the data has fused/unfused pairs (else they are all NaN).
     shown = shown_columns(table[[c for c in _SHOWN if c in table.columns]].copy())
@@ -126,7 +126,7 @@ def _calibrate_configure(p: argparse.ArgumentParser) -> None:
 @command("calibrate", "fit the fitted, learned and calibrated models to measurements and save them", _calibrate_configure)
 def _calibrate(args: argparse.Namespace) -> int:
     from ..fit import FITTABLE_MODELS, calibrate
-    from ..fit._store import DATA_DIR_ENV
+    from ..fit.storage import DATA_DIR_ENV
     from ..measure import DatasetError
 
     if args.models:
@@ -152,7 +152,7 @@ def _calibrate(args: argparse.Namespace) -> int:
     if args.json or args.csv:
         print_table(result, as_json=args.json, as_csv=args.csv)
     else:
-        from ..plot._tables import readable
+        from ..plot import readable
 
         shown = result.drop(columns=[c for c in ("file", "in_use_file") if c in result])
         shown = readable(shown, unit="s", digits=4)  # counts as integers, 4 significant digits
@@ -189,8 +189,9 @@ def _calibrate_devices(args: argparse.Namespace) -> int | None:
     (then `calibrate` goes its usual way).
     """
     from ..fit import FITTABLE_MODELS
-    from ..fit._data import load_rows, training_rows
-    from ..fit._devices import calibrate_devices, dataset_devices
+    from ..fit.data import load_rows, training_rows
+    from ..fit.calibration import calibrate_devices
+    from ..fit.storage import dataset_devices
     from ..measure import DatasetError
 
     if not args.dataset:
@@ -227,7 +228,7 @@ def _calibrate_devices(args: argparse.Namespace) -> int | None:
 def _device_of_rows(rows, measured: str) -> str | None:
     """The device a one-device dataset was measured on (a GPU preset by jax's device kind, `host` for this
     CPU), or None to leave the default (`calibrate` then says what does not match)."""
-    from ..fit._devices import device_for_rows
+    from ..fit.calibration import device_for_rows
 
     kinds = rows.loc[rows["device"].astype(str) == measured, "device_kind"] if "device_kind" in rows else []
     try:

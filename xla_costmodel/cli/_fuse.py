@@ -107,7 +107,7 @@ def _fuse(args: argparse.Namespace) -> int:
         columns=_COLUMNS,
     )
     if len(table):
-        from ..plot._tables import readable
+        from ..plot import readable
 
         print_table(readable(table, digits=4))  # 4 significant digits, counts as integers
     s = result.summary()

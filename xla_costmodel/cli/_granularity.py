@@ -51,7 +51,7 @@ def _granularity(args: argparse.Namespace) -> int:
     if args.json:
         print_table(df, as_json=True)
         return 0
-    from ..plot._tables import readable
+    from ..plot import readable
 
     shown = readable(df[["config", "blocks", "waves", "occupancy", "time_s", "bound", "xla_choice", "best"]], "us", 4)
     shown["occupancy"] = df["occupancy"].map(lambda v: f"{v:.0%}")

@@ -196,7 +196,7 @@ def _measure_user(args) -> int:
     import pandas as pd
 
     from ..measure import append_dataset, measure_program, measurement_rows
-    from ..measure._suite import FULL, QUICK
+    from ..measure.programs import FULL, QUICK
 
     mode = QUICK if args.quick else FULL
     fn, fargs = load_target(args.jax)

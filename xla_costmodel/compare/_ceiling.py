@@ -34,8 +34,8 @@ import json
 import numpy as np
 import pandas as pd
 
-from ..fit._data import kernel_rows
-from ..fit._metrics import METRIC_COLUMNS, accuracy
+from ..fit.data import kernel_rows
+from ..metrics import METRIC_COLUMNS, accuracy
 
 __all__ = ["kernel_times", "noise_by_source", "noise_ceiling", "program_noise", "round_minima", "round_pairs",
            "rounds_of", "run_pair"]

@@ -38,7 +38,7 @@ Splits (what is fitted on what, what is scored):
 Fittable models (`fitted`, `learned`, `*-calibrated`) are refitted from
 scratch on each training part; the analytical models (`roofline`,
 `xla-gpu`) are used as they are (on a CPU, `xla-gpu` runs on
-`host_as_gpu(device)`). Metrics: see `xla_costmodel.fit._metrics`.
+`host_as_gpu(device)`). Metrics: see `xla_costmodel.metrics`.
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from ..fit._data import (FUSION_VARIANT_CLASSES, PROGRAM_CLASSES, SUITE, TRAINING_PROGRAM, Prepared, corpus_dataset,
+from ..fit.data import (FUSION_VARIANT_CLASSES, PROGRAM_CLASSES, SUITE, TRAINING_PROGRAM, Prepared, corpus_dataset,
                          default_training, empty_prepared, prepare_dataset, programs_dataset, row_roles, row_sources)
-from ..fit._metrics import METRIC_COLUMNS, accuracy, fusion_metrics
+from ..metrics import METRIC_COLUMNS, accuracy, fusion_metrics
 
 __all__ = ["compare_models", "Comparison", "DEFAULT_MODELS", "GPU_MODELS", "SPLITS", "form_ceiling", "make_model",
            "pricing_device"]
@@ -74,7 +74,7 @@ class Comparison(pd.DataFrame):
     """The result of `compare`: one row per model with its metrics on every scored kernel.
 
     Columns: `model`, `split`, then `n` (kernels scored), `unpriced`, the
-    metrics of `xla_costmodel.fit._metrics` (`sk_error`, `ratio_error`,
+    metrics of `xla_costmodel.metrics` (`sk_error`, `ratio_error`,
     `kendall_tau`, `within_2x`, `mape`,
     `median_abs_log`, `bias`, `spearman`), the fusion-decision metrics
     (`fusion_n`, `fusion_order_acc`, `fusion_gain_ratio_error`,
@@ -125,7 +125,7 @@ def shown_columns(table: pd.DataFrame) -> pd.DataFrame:
 def make_model(name_or_model, device):
     """A model object for `compare`: registry names, with a GPU-only model (`xla-gpu`) pinned to
     `host_as_gpu` on a CPU."""
-    from ..fit._calibrated import AnalyticalOnDevice, host_as_gpu
+    from ..fit.calibration import AnalyticalOnDevice, host_as_gpu
     from ..models import get_model
     from ..models import PricesDeviceKinds
 
@@ -154,7 +154,7 @@ def _fit(model, pool: Prepared, device, *, mask=None, parts: dict | None = None)
     """
     from sklearn.base import clone
 
-    from ..fit._calibrated import CalibratedModel
+    from ..fit.calibration import CalibratedModel
 
     fresh = clone(model)
     mask = np.ones(len(pool.y), bool) if mask is None else np.asarray(mask, bool)
@@ -173,7 +173,7 @@ def _predict(model, prep: Prepared, device, bar=None) -> np.ndarray:
     """`model`'s prediction of every kernel of `prep` (seconds per launch; NaN where unpriced); `bar`: a
     progress bar advanced by one per kernel."""
     from .._progress import progress_bar
-    from ..fit._kernel_model import FeatureCostModel
+    from ..fit.calibration import FeatureCostModel
 
     bar = bar if bar is not None else progress_bar(None, "", "kernel", enabled=False)
     if len(prep.y) == 0:
@@ -436,7 +436,7 @@ def pricing_device(device="host", split: str = "source", dataset=None, train=Non
 
     **Returns:** `(spec, note)`; `note` is "" for this machine's spec.
     """
-    from ..fit._store import measuring_device
+    from ..fit.storage import measuring_device
     from ..measure import resolve_device
 
     if not (isinstance(device, str) and device == "host"):
@@ -445,7 +445,7 @@ def pricing_device(device="host", split: str = "source", dataset=None, train=Non
     spec = measuring_device(scored)
     if spec is None:
         return resolve_device(device), ""
-    from ..fit._store import MEASURING_DEVICE_FILE
+    from ..fit.storage import MEASURING_DEVICE_FILE
 
     first = scored if isinstance(scored, (str, bytes)) or not isinstance(scored, (list, tuple)) else scored[0]
     note = (f"rows priced with the description of the machine that measured them ({spec.description}, "

@@ -31,7 +31,8 @@
   saved by `calibrate`) that `xla_costmodel.program_time` adds to the
   model's kernels (`ProgramTime`).
 - Metrics (`accuracy`, `fusion_metrics`, `sk_error`): how far predictions are
-  from measured times (what fitting reports and `compare` scores).
+  from measured times (what fitting reports and `compare` scores); their home
+  is `xla_costmodel.metrics`, re-exported here for the fitting workflow.
 
 Heavy modules (scikit-learn, scipy) load on first use.
 """
@@ -56,7 +57,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._context_model import ContextModel, LearnedContextModel
     from ._program import ProgramOverhead, ProgramTime
     from ._rows import kernel_features
-    from ._metrics import accuracy, fusion_metrics, sk_error
+    from ..metrics import accuracy, fusion_metrics, sk_error
     from ._store import CalibrationError, DeviceMismatchError, calibration_path, load_calibration, user_data_dir
     from ._store import MachineMismatchWarning, calibration_in_use, held_back_dir, measuring_device, quick_dir
     from ._store import calibration_measured_on
@@ -79,9 +80,9 @@ _LAZY = {
     "LearnedContextModel": ("._context_model", "LearnedContextModel"),
     "CONTEXT_FEATURES": ("._context", "CONTEXT_FEATURES"),
     "context_features": ("._context", "context_features"),
-    "accuracy": ("._metrics", "accuracy"),
-    "fusion_metrics": ("._metrics", "fusion_metrics"),
-    "sk_error": ("._metrics", "sk_error"),
+    "accuracy": ("..metrics", "accuracy"),
+    "fusion_metrics": ("..metrics", "fusion_metrics"),
+    "sk_error": ("..metrics", "sk_error"),
     "CalibrationError": ("._store", "CalibrationError"),
     "DeviceMismatchError": ("._store", "DeviceMismatchError"),
     "MachineMismatchWarning": ("._store", "MachineMismatchWarning"),

@@ -64,7 +64,7 @@ def _device_facts(dev) -> dict:
 
 
 def _train_accuracy(pred, y) -> dict:
-    from ._metrics import accuracy
+    from ..metrics import accuracy
 
     acc = accuracy(pred, y)
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in acc.items()}
@@ -121,8 +121,8 @@ def _supplementary(out_dir: Path, progress: bool) -> Path:
     training data the shipped calibrations have besides the suite: `out_dir/host_cpu_programs.parquet`,
     measured now unless it holds rows timed on this machine already."""
     from ..measure import device_description
-    from ..measure._dataset import write_dataset
-    from ..measure._programs import measure_supplementary
+    from ..measure.programs import write_dataset
+    from ..measure.programs import measure_supplementary
 
     path = out_dir / SUPPLEMENTARY
     here = device_description()["device"]
@@ -315,7 +315,7 @@ def fit_and_save(dev, df: pd.DataFrame, *, paths, models, out: Path, include_pro
         elif name in ("learned", "learned-context"):
             if not paths:
                 # Refitting needs the rows: keep them next to the calibration.
-                from ..measure._dataset import write_dataset
+                from ..measure.programs import write_dataset
 
                 keep = target / f"{dev.name}_{name}_training.parquet"
                 target.mkdir(parents=True, exist_ok=True)
@@ -380,7 +380,7 @@ def _judge(name: str, model_class, dev, prep: Prepared, held_back: Path) -> dict
     `in_use_ratio_error`, and `line`: one sentence for the progress output.
     """
     from ._calibrated import CalibratedModel
-    from ._metrics import accuracy
+    from ..metrics import accuracy
 
     in_use, whose = calibration_in_use(name, dev)
     out: dict = {"used_by_default": True, "held_out_rows": 0, "held_out_ratio_error": math.nan,

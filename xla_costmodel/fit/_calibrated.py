@@ -33,7 +33,7 @@ from typing import Any, Sequence
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from ..models._base import CostModelWarning, FusionEstimate, KernelEstimate
+from ..models import CostModelWarning, FusionEstimate, KernelEstimate
 from ..measure import resolve_device
 
 __all__ = ["CalibratedModel", "AnalyticalOnDevice", "host_as_gpu", "BASES"]

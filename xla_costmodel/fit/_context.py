@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 import weakref
 
-from ..analysis._opcodes import CONTROL_FLOW_OPCODES, is_free
+from ..analysis.opcodes import CONTROL_FLOW_OPCODES, is_free
 
 __all__ = ["CONTEXT_FEATURES", "CONTEXT_FEATURE_GROUPS", "CONCURRENCY_WINDOW", "context_features"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 
 
-from ..analysis._library import cholesky_flops, library_work, triangular_solve_flops
-from ..analysis._opcodes import CONTROL_FLOW_OPCODES, NO_WORK_IN_KERNEL_OPCODES
+from ..analysis.library import cholesky_flops, library_work, triangular_solve_flops
+from ..analysis.opcodes import CONTROL_FLOW_OPCODES, NO_WORK_IN_KERNEL_OPCODES
 from ..models import grouped_convolutions, runs_on_ynnpack
 
 from ._features import (

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..analysis._opcodes import CONTROL_FLOW_OPCODES
+from ..analysis.opcodes import CONTROL_FLOW_OPCODES
 from ._context import CONTEXT_FEATURES, context_features
 from ._counting import features_of
 from ._features import FEATURES, FeatureError
@@ -160,7 +160,7 @@ def kernel_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 def measured_times(df: pd.DataFrame) -> np.ndarray:
     """Seconds per launch: `min_per_run_s` (summed over a run's launches) / launches per run."""
-    from ..measure._dataset import per_launch_s
+    from ..measure.programs import per_launch_s
 
     launches = df["launches"].to_numpy(float) if "launches" in df else np.ones(len(df))
     return np.asarray(per_launch_s(df["min_per_run_s"].to_numpy(float), launches), dtype=float)

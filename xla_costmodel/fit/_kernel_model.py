@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..analysis._opcodes import CONTROL_FLOW_OPCODES, FREE_OPCODES
+from ..analysis.opcodes import CONTROL_FLOW_OPCODES, FREE_OPCODES
 from ..models._base import FusionByMaterializing, KernelEstimate, dominant_bound
 from ..measure import resolve_device
 from ._counting import features_of

@@ -71,8 +71,8 @@ def library_call_rows(modules, kernels: pd.DataFrame, device) -> pd.DataFrame:
     **Returns:** a DataFrame, one row per measured library call (cuBLAS GEMMs
     aside: the GEMM table prices them).
     """
-    from ..analysis._library import library_work
-    from ..models._library_calls import gemm_table_estimate
+    from ..analysis.library import library_work
+    from ..models.pricing import gemm_table_estimate
 
     out = []
     for (program, size), module in modules.items():

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..analysis._opcodes import CONTROL_FLOW_OPCODES
+from ..analysis.opcodes import CONTROL_FLOW_OPCODES
 
 __all__ = ["PROGRAM_OVERHEAD", "ProgramOverhead", "ProgramTime", "program_table"]
 

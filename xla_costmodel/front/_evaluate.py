@@ -163,7 +163,7 @@ def evaluate(
     another kind than the one measured, or no model; `MeasurementError` when
     the trace cannot be trusted.
     """
-    from ..fit import accuracy
+    from ..metrics import accuracy
     from ..hlo import parse_hlo
     from ..measure import DEFAULT_METHOD, device_description, measure_program
     from .._user_program import lower_user_program

@@ -7,11 +7,11 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 
-from ..analysis._emission import fusion_pass_is_tiled_transpose, is_contiguous_reduction, reduction_dimensions
+from ..analysis.emission import fusion_pass_is_tiled_transpose, is_contiguous_reduction, reduction_dimensions
 from ..analysis._gpu import MAX_IR_SIZE as MAX_IR_SIZE
-from ..analysis._opcodes import passes_elementwise_roots
+from ..analysis.opcodes import passes_elementwise_roots
 from ..hlo import HloComputation, HloInstruction
-from ..hlo._fusion_engine import body_growth, operands_first, per_body_state, tracks_growth
+from ..fusion_engine import body_growth, operands_first, per_body_state, tracks_growth
 
 
 MAX_OPERANDS_AND_OUTPUTS = 96  # MaxOperandsAndOutputsPerFusion

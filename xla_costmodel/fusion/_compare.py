@@ -10,7 +10,7 @@ from typing import Mapping
 
 import pandas as pd
 
-from ..analysis._opcodes import DATA_OPCODES
+from ..analysis.opcodes import DATA_OPCODES
 from ..hlo import HloModule
 from ._simulate import FusionResult, fusible_computations, layout_change_kind
 

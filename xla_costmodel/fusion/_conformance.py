@@ -856,7 +856,7 @@ def _is_generic_triton(instr) -> bool:
 def _kernel_sets(module, log: pd.DataFrame) -> dict[frozenset, str]:
     """Kernels of a fused module (`fusible_computations`) as sets of input instructions -> fusion kind
     (`op` for an unfused instruction), members followed through the run's fusion events."""
-    from ..analysis._opcodes import NOT_KERNELS_IN_FUSION_PASS
+    from ..analysis.opcodes import NOT_KERNELS_IN_FUSION_PASS
     from ._simulate import fusible_computations
 
     members = _Members()
@@ -935,7 +935,7 @@ _NUMBER_SUFFIX = re.compile(r"\.\d+$")
 
 def _mof_kernels(module) -> dict[str, Any]:
     """Top-level kernels of `module`'s fusible computations by name (fusions and unfused ops)."""
-    from ..analysis._opcodes import NOT_KERNELS_IN_FUSION_PASS
+    from ..analysis.opcodes import NOT_KERNELS_IN_FUSION_PASS
     from ._simulate import fusible_computations
 
     skip = set(NOT_KERNELS_IN_FUSION_PASS) | {"bitcast", "constant", "parameter", "tuple", "get-tuple-element"}

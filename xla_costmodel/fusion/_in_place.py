@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 
-from ..analysis._emission import fusion_pass_roots
-from ..analysis._opcodes import is_elementwise
+from ..analysis.emission import fusion_pass_roots
+from ..analysis.opcodes import is_elementwise
 from ..hlo import HloInstruction
-from ..hlo._deferred import root_opcode
+from ..hlo.editing import root_opcode
 
 from ._budget import _body_instructions
 from ._rejection import Rejection

@@ -20,7 +20,7 @@ Rules are identified by short names (`RULES`), used in the fusion log.
 
 from __future__ import annotations
 
-from ..analysis._emission import (
+from ..analysis.emission import (
     FUSION_KIND,
     fusion_pass_emitter_kind,
     fusion_pass_is_intermediate,
@@ -29,10 +29,10 @@ from ..analysis._emission import (
     reduction_dimensions,
     reduction_is_race_free,
 )
-from ..analysis._opcodes import is_elementwise
+from ..analysis.opcodes import is_elementwise
 from ..hlo import HloInstruction
-from ..hlo._fusion_engine import discard_fusion, hypothetical_fusion
-from ..hlo._structure import ContentIds
+from ..fusion_engine import discard_fusion, hypothetical_fusion
+from ..hlo.editing import ContentIds
 from ._budget import (
     MAX_IR_SIZE,
     IrSize,

@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from ..analysis._emission import (
+from ..analysis.emission import (
     fusion_pass_find_hero,
     fusion_pass_is_intermediate,
     fusion_pass_is_real_reduction_hero,
@@ -41,12 +41,11 @@ from ..analysis._emission import (
     normalized_transpose,
     reduction_dimensions,
 )
-from ..analysis._opcodes import is_elementwise
-from ..analysis._shapes import reshape_is_bitcast, transpose_is_bitcast
+from ..analysis.opcodes import is_elementwise
+from ..analysis.shapes import reshape_is_bitcast, transpose_is_bitcast
 from ..hlo import HloComputation, HloInstruction, Shape
-from ..hlo._deferred import is_deferred, replay
-from ..hlo._edit import NameUniquifier
-from ..hlo._fusion_engine import FusedBodyBuilder, discard_fusion, make_fusion, operands_first
+from ..hlo.editing import NameUniquifier, is_deferred, replay
+from ..fusion_engine import FusedBodyBuilder, discard_fusion, make_fusion, operands_first
 from ._in_place import _in_place_operands
 from ._legality import LegalityChecker, hlo_is_fusible
 from ._rejection import Rejection

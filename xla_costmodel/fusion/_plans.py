@@ -8,9 +8,9 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-from ..analysis._opcodes import NOT_KERNELS_IN_FUSION_PASS
+from ..analysis.opcodes import NOT_KERNELS_IN_FUSION_PASS
 from ..hlo import HloComputation, HloInstruction, HloModule
-from ..hlo._fusion_engine import hypothetical_fusion
+from ..fusion_engine import hypothetical_fusion
 from ._legality import LegalityChecker, can_emit_input_fused_scatter, is_fusible, is_fusible_bitcast
 from ._priority import is_candidate, is_small_constant
 from ._simulate import kernels_of

@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
 from ..hlo import HloComputation, HloInstruction
-from ..hlo._edit import NameUniquifier
-from ..hlo._fusion_engine import FusionEditor, discard_fusion
-from ..hlo._structure import ContentIds
+from ..hlo.editing import NameUniquifier
+from ..fusion_engine import FusionEditor, discard_fusion
+from ..hlo.editing import ContentIds
 from ..models import (CachesInstructions, CombinesFusionTimes, CostModel, FusionPricing, fuses_by_materializing,
                       prices_by_content)
 from ._legality import (

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..analysis._opcodes import is_elementwise
+from ..analysis.opcodes import is_elementwise
 from ..hlo import HloComputation, HloInstruction, HloModule, Shape, Window, WindowDimension
 
 __all__ = ["REDUCE_WINDOW_BASE_LENGTH", "ReduceWindowRewrite", "rewrite_reduce_windows"]

@@ -68,8 +68,8 @@ import pandas as pd
 from .._gc import gc_paused
 from .._text import count
 from ..hlo import HloModule
-from ..hlo._fusion_engine import release_body_state
-from ..hlo._edit import NameUniquifier, copy_module
+from ..fusion_engine import release_body_state
+from ..hlo.editing import NameUniquifier, copy_module
 from ..models import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
 from ._legality import LegalityChecker, is_fusible_bitcast
 from ._plans import _Decoded, _Pricer, _Problem, plan_time

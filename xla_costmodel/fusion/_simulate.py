@@ -15,12 +15,12 @@ import pandas as pd
 
 from .._gc import gc_paused
 from ..analysis import annotate_trip_counts
-from ..analysis._opcodes import NOT_KERNELS_IN_FUSION_PASS
-from ..analysis._shapes import reshape_is_bitcast, transpose_is_bitcast
+from ..analysis.opcodes import NOT_KERNELS_IN_FUSION_PASS
+from ..analysis.shapes import reshape_is_bitcast, transpose_is_bitcast
 from ..hlo import HloComputation, HloModule
-from ..hlo._fusion_engine import release_body_state
-from ..hlo._edit import NameUniquifier, copy_module, inline_calls as _inline_calls
-from ..hlo._structure import ContentIds
+from ..fusion_engine import release_body_state
+from ..hlo.editing import NameUniquifier, copy_module, inline_calls as _inline_calls
+from ..hlo.editing import ContentIds
 from ..models import prices_by_content
 from ..models import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
 from ._legality import RULES, LegalityChecker

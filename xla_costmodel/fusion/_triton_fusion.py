@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import json
 
-from ..analysis._frontend import fusion_backend_kind
-from ..analysis._opcodes import IS_ELEMENTWISE
-from ..analysis._tiling import TilingError
+from ..analysis.library import fusion_backend_kind
+from ..analysis.opcodes import IS_ELEMENTWISE
+from ..analysis.tiling import TilingError
 from ..hlo import HloInstruction
-from ..hlo._fusion_engine import discard_fusion, hypothetical_fusion
+from ..fusion_engine import discard_fusion, hypothetical_fusion
 from ._legality import is_fusible
 from ._rejection import Rejection
 

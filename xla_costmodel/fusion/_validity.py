@@ -120,7 +120,7 @@ def check_plan_validity(
 
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     from .. import _jaxlib_oracle as oracle
-    from ..hlo._edit import unfuse_for_execution
+    from ..hlo.editing import unfuse_for_execution
     from ._execute import CpuRunError, random_arguments, run_on_cpu_isolated
 
     text = fused.to_text()

@@ -9,6 +9,7 @@ from ._ir import HloInstruction as HloInstruction
 from ._ir import HloModule as HloModule
 from ._parser import load_hlo as load_hlo
 from ._parser import parse_hlo as parse_hlo
+from ._shape import PRIMITIVE_BITS as PRIMITIVE_BITS
 from ._shape import Layout as Layout
 from ._shape import Shape as Shape
 from ._verifier import verify as verify

@@ -14,7 +14,8 @@
   does before fusion.
 
 Making fusions (fused bodies, `fuse`, `hypothetical_fusion`, the batch
-`FusionEditor` of a fusion pass) is `hlo._fusion_engine`, built on this module.
+`FusionEditor` of a fusion pass) is the `fusion_engine` package, built on this module
+(through `hlo.editing`).
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ class NameUniquifier:
         self._comp.discard(name)
 
 
-def _names_for(module: HloModule | None, names: NameUniquifier | None) -> NameUniquifier:
+def names_for(module: HloModule | None, names: NameUniquifier | None) -> NameUniquifier:
+    """`names` when given, else a new uniquifier for `module` (edits that share one stay O(1) a name)."""
     return names if names is not None else NameUniquifier(module)
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .._text import count
-from ..analysis._opcodes import CONTROL_FLOW_OPCODES
+from ..analysis.opcodes import CONTROL_FLOW_OPCODES
 from ._allocator import ALLOCATORS
 from ._dataset import per_launch_s
 from ._module import ModuleIndex

@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ..analysis._opcodes import CALLS_KERNEL_SEQUENCES, FREE_OPCODES
+from ..analysis.opcodes import CALLS_KERNEL_SEQUENCES, FREE_OPCODES
 from ..hlo import parse_hlo
 
 __all__ = ["ModuleIndex"]

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..analysis._opcodes import CONTROL_FLOW_OPCODES
+from ..analysis.opcodes import CONTROL_FLOW_OPCODES
 from ._method import (
     KERNEL_COLUMNS,
     RUN_ANNOTATION,

@@ -14,7 +14,7 @@ import warnings
 import pandas as pd
 
 from ..analysis import while_trip_count
-from ..analysis._opcodes import is_free
+from ..analysis.opcodes import is_free
 from ._base import CostModelWarning, KernelEstimate
 from ._kernel_costs import ModuleCounts
 from ._summary import TableSummary

@@ -51,9 +51,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..analysis._frontend import backend_config, fusion_backend_kind
-from ..analysis._tiling import TilingError, dims_of, propagate
-from ..hlo._shape import PRIMITIVE_BITS
+from ..analysis.library import backend_config, fusion_backend_kind
+from ..analysis.tiling import TilingError, dims_of, propagate
+from ..hlo import PRIMITIVE_BITS
 from ._dot_fusion import DotProblem, dot_problem, dot_supported, estimate_dot
 
 __all__ = ["AutotunedModule", "GemmConfig", "autotune_gemms", "best_gemm_config", "gemm_search_space"]
@@ -229,7 +229,7 @@ def _price_config(fusion, cfg: GemmConfig, device, model, tiled=None):
 
 
 def _current_config(fusion, dot) -> GemmConfig | None:
-    from ..analysis._tiling import configured_tiling
+    from ..analysis.tiling import configured_tiling
 
     cfg = configured_tiling(fusion)
     if cfg is None or len(cfg.output_tile) < 2:
@@ -350,7 +350,7 @@ def cublas_alternative(fusion, names) -> str | None:
     a loop fusion of the call's result; ROOT the fusion's value. None where the fusion is not one dot,
     or calls computations (a reduction's region) outside its dot. Names come from `names` (a
     `NameUniquifier` of the module the result will be grafted into)."""
-    from ..analysis._frontend import int_list_attribute
+    from ..analysis.library import int_list_attribute
 
     comp = fusion.fused_computation
     dot = _gemm_dot(fusion)
@@ -453,7 +453,7 @@ def _bias_epilogue(comp, dot):
     src = bcast.operands[0]
     while src.opcode in ("bitcast", "reshape"):
         src = src.operands[0]
-    from ..analysis._frontend import int_list_attribute
+    from ..analysis.library import int_list_attribute
 
     last = len(dot.shape.dims) - 1
     if src.opcode != "parameter" or tuple(int_list_attribute(bcast, "dimensions")) != (last,):
@@ -476,7 +476,7 @@ def _kernels_time_s(module, device, model) -> float:
 def _graft(module, fusion, alternative) -> None:
     """Replace `fusion` in `module` by the entry of the parsed `alternative` (its computations moved in,
     before the fusion's computation; every name in it was made unique for `module`)."""
-    from ..hlo._edit import clone_instruction
+    from ..hlo.editing import clone_instruction
 
     site_comp = fusion.computation
     for comp in list(alternative.computations):
@@ -524,7 +524,7 @@ def autotune_gemms(module, device, *, model=None, exhaustive: bool = False,
     import pandas as pd
 
     from ..devices import get_device
-    from ..hlo._edit import copy_module
+    from ..hlo.editing import copy_module
     from ._base import get_model
     from ._gemm_table import gemm_spec, is_cublas_gemm
     from ._library_calls import gemm_table_estimate
@@ -534,7 +534,7 @@ def autotune_gemms(module, device, *, model=None, exhaustive: bool = False,
         raise ValueError(f"autotune_gemms: {device.name} is not a GPU; GEMM autotuning is XLA:GPU's")
     model = model or get_model("xla-gpu")
     from ..hlo import parse_hlo
-    from ..hlo._edit import NameUniquifier
+    from ..hlo.editing import NameUniquifier
 
     out = copy_module(module)
     rows = []

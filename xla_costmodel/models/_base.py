@@ -154,12 +154,12 @@ class PricesByContent(Protocol):
 @runtime_checkable
 class PricesTrialFusions(Protocol):
     """A model whose `estimate` may be handed a fusion consumer grown in place for the call
-    (`hlo._fusion_engine.trial_fusion`) instead of a detached copy of the fusion.
+    (`fusion_engine.trial_fusion`) instead of a detached copy of the fusion.
 
     `prices_trial_fusions = True` promises: it prices by content
     (`PricesByContent`), and it keeps nothing of the kernel or its fused
     body after the call, other than in caches that check the body's growths
-    and register with `hlo._fusion_engine.follows_growths`. A fusion pass
+    and register with `fusion_engine.follows_growths`. A fusion pass
     then prices a candidate fusion into a large fusion in the time of the
     producer's size, not the consumer's. Use `prices_trial_fusions(model)`.
     """
@@ -263,12 +263,12 @@ def warn_unpriced(model_name: str, kernel: "HloInstruction", reason: str, stackl
 
 def materialize_fusion(producer: "HloInstruction", consumer: "HloInstruction") -> "HloInstruction":
     """The fusion of `producer` into `consumer`, built detached from the module
-    (`xla_costmodel.hlo._fusion_engine.hypothetical_fusion`; the module is not changed).
+    (`xla_costmodel.fusion_engine.hypothetical_fusion`; the module is not changed).
 
     A multi-output producer that `consumer` reads through get-tuple-elements is
     fused by first pulling those get-tuple-elements into the consumer.
     """
-    from ..hlo._fusion_engine import hypothetical_fusion
+    from ..fusion_engine import hypothetical_fusion
 
     if any(o is producer for o in consumer.operands):
         return hypothetical_fusion(producer, consumer)
@@ -287,7 +287,7 @@ class FusionByMaterializing:
 
     Prices the producer and every consumer as they are, then every consumer
     with the producer fused into it: the fusion is built detached from the
-    module (`materialize_fusion`, i.e. `hlo._fusion_engine.hypothetical_fusion`) and
+    module (`materialize_fusion`, i.e. `fusion_engine.hypothetical_fusion`) and
     priced with the model's own `estimate`. As in XLA's `EstimateRunTimes`, each kernel's
     time includes its launch, so the unfused side pays one launch more.
     """
@@ -311,7 +311,7 @@ class FusionByMaterializing:
         """The estimate of `consumer` with `producer` fused into it: the consumer grown in place for
         the call where the model promises it may be (`PricesTrialFusions`), else a detached copy
         (`materialize_fusion`), freed once priced."""
-        from ..hlo._fusion_engine import can_try_fusion, discard_fusion, trial_fusion
+        from ..fusion_engine import can_try_fusion, discard_fusion, trial_fusion
 
         if prices_trial_fusions(self) and can_try_fusion(producer, consumer):  # type: ignore[arg-type]
             with trial_fusion(producer, consumer) as grown:

@@ -20,16 +20,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..analysis._emission import (
+from ..analysis.emission import (
     is_input_fusible_reduction,
     launch_facts,
     most_minor_non_trivial,
     strided_minor_slice,
     warp_size,
 )
-from ..analysis._opcodes import IS_ELEMENTWISE
-from ..analysis._shapes import first_array
-from ..hlo._fusion_engine import select_in_body
+from ..analysis.opcodes import IS_ELEMENTWISE
+from ..analysis.shapes import first_array
+from ..fusion_engine import select_in_body
 
 
 @dataclass(frozen=True, slots=True)

@@ -64,7 +64,7 @@ class CollectiveTable:
         for (opcode, text), df in rows.groupby(["opcode", "replica_groups"], sort=False):
             if opcode == "collective-permute":
                 continue
-            from ..analysis._collective_groups import iota_groups
+            from ..analysis.collectives import iota_groups
 
             groups = iota_groups(text)
             self._by_groups[(opcode, groups)] = _sizes(df)
@@ -134,7 +134,7 @@ class XlaCollectiveInterpolator:
     def __init__(self, rows, num_devices_per_host: int = 8):
         self.num_devices_per_host = num_devices_per_host
         rows = rows[rows["measured"]]
-        from ..analysis._collective_groups import iota_groups
+        from ..analysis.collectives import iota_groups
 
         self._exact: dict[tuple, dict[int, float]] = {}
         self._fallback: dict[tuple, dict[tuple, float]] = {}
@@ -191,7 +191,7 @@ class XlaCollectiveInterpolator:
 
 
 def _written_as_iota(instr) -> bool:
-    from ..analysis._collective_groups import is_iota
+    from ..analysis.collectives import is_iota
 
     return instr is not None and is_iota(instr)
 

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis import _rules as R
-from ..analysis._collective_groups import (
+from ..analysis.collectives import (
     CollectiveGroupError,
     group_count_and_size,
     group_mode,
@@ -52,8 +52,8 @@ from ..analysis._collective_groups import (
     replica_groups,
     source_target_pairs,
 )
-from ..analysis._kernel import kernel_cost
-from ..analysis._shapes import first_array
+from ..analysis import kernel_cost
+from ..analysis.shapes import first_array
 
 __all__ = [
     "Collective",

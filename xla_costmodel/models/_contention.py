@@ -45,9 +45,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..analysis._emission import fused_roots
+from ..analysis.emission import fused_roots
 from ..analysis import int_list_attribute
-from ..analysis._shapes import first_array
+from ..analysis.shapes import first_array
 
 __all__ = ["L2_LINE_BYTES", "L2_ROUND_TRIP_CYCLES", "ScatterContention", "scatter_contention"]
 

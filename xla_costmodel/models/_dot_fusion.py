@@ -37,8 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..analysis import int_list_attribute
-from ..analysis._tiling import dims_of
-from ..hlo._shape import PRIMITIVE_BITS
+from ..analysis.tiling import dims_of
+from ..hlo import PRIMITIVE_BITS
 from ._gemm_table import GemmSpec, gemm_spec
 
 __all__ = [

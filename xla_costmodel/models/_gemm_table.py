@@ -49,9 +49,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..analysis._frontend import custom_call_target, fusion_backend_kind
-from ..analysis._opcodes import CUBLAS_GEMM_TARGETS
-from ..analysis._shapes import first_array
+from ..analysis.library import custom_call_target, fusion_backend_kind
+from ..analysis.opcodes import CUBLAS_GEMM_TARGETS
+from ..analysis.shapes import first_array
 
 __all__ = ["GemmSpec", "GemmTableInterpolator", "XlaMatmulInterpolator", "gemm_interpolator", "gemm_spec"]
 

@@ -36,8 +36,8 @@ from typing import Protocol, runtime_checkable
 import pandas as pd
 
 from ._base import KernelEstimate, dominant_bound
-from ..analysis._emission import emitter_kind, warp_size
-from ..analysis._shapes import elements, first_array
+from ..analysis.emission import emitter_kind, warp_size
+from ..analysis.shapes import elements, first_array
 from ._launch import LaunchDimensions, launch_dimensions
 
 __all__ = ["GranularityError", "PricesLaunchConfigurations", "kernel_configurations"]
@@ -119,7 +119,7 @@ def _launch_rows(kernel, device, model) -> list[dict]:
 
 
 def _tiled_rows(kernel, device, model) -> list[dict]:
-    from ..analysis._tiling import TilingError, configured_tiling
+    from ..analysis.tiling import TilingError, configured_tiling
     from ._tiled import best_tilings, estimate_tiling
 
     if kernel.opcode != "fusion" or kernel.fused_computation is None:

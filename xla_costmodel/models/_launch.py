@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..analysis._emission import (
+from ..analysis.emission import (
     MIN_THREADS_X_ROW_REDUCTION,
     LaunchFacts,
     ROW_REDUCTION_TILE_X,
@@ -36,11 +36,11 @@ from ..analysis._emission import (
     tiled_transpose,
     warp_size,
 )
-from ..analysis._library import custom_call_target, real_outputs
-from ..analysis._shapes import array_leaves, element_bits, elements, elements_recursive, first_array
-from ..analysis._sort import bitonic_plan
-from ..analysis._tiling import TilingError, configured_tiling, dims_of, propagate
-from ..hlo._fusion_engine import select_in_body
+from ..analysis.library import custom_call_target, real_outputs
+from ..analysis.shapes import array_leaves, element_bits, elements, elements_recursive, first_array
+from ..analysis.sort import bitonic_plan
+from ..analysis.tiling import TilingError, configured_tiling, dims_of, propagate
+from ..fusion_engine import select_in_body
 
 # XLA constants (transpose.cc, reduction_utils.h, launch_dimensions.cc); the emitter facts'
 # own (tiled transposes, race-free reductions) are in `analysis._emission`.

@@ -61,10 +61,10 @@ from importlib import resources
 
 import math
 
-from ..analysis._frontend import custom_call_target, int_list_attribute
-from ..analysis._library import LibraryWork, library_work
-from ..analysis._shapes import elements, first_array
-from ..hlo._shape import PRIMITIVE_BITS
+from ..analysis.library import custom_call_target, int_list_attribute
+from ..analysis.library import LibraryWork, library_work
+from ..analysis.shapes import elements, first_array
+from ..hlo import PRIMITIVE_BITS
 from ._base import KernelEstimate, dominant_bound
 from ._gpu_latency import ALU_LATENCY_CYCLES, BARRIER_CYCLES, HBM_LATENCY_CYCLES, SMEM_LATENCY_CYCLES
 from ._launch import TOPK_TARGET, topk_launch

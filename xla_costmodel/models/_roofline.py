@@ -33,7 +33,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ..analysis._opcodes import COLLECTIVE_OPCODES, CONTROL_FLOW_OPCODES, is_free
+from ..analysis.opcodes import COLLECTIVE_OPCODES, CONTROL_FLOW_OPCODES, is_free
 from ._base import FusionByMaterializing, KernelEstimate, dominant_bound, register_model, warn_unpriced
 from ._kernel_costs import CostContext, kernel_costs, shape_size_cached
 from ._library_calls import library_call_estimate

@@ -37,11 +37,11 @@ from __future__ import annotations
 
 import math
 
-from ..analysis._frontend import custom_call_target
-from ..analysis._shapes import first_array
-from ..analysis._sort import (UNROLL, SortPlan, bitonic_plan, cub_float_keys, cub_radix_plan, cub_sort_decision,
+from ..analysis.library import custom_call_target
+from ..analysis.shapes import first_array
+from ..analysis.sort import (UNROLL, SortPlan, bitonic_plan, cub_float_keys, cub_radix_plan, cub_sort_decision,
                               cub_sort_operands, sort_of)
-from ..hlo._shape import PRIMITIVE_BITS
+from ..hlo import PRIMITIVE_BITS
 from ._base import KernelEstimate, dominant_bound
 from ._dot_fusion import max_blocks_per_sm
 from ._gpu_latency import (ALU_LATENCY_CYCLES, BARRIER_CYCLES, HBM_LATENCY_CYCLES, L2_LATENCY_CYCLES,

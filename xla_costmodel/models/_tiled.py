@@ -40,10 +40,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..analysis._opcodes import IS_ELEMENTWISE
+from ..analysis.opcodes import IS_ELEMENTWISE
 from ..analysis import int_list_attribute
-from ..analysis._shapes import first_array
-from ..analysis._tiling import (
+from ..analysis.shapes import first_array
+from ..analysis.tiling import (
     TiledComputation,
     TiledInstruction,
     TilingError,
@@ -94,7 +94,7 @@ def flops_per_element(hlo, device) -> int:
         in_dims = dims_of(hlo.operands[0])
         padded = math.prod(pow2_ceil(in_dims[d]) for d in int_list_attribute(hlo, "dimensions"))
         return (padded - 1) * per
-    from ..analysis._kernel import kernel_cost
+    from ..analysis import kernel_cost
 
     elements = max(math.prod(dims_of(hlo)), 1)
     return int(kernel_cost(hlo, "gpu", device).flops) // elements

@@ -58,7 +58,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..analysis._library import convolution_flops
+from ..analysis.library import convolution_flops
 
 __all__ = ["GROUPED_CONV_RATES", "LOOP_CONV_RATE", "GroupedConvolution", "convolution_runtime",
            "grouped_convolution_seconds", "grouped_convolutions", "loop_convolution_seconds", "runs_on_ynnpack"]

@@ -65,9 +65,9 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
-from ..analysis._emission import emitter_kind
-from ..analysis._frontend import backend_config
-from ..analysis._opcodes import COLLECTIVE_OPCODES, CONTROL_FLOW_OPCODES, is_free
+from ..analysis.emission import emitter_kind
+from ..analysis.library import backend_config
+from ..analysis.opcodes import COLLECTIVE_OPCODES, CONTROL_FLOW_OPCODES, is_free
 from ._base import FusionEstimate, KernelEstimate, dominant_bound, register_model, warn_unpriced
 from ._collectives import CollectiveTime, collective_or_estimate, nccl_ring_time
 from ._coalescing import kernel_coalescing, utilization_rate

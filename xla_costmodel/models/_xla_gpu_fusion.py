@@ -15,9 +15,9 @@ from __future__ import annotations
 import math
 from typing import Protocol
 
-from ..analysis._emission import LaunchFacts, launch_facts
-from ..analysis._opcodes import IS_ELEMENTWISE
-from ..hlo._fusion_engine import discard_fusion
+from ..analysis.emission import LaunchFacts, launch_facts
+from ..analysis.opcodes import IS_ELEMENTWISE
+from ..fusion_engine import discard_fusion
 from ._base import KernelEstimate, dominant_bound, materialize_fusion
 from ._coalescing import kernel_coalescing, read_coalesced_heuristic, utilization_rate
 from ._kernel_costs import KernelCosts, shape_size_cached
@@ -162,7 +162,7 @@ def fused_estimate(model: FusedPairRules, producer, consumer, device, pc: Kernel
             if not ok:
                 access[id(o)] = why
     if fused is not None:
-        discard_fusion(fused)  # built here, priced: free it now (see hlo._fusion_engine.discard_fusion)
+        discard_fusion(fused)  # built here, priced: free it now (see fusion_engine.discard_fusion)
     read = 0.0
     bytes_read = 0
     per_operand: dict[str, float] = {}

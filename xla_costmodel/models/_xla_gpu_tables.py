@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from ..analysis._opcodes import COLLECTIVE_OPCODES, is_free
+from ..analysis.opcodes import COLLECTIVE_OPCODES, is_free
 from ._base import KernelEstimate, dominant_bound, register_model, warn_unpriced
 from ._collective_sol import sol_collective_time, sol_config
 from ._collective_table import collective_table_for

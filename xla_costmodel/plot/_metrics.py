@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..fit import accuracy
+from ..metrics import accuracy
 
 
 def clean_pairs(measured, predicted, kind=None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None, int]:

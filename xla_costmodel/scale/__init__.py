@@ -9,7 +9,8 @@
   placed on nodes by accelerator type, merged into one calibration dataset.
 
 Ray is optional (`pip install 'xla_costmodel[ray]'`); without it, asking for
-the Ray engine raises `RayUnavailableError`.
+the Ray engine raises `RayUnavailableError`. `usable_cpus()`: the CPUs the local engine's
+workers default to.
 """
 
 from ._engines import ENGINES as ENGINES
@@ -19,6 +20,7 @@ from ._engines import RayEngine as RayEngine
 from ._engines import RayUnavailableError as RayUnavailableError
 from ._engines import WorkerStartError as WorkerStartError
 from ._engines import get_engine as get_engine
+from ._engines import usable_cpus as usable_cpus
 from ._many import SourcesTable as SourcesTable
 from ._many import TaskFailedWarning as TaskFailedWarning
 from ._many import analyze_many as analyze_many

@@ -166,7 +166,7 @@ class LocalEngine:
     def __init__(self, workers: int | None = None):
         if workers is not None and workers < 1:
             raise ValueError(f"workers must be at least 1, got {workers}")
-        self.workers = workers or _usable_cpus()
+        self.workers = workers or usable_cpus()
 
     def run(self, tasks: Iterable[Task]) -> Iterator[Outcome]:
         ctx = _pool_context()
@@ -248,7 +248,8 @@ class LocalEngine:
                     fut.cancel()
 
 
-def _usable_cpus() -> int:
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity, not the machine's count): the local engine's default workers."""
     try:
         return max(len(os.sched_getaffinity(0)), 1)
     except AttributeError:  # not on Linux

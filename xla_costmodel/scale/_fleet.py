@@ -56,7 +56,7 @@ def measure_on_node(request: MeasureRequest, accelerator: str) -> pd.DataFrame:
         except RuntimeError:  # a backend already started: measure_program warns about it
             pass
     if request.jax_program:
-        from ..measure._suite import FULL, QUICK
+        from ..measure.programs import FULL, QUICK
         from ..measure._target import load_program
 
         mode = QUICK if request.quick else FULL

@@ -1,6 +1,6 @@
 """The fusion engine: fused computations made the way XLA's `HloFusionInstruction` makes them.
 
-Everything a fusion pass needs, built on the graph editing of `hlo._edit`, so
+Everything a fusion pass needs, built on the graph editing of `hlo.editing`, so
 that the result prints as a module XLA's parser accepts:
 
 - `fuse(producer, consumer)` fuses in place: the consumer becomes (or stays)
@@ -19,7 +19,7 @@ that the result prints as a module XLA's parser accepts:
 - `make_fusion(instr)` wraps one instruction into a fusion of its own.
 - `default_fusion_kind(body)`: kLoop or kInput from the body's root.
 - `FusionEditor`: many fusions in one computation, each O(size of the
-  fusion), with fused bodies kept as recipes (`hlo._deferred`) until read.
+  fusion), with fused bodies kept as recipes (`hlo.editing.DeferredBody`) until read.
 """
 
 from __future__ import annotations
@@ -29,9 +29,9 @@ import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from ._deferred import DeferredBody, Frozen, Fused, Leaf, is_deferred, replay
-from ._edit import NameUniquifier, _names_for, clone_instruction, remove_instruction_and_body
-from ._ir import HloComputation, HloInstruction, HloModule
+from ..hlo import HloComputation, HloInstruction, HloModule
+from ..hlo.editing import (DeferredBody, Frozen, Fused, Leaf, NameUniquifier, clone_instruction, is_deferred,
+                           names_for, remove_instruction_and_body, replay)
 
 __all__ = [
     "BodyGrowth",
@@ -318,7 +318,7 @@ def make_fusion(
     if comp is None or comp.module is None:
         raise ValueError(f"'{instr.name}' is not in a module")
     module = comp.module
-    names = _names_for(module, names)
+    names = names_for(module, names)
     fused = HloComputation(names.computation("fused_computation"))
     body = _Body(fused, names)
     root = body.clone_into(instr, [body.param_for(o) for o in instr.operands])
@@ -659,7 +659,7 @@ def fuse(
     if producer.computation is not comp:
         raise ValueError(f"'{producer.name}' and '{consumer.name}' are in different computations")
     module = comp.module
-    names = _names_for(module, names)
+    names = names_for(module, names)
     if consumer.opcode != "fusion":
         consumer = make_fusion(consumer, kind, names=names)
     _extend_fusion(producer, consumer, names)
@@ -703,7 +703,7 @@ def _place(o: HloInstruction, ops: list[HloInstruction], index: dict[int, int]) 
 
 
 def _recipe_of(instr: HloInstruction, origin: dict | None):
-    """`(recipe, its operand list)` for `instr` as a fusion producer or consumer (see `hlo._deferred`)."""
+    """`(recipe, its operand list)` for `instr` as a fusion producer or consumer (see `hlo.editing.DeferredBody`)."""
     body = instr.fused_computation
     if body is None:
         ops: list[HloInstruction] = []
@@ -774,7 +774,7 @@ class FusionEditor:
     a fusion extends it in place (as XLA does) and bumps `version[fusion]`,
     so that caches can key on `(instruction, version)`.
 
-    Fused bodies are recipes (`hlo._deferred`) until someone reads them, so a
+    Fused bodies are recipes (`hlo.editing.DeferredBody`) until someone reads them, so a
     kernel is built once, not once per fusion step. Instructions in bodies
     get their module-wide names in `finish()`: until then they are unique in
     their body only, and the final names do not depend on which bodies were
@@ -796,7 +796,7 @@ class FusionEditor:
             raise ValueError(f"computation '{computation.name}' is not in a module")
         self.computation = computation
         self.module = computation.module
-        self.names = _names_for(self.module, names)
+        self.names = names_for(self.module, names)
         self._pos: dict[HloInstruction, int] = {instr: i for i, instr in enumerate(computation.instructions)}
         # Fused computations made here: kept out of `module.computations`
         # (a long list) until finish(), but registered by name.
@@ -806,7 +806,7 @@ class FusionEditor:
         # fusion -> how many times it changed in place (absent: never); for caches
         self.version: dict[HloInstruction, int] = {} if version is None else version
         self._clock = max(self.version.values(), default=0)
-        # Fused bodies are kept as recipes (`hlo._deferred`) and built when first read, or by finish().
+        # Fused bodies are kept as recipes (`hlo.editing.DeferredBody`) and built when first read, or by finish().
         # Instructions made in bodies get module-wide names in finish(), in order: until then their
         # names are unique in their body only, so the names do not depend on when bodies were built.
         self._unnamed: set[HloInstruction] = set()
