@@ -363,6 +363,8 @@ PRIVATE_IMPORTS_ALLOWED = {
     ("fusion/_budget.py", "analysis._opcodes"),
     ("fusion/_budget.py", "hlo._fusion_engine"),
     ("fusion/_compare.py", "analysis._opcodes"),
+    ("fusion/_copy_insertion.py", "analysis._opcodes"),
+    ("fusion/_copy_insertion.py", "analysis._shapes"),
     ("fusion/_in_place.py", "analysis._emission"),
     ("fusion/_in_place.py", "analysis._opcodes"),
     ("fusion/_in_place.py", "hlo._deferred"),

@@ -18,13 +18,14 @@ from ..analysis import annotate_trip_counts
 from ..analysis._opcodes import NOT_KERNELS_IN_FUSION_PASS
 from ..analysis._shapes import reshape_is_bitcast, transpose_is_bitcast
 from ..hlo import HloComputation, HloModule
-from ..hlo._fusion_engine import release_body_state
+from ..hlo._fusion_engine import make_fusion, release_body_state
 from ..hlo._edit import NameUniquifier, copy_module, inline_calls as _inline_calls
 from ..hlo._structure import ContentIds
 from ..models import prices_by_content
 from ..models import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
+from ._copy_insertion import fuse_copies, insert_root_copies
 from ._legality import RULES, LegalityChecker
-from ._multi_output import MultiOutputFusionPass
+from ._multi_output import MultiOutputFusionPass, _sort_operands_first
 from ._pair_cache import PairCache
 from ._priority import FusionPass, LogEvent, PriorityFusionRun, StepRecord
 from ._reduce_window import REDUCE_WINDOW_BASE_LENGTH, ReduceWindowRewrite, rewrite_reduce_windows as _rewrite_rws
@@ -45,6 +46,7 @@ STEP_COLUMNS = [
     "priority_s", "time_unfused_s", "time_fused_s", "reason",
 ]
 REJECTED_COLUMNS = ["computation", "producer", "opcode", "consumer", "rule", "detail"]
+COPY_COLUMNS = ["computation", "index", "copy", "of", "reason", "fused_into"]
 MULTI_OUTPUT_COLUMNS = ["computation", "kind", "parent", "into", "fused", "fusion", "time_unfused_s", "time_fused_s",
                         "fused_opcode"]
 LOG_COLUMNS = ["event", "computation", "producer", "consumers", "time_unfused_s", "time_fused_s", "rule", "detail",
@@ -300,6 +302,7 @@ class FusionResult:
     multi_output: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MULTI_OUTPUT_COLUMNS),
                                        repr=False)
     multi_output_run: bool = False
+    copies: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=COPY_COLUMNS), repr=False)
 
     @property
     def not_simulated(self) -> pd.DataFrame:
@@ -443,6 +446,7 @@ def simulate_fusion(
     rewrite_reduce_windows: bool = True,
     unique_ids: Mapping[str, int] | None = None,
     multi_output: bool = True,
+    copy_insertion: bool = True,
     **kwargs: Any,
 ) -> FusionResult:
     """Run XLA's GPU priority-fusion pass on a copy of `module`, priced by `model`.
@@ -488,6 +492,10 @@ def simulate_fusion(
       operand merged into one, then producers kept as an extra output of a
       consumer where the model says it pays); False stops after priority fusion
       (the module XLA dumps as `after_priority-fusion`).
+    - `copy_insertion`: last, add the copies XLA's copy insertion adds at the entry's root
+      (`fusion._copy_insertion`: an output that is a constant or an unaliased parameter, or a
+      buffer already at an earlier output, gets its own `copy` kernel); `FusionResult.copies`
+      lists them. False leaves the root as fusion made it.
 
     **Returns:** a `FusionResult` (fused module, step log, rejections, totals).
     """
@@ -496,13 +504,14 @@ def simulate_fusion(
     mode = bitcast_mode(module, bitcast_layout_changes)
     with gc_paused():  # see xla_costmodel._gc
         result = _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode,
-                           rewrite_reduce_windows, unique_ids, multi_output)
+                           rewrite_reduce_windows, unique_ids, multi_output, copy_insertion)
     release_body_state(result.module)  # the pass's per-body state would keep its module alive
     return dataclasses.replace(result, input_through_xla=layouts_assigned(module))
 
 
 def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode="decide",
-              rewrite_reduce_windows=True, unique_ids=None, multi_output=False) -> FusionResult:
+              rewrite_reduce_windows=True, unique_ids=None, multi_output=False,
+              copy_insertion=False) -> FusionResult:
     model_name = cost_model.name
     t0 = time.perf_counter()
     rewrites: list | None = [] if rewrite_reduce_windows else None
@@ -562,6 +571,8 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
         bitcasts_to_layout_changes(work)
         price_cache, versions = {}, {}
         priced_by_content = ContentIds() if priced_by_content is not None else None
+    # XLA inserts copies after all its fusion passes, on the module with its layouts
+    copies = _insert_copies(work, cost_model, dev, names, origin) if copy_insertion else []
     elapsed += time.perf_counter() - t0
 
     after, n_after, unpriced_after = _totals(work, dev, cost_model, price_totals, price_cache, versions,
@@ -605,7 +616,26 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
         log=log_df,
         multi_output=pd.DataFrame([dataclasses.astuple(st) for st in mof_rows], columns=MULTI_OUTPUT_COLUMNS),
         multi_output_run=bool(multi_output),
+        copies=pd.DataFrame(copies, columns=COPY_COLUMNS),
     )
+
+
+def _insert_copies(work: HloModule, cost_model, dev, names, origin) -> list[tuple]:
+    """Copy insertion at the entry root, then XLA:GPU's copy fusion: rows of `FusionResult.copies`."""
+    added = insert_root_copies(work)
+    if not added:
+        return []
+    merger = MultiOutputFusionPass(cost_model, dev, names=names, origin=origin)
+    merger.comp = work.entry
+
+    def merge(copy, producer):
+        kind = producer.fusion_kind if producer.opcode == "fusion" else "kLoop"
+        return merger._merge(make_fusion(copy, kind, names=names), producer, None)
+
+    into = dict(fuse_copies(work, merge))
+    if into:
+        _sort_operands_first(work.entry)  # a merged fusion sits where the copy was, after its users' reads
+    return [dataclasses.astuple(c) + (into.get(c.copy, ""),) for c in added]
 
 
 def _mof_step(number: int, st) -> StepRecord:
