@@ -135,7 +135,10 @@ def stages_before_fusion(dump_dir: Path) -> list[tuple[str, Path]]:
         out = []
         for _, name, f in files[:cut]:
             a = _AFTER.search(name)
-            out.append((a.group(1) if a else name, f))
+            label = a.group(1) if a else name
+            if label == "pipeline-start":  # a change no pass dump showed: named by its pipeline
+                label = f"{name.split('.')[0]} (at its start)"
+            out.append((label, f))
         return out
     raise RuntimeError(f"no module reaches priority fusion in {dump_dir}")
 

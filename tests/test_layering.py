@@ -365,6 +365,7 @@ PRIVATE_IMPORTS_ALLOWED = {
     ("fusion/_compare.py", "analysis._opcodes"),
     ("fusion/_copy_insertion.py", "analysis._opcodes"),
     ("fusion/_copy_insertion.py", "analysis._shapes"),
+    ("fusion/_cse.py", "hlo._structure"),
     ("fusion/_in_place.py", "analysis._emission"),
     ("fusion/_in_place.py", "analysis._opcodes"),
     ("fusion/_in_place.py", "hlo._deferred"),

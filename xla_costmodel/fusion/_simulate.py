@@ -23,6 +23,7 @@ from ..hlo._edit import NameUniquifier, copy_module, inline_calls as _inline_cal
 from ..hlo._structure import ContentIds
 from ..models import prices_by_content
 from ..models import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
+from ._cse import eliminate_common_subexpressions
 from ._copy_insertion import fuse_copies, insert_root_copies
 from ._legality import RULES, LegalityChecker
 from ._multi_output import MultiOutputFusionPass, _sort_operands_first
@@ -446,7 +447,8 @@ def simulate_fusion(
     rewrite_reduce_windows: bool = True,
     unique_ids: Mapping[str, int] | None = None,
     multi_output: bool = True,
-    copy_insertion: bool = True,
+    copy_insertion: bool | None = None,
+    cse: bool | None = None,
     **kwargs: Any,
 ) -> FusionResult:
     """Run XLA's GPU priority-fusion pass on a copy of `module`, priced by `model`.
@@ -494,24 +496,35 @@ def simulate_fusion(
       (the module XLA dumps as `after_priority-fusion`).
     - `copy_insertion`: last, add the copies XLA's copy insertion adds at the entry's root
       (`fusion._copy_insertion`: an output that is a constant or an unaliased parameter, or a
-      buffer already at an earlier output, gets its own `copy` kernel); `FusionResult.copies`
-      lists them. False leaves the root as fusion made it.
+      buffer already at an earlier output, gets its own `copy` kernel; XLA:GPU's copy fusion
+      then folds a copy of a fusion's output into that fusion); `FusionResult.copies` lists them.
+      None (default): when the pipeline runs to its end (`multi_output`); False leaves the
+      root as fusion made it.
+    - `cse`: before fusing, merge identical instructions and remove unread ones, as XLA's
+      `HloCSE` and `HloDCE` do before fusion (`fusion._cse`). None (default): for an input not
+      yet through XLA's passes (`layouts_assigned` is False: a module as JAX lowers it); XLA's
+      own input to fusion has been through them. False fuses the instructions as written.
+      `time_before_s` prices the input as given either way.
 
     **Returns:** a `FusionResult` (fused module, step log, rejections, totals).
     """
     module, dev, cost_model = resolve_inputs("simulate_fusion", module, args, kwargs, device=device, model=model,
                                              optimized=False)
     mode = bitcast_mode(module, bitcast_layout_changes)
+    if cse is None:
+        cse = not layouts_assigned(module)
+    if copy_insertion is None:
+        copy_insertion = bool(multi_output)
     with gc_paused():  # see xla_costmodel._gc
         result = _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode,
-                           rewrite_reduce_windows, unique_ids, multi_output, copy_insertion)
+                           rewrite_reduce_windows, unique_ids, multi_output, copy_insertion, cse)
     release_body_state(result.module)  # the pass's per-body state would keep its module alive
     return dataclasses.replace(result, input_through_xla=layouts_assigned(module))
 
 
 def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode="decide",
               rewrite_reduce_windows=True, unique_ids=None, multi_output=False,
-              copy_insertion=False) -> FusionResult:
+              copy_insertion=False, cse=False) -> FusionResult:
     model_name = cost_model.name
     t0 = time.perf_counter()
     rewrites: list | None = [] if rewrite_reduce_windows else None
@@ -532,6 +545,15 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
                                                 priced_by_content)
 
     t0 = time.perf_counter()
+    # CSE and DCE after pricing the input (`time_before_s` stays `analyze` of it), before fusing
+    if cse:
+        cse_result = eliminate_common_subexpressions(work)
+        if cse_result.merged or cse_result.removed:
+            comps = fusible_computations(work)
+            # the caches know instructions whose operands were merged: start them afresh
+            versions, price_cache, content_cache = {}, {}, {}
+            content = ContentIds()
+            priced_by_content = content if prices_by_content(cost_model) else None
     names = NameUniquifier(work)
     checker = LegalityChecker(dev.shared_memory_per_block_bytes, version=versions, content=content)
     if unique_ids:
