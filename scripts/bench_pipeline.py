@@ -15,7 +15,7 @@ difference between XLA's result here and the capture's is put on "jax 0.10.2 her
 H100" (the capture's jax).
 
     PYTHONPATH=. python scripts/bench_pipeline.py                 # whole pipeline, 114 modules
-    PYTHONPATH=. python scripts/bench_pipeline.py --no-copy-insertion   # the figure before copy insertion
+    PYTHONPATH=. python scripts/bench_pipeline.py --no-copy-insertion --no-cse   # without the passes added last
     PYTHONPATH=. python scripts/bench_pipeline.py --attribute 24  # + pass by pass on 24 programs
 """
 
@@ -209,6 +209,7 @@ def attribution_table(rows: list[dict]) -> list[dict]:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-copy-insertion", action="store_true", help="simulate_fusion(copy_insertion=False)")
+    ap.add_argument("--no-cse", action="store_true", help="simulate_fusion(cse=False)")
     ap.add_argument("--no-multi-output", action="store_true", help="simulate_fusion(multi_output=False)")
     ap.add_argument("--attribute", type=int, default=0, metavar="N",
                     help="also attribute the gap pass by pass on N programs (every k-th module; a deviceless compile each)")
@@ -221,6 +222,8 @@ def main(argv=None) -> int:
     options = {}
     if args.no_copy_insertion:
         options["copy_insertion"] = False
+    if args.no_cse:
+        options["cse"] = False
     if args.no_multi_output:
         options["multi_output"] = False
     rows = whole_pipeline(cases, options)
