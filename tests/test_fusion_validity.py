@@ -96,7 +96,9 @@ def fused_module_runs_as_emitted(module: HloModule, device: str = "h100-sxm", mo
 
 @pytest.mark.parametrize("path", PRE, ids=fixture_ids(PRE))
 def test_fused_fixture_runs_as_emitted(path):
-    fused_module_runs_as_emitted(load_hlo(path))
+    # sort_topk: CSE merges its two iota(64)s, as XLA does; the one left feeds a sort too, which takes
+    # no producer, so nothing fuses (7 kernels with or without CSE)
+    fused_module_runs_as_emitted(load_hlo(path), expect_fusion=path.name != "sort_topk.pre.hlo")
 
 
 def _corpus_programs():

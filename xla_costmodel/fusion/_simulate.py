@@ -18,13 +18,15 @@ from ..analysis import annotate_trip_counts
 from ..analysis.opcodes import NOT_KERNELS_IN_FUSION_PASS
 from ..analysis.shapes import reshape_is_bitcast, transpose_is_bitcast
 from ..hlo import HloComputation, HloModule
-from ..fusion_engine import release_body_state
+from ..fusion_engine import make_fusion, release_body_state
 from ..hlo.editing import NameUniquifier, copy_module, inline_calls as _inline_calls
 from ..hlo.editing import ContentIds
 from ..models import prices_by_content
 from ..models import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
+from ._cse import eliminate_common_subexpressions
+from ._copy_insertion import fuse_copies, insert_root_copies
 from ._legality import RULES, LegalityChecker
-from ._multi_output import MultiOutputFusionPass
+from ._multi_output import MultiOutputFusionPass, _sort_operands_first
 from ._pair_cache import PairCache
 from ._priority import FusionPass, LogEvent, PriorityFusionRun, StepRecord
 from ._reduce_window import REDUCE_WINDOW_BASE_LENGTH, ReduceWindowRewrite, rewrite_reduce_windows as _rewrite_rws
@@ -45,6 +47,7 @@ STEP_COLUMNS = [
     "priority_s", "time_unfused_s", "time_fused_s", "reason",
 ]
 REJECTED_COLUMNS = ["computation", "producer", "opcode", "consumer", "rule", "detail"]
+COPY_COLUMNS = ["computation", "index", "copy", "of", "reason", "fused_into"]
 MULTI_OUTPUT_COLUMNS = ["computation", "kind", "parent", "into", "fused", "fusion", "time_unfused_s", "time_fused_s",
                         "fused_opcode"]
 LOG_COLUMNS = ["event", "computation", "producer", "consumers", "time_unfused_s", "time_fused_s", "rule", "detail",
@@ -300,6 +303,7 @@ class FusionResult:
     multi_output: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MULTI_OUTPUT_COLUMNS),
                                        repr=False)
     multi_output_run: bool = False
+    copies: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=COPY_COLUMNS), repr=False)
 
     @property
     def not_simulated(self) -> pd.DataFrame:
@@ -443,6 +447,8 @@ def simulate_fusion(
     rewrite_reduce_windows: bool = True,
     unique_ids: Mapping[str, int] | None = None,
     multi_output: bool = True,
+    copy_insertion: bool | None = None,
+    cse: bool | None = None,
     **kwargs: Any,
 ) -> FusionResult:
     """Run XLA's GPU priority-fusion pass on a copy of `module`, priced by `model`.
@@ -488,21 +494,37 @@ def simulate_fusion(
       operand merged into one, then producers kept as an extra output of a
       consumer where the model says it pays); False stops after priority fusion
       (the module XLA dumps as `after_priority-fusion`).
+    - `copy_insertion`: last, add the copies XLA's copy insertion adds at the entry's root
+      (`fusion._copy_insertion`: an output that is a constant or an unaliased parameter, or a
+      buffer already at an earlier output, gets its own `copy` kernel; XLA:GPU's copy fusion
+      then folds a copy of a fusion's output into that fusion); `FusionResult.copies` lists them.
+      None (default): when the pipeline runs to its end (`multi_output`); False leaves the
+      root as fusion made it.
+    - `cse`: before fusing, merge identical instructions and remove unread ones, as XLA's
+      `HloCSE` and `HloDCE` do before fusion (`fusion._cse`). None (default): for an input not
+      yet through XLA's passes (`layouts_assigned` is False: a module as JAX lowers it); XLA's
+      own input to fusion has been through them. False fuses the instructions as written.
+      `time_before_s` prices the input as given either way.
 
     **Returns:** a `FusionResult` (fused module, step log, rejections, totals).
     """
     module, dev, cost_model = resolve_inputs("simulate_fusion", module, args, kwargs, device=device, model=model,
                                              optimized=False)
     mode = bitcast_mode(module, bitcast_layout_changes)
+    if cse is None:
+        cse = not layouts_assigned(module)
+    if copy_insertion is None:
+        copy_insertion = bool(multi_output)
     with gc_paused():  # see xla_costmodel._gc
         result = _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode,
-                           rewrite_reduce_windows, unique_ids, multi_output)
+                           rewrite_reduce_windows, unique_ids, multi_output, copy_insertion, cse)
     release_body_state(result.module)  # the pass's per-body state would keep its module alive
     return dataclasses.replace(result, input_through_xla=layouts_assigned(module))
 
 
 def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode="decide",
-              rewrite_reduce_windows=True, unique_ids=None, multi_output=False) -> FusionResult:
+              rewrite_reduce_windows=True, unique_ids=None, multi_output=False,
+              copy_insertion=False, cse=False) -> FusionResult:
     model_name = cost_model.name
     t0 = time.perf_counter()
     rewrites: list | None = [] if rewrite_reduce_windows else None
@@ -523,6 +545,15 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
                                                 priced_by_content)
 
     t0 = time.perf_counter()
+    # CSE and DCE after pricing the input (`time_before_s` stays `analyze` of it), before fusing
+    if cse:
+        cse_result = eliminate_common_subexpressions(work)
+        if cse_result.merged or cse_result.removed:
+            comps = fusible_computations(work)
+            # the caches know instructions whose operands were merged: start them afresh
+            versions, price_cache, content_cache = {}, {}, {}
+            content = ContentIds()
+            priced_by_content = content if prices_by_content(cost_model) else None
     names = NameUniquifier(work)
     checker = LegalityChecker(dev.shared_memory_per_block_bytes, version=versions, content=content)
     if unique_ids:
@@ -562,6 +593,8 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
         bitcasts_to_layout_changes(work)
         price_cache, versions = {}, {}
         priced_by_content = ContentIds() if priced_by_content is not None else None
+    # XLA inserts copies after all its fusion passes, on the module with its layouts
+    copies = _insert_copies(work, cost_model, dev, names, origin) if copy_insertion else []
     elapsed += time.perf_counter() - t0
 
     after, n_after, unpriced_after = _totals(work, dev, cost_model, price_totals, price_cache, versions,
@@ -605,7 +638,26 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
         log=log_df,
         multi_output=pd.DataFrame([dataclasses.astuple(st) for st in mof_rows], columns=MULTI_OUTPUT_COLUMNS),
         multi_output_run=bool(multi_output),
+        copies=pd.DataFrame(copies, columns=COPY_COLUMNS),
     )
+
+
+def _insert_copies(work: HloModule, cost_model, dev, names, origin) -> list[tuple]:
+    """Copy insertion at the entry root, then XLA:GPU's copy fusion: rows of `FusionResult.copies`."""
+    added = insert_root_copies(work)
+    if not added:
+        return []
+    merger = MultiOutputFusionPass(cost_model, dev, names=names, origin=origin)
+    merger.comp = work.entry
+
+    def merge(copy, producer):
+        kind = producer.fusion_kind if producer.opcode == "fusion" else "kLoop"
+        return merger._merge(make_fusion(copy, kind, names=names), producer, None)
+
+    into = dict(fuse_copies(work, merge))
+    if into:
+        _sort_operands_first(work.entry)  # a merged fusion sits where the copy was, after its users' reads
+    return [dataclasses.astuple(c) + (into.get(c.copy, ""),) for c in added]
 
 
 def _mof_step(number: int, st) -> StepRecord:
