@@ -284,15 +284,15 @@ def training_table(suite, rows, modules, kernels, device) -> pd.DataFrame:
     return t[cols].sort_values(["source", "case", "hlo_op"], kind="stable").reset_index(drop=True)
 
 
-def write_calibration(suite, rows, modules, kernels, device, figures) -> list[str]:
-    """Write `calibration/h100-sxm_learned.json` and its training table, if the candidate beat `xla-gpu`
-    leave one source out per kernel and per program; else remove them (made against an earlier `xla-gpu`).
-    **Returns:** the files written."""
+def write_calibration(suite, rows, modules, kernels, device, figures, out: Path | None = None) -> list[str]:
+    """Write `h100-sxm_learned.json` and its training table to `out` (default: the package's shipped
+    `calibration/`), if the candidate beat `xla-gpu` leave one source out per kernel and per program; else
+    remove them there (made against an earlier `xla-gpu`). **Returns:** the files written."""
     from xla_costmodel.fit.calibration import EFFICIENCY_FORM as FORM, table_sha256
     from xla_costmodel.fit.storage import header, measured_on, save_calibration, shipped_dir
     from xla_costmodel.measure import read_dataset
 
-    out = shipped_dir()
+    out = shipped_dir() if out is None else Path(out)
     if not (figures["beats_xla_gpu_per_kernel"] and figures["beats_xla_gpu_per_program"]):
         # (a calibration made against an earlier xla-gpu must not go on shipping once it no longer beats it)
         stale = [p for p in (out / TABLE, out / f"{DEVICE}_learned.json") if p.is_file()]

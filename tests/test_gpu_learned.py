@@ -229,16 +229,13 @@ def test_a_kind_the_trees_saw_too_few_rows_of_keeps_xla_gpus_price():
     assert EfficiencyModel().fit(counts, counts["measured_s"]).supported(counts).all()
 
 
-def test_write_removes_the_shipped_files_when_the_candidate_does_not_beat_xla_gpu(tmp_path, monkeypatch):
+def test_write_removes_the_shipped_files_when_the_candidate_does_not_beat_xla_gpu(tmp_path):
     # `--write` at merge time runs unattended: when the rule fails, no stale calibration goes on shipping.
-    from xla_costmodel.fit import _store
-
     fit = _script()
     for p in (TABLE, CALIBRATION):
         shutil.copy(p, tmp_path / p.name)
-    monkeypatch.setattr(_store, "shipped_dir", lambda: tmp_path)
     figures = {"beats_xla_gpu_per_kernel": True, "beats_xla_gpu_per_program": False}
-    assert fit.write_calibration(None, None, None, None, None, figures) == []
+    assert fit.write_calibration(None, None, None, None, None, figures, out=tmp_path) == []
     assert not (tmp_path / TABLE.name).exists() and not (tmp_path / CALIBRATION.name).exists()
     assert TABLE.is_file() and CALIBRATION.is_file()  # the shipped ones untouched
 
