@@ -115,52 +115,18 @@ def load_corpus(programs=None):
     return rows.reset_index(drop=True)
 
 
+#: The category of each kind of kernel (`models.gpu_kernel_kind`, "" for another kind).
+CATEGORY_OF_KIND = {"gemm_triton": "Triton GEMMs", "gemm_cublas": "cuBLAS", "triton": "Triton fusions",
+                    "solver": "cuSolver", "cudnn": "cuDNN", "fft": "cuFFT", "library_other": "other",
+                    "sort_xla": "sort", "sort_cub": "sort", "topk": "sort", "reduction": "reductions",
+                    "loop": "loop fusions", "scatter": "scatter", "copy": "copies", "": "other"}
+
+
 def category(instr, kernel_symbol: str) -> str:
     """The issue's category of one measured kernel, from its instruction in the optimized module."""
-    from xla_costmodel.analysis.emission import emitter_kind
-    from xla_costmodel.analysis.library import backend_config
-    from xla_costmodel.analysis.opcodes import CUBLAS_GEMM_TARGETS
+    from xla_costmodel.models import gpu_kernel_kind
 
-    if instr is None:
-        return "other"
-    op = instr.opcode
-    if op == "custom-call":
-        target = str(instr.attribute("custom_call_target", "") or "")
-        if target in CUBLAS_GEMM_TARGETS:
-            return "cuBLAS"
-        if target.startswith("__cudnn$"):
-            return "cuDNN"
-        if "sort" in target or "topk" in target.lower():
-            return "sort"
-        if target.startswith(("cusolver", "cu_lu_pivots", "__cublas$triangularSolve")) or "solver" in target:
-            return "cuSolver"
-        return "other"
-    if op in ("cholesky", "triangular-solve"):
-        return "cuSolver"
-    if op == "fft":
-        return "cuFFT"
-    if op == "sort" or (op == "fusion" and instr.fused_computation is not None
-                        and any(i.opcode == "sort" for i in instr.fused_computation.instructions)):
-        return "sort"  # XLA:GPU's sort emitter (a kCustom fusion of a sort and its iota)
-    if op == "fusion" and instr.fusion_kind == "kCustom":
-        cfg = backend_config(instr) or {}
-        kind = str((cfg.get("fusion_backend_config") or {}).get("kind", ""))
-        if kind in ("__triton_gemm", "__triton_nested_gemm_fusion") or instr.name.startswith("gemm_fusion"):
-            return "Triton GEMMs"
-        if kind.startswith("__triton"):
-            return "Triton fusions"
-        if "cudnn" in kind:
-            return "cuDNN"
-        return "other"
-    if op in ("copy", "transpose"):
-        return "copies"
-    try:
-        emitter = emitter_kind(instr)[0]
-    except Exception:  # noqa: BLE001 - a kernel the classification cannot read is "other", not a crash
-        return "other"
-    return {"reduction": "reductions", "scatter": "scatter", "sort": "sort", "transpose": "copies",
-            "loop": "loop fusions", "concatenate": "loop fusions", "dynamic-update-slice": "loop fusions"}.get(
-        emitter, "other")
+    return "other" if instr is None else CATEGORY_OF_KIND[gpu_kernel_kind(instr)]
 
 
 def _routine(instr) -> str:

@@ -39,7 +39,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..devices import get_device
-from ..models import FusionByMaterializing, KernelEstimate
+from ..models import GPU_KERNEL_KINDS, FusionByMaterializing, KernelEstimate, gpu_kernel_kind
 from ._features import FEATURES, FeatureError
 
 __all__ = ["EfficiencyModel", "FORM", "BASE_COLUMN", "FLOOR_COLUMN", "STRUCTURE", "refit_efficiency", "roofline_floor",
@@ -76,8 +76,7 @@ def roofline_floor(kernel, device) -> float:
 #: Triton GEMM fusions, cuBLAS GEMMs, other Triton fusions, cuSolver (and cuBLAS trsm) calls, cuDNN, cuFFT,
 #: other library calls, XLA's sort emitter, CUB sort, XLA's TopK kernel, reductions, loop fusions, scatters,
 #: copies and transposes.
-KINDS = ("gemm_triton", "gemm_cublas", "triton", "solver", "cudnn", "fft", "library_other", "sort_xla", "sort_cub",
-         "topk", "reduction", "loop", "scatter", "copy")
+KINDS = GPU_KERNEL_KINDS  # `models.gpu_kernel_kind` decides
 #: Kinds whose `xla-gpu` price is itself fitted to measured time (`models._library_calls`: cuSolver and
 #: cuBLAS trsm, cuDNN, CUB sort and other library calls, constants per routine family fitted on H100
 #: captures): the factor corrects an analytical model, so these keep their price and are not trained on
@@ -92,50 +91,6 @@ GEMM_STRUCTURE = ("gemm_b", "gemm_m", "gemm_n", "gemm_k", "gemm_block_m", "gemm_
                   "gemm_stages", "gemm_warps", "gemm_split_k", "gemm_k_iterations", "gemm_blocks", "gemm_waves")
 #: The structural columns the trees read besides the counts of `FEATURES` (`structure_of`).
 STRUCTURE: tuple[str, ...] = tuple(f"kind_{k}" for k in KINDS) + GEMM_STRUCTURE
-
-
-def _kind(kernel) -> str:
-    """The kernel's kind among `KINDS` ("" for another kind)."""
-    from ..analysis import emitter_kind, fusion_backend_kind
-    from ..models import is_cublas_gemm
-
-    op = kernel.opcode
-    if op == "custom-call":
-        target = str(kernel.attribute("custom_call_target", "") or "")
-        if is_cublas_gemm(kernel):
-            return "gemm_cublas"
-        if target.startswith("__cudnn$"):
-            return "cudnn"
-        if "topk" in target.lower():
-            return "topk"
-        if "sort" in target.lower():
-            return "sort_cub"
-        if target.startswith(("cusolver", "cu_lu_pivots", "__cublas$triangularSolve")) or "solver" in target:
-            return "solver"
-        return "library_other"
-    if op in ("cholesky", "triangular-solve"):
-        return "solver"
-    if op == "fft":
-        return "fft"
-    if op == "sort" or (op == "fusion" and kernel.fused_computation is not None
-                        and any(i.opcode == "sort" for i in kernel.fused_computation.instructions)):
-        return "sort_xla"
-    if op == "fusion" and kernel.fusion_kind == "kCustom":
-        kind = fusion_backend_kind(kernel)
-        if kind in ("__triton_gemm", "__triton_nested_gemm_fusion") or kernel.name.startswith("gemm_fusion"):
-            return "gemm_triton"
-        if kind.startswith("__triton"):
-            return "triton"
-        return "cudnn" if "cudnn" in kind else ""
-    if op in ("copy", "transpose"):
-        return "copy"
-    try:
-        emitter = emitter_kind(kernel)[0]
-    except Exception:  # noqa: BLE001 - a kernel the emitter analysis cannot read is "another kind"
-        return ""
-    return {"reduction": "reduction", "scatter": "scatter", "sort": "sort_xla", "transpose": "copy",
-            "loop": "loop", "concatenate": "loop", "dynamic-update-slice": "loop", "library": "library_other"
-            }.get(emitter, "")
 
 
 def _gemm_structure(kernel, device) -> dict:
@@ -177,7 +132,7 @@ def structure_of(kernel, device) -> dict:
     GEMM, its problem and configuration. Never raises: what cannot be read counts 0."""
     out = dict.fromkeys(STRUCTURE, 0.0)
     try:
-        kind = _kind(kernel)
+        kind = gpu_kernel_kind(kernel)
     except Exception:  # noqa: BLE001 - an unreadable kernel is "another kind"
         kind = ""
     if kind:

@@ -64,6 +64,8 @@ from ._autotune import autotune_gemms as autotune_gemms
 from ._dot_fusion import estimate_dot as estimate_dot
 from ._gemm_table import gemm_spec as gemm_spec
 from ._gemm_table import is_cublas_gemm as is_cublas_gemm
+from ._kernel_kind import GPU_KERNEL_KINDS as GPU_KERNEL_KINDS
+from ._kernel_kind import gpu_kernel_kind as gpu_kernel_kind
 from ._xla_cpu_convolution import runs_on_ynnpack as runs_on_ynnpack
 # How XLA:CPU runs grouped convolutions and what they cost at the host's measured rates (fit prices them too).
 from ._xla_cpu_convolution import GROUPED_CONV_RATES as GROUPED_CONV_RATES
