@@ -325,6 +325,12 @@ class FusionResult:
                        + (", ..." if len(scans) > 5 else "")
                        + f") rewritten before fusion as XLA:GPU's ReduceWindowRewriter does: a tree of "
                        f"{REDUCE_WINDOW_BASE_LENGTH}-wide windows")
+        splits = [r for r in self.pre_fusion_rewrites if isinstance(r, ReductionSplit)]
+        if splits:
+            out.append(f"{len(splits)} reduction{'s' if len(splits) != 1 else ''} not race-free split in two before "
+                       "fusion as XLA:GPU's ReductionSplitter and TreeReductionRewriter do (each half a kernel): "
+                       + ", ".join(f"{r.instruction} over {r.length}" for r in splits[:5])
+                       + (", ..." if len(splits) > 5 else ""))
         ns = self.not_simulated
         if len(ns):
             parts = ", ".join(f"{n} {op} ({ns[ns.opcode == op].xla_pass.iloc[0]}: {ns[ns.opcode == op].xla_makes.iloc[0]})"
