@@ -128,6 +128,8 @@ def test_simulate_fusion_makes_a_kernel_of_each_half():
     assert off.pre_fusion_rewrites == ()
     assert any("TreeReductionRewriter" in n and "over 100003" in n for n in on.notes)
     assert not any("TreeReductionRewriter" in n for n in off.notes)
+    alone = simulate_fusion(long_row_sum, x, device="h100-sxm", price_totals=False, rewrite_reduce_windows=False)
+    assert [r.kind for r in alone.pre_fusion_rewrites] == ["tree"]
     assert len(list(kernels_of(on.module))) == 2
     assert len(list(kernels_of(off.module))) == 1
     # XLA's own input to fusion has been through the pass: nothing to do on it

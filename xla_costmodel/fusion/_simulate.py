@@ -426,10 +426,11 @@ def _getter(versions: dict):
 
 
 def working_copy(module: HloModule, inline_calls: bool, mode: str,
-                 rewrites: list | None = None, tree_reductions: bool = False) -> HloModule:
+                 rewrites: list | None = None, splits: list | None = None) -> HloModule:
     """The copy a fusion pass works on: calls inlined, loops' trip counts recorded on them, long scans
     rewritten as XLA's `ReduceWindowRewriter` does (when `rewrites` is a list: what was rewritten is
-    appended to it) and layout-only changes made bitcasts (`mode`, see `bitcast_mode`), as XLA has it
+    appended to it), reductions that are not race-free split as XLA's `TreeReductionRewriter` does (when
+    `splits` is a list, likewise) and layout-only changes made bitcasts (`mode`, see `bitcast_mode`), as XLA has it
     when its fusion passes run. The counts must be written before fusing: fusion hides the compare and
     the increment they are read from (XLA's `WhileLoopTripCountAnnotator` runs before fusion for the
     same reason)."""
@@ -439,10 +440,8 @@ def working_copy(module: HloModule, inline_calls: bool, mode: str,
     annotate_trip_counts(work)
     if rewrites is not None and any(i.opcode == "reduce-window" for _, i in work.instructions()):
         rewrites.extend(_rewrite_rws(work))
-    if tree_reductions:  # XLA:GPU's ReductionSplitter and TreeReductionRewriter (`fusion._tree_reduction`)
-        split = split_reductions(work)
-        if rewrites is not None:
-            rewrites.extend(split)
+    if splits is not None:  # XLA:GPU's ReductionSplitter and TreeReductionRewriter (`fusion._tree_reduction`)
+        splits.extend(split_reductions(work))
     if mode != "off":
         layout_changes_to_bitcasts(work, keep_attributes=mode == "decide")
     return work
@@ -551,7 +550,8 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
     model_name = cost_model.name
     t0 = time.perf_counter()
     rewrites: list | None = [] if rewrite_reduce_windows else None
-    work = working_copy(module, inline_calls, mode, rewrites, tree_reductions)
+    splits: list | None = [] if tree_reductions else None
+    work = working_copy(module, inline_calls, mode, rewrites, splits)
     # (computation, name) -> opcode of the layout-only reshapes/transposes the pass sees as bitcasts
     relabelled = _relabelled(work) if mode == "decide" else {}
     comps = fusible_computations(work)
@@ -657,7 +657,7 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
         elapsed_s=elapsed,
         model_calls=calls,
         origin=MappingProxyType(live_origin),
-        pre_fusion_rewrites=tuple(rewrites or ()),
+        pre_fusion_rewrites=tuple(rewrites or ()) + tuple(splits or ()),
         log=log_df,
         multi_output=pd.DataFrame([dataclasses.astuple(st) for st in mof_rows], columns=MULTI_OUTPUT_COLUMNS),
         multi_output_run=bool(multi_output),
