@@ -30,6 +30,7 @@ from ._multi_output import MultiOutputFusionPass, _sort_operands_first
 from ._pair_cache import PairCache
 from ._priority import FusionPass, LogEvent, PriorityFusionRun, StepRecord
 from ._reduce_window import REDUCE_WINDOW_BASE_LENGTH, ReduceWindowRewrite, rewrite_reduce_windows as _rewrite_rws
+from ._tree_reduction import ReductionSplit, split_reductions
 from ._xla_passes import BEFORE_FUSION_HINT, unsimulated_kernels
 
 __all__ = [
@@ -279,7 +280,9 @@ class FusionResult:
       `"multi-output"` of `log`.
     - `pre_fusion_rewrites`: what the simulated passes that XLA:GPU runs before
       fusion changed (today `ReduceWindowRewriter`: long scans made a tree of
-      16-wide windows, `fusion._reduce_window.ReduceWindowRewrite`); the step
+      16-wide windows, `fusion._reduce_window.ReduceWindowRewrite`; `ReductionSplitter` and
+      `TreeReductionRewriter`: reductions that are not race-free split in two,
+      `fusion._tree_reduction.ReductionSplit`); the step
       log starts after them, and `time_before_s` prices the rewritten module.
     """
 
@@ -298,7 +301,7 @@ class FusionResult:
     model_calls: int = 0
     origin: Mapping[str, str] = field(default_factory=dict, repr=False)
     input_through_xla: bool = True
-    pre_fusion_rewrites: tuple[ReduceWindowRewrite, ...] = ()
+    pre_fusion_rewrites: tuple[ReduceWindowRewrite | ReductionSplit, ...] = ()
     log: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LOG_COLUMNS), repr=False)
     multi_output: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MULTI_OUTPUT_COLUMNS),
                                        repr=False)
@@ -322,6 +325,12 @@ class FusionResult:
                        + (", ..." if len(scans) > 5 else "")
                        + f") rewritten before fusion as XLA:GPU's ReduceWindowRewriter does: a tree of "
                        f"{REDUCE_WINDOW_BASE_LENGTH}-wide windows")
+        splits = [r for r in self.pre_fusion_rewrites if isinstance(r, ReductionSplit)]
+        if splits:
+            out.append(f"{len(splits)} reduction{'s' if len(splits) != 1 else ''} not race-free split in two before "
+                       "fusion as XLA:GPU's ReductionSplitter and TreeReductionRewriter do (each half a kernel): "
+                       + ", ".join(f"{r.instruction} over {r.length}" for r in splits[:5])
+                       + (", ..." if len(splits) > 5 else ""))
         ns = self.not_simulated
         if len(ns):
             parts = ", ".join(f"{n} {op} ({ns[ns.opcode == op].xla_pass.iloc[0]}: {ns[ns.opcode == op].xla_makes.iloc[0]})"
@@ -417,10 +426,11 @@ def _getter(versions: dict):
 
 
 def working_copy(module: HloModule, inline_calls: bool, mode: str,
-                 rewrites: list | None = None) -> HloModule:
+                 rewrites: list | None = None, splits: list | None = None) -> HloModule:
     """The copy a fusion pass works on: calls inlined, loops' trip counts recorded on them, long scans
     rewritten as XLA's `ReduceWindowRewriter` does (when `rewrites` is a list: what was rewritten is
-    appended to it) and layout-only changes made bitcasts (`mode`, see `bitcast_mode`), as XLA has it
+    appended to it), reductions that are not race-free split as XLA's `TreeReductionRewriter` does (when
+    `splits` is a list, likewise) and layout-only changes made bitcasts (`mode`, see `bitcast_mode`), as XLA has it
     when its fusion passes run. The counts must be written before fusing: fusion hides the compare and
     the increment they are read from (XLA's `WhileLoopTripCountAnnotator` runs before fusion for the
     same reason)."""
@@ -430,6 +440,8 @@ def working_copy(module: HloModule, inline_calls: bool, mode: str,
     annotate_trip_counts(work)
     if rewrites is not None and any(i.opcode == "reduce-window" for _, i in work.instructions()):
         rewrites.extend(_rewrite_rws(work))
+    if splits is not None:  # XLA:GPU's ReductionSplitter and TreeReductionRewriter (`fusion._tree_reduction`)
+        splits.extend(split_reductions(work))
     if mode != "off":
         layout_changes_to_bitcasts(work, keep_attributes=mode == "decide")
     return work
@@ -449,6 +461,7 @@ def simulate_fusion(
     multi_output: bool = True,
     copy_insertion: bool | None = None,
     cse: bool | None = None,
+    tree_reductions: bool | None = None,
     **kwargs: Any,
 ) -> FusionResult:
     """Run XLA's GPU priority-fusion pass on a copy of `module`, priced by `model`.
@@ -505,6 +518,12 @@ def simulate_fusion(
       yet through XLA's passes (`layouts_assigned` is False: a module as JAX lowers it); XLA's
       own input to fusion has been through them. False fuses the instructions as written.
       `time_before_s` prices the input as given either way.
+    - `tree_reductions`: before fusing, split every reduction XLA:GPU cannot emit race-free in
+      two, as its `ReductionSplitter` and `TreeReductionRewriter` do (`fusion._tree_reduction`: a
+      row reduction over more than 16384 elements or a batch over 8, a column reduction over more
+      than 4096, a reduction over non-contiguous dimensions); each half is a kernel.
+      `FusionResult.pre_fusion_rewrites` lists them. None (default): for an input not yet through
+      XLA's passes, as `cse` (on XLA's own input to fusion it is a no-op); False fuses them as written.
 
     **Returns:** a `FusionResult` (fused module, step log, rejections, totals).
     """
@@ -513,22 +532,26 @@ def simulate_fusion(
     mode = bitcast_mode(module, bitcast_layout_changes)
     if cse is None:
         cse = not layouts_assigned(module)
+    if tree_reductions is None:
+        tree_reductions = not layouts_assigned(module)
     if copy_insertion is None:
         copy_insertion = bool(multi_output)
     with gc_paused():  # see xla_costmodel._gc
         result = _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode,
-                           rewrite_reduce_windows, unique_ids, multi_output, copy_insertion, cse)
+                           rewrite_reduce_windows, unique_ids, multi_output, copy_insertion, cse,
+                           tree_reductions)
     release_body_state(result.module)  # the pass's per-body state would keep its module alive
     return dataclasses.replace(result, input_through_xla=layouts_assigned(module))
 
 
 def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode="decide",
               rewrite_reduce_windows=True, unique_ids=None, multi_output=False,
-              copy_insertion=False, cse=False) -> FusionResult:
+              copy_insertion=False, cse=False, tree_reductions=False) -> FusionResult:
     model_name = cost_model.name
     t0 = time.perf_counter()
     rewrites: list | None = [] if rewrite_reduce_windows else None
-    work = working_copy(module, inline_calls, mode, rewrites)
+    splits: list | None = [] if tree_reductions else None
+    work = working_copy(module, inline_calls, mode, rewrites, splits)
     # (computation, name) -> opcode of the layout-only reshapes/transposes the pass sees as bitcasts
     relabelled = _relabelled(work) if mode == "decide" else {}
     comps = fusible_computations(work)
@@ -634,7 +657,7 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
         elapsed_s=elapsed,
         model_calls=calls,
         origin=MappingProxyType(live_origin),
-        pre_fusion_rewrites=tuple(rewrites or ()),
+        pre_fusion_rewrites=tuple(rewrites or ()) + tuple(splits or ()),
         log=log_df,
         multi_output=pd.DataFrame([dataclasses.astuple(st) for st in mof_rows], columns=MULTI_OUTPUT_COLUMNS),
         multi_output_run=bool(multi_output),
