@@ -4,16 +4,20 @@
 - The emitter and its heroes: `emitter_kind`, `fused_roots`, `FUSION_KIND`; the fusion pass's view
   (`fusion_pass_emitter_kind`, `fusion_pass_roots`, `fusion_pass_find_hero`, ...).
 - Reductions: `reduction_dimensions`, `is_real_reduction_hero`, `is_input_fusible_reduction`,
-  `is_contiguous_reduction`, `reduction_is_race_free`, `ROW_REDUCTION_TILE_X`, `MIN_THREADS_X_ROW_REDUCTION`.
+  `is_contiguous_reduction`, `reduction_is_race_free`, `ROW_REDUCTION_TILE_X`, `COLUMN_REDUCTION_TILE_Y`,
+  `MIN_THREADS_X_ROW_REDUCTION`, `BATCHED_REDUCTION_RACE_FREE_BOUND`, `WARP_SIZE`.
 - Transposes: `tiled_transpose`, `normalized_transpose`, `TransposeDescription`, `most_minor_non_trivial`.
 - A kernel's launch: `launch_facts` / `LaunchFacts`, `warp_size`, `may_prevent_vectorization`,
   `strided_minor_slice`.
 """
 
+from ._emission import BATCHED_REDUCTION_RACE_FREE_BOUND as BATCHED_REDUCTION_RACE_FREE_BOUND
+from ._emission import COLUMN_REDUCTION_TILE_Y as COLUMN_REDUCTION_TILE_Y
 from ._emission import FUSION_KIND as FUSION_KIND
 from ._emission import LaunchFacts as LaunchFacts
 from ._emission import MIN_THREADS_X_ROW_REDUCTION as MIN_THREADS_X_ROW_REDUCTION
 from ._emission import ROW_REDUCTION_TILE_X as ROW_REDUCTION_TILE_X
+from ._emission import WARP_SIZE as WARP_SIZE
 from ._emission import TransposeDescription as TransposeDescription
 from ._emission import emitter_kind as emitter_kind
 from ._emission import fused_roots as fused_roots

@@ -33,8 +33,11 @@ import math
 from dataclasses import dataclass
 
 from ..analysis.emission import (
+    BATCHED_REDUCTION_RACE_FREE_BOUND,
+    COLUMN_REDUCTION_TILE_Y,
     MIN_THREADS_X_ROW_REDUCTION,
     ROW_REDUCTION_TILE_X,
+    WARP_SIZE,
     is_contiguous_reduction,
     reduction_dimensions,
     reduction_is_race_free,
@@ -44,9 +47,7 @@ from ..hlo import HloComputation, HloInstruction, HloModule, Shape
 __all__ = ["ReductionSplit", "split_reductions"]
 
 # reduction_utils: `WarpSize() * GetReductionTiling(column)[1]`, the race-free bound of a column reduction
-_COLUMN_RACE_FREE_BOUND = 32 * 128
-# reduction_utils: `BatchedReductionRaceFreeBound()`
-_BATCH_RACE_FREE_BOUND = 8
+_COLUMN_RACE_FREE_BOUND = WARP_SIZE * COLUMN_REDUCTION_TILE_Y
 # ReductionSplitter(ignore_small_dims=true) leaves reduces whose largest reduced dimension is at most this
 _SPLITTER_SMALL_DIM = 8
 
@@ -186,7 +187,7 @@ class _Rewriter:
             return False  # not a shape XLA's grouped reductions have
         to_apply = reduce.attribute("to_apply")
         grouped = [self.reshape(reduce, x, dims, first) for x in inputs]
-        if is_row and rdims[0] > _BATCH_RACE_FREE_BOUND:
+        if is_row and rdims[0] > BATCHED_REDUCTION_RACE_FREE_BOUND:
             minor = red[-1]
             inner = self.reduce(reduce, grouped, inits, [minor], to_apply, first)
             inner_inputs = self._elements(reduce, inner, n_in)
