@@ -236,7 +236,7 @@ def score_table(kernels, priced):
 
 
 def metrics(pred, meas) -> dict:
-    """`fit._metrics.accuracy`'s figures, with the shares within 1.25x and more than 10x off."""
+    """`metrics.accuracy`'s figures, with the shares within 1.25x and more than 10x off."""
     import numpy as np
 
     from xla_costmodel.metrics import accuracy

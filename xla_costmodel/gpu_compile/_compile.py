@@ -30,7 +30,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from .._quiet_jax import (SKIP_CUDA_CHECK_ENV, backends_started, cuda_plugin_installed, prepare_jax,
                           quiet_stderr, start_backends_quietly)
@@ -211,33 +211,19 @@ def compile_for_gpu(fn, *args, device: "str | DeviceSpec" = "h100-sxm", dump_pas
         options = {"xla_dump_to": str(scratch), "xla_dump_hlo_as_text": True,
                    "xla_dump_hlo_pass_re": DUMP_PASS_RE}
     try:
-        # The plugin's log lines are captured; the Python warnings of tracing the user's function (theirs, or
-        # jax's about it) are recorded instead, and shown after the block as they would have been.
-        with quiet_stderr() as log, warnings.catch_warnings(record=True) as caught:
-            stage = "lower"
-            try:
-                with _lowering_for_compile_only():
-                    lowered = jitted.lower(*placed_args, **placed_kwargs)
-                stage = "compile"
-                _drop_host_callbacks(lowered)
-                compiled = lowered.compile(compiler_options=options) if options else lowered.compile()
-                text = compiled.as_text()
-            except Exception as exc:
-                error = exc
-            else:
-                error = None
-        for w in caught:
-            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+        stage = ["lower"]
+
+        def lower_and_compile():
+            with _lowering_for_compile_only():
+                lowered = jitted.lower(*placed_args, **placed_kwargs)
+            stage[0] = "compile"
+            _drop_host_callbacks(lowered)
+            compiled = lowered.compile(compiler_options=options) if options else lowered.compile()
+            return compiled.as_text()
+
+        text, error, log = _run_quietly(lower_and_compile)
         if error is not None:
-            # The user's own errors while tracing (a shape mismatch, a bad argument) are theirs, reported in
-            # their terms (`UserProgramError`: their file, line and exception), as `from_jax` reports them;
-            # what jax or XLA raise at run time (a backend a library asked for, XLA's failure) is XLA:GPU's
-            # compile failing.
-            if stage == "lower" and not isinstance(error, RuntimeError):
-                raise UserProgramError(getattr(fn, "__name__", "program"), "tracing", error) from error
-            detail = _first_line(_xla_message(str(error)) or _xla_message(log.text) or str(error))
-            raise GpuCompileError(f"XLA:GPU failed to {stage} {getattr(fn, '__name__', 'the function')} "
-                                  f"for '{spec.name}': {detail}", xla_error=f"{error}\n{log.text}".strip()) from error
+            _raise_failure(error, stage[0], fn, spec, log, f"XLA:GPU failed to {stage[0]}")
         seconds = time.perf_counter() - start
         files: tuple[str, ...] = ()
         out_dir = None
@@ -273,23 +259,42 @@ def lower_for_gpu(fn, *args, device: "str | DeviceSpec" = "h100-sxm", **kwargs) 
 
     dev = _compile_device(target, spec.name)
     jitted = fn if hasattr(fn, "lower") else jax.jit(fn)
+
+    def lower():
+        with _lowering_for_compile_only():
+            return jitted.lower(*_placed(args, dev), **_placed(kwargs, dev)).as_text(dialect="hlo")
+
+    text, error, log = _run_quietly(lower)
+    if error is not None:
+        _raise_failure(error, "lower", fn, spec, log, "jax failed to lower")
+    return parse_hlo(text, source=f"<jax lowering for {spec.name} {getattr(fn, '__name__', 'fn')}>")
+
+
+def _run_quietly(step: Callable[[], str]):
+    """`step()` with the plugin's log lines captured and the Python warnings of tracing the user's function
+    (theirs, or jax's about it) recorded, then shown after the block as they would have been: `(its value
+    or None, the exception it raised or None, the captured log)`."""
     with quiet_stderr() as log, warnings.catch_warnings(record=True) as caught:
         try:
-            with _lowering_for_compile_only():
-                text = jitted.lower(*_placed(args, dev), **_placed(kwargs, dev)).as_text(dialect="hlo")
-        except Exception as exc:
-            error = exc
-        else:
-            error = None
+            value, error = step(), None
+        except Exception as exc:  # noqa: BLE001 - sorted out by `_raise_failure`, with XLA's log
+            value, error = None, exc
     for w in caught:
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
-    if error is not None:
-        if not isinstance(error, RuntimeError):
-            raise UserProgramError(getattr(fn, "__name__", "program"), "tracing", error) from error
-        detail = _first_line(_xla_message(str(error)) or _xla_message(log.text) or str(error))
-        raise GpuCompileError(f"jax failed to lower {getattr(fn, '__name__', 'the function')} for "
-                              f"'{spec.name}': {detail}", xla_error=f"{error}\n{log.text}".strip()) from error
-    return parse_hlo(text, source=f"<jax lowering for {spec.name} {getattr(fn, '__name__', 'fn')}>")
+    return value, error, log
+
+
+def _raise_failure(error: Exception, stage: str, fn, spec, log, what: str):
+    """Raise what `error`, raised at `stage` ("lower" or "compile"), means to the user. Their own errors
+    while tracing (a shape mismatch, a bad argument) are theirs, reported in their terms
+    (`UserProgramError`: their file, line and exception), as `from_jax` reports them; what jax or XLA raise
+    at run time (a backend a library asked for, XLA's failure) is `GpuCompileError`: `what` the function
+    for the device, with XLA's first line."""
+    if stage == "lower" and not isinstance(error, RuntimeError):
+        raise UserProgramError(getattr(fn, "__name__", "program"), "tracing", error) from error
+    detail = _first_line(_xla_message(str(error)) or _xla_message(log.text) or str(error))
+    raise GpuCompileError(f"{what} {getattr(fn, '__name__', 'the function')} for '{spec.name}': {detail}",
+                          xla_error=f"{error}\n{log.text}".strip()) from error
 
 
 _PATCH_LOCK = threading.RLock()
