@@ -258,7 +258,7 @@ def test_an_internal_error_is_one_line_with_exit_1(capsys, monkeypatch):
 
 def test_the_demo_counts_kernels_as_analyze_does(capsys):
     from xla_costmodel import analyze, load_hlo
-    from xla_costmodel._demo import analysis_line
+    from xla_costmodel.cli._demo_job import analysis_line
 
     gpu_module = str(ROOT / "hlo_fixtures" / "gpu_h100" / "jax_ops_segment_sum@small.post.hlo.gz")  # XLA:GPU's
     module = load_hlo(gpu_module)

@@ -60,7 +60,7 @@ def test_the_demos_figure_is_its_program_beside_the_corpus_each_naming_its_metri
     metric."""
     import numpy as np
 
-    from xla_costmodel._demo import scatter_figure
+    from xla_costmodel.cli._demo_job import scatter_figure
 
     rng = np.random.default_rng(0)
     program = pd.DataFrame({"measured_s": rng.uniform(3e-7, 3e-6, 27), "predicted_s": rng.uniform(3e-7, 3e-6, 27),

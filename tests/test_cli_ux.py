@@ -311,7 +311,7 @@ def test_the_demo_never_prices_xla_cpu_kernels_on_a_gpu():
     """`scripts/run`'s step 2 priced XLA:CPU's optimized module on the H100 (with a raw warning), which the
     README warns against."""
     from xla_costmodel import from_jax
-    from xla_costmodel._demo import stage_two_tables
+    from xla_costmodel.cli._demo_job import stage_two_tables
     from xla_costmodel.models import BackendMismatchWarning
     from xla_costmodel.zoo import get_program
 

@@ -11,6 +11,7 @@ import pytest
 from conftest import load_script
 
 from xla_costmodel.devices import _host
+from xla_costmodel.devices import host as host_facts  # what fit reads this machine from
 from xla_costmodel.fit import _store
 from xla_costmodel.fit._store import DATA_DIR_ENV, MachineMismatchWarning, header, load_calibration, rows_machine
 
@@ -104,15 +105,15 @@ def test_a_calibration_before_the_record_is_judged_by_its_measured_on(tmp_path, 
     """The shipped file less its `machine`, read on a machine that is not the reference host."""
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
     _copy_calibration(tmp_path, None)
-    monkeypatch.setattr(_host, "machine_record", lambda: dict(XEON))
-    monkeypatch.setattr(_host, "cpu_model", lambda: XEON["cpu_model"])
+    monkeypatch.setattr(host_facts, "machine_record", lambda: dict(XEON))
+    monkeypatch.setattr(host_facts, "cpu_model", lambda: XEON["cpu_model"])
     with pytest.warns(MachineMismatchWarning, match=r"CPU 'AMD EPYC' \(here 'Intel"):
         load_calibration("fitted", "host")
 
 
 def test_the_shipped_calibration_warns_on_another_machine(monkeypatch, tmp_path, fresh_warnings):
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))  # nothing of the user's: the shipped file is read
-    monkeypatch.setattr(_host, "machine_record", lambda: dict(XEON))
+    monkeypatch.setattr(host_facts, "machine_record", lambda: dict(XEON))
     with pytest.warns(MachineMismatchWarning) as caught:
         load_calibration("fitted", "host")
     assert str(SHIPPED / "host_fitted.json") in str(caught[0].message)

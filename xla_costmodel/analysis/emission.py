@@ -9,8 +9,10 @@
 - Transposes: `tiled_transpose`, `normalized_transpose`, `TransposeDescription`, `most_minor_non_trivial`.
 - A kernel's launch: `launch_facts` / `LaunchFacts`, `warp_size`, `may_prevent_vectorization`,
   `strided_minor_slice`.
+- The fusion pass's limit on a fusion's IR size: `MAX_IR_SIZE`.
 """
 
+from ._gpu import MAX_IR_SIZE as MAX_IR_SIZE
 from ._emission import BATCHED_REDUCTION_RACE_FREE_BOUND as BATCHED_REDUCTION_RACE_FREE_BOUND
 from ._emission import COLUMN_REDUCTION_TILE_Y as COLUMN_REDUCTION_TILE_Y
 from ._emission import FUSION_KIND as FUSION_KIND

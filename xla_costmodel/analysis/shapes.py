@@ -1,9 +1,10 @@
 """Sizes of shapes as XLA's cost analysis counts them (an internal API for the models, the fusion pass and
 fitting): `elements`, `elements_recursive`, `element_bits`, `shape_size`, the array leaves of a tuple
-(`array_leaves`, `first_array`), and whether a reshape or transpose is a bitcast
+(`array_leaves`, `first_array`; every leaf: `all_leaves`), and whether a reshape or transpose is a bitcast
 (`reshape_is_bitcast`, `transpose_is_bitcast`, as XLA's `ShapeUtil` decides).
 """
 
+from ._shapes import all_leaves as all_leaves
 from ._shapes import array_leaves as array_leaves
 from ._shapes import element_bits as element_bits
 from ._shapes import elements as elements

@@ -93,7 +93,9 @@ def load_user_program(spec: str, option: str = "--jax"):
     user's file, line and exception).
     """
     from .._quiet_jax import start_backends_quietly
-    from ..measure._target import ProgramSpecError, UserProgramError, load_program, lower_user_program
+    from ..measure import UserProgramError
+    from .._user_program import lower_user_program
+    from ..measure.programs import ProgramSpecError, load_program
 
     start_backends_quietly()  # before the program makes arrays: the CUDA plugin's log lines are not the user's
     try:
@@ -113,7 +115,7 @@ def model_error(name: str, exc: Exception) -> str:
     A combination's reader says where the name goes wrong over several lines
     (the name, a caret); the first line names the problem and the column.
     """
-    from ..models._combined import COMBINATIONS
+    from ..models import COMBINATIONS
 
     first = str(exc).splitlines()[0] if str(exc) else f"unknown model {name!r}"
     if "combinations:" in first:

@@ -1,4 +1,4 @@
-"""`xla-costmodel demo`: the main job end to end on a bundled program (`xla_costmodel._demo`)."""
+"""`xla-costmodel demo`: the main job end to end on a bundled program (`cli/_demo_job.py`)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def _demo_configure(p: argparse.ArgumentParser) -> None:
 
 @command("demo", "the main job end to end on a bundled program (what scripts/run runs)", _demo_configure)
 def _demo(args: argparse.Namespace) -> int:
-    from .._demo import run_demo
+    from ._demo_job import run_demo
     from ..zoo import program_names
 
     if args.program is not None and args.program not in program_names():

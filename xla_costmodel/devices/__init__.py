@@ -14,6 +14,7 @@ from ._op_profiles import load_op_profile as load_op_profile
 from ._op_profiles import op_profile_name_for as op_profile_name_for
 from ._op_profiles import op_profile_names as op_profile_names
 from ._op_profiles import op_profile_source as op_profile_source
+from ._presets import PRESETS as PRESETS
 from ._presets import XLA_KERNEL_LAUNCH_OVERHEAD_S as XLA_KERNEL_LAUNCH_OVERHEAD_S
 from ._registry import device_names as device_names
 from ._registry import get_device as get_device
@@ -30,6 +31,7 @@ from ._xla_tables import xla_tables_source as xla_tables_source
 __all__ = [
     "DEFAULT_OP_CYCLES",
     "DEFAULT_OP_PROFILE",
+    "PRESETS",
     "XLA_KERNEL_LAUNCH_OVERHEAD_S",
     "DeviceSpec",
     "GPU_TARGET_DNN_VERSION",

@@ -51,7 +51,7 @@ def device_for_rows(device: str, device_kind: str, devices=None):
     **Raises:** `ValueError` naming the device when nothing matches.
     """
     from ..devices import get_device
-    from ..devices._presets import PRESETS
+    from ..devices import PRESETS
 
     for key in (device, device_kind):
         if devices and key in devices:

@@ -13,7 +13,8 @@ import math
 from typing import Any
 
 from ..analysis.opcodes import CONTROL_FLOW_OPCODES, FREE_OPCODES
-from ..models._base import FusionByMaterializing, KernelEstimate, dominant_bound
+from ..models import FusionByMaterializing, KernelEstimate
+from ..models.pricing import dominant_bound
 from ..measure import resolve_device
 from ._counting import features_of
 from ._context import CONTEXT_FEATURE_GROUPS, CONTEXT_FEATURES, context_features
@@ -114,7 +115,7 @@ class FeatureCostModel(FusionByMaterializing):
         **Raises:** `CalibrationError` when the model is not fitted and the
         device has no (valid) saved calibration.
         """
-        from ..models._base import warn_unpriced
+        from ..models.pricing import warn_unpriced
 
         dev = resolve_device(device)
         op = kernel.opcode

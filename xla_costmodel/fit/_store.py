@@ -33,7 +33,7 @@ Every calibration file has a common header (`format`, `model`, `device`,
 `date`, `jax_version`, `jaxlib_version`, `training_rows`, `datasets`,
 `measured_on`: the devices its rows were measured on, and for rows timed on
 a CPU `machine`: its CPU model, cores and cache sizes,
-`devices._host.machine_record`) and the model's own payload (`weights`,
+`devices.host.machine_record`) and the model's own payload (`weights`,
 `params`, ...). `xla_costmodel.calibrate(device=...)` writes them; the
 `fitted`, `learned` and `*-calibrated` models read them when used without
 being fitted first.
@@ -305,10 +305,10 @@ _CPU_DEVICE = re.compile(r"cpu: (?P<model>.*), (?P<cores>\d+) cores")
 
 def rows_machine(entries) -> dict | None:
     """The machine rows were timed on, from their `measured_on` entries: this machine's record
-    (`devices._host.machine_record`) when their CPU model and core count are this machine's, else the
+    (`devices.host.machine_record`) when their CPU model and core count are this machine's, else the
     model and cores their `device` names (`"cpu: AMD EPYC, 2 cores"`) with the caches `UNKNOWN`; None
     for rows of no CPU, or of several."""
-    from ..devices import _host
+    from ..devices.host import MACHINE_FACTS, UNKNOWN, cpu_model, machine_record
 
     cpus = {str(e.get("device", "")) for e in entries if str(e.get("backend", "cpu")).lower() == "cpu"}
     if len(cpus) != 1 or len(cpus) != len(entries):
@@ -317,9 +317,9 @@ def rows_machine(entries) -> dict | None:
     if found is None:
         return None
     model, cores = found["model"], int(found["cores"])
-    if model == _host.cpu_model() and cores == (os.cpu_count() or 1):  # as `measure.device_description` counts
-        return _host.machine_record()
-    return {"cpu_model": model, "cores": cores, **{f: _host.UNKNOWN for f in _host.MACHINE_FACTS[2:]}}
+    if model == cpu_model() and cores == (os.cpu_count() or 1):  # as `measure.device_description` counts
+        return machine_record()
+    return {"cpu_model": model, "cores": cores, **{f: UNKNOWN for f in MACHINE_FACTS[2:]}}
 
 
 def measured_on(df) -> list[dict[str, str]]:
@@ -409,13 +409,13 @@ def _warn_other_machine(data: dict, path: Path) -> None:
     """Warn (`MachineMismatchWarning`, once per recorded machine) when a `host` calibration's rows were
     timed on another machine than this one: by its `machine`, or, in files from before that was
     recorded, by the CPU model and cores of its `measured_on`."""
-    from ..devices import _host
+    from ..devices.host import machine_differences, machine_record
 
     record = data.get("machine")
     if not isinstance(record, dict):
         record = rows_machine([e for e in data.get("measured_on") or [] if not e.get("device_map")]) or {}
-    here = _host.machine_record()
-    differences = _host.machine_differences(record, here)
+    here = machine_record()
+    differences = machine_differences(record, here)
     key = (record.get("cpu_model"), record.get("cores"))
     if not differences or key in _WARNED_MACHINES:
         return

@@ -8,7 +8,7 @@ import weakref
 from dataclasses import dataclass
 
 from ..analysis.emission import fusion_pass_is_tiled_transpose, is_contiguous_reduction, reduction_dimensions
-from ..analysis._gpu import MAX_IR_SIZE as MAX_IR_SIZE
+from ..analysis.emission import MAX_IR_SIZE as MAX_IR_SIZE
 from ..analysis.opcodes import passes_elementwise_roots
 from ..hlo import HloComputation, HloInstruction
 from ..fusion_engine import body_growth, operands_first, per_body_state, tracks_growth

@@ -204,7 +204,7 @@ def _totals(module, dev, cost_model, price: bool, cache: dict, versions: dict,
     With `content`, kernels of the same content share one estimate (only the totals are kept,
     so an estimate's details naming another copy's operands do not matter here).
     """
-    from ..models._analyze import is_free_site, kernel_sites, module_time
+    from ..models.pricing import is_free_site, kernel_sites, module_time
 
     if not price:
         return math.nan, sum(1 for site in kernel_sites(module) if not is_free_site(site[0])), 0

@@ -210,7 +210,7 @@ class TritonFusionRules:
         hit = self._tilings.get(key)
         if hit is not None and hit[0] == v:
             return hit[1]
-        from ..models._tiled import best_tilings
+        from ..models.pricing import best_tilings
 
         fused = hypothetical_fusion(producer, consumer, "kCustom")
         try:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from .._worker import WorkerCrashed
 from ..devices import DeviceSpec
-from ..devices._host import (
+from ..devices.host import (
     cache_sizes,
     cached_host,
     clock_ghz,

@@ -17,7 +17,7 @@ import time
 import warnings
 from pathlib import Path
 
-from ..devices._host import cpu_model
+from ..devices.host import cpu_model
 from ._allocator import page_faults, set_allocator
 from ._method import RUN_ANNOTATION, Measurement, Method, PageFaultWarning
 from ._module import ModuleIndex

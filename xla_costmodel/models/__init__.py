@@ -49,6 +49,7 @@ from ._launch import LaunchDimensions as LaunchDimensions
 from ._launch import launch_dimensions as launch_dimensions
 # Combined models ("min(xla-gpu,roofline)", ...) and plugin errors (models/_combined.py, models/_plugins.py).
 # (`scaled(...)` models are fitted: `xla_costmodel.fit.ScaledModel`.)
+from ._combined import COMBINATIONS as COMBINATIONS
 from ._combined import CombinedModel as CombinedModel
 from ._combined import ScaledCostModel as ScaledCostModel
 from ._combined import register_combinator as register_combinator

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis import _rules as R
+from ..analysis.interpreter import KEY_COLL_BYTES, KEY_COLL_DEVICES, KEY_COLL_SCALE
 from ..analysis.collectives import (
     CollectiveGroupError,
     group_count_and_size,
@@ -53,7 +53,7 @@ from ..analysis.collectives import (
     source_target_pairs,
 )
 from ..analysis import kernel_cost
-from ..analysis.shapes import first_array
+from ..analysis.shapes import all_leaves, first_array
 
 __all__ = [
     "Collective",
@@ -127,7 +127,7 @@ class Collective:
 
 def _array_bytes(shape, skip_index: int = -1) -> int:
     total = 0
-    for index, leaf in R.all_leaves(shape):
+    for index, leaf in all_leaves(shape):
         if index and index[0] == skip_index:
             continue
         if leaf.element_type not in ("tuple", "token", "opaque"):
@@ -147,7 +147,7 @@ def describe_collective(instr, device=None) -> Collective:
     cost = kernel_cost(instr, "gpu", device)
     record = cost.instruction_cost(instr)
     extra = record.extra
-    transferred = float(extra.get(R.KEY_COLL_BYTES, 0.0))
+    transferred = float(extra.get(KEY_COLL_BYTES, 0.0))
     if kind == "send":
         transferred = float(_array_bytes(instr.operands[0].shape))
     elif kind == "recv":
@@ -159,7 +159,7 @@ def describe_collective(instr, device=None) -> Collective:
         groups = replica_groups(instr)
         count_size = group_count_and_size(instr)
     pairs = source_target_pairs(instr)
-    ranks = int(extra.get(R.KEY_COLL_DEVICES, 0.0))
+    ranks = int(extra.get(KEY_COLL_DEVICES, 0.0))
     if kind == "all-to-all" and groups is not None:
         ranks = max([1, *participant_counts(instr, replicas, partitions)])
     return Collective(
@@ -169,7 +169,7 @@ def describe_collective(instr, device=None) -> Collective:
         bytes_transferred=transferred,
         bytes_accessed=float(cost.bytes_accessed) if kind in RING_KINDS else transferred,
         flops=float(cost.flops) if kind in ("all-reduce", "reduce-scatter") else 0.0,
-        ranks=ranks, scaling_ratio=float(extra.get(R.KEY_COLL_SCALE, 0.0)),
+        ranks=ranks, scaling_ratio=float(extra.get(KEY_COLL_SCALE, 0.0)),
         groups=groups, group_count=count_size[0] if count_size else None,
         group_size=count_size[1] if count_size else None, mode=mode, pairs=pairs,
         replicas=replicas, partitions=partitions,

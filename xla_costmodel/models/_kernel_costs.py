@@ -40,7 +40,7 @@ from ..analysis.library import custom_call_target
 from ..analysis import KernelCost, kernel_cost
 from ..analysis.library import library_work, topk_flops
 from ..analysis.opcodes import MATMUL_OPCODES
-from ..analysis._rules import BYTES, FLOPS, OUT, TRANS, UNPRICED, merge_unpriced
+from ..analysis.interpreter import BYTES, FLOPS, OUT, TRANS, UNPRICED, merge_unpriced
 from ..analysis.shapes import first_array, shape_size
 from ..fusion_engine import body_growth, follows_growths, tracks_growth
 
@@ -365,7 +365,7 @@ class ModuleCounts:
 
     def __init__(self, module):
         from .._gc import gc_paused
-        from ..analysis._interpreter import Analysis
+        from ..analysis.interpreter import Analysis
 
         self._an = Analysis(module, warn=False, overrides=MODEL_RULES)
         with gc_paused():
@@ -382,7 +382,7 @@ class ModuleCounts:
             return None
         if self._xla is None:
             from .._gc import gc_paused
-            from ..analysis._interpreter import Analysis
+            from ..analysis.interpreter import Analysis
 
             self._xla = Analysis(self._module, warn=False)
             with gc_paused():

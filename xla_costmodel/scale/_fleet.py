@@ -57,7 +57,7 @@ def measure_on_node(request: MeasureRequest, accelerator: str) -> pd.DataFrame:
             pass
     if request.jax_program:
         from ..measure.programs import FULL, QUICK
-        from ..measure._target import load_program
+        from ..measure.programs import load_program
 
         mode = QUICK if request.quick else FULL
         fn, args = load_program(request.jax_program)

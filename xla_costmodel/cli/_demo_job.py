@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ._text import count
+from .._text import count
 
 
 def _stage(title: str) -> float:
@@ -26,9 +26,9 @@ def _done(t0: float) -> None:
 def run_demo(program: str | None = None, out: str = "out") -> int:
     import jax
 
-    from . import from_jax
-    from .analysis import module_stats
-    from .zoo import DEFAULT_PROGRAM, get_program
+    from .. import from_jax
+    from ..analysis import module_stats
+    from ..zoo import DEFAULT_PROGRAM, get_program
 
     name = program or DEFAULT_PROGRAM
     spec = get_program(name)
@@ -74,7 +74,7 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
     _done(t0)
 
     t0 = _stage("3. Priority fusion simulated on the lowered module (xla-gpu model, h100-sxm)")
-    from .fusion import compare_with_xla, simulate_fusion
+    from ..fusion import compare_with_xla, simulate_fusion
 
     fused = simulate_fusion(lowered, device="h100-sxm", model="xla-gpu")
     fused.steps.to_csv(folder / "fusion_steps.csv", index=False)
@@ -96,7 +96,7 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
     _done(t0)
 
     t0 = _stage("4. Measured kernel times on this CPU (profiler trace), against the host prediction")
-    from .measure import measure_kernels
+    from ..measure import measure_kernels
 
     measured = measure_kernels(fn, *args, repeats=20, discard=4)
     # Both sides per launch: the measurement's per-run minimum sums a loop body's launches.
@@ -120,16 +120,16 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
     _done(t0)
 
     t0 = _stage("5. Quick measurement suite on this CPU, models fitted to it, scored on programs nobody here wrote")
-    from .compare import compare_models
-    from .measure import append_dataset, run_suite
-    from .plot import predicted_vs_measured
+    from ..compare import compare_models
+    from ..measure import append_dataset, run_suite
+    from ..plot import predicted_vs_measured
 
     quick = run_suite(quick=True, progress=True)
     quick_path = folder / "quick_suite.parquet"
     if quick_path.exists():
         quick_path.unlink()  # our own output of an earlier run
     append_dataset(quick, quick_path)
-    from .fit.storage import shipped_dir
+    from ..fit.storage import shipped_dir
 
     # The shipped measurements of the reference host: read, never written. The suite (and the supplementary
     # microbenchmarks kept with this project's programs) trains; the independent corpus scores.
@@ -176,7 +176,7 @@ def scatter_figure(left: pd.DataFrame, right: pd.DataFrame, left_title: str, rig
     **Returns:** the Figure."""
     import matplotlib.pyplot as plt
 
-    from .plot import predicted_vs_measured
+    from ..plot import predicted_vs_measured
 
     # Tall enough for the legends under the plots (one entry per source).
     fig, axes = plt.subplots(1, 2, figsize=(12, 7.8), layout="constrained")
@@ -192,7 +192,7 @@ def stage_two_tables(fn, args, optimized) -> dict:
     (`xla-gpu`; fusion simulated from its lowered module, as `analyze` does for a function while jax
     runs on the CPU) and the kernels XLA:CPU made (`optimized`) on this CPU (`roofline`). Never
     XLA:CPU's kernels priced on a GPU: the README warns against that (`BackendMismatchWarning`)."""
-    from . import analyze
+    from .. import analyze
 
     return {("h100-sxm", "xla-gpu"): analyze(fn, *args, device="h100-sxm", model="xla-gpu"),
             ("host", "roofline"): analyze(optimized, device="host", model="roofline")}
