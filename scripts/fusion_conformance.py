@@ -157,13 +157,17 @@ def grids(progs: list[str], args) -> int:
     return 0
 
 
-def multi_output(progs: list[str], args) -> int:
+def compare_each(progs: list[str], args, compare, describe) -> tuple[pd.DataFrame, dict]:
+    """`compare(dump)` for every program on every device of `args`, a progress line on stderr each
+    (`describe(result, row, seconds)`); a program that fails is a row with its error, not the end of the
+    run. **Returns:** the rows (also written to `args.out` as CSV) and the results by device."""
     rows, results = [], {}
     for device in args.device:
         results[device] = []
         for i, p in enumerate(progs, 1):
+            t0 = time.perf_counter()
             try:
-                r = conf.compare_multi_output(load_or_compile(p, device, args.dump_dir))
+                r = compare(load_or_compile(p, device, args.dump_dir))
             except Exception as e:  # noqa: BLE001 - one failed program is a row, not the end of the run
                 print(f"[{device} {i}/{len(progs)}] {p}: FAILED {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
                 rows.append({"program": p, "device": device, "error": f"{type(e).__name__}: {str(e)[:200]}"})
@@ -171,13 +175,20 @@ def multi_output(progs: list[str], args) -> int:
             results[device].append(r)
             row = r.summary()
             rows.append(row)
-            print(f"[{device} {i}/{len(progs)}] {p}: partition {'same' if r.same_partition else 'differs'} "
-                  f"(kernels {r.kernels_before} -> ours {r.kernels_ours}, XLA {r.kernels_xla})"
-                  + (f", first divergence: {row['first_divergence_cause']}: {row['first_divergence']}"
-                     if r.first_divergence else ""), file=sys.stderr)
+            print(f"[{device} {i}/{len(progs)}] {p}: {describe(r, row, time.perf_counter() - t0)}", file=sys.stderr)
     table = pd.DataFrame(rows)
     if args.out:
         table.to_csv(args.out, index=False)
+    return table, results
+
+
+def multi_output(progs: list[str], args) -> int:
+    table, results = compare_each(
+        progs, args, conf.compare_multi_output,
+        lambda r, row, _seconds: (f"partition {'same' if r.same_partition else 'differs'} "
+                                  f"(kernels {r.kernels_before} -> ours {r.kernels_ours}, XLA {r.kernels_xla})"
+                                  + (f", first divergence: {row['first_divergence_cause']}: {row['first_divergence']}"
+                                     if r.first_divergence else "")))
     summary = {device: conf.summarize_multi_output(rs) for device, rs in results.items()}
     summary["all"] = conf.summarize_multi_output([r for rs in results.values() for r in rs])
     if args.json:
@@ -224,28 +235,12 @@ def main(argv=None) -> int:
         return grids(progs, args)
     if args.multi_output:
         return multi_output(progs, args)
-    rows, results = [], {}
-    for device in args.device:
-        results[device] = []
-        for i, p in enumerate(progs, 1):
-            t0 = time.perf_counter()
-            try:
-                dump = load_or_compile(p, device, args.dump_dir)
-                r = conf.compare_fusion_logs(dump)
-            except Exception as e:  # noqa: BLE001 - one failed program is a row, not the end of the run
-                print(f"[{device} {i}/{len(progs)}] {p}: FAILED {type(e).__name__}: {str(e)[:200]}", file=sys.stderr)
-                rows.append({"program": p, "device": device, "error": f"{type(e).__name__}: {str(e)[:200]}"})
-                continue
-            results[device].append(r)
-            row = r.summary()
-            rows.append(row)
-            print(f"[{device} {i}/{len(progs)}] {p}: {row['candidates_within']}/{row['candidates_xla']} prices "
-                  f"within 1%, partition {'same' if r.same_partition else 'differs'} "
-                  f"({r.kernels_ours} vs XLA {r.kernels_xla}), first divergence: "
-                  f"{row['first_divergence_cause'] or 'none'} ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
-    table = pd.DataFrame(rows)
-    if args.out:
-        table.to_csv(args.out, index=False)
+    table, results = compare_each(
+        progs, args, conf.compare_fusion_logs,
+        lambda r, row, seconds: (f"{row['candidates_within']}/{row['candidates_xla']} prices within 1%, partition "
+                                 f"{'same' if r.same_partition else 'differs'} ({r.kernels_ours} vs XLA "
+                                 f"{r.kernels_xla}), first divergence: {row['first_divergence_cause'] or 'none'} "
+                                 f"({seconds:.1f} s)"))
     summary = {device: conf.summarize(rs) for device, rs in results.items()}
     allr = [r for rs in results.values() for r in rs]
     summary["all"] = conf.summarize(allr)
