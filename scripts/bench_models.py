@@ -281,8 +281,6 @@ def _goals(regime: str, comparison, noise_all: dict) -> list[dict]:
 
 def _program_table(results: dict, models: list[str], program_noise):
     """Per program run: measured totals, the run-to-run ratio, and each (model, regime)'s predicted ratios."""
-    import pandas as pd
-
     first = next(iter(results.values())).by_program
     base = first[first["model"] == first["model"].iloc[0]][["source", "case", "kernels", "measured_per_run_s",
                                                               "wall_per_run_s"]].copy()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 
-import jax
 import jax.numpy as jnp
 
 from xla_costmodel import parse_hlo, simulate_fusion

@@ -3,8 +3,6 @@ sorting and random numbers, with XLA's `HloCostAnalysis` semantics (see `_rules`
 
 from __future__ import annotations
 
-import math
-
 from ._records import BYTES, FLOPS, FMA_FLOPS, OPB, OUT, TRANS
 from ._library import cholesky_flops, convolution_flops, triangular_solve_flops
 from ._rules import _attr_tuple, cost_rule, elements

@@ -122,7 +122,6 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
     t0 = _stage("5. Quick measurement suite on this CPU, models fitted to it, scored on programs nobody here wrote")
     from ..compare import compare_models
     from ..measure import append_dataset, run_suite
-    from ..plot import predicted_vs_measured
 
     quick = run_suite(quick=True, progress=True)
     quick_path = folder / "quick_suite.parquet"

@@ -27,8 +27,6 @@ def _evaluate_configure(p: argparse.ArgumentParser) -> None:
 def _evaluate(args: argparse.Namespace) -> int:
     import json
 
-    import pandas as pd
-
     from ..front import DEFAULT_EVALUATION_MODELS, evaluate
     from ..measure import MeasurementError
 

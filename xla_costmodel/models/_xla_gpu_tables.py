@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ..analysis.opcodes import COLLECTIVE_OPCODES, is_free
-from ._base import KernelEstimate, dominant_bound, register_model, warn_unpriced
+from ._base import KernelEstimate, dominant_bound, register_model
 from ._collective_sol import sol_collective_time, sol_config
 from ._collective_table import collective_table_for
 from ._collectives import CollectiveTime, collective_or_estimate
