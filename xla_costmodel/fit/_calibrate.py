@@ -43,7 +43,8 @@ import numpy as np
 import pandas as pd
 
 from .._text import count
-from ._data import TEST_PROGRAM, Prepared, dataset_name, load_rows, own_program_rows, prepare, row_roles, training_rows
+from ._data import TEST_PROGRAM, dataset_name, load_rows, own_program_rows, row_roles, training_rows
+from ._prepare import Prepared, prepare
 from ._refit import (CONTEXT_ROWS_RULE, context_training_rows, dataset_entry, refit_learned, relative_path,
                      used_roles)
 from ._store import (CalibrationError, DeviceMismatchError, calibration_in_use, dataset_devices, header,

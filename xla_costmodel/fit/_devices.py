@@ -31,7 +31,8 @@ import pandas as pd
 
 from .._text import count
 from ._calibrate import FITTABLE_MODELS, _train_accuracy, fit_and_save
-from ._data import load_rows, prepare, training_rows
+from ._data import load_rows, training_rows
+from ._prepare import prepare
 from ._refit import dataset_entry, used_roles
 from ._store import dataset_devices, header, measured_on, save_calibration, user_data_dir
 

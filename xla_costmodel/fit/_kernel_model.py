@@ -48,7 +48,7 @@ class FeatureCostModel(FusionByMaterializing):
 
     def _columns(self, X):
         """`X` narrowed to `feature_columns` when it is a table holding them (a feature table from
-        `fit._data.prepare` carries the context features too, whatever model reads it)."""
+        `fit._prepare.prepare` carries the context features too, whatever model reads it)."""
         import pandas as pd
 
         # (any other table, e.g. a few named columns, is the estimator's input as it is: scikit-learn's way)

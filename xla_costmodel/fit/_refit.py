@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ._data import SUITE, TRAINING_PROGRAM, load_rows, own_program_rows, prepare, row_roles
+from ._data import SUITE, TRAINING_PROGRAM, load_rows, own_program_rows, row_roles
+from ._prepare import prepare
 from ._store import CalibrationError, load_calibration
 
 __all__ = ["CONTEXT_ROWS_RULE", "context_training_rows", "dataset_entry", "refit_learned", "relative_path",
