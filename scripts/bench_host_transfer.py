@@ -45,7 +45,7 @@ CONSTANTS = ("copy_bandwidth_bytes_per_s", "matmul_f32_flops_per_s", "matmul_f64
 
 
 def _suite(path: Path):
-    from xla_costmodel.fit.data import SUITE, load_rows, row_roles
+    from xla_costmodel.datasets import SUITE, load_rows, row_roles
 
     rows = load_rows(path)
     return rows[(row_roles(rows) == SUITE) & (rows["source"].astype(str) != "extra")]

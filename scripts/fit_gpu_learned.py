@@ -289,7 +289,7 @@ def write_calibration(suite, rows, modules, kernels, device, figures, out: Path 
     `calibration/`), if the candidate beat `xla-gpu` leave one source out per kernel and per program; else
     remove them there (made against an earlier `xla-gpu`). **Returns:** the files written."""
     from xla_costmodel.fit.calibration import EFFICIENCY_FORM as FORM, table_sha256
-    from xla_costmodel.fit.storage import header, measured_on, save_calibration, shipped_dir
+    from xla_costmodel.datasets import header, measured_on, save_calibration, shipped_dir
     from xla_costmodel.measure import read_dataset
 
     out = shipped_dir() if out is None else Path(out)

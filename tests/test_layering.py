@@ -30,6 +30,7 @@ LAYERS = (
     ("fusion",),
     ("measure",),
     ("metrics",),
+    ("datasets",),
     ("fit",),
     ("compare", "plot"),
     ("front",),

@@ -2,8 +2,10 @@
 
 - `kernel_features(kernels_or_rows, device)`: the feature table of the
   hardware-fitted models (Stevens & Klöckner's counts, read from HLO).
-- Datasets (`_data`): calibration-dataset rows as training and test data.
-- Saved calibrations (`_store`): one JSON file per (device, model), written
+- Datasets: calibration-dataset rows as training and test data
+  (`xla_costmodel.datasets`, the package below this one).
+- Saved calibrations (their home is `xla_costmodel.datasets` too; offered
+  here for the fitting workflow): one JSON file per (device, model), written
   to the user's data directory (`user_data_dir()`) and read from there
   first, then from the shipped `calibration/` (`calibration_in_use` says
   which file a model reads); a quick calibration, and one that scored worse
@@ -58,9 +60,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._program import ProgramOverhead, ProgramTime
     from ._rows import kernel_features
     from ..metrics import accuracy, fusion_metrics, sk_error
-    from ._store import CalibrationError, DeviceMismatchError, calibration_path, load_calibration, user_data_dir
-    from ._store import MachineMismatchWarning, calibration_in_use, held_back_dir, measuring_device, quick_dir
-    from ._store import calibration_measured_on
+    from ..datasets import CalibrationError, DeviceMismatchError, calibration_path, load_calibration, user_data_dir
+    from ..datasets import MachineMismatchWarning, calibration_in_use, held_back_dir, measuring_device, quick_dir
+    from ..datasets import calibration_measured_on
     from ._program import PROGRAM_OVERHEAD
 
 _LAZY = {
@@ -83,17 +85,17 @@ _LAZY = {
     "accuracy": ("..metrics", "accuracy"),
     "fusion_metrics": ("..metrics", "fusion_metrics"),
     "sk_error": ("..metrics", "sk_error"),
-    "CalibrationError": ("._store", "CalibrationError"),
-    "DeviceMismatchError": ("._store", "DeviceMismatchError"),
-    "MachineMismatchWarning": ("._store", "MachineMismatchWarning"),
-    "user_data_dir": ("._store", "user_data_dir"),
-    "load_calibration": ("._store", "load_calibration"),
-    "calibration_path": ("._store", "calibration_path"),
-    "calibration_in_use": ("._store", "calibration_in_use"),
-    "measuring_device": ("._store", "measuring_device"),
-    "quick_dir": ("._store", "quick_dir"),
-    "held_back_dir": ("._store", "held_back_dir"),
-    "calibration_measured_on": ("._store", "calibration_measured_on"),
+    "CalibrationError": ("..datasets", "CalibrationError"),
+    "DeviceMismatchError": ("..datasets", "DeviceMismatchError"),
+    "MachineMismatchWarning": ("..datasets", "MachineMismatchWarning"),
+    "user_data_dir": ("..datasets", "user_data_dir"),
+    "load_calibration": ("..datasets", "load_calibration"),
+    "calibration_path": ("..datasets", "calibration_path"),
+    "calibration_in_use": ("..datasets", "calibration_in_use"),
+    "measuring_device": ("..datasets", "measuring_device"),
+    "quick_dir": ("..datasets", "quick_dir"),
+    "held_back_dir": ("..datasets", "held_back_dir"),
+    "calibration_measured_on": ("..datasets", "calibration_measured_on"),
     "PROGRAM_OVERHEAD": ("._program", "PROGRAM_OVERHEAD"),
     "ProgramTime": ("._program", "ProgramTime"),
     "ProgramOverhead": ("._program", "ProgramOverhead"),

@@ -9,7 +9,7 @@ the way `learned` is (gradient-boosted trees in log time over a linear
 baseline).
 
 Their saved calibrations are fitted to the measurement suite and to this
-project's own programs (`fit._data.own_program_rows`): a
+project's own programs (`datasets.own_program_rows`): a
 kernel of the suite runs almost alone, so the suite by itself shows little
 context to learn from. Programs of the independent corpus are never fitted
 (see `compare`).

@@ -311,7 +311,7 @@ def refit_efficiency(data: dict, device):
     """The `EfficiencyModel` of a saved `learned` calibration of form `base-efficiency` (see the module
     docstring). **Raises:** `CalibrationError` when its table is missing or changed, or the refit does not
     reproduce the checks."""
-    from ._store import CalibrationError, calibration_measured_on
+    from ..datasets import CalibrationError, calibration_measured_on
 
     where = data.get("_path")
     how = "remake it with scripts/fit_gpu_learned.py --write"

@@ -1,6 +1,6 @@
 """Rows parsed and featurized once: each kept row's kernel and feature table, ready to fit and score.
 
-`prepare` reads the kernel rows of a dataset (`_data.kernel_rows`) into
+`prepare` reads the kernel rows of a dataset (`datasets.kernel_rows`) into
 their `HloInstruction`s and the features every fitted model reads (the
 counts of `features_of` and the schedule context of `context_features`);
 `prepare_dataset` does it once per process for files.
@@ -19,7 +19,7 @@ import pandas as pd
 
 from ._context import CONTEXT_FEATURES, context_features
 from ._counting import features_of
-from ._data import kernel_rows, load_rows, measured_times
+from ..datasets import kernel_rows, load_rows, measured_times
 from ._features import FEATURES, FeatureError
 from ._rows import kernel_from_row
 

@@ -17,9 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ._data import SUITE, TRAINING_PROGRAM, load_rows, own_program_rows, row_roles
+from ..datasets import SUITE, TRAINING_PROGRAM, CalibrationError, load_calibration, load_rows, own_program_rows, row_roles
 from ._prepare import prepare
-from ._store import CalibrationError, load_calibration
 
 __all__ = ["CONTEXT_ROWS_RULE", "context_training_rows", "dataset_entry", "refit_learned", "relative_path",
            "rows_sha256", "used_roles", "used_rows"]
@@ -43,7 +42,7 @@ def context_training_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def used_roles(include_programs: bool) -> tuple[str, ...]:
-    """The roles of the rows a calibration is fitted to (`fit._data`)."""
+    """The roles of the rows a calibration is fitted to (`datasets.row_roles`)."""
     return (SUITE, TRAINING_PROGRAM) if include_programs else (SUITE,)
 
 
