@@ -287,7 +287,7 @@ def fitted_scores(names, rows, modules, kernels, reference):
 
     from xla_costmodel import get_device
     from xla_costmodel.compare.scoring import fit_model as _fit, make_model
-    from xla_costmodel.fit.data import prepare_dataset
+    from xla_costmodel.features import prepare_dataset
     from xla_costmodel.measure import read_dataset
 
     device = get_device(DEVICE)

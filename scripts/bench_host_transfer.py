@@ -71,7 +71,7 @@ def _score(model_name, train, test, device):
     import numpy as np
 
     from xla_costmodel.fit import CalibratedModel
-    from xla_costmodel.fit.data import prepare
+    from xla_costmodel.features import prepare
     from xla_costmodel.fit import accuracy, FittedModel, LearnedModel
 
     tr, te = prepare(train, device), prepare(test, device)
@@ -104,7 +104,7 @@ def _carried_factors(test, device) -> list[dict]:
 
     from xla_costmodel.devices import DeviceSpec
     from xla_costmodel.fit.calibration import AnalyticalOnDevice, base_model as _base_model
-    from xla_costmodel.fit.data import prepare
+    from xla_costmodel.features import prepare
     from xla_costmodel.fit import accuracy
 
     data = json.loads((SHIPPED / "host_roofline-calibrated.json").read_text())

@@ -305,7 +305,7 @@ def _program_overhead():
     programs (`calibration/host_cpu_programs.parquet`: the zoo and the training programs as compiled)."""
     from xla_costmodel.datasets import load_rows, own_program_rows, programs_dataset
     from xla_costmodel.fit import ProgramOverhead
-    from xla_costmodel.fit.data import program_table
+    from xla_costmodel.fit.calibration import program_table
 
     rows = load_rows(programs_dataset("host"))
     return ProgramOverhead.fit(program_table(rows[own_program_rows(rows)]))

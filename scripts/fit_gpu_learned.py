@@ -12,7 +12,7 @@ kernel on `h100-sxm`, times a learned efficiency factor,
 
 where `trees` is scikit-learn's `HistGradientBoostingRegressor` fitted to
 `log(measured / xla_gpu_s)` over the hardware-fitted models' kernel features
-(`fit.kernel_features`'s counts, `fit._counting.features_of`), the kernel's
+(`fit.kernel_features`'s counts, `features.features_of`), the kernel's
 structure (`fit._efficiency.structure_of`: its kind, and for a GEMM its
 problem and configuration) and the log of the analytical prediction. The
 factor is bounded (at most 4x either way), so the analytical model keeps the
@@ -85,7 +85,7 @@ BOUND = 4.0
 
 def _features(kernels, device) -> pd.DataFrame:
     """The feature counts of each kernel (NaN row where it has none: control flow, unreadable)."""
-    from xla_costmodel.fit.data import features_of
+    from xla_costmodel.features import features_of
     from xla_costmodel.fit.calibration import FLOOR_COLUMN, STRUCTURE, roofline_floor, structure_of
     from xla_costmodel.fit import FEATURES, FeatureError
 
@@ -105,7 +105,7 @@ def _features(kernels, device) -> pd.DataFrame:
 def suite_table(device) -> pd.DataFrame:
     """The H100 suite: features, `base_s` (each kernel priced alone) and `measured_s` per launch."""
     from xla_costmodel import get_device
-    from xla_costmodel.fit.data import prepare
+    from xla_costmodel.features import prepare
     from xla_costmodel.measure import read_dataset
     from xla_costmodel.models import get_model
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from xla_costmodel.fit import _prepare
+from xla_costmodel.features import _prepare
 from xla_costmodel.measure import append_dataset, read_dataset
 
 from conftest import ROOT, TEST_CPU

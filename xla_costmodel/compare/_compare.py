@@ -54,7 +54,7 @@ import pandas as pd
 
 from ..datasets import (FUSION_VARIANT_CLASSES, PROGRAM_CLASSES, SUITE, TRAINING_PROGRAM, corpus_dataset, default_training,
                         programs_dataset, row_roles, row_sources)
-from ..fit.data import Prepared, empty_prepared, prepare_dataset
+from ..features import Prepared, empty_prepared, prepare_dataset
 from ..metrics import METRIC_COLUMNS, accuracy, fusion_metrics
 
 __all__ = ["compare_models", "Comparison", "DEFAULT_MODELS", "GPU_MODELS", "SPLITS", "form_ceiling", "make_model",

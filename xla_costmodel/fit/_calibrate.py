@@ -46,7 +46,7 @@ from .._text import count
 from ..datasets import (TEST_PROGRAM, CalibrationError, DeviceMismatchError, calibration_in_use, dataset_devices,
                         dataset_name, header, held_back_dir, load_rows, measured_on, own_program_rows, quick_dir,
                         row_roles, rows_device_matches, save_calibration, training_rows, user_data_dir)
-from ._prepare import Prepared, prepare
+from ..features import Prepared, prepare
 from ._refit import (CONTEXT_ROWS_RULE, context_training_rows, dataset_entry, refit_learned, relative_path,
                      used_roles)
 
@@ -59,7 +59,7 @@ _CHECK_ROWS = 8
 
 
 def _device_facts(dev) -> dict:
-    from ._features import device_facts
+    from ..features import device_facts
 
     return dict(device_facts(dev))
 

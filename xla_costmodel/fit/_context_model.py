@@ -1,7 +1,7 @@
 """`context` and `learned-context`: the fitted and learned models, reading the schedule context too.
 
 Both read the kernel features of `fitted`/`learned` (`FEATURES`) plus the
-kernel's `CONTEXT_FEATURES` (`fit._context`: the size of its program, the
+kernel's `CONTEXT_FEATURES` (`features._context`: the size of its program, the
 reuse distance of its operands, the independent kernels around it). `context`
 is fitted the way `fitted` is (Stevens & Klöckner's linear form, one weight
 per column in seconds per unit, relative-error least squares); `learned-context`
@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ._context import CONTEXT_FEATURES
-from ._features import FEATURES
+from ..features import CONTEXT_FEATURES, FEATURES
 from ._fitted import FittedModel
 from ._learned import LearnedModel
 

@@ -32,7 +32,7 @@ import pandas as pd
 from .._text import count
 from ..datasets import dataset_devices, header, load_rows, measured_on, save_calibration, training_rows, user_data_dir
 from ._calibrate import FITTABLE_MODELS, _train_accuracy, fit_and_save
-from ._prepare import prepare
+from ..features import prepare
 from ._refit import dataset_entry, used_roles
 
 __all__ = ["CROSS_DEVICE", "calibrate_devices", "dataset_devices", "device_for_rows"]

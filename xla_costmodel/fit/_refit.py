@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..datasets import SUITE, TRAINING_PROGRAM, CalibrationError, load_calibration, load_rows, own_program_rows, row_roles
-from ._prepare import prepare
+from ..features import prepare
 
 __all__ = ["CONTEXT_ROWS_RULE", "context_training_rows", "dataset_entry", "refit_learned", "relative_path",
            "rows_sha256", "used_roles", "used_rows"]
@@ -103,7 +103,7 @@ def refit_learned(device, model_class):
 
 def _refit_learned(data: dict, device, model_class):
     from ..measure import resolve_device
-    from ._features import device_facts
+    from ..features import device_facts
 
     where = data.get("_path")
     if data.get("form") == "base-efficiency":

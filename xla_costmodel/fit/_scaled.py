@@ -63,7 +63,7 @@ def measured_kernels(dataset) -> tuple[list, "Any", dict]:
     import numpy as np
 
     from ..datasets import kernel_rows, load_rows, measured_times
-    from ._rows import kernel_from_row
+    from ..features import kernel_from_row
 
     key = _dataset_key(dataset)
     if key is not None and key in _MEASURED:

@@ -10,6 +10,7 @@
 - A model over the counting features (`FeatureCostModel`: `estimate` from an estimator's `predict`).
 - Per device of a fleet dataset: `calibrate_devices`, and the `DeviceSpec` of rows measured on a device:
   `device_for_rows`.
+- Whole programs, measured and predicted per run (what the per-run overhead is fitted to): `program_table`.
 """
 
 from ._calibrated import AnalyticalOnDevice as AnalyticalOnDevice
@@ -28,3 +29,4 @@ from ._kernel_model import FeatureCostModel as FeatureCostModel
 from ._library_fit import fit_library_constants as fit_library_constants
 from ._library_fit import library_call_rows as library_call_rows
 from ._library_fit import score_library_rows as score_library_rows
+from ._program import program_table as program_table

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..datasets import kernel_rows, load_rows, measured_times
 from ._context import CONTEXT_FEATURES, context_features
 from ._counting import features_of
-from ..datasets import kernel_rows, load_rows, measured_times
 from ._features import FEATURES, FeatureError
 from ._rows import kernel_from_row
 
