@@ -58,6 +58,10 @@ def column_softmax(x):  # a reduction over the first dimension: no diamond
     return jax.nn.softmax(x, axis=0)
 
 
+def rms_norm(x):
+    return x * jax.lax.rsqrt((x * x).mean(-1, keepdims=True) + 1e-6)
+
+
 PROGRAMS = {
     "softmax": (softmax, [((128, 1024), "float32")]),
     "layer_norm": (layer_norm, [((256, 768), "bfloat16")]),
@@ -65,6 +69,12 @@ PROGRAMS = {
     "cross_entropy_grad": (cross_entropy_grad, [((64, 1000), "float32"), ((64, 1000), "float32")]),
     "long_row_softmax": (long_row_softmax, [((8, 16385), "float32")]),
     "column_softmax": (column_softmax, [((512, 64), "float32")]),
+    # rows of 8: the tile XLA picks (2 x 8) depends on the body holding no `max(x, -inf)`
+    "narrow_softmax": (softmax, [((4096, 8), "float32")]),
+    "row_of_16384_softmax": (softmax, [((2, 16384), "float32")]),
+    "bf16_softmax": (softmax, [((16, 4096), "bfloat16")]),  # a bf16 `divide` root: Triton emits it
+    "rms_norm": (rms_norm, [((8, 128, 4096), "bfloat16")]),
+    "rank3_softmax": (softmax, [((3, 5, 7), "float32")]),
 }
 DEVICE = "h100-sxm"
 
