@@ -30,9 +30,14 @@ and DCE, and before the reduction splitters and priority fusion
    parameters, which priority fusion then grows (`fusion._triton_fusion`).
 
 XLA:GPU also runs `FusionBlockLevelRewriter` by default (in its `fusion-dispatch-pipeline`,
-after scheduling), but only on loop fusions whose root is a slow transpose and on s32
-reduction fusions, which it turns into Triton fusions of the same instructions: the kernels
-stay the same, so it is not simulated here.
+after scheduling; `xla_gpu_experimental_enable_fusion_block_level_rewriter` makes it try every
+fusion), but only on loop fusions whose root is a slow transpose of a parameter and on s32
+reduction fusions, which it turns into Triton fusions of the same instructions. It changes no
+kernel count, so it is not simulated here. (Measured: jaxlib 0.10.2's deviceless compile for
+h100-sxm leaves f32 row-reduction fusions native; in the H100 capture, made with jax 0.11.2 on
+the device, about 340 of its 388 generic Triton kernels are such renamed native fusions:
+`input_reduce_fusion`, `loop_reduce_fusion`, `wrapped_transpose`, `input_transpose_fusion`, ...;
+about 50 come from this rewriter's diamonds.)
 
 Facts after XLA's `xla/service/gpu/transforms/softmax_rewriter_triton.cc`; the code is ours.
 """
