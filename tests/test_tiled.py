@@ -640,3 +640,11 @@ ENTRY main {{
   ROOT fusion = f32[8] fusion(p0), kind=kLoop, calls=fusion
 }}""")
     check_symbolic_tiling(k)
+
+
+def test_only_the_input_dimensions_a_reduced_dimension_reaches_carry_it():
+    from xla_costmodel.analysis._tiling import _delinearized_symbols
+
+    # [2 (reduced), 16] read from [4, 8]: s0 * 2 + d1 floordiv 8, then d1 mod 8 (no range variable)
+    assert _delinearized_symbols([4, 8], [2, 16], [True, False]) == (False, [True, False])
+    assert _delinearized_symbols([32], [2, 16], [False, True]) == (False, [True])

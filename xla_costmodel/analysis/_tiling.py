@@ -384,7 +384,14 @@ def propagate(kernel, root_tile, *, block_k: int | None = None) -> TiledComputat
 
 def _delinearized_symbol(src: list, dst: list, symbolic: list) -> bool:
     """Whether a reshape group (`src` dims read for `dst` dims, `symbolic[j]`: dst dim j indexed by a
-    range variable) leaves a range variable inside a floordiv or mod of some `src` index.
+    range variable) leaves a range variable inside a floordiv or mod of some `src` index
+    (`_delinearized_symbols`)."""
+    return _delinearized_symbols(src, dst, symbolic)[0]
+
+
+def _delinearized_symbols(src: list, dst: list, symbolic: list) -> tuple[bool, list]:
+    """`(fails, flags)` of a reshape group: `fails` when a range variable is left inside a floordiv or
+    mod of some `src` index; `flags[i]`: src dim i's index holds a range variable.
 
     XLA's indexing of a reshape linearizes the output indices of the group and delinearizes them into
     the input's (`ComputeMinimalReshapeIndexing`); src dim i reads `(L mod (I_i * n_i)) floordiv I_i`
@@ -399,38 +406,40 @@ def _delinearized_symbol(src: list, dst: list, symbolic: list) -> bool:
         if n > 1:
             terms.append((coeff, n, sym))
         coeff *= n
+    flags = [False] * len(src)
     if not any(sym for _, _, sym in terms):
-        return False
+        return False, flags
+    fails = False
     inner = 1
     for k in range(len(src) - 1, -1, -1):
         n = src[k]
         outer = inner * n
         if n > 1:
             kept = terms if k == 0 else [t for t in terms if t[0] % outer]
-            inside = []
             if k > 0 and sum(c * (m - 1) for c, m, _ in kept) >= outer:
-                inside = kept  # the mod stays, over every kept term
+                inside, present = kept, kept  # the mod stays, over every kept term
             else:
                 rest = [t for t in kept if t[0] % inner]
-                if sum(c * (m - 1) for c, m, _ in rest) >= inner:
-                    inside = rest  # the floordiv stays over these
-            if any(sym for _, _, sym in inside):
-                return True
+                inside = rest if sum(c * (m - 1) for c, m, _ in rest) >= inner else []  # the floordiv stays
+                present = [t for t in kept if not t[0] % inner] + inside
+            fails = fails or any(sym for _, _, sym in inside)
+            flags[k] = any(sym for _, _, sym in present)
         inner = outer
-    return False
+    return fails, flags
 
 
 def _symbolic_reshape(src: tuple, dst: tuple, flags: tuple) -> tuple:
     """The range-variable flags of `src`'s dims read by a reshape to `dst` with flags `flags`;
-    `TilingError` when XLA's symbolic tile derivation fails there (`_delinearized_symbol`)."""
+    `TilingError` when XLA's symbolic tile derivation fails there (`_delinearized_symbols`)."""
     out = [False] * len(src)
     for gi, gj in _reshape_groups(src, dst):
         sub_src, sub_dst, sub_f = [src[i] for i in gi], [dst[j] for j in gj], [flags[j] for j in gj]
-        if _delinearized_symbol(sub_src, sub_dst, sub_f):
+        fails, sub_out = _delinearized_symbols(sub_src, sub_dst, sub_f)
+        if fails:
             raise TilingError(f"Failed to compute symbolic tile: a reduced dimension of {list(sub_dst)} is split "
                               f"into {list(sub_src)} by a reshape")
-        for i in gi:
-            out[i] = any(f for j, f in zip(gj, sub_f) if dst[j] > 1) and src[i] > 1
+        for i, f in zip(gi, sub_out):
+            out[i] = f
     return tuple(out)
 
 
