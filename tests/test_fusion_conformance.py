@@ -239,3 +239,38 @@ def test_transformer_heads_fuse_into_xla_kernels():
     dump = conf.compile_with_fusion_dumps("zoo:transformer_fwd", device="h100-sxm")
     r = conf.compare_fusion_logs(dump)
     assert r.same_partition, r.partition_diff
+
+
+def _fusion_log(events) -> "conf.pd.DataFrame":
+    text = "".join(f'fusion_steps {{\n  fusion {{\n    fusion_name: "{f}"\n    producer_name: "{p}"\n'
+                   f'    consumer_name: "{c}"\n  }}\n}}\n' for p, c, f in events)
+    return conf.read_fusion_log(text)
+
+
+def test_kernels_are_not_confused_by_a_reused_name():
+    # zoo:cnn_pool on the A100: our run fused "fusion" away, then named a constant fusion made after
+    # the log "fusion" again (XLA never reuses a name); the partition is the same as XLA's.
+    body = """HloModule m
+fused_add {
+  p = f32[8]{0} parameter(0)
+  e = f32[8]{0} exponential(p)
+  ROOT n = f32[8]{0} negate(e)
+}
+fused_const {
+  c = f32[] constant(0)
+  ROOT b = f32[8]{0} broadcast(c), dimensions={}
+}
+ENTRY main {
+  x = f32[8]{0} parameter(0)
+  NAME_K = f32[8]{0} fusion(x), kind=kLoop, calls=fused_add
+  NAME_C = f32[8]{0} fusion(), kind=kLoop, calls=fused_const
+  ROOT t = (f32[8]{0}, f32[8]{0}) tuple(NAME_K, NAME_C)
+}"""
+    xla = parse_hlo(body.replace("NAME_K", "fusion.2").replace("NAME_C", "fusion.3"))
+    ours = parse_hlo(body.replace("NAME_K", "fusion.1").replace("NAME_C", "fusion"))
+    px = conf._kernel_sets(xla, _fusion_log([("exponential.1", "negate.1", "fusion.1"),
+                                             ("fusion.1", "other.1", "fusion.2")]))
+    po = conf._kernel_sets(ours, _fusion_log([("exponential.1", "negate.1", "fusion"),
+                                              ("fusion", "other.1", "fusion.1")]))
+    assert px == po
+    assert frozenset({"exponential.1", "negate.1", "other.1"}) in po and len(po) == 2

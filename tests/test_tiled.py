@@ -15,7 +15,13 @@ import pytest
 
 import xla_costmodel as xc
 from xla_costmodel.devices import get_device
-from xla_costmodel.analysis._tiling import TilingError, configured_tiling, propagate
+from xla_costmodel.analysis._tiling import (
+    TilingError,
+    _delinearized_symbol,
+    check_symbolic_tiling,
+    configured_tiling,
+    propagate,
+)
 from xla_costmodel.models._tiled import best_tilings, estimate_tiling, flops_per_element, num_warps_for
 
 A6000 = get_device("rtx-a6000-xla-test")
@@ -524,3 +530,121 @@ def test_triton_gemm_memory_bound():
     want = nbytes / effective_hbm_bandwidth(nbytes, A6000) + 1.3e-6
     e = configured(k)
     assert want <= e.exec_s <= want * 1.1
+
+
+# XLA's symbolic tile analysis refuses some fusions before it tries any tile size
+# (`symbolic_tile.cc`, `size_and_stride_expression.cc`): a range variable (a dimension a reduce takes
+# whole) under a floordiv or mod, or under a constraint with an offset.
+
+def _reduce_fusion(body: str, params: str, operands: str, out: str = "f32[32]{0}"):
+    return fusion(f"""HloModule m
+{ADD_F32}triton_computation {{
+{body}
+}}
+ENTRY main {{
+{params}
+  ROOT f = {out} fusion({operands}), kind=kCustom, calls=triton_computation, backend_config={{"fusion_backend_config":{{"kind":"__triton"}}}}
+}}""")
+
+
+def test_a_reduced_dimension_split_by_a_bitcast_cannot_be_tiled():
+    # XLA's log on zoo:transformer_grad (H100 and A100): "Fusion can not be tiled with
+    # SymbolicTileAnalysis: Failed to compute symbolic tile for (d0)[s0] -> (s0 / 16, s0 mod 16, d0)"
+    body = """  p0 = f32[2,16,32]{2,1,0} parameter(0)
+  p1 = f32[2,16,32]{2,1,0} parameter(1)
+  m = f32[2,16,32]{2,1,0} multiply(p0, p1)
+  b = f32[32,32]{1,0} bitcast(m)
+  c = f32[] constant(0)
+  ROOT r = f32[32]{0} reduce(b, c), dimensions={0}, to_apply=add"""
+    k = _reduce_fusion(body, "  p0 = f32[2,16,32]{2,1,0} parameter(0)\n  p1 = f32[2,16,32]{2,1,0} parameter(1)",
+                       "p0, p1")
+    with pytest.raises(TilingError, match="symbolic tile"):
+        check_symbolic_tiling(k)
+    with pytest.raises(TilingError):
+        best_tilings(k, A6000)
+    # a tile of the output dimension alone propagates (what our concrete tiles saw, and accepted)
+    assert propagate(k, (16,)).num_blocks == 2
+
+
+def test_only_a_split_of_the_reduced_dimension_fails():
+    # the reduced dimension is 16 x 32 of the input: s0 floordiv 32, s0 mod 32
+    merged = """  p0 = f32[2,16,32]{2,1,0} parameter(0)
+  b = f32[2,512]{1,0} bitcast(p0)
+  c = f32[] constant(0)
+  ROOT r = f32[2]{0} reduce(b, c), dimensions={1}, to_apply=add"""
+    k = _reduce_fusion(merged, "  p0 = f32[2,16,32]{2,1,0} parameter(0)", "p0", "f32[2]{0}")
+    with pytest.raises(TilingError):
+        check_symbolic_tiling(k)
+    whole = """  p0 = f32[32,2,16]{2,1,0} parameter(0)
+  b = f32[32,32]{1,0} bitcast(p0)
+  c = f32[] constant(0)
+  ROOT r = f32[32]{0} reduce(b, c), dimensions={1}, to_apply=add"""
+    k = _reduce_fusion(whole, "  p0 = f32[32,2,16]{2,1,0} parameter(0)", "p0")
+    with pytest.raises(TilingError):
+        check_symbolic_tiling(k)
+    kept = """  p0 = f32[2,16,32]{2,1,0} parameter(0)
+  b = f32[32,32]{1,0} bitcast(p0)
+  c = f32[] constant(0)
+  ROOT r = f32[32]{0} reduce(b, c), dimensions={1}, to_apply=add"""
+    k = _reduce_fusion(kept, "  p0 = f32[2,16,32]{2,1,0} parameter(0)", "p0")
+    check_symbolic_tiling(k)  # the output dimension is split (d0 / 16, d0 mod 16): allowed
+    assert best_tilings(k, A6000)
+
+
+@pytest.mark.parametrize("src, dst, symbolic, fails", [
+    ([2, 16], [32], [True], True),           # s0 / 16, s0 mod 16
+    ([2, 16], [32], [False], False),         # d0 / 16, d0 mod 16: constraints on the tile, no failure
+    ([32], [2, 16], [True, False], False),   # collapsed: s0 * 16 + d0
+    ([4, 8], [2, 16], [True, False], False), # s0 * 2 + d0 / 8, d0 mod 8
+    ([16, 2], [2, 16], [False, True], True), # ... s1 mod 2
+    ([1, 32], [32], [True], False),          # a unit dimension reads 0
+])
+def test_range_variables_under_floordiv_or_mod(src, dst, symbolic, fails):
+    assert _delinearized_symbol(src, dst, symbolic) is fails
+
+
+def test_reduction_of_a_concatenation_cannot_be_tiled():
+    # symbolic_tile_test.cc, FailsGracefullyAtPropagatingTileThroughReductionOfConcatenation
+    k = fusion("""HloModule m
+max_computation {
+  p0 = f32[] parameter(0)
+  p1 = f32[] parameter(1)
+  ROOT maximum = f32[] maximum(p0, p1)
+}
+computation {
+  p0 = f32[10,8]{1,0} parameter(0)
+  p1 = f32[20,8]{1,0} parameter(1)
+  concatenate = f32[30,8]{1,0} concatenate(p0, p1), dimensions={0}
+  neg_inf = f32[] constant(-inf)
+  ROOT reduce = f32[8] reduce(concatenate, neg_inf), dimensions={0}, to_apply=max_computation
+}
+ENTRY e {
+  p0 = f32[10,8]{1,0} parameter(0)
+  p1 = f32[20,8]{1,0} parameter(1)
+  ROOT fusion = f32[8] fusion(p0, p1), kind=kLoop, calls=computation
+}""")
+    with pytest.raises(TilingError):
+        check_symbolic_tiling(k)
+
+
+@pytest.mark.parametrize("op", ["reshape", "bitcast"])
+def test_constrained_reshapes_are_analyzed(op):
+    # symbolic_tile_analysis_test.cc, DoesNotBailOutOnConstrainedReshape / ...Bitcast
+    k = fusion(f"""HloModule m
+fusion {{
+  p0 = f32[4,2]{{1,0}} parameter(0)
+  ROOT r = f32[8] {op}(p0)
+}}
+ENTRY main {{
+  p0 = f32[4,2]{{1,0}} parameter(0)
+  ROOT fusion = f32[8] fusion(p0), kind=kLoop, calls=fusion
+}}""")
+    check_symbolic_tiling(k)
+
+
+def test_only_the_input_dimensions_a_reduced_dimension_reaches_carry_it():
+    from xla_costmodel.analysis._tiling import _delinearized_symbols
+
+    # [2 (reduced), 16] read from [4, 8]: s0 * 2 + d1 floordiv 8, then d1 mod 8 (no range variable)
+    assert _delinearized_symbols([4, 8], [2, 16], [True, False]) == (False, [True, False])
+    assert _delinearized_symbols([32], [2, 16], [False, True]) == (False, [True])

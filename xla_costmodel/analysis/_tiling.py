@@ -52,6 +52,7 @@ __all__ = [
     "TiledInstruction",
     "TilingError",
     "candidate_tiles",
+    "check_symbolic_tiling",
     "configured_tiling",
     "dims_of",
     "dot_operand_tiles",
@@ -375,6 +376,158 @@ def propagate(kernel, root_tile, *, block_k: int | None = None) -> TiledComputat
             raise TilingError(f"root '{r.name}' is not reached from the tiled root")
         roots.append((r, root_tiles[id(r)]))
     return TiledComputation(order, roots, blocks, block_k)
+
+
+# ---------------------------------------------------------------------------
+# Symbolic tiles: what XLA's analysis refuses before it tries any tile size
+
+
+def _delinearized_symbol(src: list, dst: list, symbolic: list) -> bool:
+    """Whether a reshape group (`src` dims read for `dst` dims, `symbolic[j]`: dst dim j indexed by a
+    range variable) leaves a range variable inside a floordiv or mod of some `src` index
+    (`_delinearized_symbols`)."""
+    return _delinearized_symbols(src, dst, symbolic)[0]
+
+
+def _delinearized_symbols(src: list, dst: list, symbolic: list) -> tuple[bool, list]:
+    """`(fails, flags)` of a reshape group: `fails` when a range variable is left inside a floordiv or
+    mod of some `src` index; `flags[i]`: src dim i's index holds a range variable.
+
+    XLA's indexing of a reshape linearizes the output indices of the group and delinearizes them into
+    the input's (`ComputeMinimalReshapeIndexing`); src dim i reads `(L mod (I_i * n_i)) floordiv I_i`
+    (I_i: the product of the group's dims minor to it), which its simplifier reduces by range: terms
+    whose coefficient the modulus divides drop out, a mod over terms below it vanishes, terms whose
+    coefficient the divisor divides leave the floordiv, terms summing below the divisor vanish. What
+    stays inside is a floordiv or mod of a sum; `ExtractSizeAndStride` takes floordiv and mod only of a
+    dimension (a tile index), never of a range variable (`size_and_stride_expression.cc`).
+    """
+    terms, coeff = [], 1
+    for n, sym in zip(reversed(dst), reversed(symbolic)):
+        if n > 1:
+            terms.append((coeff, n, sym))
+        coeff *= n
+    flags = [False] * len(src)
+    if not any(sym for _, _, sym in terms):
+        return False, flags
+    fails = False
+    inner = 1
+    for k in range(len(src) - 1, -1, -1):
+        n = src[k]
+        outer = inner * n
+        if n > 1:
+            kept = terms if k == 0 else [t for t in terms if t[0] % outer]
+            if k > 0 and sum(c * (m - 1) for c, m, _ in kept) >= outer:
+                inside, present = kept, kept  # the mod stays, over every kept term
+            else:
+                rest = [t for t in kept if t[0] % inner]
+                inside = rest if sum(c * (m - 1) for c, m, _ in rest) >= inner else []  # the floordiv stays
+                present = [t for t in kept if not t[0] % inner] + inside
+            fails = fails or any(sym for _, _, sym in inside)
+            flags[k] = any(sym for _, _, sym in present)
+        inner = outer
+    return fails, flags
+
+
+def _symbolic_reshape(src: tuple, dst: tuple, flags: tuple) -> tuple:
+    """The range-variable flags of `src`'s dims read by a reshape to `dst` with flags `flags`;
+    `TilingError` when XLA's symbolic tile derivation fails there (`_delinearized_symbols`)."""
+    out = [False] * len(src)
+    for gi, gj in _reshape_groups(src, dst):
+        sub_src, sub_dst, sub_f = [src[i] for i in gi], [dst[j] for j in gj], [flags[j] for j in gj]
+        fails, sub_out = _delinearized_symbols(sub_src, sub_dst, sub_f)
+        if fails:
+            raise TilingError(f"Failed to compute symbolic tile: a reduced dimension of {list(sub_dst)} is split "
+                              f"into {list(sub_src)} by a reshape")
+        for i, f in zip(gi, sub_out):
+            out[i] = f
+    return tuple(out)
+
+
+def _symbolic_operands(hlo, flags: tuple) -> list:
+    """`(operand, its dims' range-variable flags)` for the operands of `hlo` whose dims are indexed
+    from `hlo`'s (`flags[d]`: dim d of `hlo` is indexed by a range variable: a reduced dimension, taken
+    whole; a dot's contracting dimensions are tiling parameters instead, as XLA's
+    `InsertTilingParameterForContractingDimensions` makes them)."""
+    op = hlo.opcode
+    ops = hlo.operands
+    if op == "concatenate" and len(ops) > 1 and flags[_attr_tuple(hlo, "dimensions")[0]]:
+        # an operand after the first reads `s - offset` under a constraint with a nonzero lower bound,
+        # which `SymbolicTile::FromIndexingMap` does not ignore
+        raise TilingError("Failed to compute symbolic tile: a concatenate along a reduced dimension")
+    if op in IS_ELEMENTWISE or op in ("copy", "opt-barrier", "slice", "concatenate"):
+        return [(o, flags) for o in ops if len(dims_of(o)) == len(flags)]
+    if op in ("dynamic-slice", "pad"):
+        return [(ops[0], flags)]
+    if op == "broadcast":
+        return [(ops[0], tuple(flags[d] for d in _attr_tuple(hlo, "dimensions")))]
+    if op == "transpose":
+        perm = _attr_tuple(hlo, "dimensions")
+        out = [False] * len(perm)
+        for i, p in enumerate(perm):
+            out[p] = flags[i]
+        return [(ops[0], tuple(out))]
+    if op == "reshape":
+        return [(ops[0], _symbolic_reshape(dims_of(ops[0]), dims_of(hlo), flags))]
+    if op == "bitcast":
+        out_order, in_order = _major_to_minor(hlo), _major_to_minor(ops[0])
+        src, dst = dims_of(ops[0]), dims_of(hlo)
+        physical = _symbolic_reshape(tuple(src[d] for d in in_order), tuple(dst[d] for d in out_order),
+                                     tuple(flags[d] for d in out_order))
+        out = [False] * len(src)
+        for k, d in enumerate(in_order):
+            out[d] = physical[k]
+        return [(ops[0], tuple(out))]
+    if op == "reduce":
+        reduced = set(_attr_tuple(hlo, "dimensions"))
+        n_in = len(ops) // 2
+        it = iter(flags)
+        f_in = tuple(True if d in reduced else next(it) for d in range(len(dims_of(ops[0]))))
+        return [(o, f_in) for o in ops[:n_in]]
+    if op == "dot":
+        lb, lc = _attr_tuple(hlo, "lhs_batch_dims"), _attr_tuple(hlo, "lhs_contracting_dims")
+        rb, rc = _attr_tuple(hlo, "rhs_batch_dims"), _attr_tuple(hlo, "rhs_contracting_dims")
+        out = []
+        for operand, batch, contracting, free_at in ((ops[0], lb, lc, len(lb)), (ops[1], rb, rc, None)):
+            rank = len(dims_of(operand))
+            free = [d for d in range(rank) if d not in batch and d not in contracting]
+            if free_at is None:
+                free_at = len(lb) + (len(dims_of(ops[0])) - len(lb) - len(lc))
+            f = [False] * rank
+            for i, d in enumerate(batch):
+                f[d] = flags[i]
+            for i, d in enumerate(free):
+                f[d] = flags[free_at + i]
+            out.append((operand, tuple(f)))
+        return out
+    return []
+
+
+def check_symbolic_tiling(kernel) -> None:
+    """Raise `TilingError` where XLA's `SymbolicTileAnalysis` refuses the fusion whatever the tile sizes:
+    an instruction whose indexing from the tiled root puts a range variable (a dimension a reduce
+    takes whole) under a floordiv or mod, as a reshape or bitcast that splits such a dimension
+    does, or under a constraint with an offset, as a concatenate along it does ("Failed to compute
+    symbolic tile for ...", before any tiling is tried)."""
+    root = _tiled_root(kernel)
+    nested_params: dict = {}
+    seen: set = set()
+    stack = [(root, (False,) * len(dims_of(root)))]
+    while stack:
+        hlo, flags = stack.pop()
+        if hlo.opcode == "parameter" and id(hlo) in nested_params:
+            stack.append((nested_params[id(hlo)], flags))
+            continue
+        if hlo.opcode == "fusion":
+            body = hlo.fused_computation
+            for param in body.parameters:
+                nested_params[id(param)] = hlo.operands[param.parameter_number]
+            stack.append((body.root, flags))
+            continue
+        key = (id(hlo), flags)
+        if key in seen:
+            continue
+        seen.add(key)
+        stack.extend(_symbolic_operands(hlo, flags))
 
 
 # ---------------------------------------------------------------------------

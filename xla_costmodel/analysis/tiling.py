@@ -2,6 +2,7 @@
 counts, after XLA's `SymbolicTileAnalysis`): a fusion's tiling as configured (`configured_tiling`),
 tiles propagated through it (`propagate`, `TiledComputation`, `TiledInstruction`), the candidate tiles
 and Triton's constraints on them (`candidate_tiles`, `satisfies_triton_constraints`,
+`check_symbolic_tiling`: what XLA's analysis refuses before any tile,
 `dot_operand_tiles`), `dims_of`, `pow2_ceil`; `TilingError` where a fusion cannot be tiled.
 """
 
@@ -9,6 +10,7 @@ from ._tiling import TiledComputation as TiledComputation
 from ._tiling import TiledInstruction as TiledInstruction
 from ._tiling import TilingError as TilingError
 from ._tiling import candidate_tiles as candidate_tiles
+from ._tiling import check_symbolic_tiling as check_symbolic_tiling
 from ._tiling import configured_tiling as configured_tiling
 from ._tiling import dims_of as dims_of
 from ._tiling import dot_operand_tiles as dot_operand_tiles

@@ -564,12 +564,17 @@ class _Members:
 
     def __init__(self):
         self.of: dict[str, frozenset] = {}
+        # Producers fused away (and not made again by a later fusion): in the final module such a name
+        # is another instruction where a run reuses names (ours frees a removed instruction's name).
+        self.fused_away: set[str] = set()
 
     def key(self, name: str) -> frozenset:
         return self.of.get(name) or frozenset((name,))
 
     def fuse(self, producer: str, consumer: str, fusion: str) -> None:
         self.of[fusion] = self.key(consumer) | self.key(producer)
+        self.fused_away.add(producer)
+        self.fused_away.discard(fusion)
 
 
 def _canonical(log: pd.DataFrame) -> list[tuple]:
@@ -875,8 +880,10 @@ def _kernel_sets(module, log: pd.DataFrame) -> dict[frozenset, str]:
 
     def key_of(i) -> frozenset:
         key = members.key(i.name)
-        if i.opcode == "fusion" and key == frozenset((i.name,)):
-            # made outside the log (small constants are fused at the end unlogged): known by its operands
+        if i.opcode == "fusion" and (key == frozenset((i.name,)) or i.name in members.fused_away):
+            # made outside the log (small constants are fused at the end unlogged), or under the name of a
+            # producer fused away earlier (a producer that stayed for its bitcast users is keyed so on
+            # both sides): known by its operands
             k = unlogged.get(id(i))
             if k is None:
                 ops = sorted(",".join(sorted(key_of(o))) for o in i.operands if o.opcode != "constant")

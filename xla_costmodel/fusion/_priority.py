@@ -496,7 +496,7 @@ class PriorityFusionRun:
             logged = (unfused, fused)
             priority = quantize_priority(unfused - fused)
         if self.log is not None:
-            self.log.append(LogEvent("price", self.comp.name, producer.name, tuple(u.name for u in users),
+            self.log.append(LogEvent("price", self.comp.name, producer.name, tuple([u.name for u in users]),
                                      unfused, fused, logged_unfused_s=logged[0], logged_fused_s=logged[1],
                                      incremental=key is not None))
         self.estimates[producer] = (unfused, fused)

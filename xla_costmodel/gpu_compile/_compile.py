@@ -79,7 +79,8 @@ class GpuCompileResult:
     - `text`: the same as HLO text (`Compiled.as_text()`).
     - `device`: the preset (or `DeviceSpec` name) compiled for.
     - `jax_version`, `jaxlib_version`: what compiled it (the plugin has jaxlib's version).
-    - `compile_s`: seconds spent lowering and compiling (not parsing).
+    - `compile_s`: seconds spent lowering and compiling (not parsing); `xla_compile_s`: those in XLA:GPU's
+      compile alone (`Lowered.compile`: its passes and code generation, jax's tracing and lowering left out).
     - `dump_dir`: where `dump_passes` wrote, or None; `dump_files`: the files written there (names).
     - `xla_log`: what XLA wrote to stderr while compiling (its warnings, e.g. about sorts), captured.
     """
@@ -93,6 +94,7 @@ class GpuCompileResult:
     dump_dir: Path | None = None
     dump_files: tuple[str, ...] = ()
     xla_log: str = ""
+    xla_compile_s: float = float("nan")
 
     @property
     def compiled_by(self) -> str:
@@ -212,13 +214,16 @@ def compile_for_gpu(fn, *args, device: "str | DeviceSpec" = "h100-sxm", dump_pas
                    "xla_dump_hlo_pass_re": DUMP_PASS_RE}
     try:
         stage = ["lower"]
+        xla_seconds = [float("nan")]
 
         def lower_and_compile():
             with _lowering_for_compile_only():
                 lowered = jitted.lower(*placed_args, **placed_kwargs)
             stage[0] = "compile"
             _drop_host_callbacks(lowered)
+            t = time.perf_counter()
             compiled = lowered.compile(compiler_options=options) if options else lowered.compile()
+            xla_seconds[0] = time.perf_counter() - t
             return compiled.as_text()
 
         text, error, log = _run_quietly(lower_and_compile)
@@ -237,7 +242,7 @@ def compile_for_gpu(fn, *args, device: "str | DeviceSpec" = "h100-sxm", dump_pas
     module = parse_hlo(text, source=f"<XLA:GPU {spec.name} {name}>")
     return GpuCompileResult(module=module, text=text, device=spec.name, jax_version=jax.__version__,
                             jaxlib_version=jaxlib.__version__, compile_s=seconds, dump_dir=out_dir,
-                            dump_files=files, xla_log=_xla_lines(log.text))
+                            dump_files=files, xla_log=_xla_lines(log.text), xla_compile_s=xla_seconds[0])
 
 
 def lower_for_gpu(fn, *args, device: "str | DeviceSpec" = "h100-sxm", **kwargs) -> "HloModule":

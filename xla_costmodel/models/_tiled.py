@@ -48,6 +48,7 @@ from ..analysis.tiling import (
     TiledInstruction,
     TilingError,
     candidate_tiles,
+    check_symbolic_tiling,
     configured_tiling,
     dims_of,
     dot_operand_tiles,
@@ -222,8 +223,10 @@ def best_tilings(kernel, device, *, top_k: int | None = None, model=None) -> lis
     """XLA's `TryFindTopKBestTilingsForFusion`: every valid tiling estimated, fastest first (stable sort).
 
     **Returns:** the finite estimates (all of them, or the first `top_k`);
-    rejected tilings are left out. Raises `TilingError` when no tiling is valid.
+    rejected tilings are left out. Raises `TilingError` when no tiling is valid, or when XLA's symbolic
+    tile analysis refuses the fusion outright (`check_symbolic_tiling`).
     """
+    check_symbolic_tiling(kernel)  # XLA's analysis fails before any tiling is tried
     out = []
     for tiles in candidate_tiles(kernel):
         try:
