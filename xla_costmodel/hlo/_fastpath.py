@@ -44,7 +44,8 @@ import re
 from .._gc import gc_paused
 from . import _opcodes
 from ._ir import HloComputation, HloInstruction, HloModule
-from ._lexer import KEYWORDS, PRIMITIVE_TYPES, int_value, unquote
+from ._lexer import IDENT_PATTERN, NOT_NAMES, ONE_LINE_COMMENT, PRINTED_STRING, PRIMITIVE_TYPES, int_value, unquote
+from ._names import renamed
 from ._opcodes import CALLED_TYPES, RULES, Check, Problem, _Builder, can_infer_shape, new_instruction
 from ._token_parser import _HEADER_ATTRIBUTES, _VALUE_PARSERS, Parser, _Fail, shape_problem
 from ._shape import Layout, Shape
@@ -58,10 +59,13 @@ class _GiveUp(Exception):
 
 # -- line patterns ----------------------------------------------------------------------------
 
-_STR = r'"[^"\\\n]*+(?:\\(?:[\\"\'ntr?abfv]|[0-3][0-7][0-7])[^"\\\n]*+)*+"'
-# A block comment, unrolled so that nothing can backtrack into it: Python 3.11.0-3.11.2's `re` mishandles a
-# possessive group here (`(?:[^*\n]|\*(?!/))*+` finds no comment in "/*index=5*/").
-_COMMENT = r"/\*[^*\n]*+(?:\*++[^*/\n][^*\n]*+)*\*++/"
+# The tokens (`_lexer`): a string and a block comment as XLA prints them, an identifier (possessive here: what
+# follows one never starts with a name character), a name (`%` optional) and a reference to one.
+_STR = PRINTED_STRING
+_COMMENT = ONE_LINE_COMMENT
+_KEY = IDENT_PATTERN + "+"
+_NAME = rf"%{_KEY}|{_KEY}"
+_REF = rf"%?{IDENT_PATTERN}"
 # Characters outside strings and brackets that never start another token kind (runs of the usual ones taken
 # at once: the engine loops over a character class much faster than over an alternation).
 _PLAIN = r"(?:[A-Za-z0-9_. \t,:=*?#+~<>|&^@;\\]++|%(?=[A-Za-z_])|-(?=[0-9A-Za-z.>])|/(?![/*]))"
@@ -78,8 +82,6 @@ def _bracketed(depth: int) -> str:
 
 
 _CONTENT = _bracketed(6)
-_NAME = r"%[A-Za-z_][A-Za-z0-9_.\-]*+|[A-Za-z_][A-Za-z0-9_.\-]*+"
-_KEY = r"[A-Za-z_][A-Za-z0-9_.\-]*+"
 _ARRAY_SHAPE = r"[a-z][a-z0-9]*\[[0-9,<=? \t]*\](?:\{[0-9, \t]*(?::[^{}\n]*)?\})?"
 _SHAPE = rf"\({_CONTENT}\)|{_ARRAY_SHAPE}"
 # Any attribute value: its extent only (the opcode's pattern checks it).
@@ -103,7 +105,7 @@ _LAYOUT_ITEMS = re.compile(_LAYOUT_ITEM)
 _ENTRY_LAYOUT = re.compile(
     rf"\{{\((?:{_LAYOUT_ITEM}(?:,[ \t]*{_LAYOUT_ITEM})*)?\)->{_LAYOUT_ITEM}\}}"
 )
-_PARAMETER_NAME = rf"(?:{_COMMENT}[ \t]*)?%?[A-Za-z_][A-Za-z0-9_.\-]*:[ \t]*"
+_PARAMETER_NAME = rf"(?:{_COMMENT}[ \t]*)?{_REF}:[ \t]*"
 _SIGNATURE = re.compile(
     rf"\([ \t]*((?:{_PARAMETER_NAME}(?:{_SHAPE})(?:[ \t]*,[ \t]*{_PARAMETER_NAME}(?:{_SHAPE}))*)?)[ \t]*\)"
     rf"[ \t]*->[ \t]*({_SHAPE})"
@@ -116,14 +118,13 @@ _COMPUTATION_SIGNED = re.compile(
     rf"(?:{_SHAPE}))*)?)[ \t]*\)[ \t]*->[ \t]*({_SHAPE}))?[ \t]*\{{[ \t]*"
 )
 _PARAMETER_NUMBER = re.compile(r"[ \t]*([0-9]{1,18})[ \t]*")
-_PRELUDE_END = re.compile(r"^[ \t]*(?:ENTRY[ \t]|[%A-Za-z_][A-Za-z0-9_.\-]*[ \t]*[({])", re.M)
+_PRELUDE_END = re.compile(rf"^[ \t]*(?:ENTRY[ \t]|{_REF}[ \t]*[({{])", re.M)
 
 # -- attribute value patterns, by value type ----------------------------------------------------
 
 _INT = r"-?[0-9]{1,18}"
 _SEP = r"[ \t]*,[ \t]*"
 _INT_LIST = rf"\{{[ \t]*(?:{_INT}(?:{_SEP}{_INT})*)?[ \t]*\}}"
-_REF = r"%?[A-Za-z_][A-Za-z0-9_.\-]*"
 _METADATA_KEYS = [("op_type", _STR), ("op_name", _STR), ("source_file", _STR), ("source_line", r"-?[0-9]{1,9}"),
                   ("source_end_line", r"-?[0-9]{1,9}"), ("source_column", r"-?[0-9]{1,9}"),
                   ("source_end_column", r"-?[0-9]{1,9}"), ("profile_type", r"\{(?:[0-3](?:,[0-3])*)?\}"),
@@ -314,8 +315,7 @@ class _FastReader:
                         raise _GiveUp
                     else:
                         name = written
-                    if name in refs or name in _RESERVED or (name[0] == "_" and name[:2] == "__"
-                                                             and not name.startswith("__xla_")):
+                    if name in refs or name in NOT_NAMES or renamed(name):
                         raise _GiveUp
                     shape = entry[0]
                     raw = entry[1]
@@ -440,7 +440,7 @@ class _FastReader:
                 continue
             values[key] = self._memo_read(spec[1], value)
         written = m.group(1)
-        if written[0] != "%" and written in _RESERVED:
+        if written[0] != "%" and written in NOT_NAMES:
             raise _GiveUp  # a keyword or a type: XLA's lexer does not read it as a name
         return _plain_name(written), texts, values
 
@@ -476,7 +476,7 @@ class _FastReader:
             if m is None:
                 raise _GiveUp
         name = _plain_name(m.group(2))
-        if name in self.p.pool or (m.group(2)[0] != "%" and name in _RESERVED):
+        if name in self.p.pool or (m.group(2)[0] != "%" and name in NOT_NAMES):
             raise _GiveUp
         self.signature = None
         if m.group(3) is not None:
@@ -556,8 +556,8 @@ class _FastReader:
             raise _GiveUp  # XLA's lexer reads `name=` as an attribute name
         else:
             name = written
-        # The pattern admits only XLA's name characters; XLA renames type names and a leading "__".
-        if name in self.table or name in _RESERVED or (name[:2] == "__" and not name.startswith("__xla_")):
+        # The pattern admits only XLA's name characters: `renamed` is XLA's rule for those.
+        if name in self.table or name in NOT_NAMES or renamed(name):
             raise _GiveUp
         if shape_text is not None:
             shape = self.shape_cache.get(shape_text) or self._shape_of(shape_text)
@@ -718,7 +718,7 @@ class _FastReader:
         for ref in text.split(", "):
             if ref[0] == "%":
                 ref = ref[1:]
-            elif ref in _RESERVED:
+            elif ref in NOT_NAMES:
                 raise _GiveUp
             op = table.get(ref)
             if op is None:
@@ -735,7 +735,7 @@ class _FastReader:
         for shape_text, ref in _SHAPED_OPERAND.findall(text):
             if ref[0] == "%":
                 ref = ref[1:]
-            elif ref in _RESERVED:
+            elif ref in NOT_NAMES:
                 raise _GiveUp
             op = table.get(ref)
             if op is None:
@@ -821,7 +821,7 @@ class _FastReader:
 
     @staticmethod
     def _computation(pool: dict, ref: str) -> HloComputation:
-        if ref[0] != "%" and ref in _RESERVED:
+        if ref[0] != "%" and ref in NOT_NAMES:
             raise _GiveUp  # a keyword or a type, not a name, to XLA's lexer
         entry = pool.get(_plain_name(ref))
         if entry is None:
@@ -846,7 +846,7 @@ class _FastReader:
             out = []
             for ref in _items(value):
                 instr = table.get(_plain_name(ref))
-                if instr is None or (ref[0] != "%" and ref in _RESERVED):
+                if instr is None or (ref[0] != "%" and ref in NOT_NAMES):
                     raise _GiveUp
                 out.append(instr)
             return out
@@ -901,11 +901,10 @@ class _FastReader:
 
 _MISSING = object()
 # The computation a line calls, as XLA prints it (see `_callee_key`).
-_CALLEE = re.compile(r", (calls|to_apply)=(%?[A-Za-z_][A-Za-z0-9_.\-]*)(?=,|$)")
+_CALLEE = re.compile(rf", (calls|to_apply)=({_REF})(?=,|$)")
 _SHAPES: dict[str, Shape] = {}  # shape text -> its shape, for every text read
 _LITERALS: set[tuple[str, str]] = set()  # (shape text, literal) pairs found valid
 _CACHE_LIMIT = 200_000
-_RESERVED = KEYWORDS | PRIMITIVE_TYPES | {"nan"}
 # Opcodes the token parser reads with its own functions (sugar, chains of state).
 _OWN_READERS = frozenset(_opcodes.READERS) - {"parameter", "constant"}
 _BY_OPCODE: dict[str, _Schema] = {}  # the schema of each opcode whose attributes do not depend on operands
@@ -973,7 +972,7 @@ _SKIPPED = re.compile(rf"{_STR}|{_COMMENT}|//|/\*")
 _STRING_OR_COMMENT = re.compile(rf"{_STR}|{_COMMENT}")
 # What starts a line that is not the continuation of the one before.
 _STATEMENT_START = re.compile(
-    r"[ \t]*(?:ROOT[ \t]|%?[A-Za-z_][A-Za-z0-9_.\-]*[ \t]*=[ \t]*(?:[a-z][a-z0-9]*\[|\(|[a-z][a-z0-9\-]*\())"
+    rf"[ \t]*(?:ROOT[ \t]|{_REF}[ \t]*=[ \t]*(?:[a-z][a-z0-9]*\[|\(|[a-z][a-z0-9\-]*\())"
 )
 
 

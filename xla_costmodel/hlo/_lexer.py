@@ -80,8 +80,21 @@ PRIMITIVE_TYPES = frozenset(
     "opaque token".split()
 )
 TYPE_NAMES = PRIMITIVE_TYPES | {"tuple", "buffer"}
+# Identifiers this lexer reads as another kind of token: a name only when written `%name`.
+NOT_NAMES = KEYWORDS | PRIMITIVE_TYPES | {"nan"}
 
-_IDENT = r"[A-Za-z_][A-Za-z0-9_.\-]*"
+# Token pieces. The lexer's pattern below and the fast path's line patterns (`_fastpath`) are built from these,
+# so that what a name, a string or a comment is has one home.
+# An identifier; a name after `%` or before `:`; an attribute name before `=`.
+IDENT_PATTERN = r"[A-Za-z_][A-Za-z0-9_.\-]*"
+# The forms of two tokens that XLA's printer writes, narrower than what the lexer reads: a string in double
+# quotes with the escapes XLA writes, on one line; a block comment on one line (unrolled, so that nothing can
+# backtrack into it: Python 3.11.0-3.11.2's `re` mishandles a possessive group here, `(?:[^*\n]|\*(?!/))*+`
+# finds no comment in "/*index=5*/"). The fast path recognises these and leaves any other to the token parser.
+PRINTED_STRING = r'"[^"\\\n]*+(?:\\(?:[\\"\'ntr?abfv]|[0-3][0-7][0-7])[^"\\\n]*+)*+"'
+ONE_LINE_COMMENT = r"/\*[^*\n]*+(?:\*++[^*/\n][^*\n]*+)*\*++/"
+
+_IDENT = IDENT_PATTERN
 _FLOAT = r"-?(?:(?:[0-9]+|[0-9]+\.[0-9]*|[0-9]*\.[0-9]+)[eE][+\-]?[0-9]+|[0-9]+\.[0-9]*|[0-9]*\.[0-9]+)"
 _DIMLABELS = r"[0-9bf?]{2,}_[0-9io?]{2,}->[0-9bf?]{2,}"
 _PAD = r"-?[0-9]+_-?[0-9]+(?:_[0-9]+)?(?:x-?[0-9]+_-?[0-9]+(?:_[0-9]+)?)*"

@@ -35,9 +35,8 @@ from ._lexer import (
     KEYWORD, LBRACE, LEQ, LPAREN, LSQUARE, NAME, NEGINF, OCTOTHORP, PLUS, PRIMITIVE, QUESTION,
     RBRACE, RPAREN, RSQUARE, STRING, TILDE, KIND_NAMES, Tokens, int_value, unquote,
 )
-from ._lexer import PRIMITIVE_TYPES as _TYPE_NAMES
 from ._literal import check_literal_value
-from ._names import NameUniquer, kept_as_written, sanitized
+from ._names import NameUniquer, kept_as_written, renamed, sanitized
 from ._opcodes import Create, _Builder
 from ._shape import Layout, Shape
 
@@ -1002,7 +1001,7 @@ class Parser:
         comp_names = NameUniquer()
         instr_names = NameUniquer()
         # Computation names as the lexer read them: clean but for type names and a leading "__".
-        new_names = comp_names.unique_all([c.name if _is_clean(c.name) else sanitized(c.name) for c in comps])
+        new_names = comp_names.unique_all([sanitized(c.name) if renamed(c.name) else c.name for c in comps])
         # Instruction names are clean: the parser refused the ones XLA would rename. Those of a module XLA
         # wrote are unique already: then nothing is renamed.
         renames = not kept_as_written([instr.name for comp in comps for instr in comp.instructions])
@@ -1050,11 +1049,6 @@ _HEADER_ATTRIBUTES = {
     "allow_spmd_sharding_propagation_to_output": (False, "bool_list_or_bool"),
     "origin_recovery_table": (False, "original_value_recovery_table"),
 }
-
-
-def _is_clean(name: str) -> bool:
-    """Whether `sanitized(name) == name` for a name XLA's lexer read."""
-    return name not in _TYPE_NAMES and not (name[:2] == "__" and not name.startswith("__xla_"))
 
 
 def signature_mismatch(name: str, shape: Shape, comp: HloComputation) -> str:
