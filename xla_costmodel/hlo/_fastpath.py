@@ -44,10 +44,14 @@ import re
 from .._gc import gc_paused
 from . import _opcodes
 from ._ir import HloComputation, HloInstruction, HloModule
-from ._lexer import IDENT_PATTERN, NOT_NAMES, ONE_LINE_COMMENT, PRINTED_STRING, PRIMITIVE_TYPES, int_value, unquote
+from ._lexer import (
+    IDENT_PATTERN, NOT_NAMES, ONE_LINE_BRACKETED, ONE_LINE_COMMENT, ONE_LINE_PLAIN, PRIMITIVE_TYPES, PRINTED_STRING,
+    unquote,
+)
 from ._names import renamed
 from ._opcodes import CALLED_TYPES, RULES, Check, Problem, _Builder, can_infer_shape, new_instruction
-from ._token_parser import _HEADER_ATTRIBUTES, _VALUE_PARSERS, Parser, _Fail, shape_problem
+from ._token_parser import _HEADER_ATTRIBUTES, _VALUE_PARSERS, PRINTED_VALUES, Parser, _Fail, shape_problem
+from ._values import printed_items
 from ._shape import Layout, Shape
 
 __all__ = ["entry_layout_shapes", "fast_parse"]
@@ -66,22 +70,8 @@ _COMMENT = ONE_LINE_COMMENT
 _KEY = IDENT_PATTERN + "+"
 _NAME = rf"%{_KEY}|{_KEY}"
 _REF = rf"%?{IDENT_PATTERN}"
-# Characters outside strings and brackets that never start another token kind (runs of the usual ones taken
-# at once: the engine loops over a character class much faster than over an alternation).
-_PLAIN = r"(?:[A-Za-z0-9_. \t,:=*?#+~<>|&^@;\\]++|%(?=[A-Za-z_])|-(?=[0-9A-Za-z.>])|/(?![/*]))"
-_DEPTH0 = r"(?:[A-Za-z0-9_.:*?#+~<>=|&^@;\\]++|%(?=[A-Za-z_])|-(?=[0-9A-Za-z.>]))"
-
-
-def _bracketed(depth: int) -> str:
-    """Bracketed content up to `depth` levels deep, any closer for any opener: the pattern stays small;
-    values whose brackets matter are read again by the token parser."""
-    inner = rf"(?:{_PLAIN}++|{_STR}|{_COMMENT})*+"
-    for _ in range(depth):
-        inner = rf"(?:{_PLAIN}++|{_STR}|{_COMMENT}|[{{\[(]{inner}[}}\])])*+"
-    return inner
-
-
-_CONTENT = _bracketed(6)
+_CONTENT = ONE_LINE_BRACKETED
+_DEPTH0 = ONE_LINE_PLAIN
 _ARRAY_SHAPE = r"[a-z][a-z0-9]*\[[0-9,<=? \t]*\](?:\{[0-9, \t]*(?::[^{}\n]*)?\})?"
 _SHAPE = rf"\({_CONTENT}\)|{_ARRAY_SHAPE}"
 # Any attribute value: its extent only (the opcode's pattern checks it).
@@ -122,42 +112,11 @@ _PRELUDE_END = re.compile(rf"^[ \t]*(?:ENTRY[ \t]|{_REF}[ \t]*[({{])", re.M)
 
 # -- attribute value patterns, by value type ----------------------------------------------------
 
-_INT = r"-?[0-9]{1,18}"
-_SEP = r"[ \t]*,[ \t]*"
-_INT_LIST = rf"\{{[ \t]*(?:{_INT}(?:{_SEP}{_INT})*)?[ \t]*\}}"
-_METADATA_KEYS = [("op_type", _STR), ("op_name", _STR), ("source_file", _STR), ("source_line", r"-?[0-9]{1,9}"),
-                  ("source_end_line", r"-?[0-9]{1,9}"), ("source_column", r"-?[0-9]{1,9}"),
-                  ("source_end_column", r"-?[0-9]{1,9}"), ("profile_type", r"\{(?:[0-3](?:,[0-3])*)?\}"),
-                  ("deduplicated_name", _STR), ("scheduling_name", _STR), ("stack_frame_id", r"-?[0-9]{1,9}"),
-                  ("metadata_payload", _STR)]
-# In the order XLA prints them: each at most once, as XLA requires.
-_METADATA = r"\{[ \t]*" + "".join(rf"(?:{k}={v}[ \t]*)?" for k, v in _METADATA_KEYS) + r"\}"
-_ENUMS = {
-    "fusion_kind": "kLoop|kInput|kOutput|kCustom",
-    "comparison_direction": "EQ|NE|GE|GT|LE|LT",
-    "comparison_type": "FLOAT|TOTALORDER|SIGNED|UNSIGNED",
-    "comparison_order": "TOTAL|PARTIAL",
-    "fft_type": "FFT|IFFT|RFFT|IRFFT",
-    "padding_type": "PADDING_INVALID|PADDING_VALID|PADDING_SAME",
-}
-_PATTERNS = {
-    "int64": _INT,
-    "int32": r"-?[0-9]{1,9}",
-    "bool": r"true|false",
-    "string": _STR,
-    "int_list": _INT_LIST,
-    "int_list_list": rf"\{{[ \t]*(?:{_INT_LIST}(?:{_SEP}{_INT_LIST})*)?[ \t]*\}}",
-    "computation": _REF,
-    "computation_list": rf"\{{[ \t]*(?:{_REF}(?:{_SEP}{_REF})*)?[ \t]*\}}",
-    "instruction_list": rf"\{{[ \t]*{_REF}(?:{_SEP}{_REF})*[ \t]*\}}",
-    "string_or_json": rf"{_STR}|\{{{_CONTENT}\}}",  # a JSON dict is checked as XLA reads it (_json_ok)
-    "metadata": _METADATA,
-    **_ENUMS,
-}
-
 
 def _value_pattern(kind: str) -> str:
-    return _PATTERNS.get(kind, _VALUE)
+    """The form XLA prints of a value of type `kind` (`_values`), else any value's extent."""
+    printed = PRINTED_VALUES.get(kind)
+    return _VALUE if printed is None else printed[0]
 
 
 class _Schema:
@@ -168,7 +127,7 @@ class _Schema:
     attributes in one order) are checked and split in one match of that order's pattern.
     """
 
-    __slots__ = ("attrs", "any_order", "required", "special", "validated", "reads", "orders")
+    __slots__ = ("attrs", "any_order", "required", "special", "validated", "checked", "reads", "orders")
     MAX_ORDERS = 8
 
     def __init__(self, attrs: dict, reads: frozenset):
@@ -176,14 +135,16 @@ class _Schema:
         alternatives = "|".join(rf"{re.escape(k)}=[ \t]*(?:{_value_pattern(t)})" for k, (_, t) in sorted(attrs.items()))
         self.any_order = re.compile(rf"(?:[ \t]*,[ \t]*(?:{alternatives}))*+[ \t]*").fullmatch
         self.required = tuple(k for k, (req, _) in attrs.items() if req)
-        # Values read to check them (the others are checked by their pattern alone), values the opcode's
-        # check reads, and those looked at for another reason: computations to resolve, JSON to check.
+        # Values read to check them (those without a printed form; the others are checked by their pattern
+        # alone, or by its function where the form is `checked`), values the opcode's check reads, and
+        # computations to resolve.
         self.validated = frozenset(
-            k for k, (_, t) in attrs.items() if t not in _PATTERNS or k == "control-predecessors"
+            k for k, (_, t) in attrs.items() if t not in PRINTED_VALUES or k == "control-predecessors"
         ) - {k for k, (_, t) in attrs.items() if t in CALLED_TYPES}
+        self.checked = frozenset(k for k, (_, t) in attrs.items() if t in PRINTED_VALUES and PRINTED_VALUES[t][2])
         self.reads = frozenset(k for k in reads if k in attrs and attrs[k][1] not in CALLED_TYPES)
-        self.special = self.validated | self.reads | {
-            k for k, (_, t) in attrs.items() if t in CALLED_TYPES or t == "string_or_json"
+        self.special = self.validated | self.checked | self.reads | {
+            k for k, (_, t) in attrs.items() if t in CALLED_TYPES
         }
         self.orders: list[_Order] = []
 
@@ -803,10 +764,10 @@ class _FastReader:
                 raw[key] = None
                 values[key] = called
                 continue
-            if kind == "string_or_json" and value[0] == "{" and not _json_ok(value):
-                raise _GiveUp
             if key in schema.validated or (checked and key in schema.reads):
                 values[key] = self._typed(kind, value)
+            elif key in schema.checked:
+                self._typed(kind, value)  # as the reader would read it, or give up
         if "parameter_replication" in values:
             if _leaf_count(instr.shape) != len(values["parameter_replication"]):
                 raise _GiveUp
@@ -817,7 +778,7 @@ class _FastReader:
         pool = self.p.pool
         if kind == "computation":
             return self._computation(pool, value)
-        return tuple(self._computation(pool, ref) for ref in _items(value))
+        return tuple(self._computation(pool, ref) for ref in printed_items(value))
 
     @staticmethod
     def _computation(pool: dict, ref: str) -> HloComputation:
@@ -829,22 +790,17 @@ class _FastReader:
         return entry[0]
 
     def _typed(self, kind: str, value: str):
-        if kind == "int64":
-            return int_value(value)
-        if kind == "int32":
-            return int(value)
-        if kind == "bool":
-            return value == "true"
-        if kind == "int_list":
-            return [int_value(v) for v in _items(value)]
-        if kind == "string":
-            return unquote(value)
-        if kind in _ENUMS:
-            return value
+        """What the reader of `kind` makes of `value`: from its printed form's function, else read by it."""
+        printed = PRINTED_VALUES.get(kind)
+        if printed is not None and printed[1] is not None:
+            try:
+                return printed[1](value)
+            except ValueError:
+                raise _GiveUp from None
         if kind == "instruction_list":
             table = self.table
             out = []
-            for ref in _items(value):
+            for ref in printed_items(value):
                 instr = table.get(_plain_name(ref))
                 if instr is None or (ref[0] != "%" and ref in NOT_NAMES):
                     raise _GiveUp
@@ -955,19 +911,6 @@ def _read_alone(kind: str, text: str, source: str):
     return value
 
 
-_JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
-_NOT_BRACE = re.compile(r"[^{}]+")
-
-
-def _json_ok(value: str) -> bool:
-    """Whether XLA's JSON-dict reader takes exactly `value`: braces outside strings close at the end."""
-    braces = _NOT_BRACE.sub("", _JSON_STRING.sub("", value))
-    inner = braces[1:-1]
-    while "{}" in inner:
-        inner = inner.replace("{}", "")
-    return braces[:1] == "{" and braces[-1:] == "}" and not inner
-
-
 _SKIPPED = re.compile(rf"{_STR}|{_COMMENT}|//|/\*")
 _STRING_OR_COMMENT = re.compile(rf"{_STR}|{_COMMENT}")
 # What starts a line that is not the continuation of the one before.
@@ -1010,15 +953,6 @@ def _breaks_outside_strings(joined: str, parts: list[str]) -> bool:
         if any(m.start() < b < m.end() for b in breaks):
             return False
     return True
-
-
-_LIST_SEPARATOR = re.compile(_SEP)
-
-
-def _items(value: str) -> list[str]:
-    """The items of a braced list `{a, b}` (as the patterns above admit it)."""
-    inner = value[1:-1].strip(" \t")
-    return _LIST_SEPARATOR.split(inner) if inner else []
 
 
 def _plain_name(name: str) -> str:

@@ -93,6 +93,23 @@ IDENT_PATTERN = r"[A-Za-z_][A-Za-z0-9_.\-]*"
 # finds no comment in "/*index=5*/"). The fast path recognises these and leaves any other to the token parser.
 PRINTED_STRING = r'"[^"\\\n]*+(?:\\(?:[\\"\'ntr?abfv]|[0-3][0-7][0-7])[^"\\\n]*+)*+"'
 ONE_LINE_COMMENT = r"/\*[^*\n]*+(?:\*++[^*/\n][^*\n]*+)*\*++/"
+# What the fast path takes as one run on one line: characters outside strings and brackets that never start
+# another token kind (runs of the usual ones taken at once: the engine loops over a character class much faster
+# than over an alternation), with (ONE_LINE_PLAIN) or without blanks, commas and `/`; and bracketed content up to
+# six levels deep, any closer for any opener (the pattern stays small; values whose brackets matter are read
+# again by the token parser).
+_PLAIN_RUN = r"(?:[A-Za-z0-9_. \t,:=*?#+~<>|&^@;\\]++|%(?=[A-Za-z_])|-(?=[0-9A-Za-z.>])|/(?![/*]))"
+ONE_LINE_PLAIN = r"(?:[A-Za-z0-9_.:*?#+~<>=|&^@;\\]++|%(?=[A-Za-z_])|-(?=[0-9A-Za-z.>]))"
+
+
+def _bracketed(depth: int) -> str:
+    inner = rf"(?:{_PLAIN_RUN}++|{PRINTED_STRING}|{ONE_LINE_COMMENT})*+"
+    for _ in range(depth):
+        inner = rf"(?:{_PLAIN_RUN}++|{PRINTED_STRING}|{ONE_LINE_COMMENT}|[{{\[(]{inner}[}}\])])*+"
+    return inner
+
+
+ONE_LINE_BRACKETED = _bracketed(6)
 
 _IDENT = IDENT_PATTERN
 _FLOAT = r"-?(?:(?:[0-9]+|[0-9]+\.[0-9]*|[0-9]*\.[0-9]+)[eE][+\-]?[0-9]+|[0-9]+\.[0-9]*|[0-9]*\.[0-9]+)"

@@ -40,7 +40,7 @@ from ._names import NameUniquer, kept_as_written, renamed, sanitized
 from ._opcodes import Create, _Builder
 from ._shape import Layout, Shape
 
-__all__ = ["Parser", "shape_problem", "value_parser"]
+__all__ = ["Parser", "json_dict_end", "printed_value", "shape_problem", "value_parser"]
 
 MAX_RECURSION_DEPTH = 256  # nested tuples, nested instructions, nested computations
 _MAIN_THREAD = "main"
@@ -186,23 +186,8 @@ class Parser:
         if not self.at(LBRACE):
             raise self.fail("expects JSON dict")
         text = self.text
-        pos = self.starts[i] + 1
-        depth = 1
-        n = len(text)
-        while pos < n and depth:
-            c = text[pos]
-            if c == '"':
-                m = _JSON_STRING.match(text, pos)
-                if m is None:
-                    raise self.fail("expects JSON dict", i)
-                pos = m.end()
-                continue
-            if c == "{":
-                depth += 1
-            elif c == "}":
-                depth -= 1
-            pos += 1
-        if depth:
+        pos = json_dict_end(text, self.starts[i])
+        if pos is None:
             raise self.fail("expects JSON dict", i)
         self.i = self.tok.resync(pos)
         return text[self.starts[i] : pos]
@@ -1035,7 +1020,35 @@ class Parser:
         return module
 
 
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_JSON_STRING = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"')
+_JSON_PLAIN = re.compile(r'[^"{}]+')
+
+
+def json_dict_end(text: str, pos: int) -> int | None:
+    """Where the JSON dict opening at `text[pos]` ('{') ends: its braces balanced outside strings, as XLA's
+    LexJsonDict reads it; None if it does not close. (Both readers check a JSON value with this.)"""
+    depth = 0
+    n = len(text)
+    while pos < n:
+        c = text[pos]
+        if c == '"':
+            m = _JSON_STRING.match(text, pos)
+            if m is None:
+                return None
+            pos = m.end()
+        elif c == "{":
+            depth += 1
+            pos += 1
+        elif c == "}":
+            depth -= 1
+            pos += 1
+            if not depth:
+                return pos
+        else:
+            pos = _JSON_PLAIN.match(text, pos).end()
+    return None
+
+
 _HEADER_ATTRIBUTES = {
     "is_scheduled": (False, "bool"),
     "replica_count": (False, "int64"),
@@ -1150,6 +1163,10 @@ def shape_problem(shape: Shape, in_tuple: bool = False) -> str | None:
 
 
 _VALUE_PARSERS: dict = {}
+# The forms XLA prints of some value types (see `printed_value`): type -> (pattern, value, checked).
+PRINTED_VALUES: dict[str, tuple[str, object, bool]] = {}
+
+
 def value_parser(*types: str):
     """Register a parser for attribute values of the given types (XLA's AttrTy)."""
 
@@ -1161,3 +1178,10 @@ def value_parser(*types: str):
     return register
 
 
+def printed_value(kind: str, pattern: str, value=None, checked: bool = False) -> None:
+    """Register the form XLA prints of values of type `kind`, next to their reader (`_values`): `pattern`, a
+    regular expression of texts the reader accepts; `value`, the function from such a text to what the reader
+    returns (None: the fast path reads the text with the reader, or resolves its names itself); `checked`: the
+    pattern admits texts the reader refuses, and `value` raises ValueError for those. The fast path
+    (`_fastpath`) builds its attribute patterns from these forms."""
+    PRINTED_VALUES[kind] = (pattern, value, checked)
