@@ -46,11 +46,12 @@ from . import _opcodes
 from ._ir import HloComputation, HloInstruction, HloModule
 from ._lexer import (
     IDENT_PATTERN, NOT_NAMES, ONE_LINE_BRACKETED, ONE_LINE_COMMENT, ONE_LINE_PLAIN, PRIMITIVE_TYPES, PRINTED_STRING,
-    unquote,
 )
 from ._names import renamed
 from ._opcodes import CALLED_TYPES, RULES, Check, Problem, _Builder, can_infer_shape, new_instruction
-from ._token_parser import _HEADER_ATTRIBUTES, _VALUE_PARSERS, PRINTED_VALUES, Parser, _Fail, shape_problem
+from ._token_parser import (
+    _HEADER_ATTRIBUTES, _VALUE_PARSERS, COMPUTATION_ATTRIBUTES, PRINTED_VALUES, Parser, _Fail, shape_problem,
+)
 from ._values import printed_items
 from ._shape import Layout, Shape
 
@@ -80,7 +81,10 @@ _INSTRUCTION = re.compile(
     rf"[ \t]*(ROOT[ \t]+)?({_NAME})[ \t]*=[ \t]*({_SHAPE})?[ \t]*([a-z][a-z0-9\-]*+)\(({_CONTENT})\)(.*)"
 )
 _COMPUTATION = re.compile(rf"[ \t]*(ENTRY[ \t]+)?({_NAME})[ \t]*(\({_CONTENT}\)[ \t]*->[ \t]*(?:{_SHAPE}))?[ \t]*\{{[ \t]*")
-_CLOSE = re.compile(rf"[ \t]*\}}[ \t]*(?:,[ \t]*execution_thread=({_STR})[ \t]*)?")
+# A computation's closing line: its attributes (`COMPUTATION_ATTRIBUTES`) in the table's order, a group each.
+_CLOSE = re.compile(r"[ \t]*\}[ \t]*" + "".join(
+    rf"(?:,[ \t]*{re.escape(key)}=[ \t]*({PRINTED_VALUES[kind][0]})[ \t]*)?" for key, (_, kind) in COMPUTATION_ATTRIBUTES.items()
+))
 _SIMPLE_OPERANDS = re.compile(rf"(?:{_NAME})(?:, (?:{_NAME}))*+")
 _OPERAND = rf"(?:{_COMMENT}[ \t]*)?(?:({_SHAPE})[ \t]*)?({_NAME})"
 _SHAPED_OPERAND = re.compile(_OPERAND)
@@ -467,8 +471,10 @@ class _FastReader:
             raise _GiveUp from None
         if self.signature is not None and not root.shape.compatible(self.signature):
             raise _GiveUp
-        if m.group(1) is not None:
-            comp.execution_thread = unquote(m.group(1))
+        self.p.computation_attributes(comp, {
+            key: self._typed(kind, text) for (key, (_, kind)), text in zip(COMPUTATION_ATTRIBUTES.items(), m.groups())
+            if text is not None
+        })
         self.p.computations.append(comp)
         self.p.pool[builder.name] = (comp, 0)
         if self.is_entry:
@@ -768,11 +774,11 @@ class _FastReader:
                 values[key] = self._typed(kind, value)
             elif key in schema.checked:
                 self._typed(kind, value)  # as the reader would read it, or give up
-        if "parameter_replication" in values:
-            if _leaf_count(instr.shape) != len(values["parameter_replication"]):
-                raise _GiveUp
-        if "control-predecessors" in values:
-            self.p.control[instr] = values["control-predecessors"]
+        if "parameter_replication" in values or "control-predecessors" in values:
+            try:
+                self.p.generic_checks(values, instr)
+            except _Fail:
+                raise _GiveUp from None
 
     def _called(self, kind: str, value: str):
         pool = self.p.pool
@@ -957,10 +963,6 @@ def _breaks_outside_strings(joined: str, parts: list[str]) -> bool:
 
 def _plain_name(name: str) -> str:
     return name[1:] if name[0] == "%" else name
-
-
-def _leaf_count(shape: Shape) -> int:
-    return sum(_leaf_count(s) for s in shape.tuple_shapes) if shape.is_tuple else 1
 
 
 def entry_layout_shapes(text: str) -> tuple[list[Shape], Shape] | None:

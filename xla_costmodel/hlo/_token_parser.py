@@ -324,13 +324,17 @@ class Parser:
         comp = self.instruction_list(name)
         if shape is not None and not comp.root.shape.compatible(shape):
             raise self.fail(signature_mismatch(name, shape, comp), shape_index)
-        values = self.attributes({"execution_thread": (False, "string")}, {})
-        if "execution_thread" in values:
-            comp.execution_thread = values["execution_thread"]
+        self.computation_attributes(comp, self.attributes(COMPUTATION_ATTRIBUTES, {}))
         if name in self.pool:
             raise self.fail(f"computation already exists: {name}", name_index)
         self.pool[name] = (comp, name_index)
         return comp, is_entry, entry_index
+
+    @staticmethod
+    def computation_attributes(comp: HloComputation, values: dict) -> None:
+        """What the attributes after a computation's closing brace set (the fast path's too)."""
+        if "execution_thread" in values:
+            comp.execution_thread = values["execution_thread"]
 
     def instruction_list(self, name: str) -> HloComputation:
         self.enter()
@@ -407,7 +411,7 @@ class Parser:
             if clean != name:
                 raise self.fail(f"illegal instruction name: {name}; suggest renaming to: {clean}", name_index)
             instr.name = name
-            self.generic_checks(c, instr)
+            self.generic_checks(c.values, instr)
             if name in builder.table:
                 raise self.fail(f"instruction already exists: {name}", name_index)
             builder.table[name] = (instr, name_index)
@@ -421,10 +425,10 @@ class Parser:
         ops = _ops
         return ops.READERS.get(c.opcode, ops.read_standard)(self, c)
 
-    def generic_checks(self, c: Create, instr: HloInstruction) -> None:
-        values = c.values
+    def generic_checks(self, values: dict, instr: HloInstruction) -> None:
+        """The checks of the attributes every opcode takes, on their values (the fast path's too)."""
         if "parameter_replication" in values:
-            leaves = _leaf_count(instr.shape)
+            leaves = leaf_count(instr.shape)
             if leaves != len(values["parameter_replication"]):
                 raise self.fail(
                     f"parameter has {leaves} leaf buffers, but parameter_replication has "
@@ -1049,6 +1053,8 @@ def json_dict_end(text: str, pos: int) -> int | None:
     return None
 
 
+# The attributes after a computation's closing brace.
+COMPUTATION_ATTRIBUTES = {"execution_thread": (False, "string")}
 _HEADER_ATTRIBUTES = {
     "is_scheduled": (False, "bool"),
     "replica_count": (False, "int64"),
@@ -1080,9 +1086,9 @@ def _human(shape: Shape, with_layout: bool = False) -> str:
     return str(shape if with_layout else shape.without_layout())
 
 
-def _leaf_count(shape: Shape) -> int:
+def leaf_count(shape: Shape) -> int:
     if shape.is_tuple:
-        return sum(_leaf_count(s) for s in shape.tuple_shapes)
+        return sum(leaf_count(s) for s in shape.tuple_shapes)
     return 1
 
 
