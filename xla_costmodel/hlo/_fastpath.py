@@ -45,15 +45,15 @@ from .._gc import gc_paused
 from . import _opcodes
 from ._ir import HloComputation, HloInstruction, HloModule
 from ._lexer import (
-    IDENT_PATTERN, NOT_NAMES, ONE_LINE_BRACKETED, ONE_LINE_COMMENT, ONE_LINE_PLAIN, PRIMITIVE_TYPES, PRINTED_STRING,
+    IDENT_PATTERN, NOT_NAMES, ONE_LINE_BRACKETED, ONE_LINE_COMMENT, ONE_LINE_PLAIN, PRINTED_STRING,
 )
 from ._names import renamed
 from ._opcodes import CALLED_TYPES, RULES, Check, Problem, _Builder, can_infer_shape, new_instruction
 from ._token_parser import (
-    _HEADER_ATTRIBUTES, _VALUE_PARSERS, COMPUTATION_ATTRIBUTES, PRINTED_VALUES, Parser, _Fail, shape_problem,
+    _HEADER_ATTRIBUTES, _VALUE_PARSERS, COMPUTATION_ATTRIBUTES, PRINTED_VALUES, Parser, _Fail, printed_shape,
 )
 from ._values import printed_items
-from ._shape import Layout, Shape
+from ._shape import Shape
 
 __all__ = ["entry_layout_shapes", "fast_parse"]
 
@@ -818,21 +818,9 @@ class _FastReader:
         """The shape written `text` (each distinct text read once)."""
         shape = self.shape_cache.get(text)
         if shape is None:
-            shape = _plain_array_shape(text) or self._plain_tuple_shape(text) or self._memo_read("shape", text)
+            shape = printed_shape(text, self.shape_cache) or self._memo_read("shape", text)
             self.shape_cache[text] = shape
         return shape
-
-    def _plain_tuple_shape(self, text: str) -> Shape | None:
-        """A tuple of plain array shapes, its elements read as above and checked as tuple elements."""
-        if _PLAIN_TUPLE.fullmatch(text) is None:
-            return None
-        elements = []
-        for element_text in _PLAIN_ARRAY_IN_TUPLE.findall(text):
-            element = self._shape_of(element_text)
-            if shape_problem(element, in_tuple=True) is not None:
-                return None
-            elements.append(element)
-        return Shape("tuple", tuple_shapes=tuple(elements))
 
     def _signature(self, text: str) -> Shape:
         """The result shape of `(name: shape, ...) -> shape`; the parameters' shapes are read, as XLA does,
@@ -873,31 +861,6 @@ _BY_OPCODE: dict[str, _Schema] = {}  # the schema of each opcode whose attribute
 _BY_ATTRIBUTES: dict[int, _Schema] = {}  # the others: one schema per dict their rule returns
 # Parameters and constants: the generic attributes only, the shape as written.
 _LEAF_RULE = _opcodes.Rule(0, {}, lambda k: k.shape)
-
-
-_DIMENSION = r"(?:0|[1-9][0-9]{0,17})"
-_DIMENSIONS = rf"{_DIMENSION}(?:,{_DIMENSION})*"
-_PLAIN_ARRAY_TEXT = rf"[a-z][a-z0-9]*\[(?:{_DIMENSIONS})?\](?:\{{{_DIMENSIONS}\}})?"
-_PLAIN_ARRAY = re.compile(rf"([a-z][a-z0-9]*)\[((?:{_DIMENSIONS})?)\](?:\{{({_DIMENSIONS})\}})?")
-_DATA_TYPES = PRIMITIVE_TYPES - {"token", "opaque"}
-_TUPLE_ELEMENT = rf"(?:/\*index=[0-9]+\*/)?{_PLAIN_ARRAY_TEXT}"
-_PLAIN_ARRAY_IN_TUPLE = re.compile(_PLAIN_ARRAY_TEXT)
-_PLAIN_TUPLE = re.compile(rf"\((?:{_TUPLE_ELEMENT}(?:,[ \t]*{_TUPLE_ELEMENT})*)?\)")
-
-
-def _plain_array_shape(text: str) -> Shape | None:
-    """`f32[8,16]{1,0}` read directly (what the token parser makes of it); None for anything else."""
-    m = _PLAIN_ARRAY.fullmatch(text)
-    if m is None or m.group(1) not in _DATA_TYPES:
-        return None
-    dims = tuple(map(int, m.group(2).split(","))) if m.group(2) else ()
-    layout = None
-    if m.group(3) is not None:
-        minor_to_major = tuple(map(int, m.group(3).split(",")))
-        if len(minor_to_major) != len(dims):
-            return None
-        layout = Layout(minor_to_major, "")
-    return Shape(m.group(1), dims, (False,) * len(dims), layout)
 
 
 def _read_alone(kind: str, text: str, source: str):

@@ -33,7 +33,7 @@ from ._ir import HloComputation, HloInstruction, HloModule
 from ._lexer import (
     ARROW, ASTERISK, ATTRNAME, COLON, COMMA, DECIMAL, DOTS, EQUAL, INT, IDENT,
     KEYWORD, LBRACE, LEQ, LPAREN, LSQUARE, NAME, NEGINF, OCTOTHORP, PLUS, PRIMITIVE, QUESTION,
-    RBRACE, RPAREN, RSQUARE, STRING, TILDE, KIND_NAMES, Tokens, int_value, unquote,
+    RBRACE, RPAREN, RSQUARE, STRING, TILDE, KIND_NAMES, PRIMITIVE_TYPES, Tokens, int_value, unquote,
 )
 from ._literal import check_literal_value
 from ._names import NameUniquer, kept_as_written, renamed, sanitized
@@ -625,8 +625,9 @@ class Parser:
                         j = j + 1 if j < n and kinds[j] == RBRACE else -1
                     if j > 0:
                         key = self.text[self.starts[i] : self.ends[j - 1]]
-                        cached = self.shape_cache.get(key)
+                        cached = self.shape_cache.get(key) or printed_shape(key)
                         if cached is not None:
+                            self.shape_cache[key] = cached
                             self.i = j
                             return cached
                         shape = self._shape()
@@ -1166,6 +1167,52 @@ def shape_problem(shape: Shape, in_tuple: bool = False) -> str | None:
         if e and int(e.group(1)) < 0:
             return f"layout element_size_in_bits field is negative: {e.group(1)}"
     return None
+
+
+# The form XLA prints of a shape, read from its text by `printed_shape` (the fast path reads shapes so; so does
+# `Parser.shape` for an array shape written so): dimensions and layouts of numbers within int64, no dynamic
+# dimensions or layout tails; tuple elements after `/*index=N*/` comments as XLA's printer writes them.
+_DIMENSION = r"(?:0|[1-9][0-9]{0,17})"
+_DIMENSIONS = rf"{_DIMENSION}(?:,{_DIMENSION})*"
+_PRINTED_ARRAY_TEXT = rf"[a-z][a-z0-9]*\[(?:{_DIMENSIONS})?\](?:\{{{_DIMENSIONS}\}})?"
+_PRINTED_ARRAY = re.compile(rf"([a-z][a-z0-9]*)\[((?:{_DIMENSIONS})?)\](?:\{{({_DIMENSIONS})\}})?")
+_PRINTED_ARRAY_IN_TUPLE = re.compile(_PRINTED_ARRAY_TEXT)
+_TUPLE_ELEMENT = rf"(?:/\*index=[0-9]+\*/)?{_PRINTED_ARRAY_TEXT}"
+_PRINTED_TUPLE = re.compile(rf"\((?:{_TUPLE_ELEMENT}(?:,[ \t]*{_TUPLE_ELEMENT})*)?\)")
+_DATA_TYPES = PRIMITIVE_TYPES - {"token", "opaque"}
+
+
+def printed_shape(text: str, cache: dict | None = None) -> Shape | None:
+    """The shape `Parser.shape` reads from `text` where it is in the form XLA prints, read from the text alone;
+    None for any other text (the parser reads it, and refuses it if XLA does). `cache`: shapes by text, for the
+    elements of a tuple."""
+    if text[:1] != "(":
+        return _printed_array(text)
+    if _PRINTED_TUPLE.fullmatch(text) is None:
+        return None
+    elements = []
+    for element_text in _PRINTED_ARRAY_IN_TUPLE.findall(text):
+        element = (cache.get(element_text) if cache is not None else None) or _printed_array(element_text)
+        if element is None or shape_problem(element, in_tuple=True) is not None:
+            return None
+        if cache is not None:
+            cache[element_text] = element
+        elements.append(element)
+    return Shape("tuple", tuple_shapes=tuple(elements))
+
+
+def _printed_array(text: str) -> Shape | None:
+    m = _PRINTED_ARRAY.fullmatch(text)
+    if m is None or m.group(1) not in _DATA_TYPES:
+        return None
+    dims = tuple(map(int, m.group(2).split(","))) if m.group(2) else ()
+    layout = None
+    if m.group(3) is not None:
+        minor_to_major = tuple(map(int, m.group(3).split(",")))
+        if len(minor_to_major) != len(dims):
+            return None  # the parser says why
+        layout = Layout(minor_to_major, "")
+    return Shape(m.group(1), dims, (False,) * len(dims), layout)
 
 
 _VALUE_PARSERS: dict = {}
