@@ -52,7 +52,7 @@ from ._opcodes import CALLED_TYPES, RULES, Check, Problem, _Builder, can_infer_s
 from ._token_parser import (
     _HEADER_ATTRIBUTES, _VALUE_PARSERS, COMPUTATION_ATTRIBUTES, PRINTED_VALUES, Parser, _Fail, printed_shape,
 )
-from ._values import printed_items
+from ._values import layout_shape_texts, printed_items
 from ._shape import Shape
 
 __all__ = ["entry_layout_shapes", "fast_parse"]
@@ -90,15 +90,8 @@ _OPERAND = rf"(?:{_COMMENT}[ \t]*)?(?:({_SHAPE})[ \t]*)?({_NAME})"
 _SHAPED_OPERAND = re.compile(_OPERAND)
 _SHAPED_OPERANDS = re.compile(rf"[ \t]*{_OPERAND}[ \t]*(?:,[ \t]*{_OPERAND}[ \t]*)*")
 _HEADER = re.compile(rf"[ \t\n]*HloModule[ \t]+({_NAME})((?:[ \t]*,[ \t]*{_KEY}=[ \t]*{_VALUE})*)[ \t]*(?:\n|$)")
-_LAYOUT_SHAPE = r"[a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{[0-9,]*(?::[^{}\n]*)?\})?"
-_INDEX_COMMENT = r"(?:/\*index=[0-9]+\*/)?"
-_LAYOUT_ITEM = (
-    rf"{_INDEX_COMMENT}({_LAYOUT_SHAPE}|\((?:{_LAYOUT_SHAPE}(?:,[ \t]*{_INDEX_COMMENT}{_LAYOUT_SHAPE})*)?\))"
-)
-_LAYOUT_ITEMS = re.compile(_LAYOUT_ITEM)
-_ENTRY_LAYOUT = re.compile(
-    rf"\{{\((?:{_LAYOUT_ITEM}(?:,[ \t]*{_LAYOUT_ITEM})*)?\)->{_LAYOUT_ITEM}\}}"
-)
+# An entry computation layout in the form XLA prints (`_values`); its shapes are read one by one.
+_ENTRY_LAYOUT = re.compile(PRINTED_VALUES["computation_layout"][0])
 _PARAMETER_NAME = rf"(?:{_COMMENT}[ \t]*)?{_REF}:[ \t]*"
 _SIGNATURE = re.compile(
     rf"\([ \t]*((?:{_PARAMETER_NAME}(?:{_SHAPE})(?:[ \t]*,[ \t]*{_PARAMETER_NAME}(?:{_SHAPE}))*)?)[ \t]*\)"
@@ -415,7 +408,7 @@ class _FastReader:
         if m is None:
             return False
         # The parameters' shapes, then the result's; kept for the verifier, which compares them with the entry's.
-        shapes = [self._shape_of(shape_text) for shape_text in _LAYOUT_ITEMS.findall(value, 2)]
+        shapes = [self._shape_of(shape_text) for shape_text in layout_shape_texts(value)]
         self.entry_layout = (value, shapes[:-1], shapes[-1])
         return True
 
@@ -933,7 +926,7 @@ def entry_layout_shapes(text: str) -> tuple[list[Shape], Shape] | None:
     reader = _FastReader(text, "<entry_computation_layout>")
     try:
         if _ENTRY_LAYOUT.fullmatch(text) is not None:
-            shapes = [reader._shape_of(t) for t in _LAYOUT_ITEMS.findall(text, 2)]
+            shapes = [reader._shape_of(t) for t in layout_shape_texts(text)]
             return shapes[:-1], shapes[-1]
         return _read_alone("computation_layout", text, "<entry_computation_layout>")
     except _GiveUp:

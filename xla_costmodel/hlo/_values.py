@@ -1066,3 +1066,18 @@ printed_value("profile_types", rf"\{{(?:(?:{_one_of(PROFILE_TYPES)})(?:,(?:{_one
 printed_value("metadata", r"\{[ \t]*" + "".join(
     rf"(?:{key}=(?:{PRINTED_VALUES[kind][0]})[ \t]*)?" for key, (_, kind) in _METADATA.items()
 ) + r"\}")
+# An entry computation layout: `{(shape, ...)->shape}`, tuple elements after `/*index=N*/` as XLA's printer writes
+# them; each array shape taken as far as it reaches (`layout_shape_texts`), then read as a shape (the fast path
+# gives up on one the shape reader refuses).
+_LAYOUT_SHAPE = r"[a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{[0-9,]*(?::[^{}\n]*)?\})?"
+_INDEX_COMMENT = r"(?:/\*index=[0-9]+\*/)?"
+_LAYOUT_ITEM = (
+    rf"{_INDEX_COMMENT}({_LAYOUT_SHAPE}|\((?:{_LAYOUT_SHAPE}(?:,[ \t]*{_INDEX_COMMENT}{_LAYOUT_SHAPE})*)?\))"
+)
+_LAYOUT_ITEMS = re.compile(_LAYOUT_ITEM)
+printed_value("computation_layout", rf"\{{\((?:{_LAYOUT_ITEM}(?:,[ \t]*{_LAYOUT_ITEM})*)?\)->{_LAYOUT_ITEM}\}}")
+
+
+def layout_shape_texts(text: str) -> list[str]:
+    """The texts of the parameter shapes, then of the result shape, of a computation layout in its printed form."""
+    return _LAYOUT_ITEMS.findall(text, 2)
