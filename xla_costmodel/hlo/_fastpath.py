@@ -35,6 +35,34 @@ check that fails, it gives up and the token parser (`_token_parser.Parser`) read
 the text instead, which also reports errors. For every text it accepts it
 builds exactly the graph the token parser builds: `tests/test_hlo_fuzz.py`
 checks that on mutated text, `tests/test_hlo_xla_corpus.py` on XLA's tests.
+
+One parser design (issue 34 §4; docs/CONTRIBUTING.md). Each fact of what a
+line means has one home, in the token parser's modules, and this module
+compiles its patterns from it or calls it; it writes out no fact of its own
+but the shape of a line (below):
+
+- tokens and names: `_lexer` (IDENT_PATTERN, PRINTED_STRING,
+  ONE_LINE_COMMENT, the bracketed extents, NOT_NAMES); XLA's renaming rule:
+  `_names.renamed`;
+- attribute values: `_values` registers, next to each reader, the form XLA
+  prints of its values and the function from that text to what the reader
+  returns (`_token_parser.printed_value`); enum and metadata patterns are
+  generated from the readers' own sets and tables; JSON dicts:
+  `_token_parser.json_dict_end`; which attributes an opcode takes, their
+  types, and its checks: `_opcodes`;
+- shapes: `_token_parser.printed_shape`, which the token parser's shape
+  production uses too; the entry computation layout's form: `_values`;
+- the generic attributes' checks and the computation attributes:
+  `Parser.generic_checks`, `Parser.computation_attributes` with
+  `COMPUTATION_ATTRIBUTES`; the module header's: `_HEADER_ATTRIBUTES`.
+
+What is still stated twice: the shape of a line (`_INSTRUCTION`,
+`_COMPUTATION`, `_SIGNATURE`, `_HEADER`, `_CLOSE`'s brace, the operand
+patterns; 28 lines of patterns) and the checks that mirror the token parser's
+errors as give-ups (one ROOT, one ENTRY, names and parameter numbers not
+taken, required and repeated attributes; 134 lines in seven methods). Before
+this design the fast path wrote out 291 lines of grammar, now 181 (how they
+were counted: docs/CONTRIBUTING.md, "One parser design").
 """
 
 from __future__ import annotations

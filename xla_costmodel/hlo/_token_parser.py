@@ -20,6 +20,15 @@ are made unique across the module as XLA does (`_names`).
 
 The entry points (`parse_hlo`, `load_hlo`) are in `_parser`, which tries the
 line-oriented fast path (`_fastpath`) first and runs the verifier (`_verifier`).
+
+This module and the ones it reads (`_lexer`, `_names`, `_values`, `_opcodes`)
+are the one home of what HLO text means; the fast path compiles its patterns
+from them and calls them (see `_fastpath`'s note, "One parser design"). Here:
+the printed forms of values (`printed_value`, filled by `_values`) and of
+shapes (`printed_shape`, which `Parser.shape` uses too), the JSON dict
+scanner (`json_dict_end`), the header and computation attribute tables
+(`_HEADER_ATTRIBUTES`, `COMPUTATION_ATTRIBUTES`) and the generic attribute
+checks (`Parser.generic_checks`), each used by both readers.
 """
 
 from __future__ import annotations
