@@ -80,7 +80,7 @@ from ._opcodes import CALLED_TYPES, RULES, Check, Problem, _Builder, can_infer_s
 from ._token_parser import (
     _HEADER_ATTRIBUTES, _VALUE_PARSERS, COMPUTATION_ATTRIBUTES, PRINTED_VALUES, Parser, _Fail, printed_shape,
 )
-from ._values import layout_shape_texts, printed_items
+from ._values import layout_shape_texts, printed_items  # (importing it fills PRINTED_VALUES)
 from ._shape import Shape
 
 __all__ = ["entry_layout_shapes", "fast_parse"]
@@ -111,7 +111,8 @@ _INSTRUCTION = re.compile(
 _COMPUTATION = re.compile(rf"[ \t]*(ENTRY[ \t]+)?({_NAME})[ \t]*(\({_CONTENT}\)[ \t]*->[ \t]*(?:{_SHAPE}))?[ \t]*\{{[ \t]*")
 # A computation's closing line: its attributes (`COMPUTATION_ATTRIBUTES`) in the table's order, a group each.
 _CLOSE = re.compile(r"[ \t]*\}[ \t]*" + "".join(
-    rf"(?:,[ \t]*{re.escape(key)}=[ \t]*({PRINTED_VALUES[kind][0]})[ \t]*)?" for key, (_, kind) in COMPUTATION_ATTRIBUTES.items()
+    rf"(?:,[ \t]*{re.escape(key)}=[ \t]*({PRINTED_VALUES[kind][0]})[ \t]*)?"
+    for key, (_, kind) in COMPUTATION_ATTRIBUTES.items()
 ))
 _SIMPLE_OPERANDS = re.compile(rf"(?:{_NAME})(?:, (?:{_NAME}))*+")
 _OPERAND = rf"(?:{_COMMENT}[ \t]*)?(?:({_SHAPE})[ \t]*)?({_NAME})"
