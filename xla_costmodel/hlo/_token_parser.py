@@ -1034,13 +1034,28 @@ class Parser:
         return module
 
 
-_JSON_STRING = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"')
+_JSON_STRING_TEXT = r'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
+_JSON_STRING = re.compile(_JSON_STRING_TEXT)
 _JSON_PLAIN = re.compile(r'[^"{}]+')
+
+
+def _json_nested(depth: int) -> str:
+    inner = rf'(?:[^"{{}}]++|{_JSON_STRING_TEXT})*+'
+    for _ in range(depth):
+        inner = rf'(?:[^"{{}}]++|{_JSON_STRING_TEXT}|\{{{inner}\}})*+'
+    return rf"\{{{inner}\}}"
+
+
+# A JSON dict nested up to 8 levels, in one match (the loop below reads deeper ones).
+_JSON_DICT = re.compile(_json_nested(8))
 
 
 def json_dict_end(text: str, pos: int) -> int | None:
     """Where the JSON dict opening at `text[pos]` ('{') ends: its braces balanced outside strings, as XLA's
     LexJsonDict reads it; None if it does not close. (Both readers check a JSON value with this.)"""
+    m = _JSON_DICT.match(text, pos)
+    if m is not None:
+        return m.end()
     depth = 0
     n = len(text)
     while pos < n:
