@@ -493,10 +493,11 @@ class _FastReader:
             raise _GiveUp from None
         if self.signature is not None and not root.shape.compatible(self.signature):
             raise _GiveUp
-        self.p.computation_attributes(comp, {
-            key: self._typed(kind, text) for (key, (_, kind)), text in zip(COMPUTATION_ATTRIBUTES.items(), m.groups())
-            if text is not None
-        })
+        if m.lastindex is not None:  # some attribute written
+            self.p.computation_attributes(comp, {
+                key: self._typed(kind, text)
+                for (key, (_, kind)), text in zip(COMPUTATION_ATTRIBUTES.items(), m.groups()) if text is not None
+            })
         self.p.computations.append(comp)
         self.p.pool[builder.name] = (comp, 0)
         if self.is_entry:
