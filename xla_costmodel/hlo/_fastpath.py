@@ -54,14 +54,14 @@ but the shape of a line (below):
   production uses too; the entry computation layout's form: `_values`;
 - the generic attributes' checks and the computation attributes:
   `Parser.generic_checks`, `Parser.computation_attributes` with
-  `COMPUTATION_ATTRIBUTES`; the module header's: `_HEADER_ATTRIBUTES`.
+  `COMPUTATION_ATTRIBUTES`; the module header's: `HEADER_ATTRIBUTES`.
 
 What is still stated twice: the shape of a line (`_INSTRUCTION`,
 `_COMPUTATION`, `_SIGNATURE`, `_HEADER`, `_CLOSE`'s brace, the operand
 patterns; 28 lines of patterns) and the checks that mirror the token parser's
 errors as give-ups (one ROOT, one ENTRY, names and parameter numbers not
-taken, required and repeated attributes; 134 lines in seven methods). Before
-this design the fast path wrote out 291 lines of grammar, now 181 (how they
+taken, required and repeated attributes; 135 lines in seven methods). Before
+this design the fast path wrote out 291 lines of grammar, now 182 (how they
 were counted: docs/CONTRIBUTING.md, "One parser design").
 """
 
@@ -78,7 +78,7 @@ from ._lexer import (
 from ._names import renamed
 from ._opcodes import CALLED_TYPES, RULES, Check, Problem, _Builder, can_infer_shape, new_instruction
 from ._token_parser import (
-    _HEADER_ATTRIBUTES, _VALUE_PARSERS, COMPUTATION_ATTRIBUTES, PRINTED_VALUES, Parser, _Fail, printed_shape,
+    HEADER_ATTRIBUTES, _VALUE_PARSERS, COMPUTATION_ATTRIBUTES, PRINTED_VALUES, Parser, _Fail, printed_shape,
 )
 from ._values import layout_shape_texts, printed_items  # (importing it fills PRINTED_VALUES)
 from ._shape import Shape
@@ -418,7 +418,7 @@ class _FastReader:
         values: dict = {}
         for am in _ATTRIBUTE.finditer(m.string, m.start(2), m.end(2)):
             key = am.group(1)
-            spec = _HEADER_ATTRIBUTES.get(key)
+            spec = HEADER_ATTRIBUTES.get(key)
             if spec is None or key in texts:
                 raise _GiveUp
             value = self.text[am.start(2) : am.end(2)]  # as written, comments included (`m` has them blanked)

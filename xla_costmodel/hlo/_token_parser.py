@@ -27,7 +27,7 @@ from them and calls them (see `_fastpath`'s note, "One parser design"). Here:
 the printed forms of values (`printed_value`, filled by `_values`) and of
 shapes (`printed_shape`, which `Parser.shape` uses too), the JSON dict
 scanner (`json_dict_end`), the header and computation attribute tables
-(`_HEADER_ATTRIBUTES`, `COMPUTATION_ATTRIBUTES`) and the generic attribute
+(`HEADER_ATTRIBUTES`, `COMPUTATION_ATTRIBUTES`) and the generic attribute
 checks (`Parser.generic_checks`), each used by both readers.
 """
 
@@ -248,7 +248,7 @@ class Parser:
         self.i += 1
         name = self.name()
         spans: dict[str, tuple[int, int]] = {}
-        values = self.attributes(_HEADER_ATTRIBUTES, spans)
+        values = self.attributes(HEADER_ATTRIBUTES, spans)
         texts = {k: self.text[s:e] for k, (s, e) in sorted(spans.items(), key=lambda kv: kv[1])}
         return name, texts, values
 
@@ -1080,7 +1080,7 @@ def json_dict_end(text: str, pos: int) -> int | None:
 
 # The attributes after a computation's closing brace.
 COMPUTATION_ATTRIBUTES = {"execution_thread": (False, "string")}
-_HEADER_ATTRIBUTES = {
+HEADER_ATTRIBUTES = {
     "is_scheduled": (False, "bool"),
     "replica_count": (False, "int64"),
     "num_partitions": (False, "int64"),
