@@ -35,6 +35,34 @@ check that fails, it gives up and the token parser (`_token_parser.Parser`) read
 the text instead, which also reports errors. For every text it accepts it
 builds exactly the graph the token parser builds: `tests/test_hlo_fuzz.py`
 checks that on mutated text, `tests/test_hlo_xla_corpus.py` on XLA's tests.
+
+One parser design (issue 34 §4; docs/CONTRIBUTING.md). Each fact of what a
+line means has one home, in the token parser's modules, and this module
+compiles its patterns from it or calls it; it writes out no fact of its own
+but the shape of a line (below):
+
+- tokens and names: `_lexer` (IDENT_PATTERN, PRINTED_STRING,
+  ONE_LINE_COMMENT, the bracketed extents, NOT_NAMES); XLA's renaming rule:
+  `_names.renamed`;
+- attribute values: `_values` registers, next to each reader, the form XLA
+  prints of its values and the function from that text to what the reader
+  returns (`_token_parser.printed_value`); enum and metadata patterns are
+  generated from the readers' own sets and tables; JSON dicts:
+  `_token_parser.json_dict_end`; which attributes an opcode takes, their
+  types, and its checks: `_opcodes`;
+- shapes: `_token_parser.printed_shape`, which the token parser's shape
+  production uses too; the entry computation layout's form: `_values`;
+- the generic attributes' checks and the computation attributes:
+  `Parser.generic_checks`, `Parser.computation_attributes` with
+  `COMPUTATION_ATTRIBUTES`; the module header's: `HEADER_ATTRIBUTES`.
+
+What is still stated twice: the shape of a line (`_INSTRUCTION`,
+`_COMPUTATION`, `_SIGNATURE`, `_HEADER`, `_CLOSE`'s brace, the operand
+patterns; 28 lines of patterns) and the checks that mirror the token parser's
+errors as give-ups (one ROOT, one ENTRY, names and parameter numbers not
+taken, required and repeated attributes; 135 lines in seven methods). Before
+this design the fast path wrote out 291 lines of grammar, now 182 (how they
+were counted: docs/CONTRIBUTING.md, "One parser design").
 """
 
 from __future__ import annotations
@@ -44,10 +72,16 @@ import re
 from .._gc import gc_paused
 from . import _opcodes
 from ._ir import HloComputation, HloInstruction, HloModule
-from ._lexer import KEYWORDS, PRIMITIVE_TYPES, int_value, unquote
+from ._lexer import (
+    IDENT_PATTERN, NOT_NAMES, ONE_LINE_BRACKETED, ONE_LINE_COMMENT, ONE_LINE_PLAIN, PRINTED_STRING,
+)
+from ._names import renamed
 from ._opcodes import CALLED_TYPES, RULES, Check, Problem, _Builder, can_infer_shape, new_instruction
-from ._token_parser import _HEADER_ATTRIBUTES, _VALUE_PARSERS, Parser, _Fail, shape_problem
-from ._shape import Layout, Shape
+from ._token_parser import (
+    HEADER_ATTRIBUTES, _VALUE_PARSERS, COMPUTATION_ATTRIBUTES, PRINTED_VALUES, Parser, _Fail, printed_shape,
+)
+from ._values import layout_shape_texts, printed_items  # (importing it fills PRINTED_VALUES)
+from ._shape import Shape
 
 __all__ = ["entry_layout_shapes", "fast_parse"]
 
@@ -58,28 +92,15 @@ class _GiveUp(Exception):
 
 # -- line patterns ----------------------------------------------------------------------------
 
-_STR = r'"[^"\\\n]*+(?:\\(?:[\\"\'ntr?abfv]|[0-3][0-7][0-7])[^"\\\n]*+)*+"'
-# A block comment, unrolled so that nothing can backtrack into it: Python 3.11.0-3.11.2's `re` mishandles a
-# possessive group here (`(?:[^*\n]|\*(?!/))*+` finds no comment in "/*index=5*/").
-_COMMENT = r"/\*[^*\n]*+(?:\*++[^*/\n][^*\n]*+)*\*++/"
-# Characters outside strings and brackets that never start another token kind (runs of the usual ones taken
-# at once: the engine loops over a character class much faster than over an alternation).
-_PLAIN = r"(?:[A-Za-z0-9_. \t,:=*?#+~<>|&^@;\\]++|%(?=[A-Za-z_])|-(?=[0-9A-Za-z.>])|/(?![/*]))"
-_DEPTH0 = r"(?:[A-Za-z0-9_.:*?#+~<>=|&^@;\\]++|%(?=[A-Za-z_])|-(?=[0-9A-Za-z.>]))"
-
-
-def _bracketed(depth: int) -> str:
-    """Bracketed content up to `depth` levels deep, any closer for any opener: the pattern stays small;
-    values whose brackets matter are read again by the token parser."""
-    inner = rf"(?:{_PLAIN}++|{_STR}|{_COMMENT})*+"
-    for _ in range(depth):
-        inner = rf"(?:{_PLAIN}++|{_STR}|{_COMMENT}|[{{\[(]{inner}[}}\])])*+"
-    return inner
-
-
-_CONTENT = _bracketed(6)
-_NAME = r"%[A-Za-z_][A-Za-z0-9_.\-]*+|[A-Za-z_][A-Za-z0-9_.\-]*+"
-_KEY = r"[A-Za-z_][A-Za-z0-9_.\-]*+"
+# The tokens (`_lexer`): a string and a block comment as XLA prints them, an identifier (possessive here: what
+# follows one never starts with a name character), a name (`%` optional) and a reference to one.
+_STR = PRINTED_STRING
+_COMMENT = ONE_LINE_COMMENT
+_KEY = IDENT_PATTERN + "+"
+_NAME = rf"%{_KEY}|{_KEY}"
+_REF = rf"%?{IDENT_PATTERN}"
+_CONTENT = ONE_LINE_BRACKETED
+_DEPTH0 = ONE_LINE_PLAIN
 _ARRAY_SHAPE = r"[a-z][a-z0-9]*\[[0-9,<=? \t]*\](?:\{[0-9, \t]*(?::[^{}\n]*)?\})?"
 _SHAPE = rf"\({_CONTENT}\)|{_ARRAY_SHAPE}"
 # Any attribute value: its extent only (the opcode's pattern checks it).
@@ -88,22 +109,19 @@ _INSTRUCTION = re.compile(
     rf"[ \t]*(ROOT[ \t]+)?({_NAME})[ \t]*=[ \t]*({_SHAPE})?[ \t]*([a-z][a-z0-9\-]*+)\(({_CONTENT})\)(.*)"
 )
 _COMPUTATION = re.compile(rf"[ \t]*(ENTRY[ \t]+)?({_NAME})[ \t]*(\({_CONTENT}\)[ \t]*->[ \t]*(?:{_SHAPE}))?[ \t]*\{{[ \t]*")
-_CLOSE = re.compile(rf"[ \t]*\}}[ \t]*(?:,[ \t]*execution_thread=({_STR})[ \t]*)?")
+# A computation's closing line: its attributes (`COMPUTATION_ATTRIBUTES`) in the table's order, a group each.
+_CLOSE = re.compile(r"[ \t]*\}[ \t]*" + "".join(
+    rf"(?:,[ \t]*{re.escape(key)}=[ \t]*({PRINTED_VALUES[kind][0]})[ \t]*)?"
+    for key, (_, kind) in COMPUTATION_ATTRIBUTES.items()
+))
 _SIMPLE_OPERANDS = re.compile(rf"(?:{_NAME})(?:, (?:{_NAME}))*+")
 _OPERAND = rf"(?:{_COMMENT}[ \t]*)?(?:({_SHAPE})[ \t]*)?({_NAME})"
 _SHAPED_OPERAND = re.compile(_OPERAND)
 _SHAPED_OPERANDS = re.compile(rf"[ \t]*{_OPERAND}[ \t]*(?:,[ \t]*{_OPERAND}[ \t]*)*")
 _HEADER = re.compile(rf"[ \t\n]*HloModule[ \t]+({_NAME})((?:[ \t]*,[ \t]*{_KEY}=[ \t]*{_VALUE})*)[ \t]*(?:\n|$)")
-_LAYOUT_SHAPE = r"[a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{[0-9,]*(?::[^{}\n]*)?\})?"
-_INDEX_COMMENT = r"(?:/\*index=[0-9]+\*/)?"
-_LAYOUT_ITEM = (
-    rf"{_INDEX_COMMENT}({_LAYOUT_SHAPE}|\((?:{_LAYOUT_SHAPE}(?:,[ \t]*{_INDEX_COMMENT}{_LAYOUT_SHAPE})*)?\))"
-)
-_LAYOUT_ITEMS = re.compile(_LAYOUT_ITEM)
-_ENTRY_LAYOUT = re.compile(
-    rf"\{{\((?:{_LAYOUT_ITEM}(?:,[ \t]*{_LAYOUT_ITEM})*)?\)->{_LAYOUT_ITEM}\}}"
-)
-_PARAMETER_NAME = rf"(?:{_COMMENT}[ \t]*)?%?[A-Za-z_][A-Za-z0-9_.\-]*:[ \t]*"
+# An entry computation layout in the form XLA prints (`_values`); its shapes are read one by one.
+_ENTRY_LAYOUT = re.compile(PRINTED_VALUES["computation_layout"][0])
+_PARAMETER_NAME = rf"(?:{_COMMENT}[ \t]*)?{_REF}:[ \t]*"
 _SIGNATURE = re.compile(
     rf"\([ \t]*((?:{_PARAMETER_NAME}(?:{_SHAPE})(?:[ \t]*,[ \t]*{_PARAMETER_NAME}(?:{_SHAPE}))*)?)[ \t]*\)"
     rf"[ \t]*->[ \t]*({_SHAPE})"
@@ -116,47 +134,15 @@ _COMPUTATION_SIGNED = re.compile(
     rf"(?:{_SHAPE}))*)?)[ \t]*\)[ \t]*->[ \t]*({_SHAPE}))?[ \t]*\{{[ \t]*"
 )
 _PARAMETER_NUMBER = re.compile(r"[ \t]*([0-9]{1,18})[ \t]*")
-_PRELUDE_END = re.compile(r"^[ \t]*(?:ENTRY[ \t]|[%A-Za-z_][A-Za-z0-9_.\-]*[ \t]*[({])", re.M)
+_PRELUDE_END = re.compile(rf"^[ \t]*(?:ENTRY[ \t]|{_REF}[ \t]*[({{])", re.M)
 
 # -- attribute value patterns, by value type ----------------------------------------------------
 
-_INT = r"-?[0-9]{1,18}"
-_SEP = r"[ \t]*,[ \t]*"
-_INT_LIST = rf"\{{[ \t]*(?:{_INT}(?:{_SEP}{_INT})*)?[ \t]*\}}"
-_REF = r"%?[A-Za-z_][A-Za-z0-9_.\-]*"
-_METADATA_KEYS = [("op_type", _STR), ("op_name", _STR), ("source_file", _STR), ("source_line", r"-?[0-9]{1,9}"),
-                  ("source_end_line", r"-?[0-9]{1,9}"), ("source_column", r"-?[0-9]{1,9}"),
-                  ("source_end_column", r"-?[0-9]{1,9}"), ("profile_type", r"\{(?:[0-3](?:,[0-3])*)?\}"),
-                  ("deduplicated_name", _STR), ("scheduling_name", _STR), ("stack_frame_id", r"-?[0-9]{1,9}"),
-                  ("metadata_payload", _STR)]
-# In the order XLA prints them: each at most once, as XLA requires.
-_METADATA = r"\{[ \t]*" + "".join(rf"(?:{k}={v}[ \t]*)?" for k, v in _METADATA_KEYS) + r"\}"
-_ENUMS = {
-    "fusion_kind": "kLoop|kInput|kOutput|kCustom",
-    "comparison_direction": "EQ|NE|GE|GT|LE|LT",
-    "comparison_type": "FLOAT|TOTALORDER|SIGNED|UNSIGNED",
-    "comparison_order": "TOTAL|PARTIAL",
-    "fft_type": "FFT|IFFT|RFFT|IRFFT",
-    "padding_type": "PADDING_INVALID|PADDING_VALID|PADDING_SAME",
-}
-_PATTERNS = {
-    "int64": _INT,
-    "int32": r"-?[0-9]{1,9}",
-    "bool": r"true|false",
-    "string": _STR,
-    "int_list": _INT_LIST,
-    "int_list_list": rf"\{{[ \t]*(?:{_INT_LIST}(?:{_SEP}{_INT_LIST})*)?[ \t]*\}}",
-    "computation": _REF,
-    "computation_list": rf"\{{[ \t]*(?:{_REF}(?:{_SEP}{_REF})*)?[ \t]*\}}",
-    "instruction_list": rf"\{{[ \t]*{_REF}(?:{_SEP}{_REF})*[ \t]*\}}",
-    "string_or_json": rf"{_STR}|\{{{_CONTENT}\}}",  # a JSON dict is checked as XLA reads it (_json_ok)
-    "metadata": _METADATA,
-    **_ENUMS,
-}
-
 
 def _value_pattern(kind: str) -> str:
-    return _PATTERNS.get(kind, _VALUE)
+    """The form XLA prints of a value of type `kind` (`_values`), else any value's extent."""
+    printed = PRINTED_VALUES.get(kind)
+    return _VALUE if printed is None else printed[0]
 
 
 class _Schema:
@@ -167,7 +153,7 @@ class _Schema:
     attributes in one order) are checked and split in one match of that order's pattern.
     """
 
-    __slots__ = ("attrs", "any_order", "required", "special", "validated", "reads", "orders")
+    __slots__ = ("attrs", "any_order", "required", "special", "validated", "checked", "reads", "orders")
     MAX_ORDERS = 8
 
     def __init__(self, attrs: dict, reads: frozenset):
@@ -175,14 +161,16 @@ class _Schema:
         alternatives = "|".join(rf"{re.escape(k)}=[ \t]*(?:{_value_pattern(t)})" for k, (_, t) in sorted(attrs.items()))
         self.any_order = re.compile(rf"(?:[ \t]*,[ \t]*(?:{alternatives}))*+[ \t]*").fullmatch
         self.required = tuple(k for k, (req, _) in attrs.items() if req)
-        # Values read to check them (the others are checked by their pattern alone), values the opcode's
-        # check reads, and those looked at for another reason: computations to resolve, JSON to check.
+        # Values read to check them (those without a printed form; the others are checked by their pattern
+        # alone, or by its function where the form is `checked`), values the opcode's check reads, and
+        # computations to resolve.
         self.validated = frozenset(
-            k for k, (_, t) in attrs.items() if t not in _PATTERNS or k == "control-predecessors"
+            k for k, (_, t) in attrs.items() if t not in PRINTED_VALUES or k == "control-predecessors"
         ) - {k for k, (_, t) in attrs.items() if t in CALLED_TYPES}
+        self.checked = frozenset(k for k, (_, t) in attrs.items() if t in PRINTED_VALUES and PRINTED_VALUES[t][2])
         self.reads = frozenset(k for k in reads if k in attrs and attrs[k][1] not in CALLED_TYPES)
-        self.special = self.validated | self.reads | {
-            k for k, (_, t) in attrs.items() if t in CALLED_TYPES or t == "string_or_json"
+        self.special = self.validated | self.checked | self.reads | {
+            k for k, (_, t) in attrs.items() if t in CALLED_TYPES
         }
         self.orders: list[_Order] = []
 
@@ -314,8 +302,7 @@ class _FastReader:
                         raise _GiveUp
                     else:
                         name = written
-                    if name in refs or name in _RESERVED or (name[0] == "_" and name[:2] == "__"
-                                                             and not name.startswith("__xla_")):
+                    if name in refs or name in NOT_NAMES or renamed(name):
                         raise _GiveUp
                     shape = entry[0]
                     raw = entry[1]
@@ -431,7 +418,7 @@ class _FastReader:
         values: dict = {}
         for am in _ATTRIBUTE.finditer(m.string, m.start(2), m.end(2)):
             key = am.group(1)
-            spec = _HEADER_ATTRIBUTES.get(key)
+            spec = HEADER_ATTRIBUTES.get(key)
             if spec is None or key in texts:
                 raise _GiveUp
             value = self.text[am.start(2) : am.end(2)]  # as written, comments included (`m` has them blanked)
@@ -440,7 +427,7 @@ class _FastReader:
                 continue
             values[key] = self._memo_read(spec[1], value)
         written = m.group(1)
-        if written[0] != "%" and written in _RESERVED:
+        if written[0] != "%" and written in NOT_NAMES:
             raise _GiveUp  # a keyword or a type: XLA's lexer does not read it as a name
         return _plain_name(written), texts, values
 
@@ -450,7 +437,7 @@ class _FastReader:
         if m is None:
             return False
         # The parameters' shapes, then the result's; kept for the verifier, which compares them with the entry's.
-        shapes = [self._shape_of(shape_text) for shape_text in _LAYOUT_ITEMS.findall(value, 2)]
+        shapes = [self._shape_of(shape_text) for shape_text in layout_shape_texts(value)]
         self.entry_layout = (value, shapes[:-1], shapes[-1])
         return True
 
@@ -476,7 +463,7 @@ class _FastReader:
             if m is None:
                 raise _GiveUp
         name = _plain_name(m.group(2))
-        if name in self.p.pool or (m.group(2)[0] != "%" and name in _RESERVED):
+        if name in self.p.pool or (m.group(2)[0] != "%" and name in NOT_NAMES):
             raise _GiveUp
         self.signature = None
         if m.group(3) is not None:
@@ -506,8 +493,11 @@ class _FastReader:
             raise _GiveUp from None
         if self.signature is not None and not root.shape.compatible(self.signature):
             raise _GiveUp
-        if m.group(1) is not None:
-            comp.execution_thread = unquote(m.group(1))
+        if m.lastindex is not None:  # some attribute written
+            self.p.computation_attributes(comp, {
+                key: self._typed(kind, text)
+                for (key, (_, kind)), text in zip(COMPUTATION_ATTRIBUTES.items(), m.groups()) if text is not None
+            })
         self.p.computations.append(comp)
         self.p.pool[builder.name] = (comp, 0)
         if self.is_entry:
@@ -556,8 +546,8 @@ class _FastReader:
             raise _GiveUp  # XLA's lexer reads `name=` as an attribute name
         else:
             name = written
-        # The pattern admits only XLA's name characters; XLA renames type names and a leading "__".
-        if name in self.table or name in _RESERVED or (name[:2] == "__" and not name.startswith("__xla_")):
+        # The pattern admits only XLA's name characters: `renamed` is XLA's rule for those.
+        if name in self.table or name in NOT_NAMES or renamed(name):
             raise _GiveUp
         if shape_text is not None:
             shape = self.shape_cache.get(shape_text) or self._shape_of(shape_text)
@@ -718,7 +708,7 @@ class _FastReader:
         for ref in text.split(", "):
             if ref[0] == "%":
                 ref = ref[1:]
-            elif ref in _RESERVED:
+            elif ref in NOT_NAMES:
                 raise _GiveUp
             op = table.get(ref)
             if op is None:
@@ -735,7 +725,7 @@ class _FastReader:
         for shape_text, ref in _SHAPED_OPERAND.findall(text):
             if ref[0] == "%":
                 ref = ref[1:]
-            elif ref in _RESERVED:
+            elif ref in NOT_NAMES:
                 raise _GiveUp
             op = table.get(ref)
             if op is None:
@@ -803,25 +793,25 @@ class _FastReader:
                 raw[key] = None
                 values[key] = called
                 continue
-            if kind == "string_or_json" and value[0] == "{" and not _json_ok(value):
-                raise _GiveUp
             if key in schema.validated or (checked and key in schema.reads):
                 values[key] = self._typed(kind, value)
-        if "parameter_replication" in values:
-            if _leaf_count(instr.shape) != len(values["parameter_replication"]):
-                raise _GiveUp
-        if "control-predecessors" in values:
-            self.p.control[instr] = values["control-predecessors"]
+            elif key in schema.checked:
+                self._typed(kind, value)  # as the reader would read it, or give up
+        if "parameter_replication" in values or "control-predecessors" in values:
+            try:
+                self.p.generic_checks(values, instr)
+            except _Fail:
+                raise _GiveUp from None
 
     def _called(self, kind: str, value: str):
         pool = self.p.pool
         if kind == "computation":
             return self._computation(pool, value)
-        return tuple(self._computation(pool, ref) for ref in _items(value))
+        return tuple(self._computation(pool, ref) for ref in printed_items(value))
 
     @staticmethod
     def _computation(pool: dict, ref: str) -> HloComputation:
-        if ref[0] != "%" and ref in _RESERVED:
+        if ref[0] != "%" and ref in NOT_NAMES:
             raise _GiveUp  # a keyword or a type, not a name, to XLA's lexer
         entry = pool.get(_plain_name(ref))
         if entry is None:
@@ -829,24 +819,19 @@ class _FastReader:
         return entry[0]
 
     def _typed(self, kind: str, value: str):
-        if kind == "int64":
-            return int_value(value)
-        if kind == "int32":
-            return int(value)
-        if kind == "bool":
-            return value == "true"
-        if kind == "int_list":
-            return [int_value(v) for v in _items(value)]
-        if kind == "string":
-            return unquote(value)
-        if kind in _ENUMS:
-            return value
+        """What the reader of `kind` makes of `value`: from its printed form's function, else read by it."""
+        printed = PRINTED_VALUES.get(kind)
+        if printed is not None and printed[1] is not None:
+            try:
+                return printed[1](value)
+            except ValueError:
+                raise _GiveUp from None
         if kind == "instruction_list":
             table = self.table
             out = []
-            for ref in _items(value):
+            for ref in printed_items(value):
                 instr = table.get(_plain_name(ref))
-                if instr is None or (ref[0] != "%" and ref in _RESERVED):
+                if instr is None or (ref[0] != "%" and ref in NOT_NAMES):
                     raise _GiveUp
                 out.append(instr)
             return out
@@ -856,21 +841,9 @@ class _FastReader:
         """The shape written `text` (each distinct text read once)."""
         shape = self.shape_cache.get(text)
         if shape is None:
-            shape = _plain_array_shape(text) or self._plain_tuple_shape(text) or self._memo_read("shape", text)
+            shape = printed_shape(text, self.shape_cache) or self._memo_read("shape", text)
             self.shape_cache[text] = shape
         return shape
-
-    def _plain_tuple_shape(self, text: str) -> Shape | None:
-        """A tuple of plain array shapes, its elements read as above and checked as tuple elements."""
-        if _PLAIN_TUPLE.fullmatch(text) is None:
-            return None
-        elements = []
-        for element_text in _PLAIN_ARRAY_IN_TUPLE.findall(text):
-            element = self._shape_of(element_text)
-            if shape_problem(element, in_tuple=True) is not None:
-                return None
-            elements.append(element)
-        return Shape("tuple", tuple_shapes=tuple(elements))
 
     def _signature(self, text: str) -> Shape:
         """The result shape of `(name: shape, ...) -> shape`; the parameters' shapes are read, as XLA does,
@@ -901,42 +874,16 @@ class _FastReader:
 
 _MISSING = object()
 # The computation a line calls, as XLA prints it (see `_callee_key`).
-_CALLEE = re.compile(r", (calls|to_apply)=(%?[A-Za-z_][A-Za-z0-9_.\-]*)(?=,|$)")
+_CALLEE = re.compile(rf", (calls|to_apply)=({_REF})(?=,|$)")
 _SHAPES: dict[str, Shape] = {}  # shape text -> its shape, for every text read
 _LITERALS: set[tuple[str, str]] = set()  # (shape text, literal) pairs found valid
 _CACHE_LIMIT = 200_000
-_RESERVED = KEYWORDS | PRIMITIVE_TYPES | {"nan"}
 # Opcodes the token parser reads with its own functions (sugar, chains of state).
 _OWN_READERS = frozenset(_opcodes.READERS) - {"parameter", "constant"}
 _BY_OPCODE: dict[str, _Schema] = {}  # the schema of each opcode whose attributes do not depend on operands
 _BY_ATTRIBUTES: dict[int, _Schema] = {}  # the others: one schema per dict their rule returns
 # Parameters and constants: the generic attributes only, the shape as written.
 _LEAF_RULE = _opcodes.Rule(0, {}, lambda k: k.shape)
-
-
-_DIMENSION = r"(?:0|[1-9][0-9]{0,17})"
-_DIMENSIONS = rf"{_DIMENSION}(?:,{_DIMENSION})*"
-_PLAIN_ARRAY_TEXT = rf"[a-z][a-z0-9]*\[(?:{_DIMENSIONS})?\](?:\{{{_DIMENSIONS}\}})?"
-_PLAIN_ARRAY = re.compile(rf"([a-z][a-z0-9]*)\[((?:{_DIMENSIONS})?)\](?:\{{({_DIMENSIONS})\}})?")
-_DATA_TYPES = PRIMITIVE_TYPES - {"token", "opaque"}
-_TUPLE_ELEMENT = rf"(?:/\*index=[0-9]+\*/)?{_PLAIN_ARRAY_TEXT}"
-_PLAIN_ARRAY_IN_TUPLE = re.compile(_PLAIN_ARRAY_TEXT)
-_PLAIN_TUPLE = re.compile(rf"\((?:{_TUPLE_ELEMENT}(?:,[ \t]*{_TUPLE_ELEMENT})*)?\)")
-
-
-def _plain_array_shape(text: str) -> Shape | None:
-    """`f32[8,16]{1,0}` read directly (what the token parser makes of it); None for anything else."""
-    m = _PLAIN_ARRAY.fullmatch(text)
-    if m is None or m.group(1) not in _DATA_TYPES:
-        return None
-    dims = tuple(map(int, m.group(2).split(","))) if m.group(2) else ()
-    layout = None
-    if m.group(3) is not None:
-        minor_to_major = tuple(map(int, m.group(3).split(",")))
-        if len(minor_to_major) != len(dims):
-            return None
-        layout = Layout(minor_to_major, "")
-    return Shape(m.group(1), dims, (False,) * len(dims), layout)
 
 
 def _read_alone(kind: str, text: str, source: str):
@@ -956,24 +903,11 @@ def _read_alone(kind: str, text: str, source: str):
     return value
 
 
-_JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
-_NOT_BRACE = re.compile(r"[^{}]+")
-
-
-def _json_ok(value: str) -> bool:
-    """Whether XLA's JSON-dict reader takes exactly `value`: braces outside strings close at the end."""
-    braces = _NOT_BRACE.sub("", _JSON_STRING.sub("", value))
-    inner = braces[1:-1]
-    while "{}" in inner:
-        inner = inner.replace("{}", "")
-    return braces[:1] == "{" and braces[-1:] == "}" and not inner
-
-
 _SKIPPED = re.compile(rf"{_STR}|{_COMMENT}|//|/\*")
 _STRING_OR_COMMENT = re.compile(rf"{_STR}|{_COMMENT}")
 # What starts a line that is not the continuation of the one before.
 _STATEMENT_START = re.compile(
-    r"[ \t]*(?:ROOT[ \t]|%?[A-Za-z_][A-Za-z0-9_.\-]*[ \t]*=[ \t]*(?:[a-z][a-z0-9]*\[|\(|[a-z][a-z0-9\-]*\())"
+    rf"[ \t]*(?:ROOT[ \t]|{_REF}[ \t]*=[ \t]*(?:[a-z][a-z0-9]*\[|\(|[a-z][a-z0-9\-]*\())"
 )
 
 
@@ -1013,21 +947,8 @@ def _breaks_outside_strings(joined: str, parts: list[str]) -> bool:
     return True
 
 
-_LIST_SEPARATOR = re.compile(_SEP)
-
-
-def _items(value: str) -> list[str]:
-    """The items of a braced list `{a, b}` (as the patterns above admit it)."""
-    inner = value[1:-1].strip(" \t")
-    return _LIST_SEPARATOR.split(inner) if inner else []
-
-
 def _plain_name(name: str) -> str:
     return name[1:] if name[0] == "%" else name
-
-
-def _leaf_count(shape: Shape) -> int:
-    return sum(_leaf_count(s) for s in shape.tuple_shapes) if shape.is_tuple else 1
 
 
 def entry_layout_shapes(text: str) -> tuple[list[Shape], Shape] | None:
@@ -1035,7 +956,7 @@ def entry_layout_shapes(text: str) -> tuple[list[Shape], Shape] | None:
     reader = _FastReader(text, "<entry_computation_layout>")
     try:
         if _ENTRY_LAYOUT.fullmatch(text) is not None:
-            shapes = [reader._shape_of(t) for t in _LAYOUT_ITEMS.findall(text, 2)]
+            shapes = [reader._shape_of(t) for t in layout_shape_texts(text)]
             return shapes[:-1], shapes[-1]
         return _read_alone("computation_layout", text, "<entry_computation_layout>")
     except _GiveUp:

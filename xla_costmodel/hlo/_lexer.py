@@ -80,8 +80,38 @@ PRIMITIVE_TYPES = frozenset(
     "opaque token".split()
 )
 TYPE_NAMES = PRIMITIVE_TYPES | {"tuple", "buffer"}
+# Identifiers this lexer reads as another kind of token: a name only when written `%name`.
+NOT_NAMES = KEYWORDS | PRIMITIVE_TYPES | {"nan"}
 
-_IDENT = r"[A-Za-z_][A-Za-z0-9_.\-]*"
+# Token pieces. The lexer's pattern below and the fast path's line patterns (`_fastpath`) are built from these,
+# so that what a name, a string or a comment is has one home.
+# An identifier; a name after `%` or before `:`; an attribute name before `=`.
+IDENT_PATTERN = r"[A-Za-z_][A-Za-z0-9_.\-]*"
+# The forms of two tokens that XLA's printer writes, narrower than what the lexer reads: a string in double
+# quotes with the escapes XLA writes, on one line; a block comment on one line (unrolled, so that nothing can
+# backtrack into it: Python 3.11.0-3.11.2's `re` mishandles a possessive group here, `(?:[^*\n]|\*(?!/))*+`
+# finds no comment in "/*index=5*/"). The fast path recognises these and leaves any other to the token parser.
+PRINTED_STRING = r'"[^"\\\n]*+(?:\\(?:[\\"\'ntr?abfv]|[0-3][0-7][0-7])[^"\\\n]*+)*+"'
+ONE_LINE_COMMENT = r"/\*[^*\n]*+(?:\*++[^*/\n][^*\n]*+)*\*++/"
+# What the fast path takes as one run on one line: characters outside strings and brackets that never start
+# another token kind (runs of the usual ones taken at once: the engine loops over a character class much faster
+# than over an alternation), with (ONE_LINE_PLAIN) or without blanks, commas and `/`; and bracketed content up to
+# six levels deep, any closer for any opener (the pattern stays small; values whose brackets matter are read
+# again by the token parser).
+_PLAIN_RUN = r"(?:[A-Za-z0-9_. \t,:=*?#+~<>|&^@;\\]++|%(?=[A-Za-z_])|-(?=[0-9A-Za-z.>])|/(?![/*]))"
+ONE_LINE_PLAIN = r"(?:[A-Za-z0-9_.:*?#+~<>=|&^@;\\]++|%(?=[A-Za-z_])|-(?=[0-9A-Za-z.>]))"
+
+
+def _bracketed(depth: int) -> str:
+    inner = rf"(?:{_PLAIN_RUN}++|{PRINTED_STRING}|{ONE_LINE_COMMENT})*+"
+    for _ in range(depth):
+        inner = rf"(?:{_PLAIN_RUN}++|{PRINTED_STRING}|{ONE_LINE_COMMENT}|[{{\[(]{inner}[}}\])])*+"
+    return inner
+
+
+ONE_LINE_BRACKETED = _bracketed(6)
+
+_IDENT = IDENT_PATTERN
 _FLOAT = r"-?(?:(?:[0-9]+|[0-9]+\.[0-9]*|[0-9]*\.[0-9]+)[eE][+\-]?[0-9]+|[0-9]+\.[0-9]*|[0-9]*\.[0-9]+)"
 _DIMLABELS = r"[0-9bf?]{2,}_[0-9io?]{2,}->[0-9bf?]{2,}"
 _PAD = r"-?[0-9]+_-?[0-9]+(?:_[0-9]+)?(?:x-?[0-9]+_-?[0-9]+(?:_[0-9]+)?)*"

@@ -37,6 +37,13 @@ def sanitized(name: str) -> str:
     return result
 
 
+def renamed(name: str) -> bool:
+    """Whether `sanitized(name) != name` for a name XLA's lexer read (name characters only): a type name, or
+    one starting with `__` but not `__xla_`. The token parser refuses such an instruction name and renames such
+    a computation; the fast path leaves both to it."""
+    return name in PRIMITIVE_TYPES or (name[:2] == "__" and not name.startswith("__xla_"))
+
+
 class NameUniquer:
     """XLA's `NameUniquer` with separator `.`: one id generator per name root."""
 

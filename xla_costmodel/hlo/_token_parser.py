@@ -20,6 +20,15 @@ are made unique across the module as XLA does (`_names`).
 
 The entry points (`parse_hlo`, `load_hlo`) are in `_parser`, which tries the
 line-oriented fast path (`_fastpath`) first and runs the verifier (`_verifier`).
+
+This module and the ones it reads (`_lexer`, `_names`, `_values`, `_opcodes`)
+are the one home of what HLO text means; the fast path compiles its patterns
+from them and calls them (see `_fastpath`'s note, "One parser design"). Here:
+the printed forms of values (`printed_value`, filled by `_values`) and of
+shapes (`printed_shape`, which `Parser.shape` uses too), the JSON dict
+scanner (`json_dict_end`), the header and computation attribute tables
+(`HEADER_ATTRIBUTES`, `COMPUTATION_ATTRIBUTES`) and the generic attribute
+checks (`Parser.generic_checks`), each used by both readers.
 """
 
 from __future__ import annotations
@@ -33,15 +42,14 @@ from ._ir import HloComputation, HloInstruction, HloModule
 from ._lexer import (
     ARROW, ASTERISK, ATTRNAME, COLON, COMMA, DECIMAL, DOTS, EQUAL, INT, IDENT,
     KEYWORD, LBRACE, LEQ, LPAREN, LSQUARE, NAME, NEGINF, OCTOTHORP, PLUS, PRIMITIVE, QUESTION,
-    RBRACE, RPAREN, RSQUARE, STRING, TILDE, KIND_NAMES, Tokens, int_value, unquote,
+    RBRACE, RPAREN, RSQUARE, STRING, TILDE, KIND_NAMES, PRIMITIVE_TYPES, Tokens, int_value, unquote,
 )
-from ._lexer import PRIMITIVE_TYPES as _TYPE_NAMES
 from ._literal import check_literal_value
-from ._names import NameUniquer, kept_as_written, sanitized
+from ._names import NameUniquer, kept_as_written, renamed, sanitized
 from ._opcodes import Create, _Builder
 from ._shape import Layout, Shape
 
-__all__ = ["Parser", "shape_problem", "value_parser"]
+__all__ = ["Parser", "json_dict_end", "printed_value", "shape_problem", "value_parser"]
 
 MAX_RECURSION_DEPTH = 256  # nested tuples, nested instructions, nested computations
 _MAIN_THREAD = "main"
@@ -187,23 +195,8 @@ class Parser:
         if not self.at(LBRACE):
             raise self.fail("expects JSON dict")
         text = self.text
-        pos = self.starts[i] + 1
-        depth = 1
-        n = len(text)
-        while pos < n and depth:
-            c = text[pos]
-            if c == '"':
-                m = _JSON_STRING.match(text, pos)
-                if m is None:
-                    raise self.fail("expects JSON dict", i)
-                pos = m.end()
-                continue
-            if c == "{":
-                depth += 1
-            elif c == "}":
-                depth -= 1
-            pos += 1
-        if depth:
+        pos = json_dict_end(text, self.starts[i])
+        if pos is None:
             raise self.fail("expects JSON dict", i)
         self.i = self.tok.resync(pos)
         return text[self.starts[i] : pos]
@@ -255,7 +248,7 @@ class Parser:
         self.i += 1
         name = self.name()
         spans: dict[str, tuple[int, int]] = {}
-        values = self.attributes(_HEADER_ATTRIBUTES, spans)
+        values = self.attributes(HEADER_ATTRIBUTES, spans)
         texts = {k: self.text[s:e] for k, (s, e) in sorted(spans.items(), key=lambda kv: kv[1])}
         return name, texts, values
 
@@ -340,13 +333,17 @@ class Parser:
         comp = self.instruction_list(name)
         if shape is not None and not comp.root.shape.compatible(shape):
             raise self.fail(signature_mismatch(name, shape, comp), shape_index)
-        values = self.attributes({"execution_thread": (False, "string")}, {})
-        if "execution_thread" in values:
-            comp.execution_thread = values["execution_thread"]
+        self.computation_attributes(comp, self.attributes(COMPUTATION_ATTRIBUTES, {}))
         if name in self.pool:
             raise self.fail(f"computation already exists: {name}", name_index)
         self.pool[name] = (comp, name_index)
         return comp, is_entry, entry_index
+
+    @staticmethod
+    def computation_attributes(comp: HloComputation, values: dict) -> None:
+        """What the attributes after a computation's closing brace set (the fast path's too)."""
+        if "execution_thread" in values:
+            comp.execution_thread = values["execution_thread"]
 
     def instruction_list(self, name: str) -> HloComputation:
         self.enter()
@@ -423,7 +420,7 @@ class Parser:
             if clean != name:
                 raise self.fail(f"illegal instruction name: {name}; suggest renaming to: {clean}", name_index)
             instr.name = name
-            self.generic_checks(c, instr)
+            self.generic_checks(c.values, instr)
             if name in builder.table:
                 raise self.fail(f"instruction already exists: {name}", name_index)
             builder.table[name] = (instr, name_index)
@@ -437,10 +434,10 @@ class Parser:
         ops = _ops
         return ops.READERS.get(c.opcode, ops.read_standard)(self, c)
 
-    def generic_checks(self, c: Create, instr: HloInstruction) -> None:
-        values = c.values
+    def generic_checks(self, values: dict, instr: HloInstruction) -> None:
+        """The checks of the attributes every opcode takes, on their values (the fast path's too)."""
         if "parameter_replication" in values:
-            leaves = _leaf_count(instr.shape)
+            leaves = leaf_count(instr.shape)
             if leaves != len(values["parameter_replication"]):
                 raise self.fail(
                     f"parameter has {leaves} leaf buffers, but parameter_replication has "
@@ -637,8 +634,9 @@ class Parser:
                         j = j + 1 if j < n and kinds[j] == RBRACE else -1
                     if j > 0:
                         key = self.text[self.starts[i] : self.ends[j - 1]]
-                        cached = self.shape_cache.get(key)
+                        cached = self.shape_cache.get(key) or printed_shape(key)
                         if cached is not None:
+                            self.shape_cache[key] = cached
                             self.i = j
                             return cached
                         shape = self._shape()
@@ -1002,7 +1000,7 @@ class Parser:
         comp_names = NameUniquer()
         instr_names = NameUniquer()
         # Computation names as the lexer read them: clean but for type names and a leading "__".
-        new_names = comp_names.unique_all([c.name if _is_clean(c.name) else sanitized(c.name) for c in comps])
+        new_names = comp_names.unique_all([sanitized(c.name) if renamed(c.name) else c.name for c in comps])
         # Instruction names are clean: the parser refused the ones XLA would rename. Those of a module XLA
         # wrote are unique already: then nothing is renamed.
         renames = not kept_as_written([instr.name for comp in comps for instr in comp.instructions])
@@ -1036,8 +1034,53 @@ class Parser:
         return module
 
 
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-_HEADER_ATTRIBUTES = {
+_JSON_STRING_TEXT = r'"[^"\\]*+(?:\\.[^"\\]*+)*+"'
+_JSON_STRING = re.compile(_JSON_STRING_TEXT)
+_JSON_PLAIN = re.compile(r'[^"{}]+')
+
+
+def _json_nested(depth: int) -> str:
+    inner = rf'(?:[^"{{}}]++|{_JSON_STRING_TEXT})*+'
+    for _ in range(depth):
+        inner = rf'(?:[^"{{}}]++|{_JSON_STRING_TEXT}|\{{{inner}\}})*+'
+    return rf"\{{{inner}\}}"
+
+
+# A JSON dict nested up to 8 levels, in one match (the loop below reads deeper ones).
+_JSON_DICT = re.compile(_json_nested(8))
+
+
+def json_dict_end(text: str, pos: int) -> int | None:
+    """Where the JSON dict opening at `text[pos]` ('{') ends: its braces balanced outside strings, as XLA's
+    LexJsonDict reads it; None if it does not close. (Both readers check a JSON value with this.)"""
+    m = _JSON_DICT.match(text, pos)
+    if m is not None:
+        return m.end()
+    depth = 0
+    n = len(text)
+    while pos < n:
+        c = text[pos]
+        if c == '"':
+            m = _JSON_STRING.match(text, pos)
+            if m is None:
+                return None
+            pos = m.end()
+        elif c == "{":
+            depth += 1
+            pos += 1
+        elif c == "}":
+            depth -= 1
+            pos += 1
+            if not depth:
+                return pos
+        else:
+            pos = _JSON_PLAIN.match(text, pos).end()
+    return None
+
+
+# The attributes after a computation's closing brace.
+COMPUTATION_ATTRIBUTES = {"execution_thread": (False, "string")}
+HEADER_ATTRIBUTES = {
     "is_scheduled": (False, "bool"),
     "replica_count": (False, "int64"),
     "num_partitions": (False, "int64"),
@@ -1050,11 +1093,6 @@ _HEADER_ATTRIBUTES = {
     "allow_spmd_sharding_propagation_to_output": (False, "bool_list_or_bool"),
     "origin_recovery_table": (False, "original_value_recovery_table"),
 }
-
-
-def _is_clean(name: str) -> bool:
-    """Whether `sanitized(name) == name` for a name XLA's lexer read."""
-    return name not in _TYPE_NAMES and not (name[:2] == "__" and not name.startswith("__xla_"))
 
 
 def signature_mismatch(name: str, shape: Shape, comp: HloComputation) -> str:
@@ -1073,9 +1111,9 @@ def _human(shape: Shape, with_layout: bool = False) -> str:
     return str(shape if with_layout else shape.without_layout())
 
 
-def _leaf_count(shape: Shape) -> int:
+def leaf_count(shape: Shape) -> int:
     if shape.is_tuple:
-        return sum(_leaf_count(s) for s in shape.tuple_shapes)
+        return sum(leaf_count(s) for s in shape.tuple_shapes)
     return 1
 
 
@@ -1155,7 +1193,57 @@ def shape_problem(shape: Shape, in_tuple: bool = False) -> str | None:
     return None
 
 
+# The form XLA prints of a shape, read from its text by `printed_shape` (the fast path reads shapes so; so does
+# `Parser.shape` for an array shape written so): dimensions and layouts of numbers within int64, no dynamic
+# dimensions or layout tails; tuple elements after `/*index=N*/` comments as XLA's printer writes them.
+_DIMENSION = r"(?:0|[1-9][0-9]{0,17})"
+_DIMENSIONS = rf"{_DIMENSION}(?:,{_DIMENSION})*"
+_PRINTED_ARRAY_TEXT = rf"[a-z][a-z0-9]*\[(?:{_DIMENSIONS})?\](?:\{{{_DIMENSIONS}\}})?"
+_PRINTED_ARRAY = re.compile(rf"([a-z][a-z0-9]*)\[((?:{_DIMENSIONS})?)\](?:\{{({_DIMENSIONS})\}})?")
+_PRINTED_ARRAY_IN_TUPLE = re.compile(_PRINTED_ARRAY_TEXT)
+_TUPLE_ELEMENT = rf"(?:/\*index=[0-9]+\*/)?{_PRINTED_ARRAY_TEXT}"
+_PRINTED_TUPLE = re.compile(rf"\((?:{_TUPLE_ELEMENT}(?:,[ \t]*{_TUPLE_ELEMENT})*)?\)")
+_DATA_TYPES = PRIMITIVE_TYPES - {"token", "opaque"}
+
+
+def printed_shape(text: str, cache: dict | None = None) -> Shape | None:
+    """The shape `Parser.shape` reads from `text` where it is in the form XLA prints, read from the text alone;
+    None for any other text (the parser reads it, and refuses it if XLA does). `cache`: shapes by text, for the
+    elements of a tuple."""
+    if text[:1] != "(":
+        return _printed_array(text)
+    if _PRINTED_TUPLE.fullmatch(text) is None:
+        return None
+    elements = []
+    for element_text in _PRINTED_ARRAY_IN_TUPLE.findall(text):
+        element = (cache.get(element_text) if cache is not None else None) or _printed_array(element_text)
+        if element is None or shape_problem(element, in_tuple=True) is not None:
+            return None
+        if cache is not None:
+            cache[element_text] = element
+        elements.append(element)
+    return Shape("tuple", tuple_shapes=tuple(elements))
+
+
+def _printed_array(text: str) -> Shape | None:
+    m = _PRINTED_ARRAY.fullmatch(text)
+    if m is None or m.group(1) not in _DATA_TYPES:
+        return None
+    dims = tuple(map(int, m.group(2).split(","))) if m.group(2) else ()
+    layout = None
+    if m.group(3) is not None:
+        minor_to_major = tuple(map(int, m.group(3).split(",")))
+        if len(minor_to_major) != len(dims):
+            return None  # the parser says why
+        layout = Layout(minor_to_major, "")
+    return Shape(m.group(1), dims, (False,) * len(dims), layout)
+
+
 _VALUE_PARSERS: dict = {}
+# The forms XLA prints of some value types (see `printed_value`): type -> (pattern, value, checked).
+PRINTED_VALUES: dict[str, tuple[str, object, bool]] = {}
+
+
 def value_parser(*types: str):
     """Register a parser for attribute values of the given types (XLA's AttrTy)."""
 
@@ -1167,3 +1255,10 @@ def value_parser(*types: str):
     return register
 
 
+def printed_value(kind: str, pattern: str, value=None, checked: bool = False) -> None:
+    """Register the form XLA prints of values of type `kind`, next to their reader (`_values`): `pattern`, a
+    regular expression of texts the reader accepts; `value`, the function from such a text to what the reader
+    returns (None: the fast path reads the text with the reader, or resolves its names itself); `checked`: the
+    pattern admits texts the reader refuses, and `value` raises ValueError for those. The fast path
+    (`_fastpath`) builds its attribute patterns from these forms."""
+    PRINTED_VALUES[kind] = (pattern, value, checked)

@@ -8,11 +8,16 @@ The graph keeps the value's text, and `_attributes` interprets it on demand.
 
 from __future__ import annotations
 
+import re
+
 from ._lexer import (
     ASTERISK, ATTRNAME, COLON, COMMA, DECIMAL, DIMLABELS, DXD, EQUAL, IDENT, INT, KEYWORD, LBRACE, LEQ, LPAREN,
     LSQUARE, NAME, NEGINF, PAD, QUESTION, RBRACE, RPAREN, RSQUARE, STRING, int_value, unquote,
 )
-from ._token_parser import _FLOAT_MAX, _INT32_MAX, _INT32_MIN, Parser, value_parser
+from ._lexer import IDENT_PATTERN, ONE_LINE_BRACKETED, PRINTED_STRING
+from ._token_parser import (
+    _FLOAT_MAX, _INT32_MAX, _INT32_MIN, PRINTED_VALUES, Parser, json_dict_end, printed_value, value_parser,
+)
 
 # Enumerations as XLA spells them. Case-insensitive ones (XLA's StringToEnum) are lower case here.
 FUSION_KINDS = frozenset({"kLoop", "kInput", "kOutput", "kCustom"})
@@ -1003,3 +1008,76 @@ def _sparsity(p: Parser):
                 break
     p.expect(RBRACE, "expects '}' at the end of SparsityConfig")
     return True
+
+
+# -- the forms XLA prints ------------------------------------------------------------------------------------
+# For the fast path (`_fastpath`), which recognises these forms in a line and reads the values from their text;
+# any other text of a value is read by the readers above. Each form is a subset of what its reader accepts (a
+# form marked `checked` is not, and its function raises ValueError where the reader would refuse).
+
+_INT = r"-?[0-9]{1,18}"  # within int64 whatever the digits
+_INT32 = r"-?[0-9]{1,9}"  # within int32 whatever the digits
+_SEP = r"[ \t]*,[ \t]*"
+_SEPARATOR = re.compile(_SEP)
+_REF = rf"%?{IDENT_PATTERN}"
+
+
+def _listed(item: str, empty: bool = True) -> str:
+    """A braced list of `item`s, as the readers' `listing` reads one (none at all only if `empty`)."""
+    items = rf"{item}(?:{_SEP}{item})*"
+    return rf"\{{[ \t]*{f'(?:{items})?' if empty else items}[ \t]*\}}"
+
+
+def printed_items(text: str) -> list[str]:
+    """The items of a braced list in a form `_listed` admits."""
+    inner = text[1:-1].strip(" \t")
+    return _SEPARATOR.split(inner) if inner else []
+
+
+def _one_of(values) -> str:
+    return "|".join(sorted(map(str, values), key=lambda v: (-len(v), v)))  # the longest first: none a prefix
+
+
+def _string_or_json(text: str) -> str:
+    if text[0] == '"':
+        return unquote(text)
+    if json_dict_end(text, 0) != len(text):
+        raise ValueError("not a JSON dict as XLA reads one")
+    return text
+
+
+printed_value("int64", _INT, int_value)
+printed_value("int32", _INT32, int)
+printed_value("bool", "true|false", lambda text: text == "true")
+printed_value("string", PRINTED_STRING, unquote)
+printed_value("int_list", _listed(_INT), lambda text: [int_value(v) for v in printed_items(text)])
+printed_value("int_list_list", _listed(_listed(_INT)))
+# Names: the fast path resolves them in its own tables.
+printed_value("computation", _REF)
+printed_value("computation_list", _listed(_REF))
+printed_value("instruction_list", _listed(_REF, empty=False))
+printed_value("string_or_json", rf"{PRINTED_STRING}|\{{{ONE_LINE_BRACKETED}\}}", _string_or_json, checked=True)
+for _kind, _allowed in (("fusion_kind", FUSION_KINDS), ("comparison_direction", COMPARISON_DIRECTIONS),
+                       ("comparison_type", COMPARISON_TYPES), ("comparison_order", COMPARISON_ORDERS),
+                       ("fft_type", FFT_TYPES), ("padding_type", PADDING_TYPES)):
+    printed_value(_kind, _one_of(_allowed), str)
+printed_value("profile_types", rf"\{{(?:(?:{_one_of(PROFILE_TYPES)})(?:,(?:{_one_of(PROFILE_TYPES)}))*)?\}}")
+# Metadata: its sub-attributes in the order XLA prints them, each at most once (as XLA requires), blank-separated.
+printed_value("metadata", r"\{[ \t]*" + "".join(
+    rf"(?:{key}=(?:{PRINTED_VALUES[kind][0]})[ \t]*)?" for key, (_, kind) in _METADATA.items()
+) + r"\}")
+# An entry computation layout: `{(shape, ...)->shape}`, tuple elements after `/*index=N*/` as XLA's printer writes
+# them; each array shape taken as far as it reaches (`layout_shape_texts`), then read as a shape (the fast path
+# gives up on one the shape reader refuses).
+_LAYOUT_SHAPE = r"[a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{[0-9,]*(?::[^{}\n]*)?\})?"
+_INDEX_COMMENT = r"(?:/\*index=[0-9]+\*/)?"
+_LAYOUT_ITEM = (
+    rf"{_INDEX_COMMENT}({_LAYOUT_SHAPE}|\((?:{_LAYOUT_SHAPE}(?:,[ \t]*{_INDEX_COMMENT}{_LAYOUT_SHAPE})*)?\))"
+)
+_LAYOUT_ITEMS = re.compile(_LAYOUT_ITEM)
+printed_value("computation_layout", rf"\{{\((?:{_LAYOUT_ITEM}(?:,[ \t]*{_LAYOUT_ITEM})*)?\)->{_LAYOUT_ITEM}\}}")
+
+
+def layout_shape_texts(text: str) -> list[str]:
+    """The texts of the parameter shapes, then of the result shape, of a computation layout in its printed form."""
+    return _LAYOUT_ITEMS.findall(text, 2)
