@@ -25,6 +25,7 @@ from ..models import prices_by_content
 from ..models import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
 from ._cse import eliminate_common_subexpressions
 from ._copy_insertion import fuse_copies, insert_root_copies
+from ._loop_copies import insert_loop_copies
 from ._legality import RULES, LegalityChecker
 from ._multi_output import MultiOutputFusionPass, _sort_operands_first
 from ._pair_cache import PairCache
@@ -666,16 +667,20 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
 
 
 def _insert_copies(work: HloModule, cost_model, dev, names, origin) -> list[tuple]:
-    """Copy insertion at the entry root, then XLA:GPU's copy fusion: rows of `FusionResult.copies`."""
-    added = insert_root_copies(work)
+    """Copy insertion (around loops, then at the entry root), then XLA:GPU's copy fusion: rows of
+    `FusionResult.copies`."""
+    added = insert_loop_copies(work) + insert_root_copies(work)
     if not added:
         return []
     merger = MultiOutputFusionPass(cost_model, dev, names=names, origin=origin)
     merger.comp = work.entry
 
-    def merge(copy, producer):
+    def merge(copies, producer):
         kind = producer.fusion_kind if producer.opcode == "fusion" else "kLoop"
-        return merger._merge(make_fusion(copy, kind, names=names), producer, None)
+        into = make_fusion(copies[0], kind, names=names)
+        for copy in copies[1:]:  # the copies first merge as siblings (all read the producer)
+            into = merger._merge(into, make_fusion(copy, kind, names=names), None)
+        return merger._merge(into, producer, None)
 
     into = dict(fuse_copies(work, merge))
     if into:
