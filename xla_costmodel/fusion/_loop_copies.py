@@ -232,8 +232,8 @@ class _Inserter:
         comp.add_instruction(copy, before=comp.instructions[at] if at < len(comp.instructions) else None)
         for gte in elements:
             for user in list(gte.users):
-                if user is copy:
-                    continue
+                if user is copy or user is comp.root:
+                    continue  # the root's own copy of an element it moves is `"body-moved"`
                 for k, op in enumerate(user.operands):
                     if op is gte:
                         user.replace_operand(k, copy)
@@ -268,8 +268,9 @@ class _Inserter:
     def body_copies(self, body, param, root, elements, moved) -> None:
         edges = _Edges({})
         seen_values: set[int] = set()
+        values = {i: forwarded(root.operands[i]) for i in moved}  # before any copy changes them
         for i in moved:
-            value = forwarded(root.operands[i])
+            value = values[i]
             j = _element_of(param, value)
             if value.opcode == "constant":
                 self.copy_operand(root, i, "read-only", i)
