@@ -285,6 +285,11 @@ class FusionResult:
       `TreeReductionRewriter`: reductions that are not race-free split in two,
       `fusion._tree_reduction.ReductionSplit`); the step
       log starts after them, and `time_before_s` prices the rewritten module.
+    - `copies`: one row per copy copy insertion added (`simulate_fusion(copy_insertion=)`):
+      `computation`, `index` (the output, loop-state or branch element), `copy`, `of`, `reason`
+      (`fusion._loop_copies`: "body-read-after-write", "body-moved", "body-replicated",
+      "init-live", "init-replicated", "branch-forwarded"; both: "read-only"; at the entry root:
+      "replicated") and `fused_into` (the fusion copy fusion made it an output of, or "").
     """
 
     module: HloModule
@@ -508,10 +513,13 @@ def simulate_fusion(
       operand merged into one, then producers kept as an extra output of a
       consumer where the model says it pays); False stops after priority fusion
       (the module XLA dumps as `after_priority-fusion`).
-    - `copy_insertion`: last, add the copies XLA's copy insertion adds at the entry's root
-      (`fusion._copy_insertion`: an output that is a constant or an unaliased parameter, or a
-      buffer already at an earlier output, gets its own `copy` kernel; XLA:GPU's copy fusion
-      then folds a copy of a fusion's output into that fusion); `FusionResult.copies` lists them.
+    - `copy_insertion`: last, add the copies XLA's copy insertion leaves: around `while` loops
+      and in `conditional` branches (`fusion._loop_copies`: a loop element whose old value is
+      still read after its new one is written, an init still read after the loop or read-only, a
+      branch returning its operand), then at the entry's root (`fusion._copy_insertion`: an
+      output that is a constant or an unaliased parameter, or a buffer already at an earlier
+      output, gets its own `copy` kernel); XLA:GPU's copy fusion then folds the entry's copies
+      of a fusion's output into that fusion; `FusionResult.copies` lists them (`reason` says why).
       None (default): when the pipeline runs to its end (`multi_output`); False leaves the
       root as fusion made it.
     - `cse`: before fusing, merge identical instructions and remove unread ones, as XLA's
