@@ -262,10 +262,10 @@ class _Inserter:
         moved = [i for i in moved if i not in dead]
         if not moved:
             return
-        self.body_copies(body, param, root, elements, moved)
+        self.body_copies(body, param, root, elements, moved, dead)
         self.init_copies(loop, init, moved)
 
-    def body_copies(self, body, param, root, elements, moved) -> None:
+    def body_copies(self, body, param, root, elements, moved, dead=frozenset()) -> None:
         edges = _Edges({})
         seen_values: set[int] = set()
         values = {i: forwarded(root.operands[i]) for i in moved}  # before any copy changes them
@@ -290,7 +290,9 @@ class _Inserter:
                     if reader is writer or reader.computation is not body:
                         continue
                     if reader is root:
-                        late = True  # the old value is also stored at another index
+                        # the old value is also stored at another (live) element
+                        late |= any(_element_of(param, forwarded(v)) == i for k, v in enumerate(root.operands)
+                                    if k != i and k not in dead)
                         continue
                     if edges.reaches(writer, reader):
                         late = True  # LoopScheduleLinearizer cannot order it before the write
