@@ -28,6 +28,11 @@ follow, not from XLA's live-range analysis itself:
 - A `conditional` whose output element differs between branches: a branch returning its own
   parameter's element, or a constant, copies it (`AddCopiesForConditional`, `"branch-forwarded"`).
 
+An element nothing reads after the loop, nor the condition, and whose old value feeds only its
+own new value is dead: XLA's `WhileLoopSimplifier` removed it before fusion, so it gets no copy.
+An element or output that already holds a copy (a module through XLA's copy insertion) is left
+alone, so the pass adds nothing the second time.
+
 Values are followed through what defines no value on XLA:GPU (tuples and their
 `get-tuple-element`s, bitcasts and layout-only reshapes/transposes), as `_copy_insertion` does.
 Not simulated: nested tuples in a loop state (left alone), `AddCopiesForInPlaceOperation` outside
@@ -256,8 +261,8 @@ class _Inserter:
         for i, value in enumerate(root.operands):
             if not value.shape.is_array:
                 continue
-            if _element_of(param, forwarded(value)) != i:
-                moved.append(i)
+            if _element_of(param, forwarded(value)) != i and value.opcode != "copy" and init.operands[i].opcode != "copy":
+                moved.append(i)  # (an element copied already, by XLA or an earlier run, is left alone)
         dead = _dead_elements(loop, body, param, root, elements, moved)
         moved = [i for i in moved if i not in dead]
         if not moved:
@@ -268,7 +273,9 @@ class _Inserter:
     def body_copies(self, body, param, root, elements, moved, dead=frozenset()) -> None:
         edges = _Edges({})
         seen_values: set[int] = set()
-        values = {i: forwarded(root.operands[i]) for i in moved}  # before any copy changes them
+        before = [forwarded(v) for v in root.operands]  # the root's values before any copy changes them
+        values = {i: before[i] for i in moved}
+        old_readers = {i: [r for gte in elements.get(i, []) for r in _readers(gte)] for i in moved}
         for i in moved:
             value = values[i]
             j = _element_of(param, value)
@@ -285,19 +292,17 @@ class _Inserter:
             writer = value if value.opcode != "get-tuple-element" else forwarded(value.operands[0])
             old = elements.get(i, [])
             late = False
-            for gte in old:
-                for reader in _readers(gte):
-                    if reader is writer or reader.computation is not body:
-                        continue
-                    if reader is root:
-                        # the old value is also stored at another (live) element
-                        late |= any(_element_of(param, forwarded(v)) == i for k, v in enumerate(root.operands)
-                                    if k != i and k not in dead)
-                        continue
-                    if edges.reaches(writer, reader):
-                        late = True  # LoopScheduleLinearizer cannot order it before the write
-                    else:
-                        edges.succ.setdefault(id(reader), []).append(writer)
+            for reader in old_readers[i]:
+                if reader is writer or reader.computation is not body or reader.opcode == "copy":
+                    continue  # (a copy already reading the old value is what keeps it)
+                if reader is root:
+                    # the old value is also stored at another (live) element
+                    late |= any(_element_of(param, v) == i for k, v in enumerate(before) if k != i and k not in dead)
+                    continue
+                if edges.reaches(writer, reader):
+                    late = True  # LoopScheduleLinearizer cannot order it before the write
+                else:
+                    edges.succ.setdefault(id(reader), []).append(writer)
             if late and old:
                 self.copy_element(old, "body-read-after-write", i)
 
@@ -310,11 +315,11 @@ class _Inserter:
             if not operand.shape.is_array:
                 continue
             value = forwarded(operand)
-            if self.read_only(value):
-                if id(value) not in copied_read_only:
-                    copied_read_only.add(id(value))
-                    self.copy_operand(init, i, "read-only", i)
-                    continue
+            if self.read_only(value) and id(value) not in copied_read_only:
+                copied_read_only.add(id(value))
+                seen_values.add(id(value))
+                self.copy_operand(init, i, "read-only", i)
+                continue
             if id(value) in seen_values:
                 self.copy_operand(init, i, "init-replicated", i)
                 continue
@@ -351,6 +356,8 @@ class _Inserter:
         else:
             return
         for i, outputs in slots:
+            if any(o.opcode == "copy" for o in outputs):
+                continue  # copied already
             values = [forwarded(o) for o in outputs]
             if not all(v.shape.is_array for v in values) or len({id(v) for v in values}) == 1:
                 continue  # the same value whatever the branch: no phi, no copy
