@@ -41,19 +41,18 @@ loops, and CopyRemover's finer cases (a copy kept between two loops sharing a bu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..hlo import HloComputation, HloInstruction, HloModule
 from ._copy_insertion import RootCopy, aliased_parameters, forwarded
 
 __all__ = ["insert_loop_copies"]
 
 
-@dataclass
 class _Edges:
-    """Control edges added by the simulated `LoopScheduleLinearizer` in one body (reader -> writer)."""
+    """Control edges added by the simulated `LoopScheduleLinearizer` in one body (reader -> writer);
+    mutable state of one pass over one body, hence no dataclass."""
 
-    succ: dict
+    def __init__(self, succ: dict):
+        self.succ = succ
 
     def reaches(self, start: HloInstruction, goal: HloInstruction) -> bool:
         """Whether `goal` depends on `start` through operands or the control edges added so far."""
@@ -106,8 +105,8 @@ def _reaches(start: HloInstruction, goal: HloInstruction) -> bool:
 
 
 def _branch_element(branch: HloComputation, value: HloInstruction) -> int | None:
-    """`()`-less index of the branch parameter that `value` (forwarded) is: -1 for the whole
-    parameter, the element's index for a `get-tuple-element` of it, else None."""
+    """Which part of the branch's parameter `value` (forwarded) is: -1 for the whole parameter,
+    the element's index for a `get-tuple-element` of it, else None."""
     if value.opcode == "parameter" and value.computation is branch:
         return -1
     if value.opcode == "get-tuple-element" and value.operands:
