@@ -201,7 +201,8 @@ def copy_fusion_producer(producer: HloInstruction) -> bool:
     return _only_elementwise_from_parameters(producer)
 
 
-def fuse_copies(module: HloModule, merge: Callable[[list[HloInstruction], HloInstruction], HloInstruction]) -> list[tuple]:
+def fuse_copies(module: HloModule,
+                merge: Callable[[list[HloInstruction], HloInstruction], HloInstruction]) -> list[tuple]:
     """XLA:GPU's `CopyFusion` on the entry computation of `module`, in place.
 
     `merge(copies, producer)` makes the multi-output fusion of `producer` and every copy of its

@@ -260,7 +260,8 @@ class _Inserter:
         for i, value in enumerate(root.operands):
             if not value.shape.is_array:
                 continue
-            if _element_of(param, forwarded(value)) != i and value.opcode != "copy" and init.operands[i].opcode != "copy":
+            copied = value.opcode == "copy" or init.operands[i].opcode == "copy"
+            if _element_of(param, forwarded(value)) != i and not copied:
                 moved.append(i)  # (an element copied already, by XLA or an earlier run, is left alone)
         dead = _dead_elements(loop, body, param, root, elements, moved)
         moved = [i for i in moved if i not in dead]
