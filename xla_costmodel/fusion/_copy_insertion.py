@@ -20,9 +20,10 @@ output of that fusion when only elementwise instructions read the fusion's param
 is no reduction, scatter or dynamic-update-slice: the copy stops being a kernel of its own
 (`fuse_copies`). A copy of a constant or a parameter stays a kernel.
 
-Not simulated: copies inside loops (`AddCopiesForWhile`, then `RemoveUnnecessaryCopies`), and copy
-fusion into a multi-output fusion (a copy of its `get-tuple-element`) or of a second copy of one
-output.
+Every copy of one producer becomes an output of it (an init of zeros copied into 13 elements of a
+loop's state: one fusion with 14 outputs). The copies `while` loops and conditionals need are
+`fusion._loop_copies`'s. Not simulated: copy fusion into a multi-output fusion (a copy of its
+`get-tuple-element`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from ..analysis.opcodes import is_elementwise
 from ..analysis.shapes import reshape_is_bitcast, transpose_is_bitcast
 from ..hlo import HloInstruction, HloModule
 
-__all__ = ["RootCopy", "fuse_copies", "insert_root_copies"]
+__all__ = ["RootCopy", "aliased_parameters", "forwarded", "fuse_copies", "insert_root_copies"]
 
 #: `input_output_alias={ {0}: (1, {}, may-alias), ... }`: the parameter numbers aliased with an output
 _ALIASED_PARAMETER = re.compile(r"\}\s*:\s*\(\s*(\d+)\s*,")
@@ -65,8 +66,34 @@ def _forwarded(instr: HloInstruction) -> HloInstruction:
             instr = instr.operands[0]
         elif op == "get-tuple-element" and instr.operands and instr.operands[0].opcode == "tuple":
             instr = instr.operands[0].operands[int(instr.attribute("index"))]
+        elif op == "get-tuple-element" and instr.operands and instr.operands[0].opcode == "while":
+            # an element the loop passes through unchanged is its init's value (`HloDataflowAnalysis`)
+            passed = _passed_through(instr.operands[0], int(instr.attribute("index")))
+            if passed is None:
+                return instr
+            instr = passed
         else:
             return instr
+
+
+#: the public name, for `fusion._loop_copies`
+forwarded = _forwarded
+
+
+def _passed_through(loop: HloInstruction, index: int) -> HloInstruction | None:
+    """The init element of `loop` at `index` when its body returns its parameter's element there unchanged."""
+    body = loop.attribute("body", None)
+    init = loop.operands[0] if loop.operands else None
+    if body is None or body.root is None or body.root.opcode != "tuple" or init is None or init.opcode != "tuple":
+        return None
+    params = body.parameters
+    if not params or index >= len(body.root.operands) or index >= len(init.operands):
+        return None
+    value = _forwarded(body.root.operands[index])
+    if (value.opcode == "get-tuple-element" and value.operands and value.operands[0] is params[0]
+            and int(value.attribute("index")) == index):
+        return init.operands[index]
+    return None
 
 
 def _relabels(instr: HloInstruction) -> bool:
@@ -174,11 +201,13 @@ def copy_fusion_producer(producer: HloInstruction) -> bool:
     return _only_elementwise_from_parameters(producer)
 
 
-def fuse_copies(module: HloModule, merge: Callable[[HloInstruction, HloInstruction], HloInstruction]) -> list[tuple]:
+def fuse_copies(module: HloModule,
+                merge: Callable[[list[HloInstruction], HloInstruction], HloInstruction]) -> list[tuple]:
     """XLA:GPU's `CopyFusion` on the entry computation of `module`, in place.
 
-    `merge(copy, producer)` makes the multi-output fusion of a copy and the producer it copies
-    (the copy's output and the producer's). **Returns:** `(copy, producer)` names, one per copy fused.
+    `merge(copies, producer)` makes the multi-output fusion of `producer` and every copy of its
+    output in `copies` (the producer's output, then one per copy), as `CopyFusion` does.
+    **Returns:** `(copy, producer)` names, one per copy fused.
     """
     entry = module.entry
     if entry is None:
@@ -190,9 +219,7 @@ def fuse_copies(module: HloModule, merge: Callable[[HloInstruction, HloInstructi
         copies = [u for u in producer.users if u.opcode == "copy" and u.shape == producer.shape]
         if not copies or not copy_fusion_producer(producer):
             continue
-        # one copy per producer: after it the producer is a multi-output fusion (see the module doc)
-        copy = copies[0]
         name = producer.name
-        merge(copy, producer)
-        fused.append((copy.name, name))
+        merge(copies, producer)
+        fused.extend((copy.name, name) for copy in copies)
     return fused

@@ -25,6 +25,7 @@ from ..models import prices_by_content
 from ..models import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
 from ._cse import eliminate_common_subexpressions
 from ._copy_insertion import fuse_copies, insert_root_copies
+from ._loop_copies import insert_loop_copies
 from ._legality import RULES, LegalityChecker
 from ._multi_output import MultiOutputFusionPass, _sort_operands_first
 from ._pair_cache import PairCache
@@ -288,6 +289,11 @@ class FusionResult:
       or not: `fusion` names the Triton fusion, else `reason` says why not); the step
       log starts after them, and `time_before_s` prices the module rewritten by the first two
       (the Triton fusions are made after pricing, as CSE is).
+    - `copies`: one row per copy copy insertion added (`simulate_fusion(copy_insertion=)`):
+      `computation`, `index` (the output, loop-state or branch element), `copy`, `of`, `reason`
+      (`fusion._loop_copies`: "body-read-after-write", "body-moved", "body-replicated",
+      "init-live", "init-replicated", "branch-forwarded"; both: "read-only"; at the entry root:
+      "replicated") and `fused_into` (the fusion copy fusion made it an output of, or "").
     """
 
     module: HloModule
@@ -518,10 +524,13 @@ def simulate_fusion(
       operand merged into one, then producers kept as an extra output of a
       consumer where the model says it pays); False stops after priority fusion
       (the module XLA dumps as `after_priority-fusion`).
-    - `copy_insertion`: last, add the copies XLA's copy insertion adds at the entry's root
-      (`fusion._copy_insertion`: an output that is a constant or an unaliased parameter, or a
-      buffer already at an earlier output, gets its own `copy` kernel; XLA:GPU's copy fusion
-      then folds a copy of a fusion's output into that fusion); `FusionResult.copies` lists them.
+    - `copy_insertion`: last, add the copies XLA's copy insertion leaves: around `while` loops
+      and in `conditional` branches (`fusion._loop_copies`: a loop element whose old value is
+      still read after its new one is written, an init still read after the loop or read-only, a
+      branch returning its operand), then at the entry's root (`fusion._copy_insertion`: an
+      output that is a constant or an unaliased parameter, or a buffer already at an earlier
+      output, gets its own `copy` kernel); XLA:GPU's copy fusion then folds the entry's copies
+      of a fusion's output into that fusion; `FusionResult.copies` lists them (`reason` says why).
       None (default): when the pipeline runs to its end (`multi_output`); False leaves the
       root as fusion made it.
     - `cse`: before fusing, merge identical instructions and remove unread ones, as XLA's
@@ -718,16 +727,20 @@ def _unfused_exec_s(diamond, dev) -> float:
 
 
 def _insert_copies(work: HloModule, cost_model, dev, names, origin) -> list[tuple]:
-    """Copy insertion at the entry root, then XLA:GPU's copy fusion: rows of `FusionResult.copies`."""
-    added = insert_root_copies(work)
+    """Copy insertion (around loops, then at the entry root), then XLA:GPU's copy fusion: rows of
+    `FusionResult.copies`."""
+    added = insert_loop_copies(work) + insert_root_copies(work)
     if not added:
         return []
     merger = MultiOutputFusionPass(cost_model, dev, names=names, origin=origin)
     merger.comp = work.entry
 
-    def merge(copy, producer):
+    def merge(copies, producer):
         kind = producer.fusion_kind if producer.opcode == "fusion" else "kLoop"
-        return merger._merge(make_fusion(copy, kind, names=names), producer, None)
+        into = make_fusion(copies[0], kind, names=names)
+        for copy in copies[1:]:  # the copies first merge as siblings (all read the producer)
+            into = merger._merge(into, make_fusion(copy, kind, names=names), None)
+        return merger._merge(into, producer, None)
 
     into = dict(fuse_copies(work, merge))
     if into:
