@@ -18,18 +18,24 @@ jax = pytest.importorskip("jax")
 import jax.numpy as jnp  # noqa: E402
 
 from xla_costmodel import analyze  # noqa: E402
+from xla_costmodel.devices import get_device  # noqa: E402
 from xla_costmodel.fusion import kernels_of, simulate_fusion  # noqa: E402
-from xla_costmodel.fusion._gemm_fusion import rewrite_gemms  # noqa: E402
+import numpy as np  # noqa: E402
+
+from xla_costmodel.fusion._execute import run_on_cpu  # noqa: E402
+from xla_costmodel.fusion._gemm_fusion import (  # noqa: E402
+    choose_split_k, merge_dots, rewrite_gemms, split_k_dots, strength_reduce_dots,
+)
 from xla_costmodel.gpu_compile import gpu_compile_available  # noqa: E402
 from xla_costmodel.hlo import from_jax, parse_hlo  # noqa: E402
 
 
-def mlp_gelu(x, w, b):  # dot + bias: the bias add and its broadcast go into the GEMM fusion, gelu does not
+def mlp_gelu(x, w, b):  # split-K 4: the GEMM fusion ends at the split's reduce, bias and gelu go with the reduce
     return jax.nn.gelu(x @ w.T + b)
 
 
-def bf16_dense(x, w):  # f32 activations converted to bf16 before the dot: the convert is fused (widening: no,
-    return (x.astype(jnp.bfloat16) @ w).astype(jnp.float32)  # narrowing is still taken as an input of the dot)
+def bf16_dense(x, w):  # f32 activations converted to bf16 before the dot: the convert is fused (split-K 8:
+    return (x.astype(jnp.bfloat16) @ w).astype(jnp.float32)  # the output converts go with the reduce)
 
 
 def scaled_scores(q, k):  # batched dot with a scaled operand: the multiply by a broadcast constant is fused
@@ -45,12 +51,28 @@ def f64_matmul(x, w):  # f64: a Triton GEMM too in the XLA of jaxlib 0.10.2
     return x @ w
 
 
+def highest_precision(x, w):  # non-default operand precision: a Triton GEMM too
+    return jnp.dot(x, w, precision="highest")
+
+
+def complex_matmul(x, w):  # not a Triton type: a cuBLAS call
+    return x @ w
+
+
 def tiny_dot(x, w):  # (M + N) * K < 100: left to the classical emitter
     return x @ w
 
 
-def matvec(x, v):  # no non-contracting dimension on one side: not a GEMM
+def matvec(x, v):  # a small matrix-vector dot: the simplifier makes it a multiply and a reduce
     return x @ v
+
+
+def qkv(x, wq, wk, wv):  # three dots sharing x: DotMerger makes them one GEMM over the concatenated weights
+    return x @ wq, x @ wk, x @ wv
+
+
+def outer(x, y):  # no contracting dimension: a multiply
+    return jnp.einsum("bi,bj->bij", x, y)
 
 
 PROGRAMS = {
@@ -59,6 +81,10 @@ PROGRAMS = {
     "scaled_scores": (scaled_scores, [((4, 128, 64), "float32"), ((4, 128, 64), "float32")]),
     "tanh_operand": (tanh_operand, [((128, 64), "float32"), ((64, 32), "float32")]),
     "f64_matmul": (f64_matmul, [((64, 64), "float64"), ((64, 64), "float64")]),
+    "highest_precision": (highest_precision, [((256, 128), "float32"), ((128, 256), "float32")]),
+    "complex_matmul": (complex_matmul, [((64, 64), "complex64"), ((64, 64), "complex64")]),
+    "qkv": (qkv, [((512, 256), "float32")] + [((256, 256), "float32")] * 3),
+    "outer": (outer, [((16, 32), "float32"), ((16, 8), "float32")]),
     "tiny_dot": (tiny_dot, [((2, 3), "float32"), ((3, 4), "float32")]),
     "matvec": (matvec, [((256, 128), "float32"), ((128,), "float32")]),
 }
@@ -116,17 +142,47 @@ def test_mlp_gemm_takes_its_bias_and_not_its_activation():
     assert result.total_time_s > 0
 
 
-def test_precision_highest_goes_to_cublas_and_tiny_or_matvec_dots_stay():
-    x, w = _specs("f64_matmul")
-    module = from_jax(lambda a, b: jnp.dot(a, b, precision="highest"), *[jax.ShapeDtypeStruct(s.shape, "float32")
-                                                                        for s in (x, w)], optimized=False)
-    assert [(r.kind, r.reason) for r in rewrite_gemms(module)] == [("cublas", "non-default operand precision")]
+def test_complex_goes_to_cublas_and_tiny_or_matvec_dots_stay():
+    module = _lowered("complex_matmul")
+    assert [(r.kind, r.reason) for r in rewrite_gemms(module)] == [("cublas", "c64 output")]
     assert _gemms(module)[0] == Counter({"cublas": 1})
-    assert [(r.kind, r.reason) for r in rewrite_gemms(_lowered("f64_matmul"))] == [("triton-gemm", "")]
-    for name in ("tiny_dot", "matvec"):
-        module = _lowered(name)
-        assert rewrite_gemms(module) == []
-        assert _gemms(module)[0] == Counter({"dot": 1})
+    for name in ("highest_precision", "f64_matmul"):
+        assert [(r.kind, r.reason) for r in rewrite_gemms(_lowered(name))] == [("triton-gemm", "")]
+    module = _lowered("tiny_dot")
+    assert rewrite_gemms(module) == []
+    assert _gemms(module)[0] == Counter({"dot": 1})
+    module = _lowered("matvec")
+    assert rewrite_gemms(module) == []
+    assert _gemms(module)[0] == Counter()
+    assert [i.opcode for _, i in module.instructions() if i.opcode in ("multiply", "reduce")] == ["multiply", "reduce"]
+
+
+def test_split_k_follows_xlas_cost_estimate():
+    """`ChooseSplitK` on an H100 (132 SMs): what XLA's deviceless dumps show for these shapes."""
+    module = _lowered("mlp_gelu")  # 256 x 64, K = 128: split 4 (XLA's dump: f32[4,256,64] and a reduce)
+    dot = next(i for _, i in module.instructions() if i.opcode == "dot")
+    assert choose_split_k(dot, 132, (9, 0)) == 4
+    # 1024 x 512, K = 512: not split (the corpus's equinox MLP, XLA's dump)
+    module = from_jax(lambda x, w: x @ w, jax.ShapeDtypeStruct((1024, 512), "float32"),
+                      jax.ShapeDtypeStruct((512, 512), "float32"), optimized=False)
+    dot = next(i for _, i in module.instructions() if i.opcode == "dot")
+    assert choose_split_k(dot, 132, (9, 0)) == 1
+
+
+@pytest.mark.parametrize("name", ["mlp_gelu", "bf16_dense", "matvec", "qkv", "outer"])
+def test_rewrites_before_gemm_fusion_compute_the_same(name):
+    """Strength reduction, dot merging and split-K leave plain HLO: run it on jaxlib's CPU client."""
+    fn, shapes = PROGRAMS[name]
+    module = _lowered(name)
+    done = strength_reduce_dots(module) + merge_dots(module) + split_k_dots(module, 132, (9, 0))
+    assert done, "expected a rewrite"
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal(s).astype(d) if d != "bfloat16" else rng.standard_normal(s).astype(jnp.bfloat16)
+            for s, d in shapes]
+    want = jax.tree_util.tree_leaves(jax.jit(fn)(*args))
+    got = run_on_cpu(module.to_text(), args)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g, np.float32), np.asarray(w, np.float32), rtol=2e-2, atol=2e-2)
 
 
 def test_simulate_fusion_option_and_notes():
@@ -176,12 +232,6 @@ def _xla_before_fusion(name: str) -> str:
 
 # Measured differences, left as known gaps (strict: they fail once fixed):
 _KNOWN_GAPS = {
-    # XLA keeps the bias add of a gelu MLP outside this GEMM (it takes it in the corpus's equinox MLP)
-    "mlp_gelu": "bias epilogue taken here, not by XLA",
-    # ours takes the output convert to f32 as well as the operand convert
-    "bf16_dense": "one convert too many",
-    # XLA's simplifier makes a matrix-vector dot a multiply and a reduce (dot strength reduction)
-    "matvec": "dot strength reduction not simulated",
 }
 
 
@@ -194,7 +244,8 @@ def test_same_gemms_as_xla_gpu_before_its_fusion(name):
     if not gpu_compile_available():
         pytest.skip("jax_plugins.xla_cuda12 is not installed: no deviceless XLA:GPU compile")
     xla = parse_hlo(_xla_before_fusion(name))
+    h100 = get_device("h100-sxm")
     ours = _lowered(name)
-    rewrite_gemms(ours)
+    rewrite_gemms(ours, h100.compute_capability, h100.core_count)
     assert _gemms(ours) == _gemms(xla), json.dumps({"ours": repr(_gemms(ours)), "xla": repr(_gemms(xla))})
-    assert rewrite_gemms(xla) == []
+    assert rewrite_gemms(xla, h100.compute_capability, h100.core_count) == []

@@ -436,7 +436,7 @@ def _getter(versions: dict):
 
 def working_copy(module: HloModule, inline_calls: bool, mode: str,
                  rewrites: list | None = None, splits: list | None = None,
-                 gemms: list | None = None, compute_capability: tuple[int, int] | None = None) -> HloModule:
+                 gemms: list | None = None, gemm_device=None) -> HloModule:
     """The copy a fusion pass works on: calls inlined, loops' trip counts recorded on them, long scans
     rewritten as XLA's `ReduceWindowRewriter` does (when `rewrites` is a list: what was rewritten is
     appended to it), reductions that are not race-free split as XLA's `TreeReductionRewriter` does (when
@@ -452,8 +452,8 @@ def working_copy(module: HloModule, inline_calls: bool, mode: str,
         rewrites.extend(_rewrite_rws(work))
     if splits is not None:  # XLA:GPU's ReductionSplitter and TreeReductionRewriter (`fusion._tree_reduction`)
         splits.extend(split_reductions(work))
-    if gemms is not None and compute_capability is not None:  # GemmFusion / GemmRewriter (`fusion._gemm_fusion`)
-        gemms.extend(rewrite_gemms(work, compute_capability))
+    if gemms is not None and gemm_device is not None:  # SplitkRewriter, GemmFusion, GemmRewriter (`fusion._gemm_fusion`)
+        gemms.extend(rewrite_gemms(work, gemm_device.compute_capability, gemm_device.core_count))
     if mode != "off":
         layout_changes_to_bitcasts(work, keep_attributes=mode == "decide")
     return work
@@ -575,8 +575,8 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
     rewrites: list | None = [] if rewrite_reduce_windows else None
     splits: list | None = [] if tree_reductions else None
     gemms: list | None = [] if gemm_rewrites else None
-    cc = getattr(dev, "compute_capability", None) if getattr(dev, "kind", "") == "gpu" else None
-    work = working_copy(module, inline_calls, mode, rewrites, splits, gemms, cc)
+    gpu = dev if dev.kind == "gpu" and dev.compute_capability is not None else None
+    work = working_copy(module, inline_calls, mode, rewrites, splits, gemms, gpu)
     # (computation, name) -> opcode of the layout-only reshapes/transposes the pass sees as bitcasts
     relabelled = _relabelled(work) if mode == "decide" else {}
     comps = fusible_computations(work)
