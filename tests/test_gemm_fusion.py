@@ -71,6 +71,10 @@ def qkv(x, wq, wk, wv):  # three dots sharing x: DotMerger makes them one GEMM o
     return x @ wq, x @ wk, x @ wv
 
 
+def qkv_heads(x, wq, wk, wv):  # the same with [d, heads, head_dim] kernels (flax's multi-head attention)
+    return tuple(jnp.einsum("bsd,dhk->bshk", x, w) for w in (wq, wk, wv))
+
+
 def outer(x, y):  # no contracting dimension: a multiply
     return jnp.einsum("bi,bj->bij", x, y)
 
@@ -84,6 +88,7 @@ PROGRAMS = {
     "highest_precision": (highest_precision, [((256, 128), "float32"), ((128, 256), "float32")]),
     "complex_matmul": (complex_matmul, [((64, 64), "complex64"), ((64, 64), "complex64")]),
     "qkv": (qkv, [((512, 256), "float32")] + [((256, 256), "float32")] * 3),
+    "qkv_heads": (qkv_heads, [((2, 32, 64), "float32")] + [((64, 4, 16), "float32")] * 3),
     "outer": (outer, [((16, 32), "float32"), ((16, 8), "float32")]),
     "tiny_dot": (tiny_dot, [((2, 3), "float32"), ((3, 4), "float32")]),
     "matvec": (matvec, [((256, 128), "float32"), ((128,), "float32")]),
@@ -169,7 +174,7 @@ def test_split_k_follows_xlas_cost_estimate():
     assert choose_split_k(dot, 132, (9, 0)) == 1
 
 
-@pytest.mark.parametrize("name", ["mlp_gelu", "bf16_dense", "matvec", "qkv", "outer"])
+@pytest.mark.parametrize("name", ["mlp_gelu", "bf16_dense", "matvec", "qkv", "qkv_heads", "outer"])
 def test_rewrites_before_gemm_fusion_compute_the_same(name):
     """Strength reduction, dot merging and split-K leave plain HLO: run it on jaxlib's CPU client."""
     fn, shapes = PROGRAMS[name]

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import weakref
 from collections import deque
 from dataclasses import dataclass
 
@@ -75,6 +76,9 @@ MAX_PARAMETERS_PER_OPERAND = 4
 IO_TOLERANCE_BYTES = 1024
 # `kMinConcatFragmentSize`: a concatenate whose operands are not all multiples of it along the joined dimension
 MIN_CONCAT_FRAGMENT = 64
+# Concatenates `merge_dots` made along the first of several non-contracting dimensions -> the product
+# of the others: `DotDecomposer` would have collapsed them, so XLA joins fragments that much larger.
+_COLLAPSED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 _NOT_FUSED = frozenset({"tuple", "get-tuple-element", "reduce", "all-reduce", "all-reduce-start", "all-reduce-done",
                         "pad", "dynamic-slice"})
@@ -264,7 +268,8 @@ class _Planner:
             dim = _ints(h, "dimensions")
             if len(dim) != 1:
                 return False
-            return all(o.shape.dims[dim[0]] % MIN_CONCAT_FRAGMENT == 0 for o in h.operands)
+            times = _COLLAPSED.get(h, 1)
+            return all(o.shape.dims[dim[0]] * times % MIN_CONCAT_FRAGMENT == 0 for o in h.operands)
         return True
 
     def fusible_as_input(self, h) -> bool:
@@ -621,7 +626,10 @@ def _try_merge_same_operand(comp, module, a, b, flattened: list):
     shared_nc = len(shared.shape.dims) - len(lb) - (len(lc) if lhs_same else len(rc))
     used = sorted(set(rc) | set(rb)) if lhs_same else sorted(set(lc) | set(lb))
     rank = len(diff_a.shape.dims)
-    if len(used) + 1 != rank or len(diff_b.shape.dims) != rank:
+    # XLA wants exactly one non-contracting dimension on the other operands, which `DotDecomposer` has
+    # made so by collapsing several (jax's multi-head projections, [d, heads, head_dim]); without that
+    # pass, several are taken here and concatenated along the first: the same merged GEMM.
+    if len(used) + 1 > rank or len(diff_b.shape.dims) != rank:
         return None
     outer = 0
     for d in used:
@@ -640,8 +648,13 @@ def _try_merge_same_operand(comp, module, a, b, flattened: list):
         flattened.append(diff_a)
     concat = _add(comp, a, module, "concatenate", "concatenate", Shape.array(t, cdims, layout), parts,
                   dimensions=_braces([outer]))
-    out_rank = len(a.shape.dims)
-    slice_dim = out_rank - (1 if lhs_same else 1 + shared_nc)
+    others = 1
+    for d in range(outer + 1, rank):
+        if d not in used:
+            others *= diff_a.shape.dims[d]
+    if others > 1:
+        _COLLAPSED[concat] = others
+    slice_dim = len(lb) + (shared_nc if lhs_same else 0)  # the first non-contracting dimension of the other side
     odims = list(a.shape.dims)
     odims[slice_dim] += b.shape.dims[slice_dim]
     attrs = {k: v for k, v in a.raw_attributes.items()
