@@ -381,15 +381,15 @@ def _make_triton_gemm(dot, planner: _Planner, names: NameUniquifier) -> GemmRewr
 def rewrite_gemms(module: HloModule, compute_capability: tuple[int, int] = (9, 0),
                   core_count: int | None = None) -> list[GemmRewrite]:
     """Rewrite, in place, every `dot` of `module`'s non-fusion computations as XLA:GPU does before
-    fusion for a GPU of `compute_capability` (see the module docstring): a Triton GEMM fusion, a cuBLAS
-    call, or (tiny or matrix-vector) left as it is. With `core_count` (the GPU's SMs), first split
-    the contracting dimension where `SplitkRewriter` would (`split_k_dots`); None skips that.
+    fusion for a GPU of `compute_capability` (see the module docstring), in XLA's order: dot strength
+    reduction (`strength_reduce_dots`), dot merging (`merge_dots`), with `core_count` (the GPU's SMs)
+    split-K (`split_k_dots`; None skips it), then each dot a Triton GEMM fusion, a cuBLAS call, or
+    (tiny) left as it is. On XLA's own input to fusion (its dots are those XLA left) nothing changes.
 
-    **Returns:** one `GemmRewrite` per dot rewritten, in the order the dots were visited. A module
-    already through XLA's GEMM rewriting (its dots are those XLA left) should not be given to it.
+    **Returns:** one `GemmRewrite` per GEMM made, in the order the dots were visited.
     """
     strength_reduce_dots(module)
-    merged = merge_dots(module) if core_count else []
+    merge_dots(module)
     splits = {}
     if core_count:
         splits = {new: (old, k) for new, old, k in split_k_dots(module, core_count, tuple(compute_capability))}
@@ -415,7 +415,6 @@ def rewrite_gemms(module: HloModule, compute_capability: tuple[int, int] = (9, 0
                 made = _make_triton_gemm(dot, planner, names)
             done.append(dataclasses.replace(made, instruction=original, split_k=split))
     return done
-
 
 
 # ---------------------------------------------------------------------------
