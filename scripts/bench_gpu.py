@@ -287,7 +287,7 @@ def fitted_scores(names, rows, modules, kernels, reference):
 
     from xla_costmodel import get_device
     from xla_costmodel.compare.scoring import fit_model as _fit, make_model
-    from xla_costmodel.fit.data import prepare_dataset
+    from xla_costmodel.features import prepare_dataset
     from xla_costmodel.measure import read_dataset
 
     device = get_device(DEVICE)
@@ -316,6 +316,42 @@ def fitted_scores(names, rows, modules, kernels, reference):
         out[name] = score_table(kernels, pd.concat(parts, ignore_index=True))
         print(f"   {name} (leave one source out): {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     return out
+
+
+def corpus_efficiency_rows(modules, scored, device):
+    """The learned efficiency's rows of the corpus (`fit.calibration.efficiency_rows`), one per kernel of
+    `scored` (a score table of `xla-gpu`: its `predicted_s` is the analytical price, `measured_s` per execution)."""
+    from xla_costmodel.fit.calibration import efficiency_rows
+
+    by_name = {c: {i.name: i for _comp, i in m.instructions()} for c, m in modules.items()}
+    instrs = [by_name[c].get(op) for c, op in zip(scored["case"], scored["hlo_op"])]
+    return efficiency_rows(instrs, device, base_s=scored["predicted_s"].to_numpy(float),
+                           measured_s=scored["measured_s"].to_numpy(float),
+                           source=scored["source"].astype(str).to_numpy(), case=scored["case"].astype(str).to_numpy(),
+                           hlo_op=scored["hlo_op"].astype(str).to_numpy())
+
+
+def efficiency_score_table(peer, pred):
+    """`peer`'s score table with the learned efficiency's prices `pred` (one per row; `time_s` keeps the peer's
+    where `pred` has none)."""
+    import numpy as np
+
+    out = peer.copy()
+    out["time_s"] = np.where(np.isfinite(pred), pred, out["time_s"])
+    out["predicted_s"] = pred
+    return out
+
+
+def efficiency_scores(modules, peer, device, **params):
+    """The learned efficiency over `xla-gpu` (the form `learned` ships in on the H100), leave one source out:
+    fitted to the H100 suite (each kernel priced alone) and the other sources' corpus rows, beside `peer`
+    (`xla-gpu`'s score table of the same kernels, library calls priced leaving each source out); `params`:
+    `fit.calibration.fit_efficiency`'s (default: the shipped form's hyper-parameters)."""
+    from xla_costmodel.fit.calibration import efficiency_leave_one_source_out, suite_efficiency_rows
+
+    suite = suite_efficiency_rows(SUITE, device, base="xla-gpu")
+    pred = efficiency_leave_one_source_out(suite, corpus_efficiency_rows(modules, peer, device), **params)
+    return efficiency_score_table(peer, pred)
 
 
 # --------------------------------------------------------------------------- tables
@@ -568,13 +604,12 @@ def run(args) -> int:
     if "learned" in names:
         # The form `learned` ships in on the H100 (`fit._efficiency`, `scripts/fit_gpu_learned.py`): xla-gpu
         # times a learned, bounded efficiency, also fitted leaving each source out.
-        import fit_gpu_learned
         from xla_costmodel import get_device
 
         t0 = time.perf_counter()
         peer = scores.get("xla-gpu")
         peer = peer if peer is not None else score_table(kernels, price(modules, "xla-gpu"))
-        scores[EFFICIENCY] = fit_gpu_learned.candidate_scores(modules, kernels, peer, get_device(DEVICE))
+        scores[EFFICIENCY] = efficiency_scores(modules, peer, get_device(DEVICE))
         print(f"   {EFFICIENCY} (leave one source out): {time.perf_counter() - t0:.0f} s", file=sys.stderr)
         fitted = [*fitted, EFFICIENCY]
 

@@ -45,7 +45,7 @@ CONSTANTS = ("copy_bandwidth_bytes_per_s", "matmul_f32_flops_per_s", "matmul_f64
 
 
 def _suite(path: Path):
-    from xla_costmodel.fit.data import SUITE, load_rows, row_roles
+    from xla_costmodel.datasets import SUITE, load_rows, row_roles
 
     rows = load_rows(path)
     return rows[(row_roles(rows) == SUITE) & (rows["source"].astype(str) != "extra")]
@@ -71,7 +71,7 @@ def _score(model_name, train, test, device):
     import numpy as np
 
     from xla_costmodel.fit import CalibratedModel
-    from xla_costmodel.fit.data import prepare
+    from xla_costmodel.features import prepare
     from xla_costmodel.fit import accuracy, FittedModel, LearnedModel
 
     tr, te = prepare(train, device), prepare(test, device)
@@ -104,7 +104,7 @@ def _carried_factors(test, device) -> list[dict]:
 
     from xla_costmodel.devices import DeviceSpec
     from xla_costmodel.fit.calibration import AnalyticalOnDevice, base_model as _base_model
-    from xla_costmodel.fit.data import prepare
+    from xla_costmodel.features import prepare
     from xla_costmodel.fit import accuracy
 
     data = json.loads((SHIPPED / "host_roofline-calibrated.json").read_text())

@@ -303,9 +303,9 @@ def _program_table(results: dict, models: list[str], program_noise):
 def _program_overhead():
     """What a run costs besides its kernels (`fit._program.ProgramOverhead`), fitted to this project's own
     programs (`calibration/host_cpu_programs.parquet`: the zoo and the training programs as compiled)."""
-    from xla_costmodel.fit.data import load_rows, own_program_rows, programs_dataset
+    from xla_costmodel.datasets import load_rows, own_program_rows, programs_dataset
     from xla_costmodel.fit import ProgramOverhead
-    from xla_costmodel.fit.data import program_table
+    from xla_costmodel.fit.calibration import program_table
 
     rows = load_rows(programs_dataset("host"))
     return ProgramOverhead.fit(program_table(rows[own_program_rows(rows)]))
@@ -344,7 +344,7 @@ def _saved(folders, corpus, device):
     from xla_costmodel.compare import compare_models
     from xla_costmodel.devices import describe_machine, machine_differences, machine_record
     from xla_costmodel.fit import calibration_path, FITTABLE_MODELS, MachineMismatchWarning
-    from xla_costmodel.fit.storage import DATA_DIR_ENV
+    from xla_costmodel.datasets import DATA_DIR_ENV
 
     here = machine_record()
     rows = []
@@ -415,7 +415,7 @@ def _saved_noise(corpus, rerun) -> dict:
     """The corpus measured twice, run 2 scored against run 1: `sk_error`, the distance of Kendall's tau from 1
     (`kendall_tau`), and the worst program total's factor (`worst_program_factor`)."""
     from xla_costmodel.compare import noise_by_source, program_noise
-    from xla_costmodel.fit.data import load_rows
+    from xla_costmodel.datasets import load_rows
 
     first, second = load_rows(corpus), load_rows(rerun)
     every = noise_by_source(first, second).set_index("source").loc["all"]
@@ -450,7 +450,7 @@ def _run_saved(args, corpus, device):
 def _zoo(models, device, quick: bool) -> dict:
     """The scoring of this project's own programs (`--zoo`): the `program` split, `program-cv`, their noise."""
     from xla_costmodel.compare import compare_models, noise_ceiling, rounds_of
-    from xla_costmodel.fit.data import load_rows, programs_dataset
+    from xla_costmodel.datasets import load_rows, programs_dataset
 
     out = {}
     out["zoo_program"] = compare_models(models, split="program", device=device)
@@ -510,7 +510,7 @@ def _run(args) -> int:
     from xla_costmodel.compare import compare_models, form_ceiling, noise_by_source, program_noise
     from xla_costmodel.compare.scoring import matched_runs as _matched_runs
     from xla_costmodel.compare.scoring import pricing_device
-    from xla_costmodel.fit.data import load_rows
+    from xla_costmodel.datasets import load_rows
 
     models = _check_models([*MODELS, *args.models])
     corpus, rerun = Path(args.corpus), Path(args.rerun)

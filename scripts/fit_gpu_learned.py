@@ -12,7 +12,7 @@ kernel on `h100-sxm`, times a learned efficiency factor,
 
 where `trees` is scikit-learn's `HistGradientBoostingRegressor` fitted to
 `log(measured / xla_gpu_s)` over the hardware-fitted models' kernel features
-(`fit.kernel_features`'s counts, `fit._counting.features_of`), the kernel's
+(`fit.kernel_features`'s counts, `features.features_of`), the kernel's
 structure (`fit._efficiency.structure_of`: its kind, and for a GEMM its
 problem and configuration) and the log of the analytical prediction. The
 factor is bounded (at most 4x either way), so the analytical model keeps the
@@ -38,9 +38,11 @@ Training rows: every H100 row the project has, per execution:
   measured per execution as the bench scores it.
 
 Scoring is the bench's (`bench_gpu.price`, `score_table`, `metrics`,
-`program_table`): for each of the corpus's 11 sources, the trees are fitted
-to the suite and the other 10 sources and price the held-out source's
-kernels; `xla-gpu` is scored on the same kernels in the same run. Printed:
+`program_table`), and so is the fit leaving one source out
+(`fit.calibration.efficiency_leave_one_source_out`, which `bench_gpu` scores
+the shipped form with too): for each of the corpus's 11 sources, the trees
+are fitted to the suite and the other 10 sources and price the held-out
+source's kernels; `xla-gpu` is scored on the same kernels in the same run. Printed:
 kernels >= 5 us per execution (ratio error, Kendall tau, within 2x) and
 programs within 1.25x of the measured kernel time per run (`/kernels`, the
 issue's figure, and `/kernels, trips measured`), and whether the candidate
@@ -51,10 +53,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
-import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,51 +83,11 @@ BOUND = 4.0
 
 
 
-def _features(kernels, device) -> pd.DataFrame:
-    """The feature counts of each kernel (NaN row where it has none: control flow, unreadable)."""
-    from xla_costmodel.fit.data import features_of
-    from xla_costmodel.fit.calibration import FLOOR_COLUMN, STRUCTURE, roofline_floor, structure_of
-    from xla_costmodel.fit import FEATURES, FeatureError
-
-    floors = [roofline_floor(k, device) if k is not None else np.nan for k in kernels]
-    out = []
-    for k in kernels:
-        try:
-            out.append({**features_of(k, device), **structure_of(k, device)} if k is not None else None)
-        except (FeatureError, ValueError, KeyError):
-            out.append(None)
-    cols = [*FEATURES, *STRUCTURE]
-    t = pd.DataFrame([x if x is not None else dict.fromkeys(cols, np.nan) for x in out], columns=cols, dtype=float)
-    t[FLOOR_COLUMN] = np.asarray(floors, float)
-    return t
-
-
 def suite_table(device) -> pd.DataFrame:
     """The H100 suite: features, `base_s` (each kernel priced alone) and `measured_s` per launch."""
-    from xla_costmodel import get_device
-    from xla_costmodel.fit.data import prepare
-    from xla_costmodel.measure import read_dataset
-    from xla_costmodel.models import get_model
+    from xla_costmodel.fit.calibration import suite_efficiency_rows
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        prep = prepare(read_dataset(bench.SUITE), device)
-        model = get_model(PEER)
-        dev = get_device(DEVICE)
-        xla = []
-        for k in prep.kernels:
-            try:
-                e = model.estimate(k, dev)
-                xla.append(float(e.time_s) if e.time_s is not None else math.nan)
-            except Exception:  # noqa: BLE001 - a kernel the analytical model cannot price is not a training row
-                xla.append(math.nan)
-    t = _features(prep.kernels, device)
-    t["base_s"] = xla
-    t["measured_s"] = np.asarray(prep.y, float)
-    t["source"] = "suite"
-    t["case"] = prep.rows["case"].astype(str).to_numpy()
-    t["hlo_op"] = prep.rows["hlo_op"].astype(str).to_numpy()
-    return t
+    return suite_efficiency_rows(bench.SUITE, device, base=PEER)
 
 
 def price_whole(modules: dict):
@@ -148,86 +108,43 @@ def price_whole(modules: dict):
 def corpus_table(rows, modules, kernels, device, whole: bool = False, scored=None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The corpus: the bench's `xla-gpu` score table (`scored`, made here when not given) and, per scored
     kernel, features, `base_s` (in its module; `whole`: library calls priced on every source's constants)
-    and `measured_s` per execution."""
+    and `measured_s` per execution (`bench_gpu.corpus_efficiency_rows`)."""
     if scored is None:
         scored = bench.score_table(kernels, price_whole(modules) if whole else bench.price(modules, PEER))
-    by_name = {c: {i.name: i for _comp, i in m.instructions()} for c, m in modules.items()}
-    instrs = [by_name[c].get(op) for c, op in zip(scored["case"], scored["hlo_op"])]
-    t = _features(instrs, device)
-    t["base_s"] = scored["predicted_s"].to_numpy(float)
-    t["measured_s"] = scored["measured_s"].to_numpy(float)
-    t["source"] = scored["source"].astype(str).to_numpy()
-    t["case"] = scored["case"].astype(str).to_numpy()
-    t["hlo_op"] = scored["hlo_op"].astype(str).to_numpy()
-    return t, scored
+    return bench.corpus_efficiency_rows(modules, scored, device), scored
 
 
-def usable(t: pd.DataFrame) -> np.ndarray:
-    """Rows with features, a positive analytical price and a positive measured time."""
-    from xla_costmodel.fit import FEATURES
-
-    x = t["base_s"].to_numpy(float)
-    m = t["measured_s"].to_numpy(float)
-    return (t[list(FEATURES)].notna().all(axis=1).to_numpy() & np.isfinite(x) & (x > 0)
-            & np.isfinite(m) & (m > 0))
-
-
-def fit_model(train: pd.DataFrame, variant: str = CANDIDATE):
-    """`EfficiencyModel` (hyper-parameters fixed) fitted to the usable rows of `train`: the candidate, or
-    one of the earlier forms scored beside it (`VARIANTS`)."""
-    from xla_costmodel.fit import EfficiencyModel
-    from xla_costmodel.fit.calibration import STRUCTURE
-
-    tr = train[usable(train)]
-    params = {}
+def fit_params(variant: str = CANDIDATE) -> dict:
+    """`fit.calibration.fit_efficiency`'s arguments for the candidate (hyper-parameters fixed), or one of the
+    earlier forms scored beside it (`VARIANTS`)."""
+    params = {"base": PEER, "bound": BOUND}
     if variant == COUNTS_ONLY:
-        tr = tr.drop(columns=[c for c in STRUCTURE if c in tr.columns])
-        params.update(kept_kinds=(), floored=False)
+        params.update(structure=False, kept_kinds=(), floored=False)
     elif variant == EVERY_KIND:
         params.update(kept_kinds=(), floored=False)
     elif variant == NO_FLOOR:
         params["floored"] = False
-    return EfficiencyModel(base=PEER, bound=BOUND, **params).fit(tr, tr["measured_s"].to_numpy(float))
+    return params
 
 
-def corrected(model, t: pd.DataFrame) -> np.ndarray:
-    """The candidate's seconds per execution for the rows of `t`: NaN where `xla-gpu` has no price, the
-    analytical price where the kernel has no features (as `EfficiencyModel.estimate` does)."""
-    from xla_costmodel.fit import FEATURES
+def fit_model(train: pd.DataFrame, variant: str = CANDIDATE):
+    """`EfficiencyModel` fitted to the usable rows of `train`: the candidate, or an earlier form (`VARIANTS`)."""
+    from xla_costmodel.fit.calibration import fit_efficiency
 
-    x = t["base_s"].to_numpy(float)
-    out = np.where(np.isfinite(x) & (x > 0), x, np.nan)
-    ok = np.isfinite(x) & (x > 0) & t[list(FEATURES)].notna().all(axis=1).to_numpy()
-    if ok.any():
-        out[ok] = model.predict(t[ok])
-    return out
+    return fit_efficiency(train, **fit_params(variant))
 
 
 def leave_one_source_out(suite: pd.DataFrame, corpus: pd.DataFrame, variant: str = CANDIDATE) -> np.ndarray:
     """Each corpus source priced by the model fitted to the suite and the other sources."""
-    pred = np.full(len(corpus), np.nan)
-    for source in sorted(corpus["source"].unique()):
-        held = (corpus["source"] == source).to_numpy()
-        model = fit_model(pd.concat([suite, corpus[~held]], ignore_index=True), variant)
-        pred[held] = corrected(model, corpus[held])
-    return pred
+    from xla_costmodel.fit.calibration import efficiency_leave_one_source_out
 
-
-def candidate_scores(modules, kernels, peer, device) -> pd.DataFrame:
-    """The candidate's score table (the bench's `score_table` form), leave one source out, beside `peer`
-    (`xla-gpu`'s score table of the same kernels, library calls priced leaving each source out)."""
-    suite = suite_table(device)
-    corpus, peer = corpus_table(None, modules, kernels, device, scored=peer)
-    pred = leave_one_source_out(suite, corpus)
-    cand = peer.copy()
-    cand["time_s"] = np.where(np.isfinite(pred), pred, cand["time_s"])
-    cand["predicted_s"] = pred
-    return cand
+    return efficiency_leave_one_source_out(suite, corpus, **fit_params(variant))
 
 
 def scores(args=None) -> dict:
     """Fit, score leave one source out, and return the figures (see the module docstring)."""
     from xla_costmodel import get_device
+    from xla_costmodel.fit.calibration import usable_efficiency_rows
     from xla_costmodel.hlo import parse_hlo
 
     t0 = time.perf_counter()
@@ -238,15 +155,12 @@ def scores(args=None) -> dict:
     kernels = bench.measured_kernels(rows, modules)
     suite = suite_table(device)
     corpus, peer = corpus_table(rows, modules, kernels, device)
-    print(f"training rows: suite {int(usable(suite).sum())} of {len(suite)}, corpus {int(usable(corpus).sum())} of "
+    print(f"training rows: suite {int(usable_efficiency_rows(suite).sum())} of {len(suite)}, corpus "
+          f"{int(usable_efficiency_rows(corpus).sum())} of "
           f"{len(corpus)} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     tables = {PEER: peer}
     for name in (*VARIANTS, CANDIDATE):
-        pred = leave_one_source_out(suite, corpus, name)
-        cand = peer.copy()
-        cand["time_s"] = np.where(np.isfinite(pred), pred, cand["time_s"])
-        cand["predicted_s"] = pred
-        tables[name] = cand
+        tables[name] = bench.efficiency_score_table(peer, leave_one_source_out(suite, corpus, name))
     out: dict = {"kernels": {}, "programs": {}}
     for name, t in tables.items():
         long = t[t["measured_s"] >= bench.LONG_S]
@@ -275,11 +189,11 @@ def training_table(suite, rows, modules, kernels, device) -> pd.DataFrame:
     """The shipped model's training rows: the suite and the whole corpus (library calls priced on every
     source's constants), usable rows only, in a fixed order."""
     from xla_costmodel.fit import FEATURES
-    from xla_costmodel.fit.calibration import FLOOR_COLUMN, STRUCTURE
+    from xla_costmodel.fit.calibration import FLOOR_COLUMN, STRUCTURE, usable_efficiency_rows
 
     corpus, _ = corpus_table(rows, modules, kernels, device, whole=True)
     t = pd.concat([suite, corpus], ignore_index=True)
-    t = t[usable(t)]
+    t = t[usable_efficiency_rows(t)]
     cols = ["source", "case", "hlo_op", *FEATURES, *STRUCTURE, "base_s", FLOOR_COLUMN, "measured_s"]
     return t[cols].sort_values(["source", "case", "hlo_op"], kind="stable").reset_index(drop=True)
 
@@ -289,7 +203,7 @@ def write_calibration(suite, rows, modules, kernels, device, figures, out: Path 
     `calibration/`), if the candidate beat `xla-gpu` leave one source out per kernel and per program; else
     remove them there (made against an earlier `xla-gpu`). **Returns:** the files written."""
     from xla_costmodel.fit.calibration import EFFICIENCY_FORM as FORM, table_sha256
-    from xla_costmodel.fit.storage import header, measured_on, save_calibration, shipped_dir
+    from xla_costmodel.datasets import header, measured_on, save_calibration, shipped_dir
     from xla_costmodel.measure import read_dataset
 
     out = shipped_dir() if out is None else Path(out)

@@ -23,10 +23,10 @@ sys.path.insert(0, str(ROOT))
 
 def main(argv=None) -> int:
     from xla_costmodel.devices import get_device
-    from xla_costmodel.fit.data import SUITE, row_roles
+    from xla_costmodel.datasets import SUITE, row_roles
     from xla_costmodel.fit import PROGRAM_OVERHEAD, ProgramOverhead
-    from xla_costmodel.fit.data import program_table
-    from xla_costmodel.fit.storage import header, measured_on, save_calibration
+    from xla_costmodel.fit.calibration import program_table
+    from xla_costmodel.datasets import header, measured_on, save_calibration
     from xla_costmodel.measure import read_dataset
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -2,7 +2,7 @@
 measured the shipped host datasets (`calibration/host_cpu*.parquet`).
 
 Scores of the shipped corpus must not depend on the machine that computes them, so its rows are priced with
-the description of the machine that measured them (`xla_costmodel.fit._store.measuring_device`), not this
+the description of the machine that measured them (`xla_costmodel.datasets.measuring_device`), not this
 machine's microbenchmarks. That machine's `measure_host()` result was not kept by itself, but the shipped
 `host_roofline-calibrated.json` holds it: its `device_spec` is the measured spec with four rates fitted
 (`factors`), and its `measurements` are the raw benchmark results. This script undoes the fit (the clock

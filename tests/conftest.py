@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "hlo_fixtures"
 
 # The tests read and write calibrations and datasets in a data directory of their own (empty at
-# the start), never in the user's (`fit._store.user_data_dir()`): what a user calibrated must not
+# the start), never in the user's (`datasets.user_data_dir()`): what a user calibrated must not
 # change what the tests see, nor the tests what the user has. Subprocesses inherit it.
 _DATA_DIR = tempfile.mkdtemp(prefix="xla_costmodel_test_data_")
 os.environ["XLA_COSTMODEL_DATA_DIR"] = _DATA_DIR

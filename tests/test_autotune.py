@@ -10,6 +10,7 @@ The search-space figures are worked from `xla/service/gpu/autotuning/dot_search_
 from __future__ import annotations
 
 import math
+from dataclasses import astuple
 
 import pandas as pd
 import pytest
@@ -17,7 +18,14 @@ import pytest
 from xla_costmodel import analyze, get_device
 from xla_costmodel.analysis._frontend import backend_config
 from xla_costmodel.hlo import parse_hlo
-from xla_costmodel.models._autotune import _price_config, autotune_gemms, gemm_search_space
+from xla_costmodel.models._autotune import (
+    GemmConfig,
+    _price_config,
+    autotune_gemms,
+    default_configs,
+    gemm_search_space,
+    optimize_config_set,
+)
 from xla_costmodel.models._dot_fusion import DotProblem
 
 H100 = get_device("h100-sxm")
@@ -86,7 +94,9 @@ def test_autotune_rewrites_a_copy_and_prices_the_fastest_candidate():
     row = choices.iloc[0]
     assert row["kind"] == "triton" and (row["b"], row["m"], row["n"], row["k"]) == (1, 1024, 512, 512)
     assert row["config_before"] == "64x32x64, 4 warps, 1 stages"
-    assert row["candidates"] > 50
+    space = optimize_config_set(gemm_search_space(DotProblem(1, 1024, 512, 512, "f32", "f32", "f32"), H100),
+                                DotProblem(1, 1024, 512, 512, "f32", "f32", "f32"), H100)
+    assert row["candidates"] == len(space) > 0      # XLA's default set, as its autotuner runs it
     assert row["time_after_s"] <= row["time_before_s"]
     # the rewritten fusion carries the chosen configuration, and the dot its contracting tile
     fusion = result.module.entry.root
@@ -95,18 +105,40 @@ def test_autotune_rewrites_a_copy_and_prices_the_fastest_candidate():
     dot = next(i for i in fusion.fused_computation.instructions if i.opcode == "dot")
     bk = int(backend_config(dot)["sizes"][0])
     assert row["config_after"].startswith(f"{tm}x{tn}x{bk}, {blc['num_warps']} warps, {blc['num_stages']} stages")
-    # no candidate of the space is faster under the same model
-    from xla_costmodel.models._autotune import _gemm_dot
-    from xla_costmodel.models._dot_fusion import dot_problem
-
+    # no candidate is faster under the same model
     original = module.entry.root
-    space = gemm_search_space(dot_problem(_gemm_dot(original)), H100)
-    for cfg in space[:: max(1, len(space) // 40)]:
+    for cfg in space:
         assert _price_config(original, cfg, H100, None) >= row["time_after_s"]
     # the xla-gpu model prices the rewritten module at the chosen configuration (plus the launch)
     t = pd.DataFrame(analyze(result.module, device="h100-sxm", model="xla-gpu"))
     kernel = t[t["kernel"] == "gemm_fusion_dot"].iloc[0]
     assert kernel["time_s"] == pytest.approx(row["time_after_s"] + kernel["launch_s"], rel=1e-9)
+
+
+def test_default_set_restriction_as_xlas_optimize_config_set():
+    """`OptimizeConfigSet` with `kHopperAmpereConfigs` as hints (dot_search_space.cc, triton_configs.h).
+
+    bf16 4096^3 on the H100: 128 tiles of the largest 256x512 tile are fewer than the 660 CTAs XLA wants, so
+    tiles go down to 16x8 with 2 warps; the default 128x256x64, 4 stages, 8 warps survives with and without
+    TMA, while 128x128x128 (1 stage, 2 warps), in the space, is in no default and goes. bf16 16 x 4096 x 4096:
+    the largest m tile is 16 (and only 16x8 and 16x16 give 132 blocks), so the default 64x16x64, 3 stages,
+    2 warps is clamped to 16x16x64: kept, though no default has that tile with those stages."""
+    p = DotProblem(1, 4096, 4096, 4096, "bf16", "bf16", "bf16")
+    space = gemm_search_space(p, H100)
+    kept = optimize_config_set(space, p, H100)
+    assert 0 < len(kept) <= len(default_configs(H100)) == 2 * 36
+    assert set(kept) <= set(space)
+    assert GemmConfig(128, 256, 64, 8, 4, False) in kept and GemmConfig(128, 256, 64, 8, 4, True) in kept
+    assert GemmConfig(128, 128, 128, 2, 1, True) in space and GemmConfig(128, 128, 128, 2, 1, True) not in kept
+    assert {(c.num_warps, c.num_stages) for c in kept} <= {(w, s) for _m, _n, _k, w, s, _t in
+                                                           (astuple(c) for c in default_configs(H100))}
+    skinny = DotProblem(1, 16, 4096, 4096, "bf16", "bf16", "bf16")
+    assert GemmConfig(16, 16, 64, 2, 3, False) in optimize_config_set(gemm_search_space(skinny, H100), skinny, H100)
+    # nothing matches: XLA falls back to the hints themselves
+    assert optimize_config_set([GemmConfig(16, 8, 16, 2, 5, False)], p, H100) == default_configs(H100)
+    # before Hopper: no TMA variants
+    a100 = get_device("a100-80gb")
+    assert not any(c.is_tma_allowed for c in default_configs(a100)) and len(default_configs(a100)) == 36
 
 
 def test_autotune_refuses_a_cpu():

@@ -66,7 +66,7 @@ def test_tables_are_compares_numbers(run):
 
 def test_ceilings_are_the_measurements_own(run):
     from xla_costmodel.compare._ceiling import noise_by_source
-    from xla_costmodel.fit._data import load_rows
+    from xla_costmodel.datasets._data import load_rows
 
     bench, rc, printed, payload, paths = run
     noise = noise_by_source(load_rows(paths["corpus"]), load_rows(paths["corpus_rerun"])).set_index("source")
@@ -109,7 +109,7 @@ def test_goals_are_judged_on_the_printed_figures(run):
 def test_program_wall_time_adds_the_overhead_fitted_to_our_own_programs(run):
     """The /wall goal judges what `program_time` predicts: the kernels plus the program overhead, which is
     fitted to this project's own programs, never to the corpus."""
-    from xla_costmodel.fit._data import load_rows, programs_dataset
+    from xla_costmodel.datasets._data import load_rows, programs_dataset
     from xla_costmodel.fit._program import ProgramOverhead, program_table
 
     bench, rc, printed, payload, _ = run
@@ -136,7 +136,7 @@ def test_categories_count_the_kernels_that_are_in_them(run):
     """The failing-class table: each category holds the kernels its test names, scored on exactly those."""
     import numpy as np
 
-    from xla_costmodel.fit._data import load_rows
+    from xla_costmodel.datasets._data import load_rows
     from xla_costmodel.metrics import accuracy
 
     bench, rc, printed, payload, paths = run

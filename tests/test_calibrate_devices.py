@@ -17,7 +17,7 @@ import pytest
 from xla_costmodel import calibrate
 from xla_costmodel.cli import main
 from xla_costmodel.fit import FittedModel, calibrate_devices, kernel_features
-from xla_costmodel.fit._data import kernel_rows
+from xla_costmodel.datasets._data import kernel_rows
 from xla_costmodel.measure import read_dataset
 from conftest import TEST_CPU
 

@@ -17,7 +17,7 @@ import pytest
 
 from xla_costmodel import calibrate
 from xla_costmodel.fit import _calibrate
-from xla_costmodel.fit._store import (DATA_DIR_ENV, calibration_in_use, held_back_dir, load_calibration,
+from xla_costmodel.datasets._store import (DATA_DIR_ENV, calibration_in_use, held_back_dir, load_calibration,
                                       quick_dir, shipped_dir)
 from xla_costmodel.measure import read_dataset
 from conftest import TEST_CPU

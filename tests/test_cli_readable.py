@@ -79,7 +79,7 @@ def test_the_demos_figure_is_its_program_beside_the_corpus_each_naming_its_metri
 
 
 def test_analyze_says_which_calibration_a_calibrated_model_priced_with(capsys):
-    from xla_costmodel.fit._store import shipped_dir
+    from xla_costmodel.datasets._store import shipped_dir
 
     assert main(["analyze", CPU_MODULE, "--device", "host", "--model", "fitted", "--top", "3"]) == 0
     notes = [line for line in capsys.readouterr().err.splitlines() if line.startswith("note: ")]

@@ -72,7 +72,7 @@ def test_rounds_of_reads_params_or_falls_back():
 
 
 def test_noise_ceiling_of_the_committed_programs_has_every_kernel():
-    from xla_costmodel.fit._data import kernel_rows, load_rows, programs_dataset
+    from xla_costmodel.datasets._data import kernel_rows, load_rows, programs_dataset
 
     rows = load_rows(programs_dataset("host"))
     rows = rows[rows["kernel_class"] == "program"]

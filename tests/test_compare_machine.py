@@ -20,7 +20,7 @@ import pytest
 from xla_costmodel.compare import DEFAULT_MODELS, compare_models
 from xla_costmodel.compare._compare import GPU_MODELS, pricing_device
 from xla_costmodel.devices import DeviceSpec
-from xla_costmodel.fit._store import MEASURING_DEVICE_FILE, CalibrationError, measuring_device, shipped_dir
+from xla_costmodel.datasets._store import MEASURING_DEVICE_FILE, CalibrationError, measuring_device, shipped_dir
 from xla_costmodel.measure import read_dataset
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,7 +19,7 @@ import pytest
 
 from xla_costmodel.compare import compare_models
 from xla_costmodel.fit import FittedModel
-from xla_costmodel.fit._data import (SUITE, TEST_PROGRAM, TRAINING_PROGRAM, row_roles, row_sources, training_rows)
+from xla_costmodel.datasets._data import (SUITE, TEST_PROGRAM, TRAINING_PROGRAM, row_roles, row_sources, training_rows)
 from xla_costmodel.metrics import accuracy
 from xla_costmodel.measure import read_dataset
 from conftest import TEST_CPU

@@ -39,7 +39,7 @@ def test_case_lowers_to_a_chain_of_instances(case):
 
 
 def test_every_case_has_measured_training_rows():
-    from xla_costmodel.fit._data import load_rows, programs_dataset
+    from xla_costmodel.datasets._data import load_rows, programs_dataset
 
     path = programs_dataset("host")
     if not path.is_file():

@@ -237,7 +237,7 @@ def test_features_are_the_published_list():
 
 
 def test_every_feature_has_a_unit_in_the_weights_table():
-    from xla_costmodel.fit._features import FEATURES
+    from xla_costmodel.features._features import FEATURES
     from xla_costmodel.fit._fitted import _unit
 
     assert [f for f in FEATURES if _unit(f) == "unit"] == []

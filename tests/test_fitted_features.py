@@ -6,8 +6,8 @@ import pytest
 
 from xla_costmodel import parse_hlo
 from xla_costmodel.fit import FEATURES, FeatureError, kernel_features
-from xla_costmodel.fit._counting import features_of
-from xla_costmodel.fit._rows import kernel_from_row
+from xla_costmodel.features._counting import features_of
+from xla_costmodel.features._rows import kernel_from_row
 from xla_costmodel.devices import DeviceSpec
 
 CPU = DeviceSpec(
@@ -329,7 +329,7 @@ def _lone(text: str):
     ("lapack_strsm_ffi", ["f32[64,64]", "f32[64,8]"], 2 * 64 * 64 * 8),
 ])
 def test_solver_flops_of_lapack_calls(target, shapes, want):
-    from xla_costmodel.fit._counting import features_of
+    from xla_costmodel.features._counting import features_of
 
     params = "\n".join(f"  p{i} = {s} parameter({i})" for i, s in enumerate(shapes))
     args = ", ".join(f"p{i}" for i in range(len(shapes)))
@@ -339,7 +339,7 @@ def test_solver_flops_of_lapack_calls(target, shapes, want):
 
 
 def test_weight_gradient_convolutions_are_counted_apart():
-    from xla_costmodel.fit._counting import features_of
+    from xla_costmodel.features._counting import features_of
 
     transposed = _lone("""HloModule m
 ENTRY e {

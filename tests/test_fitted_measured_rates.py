@@ -9,7 +9,7 @@ import pytest
 from xla_costmodel import parse_hlo
 from xla_costmodel.fit import FittedModel
 from xla_costmodel.fit._context_model import ContextModel
-from xla_costmodel.fit._counting import features_of
+from xla_costmodel.features._counting import features_of
 from conftest import TEST_CPU
 
 YNN_RATE = 4.6e8  # stencil elements per second

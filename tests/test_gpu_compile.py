@@ -264,7 +264,8 @@ def test_the_users_own_errors_while_tracing_are_theirs():
 @needs_plugin
 def test_analyze_of_a_function_on_a_gpu_prices_xla_gpus_own_module():
     table = xc.analyze(layer, *SHAPES, device="a100-80gb")
-    assert table.priced_module == f"XLA:GPU compiled here (jax {jax.__version__})"
+    # XLA:GPU's own module, with at most a note on the GEMM configurations autotuning would change.
+    assert table.priced_module.split("; ")[0] == f"XLA:GPU compiled here (jax {jax.__version__})"
     compiled = compile_for_gpu(layer, *SHAPES, device="a100-80gb").module
     priced = set(table.loc[table["bound"] != "free", "kernel"])
     assert priced == {i.name for i in compiled.entry.instructions if i.opcode in ("fusion", "custom-call")}

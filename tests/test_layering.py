@@ -30,6 +30,8 @@ LAYERS = (
     ("fusion",),
     ("measure",),
     ("metrics",),
+    ("datasets",),
+    ("features",),
     ("fit",),
     ("compare", "plot"),
     ("front",),
@@ -336,7 +338,7 @@ def test_the_allowlist_has_no_stale_entries():
 # Scripts call the library (issue 34 §7)
 #
 # A script is a user of the package: it imports what a package's `__init__` or internal API module
-# offers (`fit.data`, `fit.storage`, `fit.calibration`, `compare.scoring`, `models.pricing`,
+# offers (`datasets`, `features`, `fit.calibration`, `compare.scoring`, `models.pricing`,
 # `fusion.conformance`, `measure.programs`, `analysis.library`, ...), never an underscore module or name of
 # a package. The floor helpers (LAYERS[0]: `_jaxlib_oracle`, `_progress`, ...) are shared by the whole
 # distribution, scripts included, as they are by every package; `scripts/_bench_common.py` is the
@@ -375,8 +377,8 @@ def script_private_imports(path: Path) -> list[tuple[str, int]]:
 def test_script_private_imports_are_found(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text(
-        "from xla_costmodel.fit._data import load_rows, prepare\n"  # a private module: once per name
-        "from xla_costmodel.fit.data import load_rows\n"  # the internal API module: public
+        "from xla_costmodel.features._prepare import prepare, Prepared\n"  # a private module: once per name
+        "from xla_costmodel.datasets import load_rows\n"  # the package's __init__: public
         "from xla_costmodel.compare.scoring import fit_model as _fit\n"  # a public name, bound privately
         "from xla_costmodel.fusion import _conformance as conf\n"  # a private module by name
         "from xla_costmodel import _jaxlib_oracle, analyze\n"  # a floor helper, a public name
@@ -384,8 +386,8 @@ def test_script_private_imports_are_found(tmp_path):
         "    import xla_costmodel.models._dot_fusion as dot\n"
         "    from _bench_common import _sources\n"  # the scripts' own
     )
-    assert script_private_imports(probe) == [("fit._data", 1), ("fit._data", 1), ("fusion._conformance", 4),
-                                             ("models._dot_fusion", 7)]
+    assert script_private_imports(probe) == [("features._prepare", 1), ("features._prepare", 1),
+                                             ("fusion._conformance", 4), ("models._dot_fusion", 7)]
 
 
 @pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)

@@ -64,7 +64,7 @@ ENTRY e {
 
 def test_a_triangular_solve_counts_the_same_flops_everywhere():
     from xla_costmodel._jaxlib_oracle import xla_cost_analysis
-    from xla_costmodel.fit._counting import features_of
+    from xla_costmodel.features._counting import features_of
     from xla_costmodel.models._kernel_costs import ModuleCounts
 
     module = xc.parse_hlo(_TRSM)

@@ -12,8 +12,8 @@ from conftest import load_script
 
 from xla_costmodel.devices import _host
 from xla_costmodel.devices import host as host_facts  # what fit reads this machine from
-from xla_costmodel.fit import _store
-from xla_costmodel.fit._store import DATA_DIR_ENV, MachineMismatchWarning, header, load_calibration, rows_machine
+from xla_costmodel.datasets import _store
+from xla_costmodel.datasets._store import DATA_DIR_ENV, MachineMismatchWarning, header, load_calibration, rows_machine
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "calibration"

@@ -133,7 +133,7 @@ def test_cli_quick_suite_writes_only_when_asked(tmp_path, monkeypatch, capsys):
     assert main(["measure", "--quick", "--only", "copy_s1", "launch_empty", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "launch overhead" in out and "access" in out
-    from xla_costmodel.fit._store import user_data_dir
+    from xla_costmodel.datasets._store import user_data_dir
 
     # --quick writes nothing: neither in the user's data directory nor here.
     assert not (user_data_dir() / DEFAULT_DATASET.format(backend="cpu")).exists()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow.parquet as pq
 import pytest
 
-from xla_costmodel.fit import _data
+from xla_costmodel.features import _prepare
 from xla_costmodel.measure import append_dataset, read_dataset
 
 from conftest import ROOT, TEST_CPU
@@ -45,13 +45,13 @@ def test_a_written_dataset_reads_back_with_shared_texts(tmp_path, suffix):
 def test_prepared_datasets_cache_keeps_the_last_few(tmp_path):
     rows = read_dataset(ROOT / "calibration" / "host_cpu.parquet").head(5)
     paths = []
-    for i in range(_data._PREPARED_KEPT + 2):
+    for i in range(_prepare._PREPARED_KEPT + 2):
         paths.append(tmp_path / f"d{i}.parquet")
         append_dataset(rows, paths[-1])
-    prepared = [_data.prepare_dataset(p, TEST_CPU) for p in paths]
-    assert len(_data._PREPARED) <= _data._PREPARED_KEPT
-    assert _data.prepare_dataset(paths[-1], TEST_CPU) is prepared[-1]  # the latest are still kept
-    assert _data.prepare_dataset(paths[0], TEST_CPU) is not prepared[0]  # the first was let go, prepared afresh
+    prepared = [_prepare.prepare_dataset(p, TEST_CPU) for p in paths]
+    assert len(_prepare._PREPARED) <= _prepare._PREPARED_KEPT
+    assert _prepare.prepare_dataset(paths[-1], TEST_CPU) is prepared[-1]  # the latest are still kept
+    assert _prepare.prepare_dataset(paths[0], TEST_CPU) is not prepared[0]  # the first was let go, prepared afresh
     assert len(prepared[0].y) == len(rows)
 
 

@@ -134,7 +134,7 @@ def _is_calibration_error(exc: BaseException) -> bool:
 @pytest.fixture(scope="module")
 def small_dataset():
     """Every 8th kernel of the host suite (calibration/host_cpu.parquet), parsed and featurized."""
-    from xla_costmodel.fit._data import prepare
+    from xla_costmodel.features._prepare import prepare
     from xla_costmodel.measure import read_dataset
 
     df = read_dataset(ROOT / "calibration" / "host_cpu.parquet")

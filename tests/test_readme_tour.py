@@ -3,7 +3,7 @@
 The tour's code block is taken from README.md and run, statement by
 statement, in a fresh Python process from the repository root, as a reader
 would paste it. Only the data it scores is smaller: its `compare` lines read
-the user's data directory first (`fit._store.find_data_file`), so the test
+the user's data directory first (`datasets._store.find_data_file`), so the test
 puts there the suite and two sources of the corpus, cut from the shipped
 files, instead of letting them score 5,800 corpus kernels (minutes).
 """

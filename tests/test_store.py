@@ -17,7 +17,7 @@ import pytest
 from xla_costmodel import calibrate
 from xla_costmodel.cli import main
 from xla_costmodel.fit import FittedModel
-from xla_costmodel.fit._store import (DATA_DIR_ENV, CalibrationError, DeviceMismatchError,
+from xla_costmodel.datasets._store import (DATA_DIR_ENV, CalibrationError, DeviceMismatchError,
                                       load_calibration, shipped_dir, user_data_dir, write_atomically)
 from xla_costmodel.measure import read_dataset
 from conftest import TEST_CPU
@@ -210,7 +210,7 @@ def test_quick_calibration_writes_the_users_data_directory_and_nothing_shipped(t
     assert sorted(p.name for p in data.parent.iterdir()) == ["quick"]  # nothing where models read
     assert list(tmp_path.glob("*.parquet")) == [] and not (tmp_path / "calibration").exists()
     # Reading takes the shipped calibration, unless the quick folder is asked for.
-    code = ("from xla_costmodel.fit._store import load_calibration as l; "
+    code = ("from xla_costmodel.datasets._store import load_calibration as l; "
             "print(l('fitted', 'host')['_path']); print(l('learned', 'host')['training_rows'])")
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert Path(r.stdout.split()[0]) == SHIPPED / "host_fitted.json"

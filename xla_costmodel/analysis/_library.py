@@ -22,7 +22,7 @@ knows, once:
 
 The cost analysis (`_gpu_rules`, `_rules_math`), every model
 (`models._kernel_costs`, `models._library_calls`) and the fitted models'
-features (`fit._counting`) read the counts here and nowhere else.
+features (`features._counting`) read the counts here and nowhere else.
 """
 
 from __future__ import annotations

@@ -189,7 +189,7 @@ def user_error(exc: BaseException) -> str | None:
     hlo = sys.modules.get("xla_costmodel.hlo")
     if hlo is not None and isinstance(exc, hlo.HloParseError):
         return str(exc)
-    store = sys.modules.get("xla_costmodel.fit._store")
+    store = sys.modules.get("xla_costmodel.datasets")
     if store is not None and isinstance(exc, store.CalibrationError):
         return _one_line(str(exc))
     dataset = sys.modules.get("xla_costmodel.measure._dataset")

@@ -126,7 +126,7 @@ def _calibrate_configure(p: argparse.ArgumentParser) -> None:
 @command("calibrate", "fit the fitted, learned and calibrated models to measurements and save them", _calibrate_configure)
 def _calibrate(args: argparse.Namespace) -> int:
     from ..fit import FITTABLE_MODELS, calibrate
-    from ..fit.storage import DATA_DIR_ENV
+    from ..datasets import DATA_DIR_ENV
     from ..measure import DatasetError
 
     if args.models:
@@ -189,9 +189,9 @@ def _calibrate_devices(args: argparse.Namespace) -> int | None:
     (then `calibrate` goes its usual way).
     """
     from ..fit import FITTABLE_MODELS
-    from ..fit.data import load_rows, training_rows
+    from ..datasets import load_rows, training_rows
     from ..fit.calibration import calibrate_devices
-    from ..fit.storage import dataset_devices
+    from ..datasets import dataset_devices
     from ..measure import DatasetError
 
     if not args.dataset:

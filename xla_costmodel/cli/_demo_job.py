@@ -128,7 +128,7 @@ def run_demo(program: str | None = None, out: str = "out") -> int:
     if quick_path.exists():
         quick_path.unlink()  # our own output of an earlier run
     append_dataset(quick, quick_path)
-    from ..fit.storage import shipped_dir
+    from ..datasets import shipped_dir
 
     # The shipped measurements of the reference host: read, never written. The suite (and the supplementary
     # microbenchmarks kept with this project's programs) trains; the independent corpus scores.

@@ -11,7 +11,7 @@ from ._common import UsageError, command, count, load_user_program, report_warni
 
 __all__ = ["DEFAULT_DATASET", "DEFAULT_FLEET_DATASET", "load_target", "per_kernel_table"]
 
-#: Where the suite appends by default, in the user's data directory (`fit._store.user_data_dir()`);
+#: Where the suite appends by default, in the user's data directory (`datasets.user_data_dir()`);
 #: `{backend}` is filled in (`cpu`, `gpu`, ...).
 DEFAULT_DATASET = "host_{backend}.parquet"
 #: Where a fleet run of the full suite appends by default, in the user's data directory.

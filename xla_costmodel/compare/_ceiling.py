@@ -34,7 +34,7 @@ import json
 import numpy as np
 import pandas as pd
 
-from ..fit.data import kernel_rows
+from ..datasets import kernel_rows
 from ..metrics import METRIC_COLUMNS, accuracy
 
 __all__ = ["kernel_times", "noise_by_source", "noise_ceiling", "program_noise", "round_minima", "round_pairs",

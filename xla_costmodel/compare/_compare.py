@@ -1,6 +1,6 @@
 """`compare`: several cost models scored against measured kernel times, on held-out data.
 
-The data's roles (`xla_costmodel.fit._data`): `suite` rows (measurement
+The data's roles (`xla_costmodel.datasets`): `suite` rows (measurement
 kernels) train by default; this project's own programs (`training-program`:
 the zoo and the `extra-program` training programs) train only when asked and
 are then never scored; the independent corpus (`test-program`, `source` =
@@ -52,8 +52,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from ..fit.data import (FUSION_VARIANT_CLASSES, PROGRAM_CLASSES, SUITE, TRAINING_PROGRAM, Prepared, corpus_dataset,
-                         default_training, empty_prepared, prepare_dataset, programs_dataset, row_roles, row_sources)
+from ..datasets import (FUSION_VARIANT_CLASSES, PROGRAM_CLASSES, SUITE, TRAINING_PROGRAM, corpus_dataset, default_training,
+                        programs_dataset, row_roles, row_sources)
+from ..features import Prepared, empty_prepared, prepare_dataset
 from ..metrics import METRIC_COLUMNS, accuracy, fusion_metrics
 
 __all__ = ["compare_models", "Comparison", "DEFAULT_MODELS", "GPU_MODELS", "SPLITS", "form_ceiling", "make_model",
@@ -430,13 +431,13 @@ def pricing_device(device="host", split: str = "source", dataset=None, train=Non
 
     On `"host"` (by name), rows measured on another machine, such as the
     shipped corpus (measured on the reference host), are priced with the
-    description of the machine that measured them (`fit._store.measuring_device`),
+    description of the machine that measured them (`datasets.measuring_device`),
     so that their scores are the same on every machine; rows measured here,
     or of no known machine, with this machine's (`get_device("host")`).
 
     **Returns:** `(spec, note)`; `note` is "" for this machine's spec.
     """
-    from ..fit.storage import measuring_device
+    from ..datasets import measuring_device
     from ..measure import resolve_device
 
     if not (isinstance(device, str) and device == "host"):
@@ -445,7 +446,7 @@ def pricing_device(device="host", split: str = "source", dataset=None, train=Non
     spec = measuring_device(scored)
     if spec is None:
         return resolve_device(device), ""
-    from ..fit.storage import MEASURING_DEVICE_FILE
+    from ..datasets import MEASURING_DEVICE_FILE
 
     first = scored if isinstance(scored, (str, bytes)) or not isinstance(scored, (list, tuple)) else scored[0]
     note = (f"rows priced with the description of the machine that measured them ({spec.description}, "

@@ -1,9 +1,13 @@
 """Fitting cost models to measured kernel times: features, datasets, saved calibrations, fitted models.
 
 - `kernel_features(kernels_or_rows, device)`: the feature table of the
-  hardware-fitted models (Stevens & Klöckner's counts, read from HLO).
-- Datasets (`_data`): calibration-dataset rows as training and test data.
-- Saved calibrations (`_store`): one JSON file per (device, model), written
+  hardware-fitted models (Stevens & Klöckner's counts, read from HLO; their
+  home is `xla_costmodel.features`, the package below this one, re-exported
+  here with `FEATURES` and the context features for the fitting workflow).
+- Datasets: calibration-dataset rows as training and test data
+  (`xla_costmodel.datasets`, the package below this one).
+- Saved calibrations (their home is `xla_costmodel.datasets` too; offered
+  here for the fitting workflow): one JSON file per (device, model), written
   to the user's data directory (`user_data_dir()`) and read from there
   first, then from the shipped `calibration/` (`calibration_in_use` says
   which file a model reads); a quick calibration, and one that scored worse
@@ -23,7 +27,7 @@
   `fit._efficiency`), `roofline-calibrated` and `xla-gpu-calibrated`
   (`CalibratedModel`: the analytical models with fitted device parameters),
   `context` and `learned-context` (`ContextModel`, `LearnedContextModel`: the
-  same two over the kernel's schedule context as well, `fit._context`),
+  same two over the kernel's schedule context as well, `features._context`),
   and the model-name combinators `scaled(...)`, `scaled-min(...)`,
   `scaled-max-savings(...)` (`ScaledModel`: a model on the scale of
   measured times).
@@ -49,18 +53,18 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._calibrate import FITTABLE_MODELS, calibrate
     from ._calibrated import CalibratedModel, host_as_gpu
     from ._devices import calibrate_devices
-    from ._features import FEATURE_GROUPS, FEATURES, FeatureError
+    from ..features import FEATURE_GROUPS, FEATURES, FeatureError
     from ._fitted import FittedModel
     from ._learned import LearnedModel
     from ._efficiency import EfficiencyModel
-    from ._context import CONTEXT_FEATURES, context_features
+    from ..features import CONTEXT_FEATURES, context_features
     from ._context_model import ContextModel, LearnedContextModel
     from ._program import ProgramOverhead, ProgramTime
-    from ._rows import kernel_features
+    from ..features import kernel_features
     from ..metrics import accuracy, fusion_metrics, sk_error
-    from ._store import CalibrationError, DeviceMismatchError, calibration_path, load_calibration, user_data_dir
-    from ._store import MachineMismatchWarning, calibration_in_use, held_back_dir, measuring_device, quick_dir
-    from ._store import calibration_measured_on
+    from ..datasets import CalibrationError, DeviceMismatchError, calibration_path, load_calibration, user_data_dir
+    from ..datasets import MachineMismatchWarning, calibration_in_use, held_back_dir, measuring_device, quick_dir
+    from ..datasets import calibration_measured_on
     from ._program import PROGRAM_OVERHEAD
 
 _LAZY = {
@@ -69,31 +73,31 @@ _LAZY = {
     "calibrate_devices": ("._devices", "calibrate_devices"),
     "CalibratedModel": ("._calibrated", "CalibratedModel"),
     "host_as_gpu": ("._calibrated", "host_as_gpu"),
-    "FEATURES": ("._features", "FEATURES"),
-    "FEATURE_GROUPS": ("._features", "FEATURE_GROUPS"),
-    "FeatureError": ("._features", "FeatureError"),
-    "kernel_features": ("._rows", "kernel_features"),
+    "FEATURES": ("..features", "FEATURES"),
+    "FEATURE_GROUPS": ("..features", "FEATURE_GROUPS"),
+    "FeatureError": ("..features", "FeatureError"),
+    "kernel_features": ("..features", "kernel_features"),
     "FittedModel": ("._fitted", "FittedModel"),
     "LearnedModel": ("._learned", "LearnedModel"),
     "EfficiencyModel": ("._efficiency", "EfficiencyModel"),
     "ContextModel": ("._context_model", "ContextModel"),
     "LearnedContextModel": ("._context_model", "LearnedContextModel"),
-    "CONTEXT_FEATURES": ("._context", "CONTEXT_FEATURES"),
-    "context_features": ("._context", "context_features"),
+    "CONTEXT_FEATURES": ("..features", "CONTEXT_FEATURES"),
+    "context_features": ("..features", "context_features"),
     "accuracy": ("..metrics", "accuracy"),
     "fusion_metrics": ("..metrics", "fusion_metrics"),
     "sk_error": ("..metrics", "sk_error"),
-    "CalibrationError": ("._store", "CalibrationError"),
-    "DeviceMismatchError": ("._store", "DeviceMismatchError"),
-    "MachineMismatchWarning": ("._store", "MachineMismatchWarning"),
-    "user_data_dir": ("._store", "user_data_dir"),
-    "load_calibration": ("._store", "load_calibration"),
-    "calibration_path": ("._store", "calibration_path"),
-    "calibration_in_use": ("._store", "calibration_in_use"),
-    "measuring_device": ("._store", "measuring_device"),
-    "quick_dir": ("._store", "quick_dir"),
-    "held_back_dir": ("._store", "held_back_dir"),
-    "calibration_measured_on": ("._store", "calibration_measured_on"),
+    "CalibrationError": ("..datasets", "CalibrationError"),
+    "DeviceMismatchError": ("..datasets", "DeviceMismatchError"),
+    "MachineMismatchWarning": ("..datasets", "MachineMismatchWarning"),
+    "user_data_dir": ("..datasets", "user_data_dir"),
+    "load_calibration": ("..datasets", "load_calibration"),
+    "calibration_path": ("..datasets", "calibration_path"),
+    "calibration_in_use": ("..datasets", "calibration_in_use"),
+    "measuring_device": ("..datasets", "measuring_device"),
+    "quick_dir": ("..datasets", "quick_dir"),
+    "held_back_dir": ("..datasets", "held_back_dir"),
+    "calibration_measured_on": ("..datasets", "calibration_measured_on"),
     "PROGRAM_OVERHEAD": ("._program", "PROGRAM_OVERHEAD"),
     "ProgramTime": ("._program", "ProgramTime"),
     "ProgramOverhead": ("._program", "ProgramOverhead"),
@@ -139,7 +143,7 @@ def _learned(**params):
 
 @register_model("context")
 def _context(**params):
-    """The hardware-fitted linear model over kernel and schedule-context features (`fit._context`)."""
+    """The hardware-fitted linear model over kernel and schedule-context features (`features._context`)."""
     from ._context_model import ContextModel
 
     return ContextModel(**params)
@@ -147,7 +151,7 @@ def _context(**params):
 
 @register_model("learned-context")
 def _learned_context(**params):
-    """Gradient-boosted trees over kernel and schedule-context features (`fit._context`)."""
+    """Gradient-boosted trees over kernel and schedule-context features (`features._context`)."""
     from ._context_model import LearnedContextModel
 
     return LearnedContextModel(**params)

@@ -1,7 +1,7 @@
 """`calibrate`: measure (or read) kernel timings, fit every fittable model, save the results.
 
 Writes one JSON file per model to `<device>_<model>.json` in the user's data
-directory (`fit._store.user_data_dir()`; never the shipped `calibration/`
+directory (`datasets.user_data_dir()`; never the shipped `calibration/`
 unless it is named as `out_dir`). A device is calibrated only from its own
 measurements: running the suite here calibrates the device this machine
 is, and a dataset must have been measured on the device it calibrates
@@ -27,7 +27,7 @@ user's earlier one, else the shipped one). If it scores worse (a higher
 `ratio_error`), the full fit is saved to `held-back/` in the data
 directory, read by no model unless asked, and one line says so and why;
 the calibration in use stays. `quick=True` writes to `quick/` there, also
-read by no model unless asked (`fit._store`).
+read by no model unless asked (`datasets._store`).
 """
 
 from __future__ import annotations
@@ -43,11 +43,12 @@ import numpy as np
 import pandas as pd
 
 from .._text import count
-from ._data import TEST_PROGRAM, Prepared, dataset_name, load_rows, own_program_rows, prepare, row_roles, training_rows
+from ..datasets import (TEST_PROGRAM, CalibrationError, DeviceMismatchError, calibration_in_use, dataset_devices,
+                        dataset_name, header, held_back_dir, load_rows, measured_on, own_program_rows, quick_dir,
+                        row_roles, rows_device_matches, save_calibration, training_rows, user_data_dir)
+from ..features import Prepared, prepare
 from ._refit import (CONTEXT_ROWS_RULE, context_training_rows, dataset_entry, refit_learned, relative_path,
                      used_roles)
-from ._store import (CalibrationError, DeviceMismatchError, calibration_in_use, dataset_devices, header,
-                     held_back_dir, measured_on, quick_dir, rows_device_matches, save_calibration, user_data_dir)
 
 __all__ = ["calibrate", "check_measured_device", "refit_learned", "FITTABLE_MODELS"]
 
@@ -58,7 +59,7 @@ _CHECK_ROWS = 8
 
 
 def _device_facts(dev) -> dict:
-    from ._features import device_facts
+    from ..features import device_facts
 
     return dict(device_facts(dev))
 
@@ -82,7 +83,7 @@ def check_measured_device(dev, entries, where: str) -> None:
 
     **Arguments:** `dev`: the `DeviceSpec` being calibrated; `entries`: the
     devices the rows come from (`{backend, device_kind, device}` each, as
-    `_store.measured_on` gives); `where`: what holds them, for the message.
+    `datasets.measured_on` gives); `where`: what holds them, for the message.
 
     **Raises:** `DeviceMismatchError` naming both devices.
     """
@@ -158,7 +159,7 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
       machine, once (`out_dir/host_cpu_programs.parquet`, kept while it
       holds this machine's rows; `measure._programs`): the supplementary
       kernels, with which the suite is the default training data (role
-      `suite`, `fit._data`), and this project's own programs, which the
+      `suite`, `datasets.row_roles`), and this project's own programs, which the
       context models and the program overhead also fit. Without them a
       calibration extrapolates from the suite's large kernels to the small
       ones real programs run, and is worse than the shipped one on the same
@@ -166,7 +167,7 @@ def calibrate(device="host", quick: bool = False, dataset=None, *, models=FITTAB
     - `models`: which of `fitted`, `learned`, `roofline-calibrated`,
       `xla-gpu-calibrated`, `context`, `learned-context` to fit.
     - `out_dir`: where to write (default the user's data directory,
-      `$XLA_COSTMODEL_DATA_DIR` or platformdirs'; see `fit._store`; for a
+      `$XLA_COSTMODEL_DATA_DIR` or platformdirs'; see `datasets._store`; for a
       quick run that measures, its `quick/` folder, which no model reads
       unless asked). A calibration written to the default place is used only
       if it scores at least as well as the one in use on its held-out rows

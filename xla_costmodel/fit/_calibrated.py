@@ -279,7 +279,7 @@ class CalibratedModel(BaseEstimator):
     def from_calibration(cls, base: str, device) -> "CalibratedModel":
         """The model saved by `xla_costmodel.calibrate` for `device`; `CalibrationError` if none."""
         from ..devices import DeviceSpec
-        from ._store import CalibrationError, load_calibration
+        from ..datasets import CalibrationError, load_calibration
 
         data = load_calibration(f"{base}-calibrated", device)
         try:

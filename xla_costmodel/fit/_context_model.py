@@ -1,7 +1,7 @@
 """`context` and `learned-context`: the fitted and learned models, reading the schedule context too.
 
 Both read the kernel features of `fitted`/`learned` (`FEATURES`) plus the
-kernel's `CONTEXT_FEATURES` (`fit._context`: the size of its program, the
+kernel's `CONTEXT_FEATURES` (`features._context`: the size of its program, the
 reuse distance of its operands, the independent kernels around it). `context`
 is fitted the way `fitted` is (Stevens & Klöckner's linear form, one weight
 per column in seconds per unit, relative-error least squares); `learned-context`
@@ -9,7 +9,7 @@ the way `learned` is (gradient-boosted trees in log time over a linear
 baseline).
 
 Their saved calibrations are fitted to the measurement suite and to this
-project's own programs (`fit._data.own_program_rows`): a
+project's own programs (`datasets.own_program_rows`): a
 kernel of the suite runs almost alone, so the suite by itself shows little
 context to learn from. Programs of the independent corpus are never fitted
 (see `compare`).
@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ._context import CONTEXT_FEATURES
-from ._features import FEATURES
+from ..features import CONTEXT_FEATURES, FEATURES
 from ._fitted import FittedModel
 from ._learned import LearnedModel
 

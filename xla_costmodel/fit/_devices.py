@@ -30,10 +30,10 @@ import numpy as np
 import pandas as pd
 
 from .._text import count
+from ..datasets import dataset_devices, header, load_rows, measured_on, save_calibration, training_rows, user_data_dir
 from ._calibrate import FITTABLE_MODELS, _train_accuracy, fit_and_save
-from ._data import load_rows, prepare, training_rows
+from ..features import prepare
 from ._refit import dataset_entry, used_roles
-from ._store import dataset_devices, header, measured_on, save_calibration, user_data_dir
 
 __all__ = ["CROSS_DEVICE", "calibrate_devices", "dataset_devices", "device_for_rows"]
 

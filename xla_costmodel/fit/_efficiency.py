@@ -4,7 +4,7 @@ NeuSight predicts a GPU kernel's time as a roofline bound divided by a
 learned utilization. Here the bound is an analytical model of this project
 (`base`, `xla-gpu` on the H100), and gradient-boosted trees learn the log of
 the ratio between the measured time and the analytical price, from the
-kernel's feature counts (`fit._counting.features_of`), its structure
+kernel's feature counts (`features.features_of`), its structure
 (`structure_of`: its kind, and for a GEMM its problem and configuration) and
 the log of that price:
 
@@ -40,7 +40,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..devices import get_device
 from ..models import GPU_KERNEL_KINDS, FusionByMaterializing, KernelEstimate, gpu_kernel_kind
-from ._features import FEATURES, FeatureError
+from ..features import FEATURES, FeatureError
 
 __all__ = ["EfficiencyModel", "FORM", "BASE_COLUMN", "FLOOR_COLUMN", "STRUCTURE", "refit_efficiency", "roofline_floor",
            "structure_of", "table_sha256"]
@@ -274,7 +274,7 @@ class EfficiencyModel(FusionByMaterializing, RegressorMixin, BaseEstimator):
         from dataclasses import replace
 
         from ..models import get_model
-        from ._counting import features_of
+        from ..features import features_of
 
         dev = get_device(device) if isinstance(device, str) else device
         base = get_model(self.base).estimate(kernel, dev)
@@ -311,7 +311,7 @@ def refit_efficiency(data: dict, device):
     """The `EfficiencyModel` of a saved `learned` calibration of form `base-efficiency` (see the module
     docstring). **Raises:** `CalibrationError` when its table is missing or changed, or the refit does not
     reproduce the checks."""
-    from ._store import CalibrationError, calibration_measured_on
+    from ..datasets import CalibrationError, calibration_measured_on
 
     where = data.get("_path")
     how = "remake it with scripts/fit_gpu_learned.py --write"

@@ -29,9 +29,9 @@ import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._features import FEATURES, TASK_BYTES
+from ..features import FEATURES, TASK_BYTES
 from ._kernel_model import COLUMN_GROUPS, TIME_FLOOR_S, FeatureCostModel
-from ._store import CalibrationError, load_calibration
+from ..datasets import CalibrationError, load_calibration
 
 __all__ = ["FittedModel", "fit_relative_least_squares"]
 

@@ -16,9 +16,8 @@ from ..analysis.opcodes import CONTROL_FLOW_OPCODES, FREE_OPCODES
 from ..models import FusionByMaterializing, KernelEstimate
 from ..models.pricing import dominant_bound
 from ..measure import resolve_device
-from ._counting import features_of
-from ._context import CONTEXT_FEATURE_GROUPS, CONTEXT_FEATURES, context_features
-from ._features import FEATURE_GROUPS, FEATURES, FeatureError
+from ..features import (CONTEXT_FEATURE_GROUPS, CONTEXT_FEATURES, FEATURE_GROUPS, FEATURES, FeatureError,
+                        context_features, features_of)
 from ._measured_rates import priced_at_measured_rates
 
 #: The part of a prediction (compute, memory, launch) each column adds to, kernel and context features alike.
@@ -48,7 +47,7 @@ class FeatureCostModel(FusionByMaterializing):
 
     def _columns(self, X):
         """`X` narrowed to `feature_columns` when it is a table holding them (a feature table from
-        `fit._data.prepare` carries the context features too, whatever model reads it)."""
+        `features.prepare` carries the context features too, whatever model reads it)."""
         import pandas as pd
 
         # (any other table, e.g. a few named columns, is the estimator's input as it is: scikit-learn's way)
@@ -84,8 +83,8 @@ class FeatureCostModel(FusionByMaterializing):
 
     def feature_vector(self, kernel, device) -> dict[str, float]:
         """The kernel's features as this model computes them (its `task_bytes`), with its schedule
-        context (`fit._context`) when the model reads context features."""
-        from ._features import device_facts
+        context (`features._context`) when the model reads context features."""
+        from ..features import device_facts
 
         x = features_of(kernel, device, task_bytes=getattr(self, "task_bytes", None) or _default_task_bytes())
         if any(c in CONTEXT_FEATURES for c in self.feature_columns):
@@ -206,6 +205,6 @@ class FeatureCostModel(FusionByMaterializing):
 
 
 def _default_task_bytes() -> int:
-    from ._features import TASK_BYTES
+    from ..features import TASK_BYTES
 
     return TASK_BYTES

@@ -21,7 +21,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._features import TASK_BYTES
+from ..features import TASK_BYTES
 from ._kernel_model import COLUMN_GROUPS, TIME_FLOOR_S, FeatureCostModel
 
 __all__ = ["LearnedModel"]

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..models import GROUPED_CONV_RATES, grouped_convolution_seconds
-from ._features import MATMUL_DTYPES
+from ..features import MATMUL_DTYPES
 
 __all__ = ["MEASURED_RATE_RULES", "MeasuredRatePart", "measured_rate", "priced_at_measured_rates"]
 

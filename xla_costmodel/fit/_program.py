@@ -45,7 +45,7 @@ def program_table(df: pd.DataFrame) -> pd.DataFrame:
     loop body's launches all counted) and `wall_per_run_s` (the fastest run,
     `wall_min_per_run_s`).
     """
-    from ._data import kernel_rows
+    from ..datasets import kernel_rows
 
     rows = kernel_rows(df)
     rows = rows[~rows["opcode"].isin(CONTROL_FLOW_OPCODES)] if "opcode" in rows else rows
@@ -95,7 +95,7 @@ class ProgramOverhead:
     @classmethod
     def from_calibration(cls, device) -> "ProgramOverhead":
         """The overhead saved by `xla_costmodel.calibrate` for `device`. **Raises:** `CalibrationError`."""
-        from ._store import CalibrationError, load_calibration
+        from ..datasets import CalibrationError, load_calibration
 
         data = load_calibration(PROGRAM_OVERHEAD, device)
         try:

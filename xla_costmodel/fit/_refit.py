@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ._data import SUITE, TRAINING_PROGRAM, load_rows, own_program_rows, prepare, row_roles
-from ._store import CalibrationError, load_calibration
+from ..datasets import SUITE, TRAINING_PROGRAM, CalibrationError, load_calibration, load_rows, own_program_rows, row_roles
+from ..features import prepare
 
 __all__ = ["CONTEXT_ROWS_RULE", "context_training_rows", "dataset_entry", "refit_learned", "relative_path",
            "rows_sha256", "used_roles", "used_rows"]
@@ -42,7 +42,7 @@ def context_training_rows(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def used_roles(include_programs: bool) -> tuple[str, ...]:
-    """The roles of the rows a calibration is fitted to (`fit._data`)."""
+    """The roles of the rows a calibration is fitted to (`datasets.row_roles`)."""
     return (SUITE, TRAINING_PROGRAM) if include_programs else (SUITE,)
 
 
@@ -103,7 +103,7 @@ def refit_learned(device, model_class):
 
 def _refit_learned(data: dict, device, model_class):
     from ..measure import resolve_device
-    from ._features import device_facts
+    from ..features import device_facts
 
     where = data.get("_path")
     if data.get("form") == "base-efficiency":

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 from ..models import (CombinedModel, CostModelWarning, FusionEstimate, KernelEstimate, as_model, dataset_path,
                       model_label, prices_by_content, register_combinator)
 from ..measure import resolve_device
-from ._store import CalibrationError
+from ..datasets import CalibrationError
 
 __all__ = ["ScaledModel", "default_scale", "fit_log_scale", "measured_kernels"]
 
@@ -62,8 +62,8 @@ def measured_kernels(dataset) -> tuple[list, "Any", dict]:
     """
     import numpy as np
 
-    from ._data import kernel_rows, load_rows, measured_times
-    from ._rows import kernel_from_row
+    from ..datasets import kernel_rows, load_rows, measured_times
+    from ..features import kernel_from_row
 
     key = _dataset_key(dataset)
     if key is not None and key in _MEASURED:
@@ -281,10 +281,10 @@ def default_scale(model: ScaledModel, device) -> tuple[float, float]:
     """`(log_offset, log_slope)` of an unfitted `model` on `device`: fitted to the device's dataset.
 
     The dataset is `model.dataset`, else the device's suite dataset
-    (`xla_costmodel.fit._data.default_dataset`). **Raises:** `CalibrationError`
+    (`xla_costmodel.datasets.default_dataset`). **Raises:** `CalibrationError`
     when it does not exist or gives no kernel to fit on.
     """
-    from ._data import default_dataset
+    from ..datasets import default_dataset
 
     path = Path(model.dataset) if model.dataset is not None else default_dataset(device.name)
     if not path.is_file():

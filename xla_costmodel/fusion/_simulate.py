@@ -31,6 +31,7 @@ from ._multi_output import MultiOutputFusionPass, _sort_operands_first
 from ._pair_cache import PairCache
 from ._priority import FusionPass, LogEvent, PriorityFusionRun, StepRecord
 from ._reduce_window import REDUCE_WINDOW_BASE_LENGTH, ReduceWindowRewrite, rewrite_reduce_windows as _rewrite_rws
+from ._softmax_rewriter import NormalizationFusion, rewrite_normalizations
 from ._tree_reduction import ReductionSplit, split_reductions
 from ._xla_passes import BEFORE_FUSION_HINT, unsimulated_kernels
 
@@ -283,9 +284,12 @@ class FusionResult:
       fusion changed (today `ReduceWindowRewriter`: long scans made a tree of
       16-wide windows, `fusion._reduce_window.ReduceWindowRewrite`; `ReductionSplitter` and
       `TreeReductionRewriter`: reductions that are not race-free split in two,
-      `fusion._tree_reduction.ReductionSplit`; `GemmFusion` and the dots left to cuBLAS,
-      `fusion._gemm_fusion.GemmRewrite`); the step
-      log starts after them, and `time_before_s` prices the rewritten module.
+      `fusion._tree_reduction.ReductionSplit`; `SoftmaxRewriterTriton`: normalization diamonds made
+      Triton fusions, `fusion._softmax_rewriter.NormalizationFusion`, one per diamond matched, kept
+      or not: `fusion` names the Triton fusion, else `reason` says why not; `GemmFusion` and
+      the dots left to cuBLAS, `fusion._gemm_fusion.GemmRewrite`); the step
+      log starts after them, and `time_before_s` prices the module rewritten by all but the
+      normalizations (the Triton fusions are made after pricing, as CSE is).
     """
 
     module: HloModule
@@ -303,7 +307,7 @@ class FusionResult:
     model_calls: int = 0
     origin: Mapping[str, str] = field(default_factory=dict, repr=False)
     input_through_xla: bool = True
-    pre_fusion_rewrites: tuple[ReduceWindowRewrite | ReductionSplit | GemmRewrite, ...] = ()
+    pre_fusion_rewrites: tuple[ReduceWindowRewrite | ReductionSplit | GemmRewrite | NormalizationFusion, ...] = ()
     log: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LOG_COLUMNS), repr=False)
     multi_output: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MULTI_OUTPUT_COLUMNS),
                                        repr=False)
@@ -340,6 +344,12 @@ class FusionResult:
                        f"GemmFusion and GemmRewriter do: {n_triton} Triton GEMM fusion{'s' if n_triton != 1 else ''} "
                        f"(with {sum(len(r.absorbed) for r in gemms)} operand and epilogue instructions), "
                        f"{len(gemms) - n_triton} cuBLAS call{'s' if len(gemms) - n_triton != 1 else ''}")
+        triton = [r for r in self.pre_fusion_rewrites if isinstance(r, NormalizationFusion) and r.fusion]
+        if triton:
+            out.append(f"{len(triton)} normalization diamond{'s' if len(triton) != 1 else ''} (softmax, layer "
+                       "norm: a reduction and its broadcast back) made Triton fusions before fusion as XLA:GPU's "
+                       "SoftmaxRewriterTriton does: " + ", ".join(r.instruction for r in triton[:5])
+                       + (", ..." if len(triton) > 5 else ""))
         ns = self.not_simulated
         if len(ns):
             parts = ", ".join(f"{n} {op} ({ns[ns.opcode == op].xla_pass.iloc[0]}: {ns[ns.opcode == op].xla_makes.iloc[0]})"
@@ -475,6 +485,7 @@ def simulate_fusion(
     cse: bool | None = None,
     tree_reductions: bool | None = None,
     gemm_rewrites: bool = False,
+    triton_softmax: bool = False,
     **kwargs: Any,
 ) -> FusionResult:
     """Run XLA's GPU priority-fusion pass on a copy of `module`, priced by `model`.
@@ -549,6 +560,15 @@ def simulate_fusion(
       lists the GEMMs. Off by default: on the H100 corpus (`scripts/bench_pipeline.py --gemm-rewrites`)
       the modules within 10% of XLA's kernel count stay 55 of 114 (mean |log(ours / XLA)| 0.163 ->
       0.147), while the Triton normalization fusions and autotuning are not simulated.
+    - `triton_softmax`: after CSE, make each normalization diamond (softmax, layer norm: a row
+      reduction broadcast back into an elementwise op with its input) a generic Triton fusion where
+      the tiled model prices it below the same instructions fused without it, as XLA:GPU's
+      `SoftmaxRewriterTriton` does on Ampere and later (`fusion._softmax_rewriter`); priority fusion
+      then grows them; on a GPU of compute capability 8.0 or more only. `FusionResult.pre_fusion_rewrites`
+      lists the diamonds. Off by default: with the GEMM rewriting before fusion off (`gemm_rewrites`) and
+      Triton fusions grown by priority fusion less than XLA grows them, it takes the whole pipeline's
+      kernel counts further from XLA's (`scripts/bench_pipeline.py`); XLA's own input to fusion has
+      been through it already.
 
     **Returns:** a `FusionResult` (fused module, step log, rejections, totals).
     """
@@ -561,17 +581,21 @@ def simulate_fusion(
         tree_reductions = not layouts_assigned(module)
     if copy_insertion is None:
         copy_insertion = bool(multi_output)
+    if triton_softmax:  # XLA:GPU runs it on Ampere and later only
+        cc = dev.compute_capability
+        triton_softmax = cc is not None and tuple(cc) >= (8, 0)
     with gc_paused():  # see xla_costmodel._gc
         result = _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode,
                            rewrite_reduce_windows, unique_ids, multi_output, copy_insertion, cse,
-                           tree_reductions, gemm_rewrites)
+                           tree_reductions, triton_softmax, gemm_rewrites)
     release_body_state(result.module)  # the pass's per-body state would keep its module alive
     return dataclasses.replace(result, input_through_xla=layouts_assigned(module))
 
 
 def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode="decide",
               rewrite_reduce_windows=True, unique_ids=None, multi_output=False,
-              copy_insertion=False, cse=False, tree_reductions=False, gemm_rewrites=False) -> FusionResult:
+              copy_insertion=False, cse=False, tree_reductions=False, triton_softmax=False,
+              gemm_rewrites=False) -> FusionResult:
     model_name = cost_model.name
     t0 = time.perf_counter()
     rewrites: list | None = [] if rewrite_reduce_windows else None
@@ -605,6 +629,15 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
             content = ContentIds()
             priced_by_content = content if prices_by_content(cost_model) else None
     names = NameUniquifier(work)
+    normalizations: list = []
+    if triton_softmax:  # XLA:GPU's SoftmaxRewriterTriton (`fusion._softmax_rewriter`), after CSE as in XLA
+        normalizations = rewrite_normalizations(work, dev, lambda m: _unfused_exec_s(m, dev), names=names,
+                                                cache=_SOFTMAX_DECISIONS.setdefault(dev, {}))
+        if any(n.fusion for n in normalizations):
+            comps = fusible_computations(work)
+            versions, price_cache, content_cache = {}, {}, {}
+            content = ContentIds()
+            priced_by_content = content if prices_by_content(cost_model) else None
     checker = LegalityChecker(dev.shared_memory_per_block_bytes, version=versions, content=content)
     if unique_ids:
         # XLA's own ids break ties between equal priorities (the larger first); new fusions get larger ones
@@ -684,12 +717,32 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
         elapsed_s=elapsed,
         model_calls=calls,
         origin=MappingProxyType(live_origin),
-        pre_fusion_rewrites=tuple(rewrites or ()) + tuple(splits or ()) + tuple(gemms or ()),
+        pre_fusion_rewrites=tuple(rewrites or ()) + tuple(splits or ()) + tuple(gemms or ()) + tuple(normalizations),
         log=log_df,
         multi_output=pd.DataFrame([dataclasses.astuple(st) for st in mof_rows], columns=MULTI_OUTPUT_COLUMNS),
         multi_output_run=bool(multi_output),
         copies=pd.DataFrame(copies, columns=COPY_COLUMNS),
     )
+
+
+# Decisions of the softmax rewriter per device, by diamond (its module's text): the same in every module.
+_SOFTMAX_DECISIONS: dict = {}
+
+
+def _unfused_exec_s(diamond, dev) -> float:
+    """XLA's `EstimateOptimizedHloRunTimeWithoutSoftMaxRewriterTriton`: a diamond's module (XLA's
+    layouts) with its reductions split and XLA's fusion passes run, each kernel's run time by XLA's
+    GPU model without its launch, summed."""
+    from ..models import get_model
+
+    model = get_model("xla-gpu")
+    fused = _simulate(diamond, dev, model, False, True, False, "emit", rewrite_reduce_windows=False,
+                      multi_output=True, tree_reductions=True).module
+    total = 0.0
+    for k in kernels_of(fused):
+        e = model.estimate(k, dev)
+        total += e.time_s - e.launch_s
+    return total
 
 
 def _insert_copies(work: HloModule, cost_model, dev, names, origin) -> list[tuple]:

@@ -93,7 +93,9 @@ def _elementwise_supported(op: str, t: str) -> bool:
             if t in ("f32", "f64"):
                 binary |= {"atan2", "divide", "remainder", "power"}
             if t in ("bf16", "f16"):
-                binary |= {"atan2", "power", "remainder"}
+                # divide too: XLA:GPU 0.10.2 makes a bf16 softmax's `divide` root a Triton fusion
+                # (SoftmaxRewriterTriton checks the root with IsTritonSupportedInstruction)
+                binary |= {"atan2", "divide", "power", "remainder"}
         if op in binary:
             return True
     if t in ("s4", "u16"):

@@ -8,7 +8,8 @@ again, so a module as JAX lowers it gets kernels that XLA:GPU would not make:
   calls (`GemmRewriter`), convolutions cuDNN calls (`ConvRewriter`),
   triangular solves and Cholesky factorizations cuBLAS/cuSOLVER calls, large
   sorts CUB calls; normalizations and softmaxes may become Triton block-level
-  fusions (`SoftmaxRewriterTriton`); the simplifier, CSE and layout
+  fusions (`SoftmaxRewriterTriton`: simulated on request, `simulate_fusion(triton_softmax=True)`,
+  `fusion._softmax_rewriter`); the simplifier, CSE and layout
   assignment remove or merge instructions;
 - after it, multi-output and horizontal fusion merge sibling kernels, and
   copy insertion adds copies.

@@ -1,7 +1,7 @@
 """Measuring this project's own programs and the supplementary kernels: the training data besides the suite.
 
 The measurement suite (`_suite`) sweeps single kernels from 2^14 elements
-up. The calibrations are also fitted to (`fit._data`'s roles):
+up. The calibrations are also fitted to (`datasets.row_roles`):
 
 - the supplementary kernels (`_extra_suite`: small sizes and the operations
   the suite lacks, each measured in a chain; `kernel_class` `extra-<class>`,

@@ -11,11 +11,18 @@ its candidates on the device and keeps the fastest. `autotune_gemms` stands in f
   what the problem and the opt-in shared memory allow; 1 to min(iterations, shared memory, 5) stages;
   TMA on and off on Hopper and later; low-occupancy tilings dropped as XLA does when the space has 24
   or more entries. Split-K candidates are left out: XLA runs them as a rewritten fusion (an extra batch
-  dimension) plus a reduction kernel, which the fusion as written does not contain.
+  dimension) plus a reduction kernel, which the fusion as written does not contain. Unless `exhaustive`
+  (XLA's `xla_gpu_exhaustive_tiling_search`, off by default), the space is then restricted to XLA's default
+  configurations (`optimize_config_set`, XLA's `OptimizeConfigSet` with `GetDefaultTritonConfigs` as hints:
+  36 configurations on Ampere and Hopper, each with and without TMA on Hopper, their tiles clamped into
+  the space), as XLA's GEMM autotuner does before it times the candidates (`GemmFusionAutotunerImpl::
+  GenerateTritonConfigs`, `TritonBackend::GetSupportedConfigs`): 2622 candidates become 36 for bf16
+  4096^3 on the H100.
 - **The price** of a candidate is the fusion's time under XLA's tiled model with XLA's dot-fusion model
   for its dot (`models._tiled.estimate`, `models._dot_fusion`), the same function the `xla-gpu` model
-  prices a configured Triton fusion with. XLA's cuBLASLt backend estimates a GEMM the same way (the
-  fastest of this space under this model).
+  prices a configured Triton fusion with. XLA's cuBLASLt backend estimates a GEMM with the dot model alone
+  as the fastest of the same default-restricted set (`CublasLtBackend`: "the cost model is currently
+  better tuned for the default set").
 - **cuBLAS against Triton**: XLA's GEMM autotuner also times each fusion run by cuBLAS
   (`xla_gpu_cublas_fallback`, on by default): the fusion inlined, its dot a cuBLAS call, and what the
   fusion computed around the dot (operand conversions, broadcasts, the epilogue) as separate loop
@@ -25,7 +32,9 @@ its candidates on the device and keeps the fastest. `autotune_gemms` stands in f
   launches), the fusion is replaced by it, as the GPU run would have it (more kernels: the operand
   and epilogue fusions). It is off by default because the two prices are not alike: the dot-fusion
   model prices Triton GEMMs well above the measured cuBLAS table at every size (H100, bf16, the
-  fastest configuration: 64^3 8.0 us against 4.8 us, 4096^3 794 us against 162 us), so the comparison
+  fastest configuration: 64^3 6.7 us against 5.0 us, 4096^3 366 us against 176 us; the tiled model
+  rejects output tiles above 0.4 x the registers per block, and XLA's L2 term prices a 128x128 tiling
+  at 2 GiB over 6.19 TB/s: `scripts/diagnose_gemm_prices.py` breaks it down), so the comparison
   picks cuBLAS nearly always, where the H100 capture's modules keep 378 of their 386 GEMMs in Triton
   (`scripts/bench_gpu_compile.py` scores both policies).
 - **cuBLAS calls** XLA emitted itself are reported beside their table price
@@ -56,7 +65,8 @@ from ..analysis.tiling import TilingError, dims_of, propagate
 from ..hlo import PRIMITIVE_BITS
 from ._dot_fusion import DotProblem, dot_problem, dot_supported, estimate_dot
 
-__all__ = ["AutotunedModule", "GemmConfig", "autotune_gemms", "best_gemm_config", "gemm_search_space"]
+__all__ = ["AutotunedModule", "GemmConfig", "autotune_gemms", "best_gemm_config", "default_configs",
+           "gemm_search_space", "optimize_config_set"]
 
 GEMM_FUSION_KINDS = ("__triton_gemm", "__triton_nested_gemm_fusion")
 # dot_search_space.h
@@ -96,25 +106,28 @@ def _is_hopper_or_later(device) -> bool:
     return bool(device.compute_capability) and device.compute_capability[0] >= 9
 
 
-def gemm_search_space(problem: DotProblem, device, *, exhaustive: bool = False,
-                      expensive_lhs: bool = False, expensive_rhs: bool = False) -> list[GemmConfig]:
-    """XLA's Triton GEMM candidates for `problem` on `device`, split-K left out (see the module docstring).
-    `exhaustive`: XLA's `xla_gpu_exhaustive_tiling_search` (keeps low-occupancy tilings);
-    `expensive_lhs` / `expensive_rhs`: an operand computes an expensive elementwise op (a wider tile on
-    the other side is then allowed)."""
+@dataclass(frozen=True, slots=True)
+class _Limits:
+    """The bounds `TritonDotFusionSearchSpace` derives from the problem and the device."""
+
+    min_m: int
+    min_n: int
+    max_m: int
+    max_n: int
+    min_warps: int
+    min_k_tile: int
+    occupancy: bool
+
+
+def _limits(problem: DotProblem, device) -> _Limits:
+    """`GetMaxOutputTile`, `ShouldOptimizeForOccupancy`, `GetMinOutputTile`, `GetMinWarpsPerCta`,
+    `GetMinContractingTileSize`, and the max tile raised to at least the min (the constructor)."""
     p = problem
-    k, batch = max(p.k, 1), max(p.b, 1)
-    lhs_par, rhs_par = max(p.m, 1), max(p.n, 1)
+    batch, lhs_par, rhs_par = max(p.b, 1), max(p.m, 1), max(p.n, 1)
     operand_bits = PRIMITIVE_BITS[p.lhs_type]
     compute_bits = PRIMITIVE_BITS[p.out_type]
     hopper = _is_hopper_or_later(device)
-    warp = device.warp_size or 32
     desired_warps = _MAX_WARPS_PER_SCHEDULER * _SCHEDULERS_PER_CORE * device.core_count
-
-    def tiles(tm, tn):
-        return batch * math.ceil(lhs_par / tm) * math.ceil(rhs_par / tn)
-
-    # GetMaxOutputTile
     max_elements = device.registers_per_block_limit * 32 // compute_bits
 
     def fit_other(size):
@@ -127,12 +140,43 @@ def gemm_search_space(problem: DotProblem, device, *, exhaustive: bool = False,
         max_m, max_n = lhs_limit, min(fit_other(lhs_limit), rhs_limit)
     if rhs_limit < max_n:
         max_m, max_n = min(fit_other(rhs_limit), lhs_limit), rhs_limit
-    occupancy = desired_warps // _MIN_WARPS_FOR_WGMMA > tiles(max_m, max_n)     # ShouldOptimizeForOccupancy
-    min_m, min_n = (64, 8) if hopper and not occupancy else (16, 8)             # GetMinOutputTile
+    tiles = batch * math.ceil(lhs_par / max_m) * math.ceil(rhs_par / max_n)
+    occupancy = desired_warps // _MIN_WARPS_FOR_WGMMA > tiles
+    min_m, min_n = (64, 8) if hopper and not occupancy else (16, 8)
     min_warps = (_MIN_WARPS_FOR_OCCUPANCY if operand_bits >= 32 or not hopper or occupancy
-                 else _MIN_WARPS_FOR_WGMMA)                                     # GetMinWarpsPerCta
-    min_k_tile = max(128 // operand_bits, 16)                                   # GetMinContractingTileSize
-    max_m, max_n = max(min_m, max_m), max(min_n, max_n)
+                 else _MIN_WARPS_FOR_WGMMA)
+    min_k_tile = max(128 // operand_bits, 16)
+    return _Limits(min_m, min_n, max(min_m, max_m), max(min_n, max_n), min_warps, min_k_tile, occupancy)
+
+
+def _max_k_tile(problem: DotProblem, device, tm: int, tn: int, min_k_tile: int) -> int:
+    """`GetMaxContractingTileSize` at split 1: the next power of two of k, at most what the opt-in shared
+    memory holds for one stage of the tm x tn tiles."""
+    smem_budget = device.shared_memory_per_block_optin_bytes or device.shared_memory_per_block_bytes
+    limit = 8 * smem_budget // PRIMITIVE_BITS[problem.out_type] // (tm + tn)
+    return max(min_k_tile, min(_next_pow2(max(problem.k, 1)), _prev_pow2(limit)))
+
+
+def gemm_search_space(problem: DotProblem, device, *, exhaustive: bool = False,
+                      expensive_lhs: bool = False, expensive_rhs: bool = False) -> list[GemmConfig]:
+    """XLA's Triton GEMM candidates for `problem` on `device` (`TritonDotFusionSearchSpace::GenerateConfigs`),
+    split-K left out (see the module docstring). `exhaustive`: XLA's `xla_gpu_exhaustive_tiling_search`
+    (keeps low-occupancy tilings); `expensive_lhs` / `expensive_rhs`: an operand computes an expensive
+    elementwise op (a wider tile on the other side is then allowed)."""
+    p = problem
+    k, batch = max(p.k, 1), max(p.b, 1)
+    lhs_par, rhs_par = max(p.m, 1), max(p.n, 1)
+    compute_bits = PRIMITIVE_BITS[p.out_type]
+    hopper = _is_hopper_or_later(device)
+    warp = device.warp_size or 32
+    desired_warps = _MAX_WARPS_PER_SCHEDULER * _SCHEDULERS_PER_CORE * device.core_count
+
+    def tiles(tm, tn):
+        return batch * math.ceil(lhs_par / tm) * math.ceil(rhs_par / tn)
+
+    lim = _limits(p, device)
+    min_m, min_n, max_m, max_n = lim.min_m, lim.min_n, lim.max_m, lim.max_n
+    min_warps, min_k_tile = lim.min_warps, lim.min_k_tile
     smem_budget = device.shared_memory_per_block_optin_bytes or device.shared_memory_per_block_bytes
 
     def k_limit_smem(tm, tn):
@@ -189,6 +233,70 @@ def gemm_search_space(problem: DotProblem, device, *, exhaustive: bool = False,
                 bk *= 2
             w *= 2
     return out
+
+
+# xla/service/gpu/autotuning/triton_configs.h: XLA's default Triton GEMM configurations, as
+# (block_m, block_n, block_k, split_k, num_stages, num_warps); the hints `OptimizeConfigSet` restricts the
+# search space to unless `xla_gpu_exhaustive_tiling_search` is set.
+_HOPPER_AMPERE_DEFAULTS = (
+    (16, 16, 64, 1, 4, 2), (16, 16, 128, 1, 4, 4), (16, 16, 128, 128, 4, 2), (16, 16, 128, 16, 1, 2),
+    (16, 256, 16, 1, 1, 2), (32, 32, 128, 16, 1, 4), (32, 256, 32, 1, 3, 4), (32, 256, 32, 16, 3, 8),
+    (64, 16, 32, 1, 4, 2), (64, 16, 32, 16, 4, 2), (64, 16, 64, 1, 1, 4), (64, 16, 64, 4, 3, 2),
+    (64, 16, 64, 16, 4, 4), (64, 16, 128, 1, 4, 2), (64, 16, 128, 16, 4, 4), (64, 32, 32, 1, 4, 4),
+    (64, 32, 64, 16, 3, 4), (64, 32, 128, 1, 3, 2), (64, 32, 128, 128, 2, 4), (64, 64, 32, 1, 4, 4),
+    (64, 64, 64, 1, 4, 4), (64, 64, 64, 4, 4, 4), (64, 64, 128, 16, 3, 4), (64, 64, 256, 16, 4, 8),
+    (64, 128, 16, 1, 4, 2), (64, 128, 64, 1, 3, 4), (64, 128, 128, 8, 1, 4), (64, 256, 32, 1, 4, 4),
+    (128, 16, 32, 8, 4, 2), (128, 16, 64, 16, 3, 2), (128, 16, 64, 16, 1, 4), (128, 32, 32, 8, 4, 2),
+    (128, 128, 32, 8, 4, 8), (128, 256, 32, 1, 4, 8), (128, 256, 64, 1, 4, 8), (64, 8, 128, 2, 3, 4))
+_BLACKWELL_DEFAULTS = (
+    (128, 128, 32, 1, 4, 4), (128, 128, 64, 1, 1, 8), (128, 128, 64, 8, 3, 4), (128, 16, 16, 512, 4, 2),
+    (128, 16, 32, 16, 3, 2), (128, 16, 64, 1, 5, 4), (128, 16, 64, 16, 3, 4), (128, 16, 64, 64, 1, 2),
+    (128, 256, 64, 1, 4, 8), (128, 256, 64, 2, 4, 8), (128, 256, 64, 4, 3, 8), (128, 64, 64, 1, 3, 4),
+    (128, 64, 64, 16, 4, 8), (128, 64, 64, 8, 4, 4), (16, 16, 128, 1, 3, 2), (16, 16, 16, 1, 1, 2),
+    (16, 16, 64, 8, 3, 2), (16, 32, 64, 1, 3, 2), (256, 128, 64, 1, 3, 8), (256, 16, 16, 1, 1, 2),
+    (256, 32, 32, 16, 3, 4), (32, 16, 32, 1, 4, 2), (32, 16, 512, 1, 1, 4), (32, 16, 64, 1, 1, 2),
+    (32, 16, 64, 1, 4, 2), (64, 128, 16, 1, 1, 16), (64, 128, 16, 1, 3, 2), (64, 128, 64, 1, 4, 4),
+    (64, 16, 64, 1, 2, 2), (64, 32, 128, 1, 3, 2), (64, 32, 32, 1, 4, 2), (64, 32, 64, 64, 3, 2),
+    (64, 64, 128, 8, 1, 8), (64, 64, 16, 1, 1, 2), (64, 64, 16, 1, 3, 2))
+_OTHER_CUDA_DEFAULTS = (
+    (32, 32, 256, 1, 1, 4), (64, 32, 32, 16, 1, 4), (32, 64, 64, 4, 1, 4), (128, 128, 64, 4, 1, 4),
+    (16, 16, 256, 1, 1, 4), (16, 128, 32, 16, 1, 4), (16, 64, 128, 1, 1, 4), (16, 128, 32, 8, 1, 4),
+    (16, 16, 512, 1, 1, 4), (32, 16, 512, 1, 1, 4), (64, 32, 64, 1, 2, 8), (128, 256, 32, 1, 3, 8),
+    (256, 128, 32, 1, 3, 8), (256, 64, 32, 1, 4, 4), (64, 256, 32, 1, 4, 4), (128, 64, 32, 1, 4, 4),
+    (64, 128, 32, 1, 4, 4), (256, 128, 128, 1, 3, 8), (256, 64, 128, 1, 4, 4), (64, 256, 128, 1, 4, 4),
+    (128, 128, 128, 1, 4, 4), (128, 64, 64, 1, 4, 4), (64, 128, 64, 1, 4, 4), (128, 32, 64, 1, 4, 4),
+    (64, 32, 64, 1, 4, 4), (32, 128, 32, 1, 4, 4), (128, 128, 32, 1, 4, 4), (16, 16, 256, 1, 3, 4),
+    (128, 128, 64, 2, 1, 8), (64, 64, 64, 1, 2, 4), (16, 64, 256, 8, 1, 4), (256, 256, 128, 1, 3, 8))
+
+
+def default_configs(device) -> list[GemmConfig]:
+    """XLA's `GetDefaultTritonConfigs` for `device` (split_k dropped: this search has none), each once
+    without and once with TMA on Hopper and later."""
+    major = device.compute_capability[0] if device.compute_capability else 0
+    table = (_BLACKWELL_DEFAULTS if major >= 10 else _HOPPER_AMPERE_DEFAULTS if major in (8, 9)
+             else _OTHER_CUDA_DEFAULTS)
+    tma = (False, True) if _is_hopper_or_later(device) else (False,)
+    return [GemmConfig(m, n, k, w, s, t) for m, n, k, _split, s, w in table for t in tma]
+
+
+def optimize_config_set(configs: list[GemmConfig], problem: DotProblem, device) -> list[GemmConfig]:
+    """XLA's `TritonDotFusionSearchSpace::OptimizeConfigSet` with the default configurations as hints: each
+    hint's tile clamped into the search space's output-tile range and its contracting tile into
+    [min, GetMaxContractingTileSize], warps and stages kept; the candidates equal to a clamped hint survive
+    (all the hints, unclamped, where none does). What XLA's autotuner runs unless
+    `xla_gpu_exhaustive_tiling_search` is set."""
+    hints = default_configs(device)
+    if not hints or not configs:
+        return configs
+    lim = _limits(problem, device)
+    wanted = set()
+    for h in hints:
+        bm = min(max(h.block_m, lim.min_m), lim.max_m)
+        bn = min(max(h.block_n, lim.min_n), lim.max_n)
+        bk = min(max(h.block_k, lim.min_k_tile), _max_k_tile(problem, device, bm, bn, lim.min_k_tile))
+        wanted.add(GemmConfig(bm, bn, bk, h.num_warps, h.num_stages, h.is_tma_allowed))
+    kept = [c for c in configs if c in wanted]
+    return kept or hints
 
 
 def _gemm_dot(fusion):
@@ -257,6 +365,8 @@ def best_gemm_config(fusion, device, model=None, *, exhaustive: bool = False):
     space = gemm_search_space(problem, device, exhaustive=exhaustive,
                               expensive_lhs=_expensive_parent(dot.operands[0]),
                               expensive_rhs=_expensive_parent(dot.operands[1]))
+    if not exhaustive:
+        space = optimize_config_set(space, problem, device)
     best, best_s, priced = None, math.inf, 0
     tilings: dict = {}   # (block_m, block_n, block_k) -> the propagated tiling, or the TilingError it raised
     for cfg in space:
@@ -594,7 +704,8 @@ def autotune_gemms(module, device, *, model=None, exhaustive: bool = False,
                 problem = spec
                 best = min(((estimate_dot(problem, 1, c.block_m, c.block_n, c.block_k, c.num_warps, c.num_stages,
                                           device, c.is_tma_allowed).exec_s, c)
-                            for c in gemm_search_space(problem, device)), key=lambda pair: pair[0])
+                            for c in optimize_config_set(gemm_search_space(problem, device), problem, device)),
+                           key=lambda pair: pair[0])
                 row["note"] = (f"measured table {row['time_before_s'] * 1e6:.2f} us; XLA's cuBLASLt estimate "
                                f"(fastest Triton configuration, {best[1]}) {best[0] * 1e6:.2f} us")
             else:

@@ -1,32 +1,46 @@
 """XLA's dot-fusion cost model: the time of one tiled GEMM (a dot in a Triton fusion) under one configuration.
 
-Re-implements `xla/service/gpu/model/gpu_dot_fusion_cost_model.cc` (openxla/xla, the version with
-`GetMemoryBandwidthSpec`, `CalculateSmOccupancy` and `CalculatePipelinedLoopTimeWithLaunchWaves`), for any
-GPU `DeviceSpec`. Every figure below is XLA's; none is fitted here:
+Re-implements `xla/service/gpu/model/gpu_dot_fusion_cost_model.cc` (openxla/xla, the newest version whose
+source is readable here: the one with `GetMemoryBandwidthSpec`, `CalculateSmOccupancy` and
+`CalculatePipelinedLoopTimeWithLaunchWaves`), for any GPU `DeviceSpec`. Every figure below is XLA's;
+none is fitted here:
 
 - **Problem** (`DotProblemInfo`): b = product of the lhs batch dimensions, m and n the one non-contracting
   dimension of each side, k the one contracting dimension.
 - **Compute** (`CalculateComputeTimeWithTileAndWaveQuantization`): blocks = ceil(b/tb)·ceil(m/tm)·ceil(n/tn);
   waves = ceil(blocks/SMs); flops = 2·tb·tm·tn·k·waves·SMs at the matrix peak of the lhs type (integer
   ops per ns, the vector peak where there is no matrix rate), derated x0.5 on Blackwell for tm < 128,
-  x0.63 on Hopper for tm < 64 (no wgmma), x0.5 on Ampere for tm < 16.
+  x0.63 on Hopper for tm < 64 (no wgmma), x0.5 on Ampere for tm < 32 (the newest test,
+  `AmpereTileMDerate`, derates 31 and not 32; the earlier source read tm < 16).
 - **HBM** (`CalculateHbmTime`, `GetEffectiveHbmBandwidth`): operand bytes read and output bytes written at
   one bandwidth, linearly interpolated on the total bytes from XLA's H100 SXM microbenchmark curve, which
   XLA stores as fractions of peak and scales by the device's own peak (so every preset gets its curve).
+  XLA divides the device's bytes/s by 2^30 and its fractions are the old GiB/s table over 3352.32, so
+  the H100 SXM's own curve tops out at 0.9325 x 3122 GiB/s (2911, where the older absolute table said
+  3126): followed as XLA computes it.
 - **L2** (`CalculateL2Bytes`, `CalculateL2Time`): (tb·tm·k + tb·tn·k) operand bytes per block, times the
-  blocks, at 6.65 TB/s scaled by the device's memory bandwidth over the H100 SXM's 3352.32 "GB/s", plus
-  ceil(k/bk) iterations of 150 ns (TMA) or 400 ns (cp.async).
+  blocks, at 6.65 TB/s scaled by the device's memory bandwidth in GiB/s over the H100 SXM's 3352.32
+  (so 6.19 TB/s on the H100 SXM itself, by the same unit slip), plus ceil(k/bk) iterations of 150 ns
+  (TMA) or 400 ns (cp.async).
 - **Occupancy** (`CalculateSmOccupancy`): blocks per SM = max(1, min(shared memory per SM / shared memory
-  per block, threads per SM / threads per block)), clamped to the device's resident-block limit; shared
-  memory per block = (tm·bk + tn·bk)·bytes·stages (`CalculateSharedMemoryPerBlockBytes`).
-- **Main loop** (`CalculatePipelinedLoopTime`), per hardware launch wave (ceil(blocks/(SMs·active))) and
-  multiplied back: with stages <= 1 or one iteration, serial: HBM + compute + iterations·tax; otherwise
+  per block, threads per SM / threads per block[, registers per SM / registers per block])), clamped to
+  the device's resident-block limit; shared memory per block = (tm·bk + tn·bk)·bytes·stages
+  (`CalculateSharedMemoryPerBlockBytes`). The register limit is the newest version's
+  (`CalculateSmOccupancy_RegsLimited`); its registers-per-thread estimate (`CalculateRegistersPerThread`)
+  is not in any source readable here, so `estimate_dot` passes none (0: no register limit).
+- **Main loop** (`CalculatePipelinedLoopTimeWithLaunchWaves`), per hardware launch wave
+  (`hardware_launch_waves`: ceil(blocks/(SMs·active))) and multiplied back, so the latency tax is paid
+  per wave: with stages <= 1 or one iteration, serial: HBM + compute + iterations·tax; otherwise
   (stages-1) memory iterations (each paying the tax), the overlapped iterations at
   max(max(mem, comp), max(mem + tax, comp)/(stages-1)), (stages-1) compute iterations, then the write.
-- **Result**: exec = max(main loop, L2).
+- **Result**: exec = max(main loop, L2); `compute_utilization` and `memory_utilization` as XLA reports them.
 
 The latency tax is XLA's `kLoopLatencyTax`, 1.3 us (the constant the versions with that name state; an
 earlier version's `kLatencyTax` was 1.8 us with a different prologue).
+
+Not followed, because no source of it is readable here: the newest test file also checks per-architecture
+HBM curves (Ampere > Hopper > Blackwell fractions of peak, rising up to 8 GiB, older GPUs falling back to
+Ampere's and newer ones to Blackwell's) and the registers-per-thread estimate.
 """
 
 from __future__ import annotations
@@ -48,11 +62,16 @@ __all__ = [
     "dot_fusion_estimate",
     "dot_problem",
     "dot_supported",
+    "compute_utilization",
     "effective_hbm_bandwidth",
     "estimate_dot",
+    "hardware_launch_waves",
     "l2_bandwidth",
+    "loop_iteration_bytes",
     "max_blocks_per_sm",
+    "memory_utilization",
     "pipelined_loop_time",
+    "pipelined_loop_time_with_launch_waves",
     "shared_memory_per_block",
     "sm_occupancy",
 ]
@@ -148,14 +167,32 @@ def shared_memory_per_block(problem: DotProblem, tm: int, tn: int, bk: int, num_
     return (tm * bk * _bits(problem.lhs_type) // 8 + tn * bk * _bits(problem.rhs_type) // 8) * num_stages
 
 
-def sm_occupancy(smem_per_block: int, num_warps: int, device) -> int:
-    """XLA's `CalculateSmOccupancy`: resident blocks per SM from shared memory and threads."""
+def loop_iteration_bytes(problem: DotProblem, tile_b: int, tile_m: int, tile_n: int, block_k: int) -> int:
+    """XLA's `CalculateLoopIterBytes`: the operand bytes one block loads in one K iteration."""
+    p = problem
+    return (math.ceil(tile_b * tile_m * block_k * _bits(p.lhs_type) / 8)
+            + math.ceil(tile_b * block_k * tile_n * _bits(p.rhs_type) / 8))
+
+
+def sm_occupancy(smem_per_block: int, num_warps: int, device, registers_per_thread: int = 0) -> int:
+    """XLA's `CalculateSmOccupancy`: resident blocks per SM from shared memory, threads and (where
+    `registers_per_thread` > 0) registers."""
     threads = device.threads_per_core_limit or 2048
+    block_threads = num_warps * (device.warp_size or 32)
     by_smem = device.shared_memory_per_core_bytes // smem_per_block if smem_per_block > 0 else threads
-    by_threads = threads // (num_warps * (device.warp_size or 32))
-    active = max(1, min(by_smem, by_threads))
+    active = min(by_smem, threads // block_threads)
+    if registers_per_thread > 0 and device.registers_per_core_limit:
+        active = min(active, device.registers_per_core_limit // (registers_per_thread * block_threads))
+    active = max(1, active)
     limit = max_blocks_per_sm(device)
     return min(active, limit) if limit > 0 else active
+
+
+def hardware_launch_waves(blocks: int, smem_per_block: int, num_warps: int, device,
+                          registers_per_thread: int = 0) -> int:
+    """XLA's `CalculateHardwareLaunchWaves`: how many times the GPU fills with resident blocks."""
+    capacity = sm_occupancy(smem_per_block, num_warps, device, registers_per_thread) * device.core_count
+    return math.ceil(blocks / capacity)
 
 
 def pipelined_loop_time(num_stages: int, iters: int, compute_s: float, read_s: float, write_s: float,
@@ -168,6 +205,19 @@ def pipelined_loop_time(num_stages: int, iters: int, compute_s: float, read_s: f
     it = max(max(im, ic), max(imt, ic) / (num_stages - 1))
     pro = min(num_stages - 1, iters)
     return pro * imt + (iters - pro) * it + pro * ic + write_s
+
+
+def pipelined_loop_time_with_launch_waves(num_stages: int, iters: int, blocks: int, compute_s: float,
+                                          read_s: float, write_s: float, smem_per_block: int, num_warps: int,
+                                          device, registers_per_thread: int = 0,
+                                          tax_s: float = LOOP_LATENCY_TAX_S) -> float:
+    """XLA's `CalculatePipelinedLoopTimeWithLaunchWaves`: the loop of one launch wave (its share of the
+    compute and HBM times), times the waves; 0 for no blocks."""
+    if blocks == 0:
+        return 0.0
+    waves = hardware_launch_waves(blocks, smem_per_block, num_warps, device, registers_per_thread)
+    return pipelined_loop_time(num_stages, iters, compute_s / waves, read_s / waves, write_s / waves,
+                               tax_s) * waves
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,7 +253,7 @@ def estimate_dot(problem: DotProblem, tile_b: int, tile_m: int, tile_n: int, blo
     peak = int(device.matmul_flops_per_s(p.lhs_type) * 1e-9)
     major = device.compute_capability[0] if device.compute_capability else 0
     derate = (0.5 if major == 10 and tile_m < 128 else 0.63 if major == 9 and tile_m < 64
-              else 0.5 if major == 8 and tile_m < 16 else 1.0)
+              else 0.5 if major == 8 and tile_m < 32 else 1.0)
     compute = _f32(flops) / (peak * derate) * 1e-9
     lhs_b = math.ceil(p.b * p.m * p.k * _bits(p.lhs_type) / 8)
     rhs_b = math.ceil(p.b * p.k * p.n * _bits(p.rhs_type) / 8)
@@ -216,14 +266,28 @@ def estimate_dot(problem: DotProblem, tile_b: int, tile_m: int, tile_n: int, blo
     l2 = l2_bytes / l2_bandwidth(device) + iters * (TMA_LOOP_OVERHEAD_S if is_tma_allowed else LEGACY_LOOP_OVERHEAD_S)
     smem = shared_memory_per_block(p, tile_m, tile_n, block_k, num_stages)
     active = sm_occupancy(smem, num_warps, device)
-    launch_waves = math.ceil(blocks / (active * sms)) if blocks else 0
-    if launch_waves:
-        loop = pipelined_loop_time(num_stages, iters, compute / launch_waves, read / launch_waves,
-                                   write / launch_waves) * launch_waves
-    else:
-        loop = 0.0
+    launch_waves = hardware_launch_waves(blocks, smem, num_warps, device)
+    loop = pipelined_loop_time_with_launch_waves(num_stages, iters, blocks, compute, read, write, smem, num_warps,
+                                                 device)
     return DotFusionEstimate(compute, read, write, l2, loop, max(loop, l2), flops, lhs_b + rhs_b, out_b, l2_bytes,
                              blocks, iters, smem, active, launch_waves)
+
+
+def compute_utilization(estimate: DotFusionEstimate, device, out_type: str) -> float:
+    """XLA's `CalculateComputeUtilization`: the wave-quantized flops over (the matrix peak of the output
+    type, in whole ops per ns, x exec time); 0 where either is 0."""
+    peak = int(device.matmul_flops_per_s(out_type) * 1e-9) * 1e9
+    if estimate.exec_s == 0 or peak == 0:
+        return 0.0
+    return estimate.flops / (peak * estimate.exec_s)
+
+
+def memory_utilization(estimate: DotFusionEstimate, device) -> float:
+    """XLA's `CalculateMemoryUtilization`: HBM bytes over (peak bandwidth x exec time); 0 where either is 0."""
+    peak = device.memory_bandwidth_bytes_per_s
+    if estimate.exec_s == 0 or not peak:
+        return 0.0
+    return (estimate.bytes_read + estimate.bytes_written) / (peak * estimate.exec_s)
 
 
 def dot_fusion_estimate(dot, tile_sizes, block_k: int, num_warps: int, num_stages: int, device,

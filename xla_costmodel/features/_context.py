@@ -125,7 +125,7 @@ def context_features(kernel, device_facts: dict) -> dict[str, float]:
     """The `CONTEXT_FEATURES` of `kernel` (an `HloInstruction`) on a device.
 
     **Arguments:** `kernel`; `device_facts`: the cache sizes the kernel features use
-    (`fit._features.device_facts`: `l2`, `l3` bytes).
+    (`features.device_facts`: `l2`, `l3` bytes).
 
     **Returns:** a dict with every name of `CONTEXT_FEATURES`.
     """
