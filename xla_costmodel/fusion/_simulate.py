@@ -477,7 +477,7 @@ def simulate_fusion(
     cse: bool | None = None,
     tree_reductions: bool | None = None,
     triton_softmax: bool = False,
-    simplify: bool | None = None,
+    simplify: bool = False,
     **kwargs: Any,
 ) -> FusionResult:
     """Run XLA's GPU priority-fusion pass on a copy of `module`, priced by `model`.
@@ -553,9 +553,11 @@ def simulate_fusion(
     - `simplify`: first apply the rules of XLA's `AlgebraicSimplifier` and `TupleSimplifier` that
       change kernels on a module as JAX lowers it (`fusion._simplify`: tuple elements read back,
       identity broadcasts/reshapes/transposes/converts, reductions over dimensions of size 1 made
-      reshapes, `x + 0`, `max(x, -inf)`, ...; `time_before_s` prices the module simplified). None
-      (default): for an input not yet through XLA's passes, as `cse`; False fuses the instructions
-      as written.
+      reshapes, `x + 0`, `max(x, -inf)`, ...; `time_before_s` prices the module simplified; a no-op
+      on XLA's own input to fusion). Off by default: XLA removes these instructions too (checked
+      against its dumps), but with GEMM rewriting and copies not simulated, removing them takes
+      as many modules' kernel counts away from XLA's as it brings closer (`scripts/bench_pipeline.py
+      --simplify`: 55/114 within 10% without it, 54 with it; same count 35, 39).
 
     **Returns:** a `FusionResult` (fused module, step log, rejections, totals).
     """
@@ -566,8 +568,6 @@ def simulate_fusion(
         cse = not layouts_assigned(module)
     if tree_reductions is None:
         tree_reductions = not layouts_assigned(module)
-    if simplify is None:
-        simplify = not layouts_assigned(module)
     if copy_insertion is None:
         copy_insertion = bool(multi_output)
     if triton_softmax:  # XLA:GPU runs it on Ampere and later only
