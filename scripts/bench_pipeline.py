@@ -17,6 +17,7 @@ H100" (the capture's jax).
     PYTHONPATH=. python scripts/bench_pipeline.py                 # whole pipeline, 114 modules
     PYTHONPATH=. python scripts/bench_pipeline.py --no-copy-insertion --no-cse   # without the passes added last
     PYTHONPATH=. python scripts/bench_pipeline.py --gemm-rewrites  # with XLA's GEMM rewriting (off by default)
+    PYTHONPATH=. python scripts/bench_pipeline.py --simplify        # with XLA's simplifier rules (fusion._simplify)
     PYTHONPATH=. python scripts/bench_pipeline.py --triton-softmax   # with SoftmaxRewriterTriton simulated
     PYTHONPATH=. python scripts/bench_pipeline.py --attribute 24  # + pass by pass on 24 programs
 """
@@ -212,6 +213,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-copy-insertion", action="store_true", help="simulate_fusion(copy_insertion=False)")
     ap.add_argument("--no-cse", action="store_true", help="simulate_fusion(cse=False)")
+    ap.add_argument("--simplify", action="store_true", help="simulate_fusion(simplify=True)")
     ap.add_argument("--no-multi-output", action="store_true", help="simulate_fusion(multi_output=False)")
     ap.add_argument("--gemm-rewrites", action="store_true", help="simulate_fusion(gemm_rewrites=True)")
     ap.add_argument("--triton-softmax", action="store_true", help="simulate_fusion(triton_softmax=True)")
@@ -232,6 +234,8 @@ def main(argv=None) -> int:
         options["multi_output"] = False
     if args.gemm_rewrites:
         options["gemm_rewrites"] = True
+    if args.simplify:
+        options["simplify"] = True
     if args.triton_softmax:
         options["triton_softmax"] = True
     rows = whole_pipeline(cases, options)

@@ -32,6 +32,7 @@ from ._multi_output import MultiOutputFusionPass, _sort_operands_first
 from ._pair_cache import PairCache
 from ._priority import FusionPass, LogEvent, PriorityFusionRun, StepRecord
 from ._reduce_window import REDUCE_WINDOW_BASE_LENGTH, ReduceWindowRewrite, rewrite_reduce_windows as _rewrite_rws
+from ._simplify import simplify as _simplify
 from ._softmax_rewriter import NormalizationFusion, rewrite_normalizations
 from ._tree_reduction import ReductionSplit, split_reductions
 from ._xla_passes import BEFORE_FUSION_HINT, unsimulated_kernels
@@ -452,11 +453,12 @@ def _getter(versions: dict):
 
 def working_copy(module: HloModule, inline_calls: bool, mode: str,
                  rewrites: list | None = None, splits: list | None = None,
-                 gemms: list | None = None, gemm_device=None) -> HloModule:
+                 gemms: list | None = None, gemm_device=None, *, simplify: bool = False) -> HloModule:
     """The copy a fusion pass works on: calls inlined, loops' trip counts recorded on them, long scans
     rewritten as XLA's `ReduceWindowRewriter` does (when `rewrites` is a list: what was rewritten is
     appended to it), reductions that are not race-free split as XLA's `TreeReductionRewriter` does (when
-    `splits` is a list, likewise) and layout-only changes made bitcasts (`mode`, see `bitcast_mode`), as XLA has it
+    `splits` is a list, likewise), first simplified as XLA's `AlgebraicSimplifier` does when `simplify`
+    (`fusion._simplify`), and layout-only changes made bitcasts (`mode`, see `bitcast_mode`), as XLA has it
     when its fusion passes run. The counts must be written before fusing: fusion hides the compare and
     the increment they are read from (XLA's `WhileLoopTripCountAnnotator` runs before fusion for the
     same reason)."""
@@ -464,6 +466,8 @@ def working_copy(module: HloModule, inline_calls: bool, mode: str,
     if inline_calls and any(i.opcode == "call" for _, i in work.instructions()):
         work = _inline_calls(work, copy=False)
     annotate_trip_counts(work)
+    if simplify:  # XLA's AlgebraicSimplifier and TupleSimplifier, before these passes (`fusion._simplify`)
+        _simplify(work)
     if rewrites is not None and any(i.opcode == "reduce-window" for _, i in work.instructions()):
         rewrites.extend(_rewrite_rws(work))
     if splits is not None:  # XLA:GPU's ReductionSplitter and TreeReductionRewriter (`fusion._tree_reduction`)
@@ -492,6 +496,7 @@ def simulate_fusion(
     tree_reductions: bool | None = None,
     gemm_rewrites: bool = False,
     triton_softmax: bool = False,
+    simplify: bool = False,
     **kwargs: Any,
 ) -> FusionResult:
     """Run XLA's GPU priority-fusion pass on a copy of `module`, priced by `model`.
@@ -579,6 +584,15 @@ def simulate_fusion(
       kernel counts further from XLA's (`scripts/bench_pipeline.py`); XLA's own input to fusion has
       been through it already.
 
+    - `simplify`: first apply the rules of XLA's `AlgebraicSimplifier` and `TupleSimplifier` that
+      change kernels on a module as JAX lowers it (`fusion._simplify`: tuple elements read back,
+      identity broadcasts/reshapes/transposes/converts, reductions over dimensions of size 1 made
+      reshapes, `x + 0`, `max(x, -inf)`, ...; `time_before_s` prices the module simplified; a no-op
+      on XLA's own input to fusion). Off by default: XLA removes these instructions too (checked
+      against its dumps), but with GEMM rewriting and copies not simulated, removing them takes
+      as many modules' kernel counts away from XLA's as it brings closer (`scripts/bench_pipeline.py
+      --simplify`: 55/114 within 10% without it, 54 with it; same count 35, 39).
+
     **Returns:** a `FusionResult` (fused module, step log, rejections, totals).
     """
     module, dev, cost_model = resolve_inputs("simulate_fusion", module, args, kwargs, device=device, model=model,
@@ -596,7 +610,7 @@ def simulate_fusion(
     with gc_paused():  # see xla_costmodel._gc
         result = _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode,
                            rewrite_reduce_windows, unique_ids, multi_output, copy_insertion, cse,
-                           tree_reductions, triton_softmax, gemm_rewrites)
+                           tree_reductions, triton_softmax, gemm_rewrites, simplify)
     release_body_state(result.module)  # the pass's per-body state would keep its module alive
     return dataclasses.replace(result, input_through_xla=layouts_assigned(module))
 
@@ -604,14 +618,14 @@ def simulate_fusion(
 def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode="decide",
               rewrite_reduce_windows=True, unique_ids=None, multi_output=False,
               copy_insertion=False, cse=False, tree_reductions=False, triton_softmax=False,
-              gemm_rewrites=False) -> FusionResult:
+              gemm_rewrites=False, simplify=False) -> FusionResult:
     model_name = cost_model.name
     t0 = time.perf_counter()
     rewrites: list | None = [] if rewrite_reduce_windows else None
     splits: list | None = [] if tree_reductions else None
     gemms: list | None = [] if gemm_rewrites else None
     gpu = dev if dev.kind == "gpu" and dev.compute_capability is not None else None
-    work = working_copy(module, inline_calls, mode, rewrites, splits, gemms, gpu)
+    work = working_copy(module, inline_calls, mode, rewrites, splits, gemms, gpu, simplify=simplify)
     # (computation, name) -> opcode of the layout-only reshapes/transposes the pass sees as bitcasts
     relabelled = _relabelled(work) if mode == "decide" else {}
     comps = fusible_computations(work)

@@ -52,7 +52,7 @@ from ..analysis.tiling import TilingError
 from ..fusion_engine import fuse, make_fusion
 from ..hlo import HloComputation, HloInstruction, HloModule, parse_hlo
 from ..hlo.editing import NameUniquifier, clone_instruction
-from ._cse import _has_side_effect
+from ._simplify import simplify
 from ._triton_fusion import _instruction_support, triton_backend_config
 
 __all__ = ["NormalizationFusion", "rewrite_normalizations"]
@@ -296,77 +296,15 @@ def _computations(module: HloModule) -> list[HloComputation]:
     return [c for c in module.computations if id(c) not in skip]
 
 
-def _identity_broadcast(instr: HloInstruction) -> bool:
-    if instr.opcode != "broadcast" or len(instr.operands) != 1:
-        return False
-    src = instr.operands[0].shape
-    dims = tuple(int(d) for d in instr.attribute("dimensions", ()))
-    return (src.is_array and instr.shape.is_array and src.dims == instr.shape.dims
-            and src.element_type == instr.shape.element_type and dims == tuple(range(src.rank)))
-
-
-def _forwarded(instr: HloInstruction) -> HloInstruction | None:
-    """What `instr` is, when the simplifier removes it: a broadcast to its operand's own shape (jax
-    lowers `broadcast_in_dim` of an `[n, 1]` to one), an element of a tuple read back (what is left
-    of an inlined jit call), a float maximum with -inf or minimum with inf."""
-    if _identity_broadcast(instr):
-        return instr.operands[0]
-    if instr.opcode == "get-tuple-element" and instr.operands[0].opcode == "tuple":
-        return instr.operands[0].operands[int(instr.attribute("index"))]
-    if instr.opcode in _NO_OP_BOUND and instr.shape.is_array and instr.shape.element_type in _FLOATS:
-        a, b = instr.operands
-        if _splat_of(b, _NO_OP_BOUND[instr.opcode]):
-            return a
-        if _splat_of(a, _NO_OP_BOUND[instr.opcode]):
-            return b
-    return None
-
-
-# `max(x, -inf)` and `min(x, inf)` are `x` (jax's `jnp.max(..., initial=-inf)` in softmax leaves one).
-_NO_OP_BOUND = {"maximum": "-inf", "minimum": "inf"}
-_FLOATS = frozenset({"f16", "bf16", "f32", "f64"})
-
-
-def _splat_of(instr: HloInstruction, literal: str) -> bool:
-    """A scalar constant `literal`, or a broadcast of one."""
-    if instr.opcode == "broadcast" and instr.operands:
-        instr = instr.operands[0]
-    return (instr.opcode == "constant" and instr.shape.is_array and instr.shape.rank == 0
-            and (instr.literal_text or "").strip() == literal)
-
-
 def simplify_for_matching(module: HloModule) -> int:
-    """What of XLA's `AlgebraicSimplifier` (run right before the rewriter) the matching needs:
-    identity broadcasts and tuple elements read back are replaced by what they forward (either,
-    left in, breaks a chain from a broadcast to its reduce), and so are maxima with -inf (left in,
-    the diamond's body holds one more op than XLA's, which can change its best tiling); what they
-    leave unread goes too.
-    **Returns:** how many instructions were removed."""
-    n = 0
-    for comp in module.computations:
-        for instr in comp.post_order():
-            src = _forwarded(instr)
-            if src is None:
-                continue
-            operands = list(instr.operands)
-            instr.replace_all_uses_with(src)  # the root too
-            comp.remove_instruction(instr)
-            n += 1 + _remove_unused(comp, operands)
-    return n
-
-
-def _remove_unused(comp: HloComputation, candidates: list[HloInstruction]) -> int:
-    """`HloDCE` from `candidates`: those left without users (and then their operands) removed."""
-    n = 0
-    while candidates:
-        instr = candidates.pop()
-        if (instr.users or instr is comp.root or instr.opcode == "parameter" or instr.computation is not comp
-                or _has_side_effect(instr)):
-            continue
-        candidates.extend(instr.operands)
-        comp.remove_instruction(instr)
-        n += 1
-    return n
+    """What of XLA's `AlgebraicSimplifier` (run right before the rewriter) the matching needs: the
+    rules of `fusion._simplify` that replace an instruction by what it forwards (identity broadcasts
+    and tuple elements read back, left in, break a chain from a broadcast to its reduce; a maximum
+    with -inf, left in, puts one more op in the diamond's body than XLA's, which can change its best
+    tiling), and what they leave unread. A no-op after `simulate_fusion(simplify=True)`.
+    **Returns:** how many instructions were replaced or removed."""
+    result = simplify(module, rules="forward")
+    return sum(result.rewritten.values()) + result.removed
 
 
 def rewrite_normalizations(module: HloModule, device, unfused_s: Callable[[HloModule], float], *,

@@ -1,0 +1,280 @@
+"""What XLA's `AlgebraicSimplifier`, `TupleSimplifier` and `HloDCE` do before fusion to a module as
+JAX lowers it, where it changes which kernels fusion makes.
+
+XLA:GPU simplifies a module many times before priority fusion (`gpu_compiler.cc`: the
+simplification pipelines, each a fixed point of the simplifier, constant folding, CSE and DCE). A
+module as JAX lowers it still holds what those passes remove: elements of an inlined call's tuple
+read straight back, broadcasts and reshapes that only add or drop dimensions of size 1, identity
+transposes and converts, reductions over dimensions of size 1, `max(x, -inf)` from
+`jnp.max(..., initial=-inf)`, `x + 0` and `x * 1`. Fused or not, these change kernels: a tuple
+element read back stays an unfused `get-tuple-element` between two kernels, a broadcast to `[n, 1]`
+at the entry's root is a kernel where XLA has a bitcast, a reduction over a dimension of size 1 is
+a reduction kernel where XLA has a reshape, and a diamond's chain breaks on them
+(`fusion._softmax_rewriter`).
+
+`simplify(module)` applies, in place and to a fixed point, these of XLA's rules (each where the
+handler of `algebraic_simplifier.cc` named applies it, layout-insensitive as before layout
+assignment), then removes what is left unread:
+
+- `HandleGetTupleElement` (and `TupleSimplifier`): `get-tuple-element(tuple(..., a_i, ...), i)` -> `a_i`;
+- `HandleBroadcast`: a broadcast with sorted dimensions and as many elements as its operand -> a
+  reshape (then the reshape's rules); `HandleReshape`: a reshape to its operand's shape -> the
+  operand, `reshape(reshape(x))` -> `reshape(x)`; `HandleTranspose`: a transpose with sorted
+  dimensions -> its operand, `transpose(transpose(x))` -> one transpose; `HandleConvert`: a
+  convert to its operand's type -> the operand;
+- `HandleReduce`: a reduction with as many output elements as input elements -> a reshape (the
+  init value is the reducer's identity);
+- `HandleSlice`, `HandleDynamicSlice`, `HandlePad`, `HandleConcatenate`: a slice or dynamic slice
+  of its operand's shape, a pad with no padding, a concatenate of one operand -> the operand;
+- `HandleAdd`, `HandleSubtract`, `HandleMultiply`, `HandleDivide`: `x + 0`, `0 + x`, `x - 0`,
+  `x * 1`, `1 * x`, `x / 1` -> `x` (a constant or broadcast of one, all of that value; shapes equal);
+- `HandleMaximum`, `HandleMinimum`: `max(x, -inf)`, `min(x, inf)` on floats -> `x` (XLA:GPU
+  propagates NaNs through min/max, which makes the rule apply to floats);
+- `HandleSelect`: `select(p, x, x)` -> `x`; `HandleMaximum`/`HandleMinimum`: `max(x, x)` -> `x`.
+
+Constant folding (`HloConstantFolding`) is not simulated: it needs an evaluator of every opcode.
+
+Facts after XLA's `xla/hlo/transforms/simplifiers/algebraic_simplifier.cc`; the code is ours.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from ..hlo import HloComputation, HloInstruction, HloModule
+from ._cse import _drop_unreachable, _has_side_effect
+
+__all__ = ["SimplifyResult", "forwarded", "remove_unused", "simplify"]
+
+
+@dataclass(frozen=True)
+class SimplifyResult:
+    """What `simplify` did: `rewritten`, how many instructions each rule replaced (by rule name, the
+    XLA handler's rule), and `removed`, how many instructions were left unread and removed."""
+
+    rewritten: Mapping[str, int] = field(default_factory=dict)
+    removed: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.removed or sum(self.rewritten.values()))
+
+
+# -- values of constants ----------------------------------------------------------------------
+
+_FLOATS = frozenset({"f16", "bf16", "f32", "f64", "f8e4m3fn", "f8e5m2", "f8e4m3", "f8e5m2fnuz",
+                     "f8e4m3fnuz", "f8e4m3b11fnuz", "f8e3m4", "f4e2m1fn", "f8e8m0fnu"})
+_NUMBER = re.compile(r"-?(?:\d+\.?\d*(?:e[+-]?\d+)?|inf|nan)", re.IGNORECASE)
+
+
+def _constant_values(instr: HloInstruction) -> set[str] | None:
+    """The distinct values of a constant (`IsAll` unwraps broadcasts first), as normalized text."""
+    while instr.opcode == "broadcast" and instr.operands:
+        instr = instr.operands[0]
+    if instr.opcode != "constant" or not instr.shape.is_array:
+        return None
+    text = (instr.literal_text or "").strip()
+    if not text:
+        return None
+    if instr.shape.element_type == "pred":
+        values = re.findall(r"true|false|\b[01]\b", text)
+        return {"1" if v in ("true", "1") else "0" for v in values} or None
+    values = _NUMBER.findall(text)
+    if not values:
+        return None
+    out = set()
+    for v in values:
+        try:
+            f = float(v)
+        except ValueError:
+            return None
+        out.add(repr(f))
+    return out
+
+
+def _is_all(instr: HloInstruction, value: float) -> bool:
+    """`IsAll(instr, value)`: a constant, or a broadcast of one, whose every element is `value`."""
+    values = _constant_values(instr)
+    return values is not None and values == {repr(float(value))}
+
+
+def _same_shape(a: HloInstruction, b: HloInstruction) -> bool:
+    """`ShapeUtil::Compatible`: same element type and dimensions (layouts aside)."""
+    sa, sb = a.shape, b.shape
+    if not (sa.is_array and sb.is_array):
+        return str(sa) == str(sb)
+    return sa.element_type == sb.element_type and tuple(sa.dims) == tuple(sb.dims)
+
+
+def _elements(shape) -> int:
+    n = 1
+    for d in shape.dims:
+        n *= int(d)
+    return n
+
+
+def _dims(instr: HloInstruction, name: str = "dimensions") -> tuple[int, ...]:
+    return tuple(int(d) for d in instr.attribute(name, ()))
+
+
+# -- what an instruction is, when the simplifier removes it --------------------------------------
+
+
+# `max(x, -inf)` and `min(x, inf)` are `x` (jax's `jnp.max(..., initial=-inf)` in softmax leaves one).
+_NO_OP_BOUND = {"maximum": float("-inf"), "minimum": float("inf")}
+# `x op c` is `x` for these constants c (either side for the commutative ones).
+_IDENTITY_RHS = {"add": 0.0, "subtract": 0.0, "multiply": 1.0, "divide": 1.0}
+_COMMUTATIVE = frozenset({"add", "multiply"})
+
+
+def forwarded(instr: HloInstruction) -> tuple[HloInstruction, str] | None:
+    """`(what instr is, the rule)` when the simplifier replaces `instr` by one of its operands (or
+    an operand's operand), else None."""
+    op = instr.opcode
+    if op == "get-tuple-element" and instr.operands and instr.operands[0].opcode == "tuple":
+        return instr.operands[0].operands[int(instr.attribute("index"))], "gte-of-tuple"
+    if not instr.shape.is_array or not instr.operands:
+        return None
+    a = instr.operands[0]
+    if op in ("reshape", "broadcast", "slice", "dynamic-slice", "concatenate") and len(instr.operands) >= 1:
+        if op != "concatenate" or len(instr.operands) == 1:
+            if op in ("reshape", "slice", "dynamic-slice", "concatenate") and _same_shape(instr, a):
+                return a, f"no-op {op}"
+    if op == "broadcast" and _same_shape(instr, a) and _dims(instr) == tuple(range(a.shape.rank)):
+        return a, "no-op broadcast"
+    if op == "transpose" and list(_dims(instr)) == sorted(_dims(instr)):
+        return a, "no-op transpose"
+    if op == "convert" and a.shape.is_array and a.shape.element_type == instr.shape.element_type:
+        return a, "no-op convert"
+    if op == "pad" and _same_shape(instr, a) and not re.search(r"[1-9]", str(instr.raw_attributes.get("padding", "1"))):
+        return a, "no-op pad"
+    if op == "select" and len(instr.operands) == 3 and instr.operands[1] is instr.operands[2] \
+            and _same_shape(instr, instr.operands[1]):
+        return instr.operands[1], "select(p, x, x)"
+    if len(instr.operands) != 2:
+        return None
+    lhs, rhs = instr.operands
+    if op in _NO_OP_BOUND:
+        if lhs is rhs:
+            return lhs, f"{op}(x, x)"
+        if instr.shape.element_type in _FLOATS:
+            bound = _NO_OP_BOUND[op]
+            if _is_all(rhs, bound) and _same_shape(instr, lhs):
+                return lhs, f"{op}(x, {bound})"
+            if _is_all(lhs, bound) and _same_shape(instr, rhs):
+                return rhs, f"{op}(x, {bound})"
+    if op in _IDENTITY_RHS and instr.shape.element_type != "pred":
+        unit = _IDENTITY_RHS[op]
+        if _is_all(rhs, unit) and _same_shape(instr, lhs):
+            return lhs, f"{op} of {unit:g}"
+        if op in _COMMUTATIVE and _is_all(lhs, unit) and _same_shape(instr, rhs):
+            return rhs, f"{op} of {unit:g}"
+    return None
+
+
+def _rewritten(instr: HloInstruction) -> str | None:
+    """Rewrite `instr` in place into a simpler instruction of the same name and shape (the rule), or None."""
+    op = instr.opcode
+    if not instr.shape.is_array or not instr.operands:
+        return None
+    a = instr.operands[0]
+    if not a.shape.is_array:
+        return None
+    if op == "broadcast" and list(_dims(instr)) == sorted(_dims(instr)) \
+            and _elements(instr.shape) == _elements(a.shape):
+        _become(instr, "reshape", [a])
+        return "broadcast -> reshape"
+    if op == "reduce" and len(instr.operands) == 2 and _elements(instr.shape) == _elements(a.shape):
+        _become(instr, "reshape", [a])
+        return "reduce -> reshape"
+    if op == "reshape" and a.opcode == "reshape":
+        _become(instr, "reshape", [a.operands[0]])
+        return "reshape(reshape)"
+    if op == "transpose" and a.opcode == "transpose":
+        inner, outer = _dims(a), _dims(instr)
+        _become(instr, "transpose", [a.operands[0]], dimensions=tuple(inner[d] for d in outer))
+        return "transpose(transpose)"
+    return None
+
+
+def _become(instr: HloInstruction, opcode: str, operands: list[HloInstruction], **attributes) -> None:
+    """Make `instr` an `opcode` of `operands` with `attributes` (its metadata kept), in place."""
+    for key in list(instr.raw_attributes):
+        if key != "metadata":
+            instr.remove_attribute(key)
+    for op in set(instr.operands):
+        if instr in op.users:
+            op.users.remove(instr)
+    instr.operands = []
+    for op in operands:
+        instr.append_operand(op)
+    instr.opcode = opcode
+    for key, value in attributes.items():
+        instr.set_attribute(key, "{" + ",".join(str(v) for v in value) + "}")
+
+
+# -- the pass -----------------------------------------------------------------------------------
+
+
+def remove_unused(comp: HloComputation, candidates: list[HloInstruction]) -> int:
+    """`HloDCE` from `candidates`: those left without users (and then their operands) removed."""
+    n = 0
+    while candidates:
+        instr = candidates.pop()
+        if (instr.users or instr is comp.root or instr.opcode == "parameter" or instr.computation is not comp
+                or _has_side_effect(instr)):
+            continue
+        candidates.extend(instr.operands)
+        comp.remove_instruction(instr)
+        n += 1
+    return n
+
+
+def _computations(module: HloModule) -> list[HloComputation]:
+    """Every computation but fusion bodies (XLA simplifies those before they are fusions)."""
+    bodies = {id(i.fused_computation) for _, i in module.instructions()
+              if i.opcode == "fusion" and i.fused_computation is not None}
+    return [c for c in module.computations if id(c) not in bodies]
+
+
+def simplify(module: HloModule, *, rules: str = "all") -> SimplifyResult:
+    """Apply the rules above to `module` in place, to a fixed point, and remove what they leave unread.
+
+    **Arguments:** `rules`: `"all"`, or `"forward"` for only the rules that replace an instruction
+    by what it forwards (no instruction rewritten into another).
+
+    **Returns:** a `SimplifyResult`.
+    """
+    counts: Counter = Counter()
+    removed = 0
+    for comp in _computations(module):
+        changed = True
+        while changed:
+            changed = False
+            for instr in comp.post_order():
+                if instr.computation is not comp or _has_side_effect(instr):
+                    continue
+                hit = forwarded(instr)
+                if hit is not None:
+                    src, rule = hit
+                    operands = list(instr.operands)
+                    instr.replace_all_uses_with(src)  # the root too
+                    if not instr.users and instr is not comp.root:
+                        comp.remove_instruction(instr)
+                        removed += remove_unused(comp, operands)
+                    counts[rule] += 1
+                    changed = True
+                    continue
+                if rules == "all":
+                    operands = list(instr.operands)
+                    rule = _rewritten(instr)
+                    if rule is not None:
+                        counts[rule] += 1
+                        removed += remove_unused(comp, [o for o in operands if o not in instr.operands])
+                        changed = True
+    if removed or counts:
+        _drop_unreachable(module)  # the reducer of a reduce made a reshape
+    return SimplifyResult(dict(counts), removed)
