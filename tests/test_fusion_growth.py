@@ -233,7 +233,7 @@ def test_growing_one_fusion_by_every_kind_of_producer_matches_the_full_analysis(
         c = kernel_cost(fusion, "gpu", "h100-sxm")
         if before is not None:
             old, said = before
-            assert {h: set(v) for h, v in old.ew_roots.items()} == said[0] and old.root_util == said[1]
+            assert {h: set(v) for h, v in old.ew_roots.items()} == said[0] and dict(old.root_util) == said[1]
         an = c._an
         before = (an, ({h: set(v) for h, v in an.ew_roots.items()}, dict(an.root_util)))
         full, q = _full_record(an, fusion)
