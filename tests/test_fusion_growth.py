@@ -30,6 +30,11 @@ def _full_record(an, instr):
     return full, full.visit(instr)
 
 
+def _said_record(r) -> tuple:
+    """A copy of what record `r` says now (its scalars, per-operand lists, utilization and IR size)."""
+    return (*r[:4], tuple(r[4]), tuple(r[5]), r[UTIL], r[IR])
+
+
 def _same_record(p, q) -> bool:
     return (p[:4] == q[:4] and list(p[4]) == list(q[4]) and list(p[5]) == list(q[5]) and p[6:10] == q[6:10])
 
@@ -233,9 +238,11 @@ def test_growing_one_fusion_by_every_kind_of_producer_matches_the_full_analysis(
         c = kernel_cost(fusion, "gpu", "h100-sxm")
         if before is not None:
             old, said = before
-            assert {h: set(v) for h, v in old.ew_roots.items()} == said[0] and old.root_util == said[1]
+            assert {h: set(v) for h, v in old.ew_roots.items()} == said[0] and dict(old.root_util) == said[1]
+            assert {h: _said_record(old._records[h]) for h in said[2]} == said[2]
         an = c._an
-        before = (an, ({h: set(v) for h, v in an.ew_roots.items()}, dict(an.root_util)))
+        before = (an, ({h: set(v) for h, v in an.ew_roots.items()}, dict(an.root_util),
+                       {h: _said_record(an._records[h]) for h in body.instructions}))
         full, q = _full_record(an, fusion)
         assert _same_record(an.record(fusion), q), producer.name
         for h in body.instructions:

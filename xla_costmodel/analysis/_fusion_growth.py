@@ -25,6 +25,13 @@ rounding, a producer bound to two parameters, a body edited some other way,
 another rule table or device profile) falls back to the full analysis.
 `tests/test_fusion_growth.py` checks every growth of real fusion runs
 against the full analysis.
+
+A body's state is kept in persistent maps (`immutables.Map`, a hash array
+mapped trie): a growth makes the grown body's maps from the old ones in
+O(changes x log n) and leaves the old ones as they were, so an analysis
+made before the growth keeps answering for the body it saw. Copying plain
+dicts instead made each growth O(body), quadratic over a fusion that grows
+to thousands of instructions a producer at a time (diffrax's solver step).
 """
 
 from __future__ import annotations
@@ -32,6 +39,8 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass
 from typing import Any
+
+from immutables import Map
 
 from ..fusion_engine import body_growth, follows_growths, tracks_growth
 from ._records import _F32_EXACT
@@ -51,11 +60,14 @@ from ._rules import (
 from ._utilization_walk import integral_walk_step
 
 _SCALARS = (FLOPS, TRANS, BYTES, OUT, UTIL, IR)
+# (`immutables.MapMutation` is a typing protocol; this is the class `Map.mutate` returns.)
+_MapMutation = type(Map().mutate())
 
 
 @dataclass(slots=True, eq=False)
 class _BodyState:
-    """What an analysis knew of a fused body when it last analysed it (never edited afterwards)."""
+    """What an analysis knew of a fused body when it last analysed it (never edited afterwards: the
+    maps are persistent, the records and root sets in them copied before a growth changes one)."""
 
     serial: int
     size: int
@@ -65,11 +77,11 @@ class _BodyState:
     kind: str | None
     rules: dict
     profile: dict
-    records: dict
-    subs: dict
-    ew_roots: dict
-    root_util: dict
-    root_ir: dict
+    records: Map
+    subs: Map
+    ew_roots: Map
+    root_util: Map
+    root_ir: Map
     sub: list
     params: list
     constants: list
@@ -87,6 +99,16 @@ def kept_states(cls: type) -> "weakref.WeakKeyDictionary[Any, _BodyState]":
     if states is None:
         states = _STATES_OF[cls] = follows_growths(weakref.WeakKeyDictionary())
     return states
+
+
+def _snapshot(m) -> Map:
+    """A persistent map of `m`'s entries as they are now: a `Map` as is, a `MapMutation` finished
+    (O(1); it can still be read), a dict copied (once per full analysis, which is O(body) anyway)."""
+    if type(m) is Map:
+        return m
+    if type(m) is _MapMutation:
+        return m.finish()
+    return Map(m)
 
 
 def _integral(r: list) -> bool:
@@ -121,9 +143,14 @@ def remember(an, instr, comp, p: list, *, checked: bool = False) -> None:
                 states.pop(comp, None)
                 return
     g = body_growth(comp)
+    records, subs = _snapshot(records), _snapshot(an._subs)
+    # The analysis goes on writing (`visit` stores the kernel's own record after this): into new
+    # versions of its maps, leaving the kept ones as they are.
+    an._records, an._subs = records.mutate(), subs.mutate()
+    an.ew_roots, an.root_util, an.root_ir = _snapshot(an.ew_roots), _snapshot(an.root_util), _snapshot(an.root_ir)
     states[comp] = _BodyState(
         g.serial if g is not None else 0, len(comp.instructions), comp.root, instr, instr.shape,
-        instr.fusion_kind, an._rules, an.op_profile, records, an._subs, an.ew_roots, an.root_util, an.root_ir,
+        instr.fusion_kind, an._rules, an.op_profile, records, subs, an.ew_roots, an.root_util, an.root_ir,
         sub, leaves[0], leaves[1], copy_record(p),
     )
 
@@ -140,9 +167,9 @@ def grow(an, instr, comp, p: list) -> bool:
     if serial == st.serial:
         if n != st.size:
             return False
-        # Unchanged since: the same figures.
-        an._records = dict(st.records)
-        an._subs = dict(st.subs)
+        # Unchanged since: the same figures (in new versions of the maps, for the analysis to write).
+        an._records = st.records.mutate()
+        an._subs = st.subs.mutate()
         an.ew_roots, an.root_util, an.root_ir = st.ew_roots, st.root_util, st.root_ir
         an.integral_walk = True
         an.fused_leaves = (st.params, st.constants)
@@ -168,10 +195,10 @@ def _grow(an, instr, comp, p: list, st: _BodyState, g) -> bool:
     clones = [h for h in g.added if h.opcode != "parameter"]
     new_params = [h for h in g.added if h.opcode == "parameter"]
 
-    records = dict(st.records)
+    records = st.records.mutate()
     old_dropped = records.pop(dropped)
     an._records = records
-    an._subs = dict(st.subs)
+    an._subs = st.subs.mutate()
     recs = an.record_instructions(g.added)
     if not all(_integral(r) for r in recs):
         return False
@@ -200,9 +227,9 @@ def _grow(an, instr, comp, p: list, st: _BodyState, g) -> bool:
 
     # The utilization walk over what is new, seeded where the producer's value took the dropped
     # parameter's place (its roots, with the parameter itself replaced by the value).
-    ew = dict(st.ew_roots)
-    ru = dict(st.root_util)
-    ri = dict(st.root_ir)
+    ew = st.ew_roots.mutate()
+    ru = st.root_util.mutate()
+    ri = st.root_ir.mutate()
     seed = set(ew.pop(dropped))
     if dropped in seed:
         seed.discard(dropped)
@@ -249,7 +276,7 @@ def _grow(an, instr, comp, p: list, st: _BodyState, g) -> bool:
     for r, util, ir in walked:
         r[UTIL] = util
         r[IR] = ir
-    an.ew_roots, an.root_util, an.root_ir = ew, ru, ri
+    an.ew_roots, an.root_util, an.root_ir = ew.finish(), ru.finish(), ri.finish()
     an.integral_walk = True
 
     params = [h for h in st.params if h is not dropped] + new_params

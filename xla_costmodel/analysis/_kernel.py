@@ -144,13 +144,15 @@ class KernelCost:
         return InstructionCost._from_record(self._an.record(instr))
 
     @property
-    def roots(self) -> dict:
-        """Fused instruction -> its "elementwise use roots" (variants `"gpu"` and `"base"`; else empty)."""
+    def roots(self) -> Mapping:
+        """Fused instruction -> its "elementwise use roots" (variants `"gpu"` and `"base"`; else empty;
+        a read-only mapping where the kernel's body state is kept for its growths)."""
         return getattr(self._an, "ew_roots", {})
 
     @property
-    def root_util(self) -> dict:
-        """Elementwise use root -> its utilization (variants `"gpu"` and `"base"`; else empty)."""
+    def root_util(self) -> Mapping:
+        """Elementwise use root -> its utilization (variants `"gpu"` and `"base"`; else empty; read-only
+        like `roots`)."""
         return getattr(self._an, "root_util", {})
 
     def common_elementwise_utilization(self, a, b) -> float:
