@@ -397,13 +397,8 @@ def rewrite_gemms(module: HloModule, compute_capability: tuple[int, int] = (9, 0
     planner = _Planner(support)
     names = NameUniquifier(module)
     done: list[GemmRewrite] = []
-    # `MakeNonfusionNoncompositeComputations`: fusion bodies are left out
-    bodies = {id(i.fused_computation) for _, i in module.instructions() if i.opcode == "fusion"}
-    for comp in list(module.computations):
-        if id(comp) in bodies:
-            continue
-        dots = [i for i in comp.instructions if i.opcode == "dot" and len(i.operands) == 2]
-        for dot in dots:
+    for comp in _nonfusion_computations(module):
+        for dot in _two_operand_dots(comp):
             m, n, k = _sizes(dot)
             if (m + n) * k < GEMM_REWRITE_SIZE_THRESHOLD and dot.shape.element_type in ("f16", "bf16", "f32"):
                 continue
@@ -522,13 +517,10 @@ def split_k_dots(module: HloModule, core_count: int,
                  compute_capability: tuple[int, int]) -> list[tuple[str, str, int]]:
     """`SplitkRewriter` on every dot of `module`'s non-fusion computations, in place (see the module
     docstring). **Returns:** `(new dot, dot it replaced, split)` for each dot split."""
-    bodies = {id(i.fused_computation) for _, i in module.instructions() if i.opcode == "fusion"}
     adders: dict = {}
     done = []
-    for comp in list(module.computations):
-        if id(comp) in bodies:
-            continue
-        for dot in [i for i in comp.instructions if i.opcode == "dot" and len(i.operands) == 2]:
+    for comp in _nonfusion_computations(module):
+        for dot in _two_operand_dots(comp):
             lb, lc, rb, rc = _dot_dims(dot)
             if len(lc) != 1 or len(rc) != 1 or any(o.shape.element_type == "s32" for o in dot.operands):
                 continue
@@ -586,6 +578,18 @@ def split_k_dots(module: HloModule, core_count: int,
 #: operands, is at most this large (`is_merge_candidate`)
 DOT_MERGER_THRESHOLD_BYTES = 32 << 20
 
+
+
+def _nonfusion_computations(module: HloModule) -> list:
+    """XLA's `MakeNonfusionComputations`: the computations the GEMM passes visit (fusion bodies left out),
+    listed before any is edited."""
+    bodies = {id(i.fused_computation) for _, i in module.instructions() if i.opcode == "fusion"}
+    return [c for c in module.computations if id(c) not in bodies]
+
+
+def _two_operand_dots(comp) -> list:
+    """The dots of `comp`, listed before any is rewritten."""
+    return [i for i in comp.instructions if i.opcode == "dot" and len(i.operands) == 2]
 
 def _reaches(src, dst) -> bool:
     """Whether `dst` depends on `src` (through operands)."""
@@ -682,11 +686,8 @@ def merge_dots(module: HloModule, max_bytes: int = DOT_MERGER_THRESHOLD_BYTES) -
     def candidate(d) -> bool:
         return d.shape.byte_size + sum(o.shape.byte_size for o in d.operands) <= max_bytes
 
-    bodies = {id(i.fused_computation) for _, i in module.instructions() if i.opcode == "fusion"}
     done = []
-    for comp in list(module.computations):
-        if id(comp) in bodies:
-            continue
+    for comp in _nonfusion_computations(module):
         classes: dict = {}
         order = {id(i): n for n, i in enumerate(comp.instructions)}
         for d in comp.instructions:
@@ -757,13 +758,10 @@ def should_strength_reduce(dot) -> bool:
 def strength_reduce_dots(module: HloModule) -> list[str]:
     """The dots `should_strength_reduce` picks, made a multiply of broadcast operands and a reduce over
     the contracting dimensions (converts to the output type first), in place. **Returns:** their names."""
-    bodies = {id(i.fused_computation) for _, i in module.instructions() if i.opcode == "fusion"}
     adders: dict = {}
     done = []
-    for comp in list(module.computations):
-        if id(comp) in bodies:
-            continue
-        for dot in [i for i in comp.instructions if i.opcode == "dot" and len(i.operands) == 2]:
+    for comp in _nonfusion_computations(module):
+        for dot in _two_operand_dots(comp):
             if not dot.shape.is_array or not should_strength_reduce(dot):
                 continue
             lb, lc, rb, rc = _dot_dims(dot)
