@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 
 from ._lexer import (
-    ASTERISK, ATTRNAME, COLON, COMMA, DECIMAL, DIMLABELS, DXD, EQUAL, IDENT, INT, KEYWORD, LBRACE, LEQ, LPAREN,
-    LSQUARE, NAME, NEGINF, PAD, QUESTION, RBRACE, RPAREN, RSQUARE, STRING, int_value, unquote,
+    ATTRNAME, COLON, COMMA, DECIMAL, DIMLABELS, DXD, EQUAL, IDENT, INT, KEYWORD, LBRACE, LEQ, LPAREN,
+    LSQUARE, NEGINF, PAD, QUESTION, RBRACE, RPAREN, RSQUARE, STRING, int_value, unquote,
 )
 from ._lexer import IDENT_PATTERN, ONE_LINE_BRACKETED, PRINTED_STRING
 from ._token_parser import (
@@ -1038,7 +1038,7 @@ def _one_of(values) -> str:
     return "|".join(sorted(map(str, values), key=lambda v: (-len(v), v)))  # the longest first: none a prefix
 
 
-def _string_or_json(text: str) -> str:
+def _printed_string_or_json(text: str) -> str:
     if text[0] == '"':
         return unquote(text)
     if json_dict_end(text, 0) != len(text):
@@ -1056,7 +1056,7 @@ printed_value("int_list_list", _listed(_listed(_INT)))
 printed_value("computation", _REF)
 printed_value("computation_list", _listed(_REF))
 printed_value("instruction_list", _listed(_REF, empty=False))
-printed_value("string_or_json", rf"{PRINTED_STRING}|\{{{ONE_LINE_BRACKETED}\}}", _string_or_json, checked=True)
+printed_value("string_or_json", rf"{PRINTED_STRING}|\{{{ONE_LINE_BRACKETED}\}}", _printed_string_or_json, checked=True)
 for _kind, _allowed in (("fusion_kind", FUSION_KINDS), ("comparison_direction", COMPARISON_DIRECTIONS),
                        ("comparison_type", COMPARISON_TYPES), ("comparison_order", COMPARISON_ORDERS),
                        ("fft_type", FFT_TYPES), ("padding_type", PADDING_TYPES)):
