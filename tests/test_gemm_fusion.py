@@ -5,12 +5,7 @@ deviceless compile for h100-sxm (where jax's CUDA plugin is installed), and for 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import tempfile
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -27,6 +22,7 @@ from xla_costmodel.fusion._gemm_fusion import (  # noqa: E402
     choose_split_k, merge_dots, rewrite_gemms, split_k_dots, strength_reduce_dots,
 )
 from xla_costmodel.gpu_compile import gpu_compile_available  # noqa: E402
+from _xla_gpu_dumps import first_dump, xla_gpu_pass_dumps  # noqa: E402
 from xla_costmodel.hlo import from_jax, parse_hlo  # noqa: E402
 
 
@@ -210,29 +206,14 @@ def _has_device(name):
     return name in device_names()
 
 
-_CHILD = """
-import importlib.util, sys
-import jax
-jax.config.update("jax_enable_x64", True)
-from xla_costmodel.gpu_compile import compile_for_gpu
-spec = importlib.util.spec_from_file_location("programs", sys.argv[1])
-mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
-fn, shapes = mod.PROGRAMS[sys.argv[2]]
-compile_for_gpu(fn, *[jax.ShapeDtypeStruct(tuple(s), d) for s, d in shapes], device="h100-sxm")
-"""
 
 
 def _xla_before_fusion(name: str) -> str:
     """XLA:GPU's module right before its fusion pipeline (GEMM rewriting done) in a deviceless compile."""
-    with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
-                   XLA_FLAGS=f"--xla_dump_to={tmp} --xla_dump_hlo_as_text --xla_dump_hlo_pass_re=variadic-op-splitter")
-        proc = subprocess.run([sys.executable, "-c", _CHILD, __file__, name], env=env, capture_output=True,
-                              text=True, timeout=300)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        dumps = sorted(p for p in Path(tmp).glob("*.before_variadic-op-splitter.txt") if "jit_" + name in p.name)
-        assert dumps, f"no dump before variadic-op-splitter in {sorted(p.name for p in Path(tmp).iterdir())[:5]}"
-        return dumps[0].read_text()
+    dumps = xla_gpu_pass_dumps(__file__, name, "variadic-op-splitter", x64=True)
+    text = first_dump(dumps, "*.before_variadic-op-splitter.txt", contains="jit_" + name)
+    assert text is not None, f"no dump before variadic-op-splitter in {sorted(dumps)[:5]}"
+    return text
 
 
 # Measured differences, left as known gaps (strict: they fail once fixed):

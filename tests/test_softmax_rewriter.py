@@ -7,11 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -27,6 +22,7 @@ from xla_costmodel.fusion._simulate import _unfused_exec_s, working_copy  # noqa
 from xla_costmodel.fusion._softmax_rewriter import match_diamond, rewrite_normalizations  # noqa: E402
 from xla_costmodel.fusion._triton_fusion import is_generic_triton  # noqa: E402
 from xla_costmodel.gpu_compile import gpu_compile_available  # noqa: E402
+from _xla_gpu_dumps import first_dump, xla_gpu_pass_dumps  # noqa: E402
 from xla_costmodel.hlo import from_jax, parse_hlo  # noqa: E402
 from xla_costmodel.hlo.editing import unfuse_for_execution  # noqa: E402
 
@@ -177,30 +173,14 @@ def test_off_by_default_and_not_run_before_ampere():
     assert any(k.kind == "triton-softmax" and k.fusion for k in r.pre_fusion_rewrites)
 
 
-_CHILD = """
-import importlib.util, sys
-import jax
-from xla_costmodel.gpu_compile import compile_for_gpu
-spec = importlib.util.spec_from_file_location("programs", sys.argv[1])
-mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
-fn, shapes = mod.PROGRAMS[sys.argv[2]]
-compile_for_gpu(fn, *[jax.ShapeDtypeStruct(tuple(s), d) for s, d in shapes], device="h100-sxm")
-"""
 
 
 def _xla_after_rewriter(name: str) -> str | None:
     """XLA:GPU's module right after `triton-softmax-rewriter` (None: the pass changed nothing, so XLA dumped
     nothing after it)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
-                   XLA_FLAGS=f"--xla_dump_to={tmp} --xla_dump_hlo_as_text "
-                             "--xla_dump_hlo_pass_re=triton-softmax-rewriter|priority-fusion")
-        proc = subprocess.run([sys.executable, "-c", _CHILD, __file__, name], env=env, capture_output=True,
-                              text=True, timeout=300)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        assert sorted(Path(tmp).glob("*.before_priority-fusion.txt")), "no dump before priority-fusion"
-        dumps = sorted(Path(tmp).glob("*.after_triton-softmax-rewriter.*.txt"))
-        return dumps[0].read_text() if dumps else None
+    dumps = xla_gpu_pass_dumps(__file__, name, "triton-softmax-rewriter|priority-fusion")
+    assert first_dump(dumps, "*.before_priority-fusion.txt") is not None, "no dump before priority-fusion"
+    return first_dump(dumps, "*.after_triton-softmax-rewriter.*.txt")
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))

@@ -5,11 +5,6 @@ against the module XLA:GPU itself dumps right after `tree-reduction-rewriter` in
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +16,7 @@ from xla_costmodel.fusion import kernels_of, simulate_fusion  # noqa: E402
 from xla_costmodel.fusion._execute import run_on_cpu  # noqa: E402
 from xla_costmodel.fusion._tree_reduction import split_reductions  # noqa: E402
 from xla_costmodel.gpu_compile import gpu_compile_available  # noqa: E402
+from _xla_gpu_dumps import first_dump, xla_gpu_pass_dumps  # noqa: E402
 from xla_costmodel.hlo import from_jax, parse_hlo  # noqa: E402
 
 
@@ -137,28 +133,13 @@ def test_simulate_fusion_makes_a_kernel_of_each_half():
     assert split_reductions(fused) == []
 
 
-_CHILD = """
-import importlib.util, json, sys
-import jax
-from xla_costmodel.gpu_compile import compile_for_gpu
-spec = importlib.util.spec_from_file_location("programs", sys.argv[1])
-mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
-fn, shapes = mod.PROGRAMS[sys.argv[2]]
-compile_for_gpu(fn, *[jax.ShapeDtypeStruct(tuple(s), d) for s, d in shapes], device="h100-sxm")
-"""
 
 
 def _xla_after_tree_reduction(name: str) -> str:
-    with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, JAX_PLATFORMS="cpu", TF_CPP_MIN_LOG_LEVEL="3", JAX_SKIP_CUDA_CONSTRAINTS_CHECK="1",
-                   XLA_FLAGS=f"--xla_dump_to={tmp} --xla_dump_hlo_as_text "
-                             "--xla_dump_hlo_pass_re=tree-reduction-rewriter")
-        proc = subprocess.run([sys.executable, "-c", _CHILD, __file__, name], env=env, capture_output=True,
-                              text=True, timeout=300)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        dumps = sorted(Path(tmp).glob("*.after_tree-reduction-rewriter.*.txt"))
-        assert dumps, f"no dump after tree-reduction-rewriter in {sorted(p.name for p in Path(tmp).iterdir())[:5]}"
-        return dumps[0].read_text()
+    dumps = xla_gpu_pass_dumps(__file__, name, "tree-reduction-rewriter")
+    text = first_dump(dumps, "*.after_tree-reduction-rewriter.*.txt")
+    assert text is not None, f"no dump after tree-reduction-rewriter in {sorted(dumps)[:5]}"
+    return text
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
