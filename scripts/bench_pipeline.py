@@ -209,14 +209,21 @@ def attribution_table(rows: list[dict]) -> list[dict]:
     return out
 
 
+#: The passes `simulate_fusion` can switch, as flags: (flag, option, the value the flag sets).
+PASS_SWITCHES = (
+    ("--no-copy-insertion", "copy_insertion", False),
+    ("--no-cse", "cse", False),
+    ("--simplify", "simplify", True),
+    ("--no-multi-output", "multi_output", False),
+    ("--gemm-rewrites", "gemm_rewrites", True),
+    ("--triton-softmax", "triton_softmax", True),
+)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--no-copy-insertion", action="store_true", help="simulate_fusion(copy_insertion=False)")
-    ap.add_argument("--no-cse", action="store_true", help="simulate_fusion(cse=False)")
-    ap.add_argument("--simplify", action="store_true", help="simulate_fusion(simplify=True)")
-    ap.add_argument("--no-multi-output", action="store_true", help="simulate_fusion(multi_output=False)")
-    ap.add_argument("--gemm-rewrites", action="store_true", help="simulate_fusion(gemm_rewrites=True)")
-    ap.add_argument("--triton-softmax", action="store_true", help="simulate_fusion(triton_softmax=True)")
+    for flag, option, value in PASS_SWITCHES:
+        ap.add_argument(flag, action="store_true", help=f"simulate_fusion({option}={value})")
     ap.add_argument("--attribute", type=int, default=0, metavar="N",
                     help="also attribute the gap pass by pass on N programs (every k-th module; a deviceless compile each)")
     ap.add_argument("--modules", default="", help="comma-separated modules (program@size) for --attribute")
@@ -225,19 +232,8 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     cases = sorted(p.name[: -len(".pre.hlo.gz")] for p in CAPTURE.glob("*.pre.hlo.gz"))
-    options = {}
-    if args.no_copy_insertion:
-        options["copy_insertion"] = False
-    if args.no_cse:
-        options["cse"] = False
-    if args.no_multi_output:
-        options["multi_output"] = False
-    if args.gemm_rewrites:
-        options["gemm_rewrites"] = True
-    if args.simplify:
-        options["simplify"] = True
-    if args.triton_softmax:
-        options["triton_softmax"] = True
+    options = {option: value for flag, option, value in PASS_SWITCHES
+               if getattr(args, flag[2:].replace("-", "_"))}
     rows = whole_pipeline(cases, options)
     n_within = sum(within(r["kernels_ours"], r["kernels_xla"]) for r in rows)
     geo = math.exp(sum(math.log(r["ratio"]) for r in rows) / len(rows))
