@@ -125,28 +125,23 @@ def model_error(name: str, exc: Exception) -> str:
 
 
 def resolve_device_and_model(args: argparse.Namespace):
-    """The `DeviceSpec` and cost model named by `args.device` / `args.model` (`front.resolve_device_and_model`).
+    """The `DeviceSpec` and cost model named by `args.device` / `args.model`, resolved and checked by the
+    front door's one resolver (`front.resolve_device_and_model`).
 
     **Returns:** `(device, model)`; raises `UsageError` for an unknown name or
     a model that does not price the device (the xla-gpu model on a CPU).
     """
-    from ..devices import device_names
-    from ..measure import resolve_device
-    from ..models import check_prices_device, resolve_model
+    from ..front import resolve_device_and_model as resolve
+    from ..models import resolve_model
 
     try:
-        device = resolve_device(args.device)
-    except ValueError:
-        raise UsageError(f"unknown device {args.device!r}; valid names: {', '.join(device_names())}") from None
-    try:
         model = resolve_model(args.model)
-    except ValueError as exc:
+    except ValueError as exc:  # a combination's reader explains over several lines: one line here
         raise UsageError(model_error(args.model, exc)) from None
     try:
-        check_prices_device(model, device)
+        return resolve(args.device, model)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    return device, model
 
 
 def check_device(name: str | None) -> None:

@@ -255,6 +255,9 @@ class XlaGpuModel:
         return _round_half_away(seconds / res) * res
 
     def _check(self, device) -> None:
+        # The model's own contract for a caller who holds it directly (`get_model("xla-gpu").estimate(k,
+        # host)` must refuse, not price a CPU with GPU terms). Behind the front door it repeats the one
+        # check made there, in the same function (`check_prices_device`).
         check_prices_device(self, device)
 
     def _exact(self) -> bool:
