@@ -20,6 +20,11 @@ knows, once:
   tridiagonalisation; n·⌈log2 n⌉ rotations rounds for one-sided Jacobi SVD,
   whose sweeps grow like log n; a radix pass per 8 key bits for CUB's sorts).
 
+For cuSolver's `potrf`, `gesvdj` and Jacobi `syevd` it also lists the kernels
+the routine launches (`solver_kernels` / `SolverKernel`: launches, blocks,
+flops, bytes and the dependent operations of each kernel's critical path),
+from the algorithm and the kernel names of the H100 capture.
+
 The cost analysis (`_gpu_rules`, `_rules_math`), every model
 (`models._kernel_costs`, `models._library_calls`) and the fitted models'
 features (`features._counting`) read the counts here and nowhere else.
@@ -36,8 +41,8 @@ from ._opcodes import CUBLAS_GEMM_TARGETS
 from ._shapes import array_leaves, elements, first_array
 
 __all__ = [
-    "LIBRARY_ROUTINES", "LibraryWork", "cholesky_flops", "library_of", "library_routine", "library_work",
-    "real_outputs", "topk_flops", "triangular_solve_flops", "xla_library_flops",
+    "LIBRARY_ROUTINES", "LibraryWork", "SolverKernel", "cholesky_flops", "library_of", "library_routine", "library_work",
+    "real_outputs", "solver_kernels", "topk_flops", "triangular_solve_flops", "xla_library_flops",
 ]
 
 from ._records import FMA_FLOPS  # noqa: E402  (HloCostAnalysis::kFmaFlops, one home)
@@ -411,3 +416,140 @@ def convolution_flops(instr, lhs_shape, rhs_shape, out_shape) -> int:
     bgc = instr.attribute("batch_group_count", 1)
     fma = (in_feature // fgc) * out_feature * (batch // bgc) * math.prod(valid)
     return fma * FMA_FLOPS
+
+
+# ---------------------------------------------------------------------------
+# The kernels a cuSolver routine launches (issue 31: priced from their structure, not a fitted constant)
+
+
+@dataclass(frozen=True, slots=True)
+class SolverKernel:
+    """One kind of kernel a cuSolver routine launches, per call (all matrices of the batch).
+
+    **Attributes:** `name` (the algorithm's phase, with the cuSolver kernel the H100 capture names);
+    `launches` (per call); `ctas` (blocks per launch: the SMs it can occupy); `flops` and `bytes`
+    (per launch); the critical path of one launch, counted in dependent operations the models price at
+    the device's latencies: `smem_steps` (a shared-memory load, an operation, a store and a block
+    barrier), `reduce_levels` (a shuffle or shared-memory tree level and its add), `alu_ops` (dependent
+    arithmetic: square roots, reciprocals, rotation formulas), `grid_steps` (a dependency between blocks
+    through L2: a flag written and read), `serial_flops` (FMAs one SM must issue in turn: the tile
+    products of the critical path).
+    """
+
+    name: str
+    launches: int
+    ctas: int = 1
+    flops: float = 0.0
+    bytes: float = 0.0
+    smem_steps: float = 0.0
+    reduce_levels: float = 0.0
+    alu_ops: float = 0.0
+    grid_steps: float = 0.0
+    serial_flops: float = 0.0
+
+
+#: Column block of cuSolver's Jacobi kernels: `gesvdbj_batch_32x16`, `syevbj_batch_32x16` (the H100
+#: capture's kernel names): blocks of 16 columns, paired into 32-column problems.
+JACOBI_BLOCK = 16
+#: Tile of cuSolver's Cholesky kernel (`getrf_wo_pivot_params_<float, 0, 256, 1, 64, 64, ...>`).
+POTRF_TILE = 64
+#: jaxlib's dispatch (xla_gpu_offline.md): `syevd` runs Jacobi (`syevj`) when n <= 32.
+SYEVJ_MAX_N = 32
+#: LAPACK's blocked Householder code needs at least one block of columns (cuSolver's `larft_T_64`);
+#: below it Q is applied a reflector at a time (`ormtr_gemv_c` + `ormtr_gerc`, two kernels per column).
+HOUSEHOLDER_BLOCK = 64
+#: Threads of one QR panel block (`geqr2_smem*<..., 256 threads>`): a column norm is a tree of log2(256)
+#: levels; a panel taller than a block spreads over blocks joined through L2.
+QR_BLOCK_ROWS = 256
+#: Fixed kernels of a Jacobi solver around its sweeps: Frobenius norm (2), scaling, identity V, ordering
+#: set-up (2), the final sort of the values, column permutation (2) and the diagonal (`batch_FnrmA_stage*`,
+#: `lascl`, `batch_eye`, `syevj_parallel_order_set` x2, sort, `colperm` x2, `*_diagonal_kernel`).
+JACOBI_FIXED_LAUNCHES = 10
+
+
+def _jacobi_sweeps(n: int) -> int:
+    # Cyclic Jacobi converges quadratically once near diagonal; the sweeps grow like log2 n (as
+    # `library_work`'s steps count them): 9 for n = 512 as the capture shows.
+    return max(1, math.ceil(math.log2(max(n, 2))))
+
+
+def _jacobi_inner(two_sided: bool) -> SolverKernel:
+    """One 32-column Jacobi problem solved in shared memory by one block: log2(32) sweeps of 31 rounds of
+    16 disjoint rotations. A round: (one-sided) the three dot products of each column pair over 32 rows, a
+    5-level tree; the rotation formula (rsqrt, reciprocal and a few FMAs, 8 dependent operations); then
+    the columns (and, two-sided, the rows) read, rotated and written back behind a barrier."""
+    rounds = _jacobi_sweeps(2 * JACOBI_BLOCK) * (2 * JACOBI_BLOCK - 1)
+    per_round_smem = 2.0
+    return SolverKernel("", 1, smem_steps=rounds * per_round_smem, alu_ops=rounds * 8.0,
+                        reduce_levels=0.0 if two_sided else rounds * math.log2(2 * JACOBI_BLOCK))
+
+
+def solver_kernels(work: LibraryWork) -> tuple[SolverKernel, ...] | None:
+    """The kernels cuSolver launches for a `potrf`, a `gesvdj` or a small (Jacobi) `syevd` call, in f32,
+    from the algorithm and the kernel names of the H100 capture; None for any other routine (priced by
+    the fitted form). A batch runs its matrices side by side in the same kernels (jaxlib's batched
+    paths: more blocks per launch, the same critical path)."""
+    b, m, n = work.batch, work.m, work.n
+    k, p = min(m, n), max(m, n)
+    elem = 4.0
+    if work.routine == "potrf":
+        tiles = math.ceil(n / POTRF_TILE)
+        # One kernel, a block per 64x64 tile of the lower triangle. Its critical path, per block column:
+        # the diagonal tile factorised a column at a time (square root, reciprocal; scale the column,
+        # update the tile: two shared-memory steps), the tiles below solved a row at a time, the next
+        # diagonal tile updated by a 64x64x64 product on one SM, and the flag its block waits for.
+        diag = POTRF_TILE * 2.0
+        return (SolverKernel("tiled Cholesky (getrf_wo_pivot)", 1, ctas=b * tiles * (tiles + 1) // 2,
+                             flops=work.flops, bytes=b * 2.0 * n * n * elem,
+                             smem_steps=tiles * diag + (tiles - 1) * POTRF_TILE, alu_ops=tiles * POTRF_TILE * 2.0,
+                             grid_steps=tiles - 1, serial_flops=(tiles - 1) * 2.0 * POTRF_TILE ** 3),
+                SolverKernel("info (two memsets, set_info)", 3))
+    jacobi_svd = work.routine == "gesvdj"
+    if not (jacobi_svd or (work.routine == "syevd" and n <= SYEVJ_MAX_N)):
+        return None
+    sweeps = _jacobi_sweeps(k)
+    blocks = max(2, math.ceil(k / JACOBI_BLOCK))
+    blocks += blocks % 2
+    rounds, pairs = blocks - 1, blocks // 2
+    per_round = sweeps * rounds
+    pair_cols = 2 * JACOBI_BLOCK
+    # The Gram matrix of each column pair (one-sided) or the pair's rows (two-sided) over the k rows, and
+    # each rotation of the pair's columns: a (k x 32) by (32 x 32) product per pair, on one SM each.
+    pair_flops = 2.0 * k * pair_cols * pair_cols
+    pair_bytes = 2.0 * k * pair_cols * elem
+    gram = SolverKernel("Gram of the column pairs (svd_row_rotate / row_rotate)", per_round, ctas=b * pairs,
+                        flops=b * pairs * pair_flops, bytes=b * pairs * pair_bytes, serial_flops=pair_flops)
+    inner = _jacobi_inner(two_sided=not jacobi_svd)
+    solve = SolverKernel("32-column Jacobi in shared memory (gesvdbj / syevbj_batch_32x16)", per_round,
+                         ctas=b * pairs, smem_steps=inner.smem_steps, alu_ops=inner.alu_ops,
+                         reduce_levels=inner.reduce_levels)
+    rotations = 2      # A and V (one-sided); the pair's columns, then its rows (two-sided)
+    rotate = SolverKernel("rotate the pairs' columns (svd_column_rotate / column_rotate, row_rotate phase 2)",
+                          rotations * per_round, ctas=b * pairs, flops=b * pairs * pair_flops,
+                          bytes=b * pairs * pair_bytes, serial_flops=pair_flops)
+    # After each sweep the off-diagonal norm (two kernels) is copied to the host to test convergence.
+    check = SolverKernel("convergence test (offA_stage1/2, MemcpyD2H)", 3 * sweeps,
+                         reduce_levels=math.log2(QR_BLOCK_ROWS), grid_steps=1)
+    fixed = SolverKernel("set-up and ordering (norms, scaling, ordering, sort, permutation)",
+                         JACOBI_FIXED_LAUNCHES, reduce_levels=math.log2(QR_BLOCK_ROWS))
+    out = [gram, solve, rotate, check, fixed]
+    if jacobi_svd and p > k:
+        # gesvdj of a tall matrix first reduces it to R (k x k) by Householder QR, a column at a time
+        # (`geqr2_smem*`): each column's norm a block tree, joined through L2 when the panel spans blocks;
+        # then forms U = Q U_R (blocked: larft + GEMMs; below one block: two kernels per reflector).
+        spread = p > QR_BLOCK_ROWS
+        out.append(SolverKernel("Householder QR of the tall matrix (geqr2)", 1,
+                                ctas=b * max(1, math.ceil(p / QR_BLOCK_ROWS)), flops=b * 2.0 * p * k * k,
+                                bytes=b * 2.0 * p * k * elem, smem_steps=k, reduce_levels=k * math.log2(QR_BLOCK_ROWS),
+                                grid_steps=k if spread else 0))
+        q_flops = b * 4.0 * p * k * k
+        if k >= HOUSEHOLDER_BLOCK:
+            nblk = math.ceil(k / HOUSEHOLDER_BLOCK)
+            out.append(SolverKernel("U = Q U_R, blocked (larft + GEMMs)", 4 * nblk, ctas=64,
+                                    flops=q_flops / (4 * nblk), bytes=b * 2.0 * p * k * elem / nblk,
+                                    smem_steps=HOUSEHOLDER_BLOCK))
+        else:
+            out.append(SolverKernel("U = Q U_R, a reflector at a time (ormtr_gemv + ormtr_gerc)", 2 * k,
+                                    ctas=b * max(1, math.ceil(p / 16)), flops=q_flops / (2 * k),
+                                    bytes=b * 2.0 * p * k * elem / k, reduce_levels=math.log2(16)))
+    return tuple(out)

@@ -28,6 +28,14 @@ the other routines of its family (`honest: false` in the file).
 A device without constants of its own gets the form with efficiency 1, one
 launch, and no step time (a lower bound), with a note that says so.
 
+Three cuSolver routines measured in one source only (jax), so with no honest
+held-out constants, are priced from the kernels they launch instead
+(`solver_estimate`, nothing fitted): `potrf` (one tiled kernel), `gesvdj`
+(block Jacobi sweeps, after a QR when the matrix is not square) and `syevd` on
+n <= 32 (jaxlib runs Jacobi `syevj` there); `analysis.library.solver_kernels`
+lists their kernels. `scripts/bench_library_calls.py --kernels` sets each
+kind beside the capture's kernels of that phase.
+
 Two library-style kernels are priced from their structure instead (`fft_estimate`, `topk_estimate`),
 each kernel the largest of its traffic at the memory bandwidth, its flops at the FP32 vector peak and its
 latency path (`models._gpu_latency`), plus its launch; nothing is fitted. (XLA's HBM curve for dot fusions,
@@ -62,14 +70,14 @@ from importlib import resources
 import math
 
 from ..analysis.library import custom_call_target, int_list_attribute
-from ..analysis.library import LibraryWork, library_work
+from ..analysis.library import LibraryWork, library_work, solver_kernels
 from ..analysis.shapes import elements, first_array
 from ..hlo import PRIMITIVE_BITS
 from ._base import KernelEstimate, dominant_bound
-from ._gpu_latency import ALU_LATENCY_CYCLES, BARRIER_CYCLES, HBM_LATENCY_CYCLES, SMEM_LATENCY_CYCLES
+from ._gpu_latency import ALU_LATENCY_CYCLES, BARRIER_CYCLES, HBM_LATENCY_CYCLES, L2_LATENCY_CYCLES, SMEM_LATENCY_CYCLES
 from ._launch import TOPK_TARGET, topk_launch
 
-__all__ = ["LibraryConstants", "fft_estimate", "gemm_table_estimate", "library_call_estimate", "library_call_or_gemm",
+__all__ = ["LibraryConstants", "fft_estimate", "solver_estimate", "gemm_table_estimate", "library_call_estimate", "library_call_or_gemm",
            "topk_estimate",
            "library_constants", "leaving_source_out"]
 
@@ -162,6 +170,9 @@ def library_call_estimate(kernel, device) -> KernelEstimate | None:
     work = library_work(kernel)
     if work is None or work.routine == "gemm":
         return None
+    structural = solver_estimate(work, device)
+    if structural is not None:
+        return structural
     constants = library_constants(device, work.routine)
     fitted = constants is not None
     if constants is None:
@@ -244,6 +255,57 @@ def library_call_or_gemm(kernel, device, gemm_method: str = "log-grid") -> Kerne
         return topk_estimate(kernel, device)
     est = gemm_table_estimate(kernel, device, gemm_method)
     return est if est is not None else library_call_estimate(kernel, device)
+
+
+# --------------------------------------------------------------------------- cuSolver from its kernels
+
+# One dependent operation of a solver kernel's critical path, in cycles (`models._gpu_latency`, not fitted):
+_SMEM_STEP_CYCLES = 2 * SMEM_LATENCY_CYCLES + ALU_LATENCY_CYCLES + BARRIER_CYCLES   # load, op, store, barrier
+_REDUCE_LEVEL_CYCLES = SMEM_LATENCY_CYCLES + ALU_LATENCY_CYCLES                     # a shuffle and its add
+_GRID_STEP_CYCLES = 2 * L2_LATENCY_CYCLES + BARRIER_CYCLES                          # a flag through L2
+
+
+def solver_estimate(work: LibraryWork, device) -> KernelEstimate | None:
+    """A cuSolver call priced from the kernels it launches (`analysis.library.solver_kernels`: potrf,
+    gesvdj, Jacobi syevd), or None for a routine without that structure (priced by the fitted form).
+
+    Each kernel kind costs, per launch, the launch overhead plus the largest of its traffic and its flops
+    at the memory bandwidth and the FP32 vector peak of the SMs its blocks occupy (a 16-block Jacobi
+    kernel gets 16/132 of an H100's), and its critical path:
+    shared-memory steps, reduction levels, dependent arithmetic and L2 round trips at the latencies of
+    `models._gpu_latency`, and the FMAs one SM issues in turn at that SM's rate. Nothing is fitted:
+    the constants of `library_calls_<gpu>.json` for these routines came from one source only (jax), so
+    no honest held-out set exists for them."""
+    kernels = solver_kernels(work) if device.kind == "gpu" else None
+    if kernels is None:
+        return None
+    launch = device.kernel_launch_overhead_s
+    clock = device.clock_rate_ghz * 1e9
+    sm_flops = device.peak_fp32_flops_per_s / max(device.core_count, 1)
+    compute = memory = latency = launches = 0.0
+    per_kind = []
+    for kind in kernels:
+        # A kernel of few blocks gets the share of the bandwidth and of the FP32 peak of the SMs they occupy.
+        share = min(max(kind.ctas, 1), device.core_count) / device.core_count
+        mem = kind.bytes / (device.memory_bandwidth_bytes_per_s * share)
+        fl = kind.flops / (device.peak_fp32_flops_per_s * share)
+        path = (kind.smem_steps * _SMEM_STEP_CYCLES + kind.reduce_levels * _REDUCE_LEVEL_CYCLES
+                + kind.alu_ops * ALU_LATENCY_CYCLES + kind.grid_steps * _GRID_STEP_CYCLES) / clock \
+            + kind.serial_flops / sm_flops
+        t = max(mem, fl, path)
+        memory += kind.launches * mem
+        compute += kind.launches * (t - mem) if fl >= path else 0.0
+        latency += kind.launches * (t - mem) if fl < path else 0.0
+        launches += kind.launches
+        per_kind.append((kind.name, kind.launches, kind.launches * (launch + t)))
+    time = launches * launch + memory + compute + latency
+    details = {"emitter": "library", "source": "cuSolver, priced from its kernels (not fitted)",
+               "routine": work.routine, "library": work.library, "flops": work.flops, "matmul_flops": 0.0,
+               "bytes_read": work.bytes_read, "bytes_written": work.bytes_written,
+               "bytes_accessed": work.bytes_accessed, "steps": work.steps, "launches": int(launches),
+               "kernel_times_s": per_kind, "exec_s": time - launches * launch, "honest": True}
+    return KernelEstimate(compute_s=compute, memory_s=memory, launch_s=launches * launch + latency, time_s=time,
+                          bound=dominant_bound(compute, memory, launches * launch + latency), details=details)
 
 
 # --------------------------------------------------------------------------- cuFFT and XLA's TopK kernel
