@@ -42,7 +42,7 @@ from ._shapes import array_leaves, elements, first_array
 
 __all__ = [
     "LIBRARY_ROUTINES", "LibraryWork", "SolverKernel", "cholesky_flops", "library_of", "library_routine", "library_work",
-    "real_outputs", "solver_kernels", "topk_flops", "triangular_solve_flops", "xla_library_flops",
+    "conv_gemm_dims", "real_outputs", "solver_kernels", "topk_flops", "triangular_solve_flops", "xla_library_flops",
 ]
 
 from ._records import FMA_FLOPS  # noqa: E402  (HloCostAnalysis::kFmaFlops, one home)
@@ -267,6 +267,41 @@ def _conv_flops(instr, routine: str, outs) -> float | None:
         return None
     shapes = [first_array(instr.operands[i].shape) if i != "out" else outs[0] for i in _CONV_ROLES[routine]]
     return float(convolution_flops(instr, *shapes))
+
+
+def conv_gemm_dims(instr) -> tuple[int, int, int] | None:
+    """`(m, n, k)` of the implicit GEMM a cuDNN convolution call runs, or None: not a convolution call, a
+    grouped one (`feature_group_count` or `batch_group_count` > 1), or one with a single output row or
+    column (cuDNN runs those as direct kernels: `conv2d_grouped_direct`, `conv2d_c1_k1` in the H100
+    capture; the implicit GEMMs are `*_xmma_fprop_implicit_gemm_*` / `*_wgrad_*`).
+
+    Forward (and fused bias-activation): m = output pixels (batch x spatial), n = output features;
+    gradient of the input: m = input pixels, n = input features; gradient of the filter: m = output
+    features, n = input features x window. k = the call's flops / (2 m n): the contracted length, with
+    the window positions that fall in the padding left out, as `GetConvolutionFlops` counts them.
+    """
+    routine = library_routine(instr)
+    if routine is None or not routine.startswith("conv_") or not instr.has_attribute("dim_labels"):
+        return None
+    if instr.attribute("feature_group_count", 1) != 1 or instr.attribute("batch_group_count", 1) != 1:
+        return None
+    work = library_work(instr)
+    if work is None or not work.flops > 0:
+        return None
+    dn = instr.attribute("dim_labels")
+    out = real_outputs(instr)[0]
+    if routine == "conv_backward_filter":
+        m = out.dims[dn.kernel_output_feature]
+        n = elements(out) // max(m, 1)
+    elif routine == "conv_backward_input":
+        n = out.dims[dn.input_feature]
+        m = elements(out) // max(n, 1)
+    else:
+        n = out.dims[dn.output_feature]
+        m = elements(out) // max(n, 1)
+    if m <= 1 or n <= 1:
+        return None
+    return int(m), int(n), max(1, round(work.flops / (FMA_FLOPS * m * n)))
 
 
 def xla_library_flops(instr) -> float | None:

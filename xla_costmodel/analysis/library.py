@@ -13,6 +13,7 @@ from ._frontend import int_list_attribute as int_list_attribute
 from ._library import LibraryWork as LibraryWork
 from ._library import SolverKernel as SolverKernel
 from ._library import cholesky_flops as cholesky_flops
+from ._library import conv_gemm_dims as conv_gemm_dims
 from ._library import convolution_flops as convolution_flops
 from ._library import library_routine as library_routine
 from ._library import library_work as library_work

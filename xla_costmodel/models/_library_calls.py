@@ -36,6 +36,12 @@ n <= 32 (jaxlib runs Jacobi `syevj` there); `analysis.library.solver_kernels`
 lists their kernels. `scripts/bench_library_calls.py --kernels` sets each
 kind beside the capture's kernels of that phase.
 
+A cuDNN convolution that is neither grouped nor single-feature runs as an
+implicit GEMM (the capture's `*_implicit_gemm_*` kernels): it is priced as that
+GEMM by the device's measured GEMM table, as a cuBLAS call is
+(`conv_gemm_estimate`); the direct kernels (depthwise, one output feature)
+keep the fitted form.
+
 Two library-style kernels are priced from their structure instead (`fft_estimate`, `topk_estimate`),
 each kernel the largest of its traffic at the memory bandwidth, its flops at the FP32 vector peak and its
 latency path (`models._gpu_latency`), plus its launch; nothing is fitted. (XLA's HBM curve for dot fusions,
@@ -70,14 +76,14 @@ from importlib import resources
 import math
 
 from ..analysis.library import custom_call_target, int_list_attribute
-from ..analysis.library import LibraryWork, library_work, solver_kernels
+from ..analysis.library import LibraryWork, conv_gemm_dims, library_work, solver_kernels
 from ..analysis.shapes import elements, first_array
 from ..hlo import PRIMITIVE_BITS
 from ._base import KernelEstimate, dominant_bound
 from ._gpu_latency import ALU_LATENCY_CYCLES, BARRIER_CYCLES, HBM_LATENCY_CYCLES, L2_LATENCY_CYCLES, SMEM_LATENCY_CYCLES
 from ._launch import TOPK_TARGET, topk_launch
 
-__all__ = ["LibraryConstants", "fft_estimate", "solver_estimate", "gemm_table_estimate", "library_call_estimate", "library_call_or_gemm",
+__all__ = ["LibraryConstants", "conv_gemm_estimate", "fft_estimate", "solver_estimate", "gemm_table_estimate", "library_call_estimate", "library_call_or_gemm",
            "topk_estimate",
            "library_constants", "leaving_source_out"]
 
@@ -170,7 +176,7 @@ def library_call_estimate(kernel, device) -> KernelEstimate | None:
     work = library_work(kernel)
     if work is None or work.routine == "gemm":
         return None
-    structural = solver_estimate(work, device)
+    structural = solver_estimate(work, device) or conv_gemm_estimate(kernel, device, work)
     if structural is not None:
         return structural
     constants = library_constants(device, work.routine)
@@ -229,6 +235,42 @@ def gemm_table_estimate(kernel, device, method: str = "log-grid", *, scaled: boo
     compute = max(t - memory, 0.0)
     return KernelEstimate(compute_s=compute, memory_s=min(memory, t), launch_s=0.0, time_s=t,
                           bound=dominant_bound(compute, min(memory, t), 0.0), details=details)
+
+
+def conv_gemm_estimate(kernel, device, work: LibraryWork | None = None) -> KernelEstimate | None:
+    """A cuDNN convolution call priced as the implicit GEMM it runs (`analysis.library.conv_gemm_dims`)
+    by the device's measured GEMM table and its `gemm` table scale (held out as `gemm_table_estimate`'s),
+    or None: a grouped or single-feature convolution (a direct kernel: the fitted form prices it), no
+    table for the device or the dtype.
+
+    The table's shapes are cuBLAS GEMMs of 256 to 4096 a side: a skinny convolution (n = 64 features
+    over 32k pixels) is priced as if n were 256, up to 4x high, as a cuBLAS GEMM of that shape would be."""
+    from ..devices import xla_table_key
+    from ._gemm_table import GemmSpec, gemm_interpolator
+
+    if device.kind != "gpu":
+        return None
+    dims = conv_gemm_dims(kernel)
+    key = xla_table_key(device)
+    interp = gemm_interpolator(key) if dims is not None and key else None
+    if interp is None:
+        return None
+    work = work if work is not None else library_work(kernel)
+    m, n, k = dims
+    dtype = work.dtype
+    t = interp.time_s(GemmSpec(1, m, n, k, dtype, dtype, dtype))
+    if t is None or not t > 0:
+        return None
+    table_s = t
+    scale = _gemm_scale(device) if _load(device.name) is not None else None
+    if scale is not None:
+        t *= scale
+    memory = min(work.bytes_accessed / device.memory_bandwidth_bytes_per_s, t)
+    details = {"emitter": "library", "source": f"cuDNN implicit GEMM, gemm table {key}", "routine": work.routine,
+               "library": "cudnn", "gemm": (1, m, n, k, dtype), "table_s": table_s, "exec_s": t,
+               "flops": work.flops, "matmul_flops": work.flops, "bytes_accessed": work.bytes_accessed}
+    return KernelEstimate(compute_s=t - memory, memory_s=memory, launch_s=0.0, time_s=t,
+                          bound=dominant_bound(t - memory, memory, 0.0), details=details)
 
 
 def _gemm_scale(device) -> float | None:
