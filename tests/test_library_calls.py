@@ -283,6 +283,8 @@ def first_array_of(instr):
     # on dm-pix's and jax's direct kernels) priced them 4.45x and 3.41x.
     ("haiku_resnet18_fwd", "large", "dm-haiku", "cudnn-conv.27", 5.760e-6),
     ("haiku_resnet18_fwd", "large", "dm-haiku", "cudnn-conv.30", 7.040e-6),
+    # A skinny implicit GEMM (32768 x 64 x 282): the table's n = 256 floor alone priced it 4.9x.
+    ("equinox_conv_grad", "large", "equinox", "cudnn-conv-bias-activation.3", 13.376e-6),
 ])
 def test_cudnn_implicit_gemm_against_the_h100(program, size, source, kernel, measured_s):
     t = _price("xla-gpu", program, size, source, kernel)
@@ -299,3 +301,12 @@ def test_cudnn_implicit_gemm_uses_the_held_out_gemm_scale():
     held = shipped["leave_source_out"]["dm-haiku"]["constants"]["table_scale"]
     assert est.time_s == pytest.approx(est.details["table_s"] * held)
     assert conv_gemm_estimate(conv, get_device("host")) is None
+
+
+def test_a_skinny_gemm_is_folded_into_the_table_grid_with_its_output_elements():
+    from xla_costmodel.models._library_calls import _fold_into_grid
+
+    assert _fold_into_grid(32768, 64, 256) == (8192, 256)
+    assert _fold_into_grid(64, 1024, 256) == (256, 256)
+    assert _fold_into_grid(128, 64, 256) == (128, 64)        # both below: the table's floor prices it
+    assert _fold_into_grid(512, 512, 256) == (512, 512)

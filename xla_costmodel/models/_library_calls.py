@@ -243,8 +243,10 @@ def conv_gemm_estimate(kernel, device, work: LibraryWork | None = None) -> Kerne
     or None: a grouped or single-feature convolution (a direct kernel: the fitted form prices it), no
     table for the device or the dtype.
 
-    The table's shapes are cuBLAS GEMMs of 256 to 4096 a side: a skinny convolution (n = 64 features
-    over 32k pixels) is priced as if n were 256, up to 4x high, as a cuBLAS GEMM of that shape would be."""
+    The table's GEMMs are 256 to 4096 a side, and it prices a side below that as the smallest measured
+    (a cuBLAS tile left part empty). A convolution's GEMM is often skinny (64 features over 32k pixels)
+    and cuDNN tiles it to fit: one side below the grid and the other above it are folded into the grid
+    with the same output elements, the same k and so the same flops (`_fold_into_grid`)."""
     from ..devices import xla_table_key
     from ._gemm_table import GemmSpec, gemm_interpolator
 
@@ -257,6 +259,8 @@ def conv_gemm_estimate(kernel, device, work: LibraryWork | None = None) -> Kerne
         return None
     work = work if work is not None else library_work(kernel)
     m, n, k = dims
+    lo = min(interp.axes[1][0], interp.axes[2][0]) if hasattr(interp, "axes") else 0
+    m, n = _fold_into_grid(m, n, lo)
     dtype = work.dtype
     t = interp.time_s(GemmSpec(1, m, n, k, dtype, dtype, dtype))
     if t is None or not t > 0:
@@ -271,6 +275,18 @@ def conv_gemm_estimate(kernel, device, work: LibraryWork | None = None) -> Kerne
                "flops": work.flops, "matmul_flops": work.flops, "bytes_accessed": work.bytes_accessed}
     return KernelEstimate(compute_s=t - memory, memory_s=memory, launch_s=0.0, time_s=t,
                           bound=dominant_bound(t - memory, memory, 0.0), details=details)
+
+
+def _fold_into_grid(m: int, n: int, lo: int) -> tuple[int, int]:
+    """`(m, n)` with the long side's excess over `lo` moved to a short side below `lo`, m·n kept: a
+    32768 x 64 output as 8192 x 256; 1024 x 64 as 256 x 256; a shape with both sides below `lo` as is."""
+    if n < lo < m:
+        f = min(lo / n, m / lo)
+        return max(1, round(m / f)), max(1, round(n * f))
+    if m < lo < n:
+        f = min(lo / m, n / lo)
+        return max(1, round(m * f)), max(1, round(n / f))
+    return m, n
 
 
 def _gemm_scale(device) -> float | None:
