@@ -570,13 +570,16 @@ def solver_kernels(work: LibraryWork) -> tuple[SolverKernel, ...] | None:
     out = [gram, solve, rotate, check, fixed]
     if jacobi_svd and p > k:
         # gesvdj of a tall matrix first reduces it to R (k x k) by Householder QR, a column at a time
-        # (`geqr2_smem*`): each column's norm a block tree, joined through L2 when the panel spans blocks;
-        # then forms U = Q U_R (blocked: larft + GEMMs; below one block: two kernels per reflector).
+        # (`geqr2_smem*`, LAPACK's geqr2): per column the norm of the column (dlarfg: a block tree, then the
+        # square root and the scaling, 8 dependent operations) and the reflector's product with the panel's
+        # other columns (dlarf: a tree per column, side by side, then the rank-1 update): two trees and two
+        # shared-memory steps, each tree joined through L2 when the panel spans blocks. Then it forms
+        # U = Q U_R (blocked: larft + GEMMs; below one block: two kernels per reflector).
         spread = p > QR_BLOCK_ROWS
         out.append(SolverKernel("Householder QR of the tall matrix (geqr2)", 1,
                                 ctas=b * max(1, math.ceil(p / QR_BLOCK_ROWS)), flops=b * 2.0 * p * k * k,
-                                bytes=b * 2.0 * p * k * elem, smem_steps=k, reduce_levels=k * math.log2(QR_BLOCK_ROWS),
-                                grid_steps=k if spread else 0))
+                                bytes=b * 2.0 * p * k * elem, smem_steps=2.0 * k, alu_ops=8.0 * k,
+                                reduce_levels=2.0 * k * math.log2(QR_BLOCK_ROWS), grid_steps=2.0 * k if spread else 0))
         q_flops = b * 4.0 * p * k * k
         if k >= HOUSEHOLDER_BLOCK:
             nblk = math.ceil(k / HOUSEHOLDER_BLOCK)

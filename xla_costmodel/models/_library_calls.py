@@ -330,8 +330,8 @@ def solver_estimate(work: LibraryWork, device) -> KernelEstimate | None:
     Each kernel kind costs, per launch, the launch overhead plus the largest of its traffic and its flops
     at the memory bandwidth and the FP32 vector peak of the SMs its blocks occupy (a 16-block Jacobi
     kernel gets 16/132 of an H100's), and its critical path:
-    shared-memory steps, reduction levels, dependent arithmetic and L2 round trips at the latencies of
-    `models._gpu_latency`, and the FMAs one SM issues in turn at that SM's rate. Nothing is fitted:
+    a load from HBM and a store, shared-memory steps, reduction levels, dependent arithmetic and L2 round
+    trips at the latencies of `models._gpu_latency`, and the FMAs one SM issues in turn at that SM's rate. Nothing is fitted:
     the constants of `library_calls_<gpu>.json` for these routines came from one source only (jax), so
     no honest held-out set exists for them."""
     kernels = solver_kernels(work) if device.kind == "gpu" else None
@@ -347,9 +347,10 @@ def solver_estimate(work: LibraryWork, device) -> KernelEstimate | None:
         share = min(max(kind.ctas, 1), device.core_count) / device.core_count
         mem = kind.bytes / (device.memory_bandwidth_bytes_per_s * share)
         fl = kind.flops / (device.peak_fp32_flops_per_s * share)
-        path = (kind.smem_steps * _SMEM_STEP_CYCLES + kind.reduce_levels * _REDUCE_LEVEL_CYCLES
-                + kind.alu_ops * ALU_LATENCY_CYCLES + kind.grid_steps * _GRID_STEP_CYCLES) / clock \
-            + kind.serial_flops / sm_flops
+        # Every kernel's path starts with a load from global memory and ends with a store (as cuFFT's).
+        path = (2 * HBM_LATENCY_CYCLES + kind.smem_steps * _SMEM_STEP_CYCLES
+                + kind.reduce_levels * _REDUCE_LEVEL_CYCLES + kind.alu_ops * ALU_LATENCY_CYCLES
+                + kind.grid_steps * _GRID_STEP_CYCLES) / clock + kind.serial_flops / sm_flops
         t = max(mem, fl, path)
         memory += kind.launches * mem
         compute += kind.launches * (t - mem) if fl >= path else 0.0
