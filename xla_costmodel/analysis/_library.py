@@ -530,13 +530,16 @@ def solver_kernels(work: LibraryWork) -> tuple[SolverKernel, ...] | None:
     if work.routine == "potrf":
         tiles = math.ceil(n / POTRF_TILE)
         # One kernel, a block per 64x64 tile of the lower triangle. Its critical path, per block column:
-        # the diagonal tile factorised a column at a time (square root, reciprocal; scale the column,
-        # update the tile: two shared-memory steps), the tiles below solved a row at a time, the next
-        # diagonal tile updated by a 64x64x64 product on one SM, and the flag its block waits for.
-        diag = POTRF_TILE * 2.0
+        # the diagonal tile factorised a column at a time as LAPACK's potf2 does (the dot product of the
+        # row, a tree; the square root and reciprocal; the column's products with the rows below, trees
+        # side by side; their write and the scaling: two shared-memory steps), the tiles below solved a
+        # row at a time (an update each), the next diagonal tile updated by a 64x64x64 product on one SM,
+        # and the flag its block waits for.
+        levels = 2.0 * math.log2(POTRF_TILE)
         return (SolverKernel("tiled Cholesky (getrf_wo_pivot)", 1, ctas=b * tiles * (tiles + 1) // 2,
                              flops=work.flops, bytes=b * 2.0 * n * n * elem,
-                             smem_steps=tiles * diag + (tiles - 1) * POTRF_TILE, alu_ops=tiles * POTRF_TILE * 2.0,
+                             smem_steps=tiles * POTRF_TILE * 2.0 + (tiles - 1) * POTRF_TILE,
+                             reduce_levels=tiles * POTRF_TILE * levels, alu_ops=tiles * POTRF_TILE * 2.0,
                              grid_steps=tiles - 1, serial_flops=(tiles - 1) * 2.0 * POTRF_TILE ** 3),
                 SolverKernel("info (two memsets, set_info)", 3))
     jacobi_svd = work.routine == "gesvdj"
