@@ -14,8 +14,8 @@ how many are unpriced.
 
     .venv/bin/python scripts/bench_library_calls.py --kernels [--capture ../shared/gpu_h100]
 
-Instead: for each cuSolver call the model prices from its kernels (`models._library_calls.solver_estimate`:
-potrf, gesvdj, Jacobi syevd), the measured time per run of each phase of the algorithm (the capture's
+Instead: for each cuSolver / cuBLAS solver call the model prices from its kernels
+(`models._library_calls.solver_estimate`: potrf, gesvdj, Jacobi syevd, trsm), the measured time per run of each phase of the algorithm (the capture's
 `corpus_events.parquet`: its events grouped by kernel name, fastest run) beside the model's launches and
 time for that phase: where a call's error comes from, kernel by kernel.
 """
@@ -40,8 +40,9 @@ MODELS = ("xla-gpu", "xla-gpu-tables", "roofline")
 PHASES = (
     ("gesvdbj_batch|syevbj_batch", "32-column Jacobi"), ("svd_row_rotate|row_rotate_batch_32x16_phase1", "Gram"),
     ("column_rotate|row_rotate_batch_32x32_phase2", "rotate"), ("offA_stage|MemcpyD2H", "convergence test"),
-    ("geqr2", "Householder QR"), ("ormtr_|larft|larfb|setup_vhat|gemm|sgemm|splitKreduce|gemmSN|gemmcn", "U = Q U_R"),
-    ("getrf_wo_pivot", "tiled Cholesky"), ("Memset|info", "info"),
+    ("geqr2", "Householder QR"), ("kernel_trsm|trsv_ln|trsm_ln", "substitution"), ("MemcpyD2D", "copy"),
+    ("ormtr_|larft|larfb|setup_vhat|gemm|sgemm|splitKreduce|gemmSN|gemmcn", "GEMMs, Q"),
+    ("getrf_wo_pivot", "tiled Cholesky"), ("Memset|info|dtrsv_init", "info, set-up"),
 )
 
 
@@ -99,8 +100,9 @@ def kernels_table(capture: Path) -> None:
 
 def phase_of_model(name: str) -> str:
     for needle, phase in (("Jacobi", "32-column Jacobi"), ("Gram", "Gram"), ("rotate", "rotate"),
-                          ("convergence", "convergence test"), ("QR", "Householder QR"), ("U = Q", "U = Q U_R"),
-                          ("Cholesky", "tiled Cholesky"), ("info", "info")):
+                          ("convergence", "convergence test"), ("QR", "Householder QR"), ("U = Q", "GEMMs, Q"),
+                          ("GEMM", "GEMMs, Q"), ("substitution", "substitution"), ("copy", "copy"),
+                          ("Cholesky", "tiled Cholesky"), ("info", "info, set-up"), ("set-up (dtrsv", "info, set-up")):
         if needle in name:
             return phase
     return "set-up and ordering"

@@ -519,14 +519,59 @@ def _jacobi_inner(two_sided: bool) -> SolverKernel:
                         reduce_levels=0.0 if two_sided else rounds * math.log2(2 * JACOBI_BLOCK))
 
 
+#: Rows of the diagonal block one cuBLAS trsm kernel solves (`kernel_trsm_l_mul32`: the capture launches one
+#: per 256 rows, a GEMM updating the rows below between them) and of one trsv block (`trsv_ln_exec`: a
+#: block per 32 rows, each waiting for the one above).
+TRSM_BLOCK_ROWS = 256
+TRSV_BLOCK_ROWS = 32
+
+
+def _trsm_kernels(work: LibraryWork) -> tuple[SolverKernel, ...]:
+    """cuBLAS's triangular solve as XLA calls it (`__cublas$triangularSolve`), from the H100 capture: the
+    right-hand sides copied into the result first (the solve is in place: `MemcpyD2D`); one right-hand
+    side: `dtrsv_init` and one kernel whose blocks of 32 rows run in turn; more: a kernel per 256 rows
+    (a block per 8 right-hand sides) with a GEMM between them. Either way a row costs one dependent
+    shared-memory step (substitution: LAPACK's trsm / trsv update the rows below by an axpy per row)."""
+    from ..hlo import PRIMITIVE_BITS
+
+    b, n, rhs = work.batch, max(work.n, 1), max(work.rhs, 1)
+    elem = max(PRIMITIVE_BITS.get(work.dtype, 32) // 8, 1)
+    rhs_bytes = float(b * n * rhs * elem)
+    tri_bytes = b * n * (n + 1) / 2.0 * elem
+    copy = SolverKernel("copy of the right-hand sides into the result (MemcpyD2D)", 1, ctas=b * n * rhs // 1024 + 1,
+                        bytes=2.0 * rhs_bytes)
+    if rhs == 1:
+        blocks = math.ceil(n / TRSV_BLOCK_ROWS)
+        return (copy, SolverKernel("trsv set-up (dtrsv_init)", 1),
+                SolverKernel("substitution, 32-row blocks in turn (trsv_ln_exec)", 1, ctas=b * blocks,
+                             flops=work.flops, bytes=tri_bytes + 2.0 * rhs_bytes, smem_steps=n,
+                             grid_steps=blocks - 1))
+    launches = math.ceil(n / TRSM_BLOCK_ROWS)
+    rows = min(n, TRSM_BLOCK_ROWS)
+    diag_flops = b * launches * rows * rows * rhs
+    out = [copy, SolverKernel("substitution of a 256-row block (kernel_trsm_l_mul32)", launches,
+                              ctas=b * math.ceil(rhs / 8), flops=diag_flops / launches,
+                              bytes=(b * rows * (rows + 1) / 2.0 * elem + 2.0 * b * rows * rhs * elem),
+                              smem_steps=rows)]
+    if launches > 1:
+        # The rest of the work: the rows below each block updated by a GEMM, on average half the matrix.
+        gemm_flops = max(work.flops - diag_flops, 0.0) / (launches - 1)
+        out.append(SolverKernel("update of the rows below (GEMM)", launches - 1,
+                                ctas=b * math.ceil(rhs / 32) * math.ceil(n / 2 / 32), flops=gemm_flops,
+                                bytes=(tri_bytes + 2.0 * rhs_bytes) / launches))
+    return tuple(out)
+
+
 def solver_kernels(work: LibraryWork) -> tuple[SolverKernel, ...] | None:
-    """The kernels cuSolver launches for a `potrf`, a `gesvdj` or a small (Jacobi) `syevd` call, in f32,
-    from the algorithm and the kernel names of the H100 capture; None for any other routine (priced by
-    the fitted form). A batch runs its matrices side by side in the same kernels (jaxlib's batched
-    paths: more blocks per launch, the same critical path)."""
+    """The kernels cuSolver launches for a `potrf`, a `gesvdj` or a small (Jacobi) `syevd` call, and cuBLAS
+    for a triangular solve (`trsm`), in f32, from the algorithm and the kernel names of the H100 capture;
+    None for any other routine (priced by the fitted form). A batch runs its matrices side by side in the
+    same kernels (jaxlib's batched paths: more blocks per launch, the same critical path)."""
     b, m, n = work.batch, work.m, work.n
     k, p = min(m, n), max(m, n)
     elem = 4.0
+    if work.routine == "trsm":
+        return _trsm_kernels(work)
     if work.routine == "potrf":
         tiles = math.ceil(n / POTRF_TILE)
         # One kernel, a block per 64x64 tile of the lower triangle. Its critical path, per block column:

@@ -32,8 +32,10 @@ Three cuSolver routines measured in one source only (jax), so with no honest
 held-out constants, are priced from the kernels they launch instead
 (`solver_estimate`, nothing fitted): `potrf` (one tiled kernel), `gesvdj`
 (block Jacobi sweeps, after a QR when the matrix is not square) and `syevd` on
-n <= 32 (jaxlib runs Jacobi `syevj` there); `analysis.library.solver_kernels`
-lists their kernels. `scripts/bench_library_calls.py --kernels` sets each
+n <= 32 (jaxlib runs Jacobi `syevj` there); so is cuBLAS's triangular solve,
+whose sources each ran one kernel only (lineax one right-hand side: trsv; jax
+many: the blocked trsm kernel), so that each held-out set priced the other
+kernel. `analysis.library.solver_kernels` lists their kernels. `scripts/bench_library_calls.py --kernels` sets each
 kind beside the capture's kernels of that phase.
 
 A cuDNN convolution that is neither grouped nor single-feature runs as an
