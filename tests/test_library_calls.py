@@ -333,3 +333,20 @@ def test_trsv_from_its_kernels_against_the_h100(kernel, measured_s):
     # many-right-hand-side kernels, priced them 2.69x and 2.41x.
     t = _price("xla-gpu", "lineax_lu_solve", "large", "lineax", kernel)
     assert 0.8 < t / measured_s < 1.25
+
+
+def test_a_batch_of_large_svds_runs_one_after_the_other_and_small_ones_side_by_side():
+    import dataclasses
+
+    from xla_costmodel.analysis.library import solver_kernels
+
+    work = _work("jax_linalg_svd", "large", "svd.0")
+    jacobi = {k.name: k for k in solver_kernels(work)}
+    batch = dataclasses.replace(work, batch=4, flops=4 * work.flops)
+    # jaxlib (xla_gpu_offline.md): gesvdj is batched only up to 32 x 32; a larger batch is a loop.
+    for kind in solver_kernels(batch):
+        assert (kind.launches, kind.ctas) == (4 * jacobi[kind.name].launches, jacobi[kind.name].ctas)
+    small = _work("jax_linalg_svd", "small", "svd.0")
+    one = {k.name: k for k in solver_kernels(dataclasses.replace(small, m=32))}
+    for kind in solver_kernels(dataclasses.replace(small, m=32, batch=8)):
+        assert kind.launches == one[kind.name].launches

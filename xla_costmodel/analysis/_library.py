@@ -32,6 +32,7 @@ features (`features._counting`) read the counts here and nowhere else.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
@@ -488,8 +489,10 @@ class SolverKernel:
 JACOBI_BLOCK = 16
 #: Tile of cuSolver's Cholesky kernel (`getrf_wo_pivot_params_<float, 0, 256, 1, 64, 64, ...>`).
 POTRF_TILE = 64
-#: jaxlib's dispatch (xla_gpu_offline.md): `syevd` runs Jacobi (`syevj`) when n <= 32.
+#: jaxlib's dispatch (xla_gpu_offline.md): `syevd` runs Jacobi (`syevj`) when n <= 32; `gesvdj` runs its
+#: batched form on matrices up to 32 x 32.
 SYEVJ_MAX_N = 32
+GESVDJ_BATCHED_MAX = 32
 #: LAPACK's blocked Householder code needs at least one block of columns (cuSolver's `larft_T_64`);
 #: below it Q is applied a reflector at a time (`ormtr_gemv_c` + `ormtr_gerc`, two kernels per column).
 HOUSEHOLDER_BLOCK = 64
@@ -508,14 +511,15 @@ def _jacobi_sweeps(n: int) -> int:
     return max(1, math.ceil(math.log2(max(n, 2))))
 
 
-def _jacobi_inner(two_sided: bool) -> SolverKernel:
-    """One 32-column Jacobi problem solved in shared memory by one block: log2(32) sweeps of 31 rounds of
-    16 disjoint rotations. A round: (one-sided) the three dot products of each column pair over 32 rows, a
-    5-level tree; the rotation formula (rsqrt, reciprocal and a few FMAs, 8 dependent operations); then
-    the columns (and, two-sided, the rows) read, rotated and written back behind a barrier."""
+def _jacobi_block_solve(ctas: int, launches: int, two_sided: bool) -> SolverKernel:
+    """The kernel that solves each pair's 32-column Jacobi problem in shared memory, a block per pair:
+    log2(32) sweeps of 31 rounds of 16 disjoint rotations. A round: (one-sided) the three dot products of
+    each column pair over 32 rows, a 5-level tree; the rotation formula (rsqrt, reciprocal and a few
+    FMAs, 8 dependent operations); then the columns (and, two-sided, the rows) read, rotated and written
+    back behind a barrier: two shared-memory steps."""
     rounds = _jacobi_sweeps(2 * JACOBI_BLOCK) * (2 * JACOBI_BLOCK - 1)
-    per_round_smem = 2.0
-    return SolverKernel("", 1, smem_steps=rounds * per_round_smem, alu_ops=rounds * 8.0,
+    return SolverKernel("32-column Jacobi in shared memory (gesvdbj / syevbj_batch_32x16)", launches, ctas=ctas,
+                        smem_steps=rounds * 2.0, alu_ops=rounds * 8.0,
                         reduce_levels=0.0 if two_sided else rounds * math.log2(2 * JACOBI_BLOCK))
 
 
@@ -540,16 +544,21 @@ def _trsm_kernels(work: LibraryWork) -> tuple[SolverKernel, ...]:
     tri_bytes = b * n * (n + 1) / 2.0 * elem
     copy = SolverKernel("copy of the right-hand sides into the result (MemcpyD2D)", 1, ctas=b * n * rhs // 1024 + 1,
                         bytes=2.0 * rhs_bytes)
+    if b > 1:
+        # A batch: two kernels build the arrays of matrix pointers first, then trsmBatched (xla_gpu_offline.md).
+        copy = (copy, SolverKernel("matrix pointer arrays (two kernels)", 2, ctas=b // 256 + 1, bytes=2.0 * 8 * b))
+    else:
+        copy = (copy,)
     if rhs == 1:
         blocks = math.ceil(n / TRSV_BLOCK_ROWS)
-        return (copy, SolverKernel("trsv set-up (dtrsv_init)", 1),
+        return (*copy, SolverKernel("trsv set-up (dtrsv_init)", 1),
                 SolverKernel("substitution, 32-row blocks in turn (trsv_ln_exec)", 1, ctas=b * blocks,
                              flops=work.flops, bytes=tri_bytes + 2.0 * rhs_bytes, smem_steps=n,
                              grid_steps=blocks - 1))
     launches = math.ceil(n / TRSM_BLOCK_ROWS)
     rows = min(n, TRSM_BLOCK_ROWS)
     diag_flops = b * launches * rows * rows * rhs
-    out = [copy, SolverKernel("substitution of a 256-row block (kernel_trsm_l_mul32)", launches,
+    out = [*copy, SolverKernel("substitution of a 256-row block (kernel_trsm_l_mul32)", launches,
                               ctas=b * math.ceil(rhs / 8), flops=diag_flops / launches,
                               bytes=(b * rows * (rows + 1) / 2.0 * elem + 2.0 * b * rows * rhs * elem),
                               smem_steps=rows)]
@@ -590,25 +599,28 @@ def solver_kernels(work: LibraryWork) -> tuple[SolverKernel, ...] | None:
     jacobi_svd = work.routine == "gesvdj"
     if not (jacobi_svd or (work.routine == "syevd" and n <= SYEVJ_MAX_N)):
         return None
+    if jacobi_svd and b > 1 and p > GESVDJ_BATCHED_MAX:
+        # jaxlib batches gesvdj only up to 32 x 32 (xla_gpu_offline.md); a larger batch runs one matrix
+        # after the other.
+        one = solver_kernels(dataclasses.replace(work, batch=1, flops=work.flops / b,
+                                                 bytes_read=work.bytes_read / b, bytes_written=work.bytes_written / b))
+        return tuple(dataclasses.replace(kind, launches=kind.launches * b) for kind in one)
     sweeps = _jacobi_sweeps(k)
     blocks = max(2, math.ceil(k / JACOBI_BLOCK))
     blocks += blocks % 2
-    rounds, pairs = blocks - 1, blocks // 2
-    per_round = sweeps * rounds
+    pairs = blocks // 2
+    rounds = sweeps * (blocks - 1)      # every sweep pairs each block with every other once
     pair_cols = 2 * JACOBI_BLOCK
     # The Gram matrix of each column pair (one-sided) or the pair's rows (two-sided) over the k rows, and
     # each rotation of the pair's columns: a (k x 32) by (32 x 32) product per pair, on one SM each.
     pair_flops = 2.0 * k * pair_cols * pair_cols
     pair_bytes = 2.0 * k * pair_cols * elem
-    gram = SolverKernel("Gram of the column pairs (svd_row_rotate / row_rotate)", per_round, ctas=b * pairs,
+    gram = SolverKernel("Gram of the column pairs (svd_row_rotate / row_rotate)", rounds, ctas=b * pairs,
                         flops=b * pairs * pair_flops, bytes=b * pairs * pair_bytes, serial_flops=pair_flops)
-    inner = _jacobi_inner(two_sided=not jacobi_svd)
-    solve = SolverKernel("32-column Jacobi in shared memory (gesvdbj / syevbj_batch_32x16)", per_round,
-                         ctas=b * pairs, smem_steps=inner.smem_steps, alu_ops=inner.alu_ops,
-                         reduce_levels=inner.reduce_levels)
+    solve = _jacobi_block_solve(b * pairs, rounds, two_sided=not jacobi_svd)
     rotations = 2      # A and V (one-sided); the pair's columns, then its rows (two-sided)
     rotate = SolverKernel("rotate the pairs' columns (svd_column_rotate / column_rotate, row_rotate phase 2)",
-                          rotations * per_round, ctas=b * pairs, flops=b * pairs * pair_flops,
+                          rotations * rounds, ctas=b * pairs, flops=b * pairs * pair_flops,
                           bytes=b * pairs * pair_bytes, serial_flops=pair_flops)
     # After each sweep the off-diagonal norm (two kernels) is copied to the host to test convergence.
     check = SolverKernel("convergence test (offA_stage1/2, MemcpyD2H)", 3 * sweeps,
