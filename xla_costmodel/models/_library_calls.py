@@ -326,16 +326,17 @@ _GRID_STEP_CYCLES = 2 * L2_LATENCY_CYCLES + BARRIER_CYCLES                      
 
 
 def solver_estimate(work: LibraryWork, device) -> KernelEstimate | None:
-    """A cuSolver call priced from the kernels it launches (`analysis.library.solver_kernels`: potrf,
-    gesvdj, Jacobi syevd), or None for a routine without that structure (priced by the fitted form).
+    """A cuSolver or cuBLAS solver call priced from the kernels it launches (`analysis.library.solver_kernels`:
+    potrf, gesvdj, Jacobi syevd, trsm), or None for a routine without that structure (the fitted form).
 
     Each kernel kind costs, per launch, the launch overhead plus the largest of its traffic and its flops
     at the memory bandwidth and the FP32 vector peak of the SMs its blocks occupy (a 16-block Jacobi
-    kernel gets 16/132 of an H100's), and its critical path:
-    a load from HBM and a store, shared-memory steps, reduction levels, dependent arithmetic and L2 round
-    trips at the latencies of `models._gpu_latency`, and the FMAs one SM issues in turn at that SM's rate. Nothing is fitted:
-    the constants of `library_calls_<gpu>.json` for these routines came from one source only (jax), so
-    no honest held-out set exists for them."""
+    kernel gets 16/132 of an H100's), and its critical path: a load from HBM and a store, shared-memory
+    steps, reduction levels, dependent arithmetic and L2 round trips at the latencies of
+    `models._gpu_latency`, and the FMAs one SM issues in turn at that SM's rate. Nothing is fitted: the
+    fitted constants of potrf, gesvdj and syevd came from one source only (jax), and each source ran one
+    of trsm's two kernels only, so no honest held-out set exists for them.
+    """
     kernels = solver_kernels(work) if device.kind == "gpu" else None
     if kernels is None:
         return None
@@ -360,7 +361,7 @@ def solver_estimate(work: LibraryWork, device) -> KernelEstimate | None:
         launches += kind.launches
         per_kind.append((kind.name, kind.launches, kind.launches * (launch + t)))
     time = launches * launch + memory + compute + latency
-    details = {"emitter": "library", "source": "cuSolver, priced from its kernels (not fitted)",
+    details = {"emitter": "library", "source": "solver priced from its kernels (not fitted)",
                "routine": work.routine, "library": work.library, "flops": work.flops, "matmul_flops": 0.0,
                "bytes_read": work.bytes_read, "bytes_written": work.bytes_written,
                "bytes_accessed": work.bytes_accessed, "steps": work.steps, "launches": int(launches),
