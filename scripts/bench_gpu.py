@@ -138,19 +138,40 @@ def _routine(instr) -> str:
     return instr.opcode if instr.opcode in ("cholesky", "triangular-solve", "fft") else ""
 
 
-def routine_table(kernels):
-    """Each library routine of the corpus: kernels, the sources they come from, their share of the measured time.
-    A routine found in one source alone has no honest training data: leaving its source out leaves none."""
+def routine_table(kernels, modules):
+    """Each library routine of the corpus: kernels, the sources they come from, their share of the measured time,
+    and how `xla-gpu` prices it with the kernel's own source left out (`held_out_price`): from the kernels the
+    routine launches (nothing fitted), by constants fitted on other sources, or by constants borrowed from its
+    family because its routine appears in one source alone (no honest training data)."""
     import pandas as pd
+
+    from xla_costmodel import get_device, get_model
+    from xla_costmodel.models.pricing import leaving_source_out
+
+    model, device = get_model("xla-gpu"), get_device(DEVICE)
+    by_name = {c: {i.name: i for _comp, i in m.instructions()} for c, m in modules.items()}
+
+    def held_out_price(case: str, op: str) -> str:
+        instr = by_name[case].get(op)
+        with warnings.catch_warnings(), leaving_source_out(source_of_case(case)):
+            warnings.simplefilter("ignore")
+            details = model.estimate(instr, device).details if instr is not None else {}
+        source = str(details.get("source", ""))
+        if source.startswith("library call model"):  # `models._library_calls`' fitted form
+            return "fitted on other sources" if details.get("honest", True) else "fitted, borrowed (no other source)"
+        if details.get("emitter") == "sort":  # `models._sort`: CUB's or XLA's sort kernels, from their structure
+            return f"{details.get('library', 'sort')} sort priced from its kernels"
+        return source.split(" (")[0] or "unpriced"
 
     lib = kernels[kernels["routine"] != ""]
     total = float(kernels["min_per_run_s"].sum())
     rows = []
     for routine, g in lib.groupby("routine", sort=False):
         sources = sorted(g["source"].unique())
+        prices = sorted({held_out_price(c, op) for c, op in zip(g["case"], g["hlo_op"])})
         rows.append({"routine": routine, "kernels": len(g), "programs": g["program"].nunique(),
                      "sources": ", ".join(sources), "share_of_time": float(g["min_per_run_s"].sum()) / total,
-                     "training data when its source is left out": "none" if len(sources) == 1 else "other sources"})
+                     "held_out_price": "; ".join(prices)})
     return pd.DataFrame(rows).sort_values("share_of_time", ascending=False)
 
 
@@ -628,8 +649,9 @@ def run(args) -> int:
     _print("per kind of kernel (issue 31): median ratio and ratio error of kernels >= 5 us; shares of the measured "
            "time and of the absolute error per run over every scored kernel (fitted models leave one source out)",
            kinds)
-    routines = routine_table(kernels)
-    _print("library routines (custom calls and library ops): where they come from", routines, index=False)
+    routines = routine_table(kernels, modules)
+    _print("library routines (custom calls and library ops): where they come from, and how xla-gpu prices "
+           "each with its source left out", routines, index=False)
     programs = program_table(scores, kernels, rows)
     shares = []
     for col in programs.columns:
