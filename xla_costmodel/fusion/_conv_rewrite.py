@@ -13,7 +13,8 @@ XLA:GPU (openxla/xla `xla/service/gpu/transforms/`, read for these rules) runs, 
    output (`MatchBackwardFilter`); else `__cudnn$convForward` (`CanImplementAsGpuForwardConv`: at most 3
    spatial dimensions, no empty operand, all or no window reversal). Others stay convolutions.
 2. `CudnnFusedConvRewriter` (`cudnn_fused_conv_rewriter.cc`), on non-depthwise forward calls whose result is
-   read once: `add(result, broadcast of a vector along the output features)` becomes the bias of a
+   read once: a product with a broadcast constant its `conv_result_scale` (`FuseConvAlpha`), then
+   `add(result, broadcast of a vector along the output features)` becomes the bias of a
    `__cudnn$convBiasActivationForward`, any other addend its side input (twice: a bias and a side input), then
    `maximum(result, 0)` its ReLU.
 3. `ConvPaddingLegalization` (`conv_padding_legalization.cc`): cuDNN pads evenly only. A forward call with
@@ -111,6 +112,7 @@ class _Call:
     bias: HloInstruction | None = None
     side_input: HloInstruction | None = None
     activation: str = "kNone"
+    scale: str = ""  # conv_result_scale (`FuseConvAlpha`): the constant's text, "" for 1
     replaces: HloInstruction | None = None  # the instruction whose readers read the call's result
     slice_result: tuple | None = None  # (start, limit) of the result to keep (padding legalization / CudnnPad)
     absorbed: list = field(default_factory=list)
@@ -376,6 +378,15 @@ def _fuse_bias_side_input_relu(call: _Call) -> None:
     """`FuseBiasOrSideInput` (twice) and `FuseRelu` on a forward call whose result is read once."""
     if call.target not in (FORWARD, BIAS_ACTIVATION) or _depthwise(call):
         return
+    mul = _sole_reader(call.conv)  # `FuseConvAlpha`: times a broadcast constant scalar
+    if mul is not None and mul.opcode == "multiply":
+        other = mul.operands[1] if mul.operands[0] is call.conv else mul.operands[0]
+        if other.opcode == "broadcast" and other.operands[0].opcode == "constant" \
+                and other.operands[0].shape.rank == 0 and call.result.element_type in ("f16", "bf16", "f32", "f64"):
+            call.scale = other.operands[0].literal_text or ""
+            call.target = BIAS_ACTIVATION
+            call.absorbed.append(mul.name)
+            call.replaces = mul
     for _ in range(2):
         cur = call.replaces or call.conv
         add = _sole_reader(cur)
@@ -625,15 +636,15 @@ def _materialize(call: _Call, b: _Builder, layout: str) -> tuple[HloInstruction,
         bias = call.bias
         if bias is not None and bias.shape.dims != (f,):
             bias = b.add("reshape", "reshape", Shape.array(bias.shape.element_type, [f], (0,)), [bias], record=False)
-        if bias is None:  # `EnsureIsConvBiasActivation`: a zero bias (constant-folded by XLA: no kernel)
-            bias = b.add("constant", "constant", Shape.array(t, [f], (0,)), [], record=False)
-            bias.literal_text = "{" + ",".join(["0"] * f) + "}"
+        if bias is None:  # `EnsureIsConvBiasActivation`: a broadcast zero bias (a kernel in XLA's module too)
+            bias = b.add("broadcast", "broadcast", Shape.array(t, [f], (0,)), [b.zero(t)], dimensions="{}")
         operands.append(bias)
         if call.side_input is not None:
             operands.append(b.transpose(call.side_input, out_perm))
     out_dims = [call.result.dims[p] for p in out_perm]
     shape = Shape.tuple_of([Shape.array(t, out_dims, _row_major(len(out_dims))), Shape.array("u8", [0], (0,))])
-    config = {"cudnn_conv_backend_config": {"activation_mode": call.activation, "conv_result_scale": 1,
+    config = {"cudnn_conv_backend_config": {"activation_mode": call.activation,
+                                            "conv_result_scale": _number(call.scale) if call.scale else 1,
                                             "side_input_scale": 1 if call.side_input is not None else 0,
                                             "leakyrelu_alpha": 0}}
     attrs = {"window": call.window, "dim_labels": _labels(len(d.isp), layout)}
@@ -652,6 +663,13 @@ def _materialize(call: _Call, b: _Builder, layout: str) -> tuple[HloInstruction,
     if call.slice_result is not None:
         out = b.slice(out, *call.slice_result)
     return custom, out
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return 1.0
 
 
 def _remove_dead(comp: HloComputation, seeds) -> None:
