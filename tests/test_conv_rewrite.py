@@ -33,6 +33,13 @@ def conv_nchw_grad(x, w):  # NCHW / OIHW: transposes into cuDNN's NHWC; backward
     return jax.grad(lambda x, w: jnp.sum(jnp.tanh(_conv(x, w, dims=("NCHW", "OIHW", "NCHW")))), (0, 1))(x, w)
 
 
+def nchw_bias_grad(x, w, b):  # NCHW with a bias: the gradient's reduce and the filter's gradient read the
+    # call's NHWC result directly (layout assignment propagates its layout; no transpose back and forth)
+    def loss(w, b):
+        return jnp.sum(jnp.tanh(_conv(x, w, dims=("NCHW", "OIHW", "NCHW")) + b))
+    return jax.grad(loss, (0, 1))(w, b)
+
+
 def strided_grad(x, w):  # stride 2: backward input with lhs dilation, uneven padding
     return jax.grad(lambda x, w: jnp.sum(_conv(x, w, (2, 2)) ** 2), (0, 1))(x, w)
 
@@ -57,6 +64,7 @@ F32 = "float32"
 PROGRAMS = {
     "conv_bias_relu": (conv_bias_relu, [((4, 16, 16, 16), F32), ((3, 3, 16, 32), F32), ((32,), F32)]),
     "conv_nchw_grad": (conv_nchw_grad, [((4, 8, 16, 16), F32), ((16, 8, 3, 3), F32)]),
+    "nchw_bias_grad": (nchw_bias_grad, [((4, 8, 16, 16), F32), ((16, 8, 3, 3), F32), ((16, 1, 1), F32)]),
     "strided_grad": (strided_grad, [((4, 16, 16, 8), F32), ((3, 3, 8, 16), F32)]),
     "depthwise": (depthwise, [((2, 16, 16, 8), F32), ((3, 3, 1, 8), F32)]),
     "small_spatial": (small_spatial, [((2, 2, 2, 64), F32), ((3, 3, 64, 64), F32)]),
@@ -100,6 +108,16 @@ def test_rewrite_bias_relu_pad_and_filter_transpose():
     assert ops["convolution"] == 0 and ops["pad"] == 1 and ops["transpose"] == 1 and ops["maximum"] == 0
     (call,) = _calls(module)
     assert call[2] == "b01f_o01i->b01f" and call[4] == (4, 8, 8, 32)
+
+
+def test_layout_propagation_removes_the_transposes_back():
+    module = _lowered("nchw_bias_grad")
+    done = rewrite_convolutions(module, (9, 0))
+    assert sorted(r.target for r in done) == ["__cudnn$convBackwardFilter", "__cudnn$convBiasActivationForward"]
+    # x and the filter into NHWC / OHWI, the filter's gradient back to OIHW (the entry's result): nothing else
+    transposes = {(i.operands[0].name, i.raw_attributes["dimensions"]) for i in module.entry.instructions
+                  if i.opcode == "transpose"}
+    assert len(transposes) == 3, transposes
 
 
 def test_simulate_fusion_option():

@@ -45,6 +45,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 
+from ..analysis.opcodes import is_elementwise
 from ..hlo import HloComputation, HloInstruction, HloModule, Shape, Window
 
 __all__ = ["ConvRewrite", "CUDNN_CONV_TARGETS", "rewrite_convolutions"]
@@ -113,6 +114,7 @@ class _Call:
     side_input: HloInstruction | None = None
     activation: str = "kNone"
     scale: str = ""  # conv_result_scale (`FuseConvAlpha`): the constant's text, "" for 1
+    back: HloInstruction | None = None  # the transpose of the result back to the convolution's order
     replaces: HloInstruction | None = None  # the instruction whose readers read the call's result
     slice_result: tuple | None = None  # (start, limit) of the result to keep (padding legalization / CudnnPad)
     absorbed: list = field(default_factory=list)
@@ -461,6 +463,9 @@ class _Builder:
         if list(perm) == list(range(len(perm))):
             return x
         dims = [x.shape.dims[p] for p in perm]
+        if x.opcode == "broadcast" and x.operands and x.operands[0].shape.rank == 0:  # the simplifier's rule
+            return self.add("broadcast", "broadcast", Shape.array(x.shape.element_type, dims, _row_major(len(dims))),
+                            [x.operands[0]], dimensions="{}")
         return self.add("transpose", "transpose", Shape.array(x.shape.element_type, dims, _row_major(len(dims))),
                         [x], dimensions="{" + ",".join(map(str, perm)) + "}")
 
@@ -660,6 +665,8 @@ def _materialize(call: _Call, b: _Builder, layout: str) -> tuple[HloInstruction,
     b.comp.add_instruction(custom, before=b.anchor)
     gte = b.add("get-tuple-element", "get-tuple-element", shape.tuple_shapes[0], [custom], record=False, index="0")
     out = b.transpose(gte, _inverse(out_perm))
+    if out is not gte:
+        call.back = out
     if call.slice_result is not None:
         out = b.slice(out, *call.slice_result)
     return custom, out
@@ -679,11 +686,96 @@ def _remove_dead(comp: HloComputation, seeds) -> None:
         instr = stack.pop()
         if instr.computation is not comp or instr.users or instr is comp.root or instr.opcode == "parameter":
             continue
-        if any(c for c in instr.called_computations):
-            continue
+        if instr.opcode in ("fusion", "call", "while", "conditional", "async-start"):
+            continue  # (never one of ours)
         ops = list(instr.operands)
         comp.remove_instruction(instr)
         stack.extend(ops)
+
+
+def _perm(t) -> list[int]:
+    return list(_ints(t, "dimensions"))
+
+
+def _scalar_broadcast(instr) -> bool:
+    return instr.opcode == "broadcast" and instr.operands and instr.operands[0].shape.rank == 0
+
+
+def _sink(comp: HloComputation, module: HloModule, t: HloInstruction) -> list[HloInstruction]:
+    """Layout assignment's propagation of a call's result layout to its readers, on the transpose that
+    brings the result back to the convolution's dimension order: each reader that takes any layout reads the
+    call's order instead (an elementwise op whose other operands are scalar broadcasts or the same transpose
+    of something: it computes in that order and the transpose moves below it; a reduce: its dimensions
+    renumbered; the inverse transpose: both vanish). Where a reader needs the logical order (the entry's
+    result, a dot, another call), the transpose stays: XLA's copy into that layout. **Returns:** the
+    transposes made below (to sink in turn)."""
+    x, p = t.operands[0], _perm(t)
+    made = []
+    for user in list(t.users):
+        if user.computation is not comp:
+            continue
+        if user.opcode == "transpose":
+            q = _perm(user)
+            if all(p[q[k]] == k for k in range(len(q))):
+                user.replace_all_uses_with(x)
+                _remove_dead(comp, [user])
+            continue
+        if user.opcode == "reduce" and len(user.operands) == 2 and user.operands[0] is t:
+            dims = _ints(user, "dimensions")
+            kept = [p[j] for j in range(len(p)) if j not in dims]
+            if kept != sorted(kept):
+                continue
+            new = HloInstruction(module.unique_name(user.name), "reduce", user.shape, [x, user.operands[1]])
+            for key, value in user.raw_attributes.items():
+                new.set_attribute(key, value)
+            new.set_attribute("to_apply", user.attribute("to_apply"))
+            new.set_attribute("dimensions", "{" + ",".join(str(d) for d in sorted(p[d] for d in dims)) + "}")
+            comp.add_instruction(new, before=user)
+            user.replace_all_uses_with(new)
+            _remove_dead(comp, [user])
+            continue
+        if not is_elementwise(user) or user.shape.dims != t.shape.dims or user.is_root:
+            continue
+        operands = []
+        for o in user.operands:
+            if o is t:
+                operands.append(x)
+            elif o.opcode == "transpose" and _perm(o) == p and o.operands[0].shape.dims == x.shape.dims:
+                operands.append(o.operands[0])
+            elif _scalar_broadcast(o):
+                b = HloInstruction(module.unique_name(o.name), "broadcast",
+                                   Shape.array(o.shape.element_type, x.shape.dims, _row_major(x.shape.rank)),
+                                   [o.operands[0]])
+                b.set_attribute("dimensions", "{}")
+                comp.add_instruction(b, before=user)
+                operands.append(b)
+            else:
+                break
+        else:
+            new = HloInstruction(module.unique_name(user.name), user.opcode,
+                                 Shape.array(user.shape.element_type, x.shape.dims, _row_major(x.shape.rank)),
+                                 operands)
+            for key, value in user.raw_attributes.items():
+                new.set_attribute(key, value)
+            comp.add_instruction(new, before=user)
+            below = HloInstruction(module.unique_name("transpose"), "transpose", user.shape, [new])
+            below.set_attribute("dimensions", "{" + ",".join(map(str, p)) + "}")
+            comp.add_instruction(below, before=user)
+            user.replace_all_uses_with(below)
+            _remove_dead(comp, [user])
+            made.append(below)
+    return made
+
+
+def _propagate_layouts(comp: HloComputation, module: HloModule, transposes: list) -> None:
+    """`_sink` each of `transposes` and the transposes that makes, until none moves."""
+    todo = list(transposes)
+    while todo:
+        t = todo.pop()
+        if t.computation is not comp:
+            continue
+        todo.extend(_sink(comp, module, t))
+        _remove_dead(comp, [t])
 
 
 def _nonfusion_computations(module: HloModule) -> list[HloComputation]:
@@ -702,6 +794,8 @@ def rewrite_convolutions(module: HloModule, compute_capability: tuple[int, int])
         calls = [c for c in (_match(conv) for conv in convs) if c is not None]
         for call in calls:
             _fuse_bias_side_input_relu(call)
+        backs: list = []
+        done: list = []
         now: dict = {}  # an instruction a call replaced -> what replaced it (later calls may read it)
         for call in calls:
             for name in ("lhs", "rhs", "bias", "side_input"):
@@ -722,6 +816,11 @@ def rewrite_convolutions(module: HloModule, compute_capability: tuple[int, int])
             now[replaced] = result
             dead = [replaced, call.conv] + [comp.instruction(n) for n in call.absorbed if n in comp]
             _remove_dead(comp, dead)
+            if call.back is not None and call.slice_result is None:
+                backs.append(call.back)
+            done.append((call, custom, layout))
+        _propagate_layouts(comp, module, backs)
+        for call, custom, layout in done:  # (the transposes layout propagation removed are not listed)
             out.append(ConvRewrite("cudnn-conv", call.conv.name, call.target, custom.name, layout,
-                                   tuple(call.absorbed), tuple(call.added)))
+                                   tuple(call.absorbed), tuple(n for n in call.added if n in comp)))
     return out
