@@ -29,7 +29,11 @@ XLA:GPU (openxla/xla `xla/service/gpu/transforms/`, read for these rules) runs, 
    dimensions (then NCHW / OIHW); before Hopper NHWC for f16 / bf16 2-D convolutions on Volta and later, NCHW
    otherwise; integer and f8 convolutions NHWC. Where the operand's dimensions are in another order, XLA
    copies it into that layout, and layout normalization makes the copy a `transpose` (a kernel unless it only
-   moves dimensions of size 1: a bitcast); the result is transposed back where it was in another order.
+   moves dimensions of size 1: a bitcast). The call's result layout is propagated to its readers: an
+   elementwise reader (its other operands scalar broadcasts or the same transpose) computes in the call's
+   order, a reduce reads it with its dimensions renumbered, the next call's transpose into that order
+   vanishes; a transpose back to the convolution's order is left only where a reader needs it (the
+   entry's result, a dot, ...): XLA's copy there.
 
 Here the calls are written as layout normalization leaves them: operands and result in cuDNN's dimension
 order, row-major, with the labels that say so (`b01f_o01i->b01f`), which the library models price from
@@ -372,8 +376,20 @@ def _bias_source(addend, call: _Call) -> HloInstruction | None:
     mapped = _ints(addend, "dimensions")
     big = [m for m, n in zip(mapped, src.shape.dims) if n != 1]
     if big == [call.dims.of] or (not big and call.dims.of in mapped):
-        return src
+        return _through_relabelling(src)
     return None
+
+
+def _through_relabelling(x) -> HloInstruction:
+    """`x` without the reshapes and identity broadcasts above its values (JAX lowers a bias as
+    reshape(broadcast(reshape(b)))): XLA's simplifier removes them before `ConvRewriter` runs, so the call
+    reads the vector itself, whether or not `simplify` simulates it here."""
+    while x.opcode in ("reshape", "broadcast") and x.operands and x.operands[0].shape.num_elements == \
+            x.shape.num_elements and x.shape.element_type == x.operands[0].shape.element_type:
+        if x.opcode == "broadcast" and list(_ints(x, "dimensions")) != list(range(x.shape.rank)):
+            break
+        x = x.operands[0]
+    return x
 
 
 def _fuse_bias_side_input_relu(call: _Call) -> None:
