@@ -60,6 +60,27 @@ def half(x, w):  # f16 with 3 input channels: CudnnPadForConvolutions pads them 
     return _conv(x, w)
 
 
+def conv1d(x, w):  # one spatial dimension
+    return lax.conv_general_dilated(x, w, (1,), "SAME", dimension_numbers=("NWC", "WIO", "NWC"))
+
+
+def dilated(x, w):  # window (rhs) dilation, SAME padding
+    return lax.conv_general_dilated(x, w, (1, 1), "SAME", rhs_dilation=(2, 2),
+                                     dimension_numbers=("NHWC", "HWIO", "NHWC"))
+
+
+def depthwise_grad(x, w):  # the filter's gradient of a depthwise convolution: batch groups
+    return jax.grad(lambda w: jnp.sum(jnp.tanh(_conv(x, w, groups=8))))(w)
+
+
+def bf16_grad(x, w):  # bf16 forward and backward
+    return jax.grad(lambda x, w: jnp.sum(_conv(x, w).astype(jnp.float32) ** 2), (0, 1))(x, w)
+
+
+def conv3d(x, w):  # three spatial dimensions: NCDHW on Hopper
+    return lax.conv_general_dilated(x, w, (1, 1, 1), "SAME", dimension_numbers=("NDHWC", "DHWIO", "NDHWC"))
+
+
 F32 = "float32"
 PROGRAMS = {
     "conv_bias_relu": (conv_bias_relu, [((4, 16, 16, 16), F32), ((3, 3, 16, 32), F32), ((32,), F32)]),
@@ -70,6 +91,11 @@ PROGRAMS = {
     "small_spatial": (small_spatial, [((2, 2, 2, 64), F32), ((3, 3, 64, 64), F32)]),
     "residual": (residual, [((2, 8, 8, 16), F32), ((3, 3, 16, 16), F32), ((2, 8, 8, 16), F32)]),
     "half": (half, [((2, 16, 16, 3), "float16"), ((3, 3, 3, 64), "float16")]),
+    "conv1d": (conv1d, [((4, 32, 16), F32), ((5, 16, 32), F32)]),
+    "dilated": (dilated, [((2, 16, 16, 8), F32), ((3, 3, 8, 16), F32)]),
+    "depthwise_grad": (depthwise_grad, [((2, 16, 16, 8), F32), ((3, 3, 1, 8), F32)]),
+    "bf16_grad": (bf16_grad, [((4, 16, 16, 16), "bfloat16"), ((3, 3, 16, 32), "bfloat16")]),
+    "conv3d": (conv3d, [((2, 8, 8, 8, 4), F32), ((3, 3, 3, 4, 8), F32)]),
 }
 
 
