@@ -18,6 +18,7 @@ H100" (the capture's jax).
     PYTHONPATH=. python scripts/bench_pipeline.py --no-copy-insertion --no-cse   # without the passes added last
     PYTHONPATH=. python scripts/bench_pipeline.py --gemm-rewrites  # with XLA's GEMM rewriting (off by default)
     PYTHONPATH=. python scripts/bench_pipeline.py --simplify        # with XLA's simplifier rules (fusion._simplify)
+    PYTHONPATH=. python scripts/bench_pipeline.py --conv-rewrites   # with XLA's convolution passes (fusion._conv_rewrite)
     PYTHONPATH=. python scripts/bench_pipeline.py --triton-softmax   # with SoftmaxRewriterTriton simulated
     PYTHONPATH=. python scripts/bench_pipeline.py --attribute 24  # + pass by pass on 24 programs
 """
@@ -216,6 +217,7 @@ PASS_SWITCHES = (
     ("--simplify", "simplify", True),
     ("--no-multi-output", "multi_output", False),
     ("--gemm-rewrites", "gemm_rewrites", True),
+    ("--conv-rewrites", "conv_rewrites", True),
     ("--triton-softmax", "triton_softmax", True),
 )
 

@@ -7,7 +7,8 @@ again, so a module as JAX lowers it gets kernels that XLA:GPU would not make:
 - before fusion, dots become Triton GEMM fusions (`GemmFusion`) or cuBLAS
   calls (`GemmRewriter`), convolutions cuDNN calls (`ConvRewriter`),
   triangular solves and Cholesky factorizations cuBLAS/cuSOLVER calls, large
-  sorts CUB calls; normalizations and softmaxes may become Triton block-level
+  sorts CUB calls (the convolutions simulated on request, `simulate_fusion(conv_rewrites=True)`,
+  `fusion._conv_rewrite`; the dots too, `gemm_rewrites=True`); normalizations and softmaxes may become Triton block-level
   fusions (`SoftmaxRewriterTriton`: simulated on request, `simulate_fusion(triton_softmax=True)`,
   `fusion._softmax_rewriter`); the simplifier, CSE and layout
   assignment remove or merge instructions;
