@@ -68,17 +68,19 @@ were counted: docs/CONTRIBUTING.md, "One parser design").
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from .._gc import gc_paused
 from . import _opcodes
 from ._ir import HloComputation, HloInstruction, HloModule
 from ._lexer import (
-    IDENT_PATTERN, NOT_NAMES, ONE_LINE_BRACKETED, ONE_LINE_COMMENT, ONE_LINE_PLAIN, PRINTED_STRING,
+    IDENT_PATTERN, KEYWORD, NOT_NAMES, ONE_LINE_BRACKETED, ONE_LINE_COMMENT, ONE_LINE_PLAIN, PRINTED_STRING,
 )
 from ._names import renamed
 from ._opcodes import CALLED_TYPES, RULES, Check, Problem, _Builder, can_infer_shape, new_instruction
 from ._token_parser import (
-    HEADER_ATTRIBUTES, _VALUE_PARSERS, COMPUTATION_ATTRIBUTES, PRINTED_VALUES, Parser, _Fail, printed_shape,
+    HEADER_ATTRIBUTES, _VALUE_PARSERS, COMPUTATION_ATTRIBUTES, LINE_SHAPES, PRINTED_VALUES, Parser, _Fail,
+    printed_shape,
 )
 from ._values import layout_shape_texts, printed_items  # (importing it fills PRINTED_VALUES)
 from ._shape import Shape
@@ -103,38 +105,137 @@ _CONTENT = ONE_LINE_BRACKETED
 _DEPTH0 = ONE_LINE_PLAIN
 _ARRAY_SHAPE = r"[a-z][a-z0-9]*\[[0-9,<=? \t]*\](?:\{[0-9, \t]*(?::[^{}\n]*)?\})?"
 _SHAPE = rf"\({_CONTENT}\)|{_ARRAY_SHAPE}"
+_SHAPE_START = r"[a-z][a-z0-9]*\[|\("
+_OPCODE = r"[a-z][a-z0-9\-]*+"
 # Any attribute value: its extent only (the opcode's pattern checks it).
 _VALUE = rf"(?:{_DEPTH0}++|{_STR}|[{{\[(]{_CONTENT}[}}\])])++"
-_INSTRUCTION = re.compile(
-    rf"[ \t]*(ROOT[ \t]+)?({_NAME})[ \t]*=[ \t]*({_SHAPE})?[ \t]*([a-z][a-z0-9\-]*+)\(({_CONTENT})\)(.*)"
-)
-_COMPUTATION = re.compile(rf"[ \t]*(ENTRY[ \t]+)?({_NAME})[ \t]*(\({_CONTENT}\)[ \t]*->[ \t]*(?:{_SHAPE}))?[ \t]*\{{[ \t]*")
+_BLANKS = r"[ \t]*"
+
+
+class _Extent(NamedTuple):
+    """How a line pattern takes a part of a line shape."""
+
+    pattern: str
+    group: bool = True  # a group of its own
+    padded: bool = False  # it takes the blanks around it itself (a list of attributes, bracketed content)
+
+
+def _line(shape: str, parts: dict, lead: str = _BLANKS, end: str = _BLANKS, groups: bool = True) -> str:
+    """The pattern of a line shape of the token parser (`LINE_SHAPES`): keywords and punctuation as written,
+    blanks between pieces but glued ones, each part by its extent in `parts` (a pattern, or an `_Extent`),
+    else by its own line shape's pattern or, for a list, its items'. An optional keyword and each part are a
+    group (`groups`) but where their extent says not; a required keyword is none."""
+    out = [lead]
+    blank = False  # blanks go before the next piece
+    for piece in LINE_SHAPES[shape]:
+        if piece.kind == KEYWORD:
+            word = rf"{re.escape(piece.text)}[ \t]+"
+            out.append(f"({word})?" if piece.optional and groups else f"(?:{word})?" if piece.optional else word)
+            blank = False
+            continue
+        if piece.kind:
+            out.append((_BLANKS if blank and not piece.glued else "") + re.escape(piece.text))
+            blank = True
+            continue
+        extent = parts.get(piece.text)
+        if extent is None:
+            extent = _Extent(_list_of(piece, parts) if piece.items else _line(piece.text, parts, "", "", groups),
+                             padded=bool(piece.items) and not piece.separator)
+        elif isinstance(extent, str):
+            extent = _Extent(extent)
+        text = f"({extent.pattern})" if extent.group and groups else f"(?:{extent.pattern})"
+        out.append(_BLANKS if blank and not extent.padded else "")
+        blank = not extent.padded
+        if piece.optional:  # with the blanks after it: none are taken where it is not written
+            text = f"(?:{text}{_BLANKS if blank else ''})?"
+            blank = False
+        out.append(text)
+    out.append(end)
+    return "".join(out)
+
+
+def _list_of(piece, parts: dict, before: str = _BLANKS, after: str = _BLANKS) -> str:
+    """The pattern of a list piece: its items (each without groups) separated as the line shape says, with
+    `before` and `after` its separator; a list without a separator: each item after blanks."""
+    extent = parts.get(piece.items)
+    item = _line(piece.items, parts, "", "", False) if extent is None else getattr(extent, "pattern", extent)
+    if not piece.separator:
+        return rf"(?:{_BLANKS}(?:{item}))*"
+    return rf"(?:(?:{item})(?:{before}{re.escape(piece.separator)}{after}(?:{item}))*)?"
+
+
+def _list_piece(shape: str, name: str):
+    return next(piece for piece in LINE_SHAPES[shape] if piece.text == name)
+
+
+def _start(shape: str, follow: str) -> str:
+    """What starts a line of `shape`: its optional keyword and a blank, or its name and the punctuation right
+    after it, then `follow`."""
+    pieces = LINE_SHAPES[shape]
+    k = next(k for k, piece in enumerate(pieces) if piece.text == "name")
+    marks = ""
+    for piece in pieces[k + 1:]:
+        if not piece.kind or piece.optional:
+            break
+        marks += rf"{_BLANKS}{re.escape(piece.text)}"
+    keywords = [rf"{re.escape(piece.text)}[ \t]" for piece in pieces[:k] if piece.kind == KEYWORD]
+    return rf"[ \t]*(?:{'|'.join(keywords + [rf'{_REF}{marks}{_BLANKS}(?:{follow})'])})"
+
+
+def _first_marks(shape: str, after: str) -> str:
+    """The punctuation a line of `shape` may go on with after its piece `after` (a character class)."""
+    pieces = LINE_SHAPES[shape]
+    marks = []
+    for piece in pieces[next(k for k, piece in enumerate(pieces) if piece.text == after) + 1:]:
+        first = piece if piece.kind or piece.text not in LINE_SHAPES else LINE_SHAPES[piece.text][0]
+        marks.append(first.text)
+        if not piece.optional:
+            break
+    return "[" + "".join(re.escape(mark) for mark in marks) + "]"
+
+
+_OPERANDS = _list_piece("instruction", "operands")
+_INSTRUCTION = re.compile(_line("instruction", {
+    "name": _NAME, "shape": _SHAPE, "opcode": _OPCODE, "operands": _Extent(_CONTENT, padded=True),
+    "attributes": _Extent(".*", padded=True),
+}, end=""))
+# The first line of a computation; `_COMPUTATION_SIGNED`, the same with its signature checked (groups 3 to 5,
+# the signature, its parameters, its result).
+_PARAMETER_PARTS = {"name": _Extent(_REF, group=False), "shape": _SHAPE}
+_COMPUTATION = re.compile(_line("computation", {"name": _NAME, "parameters": _Extent(_CONTENT, padded=True),
+                                                "shape": _SHAPE}))
+_COMPUTATION_SIGNED = re.compile(_line("computation", {"name": _NAME, "parameter": _Extent(
+    _line("parameter", _PARAMETER_PARTS, rf"(?:{_COMMENT}[ \t]*)?", "", False)), "shape": _SHAPE}))
+_SIGNATURE = re.compile(_line("signature", {"parameter": _Extent(
+    _line("parameter", _PARAMETER_PARTS, rf"(?:{_COMMENT}[ \t]*)?", "", False)), "shape": _SHAPE}, "", ""))
+_PARAMETER = re.compile(_line("parameter", _PARAMETER_PARTS, rf"(?:{_COMMENT}[ \t]*)?", ""))
+
+
+def _attribute(key: str, value: str, group: bool = True) -> str:
+    """An attribute `, key=value` (`key` a pattern; `value`'s a group)."""
+    return _line("attribute", {"key": _Extent(key, group=False), "value": _Extent(value, group=group)}, "", "")
+
+
 # A computation's closing line: its attributes (`COMPUTATION_ATTRIBUTES`) in the table's order, a group each.
-_CLOSE = re.compile(r"[ \t]*\}[ \t]*" + "".join(
-    rf"(?:,[ \t]*{re.escape(key)}=[ \t]*({PRINTED_VALUES[kind][0]})[ \t]*)?"
+_CLOSE = re.compile(_line("close", {"attributes": _Extent("".join(
+    rf"(?:{_BLANKS}{_attribute(re.escape(key), PRINTED_VALUES[kind][0])})?"
     for key, (_, kind) in COMPUTATION_ATTRIBUTES.items()
-))
-_SIMPLE_OPERANDS = re.compile(rf"(?:{_NAME})(?:, (?:{_NAME}))*+")
-_OPERAND = rf"(?:{_COMMENT}[ \t]*)?(?:({_SHAPE})[ \t]*)?({_NAME})"
-_SHAPED_OPERAND = re.compile(_OPERAND)
-_SHAPED_OPERANDS = re.compile(rf"[ \t]*{_OPERAND}[ \t]*(?:,[ \t]*{_OPERAND}[ \t]*)*")
-_HEADER = re.compile(rf"[ \t\n]*HloModule[ \t]+({_NAME})((?:[ \t]*,[ \t]*{_KEY}=[ \t]*{_VALUE})*)[ \t]*(?:\n|$)")
+), group=False, padded=True)}))
+# Operands: names as XLA prints them (joined by ", "); else with shapes and comments.
+_SIMPLE_OPERANDS = re.compile(_list_of(_OPERANDS, {"operand": _NAME}, "", " "))
+_OPERAND_LEAD = rf"(?:{_COMMENT}[ \t]*)?"
+_SHAPED_OPERAND = re.compile(_line("operand", {"name": _NAME, "shape": _SHAPE}, _OPERAND_LEAD, ""))
+_SHAPED_OPERANDS = re.compile(_BLANKS + _list_of(_OPERANDS, {
+    "operand": _line("operand", {"name": _NAME, "shape": _SHAPE}, _OPERAND_LEAD, "", False)}) + _BLANKS)
+_HEADER = re.compile(_line("header", {"name": _NAME, "value": _Extent(_VALUE, group=False), "key": _KEY},
+                           r"[ \t\n]*", r"[ \t]*(?:\n|$)"))
+_ATTRIBUTE = re.compile(_attribute(f"({_KEY})", _VALUE))
 # An entry computation layout in the form XLA prints (`_values`); its shapes are read one by one.
 _ENTRY_LAYOUT = re.compile(PRINTED_VALUES["computation_layout"][0])
-_PARAMETER_NAME = rf"(?:{_COMMENT}[ \t]*)?{_REF}:[ \t]*"
-_SIGNATURE = re.compile(
-    rf"\([ \t]*((?:{_PARAMETER_NAME}(?:{_SHAPE})(?:[ \t]*,[ \t]*{_PARAMETER_NAME}(?:{_SHAPE}))*)?)[ \t]*\)"
-    rf"[ \t]*->[ \t]*({_SHAPE})"
-)
-_PARAMETER = re.compile(rf"{_PARAMETER_NAME}({_SHAPE})")
-# `_COMPUTATION` with `_SIGNATURE` in place of its loose signature: groups 3 to 5, the signature, its
-# parameters, its result.
-_COMPUTATION_SIGNED = re.compile(
-    rf"[ \t]*(ENTRY[ \t]+)?({_NAME})[ \t]*(\([ \t]*((?:{_PARAMETER_NAME}(?:{_SHAPE})(?:[ \t]*,[ \t]*{_PARAMETER_NAME}"
-    rf"(?:{_SHAPE}))*)?)[ \t]*\)[ \t]*->[ \t]*({_SHAPE}))?[ \t]*\{{[ \t]*"
-)
 _PARAMETER_NUMBER = re.compile(r"[ \t]*([0-9]{1,18})[ \t]*")
-_PRELUDE_END = re.compile(rf"^[ \t]*(?:ENTRY[ \t]|{_REF}[ \t]*[({{])", re.M)
+# Where the first computation starts; what starts a line that is not the continuation of the one before.
+_PRELUDE_END = re.compile("^" + _start("computation", _first_marks("computation", "name")), re.M)
+_STATEMENT_START = re.compile(_start("instruction", rf"{_SHAPE_START}|{_OPCODE}{_BLANKS}{_first_marks('instruction', 'opcode')}"))
 
 # -- attribute value patterns, by value type ----------------------------------------------------
 
@@ -158,8 +259,8 @@ class _Schema:
 
     def __init__(self, attrs: dict, reads: frozenset):
         self.attrs = attrs
-        alternatives = "|".join(rf"{re.escape(k)}=[ \t]*(?:{_value_pattern(t)})" for k, (_, t) in sorted(attrs.items()))
-        self.any_order = re.compile(rf"(?:[ \t]*,[ \t]*(?:{alternatives}))*+[ \t]*").fullmatch
+        alternatives = "|".join(_attribute(re.escape(k), _value_pattern(t), False) for k, (_, t) in sorted(attrs.items()))
+        self.any_order = re.compile(rf"(?:{_BLANKS}(?:{alternatives}))*+{_BLANKS}").fullmatch
         self.required = tuple(k for k, (req, _) in attrs.items() if req)
         # Values read to check them (those without a printed form; the others are checked by their pattern
         # alone, or by its function where the form is `checked`), values the opcode's check reads, and
@@ -187,14 +288,11 @@ class _Order:
     def __init__(self, schema: _Schema, keys: tuple):
         self.keys = keys
         self.match = re.compile(
-            "".join(rf"(?:[ \t]*,[ \t]*{re.escape(k)}=[ \t]*({_value_pattern(schema.attrs[k][1])}))?" for k in keys)
-            + r"[ \t]*"
+            "".join(rf"(?:{_BLANKS}{_attribute(re.escape(k), _value_pattern(schema.attrs[k][1]))})?" for k in keys)
+            + _BLANKS
         ).fullmatch
         self.required = [k for k, key in enumerate(keys) if schema.attrs[key][0]]
         self.incomplete = any(k not in keys for k in schema.required)
-
-
-_ATTRIBUTE = re.compile(rf",[ \t]*({_KEY})=[ \t]*({_VALUE})")
 
 
 # -- the reader -------------------------------------------------------------------------------------
@@ -702,8 +800,10 @@ class _FastReader:
             ops.append(op)
         else:
             return ops
+        if not text or text.isspace():
+            return []
         if _SIMPLE_OPERANDS.fullmatch(text) is None:
-            return [] if not text or text.isspace() else self._shaped_operands(text)
+            return self._shaped_operands(text)
         ops = []
         for ref in text.split(", "):
             if ref[0] == "%":
@@ -905,10 +1005,6 @@ def _read_alone(kind: str, text: str, source: str):
 
 _SKIPPED = re.compile(rf"{_STR}|{_COMMENT}|//|/\*")
 _STRING_OR_COMMENT = re.compile(rf"{_STR}|{_COMMENT}")
-# What starts a line that is not the continuation of the one before.
-_STATEMENT_START = re.compile(
-    rf"[ \t]*(?:ROOT[ \t]|{_REF}[ \t]*=[ \t]*(?:[a-z][a-z0-9]*\[|\(|[a-z][a-z0-9\-]*\())"
-)
 
 
 def _code(line: str) -> str:

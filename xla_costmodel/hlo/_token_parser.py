@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import NamedTuple
 
 from . import _opcodes as _ops
 from ._errors import HloParseError
@@ -49,13 +50,87 @@ from ._names import NameUniquer, kept_as_written, renamed, sanitized
 from ._opcodes import Create, _Builder
 from ._shape import Layout, Shape
 
-__all__ = ["Parser", "json_dict_end", "printed_value", "shape_problem", "value_parser"]
+__all__ = ["LINE_SHAPES", "Parser", "Piece", "json_dict_end", "printed_value", "shape_problem", "value_parser"]
 
 MAX_RECURSION_DEPTH = 256  # nested tuples, nested instructions, nested computations
 _MAIN_THREAD = "main"
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _FLOAT_MAX = 3.4028234663852886e38
 _TILE_COMBINE = -9223372036854775808  # Tile::kCombineDimension
+
+
+class Piece(NamedTuple):
+    """One piece of a line shape (`LINE_SHAPES`): a keyword or punctuation, or a part read on its own."""
+
+    text: str  # a keyword or punctuation as written; else the part's name (a line shape's, or a token's)
+    kind: int = 0  # a keyword's or punctuation's token kind; 0 for a part
+    optional: bool = False
+    message: str = ""  # the token parser's error where this punctuation is missing
+    glued: bool = False  # one token with the piece before: XLA's lexer reads `x:` as a name, `key=` as an attribute's
+    items: str = ""  # a list (maybe empty) of the line shape named so, ...
+    separator: str = ""  # ... separated by this punctuation
+
+
+def _word(text: str, optional: bool = False) -> Piece:
+    return Piece(text, KEYWORD, optional)
+
+
+def _mark(text: str, kind: int, message: str = "", glued: bool = False) -> Piece:
+    return Piece(text, kind, message=message, glued=glued)
+
+
+def _part(name: str, optional: bool = False) -> Piece:
+    return Piece(name, optional=optional)
+
+
+def _list(name: str, items: str, separator: str = "") -> Piece:
+    return Piece(name, items=items, separator=separator)
+
+
+# The shapes of an HLO line, piece by piece, in order: the one home of how a line is laid out. The productions
+# below take their keywords, punctuation and the errors where punctuation is missing from here (`_KEYWORD`,
+# `_MARK`); the fast path (`_fastpath`) compiles its line patterns from it, with its own extent for each part
+# (a name, a shape, an opcode, a value). Blanks may come between any two pieces but glued ones.
+LINE_SHAPES: dict[str, tuple[Piece, ...]] = {
+    "header": (_word("HloModule"), _part("name"), _list("attributes", "attribute")),
+    "attribute": (_mark(",", COMMA), _part("key"), _mark("=", EQUAL, glued=True), _part("value")),
+    "computation": (
+        _word("ENTRY", optional=True), _part("name"), _part("signature", optional=True),
+        _mark("{", LBRACE, "expects '{' at the beginning of instruction list."),
+    ),
+    "signature": (
+        _mark("(", LPAREN, "expects '(' at the beginning of param list"), _list("parameters", "parameter", ","),
+        _mark(")", RPAREN, "expects ')' at the end of param list"), _mark("->", ARROW, "expects '->'"),
+        _part("shape"),
+    ),
+    "parameter": (_part("name"), _mark(":", COLON, glued=True), _part("shape")),
+    "instruction": (
+        _word("ROOT", optional=True), _part("name"), _mark("=", EQUAL, "expects '=' in instruction"),
+        _part("shape", optional=True), _part("opcode"),
+        _mark("(", LPAREN, "expects '(' at the beginning of operands"), _list("operands", "operand", ","),
+        _mark(")", RPAREN, "expects ')' at the end of operands"), _list("attributes", "attribute"),
+    ),
+    "operand": (_part("shape", optional=True), _part("name")),
+    "close": (_mark("}", RBRACE, "expects '}' at the end of instruction list."), _list("attributes", "attribute")),
+}
+
+
+def _keyword(shape: str) -> str:
+    """The keyword of a line shape (`HloModule`, `ENTRY`, `ROOT`)."""
+    return next(piece.text for piece in LINE_SHAPES[shape] if piece.kind == KEYWORD)
+
+
+def _punctuation(shape: str, text: str) -> tuple[int, str]:
+    """The token kind of punctuation `text` in a line shape, and the error where it is missing."""
+    piece = next(piece for piece in LINE_SHAPES[shape] if piece.kind and piece.text == text)
+    return piece.kind, piece.message
+
+
+_HLO_MODULE, _ENTRY, _ROOT = _keyword("header"), _keyword("computation"), _keyword("instruction")
+_PARAMS_OPEN, _PARAMS_CLOSE, _ARROW = (_punctuation("signature", t) for t in ("(", ")", "->"))
+_LIST_OPEN, _LIST_CLOSE = _punctuation("computation", "{"), _punctuation("close", "}")
+_INSTRUCTION_EQUAL = _punctuation("instruction", "=")
+_OPERANDS_OPEN, _OPERANDS_CLOSE = _punctuation("instruction", "("), _punctuation("instruction", ")")
 
 
 class _Fail(Exception):
@@ -231,8 +306,8 @@ class Parser:
     # -- module ----------------------------------------------------------------
     def run(self) -> HloModule:
         k = self.kind()
-        if (k == KEYWORD and self.texts[self.i] in ("HloModule", "ENTRY")) or self.lookahead() == LBRACE:
-            return self.module(without_header=not self.at_keyword("HloModule"))
+        if (k == KEYWORD and self.texts[self.i] in (_HLO_MODULE, _ENTRY)) or self.lookahead() == LBRACE:
+            return self.module(without_header=not self.at_keyword(_HLO_MODULE))
         raise self.fail(
             "expected an HLO module: 'HloModule', 'ENTRY' or a computation (a single instruction is not a module)"
         )
@@ -267,15 +342,15 @@ class Parser:
     def signature(self) -> tuple[Shape, int]:
         """`'(' (name shape (',' name shape)*)? ')' '->' shape`: the result shape and the index of its first
         token (XLA checks only the syntax of the parameters)."""
-        self.expect(LPAREN, "expects '(' at the beginning of param list")
+        self.expect(*_PARAMS_OPEN)
         if not self.at(RPAREN):
             while True:
                 self.name()
                 self.shape()
                 if not self.eat(COMMA):
                     break
-        self.expect(RPAREN, "expects ')' at the end of param list")
-        self.expect(ARROW, "expects '->'")
+        self.expect(*_PARAMS_CLOSE)
+        self.expect(*_ARROW)
         index = self.i
         return self.shape(), index
 
@@ -321,7 +396,7 @@ class Parser:
 
     def computation(self) -> tuple[HloComputation, bool, int]:
         entry_index = self.i
-        is_entry = self.at_keyword("ENTRY")
+        is_entry = self.at_keyword(_ENTRY)
         if is_entry:
             self.i += 1
         name_index = self.i
@@ -350,7 +425,7 @@ class Parser:
         builder = _Builder(name)
         self.scopes.append(builder)
         try:
-            self.expect(LBRACE, "expects '{' at the beginning of instruction list.")
+            self.expect(*_LIST_OPEN)
             root_name = None
             root_index = 0
             while True:
@@ -361,7 +436,7 @@ class Parser:
                     root_name = iname
                 if self.at(RBRACE):  # as XLA, at the end of the text the next "instruction" lacks its name
                     break
-            self.expect(RBRACE, "expects '}' at the end of instruction list.")
+            self.expect(*_LIST_CLOSE)
             root = builder.table[root_name][0] if root_name is not None else builder.instructions[-1]
             comp = self.build(builder, root, root_index)
         finally:
@@ -393,12 +468,12 @@ class Parser:
 
     def instruction(self, builder: _Builder) -> tuple[bool, str, int]:
         root_index = self.i
-        is_root = self.at_keyword("ROOT")
+        is_root = self.at_keyword(_ROOT)
         if is_root:
             self.i += 1
         name_index = self.i
         name = self.name()
-        self.expect(EQUAL, "expects '=' in instruction")
+        self.expect(*_INSTRUCTION_EQUAL)
         self.instruction_rhs(builder, name, name_index, True)
         return is_root, name, root_index
 
@@ -482,7 +557,7 @@ class Parser:
         return ops
 
     def _operand_list(self, builder: _Builder) -> list[HloInstruction]:
-        self.expect(LPAREN, "expects '(' at the beginning of operands")
+        self.expect(*_OPERANDS_OPEN)
         ops: list[HloInstruction] = []
         table = builder.table
         kinds, texts = self.kinds, self.texts
@@ -504,7 +579,7 @@ class Parser:
                 ops.append(operand)
                 if not self.eat(COMMA):
                     break
-        self.expect(RPAREN, "expects ')' at the end of operands")
+        self.expect(*_OPERANDS_CLOSE)
         return ops
 
     def _operand_slow(self, builder: _Builder, start: int) -> HloInstruction:
