@@ -77,7 +77,7 @@ from ._lexer import (
     IDENT_PATTERN, KEYWORD, NOT_NAMES, ONE_LINE_BRACKETED, ONE_LINE_COMMENT, ONE_LINE_PLAIN, PRINTED_STRING,
 )
 from ._names import renamed
-from ._opcodes import CALLED_TYPES, RULES, Check, Problem, _Builder, can_infer_shape, new_instruction
+from ._opcodes import CALLED_TYPES, RULES, Check, Problem, _Builder, new_instruction
 from ._token_parser import (
     HEADER_ATTRIBUTES, _VALUE_PARSERS, COMPUTATION_ATTRIBUTES, LINE_SHAPES, PRINTED_VALUES, Parser, _Fail,
     printed_shape,
@@ -89,7 +89,8 @@ __all__ = ["entry_layout_shapes", "fast_parse"]
 
 
 class _GiveUp(Exception):
-    """The fast path cannot read this text; the token parser will."""
+    """The fast path cannot read this text; the token parser will. (So does an error of one of the token
+    parser's checks that the fast path calls, `_Fail`: then the token parser reports it, where it is.)"""
 
 
 # -- line patterns ----------------------------------------------------------------------------
@@ -154,14 +155,14 @@ def _line(shape: str, parts: dict, lead: str = _BLANKS, end: str = _BLANKS, grou
     return "".join(out)
 
 
-def _list_of(piece, parts: dict, before: str = _BLANKS, after: str = _BLANKS) -> str:
+def _list_of(piece, parts: dict) -> str:
     """The pattern of a list piece: its items (each without groups) separated as the line shape says, with
-    `before` and `after` its separator; a list without a separator: each item after blanks."""
+    blanks around the separator; a list without a separator: each item after blanks."""
     extent = parts.get(piece.items)
     item = _line(piece.items, parts, "", "", False) if extent is None else getattr(extent, "pattern", extent)
     if not piece.separator:
         return rf"(?:{_BLANKS}(?:{item}))*"
-    return rf"(?:(?:{item})(?:{before}{re.escape(piece.separator)}{after}(?:{item}))*)?"
+    return rf"(?:(?:{item})(?:{_BLANKS}{re.escape(piece.separator)}{_BLANKS}(?:{item}))*)?"
 
 
 def _list_piece(shape: str, name: str):
@@ -196,7 +197,8 @@ def _first_marks(shape: str, after: str) -> str:
 
 _OPERANDS = _list_piece("instruction", "operands")
 _INSTRUCTION = re.compile(_line("instruction", {
-    "name": _NAME, "shape": _SHAPE, "opcode": _OPCODE, "operands": _Extent(_CONTENT, padded=True),
+    "name": rf"%{_KEY}|{_KEY}(?!=)",  # (XLA's lexer reads `name=` as an attribute's name)
+    "shape": _SHAPE, "opcode": _OPCODE, "operands": _Extent(_CONTENT, padded=True),
     "attributes": _Extent(".*", padded=True),
 }, end=""))
 # The first line of a computation; `_COMPUTATION_SIGNED`, the same with its signature checked (groups 3 to 5,
@@ -221,8 +223,7 @@ _CLOSE = re.compile(_line("close", {"attributes": _Extent("".join(
     rf"(?:{_BLANKS}{_attribute(re.escape(key), PRINTED_VALUES[kind][0])})?"
     for key, (_, kind) in COMPUTATION_ATTRIBUTES.items()
 ), group=False, padded=True)}))
-# Operands: names as XLA prints them (joined by ", "); else with shapes and comments.
-_SIMPLE_OPERANDS = re.compile(_list_of(_OPERANDS, {"operand": _NAME}, "", " "))
+# Operands with shapes and comments (names alone are looked up without a pattern).
 _OPERAND_LEAD = rf"(?:{_COMMENT}[ \t]*)?"
 _SHAPED_OPERAND = re.compile(_line("operand", {"name": _NAME, "shape": _SHAPE}, _OPERAND_LEAD, ""))
 _SHAPED_OPERANDS = re.compile(_BLANKS + _list_of(_OPERANDS, {
@@ -254,14 +255,13 @@ class _Schema:
     attributes in one order) are checked and split in one match of that order's pattern.
     """
 
-    __slots__ = ("attrs", "any_order", "required", "special", "validated", "checked", "reads", "orders")
+    __slots__ = ("attrs", "any_order", "special", "validated", "checked", "reads", "orders")
     MAX_ORDERS = 8
 
     def __init__(self, attrs: dict, reads: frozenset):
         self.attrs = attrs
         alternatives = "|".join(_attribute(re.escape(k), _value_pattern(t), False) for k, (_, t) in sorted(attrs.items()))
         self.any_order = re.compile(rf"(?:{_BLANKS}(?:{alternatives}))*+{_BLANKS}").fullmatch
-        self.required = tuple(k for k, (req, _) in attrs.items() if req)
         # Values read to check them (those without a printed form; the others are checked by their pattern
         # alone, or by its function where the form is `checked`), values the opcode's check reads, and
         # computations to resolve.
@@ -283,7 +283,7 @@ class _Schema:
 class _Order:
     """The attributes of one schema in one order, each optional: one match checks and splits a list."""
 
-    __slots__ = ("keys", "match", "required", "incomplete")
+    __slots__ = ("keys", "match")
 
     def __init__(self, schema: _Schema, keys: tuple):
         self.keys = keys
@@ -291,8 +291,6 @@ class _Order:
             "".join(rf"(?:{_BLANKS}{_attribute(re.escape(k), _value_pattern(schema.attrs[k][1]))})?" for k in keys)
             + _BLANKS
         ).fullmatch
-        self.required = [k for k, key in enumerate(keys) if schema.attrs[key][0]]
-        self.incomplete = any(k not in keys for k in schema.required)
 
 
 # -- the reader -------------------------------------------------------------------------------------
@@ -340,6 +338,7 @@ class _FastReader:
         made = self.made
         firsts = self.firsts
         positions = self.p.positions
+        check_new = self.p.check_new_instruction
         refs = instructions = params = None  # those of the computation being read
         numbers = self.parameter_numbers
         while i < n:
@@ -394,14 +393,10 @@ class _FastReader:
                     if entry is None and self._instruction(line, line_start, m=m):
                         continue
                 if entry is not None:
-                    if written[0] == "%":
-                        name = written[1:]
-                    elif line[m.end(2)] == "=":
-                        raise _GiveUp
-                    else:
-                        name = written
-                    if name in refs or name in NOT_NAMES or renamed(name):
-                        raise _GiveUp
+                    name = written[1:] if written[0] == "%" else written
+                    if name in NOT_NAMES or renamed(name):
+                        raise _GiveUp  # (the fast path's rule for names: see `_instruction`)
+                    check_new(refs, name, 0)
                     shape = entry[0]
                     raw = entry[1]
                     if opcode == "parameter":
@@ -424,9 +419,7 @@ class _FastReader:
                             if callee is not None:
                                 instr._called[callee.group(1)] = self._computation(self.p.pool, callee.group(2))
                     if is_root:
-                        if self.root_name is not None:
-                            raise _GiveUp
-                        self.root_name = name
+                        self.root_name = self.p.take_root(self.root_name, name, 0)
                     instructions.append(instr)
                     refs[name] = instr
                     if written is not name:
@@ -516,18 +509,16 @@ class _FastReader:
         values: dict = {}
         for am in _ATTRIBUTE.finditer(m.string, m.start(2), m.end(2)):
             key = am.group(1)
-            spec = HEADER_ATTRIBUTES.get(key)
-            if spec is None or key in texts:
-                raise _GiveUp
+            spec = self.p.attribute_spec(HEADER_ATTRIBUTES, texts, key, 0)
             value = self.text[am.start(2) : am.end(2)]  # as written, comments included (`m` has them blanked)
             texts[key] = value
             if key == "entry_computation_layout" and self._layout_ok(value):
                 continue
             values[key] = self._memo_read(spec[1], value)
-        written = m.group(1)
-        if written[0] != "%" and written in NOT_NAMES:
-            raise _GiveUp  # a keyword or a type: XLA's lexer does not read it as a name
-        return _plain_name(written), texts, values
+        name = _plain_name(m.group(1))
+        if name in NOT_NAMES:
+            raise _GiveUp  # (the fast path's rule for names: see `_instruction`)
+        return name, texts, values
 
     def _layout_ok(self, value: str) -> bool:
         """Whether an entry computation layout of array shapes is valid (each distinct shape read once)."""
@@ -541,12 +532,9 @@ class _FastReader:
 
     def _stack_frames(self, text: str, headerless: bool) -> None:
         sub = Parser(text, self.source)
-        if headerless and sub.kinds:
-            raise _GiveUp  # without the header, XLA would not read the tables first
-        try:
-            sub.stack_frame_index()
-        except _Fail:
-            raise _GiveUp from None
+        if headerless:
+            sub.module_start()  # (XLA reads the tables after a header only)
+        sub.stack_frame_index()
         if sub.i != len(sub.kinds):
             raise _GiveUp
         self.p.stack_text, self.p.stack_tables = sub.stack_text, sub.stack_tables
@@ -561,16 +549,13 @@ class _FastReader:
             if m is None:
                 raise _GiveUp
         name = _plain_name(m.group(2))
-        if name in self.p.pool or (m.group(2)[0] != "%" and name in NOT_NAMES):
-            raise _GiveUp
+        if name in NOT_NAMES:
+            raise _GiveUp  # (the fast path's rule for names: see `_instruction`)
+        if self.no_header and not self.p.computations:
+            Parser(line, self.source).module_start()
         self.signature = None
         if m.group(3) is not None:
             self.signature = self._signature_of(m.group(4), m.group(5)) if strict else self._signature(m.group(3))
-        if m.group(1):
-            if self.entry is not None:
-                raise _GiveUp
-        elif not self.p.computations and self.no_header and m.group(3) is not None:
-            raise _GiveUp  # XLA reads headerless text as a module only from `ENTRY` or `name {`
         self.is_entry = bool(m.group(1))
         self.builder = _Builder(name)  # its table stays empty: `self.table` maps names to instructions
         # Its instructions by name, and by name as written (`%name`) where that differs.
@@ -581,28 +566,24 @@ class _FastReader:
 
     def _close_computation(self, m: re.Match) -> None:
         builder = self.builder
+        p = self.p
         if not builder.instructions:
-            raise _GiveUp
+            raise _GiveUp  # `{ }`: no instruction to read (the token parser says what it expected)
         root = self.table[self.root_name] if self.root_name is not None else builder.instructions[-1]
-
-        try:
-            comp = self.p.build(builder, root, 0)
-        except _Fail:
-            raise _GiveUp from None
-        if self.signature is not None and not root.shape.compatible(self.signature):
-            raise _GiveUp
+        comp = p.build(builder, root, 0)
+        p.check_signature(builder.name, self.signature, comp, 0)
         if m.lastindex is not None:  # some attribute written
-            self.p.computation_attributes(comp, {
+            p.computation_attributes(comp, {
                 key: self._typed(kind, text)
                 for (key, (_, kind)), text in zip(COMPUTATION_ATTRIBUTES.items(), m.groups()) if text is not None
             })
-        self.p.computations.append(comp)
-        self.p.pool[builder.name] = (comp, 0)
+        p.add_computation(builder.name, comp, 0)
         if self.is_entry:
-            self.entry = comp
+            self.entry = p.take_entry(self.entry, comp, 0)
+        p.computations.append(comp)
         if self.programs is not None:
             # Its program key for the verifier (`_verifier._program_key`), from the parameters at hand.
-            self.programs[id(comp)] = (tuple([(n, id(p.shape)) for n, p in builder.params.items()]), id(root.shape))
+            self.programs[id(comp)] = (tuple([(n, id(q.shape)) for n, q in builder.params.items()]), id(root.shape))
         self.builder = None
 
     # instructions ------------------------------------------------------------------------------
@@ -627,8 +608,7 @@ class _FastReader:
             rule = RULES.get(opcode)
             if rule is None or opcode in _OWN_READERS:
                 raise _GiveUp  # unknown, async or send/recv: the token parser's business
-            if rule.operands is not None and len(operands) != rule.operands:
-                raise _GiveUp
+            self.p.check_operand_count(operands, rule.operands, 0)
         schema = _BY_OPCODE.get(opcode) if rule.attributes_for is None else None
         if schema is None:
             schema = self._schema(opcode, rule, operands)
@@ -636,22 +616,19 @@ class _FastReader:
             pairs = self._attribute_pairs(schema, line, m.start(6))
             if pairs is None:
                 return False
-        elif schema.required:
-            raise _GiveUp
-        if written[0] == "%":
-            name = written[1:]
-        elif line[m.end(2)] == "=":
-            raise _GiveUp  # XLA's lexer reads `name=` as an attribute name
         else:
-            name = written
-        # The pattern admits only XLA's name characters: `renamed` is XLA's rule for those.
-        if name in self.table or name in NOT_NAMES or renamed(name):
+            self.p.check_required(schema.attrs, (), 0)
+        name = written[1:] if written[0] == "%" else written
+        # The fast path's rule for names: none that XLA's lexer reads as another token unless written `%name`,
+        # written so or not (then a name it looks up is one, and the lexer's too); and none that XLA renames
+        # (the pattern admits only XLA's name characters: `renamed` is XLA's rule for those).
+        if name in NOT_NAMES or renamed(name):
             raise _GiveUp
+        self.p.check_new_instruction(self.table, name, 0)
         if shape_text is not None:
             shape = self.shape_cache.get(shape_text) or self._shape_of(shape_text)
-        elif rule is _LEAF_RULE or not can_infer_shape(opcode):
-            raise _GiveUp  # XLA "cannot infer shape"
         else:
+            self.p.check_shape_written(None, opcode)
             shape = None  # the rule's check infers it, as XLA's parser does
         if opcode == "parameter":
             instr = self._parameter(name, shape, inside)
@@ -679,9 +656,7 @@ class _FastReader:
                     self._remember(callee_key, instr, rule, operands)
         self.firsts.append(instr)
         if is_root:
-            if self.root_name is not None:
-                raise _GiveUp
-            self.root_name = name
+            self.root_name = self.p.take_root(self.root_name, name, 0)
         if joined:
             self._keep_line_breaks(instr, m, start)
         self.builder.instructions.append(instr)
@@ -800,21 +775,7 @@ class _FastReader:
             ops.append(op)
         else:
             return ops
-        if not text or text.isspace():
-            return []
-        if _SIMPLE_OPERANDS.fullmatch(text) is None:
-            return self._shaped_operands(text)
-        ops = []
-        for ref in text.split(", "):
-            if ref[0] == "%":
-                ref = ref[1:]
-            elif ref in NOT_NAMES:
-                raise _GiveUp
-            op = table.get(ref)
-            if op is None:
-                raise _GiveUp
-            ops.append(op)
-        return ops
+        return [] if not text or text.isspace() else self._shaped_operands(text)
 
     def _shaped_operands(self, text: str) -> list[HloInstruction]:
         """The operands named in `f32[8]{0} %a, /*index=5*/%b`, each shape checked against its operand's."""
@@ -823,17 +784,11 @@ class _FastReader:
         table = self.table
         ops = []
         for shape_text, ref in _SHAPED_OPERAND.findall(text):
-            if ref[0] == "%":
-                ref = ref[1:]
-            elif ref in NOT_NAMES:
-                raise _GiveUp
-            op = table.get(ref)
+            op = table.get(_plain_name(ref))
             if op is None:
-                raise _GiveUp
+                raise _GiveUp  # (not a name XLA's lexer reads as another token: see `_instruction`)
             if shape_text:
-                declared = self.shape_cache.get(shape_text) or self._shape_of(shape_text)
-                if declared is not op.shape and not op.shape.compatible(declared):
-                    raise _GiveUp
+                self.p.check_operand_shape(self.shape_cache.get(shape_text) or self._shape_of(shape_text), op, 0)
             ops.append(op)
         return ops
 
@@ -861,16 +816,16 @@ class _FastReader:
             m = order.match(line, pos)
             if m is not None:
                 groups = m.groups()  # None for an attribute not written
-                if order.incomplete or None in [groups[k] for k in order.required]:
-                    raise _GiveUp  # a required attribute is missing
+                self.p.check_required(schema.attrs, [k for k, g in zip(order.keys, groups) if g is not None], 0)
                 return zip(order.keys, groups)
         if schema.any_order(line, pos) is None:
             return None
         pairs = _ATTRIBUTE.findall(line, pos)
-        keys = tuple(k for k, _ in pairs)
-        if len(keys) != len(set(keys)) or any(k not in keys for k in schema.required):
-            raise _GiveUp
-        schema.learn(keys)
+        seen: dict = {}
+        for key, value in pairs:
+            seen[key] = self.p.attribute_spec(schema.attrs, seen, key, 0)
+        self.p.check_required(schema.attrs, seen, 0)
+        schema.learn(tuple(seen))
         return pairs
 
     def _values(self, instr: HloInstruction, schema: _Schema, pairs, values: dict, checked: bool) -> None:
@@ -898,10 +853,7 @@ class _FastReader:
             elif key in schema.checked:
                 self._typed(kind, value)  # as the reader would read it, or give up
         if "parameter_replication" in values or "control-predecessors" in values:
-            try:
-                self.p.generic_checks(values, instr)
-            except _Fail:
-                raise _GiveUp from None
+            self.p.generic_checks(values, instr)
 
     def _called(self, kind: str, value: str):
         pool = self.p.pool
@@ -911,11 +863,9 @@ class _FastReader:
 
     @staticmethod
     def _computation(pool: dict, ref: str) -> HloComputation:
-        if ref[0] != "%" and ref in NOT_NAMES:
-            raise _GiveUp  # a keyword or a type, not a name, to XLA's lexer
         entry = pool.get(_plain_name(ref))
         if entry is None:
-            raise _GiveUp
+            raise _GiveUp  # (not a name XLA's lexer reads as another token: see `_instruction`)
         return entry[0]
 
     def _typed(self, kind: str, value: str):
@@ -931,7 +881,7 @@ class _FastReader:
             out = []
             for ref in printed_items(value):
                 instr = table.get(_plain_name(ref))
-                if instr is None or (ref[0] != "%" and ref in NOT_NAMES):
+                if instr is None:
                     raise _GiveUp
                 out.append(instr)
             return out
@@ -1055,7 +1005,7 @@ def entry_layout_shapes(text: str) -> tuple[list[Shape], Shape] | None:
             shapes = [reader._shape_of(t) for t in layout_shape_texts(text)]
             return shapes[:-1], shapes[-1]
         return _read_alone("computation_layout", text, "<entry_computation_layout>")
-    except _GiveUp:
+    except (_GiveUp, _Fail):
         return None
 
 
@@ -1070,7 +1020,7 @@ def fast_parse(text: str, source: str, firsts: list | None = None, programs: dic
             reader = _FastReader(text, source)
             reader.programs = programs
             module = reader.read()
-        except (_GiveUp, RecursionError):
+        except (_GiveUp, _Fail, RecursionError):
             return None
     if firsts is not None:
         firsts.extend(reader.firsts)

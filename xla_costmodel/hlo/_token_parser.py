@@ -305,12 +305,80 @@ class Parser:
 
     # -- module ----------------------------------------------------------------
     def run(self) -> HloModule:
+        self.module_start()
+        return self.module(without_header=not self.at_keyword(_HLO_MODULE))
+
+    # The checks below are the token parser's errors that need more than a line's shape; the fast path calls
+    # them too and gives up where they fail (`_fastpath._ask`), so that each is stated once.
+    def module_start(self) -> None:
+        """XLA reads a text as a module from `HloModule`, `ENTRY` or `name {` only."""
         k = self.kind()
-        if (k == KEYWORD and self.texts[self.i] in (_HLO_MODULE, _ENTRY)) or self.lookahead() == LBRACE:
-            return self.module(without_header=not self.at_keyword(_HLO_MODULE))
-        raise self.fail(
-            "expected an HLO module: 'HloModule', 'ENTRY' or a computation (a single instruction is not a module)"
-        )
+        if not ((k == KEYWORD and self.texts[self.i] in (_HLO_MODULE, _ENTRY)) or self.lookahead() == LBRACE):
+            raise self.fail(
+                "expected an HLO module: 'HloModule', 'ENTRY' or a computation (a single instruction is not a module)"
+            )
+
+    def take_entry(self, entry: HloComputation | None, comp: HloComputation, index: int) -> HloComputation:
+        """`comp`, an ENTRY computation read after `entry` (None before the first)."""
+        if entry is not None:
+            raise self.fail("expects only one ENTRY", index)
+        return comp
+
+    def take_root(self, root: str | None, name: str, index: int) -> str:
+        """`name`, a ROOT instruction of a computation whose ROOT so far is `root` (None before the first)."""
+        if root is not None:
+            raise self.fail("one computation should have only one ROOT", index)
+        return name
+
+    def add_computation(self, name: str, comp: HloComputation, index: int) -> None:
+        if name in self.pool:
+            raise self.fail(f"computation already exists: {name}", index)
+        self.pool[name] = (comp, index)
+
+    def check_signature(self, name: str, shape: Shape | None, comp: HloComputation, index: int) -> None:
+        """The signature's result `shape` (None: none written) against the root's."""
+        if shape is not None and not comp.root.shape.compatible(shape):
+            raise self.fail(signature_mismatch(name, shape, comp), index)
+
+    def check_new_instruction(self, table: dict, name: str, index: int) -> None:
+        """`name` not taken by an instruction of the computation (`table`: its instructions by name)."""
+        if name in table:
+            raise self.fail(f"instruction already exists: {name}", index)
+
+    def check_shape_written(self, shape: Shape | None, opcode: str) -> None:
+        if shape is None and not _ops.can_infer_shape(opcode):
+            raise self.fail(f"cannot infer shape for opcode: {opcode}")
+
+    def check_operand_count(self, ops: list, expected: int | None, index: int) -> None:
+        if expected is not None and len(ops) != expected:
+            raise self.fail(f"expects {expected} operands, but has {len(ops)} operands", index)
+
+    def check_operand_shape(self, declared: Shape | None, operand: HloInstruction, index: int) -> None:
+        """The shape written before an operand (None: none) against the operand's."""
+        if declared is not None and declared is not operand.shape and not operand.shape.compatible(declared):
+            raise self.fail(
+                f"The declared operand shape {_human(declared, True)} is not compatible with the shape of the "
+                f"operand instruction {_human(operand.shape, True)}.",
+                index,
+            )
+
+    def attribute_spec(self, attrs: dict, seen, key: str, index: int) -> tuple[bool, str]:
+        """(required, type) of attribute `key` written after those `seen`: one allowed (`attrs`), not repeated."""
+        if key in seen:
+            raise self.fail(f"attribute {key} already exists", index)
+        spec = attrs.get(key)
+        if spec is None:
+            allowed = (
+                "Allowed attributes: " + ", ".join(sorted(attrs)) if attrs else "No attributes are allowed here."
+            )
+            raise self.fail(f'unexpected attribute "{key}". {allowed}', index)
+        return spec
+
+    def check_required(self, attrs: dict, seen, index: int) -> None:
+        """Every required attribute of `attrs` among those `seen`."""
+        for key, (required, _) in attrs.items():
+            if required and key not in seen:
+                raise self.fail(f"attribute {key} is expected but not seen", index)
 
     def module(self, without_header: bool) -> HloModule:
         header = self.header() if not without_header else None
@@ -388,9 +456,7 @@ class Parser:
         while True:
             comp, is_entry, entry_index = self.computation()
             if is_entry:
-                if entry is not None:
-                    raise self.fail("expects only one ENTRY", entry_index)
-                entry = comp
+                entry = self.take_entry(entry, comp, entry_index)
             if self.i >= len(self.kinds):
                 return entry
 
@@ -406,12 +472,9 @@ class Parser:
         if self.at(LPAREN):
             shape, shape_index = self.signature()
         comp = self.instruction_list(name)
-        if shape is not None and not comp.root.shape.compatible(shape):
-            raise self.fail(signature_mismatch(name, shape, comp), shape_index)
+        self.check_signature(name, shape, comp, shape_index)
         self.computation_attributes(comp, self.attributes(COMPUTATION_ATTRIBUTES, {}))
-        if name in self.pool:
-            raise self.fail(f"computation already exists: {name}", name_index)
-        self.pool[name] = (comp, name_index)
+        self.add_computation(name, comp, name_index)
         return comp, is_entry, entry_index
 
     @staticmethod
@@ -431,9 +494,7 @@ class Parser:
             while True:
                 is_root, iname, index = self.instruction(builder)
                 if is_root:
-                    if root_name is not None:
-                        raise self.fail("one computation should have only one ROOT", index)
-                    root_name = iname
+                    root_name = self.take_root(root_name, iname, index)
                 if self.at(RBRACE):  # as XLA, at the end of the text the next "instruction" lacks its name
                     break
             self.expect(*_LIST_CLOSE)
@@ -482,8 +543,7 @@ class Parser:
         try:
             shape = self.shape() if self.can_be_shape() else None
             opcode, wrapped = self.opcode()
-            if shape is None and not _ops.can_infer_shape(opcode):
-                raise self.fail(f"cannot infer shape for opcode: {opcode}")
+            self.check_shape_written(shape, opcode)
             attrs = dict(_ops.GENERIC_ATTRIBUTES)
             c = Create(builder, name, shape, opcode, wrapped, attrs, allow_attributes, None, name_index)
             instr = self.create(c)
@@ -496,8 +556,7 @@ class Parser:
                 raise self.fail(f"illegal instruction name: {name}; suggest renaming to: {clean}", name_index)
             instr.name = name
             self.generic_checks(c.values, instr)
-            if name in builder.table:
-                raise self.fail(f"instruction already exists: {name}", name_index)
+            self.check_new_instruction(builder.table, name, name_index)
             builder.table[name] = (instr, name_index)
             self.positions[id(instr)] = self.starts[name_index] if name_index < len(self.starts) else 0
             return instr
@@ -551,8 +610,7 @@ class Parser:
             ops = self._operand_list(c.builder)
         finally:
             self.depth -= 1
-        if expected is not None and len(ops) != expected:
-            raise self.fail(f"expects {expected} operands, but has {len(ops)} operands", loc)
+        self.check_operand_count(ops, expected, loc)
         c.operands = ops
         return ops
 
@@ -594,12 +652,7 @@ class Parser:
             entry = builder.table.get(name)
             if entry is None:
                 raise self.fail(f"instruction does not exist: {name}", start)
-            if declared is not None and not entry[0].shape.compatible(declared):
-                raise self.fail(
-                    f"The declared operand shape {_human(declared, True)} is not compatible with the shape of the "
-                    f"operand instruction {_human(entry[0].shape, True)}.",
-                    name_index + 1,
-                )
+            self.check_operand_shape(declared, entry[0], name_index + 1)
             if not (self.at(COMMA) or self.at(RPAREN)):
                 raise self.fail("expects ',' or ')' after an operand")
             return entry[0]
@@ -621,9 +674,7 @@ class Parser:
         if allow:
             while self.eat(COMMA):
                 self.attribute(attrs, out, spans)
-        for key, (required, _) in attrs.items():
-            if required and key not in out:
-                raise self.fail(f"attribute {key} is expected but not seen", loc)
+        self.check_required(attrs, out, loc)
         return out
 
     def attribute(self, attrs: dict, out: dict, spans: dict) -> None:
@@ -632,14 +683,7 @@ class Parser:
             raise self.fail("error parsing attributes")
         key = self.texts[loc]
         self.i += 1
-        if key in out:
-            raise self.fail(f"attribute {key} already exists", loc)
-        spec = attrs.get(key)
-        if spec is None:
-            allowed = (
-                "Allowed attributes: " + ", ".join(sorted(attrs)) if attrs else "No attributes are allowed here."
-            )
-            raise self.fail(f'unexpected attribute "{key}". {allowed}', loc)
+        spec = self.attribute_spec(attrs, out, key, loc)
         first = self.i
         value = _VALUE_PARSERS[spec[1]](self)
         out[key] = value
