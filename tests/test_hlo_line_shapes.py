@@ -25,8 +25,8 @@ from xla_costmodel.hlo._token_parser import LINE_SHAPES
 
 # What each part of a line shape is written as, in the module below (lists as their items, written out).
 SAMPLES = {
-    "name": "%n", "shape": "f32[2]{0}", "opcode": "negate", "operands": "%p", "attributes": ", metadata={op_name=\"a\"}",
-    "parameters": "p: f32[2]{0}", "key": "metadata", "value": "{}",
+    "name": "%n", "shape": "f32[2]{0}", "opcode": "negate", "operands": "%p",
+    "attributes": ", metadata={op_name=\"a\"}", "parameters": "p: f32[2]{0}", "key": "metadata", "value": "{}",
 }
 HEADER_SAMPLES = dict(SAMPLES, name="m", attributes=", is_scheduled=false")
 
@@ -46,7 +46,8 @@ def render(shape: str, samples: dict, optional: frozenset = frozenset(), drop: s
             text = samples[piece.text]
         else:  # a part that is a line shape of its own (the signature)
             text = render(piece.text, samples, optional, drop)
-        glued = piece.glued or text[:1] in (")", ",", "") or out[-1:] in ("(", "") or (shape, text) == ("instruction", "(")
+        glued = (piece.glued or text[:1] in (")", ",", "") or out[-1:] in ("(", "")
+                 or (shape, text) == ("instruction", "("))
         out += text if glued else " " + text
     return out
 
@@ -140,7 +141,7 @@ ENTRY main (p: f32[2]) -> f32[2] {
 }
 """
 
-# Each of the token parser's checks that the fast path asks (`_fastpath._ask`): (old text, new text, its error).
+# Each of the token parser's checks that the fast path calls: (old text, new text, its error).
 CHECKS = [
     ("  c = f32[] constant(0)", "  ROOT c = f32[] constant(0)", "one computation should have only one ROOT"),
     ("\nadd {", "\nENTRY add {", "expects only one ENTRY"),

@@ -36,11 +36,21 @@ the text instead, which also reports errors. For every text it accepts it
 builds exactly the graph the token parser builds: `tests/test_hlo_fuzz.py`
 checks that on mutated text, `tests/test_hlo_xla_corpus.py` on XLA's tests.
 
-One parser design (issue 34 §4; docs/CONTRIBUTING.md). Each fact of what a
+One parser design (issue 34; docs/CONTRIBUTING.md). Each fact of what a
 line means has one home, in the token parser's modules, and this module
-compiles its patterns from it or calls it; it writes out no fact of its own
-but the shape of a line (below):
+compiles its patterns from it or calls it:
 
+- the shape of a line (header, computation, signature, parameter,
+  instruction, operand, attribute, closing brace): the token parser's
+  `LINE_SHAPES`, whose keywords, punctuation and errors its productions use;
+  every line pattern here is compiled from it (`_line`), with the extent of
+  each part (a name, a shape, an opcode, a value) given here;
+- the checks that need more than a line's shape (one ROOT, one ENTRY, names
+  taken, operand counts and shapes, required, repeated and unknown
+  attributes, a signature's result, where a module may start): methods of
+  the token parser (`Parser.take_root`, `check_required`, ...) that both
+  readers call; where one fails here (`_Fail`) the fast path gives up and the
+  token parser reports the error;
 - tokens and names: `_lexer` (IDENT_PATTERN, PRINTED_STRING,
   ONE_LINE_COMMENT, the bracketed extents, NOT_NAMES); XLA's renaming rule:
   `_names.renamed`;
@@ -56,13 +66,12 @@ but the shape of a line (below):
   `Parser.generic_checks`, `Parser.computation_attributes` with
   `COMPUTATION_ATTRIBUTES`; the module header's: `HEADER_ATTRIBUTES`.
 
-What is still stated twice: the shape of a line (`_INSTRUCTION`,
-`_COMPUTATION`, `_SIGNATURE`, `_HEADER`, `_CLOSE`'s brace, the operand
-patterns; 28 lines of patterns) and the checks that mirror the token parser's
-errors as give-ups (one ROOT, one ENTRY, names and parameter numbers not
-taken, required and repeated attributes; 135 lines in seven methods). Before
-this design the fast path wrote out 291 lines of grammar, now 182 (how they
-were counted: docs/CONTRIBUTING.md, "One parser design").
+What the fast path states of its own is the subset it reads: names that
+XLA neither renames nor reads as another token (`NOT_NAMES`, with `%` or
+without), the extents of parts, printed values and shapes. Still stated
+twice: a parameter number not taken (`_opcodes`' parameter reader holds the
+error). How the restated lines were counted: docs/CONTRIBUTING.md, "One
+parser design".
 """
 
 from __future__ import annotations
@@ -165,10 +174,6 @@ def _list_of(piece, parts: dict) -> str:
     return rf"(?:(?:{item})(?:{_BLANKS}{re.escape(piece.separator)}{_BLANKS}(?:{item}))*)?"
 
 
-def _list_piece(shape: str, name: str):
-    return next(piece for piece in LINE_SHAPES[shape] if piece.text == name)
-
-
 def _start(shape: str, follow: str) -> str:
     """What starts a line of `shape`: its optional keyword and a blank, or its name and the punctuation right
     after it, then `follow`."""
@@ -195,7 +200,7 @@ def _first_marks(shape: str, after: str) -> str:
     return "[" + "".join(re.escape(mark) for mark in marks) + "]"
 
 
-_OPERANDS = _list_piece("instruction", "operands")
+_OPERANDS = next(piece for piece in LINE_SHAPES["instruction"] if piece.text == "operands")
 _INSTRUCTION = re.compile(_line("instruction", {
     "name": rf"%{_KEY}|{_KEY}(?!=)",  # (XLA's lexer reads `name=` as an attribute's name)
     "shape": _SHAPE, "opcode": _OPCODE, "operands": _Extent(_CONTENT, padded=True),
@@ -203,14 +208,15 @@ _INSTRUCTION = re.compile(_line("instruction", {
 }, end=""))
 # The first line of a computation; `_COMPUTATION_SIGNED`, the same with its signature checked (groups 3 to 5,
 # the signature, its parameters, its result).
+# (A block comment may come before a parameter or an operand: XLA prints `/*index=5*/` before some.)
+_COMMENT_LEAD = rf"(?:{_COMMENT}[ \t]*)?"
 _PARAMETER_PARTS = {"name": _Extent(_REF, group=False), "shape": _SHAPE}
+_PARAMETER_ITEM = _line("parameter", _PARAMETER_PARTS, _COMMENT_LEAD, "", False)
 _COMPUTATION = re.compile(_line("computation", {"name": _NAME, "parameters": _Extent(_CONTENT, padded=True),
                                                 "shape": _SHAPE}))
-_COMPUTATION_SIGNED = re.compile(_line("computation", {"name": _NAME, "parameter": _Extent(
-    _line("parameter", _PARAMETER_PARTS, rf"(?:{_COMMENT}[ \t]*)?", "", False)), "shape": _SHAPE}))
-_SIGNATURE = re.compile(_line("signature", {"parameter": _Extent(
-    _line("parameter", _PARAMETER_PARTS, rf"(?:{_COMMENT}[ \t]*)?", "", False)), "shape": _SHAPE}, "", ""))
-_PARAMETER = re.compile(_line("parameter", _PARAMETER_PARTS, rf"(?:{_COMMENT}[ \t]*)?", ""))
+_COMPUTATION_SIGNED = re.compile(_line("computation", {"name": _NAME, "parameter": _PARAMETER_ITEM, "shape": _SHAPE}))
+_SIGNATURE = re.compile(_line("signature", {"parameter": _PARAMETER_ITEM, "shape": _SHAPE}, "", ""))
+_PARAMETER = re.compile(_line("parameter", _PARAMETER_PARTS, _COMMENT_LEAD, ""))
 
 
 def _attribute(key: str, value: str, group: bool = True) -> str:
@@ -224,10 +230,9 @@ _CLOSE = re.compile(_line("close", {"attributes": _Extent("".join(
     for key, (_, kind) in COMPUTATION_ATTRIBUTES.items()
 ), group=False, padded=True)}))
 # Operands with shapes and comments (names alone are looked up without a pattern).
-_OPERAND_LEAD = rf"(?:{_COMMENT}[ \t]*)?"
-_SHAPED_OPERAND = re.compile(_line("operand", {"name": _NAME, "shape": _SHAPE}, _OPERAND_LEAD, ""))
+_SHAPED_OPERAND = re.compile(_line("operand", {"name": _NAME, "shape": _SHAPE}, _COMMENT_LEAD, ""))
 _SHAPED_OPERANDS = re.compile(_BLANKS + _list_of(_OPERANDS, {
-    "operand": _line("operand", {"name": _NAME, "shape": _SHAPE}, _OPERAND_LEAD, "", False)}) + _BLANKS)
+    "operand": _line("operand", {"name": _NAME, "shape": _SHAPE}, _COMMENT_LEAD, "", False)}) + _BLANKS)
 _HEADER = re.compile(_line("header", {"name": _NAME, "value": _Extent(_VALUE, group=False), "key": _KEY},
                            r"[ \t\n]*", r"[ \t]*(?:\n|$)"))
 _ATTRIBUTE = re.compile(_attribute(f"({_KEY})", _VALUE))
@@ -236,7 +241,9 @@ _ENTRY_LAYOUT = re.compile(PRINTED_VALUES["computation_layout"][0])
 _PARAMETER_NUMBER = re.compile(r"[ \t]*([0-9]{1,18})[ \t]*")
 # Where the first computation starts; what starts a line that is not the continuation of the one before.
 _PRELUDE_END = re.compile("^" + _start("computation", _first_marks("computation", "name")), re.M)
-_STATEMENT_START = re.compile(_start("instruction", rf"{_SHAPE_START}|{_OPCODE}{_BLANKS}{_first_marks('instruction', 'opcode')}"))
+_STATEMENT_START = re.compile(
+    _start("instruction", rf"{_SHAPE_START}|{_OPCODE}{_BLANKS}{_first_marks('instruction', 'opcode')}")
+)
 
 # -- attribute value patterns, by value type ----------------------------------------------------
 
@@ -260,7 +267,9 @@ class _Schema:
 
     def __init__(self, attrs: dict, reads: frozenset):
         self.attrs = attrs
-        alternatives = "|".join(_attribute(re.escape(k), _value_pattern(t), False) for k, (_, t) in sorted(attrs.items()))
+        alternatives = "|".join(
+            _attribute(re.escape(k), _value_pattern(t), False) for k, (_, t) in sorted(attrs.items())
+        )
         self.any_order = re.compile(rf"(?:{_BLANKS}(?:{alternatives}))*+{_BLANKS}").fullmatch
         # Values read to check them (those without a printed form; the others are checked by their pattern
         # alone, or by its function where the form is `checked`), values the opcode's check reads, and

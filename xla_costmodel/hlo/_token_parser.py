@@ -24,11 +24,15 @@ line-oriented fast path (`_fastpath`) first and runs the verifier (`_verifier`).
 This module and the ones it reads (`_lexer`, `_names`, `_values`, `_opcodes`)
 are the one home of what HLO text means; the fast path compiles its patterns
 from them and calls them (see `_fastpath`'s note, "One parser design"). Here:
-the printed forms of values (`printed_value`, filled by `_values`) and of
-shapes (`printed_shape`, which `Parser.shape` uses too), the JSON dict
-scanner (`json_dict_end`), the header and computation attribute tables
-(`HEADER_ATTRIBUTES`, `COMPUTATION_ATTRIBUTES`) and the generic attribute
-checks (`Parser.generic_checks`), each used by both readers.
+the shapes of a line (`LINE_SHAPES`, whose keywords, punctuation and errors
+the productions take), the checks that need more than a line's shape
+(`Parser.take_root`, `take_entry`, `add_computation`, `check_*`,
+`attribute_spec`, `module_start`), the printed forms of values
+(`printed_value`, filled by `_values`) and of shapes (`printed_shape`, which
+`Parser.shape` uses too), the JSON dict scanner (`json_dict_end`), the header
+and computation attribute tables (`HEADER_ATTRIBUTES`,
+`COMPUTATION_ATTRIBUTES`) and the generic attribute checks
+(`Parser.generic_checks`), each used by both readers.
 """
 
 from __future__ import annotations
@@ -88,8 +92,8 @@ def _list(name: str, items: str, separator: str = "") -> Piece:
 
 
 # The shapes of an HLO line, piece by piece, in order: the one home of how a line is laid out. The productions
-# below take their keywords, punctuation and the errors where punctuation is missing from here (`_KEYWORD`,
-# `_MARK`); the fast path (`_fastpath`) compiles its line patterns from it, with its own extent for each part
+# below take their keywords, punctuation and the errors where punctuation is missing from here (`_keyword`,
+# `_punctuation`); the fast path (`_fastpath`) compiles its line patterns from it, with its own extent for each part
 # (a name, a shape, an opcode, a value). Blanks may come between any two pieces but glued ones.
 LINE_SHAPES: dict[str, tuple[Piece, ...]] = {
     "header": (_word("HloModule"), _part("name"), _list("attributes", "attribute")),
@@ -309,7 +313,8 @@ class Parser:
         return self.module(without_header=not self.at_keyword(_HLO_MODULE))
 
     # The checks below are the token parser's errors that need more than a line's shape; the fast path calls
-    # them too and gives up where they fail (`_fastpath._ask`), so that each is stated once.
+    # them too and gives up where one fails (`_fastpath.fast_parse` takes `_Fail` as a give-up), so that each
+    # is stated once.
     def module_start(self) -> None:
         """XLA reads a text as a module from `HloModule`, `ENTRY` or `name {` only."""
         k = self.kind()
