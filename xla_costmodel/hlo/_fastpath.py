@@ -36,11 +36,21 @@ the text instead, which also reports errors. For every text it accepts it
 builds exactly the graph the token parser builds: `tests/test_hlo_fuzz.py`
 checks that on mutated text, `tests/test_hlo_xla_corpus.py` on XLA's tests.
 
-One parser design (issue 34 §4; docs/CONTRIBUTING.md). Each fact of what a
+One parser design (issue 34; docs/CONTRIBUTING.md). Each fact of what a
 line means has one home, in the token parser's modules, and this module
-compiles its patterns from it or calls it; it writes out no fact of its own
-but the shape of a line (below):
+compiles its patterns from it or calls it:
 
+- the shape of a line (header, computation, signature, parameter,
+  instruction, operand, attribute, closing brace): the token parser's
+  `LINE_SHAPES`, whose keywords, punctuation and errors its productions use;
+  every line pattern here is compiled from it (`_line`), with the extent of
+  each part (a name, a shape, an opcode, a value) given here;
+- the checks that need more than a line's shape (one ROOT, one ENTRY, names
+  taken, operand counts and shapes, required, repeated and unknown
+  attributes, a signature's result, where a module may start): methods of
+  the token parser (`Parser.take_root`, `check_required`, ...) that both
+  readers call; where one fails here (`_Fail`) the fast path gives up and the
+  token parser reports the error;
 - tokens and names: `_lexer` (IDENT_PATTERN, PRINTED_STRING,
   ONE_LINE_COMMENT, the bracketed extents, NOT_NAMES); XLA's renaming rule:
   `_names.renamed`;
@@ -56,29 +66,30 @@ but the shape of a line (below):
   `Parser.generic_checks`, `Parser.computation_attributes` with
   `COMPUTATION_ATTRIBUTES`; the module header's: `HEADER_ATTRIBUTES`.
 
-What is still stated twice: the shape of a line (`_INSTRUCTION`,
-`_COMPUTATION`, `_SIGNATURE`, `_HEADER`, `_CLOSE`'s brace, the operand
-patterns; 28 lines of patterns) and the checks that mirror the token parser's
-errors as give-ups (one ROOT, one ENTRY, names and parameter numbers not
-taken, required and repeated attributes; 135 lines in seven methods). Before
-this design the fast path wrote out 291 lines of grammar, now 182 (how they
-were counted: docs/CONTRIBUTING.md, "One parser design").
+What the fast path states of its own is the subset it reads: names that
+XLA neither renames nor reads as another token (`NOT_NAMES`, with `%` or
+without), the extents of parts, printed values and shapes. Still stated
+twice: a parameter number not taken (`_opcodes`' parameter reader holds the
+error). How the restated lines were counted: docs/CONTRIBUTING.md, "One
+parser design".
 """
 
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from .._gc import gc_paused
 from . import _opcodes
 from ._ir import HloComputation, HloInstruction, HloModule
 from ._lexer import (
-    IDENT_PATTERN, NOT_NAMES, ONE_LINE_BRACKETED, ONE_LINE_COMMENT, ONE_LINE_PLAIN, PRINTED_STRING,
+    IDENT_PATTERN, KEYWORD, NOT_NAMES, ONE_LINE_BRACKETED, ONE_LINE_COMMENT, ONE_LINE_PLAIN, PRINTED_STRING,
 )
 from ._names import renamed
-from ._opcodes import CALLED_TYPES, RULES, Check, Problem, _Builder, can_infer_shape, new_instruction
+from ._opcodes import CALLED_TYPES, RULES, Check, Problem, _Builder, new_instruction
 from ._token_parser import (
-    HEADER_ATTRIBUTES, _VALUE_PARSERS, COMPUTATION_ATTRIBUTES, PRINTED_VALUES, Parser, _Fail, printed_shape,
+    HEADER_ATTRIBUTES, _VALUE_PARSERS, COMPUTATION_ATTRIBUTES, LINE_SHAPES, PRINTED_VALUES, Parser, _Fail,
+    printed_shape,
 )
 from ._values import layout_shape_texts, printed_items  # (importing it fills PRINTED_VALUES)
 from ._shape import Shape
@@ -87,7 +98,8 @@ __all__ = ["entry_layout_shapes", "fast_parse"]
 
 
 class _GiveUp(Exception):
-    """The fast path cannot read this text; the token parser will."""
+    """The fast path cannot read this text; the token parser will. (So does an error of one of the token
+    parser's checks that the fast path calls, `_Fail`: then the token parser reports it, where it is.)"""
 
 
 # -- line patterns ----------------------------------------------------------------------------
@@ -103,38 +115,135 @@ _CONTENT = ONE_LINE_BRACKETED
 _DEPTH0 = ONE_LINE_PLAIN
 _ARRAY_SHAPE = r"[a-z][a-z0-9]*\[[0-9,<=? \t]*\](?:\{[0-9, \t]*(?::[^{}\n]*)?\})?"
 _SHAPE = rf"\({_CONTENT}\)|{_ARRAY_SHAPE}"
+_SHAPE_START = r"[a-z][a-z0-9]*\[|\("
+_OPCODE = r"[a-z][a-z0-9\-]*+"
 # Any attribute value: its extent only (the opcode's pattern checks it).
 _VALUE = rf"(?:{_DEPTH0}++|{_STR}|[{{\[(]{_CONTENT}[}}\])])++"
-_INSTRUCTION = re.compile(
-    rf"[ \t]*(ROOT[ \t]+)?({_NAME})[ \t]*=[ \t]*({_SHAPE})?[ \t]*([a-z][a-z0-9\-]*+)\(({_CONTENT})\)(.*)"
-)
-_COMPUTATION = re.compile(rf"[ \t]*(ENTRY[ \t]+)?({_NAME})[ \t]*(\({_CONTENT}\)[ \t]*->[ \t]*(?:{_SHAPE}))?[ \t]*\{{[ \t]*")
+_BLANKS = r"[ \t]*"
+
+
+class _Extent(NamedTuple):
+    """How a line pattern takes a part of a line shape."""
+
+    pattern: str
+    group: bool = True  # a group of its own
+    padded: bool = False  # it takes the blanks around it itself (a list of attributes, bracketed content)
+
+
+def _line(shape: str, parts: dict, lead: str = _BLANKS, end: str = _BLANKS, groups: bool = True) -> str:
+    """The pattern of a line shape of the token parser (`LINE_SHAPES`): keywords and punctuation as written,
+    blanks between pieces but glued ones, each part by its extent in `parts` (a pattern, or an `_Extent`),
+    else by its own line shape's pattern or, for a list, its items'. An optional keyword and each part are a
+    group (`groups`) but where their extent says not; a required keyword is none."""
+    out = [lead]
+    blank = False  # blanks go before the next piece
+    for piece in LINE_SHAPES[shape]:
+        if piece.kind == KEYWORD:
+            word = rf"{re.escape(piece.text)}[ \t]+"
+            out.append(f"({word})?" if piece.optional and groups else f"(?:{word})?" if piece.optional else word)
+            blank = False
+            continue
+        if piece.kind:
+            out.append((_BLANKS if blank and not piece.glued else "") + re.escape(piece.text))
+            blank = True
+            continue
+        extent = parts.get(piece.text)
+        if extent is None:
+            extent = _Extent(_list_of(piece, parts) if piece.items else _line(piece.text, parts, "", "", groups),
+                             padded=bool(piece.items) and not piece.separator)
+        elif isinstance(extent, str):
+            extent = _Extent(extent)
+        text = f"({extent.pattern})" if extent.group and groups else f"(?:{extent.pattern})"
+        out.append(_BLANKS if blank and not extent.padded else "")
+        blank = not extent.padded
+        if piece.optional:  # with the blanks after it: none are taken where it is not written
+            text = f"(?:{text}{_BLANKS if blank else ''})?"
+            blank = False
+        out.append(text)
+    out.append(end)
+    return "".join(out)
+
+
+def _list_of(piece, parts: dict) -> str:
+    """The pattern of a list piece: its items (each without groups) separated as the line shape says, with
+    blanks around the separator; a list without a separator: each item after blanks."""
+    extent = parts.get(piece.items)
+    item = _line(piece.items, parts, "", "", False) if extent is None else getattr(extent, "pattern", extent)
+    if not piece.separator:
+        return rf"(?:{_BLANKS}(?:{item}))*"
+    return rf"(?:(?:{item})(?:{_BLANKS}{re.escape(piece.separator)}{_BLANKS}(?:{item}))*)?"
+
+
+def _start(shape: str, follow: str) -> str:
+    """What starts a line of `shape`: its optional keyword and a blank, or its name and the punctuation right
+    after it, then `follow`."""
+    pieces = LINE_SHAPES[shape]
+    k = next(k for k, piece in enumerate(pieces) if piece.text == "name")
+    marks = ""
+    for piece in pieces[k + 1:]:
+        if not piece.kind or piece.optional:
+            break
+        marks += rf"{_BLANKS}{re.escape(piece.text)}"
+    keywords = [rf"{re.escape(piece.text)}[ \t]" for piece in pieces[:k] if piece.kind == KEYWORD]
+    return rf"[ \t]*(?:{'|'.join(keywords + [rf'{_REF}{marks}{_BLANKS}(?:{follow})'])})"
+
+
+def _first_marks(shape: str, after: str) -> str:
+    """The punctuation a line of `shape` may go on with after its piece `after` (a character class)."""
+    pieces = LINE_SHAPES[shape]
+    marks = []
+    for piece in pieces[next(k for k, piece in enumerate(pieces) if piece.text == after) + 1:]:
+        first = piece if piece.kind or piece.text not in LINE_SHAPES else LINE_SHAPES[piece.text][0]
+        marks.append(first.text)
+        if not piece.optional:
+            break
+    return "[" + "".join(re.escape(mark) for mark in marks) + "]"
+
+
+_OPERANDS = next(piece for piece in LINE_SHAPES["instruction"] if piece.text == "operands")
+_INSTRUCTION = re.compile(_line("instruction", {
+    "name": rf"%{_KEY}|{_KEY}(?!=)",  # (XLA's lexer reads `name=` as an attribute's name)
+    "shape": _SHAPE, "opcode": _OPCODE, "operands": _Extent(_CONTENT, padded=True),
+    "attributes": _Extent(".*", padded=True),
+}, end=""))
+# The first line of a computation; `_COMPUTATION_SIGNED`, the same with its signature checked (groups 3 to 5,
+# the signature, its parameters, its result).
+# (A block comment may come before a parameter or an operand: XLA prints `/*index=5*/` before some.)
+_COMMENT_LEAD = rf"(?:{_COMMENT}[ \t]*)?"
+_PARAMETER_PARTS = {"name": _Extent(_REF, group=False), "shape": _SHAPE}
+_PARAMETER_ITEM = _line("parameter", _PARAMETER_PARTS, _COMMENT_LEAD, "", False)
+_COMPUTATION = re.compile(_line("computation", {"name": _NAME, "parameters": _Extent(_CONTENT, padded=True),
+                                                "shape": _SHAPE}))
+_COMPUTATION_SIGNED = re.compile(_line("computation", {"name": _NAME, "parameter": _PARAMETER_ITEM, "shape": _SHAPE}))
+_SIGNATURE = re.compile(_line("signature", {"parameter": _PARAMETER_ITEM, "shape": _SHAPE}, "", ""))
+_PARAMETER = re.compile(_line("parameter", _PARAMETER_PARTS, _COMMENT_LEAD, ""))
+
+
+def _attribute(key: str, value: str, group: bool = True) -> str:
+    """An attribute `, key=value` (`key` a pattern; `value`'s a group)."""
+    return _line("attribute", {"key": _Extent(key, group=False), "value": _Extent(value, group=group)}, "", "")
+
+
 # A computation's closing line: its attributes (`COMPUTATION_ATTRIBUTES`) in the table's order, a group each.
-_CLOSE = re.compile(r"[ \t]*\}[ \t]*" + "".join(
-    rf"(?:,[ \t]*{re.escape(key)}=[ \t]*({PRINTED_VALUES[kind][0]})[ \t]*)?"
+_CLOSE = re.compile(_line("close", {"attributes": _Extent("".join(
+    rf"(?:{_BLANKS}{_attribute(re.escape(key), PRINTED_VALUES[kind][0])})?"
     for key, (_, kind) in COMPUTATION_ATTRIBUTES.items()
-))
-_SIMPLE_OPERANDS = re.compile(rf"(?:{_NAME})(?:, (?:{_NAME}))*+")
-_OPERAND = rf"(?:{_COMMENT}[ \t]*)?(?:({_SHAPE})[ \t]*)?({_NAME})"
-_SHAPED_OPERAND = re.compile(_OPERAND)
-_SHAPED_OPERANDS = re.compile(rf"[ \t]*{_OPERAND}[ \t]*(?:,[ \t]*{_OPERAND}[ \t]*)*")
-_HEADER = re.compile(rf"[ \t\n]*HloModule[ \t]+({_NAME})((?:[ \t]*,[ \t]*{_KEY}=[ \t]*{_VALUE})*)[ \t]*(?:\n|$)")
+), group=False, padded=True)}))
+# Operands with shapes and comments (names alone are looked up without a pattern).
+_SHAPED_OPERAND = re.compile(_line("operand", {"name": _NAME, "shape": _SHAPE}, _COMMENT_LEAD, ""))
+_SHAPED_OPERANDS = re.compile(_BLANKS + _list_of(_OPERANDS, {
+    "operand": _line("operand", {"name": _NAME, "shape": _SHAPE}, _COMMENT_LEAD, "", False)}) + _BLANKS)
+_HEADER = re.compile(_line("header", {"name": _NAME, "value": _Extent(_VALUE, group=False), "key": _KEY},
+                           r"[ \t\n]*", r"[ \t]*(?:\n|$)"))
+_ATTRIBUTE = re.compile(_attribute(f"({_KEY})", _VALUE))
 # An entry computation layout in the form XLA prints (`_values`); its shapes are read one by one.
 _ENTRY_LAYOUT = re.compile(PRINTED_VALUES["computation_layout"][0])
-_PARAMETER_NAME = rf"(?:{_COMMENT}[ \t]*)?{_REF}:[ \t]*"
-_SIGNATURE = re.compile(
-    rf"\([ \t]*((?:{_PARAMETER_NAME}(?:{_SHAPE})(?:[ \t]*,[ \t]*{_PARAMETER_NAME}(?:{_SHAPE}))*)?)[ \t]*\)"
-    rf"[ \t]*->[ \t]*({_SHAPE})"
-)
-_PARAMETER = re.compile(rf"{_PARAMETER_NAME}({_SHAPE})")
-# `_COMPUTATION` with `_SIGNATURE` in place of its loose signature: groups 3 to 5, the signature, its
-# parameters, its result.
-_COMPUTATION_SIGNED = re.compile(
-    rf"[ \t]*(ENTRY[ \t]+)?({_NAME})[ \t]*(\([ \t]*((?:{_PARAMETER_NAME}(?:{_SHAPE})(?:[ \t]*,[ \t]*{_PARAMETER_NAME}"
-    rf"(?:{_SHAPE}))*)?)[ \t]*\)[ \t]*->[ \t]*({_SHAPE}))?[ \t]*\{{[ \t]*"
-)
 _PARAMETER_NUMBER = re.compile(r"[ \t]*([0-9]{1,18})[ \t]*")
-_PRELUDE_END = re.compile(rf"^[ \t]*(?:ENTRY[ \t]|{_REF}[ \t]*[({{])", re.M)
+# Where the first computation starts; what starts a line that is not the continuation of the one before.
+_PRELUDE_END = re.compile("^" + _start("computation", _first_marks("computation", "name")), re.M)
+_STATEMENT_START = re.compile(
+    _start("instruction", rf"{_SHAPE_START}|{_OPCODE}{_BLANKS}{_first_marks('instruction', 'opcode')}")
+)
 
 # -- attribute value patterns, by value type ----------------------------------------------------
 
@@ -153,14 +262,15 @@ class _Schema:
     attributes in one order) are checked and split in one match of that order's pattern.
     """
 
-    __slots__ = ("attrs", "any_order", "required", "special", "validated", "checked", "reads", "orders")
+    __slots__ = ("attrs", "any_order", "special", "validated", "checked", "reads", "orders")
     MAX_ORDERS = 8
 
     def __init__(self, attrs: dict, reads: frozenset):
         self.attrs = attrs
-        alternatives = "|".join(rf"{re.escape(k)}=[ \t]*(?:{_value_pattern(t)})" for k, (_, t) in sorted(attrs.items()))
-        self.any_order = re.compile(rf"(?:[ \t]*,[ \t]*(?:{alternatives}))*+[ \t]*").fullmatch
-        self.required = tuple(k for k, (req, _) in attrs.items() if req)
+        alternatives = "|".join(
+            _attribute(re.escape(k), _value_pattern(t), False) for k, (_, t) in sorted(attrs.items())
+        )
+        self.any_order = re.compile(rf"(?:{_BLANKS}(?:{alternatives}))*+{_BLANKS}").fullmatch
         # Values read to check them (those without a printed form; the others are checked by their pattern
         # alone, or by its function where the form is `checked`), values the opcode's check reads, and
         # computations to resolve.
@@ -182,19 +292,14 @@ class _Schema:
 class _Order:
     """The attributes of one schema in one order, each optional: one match checks and splits a list."""
 
-    __slots__ = ("keys", "match", "required", "incomplete")
+    __slots__ = ("keys", "match")
 
     def __init__(self, schema: _Schema, keys: tuple):
         self.keys = keys
         self.match = re.compile(
-            "".join(rf"(?:[ \t]*,[ \t]*{re.escape(k)}=[ \t]*({_value_pattern(schema.attrs[k][1])}))?" for k in keys)
-            + r"[ \t]*"
+            "".join(rf"(?:{_BLANKS}{_attribute(re.escape(k), _value_pattern(schema.attrs[k][1]))})?" for k in keys)
+            + _BLANKS
         ).fullmatch
-        self.required = [k for k, key in enumerate(keys) if schema.attrs[key][0]]
-        self.incomplete = any(k not in keys for k in schema.required)
-
-
-_ATTRIBUTE = re.compile(rf",[ \t]*({_KEY})=[ \t]*({_VALUE})")
 
 
 # -- the reader -------------------------------------------------------------------------------------
@@ -242,6 +347,7 @@ class _FastReader:
         made = self.made
         firsts = self.firsts
         positions = self.p.positions
+        check_new = self.p.check_new_instruction
         refs = instructions = params = None  # those of the computation being read
         numbers = self.parameter_numbers
         while i < n:
@@ -296,14 +402,10 @@ class _FastReader:
                     if entry is None and self._instruction(line, line_start, m=m):
                         continue
                 if entry is not None:
-                    if written[0] == "%":
-                        name = written[1:]
-                    elif line[m.end(2)] == "=":
-                        raise _GiveUp
-                    else:
-                        name = written
-                    if name in refs or name in NOT_NAMES or renamed(name):
-                        raise _GiveUp
+                    name = written[1:] if written[0] == "%" else written
+                    if name in NOT_NAMES or renamed(name):
+                        raise _GiveUp  # (the fast path's rule for names: see `_instruction`)
+                    check_new(refs, name, 0)
                     shape = entry[0]
                     raw = entry[1]
                     if opcode == "parameter":
@@ -326,9 +428,7 @@ class _FastReader:
                             if callee is not None:
                                 instr._called[callee.group(1)] = self._computation(self.p.pool, callee.group(2))
                     if is_root:
-                        if self.root_name is not None:
-                            raise _GiveUp
-                        self.root_name = name
+                        self.root_name = self.p.take_root(self.root_name, name, 0)
                     instructions.append(instr)
                     refs[name] = instr
                     if written is not name:
@@ -418,18 +518,16 @@ class _FastReader:
         values: dict = {}
         for am in _ATTRIBUTE.finditer(m.string, m.start(2), m.end(2)):
             key = am.group(1)
-            spec = HEADER_ATTRIBUTES.get(key)
-            if spec is None or key in texts:
-                raise _GiveUp
+            spec = self.p.attribute_spec(HEADER_ATTRIBUTES, texts, key, 0)
             value = self.text[am.start(2) : am.end(2)]  # as written, comments included (`m` has them blanked)
             texts[key] = value
             if key == "entry_computation_layout" and self._layout_ok(value):
                 continue
             values[key] = self._memo_read(spec[1], value)
-        written = m.group(1)
-        if written[0] != "%" and written in NOT_NAMES:
-            raise _GiveUp  # a keyword or a type: XLA's lexer does not read it as a name
-        return _plain_name(written), texts, values
+        name = _plain_name(m.group(1))
+        if name in NOT_NAMES:
+            raise _GiveUp  # (the fast path's rule for names: see `_instruction`)
+        return name, texts, values
 
     def _layout_ok(self, value: str) -> bool:
         """Whether an entry computation layout of array shapes is valid (each distinct shape read once)."""
@@ -443,12 +541,9 @@ class _FastReader:
 
     def _stack_frames(self, text: str, headerless: bool) -> None:
         sub = Parser(text, self.source)
-        if headerless and sub.kinds:
-            raise _GiveUp  # without the header, XLA would not read the tables first
-        try:
-            sub.stack_frame_index()
-        except _Fail:
-            raise _GiveUp from None
+        if headerless:
+            sub.module_start()  # (XLA reads the tables after a header only)
+        sub.stack_frame_index()
         if sub.i != len(sub.kinds):
             raise _GiveUp
         self.p.stack_text, self.p.stack_tables = sub.stack_text, sub.stack_tables
@@ -463,16 +558,13 @@ class _FastReader:
             if m is None:
                 raise _GiveUp
         name = _plain_name(m.group(2))
-        if name in self.p.pool or (m.group(2)[0] != "%" and name in NOT_NAMES):
-            raise _GiveUp
+        if name in NOT_NAMES:
+            raise _GiveUp  # (the fast path's rule for names: see `_instruction`)
+        if self.no_header and not self.p.computations:
+            Parser(line, self.source).module_start()
         self.signature = None
         if m.group(3) is not None:
             self.signature = self._signature_of(m.group(4), m.group(5)) if strict else self._signature(m.group(3))
-        if m.group(1):
-            if self.entry is not None:
-                raise _GiveUp
-        elif not self.p.computations and self.no_header and m.group(3) is not None:
-            raise _GiveUp  # XLA reads headerless text as a module only from `ENTRY` or `name {`
         self.is_entry = bool(m.group(1))
         self.builder = _Builder(name)  # its table stays empty: `self.table` maps names to instructions
         # Its instructions by name, and by name as written (`%name`) where that differs.
@@ -483,28 +575,24 @@ class _FastReader:
 
     def _close_computation(self, m: re.Match) -> None:
         builder = self.builder
+        p = self.p
         if not builder.instructions:
-            raise _GiveUp
+            raise _GiveUp  # `{ }`: no instruction to read (the token parser says what it expected)
         root = self.table[self.root_name] if self.root_name is not None else builder.instructions[-1]
-
-        try:
-            comp = self.p.build(builder, root, 0)
-        except _Fail:
-            raise _GiveUp from None
-        if self.signature is not None and not root.shape.compatible(self.signature):
-            raise _GiveUp
+        comp = p.build(builder, root, 0)
+        p.check_signature(builder.name, self.signature, comp, 0)
         if m.lastindex is not None:  # some attribute written
-            self.p.computation_attributes(comp, {
+            p.computation_attributes(comp, {
                 key: self._typed(kind, text)
                 for (key, (_, kind)), text in zip(COMPUTATION_ATTRIBUTES.items(), m.groups()) if text is not None
             })
-        self.p.computations.append(comp)
-        self.p.pool[builder.name] = (comp, 0)
+        p.add_computation(builder.name, comp, 0)
         if self.is_entry:
-            self.entry = comp
+            self.entry = p.take_entry(self.entry, comp, 0)
+        p.computations.append(comp)
         if self.programs is not None:
             # Its program key for the verifier (`_verifier._program_key`), from the parameters at hand.
-            self.programs[id(comp)] = (tuple([(n, id(p.shape)) for n, p in builder.params.items()]), id(root.shape))
+            self.programs[id(comp)] = (tuple([(n, id(q.shape)) for n, q in builder.params.items()]), id(root.shape))
         self.builder = None
 
     # instructions ------------------------------------------------------------------------------
@@ -529,8 +617,7 @@ class _FastReader:
             rule = RULES.get(opcode)
             if rule is None or opcode in _OWN_READERS:
                 raise _GiveUp  # unknown, async or send/recv: the token parser's business
-            if rule.operands is not None and len(operands) != rule.operands:
-                raise _GiveUp
+            self.p.check_operand_count(operands, rule.operands, 0)
         schema = _BY_OPCODE.get(opcode) if rule.attributes_for is None else None
         if schema is None:
             schema = self._schema(opcode, rule, operands)
@@ -538,22 +625,19 @@ class _FastReader:
             pairs = self._attribute_pairs(schema, line, m.start(6))
             if pairs is None:
                 return False
-        elif schema.required:
-            raise _GiveUp
-        if written[0] == "%":
-            name = written[1:]
-        elif line[m.end(2)] == "=":
-            raise _GiveUp  # XLA's lexer reads `name=` as an attribute name
         else:
-            name = written
-        # The pattern admits only XLA's name characters: `renamed` is XLA's rule for those.
-        if name in self.table or name in NOT_NAMES or renamed(name):
+            self.p.check_required(schema.attrs, (), 0)
+        name = written[1:] if written[0] == "%" else written
+        # The fast path's rule for names: none that XLA's lexer reads as another token unless written `%name`,
+        # written so or not (then a name it looks up is one, and the lexer's too); and none that XLA renames
+        # (the pattern admits only XLA's name characters: `renamed` is XLA's rule for those).
+        if name in NOT_NAMES or renamed(name):
             raise _GiveUp
+        self.p.check_new_instruction(self.table, name, 0)
         if shape_text is not None:
             shape = self.shape_cache.get(shape_text) or self._shape_of(shape_text)
-        elif rule is _LEAF_RULE or not can_infer_shape(opcode):
-            raise _GiveUp  # XLA "cannot infer shape"
         else:
+            self.p.check_shape_written(None, opcode)
             shape = None  # the rule's check infers it, as XLA's parser does
         if opcode == "parameter":
             instr = self._parameter(name, shape, inside)
@@ -581,9 +665,7 @@ class _FastReader:
                     self._remember(callee_key, instr, rule, operands)
         self.firsts.append(instr)
         if is_root:
-            if self.root_name is not None:
-                raise _GiveUp
-            self.root_name = name
+            self.root_name = self.p.take_root(self.root_name, name, 0)
         if joined:
             self._keep_line_breaks(instr, m, start)
         self.builder.instructions.append(instr)
@@ -702,19 +784,7 @@ class _FastReader:
             ops.append(op)
         else:
             return ops
-        if _SIMPLE_OPERANDS.fullmatch(text) is None:
-            return [] if not text or text.isspace() else self._shaped_operands(text)
-        ops = []
-        for ref in text.split(", "):
-            if ref[0] == "%":
-                ref = ref[1:]
-            elif ref in NOT_NAMES:
-                raise _GiveUp
-            op = table.get(ref)
-            if op is None:
-                raise _GiveUp
-            ops.append(op)
-        return ops
+        return [] if not text or text.isspace() else self._shaped_operands(text)
 
     def _shaped_operands(self, text: str) -> list[HloInstruction]:
         """The operands named in `f32[8]{0} %a, /*index=5*/%b`, each shape checked against its operand's."""
@@ -723,17 +793,11 @@ class _FastReader:
         table = self.table
         ops = []
         for shape_text, ref in _SHAPED_OPERAND.findall(text):
-            if ref[0] == "%":
-                ref = ref[1:]
-            elif ref in NOT_NAMES:
-                raise _GiveUp
-            op = table.get(ref)
+            op = table.get(_plain_name(ref))
             if op is None:
-                raise _GiveUp
+                raise _GiveUp  # (not a name XLA's lexer reads as another token: see `_instruction`)
             if shape_text:
-                declared = self.shape_cache.get(shape_text) or self._shape_of(shape_text)
-                if declared is not op.shape and not op.shape.compatible(declared):
-                    raise _GiveUp
+                self.p.check_operand_shape(self.shape_cache.get(shape_text) or self._shape_of(shape_text), op, 0)
             ops.append(op)
         return ops
 
@@ -761,16 +825,16 @@ class _FastReader:
             m = order.match(line, pos)
             if m is not None:
                 groups = m.groups()  # None for an attribute not written
-                if order.incomplete or None in [groups[k] for k in order.required]:
-                    raise _GiveUp  # a required attribute is missing
+                self.p.check_required(schema.attrs, [k for k, g in zip(order.keys, groups) if g is not None], 0)
                 return zip(order.keys, groups)
         if schema.any_order(line, pos) is None:
             return None
         pairs = _ATTRIBUTE.findall(line, pos)
-        keys = tuple(k for k, _ in pairs)
-        if len(keys) != len(set(keys)) or any(k not in keys for k in schema.required):
-            raise _GiveUp
-        schema.learn(keys)
+        seen: dict = {}
+        for key, value in pairs:
+            seen[key] = self.p.attribute_spec(schema.attrs, seen, key, 0)
+        self.p.check_required(schema.attrs, seen, 0)
+        schema.learn(tuple(seen))
         return pairs
 
     def _values(self, instr: HloInstruction, schema: _Schema, pairs, values: dict, checked: bool) -> None:
@@ -798,10 +862,7 @@ class _FastReader:
             elif key in schema.checked:
                 self._typed(kind, value)  # as the reader would read it, or give up
         if "parameter_replication" in values or "control-predecessors" in values:
-            try:
-                self.p.generic_checks(values, instr)
-            except _Fail:
-                raise _GiveUp from None
+            self.p.generic_checks(values, instr)
 
     def _called(self, kind: str, value: str):
         pool = self.p.pool
@@ -811,11 +872,9 @@ class _FastReader:
 
     @staticmethod
     def _computation(pool: dict, ref: str) -> HloComputation:
-        if ref[0] != "%" and ref in NOT_NAMES:
-            raise _GiveUp  # a keyword or a type, not a name, to XLA's lexer
         entry = pool.get(_plain_name(ref))
         if entry is None:
-            raise _GiveUp
+            raise _GiveUp  # (not a name XLA's lexer reads as another token: see `_instruction`)
         return entry[0]
 
     def _typed(self, kind: str, value: str):
@@ -831,7 +890,7 @@ class _FastReader:
             out = []
             for ref in printed_items(value):
                 instr = table.get(_plain_name(ref))
-                if instr is None or (ref[0] != "%" and ref in NOT_NAMES):
+                if instr is None:
                     raise _GiveUp
                 out.append(instr)
             return out
@@ -905,10 +964,6 @@ def _read_alone(kind: str, text: str, source: str):
 
 _SKIPPED = re.compile(rf"{_STR}|{_COMMENT}|//|/\*")
 _STRING_OR_COMMENT = re.compile(rf"{_STR}|{_COMMENT}")
-# What starts a line that is not the continuation of the one before.
-_STATEMENT_START = re.compile(
-    rf"[ \t]*(?:ROOT[ \t]|{_REF}[ \t]*=[ \t]*(?:[a-z][a-z0-9]*\[|\(|[a-z][a-z0-9\-]*\())"
-)
 
 
 def _code(line: str) -> str:
@@ -959,7 +1014,7 @@ def entry_layout_shapes(text: str) -> tuple[list[Shape], Shape] | None:
             shapes = [reader._shape_of(t) for t in layout_shape_texts(text)]
             return shapes[:-1], shapes[-1]
         return _read_alone("computation_layout", text, "<entry_computation_layout>")
-    except _GiveUp:
+    except (_GiveUp, _Fail):
         return None
 
 
@@ -974,7 +1029,7 @@ def fast_parse(text: str, source: str, firsts: list | None = None, programs: dic
             reader = _FastReader(text, source)
             reader.programs = programs
             module = reader.read()
-        except (_GiveUp, RecursionError):
+        except (_GiveUp, _Fail, RecursionError):
             return None
     if firsts is not None:
         firsts.extend(reader.firsts)

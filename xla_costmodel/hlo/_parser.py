@@ -4,9 +4,10 @@
 which reads what XLA prints, and falls back to the token parser
 (`_token_parser`, XLA's grammar rule for rule) for anything else; then it
 checks the XLA verifier rules we encode (`_verifier`). Both readers share the
-per-opcode rules of `_opcodes`, the attribute value readers of `_values` and
-the printed forms registered with them, and the tokens of `_lexer` (see
-`_fastpath`'s note, "One parser design").
+line shapes (`LINE_SHAPES`) and the checks of `_token_parser`, the per-opcode
+rules of `_opcodes`, the attribute value readers of `_values` and the printed
+forms registered with them, and the tokens of `_lexer` (see `_fastpath`'s
+note, "One parser design").
 """
 
 from __future__ import annotations

@@ -24,17 +24,22 @@ line-oriented fast path (`_fastpath`) first and runs the verifier (`_verifier`).
 This module and the ones it reads (`_lexer`, `_names`, `_values`, `_opcodes`)
 are the one home of what HLO text means; the fast path compiles its patterns
 from them and calls them (see `_fastpath`'s note, "One parser design"). Here:
-the printed forms of values (`printed_value`, filled by `_values`) and of
-shapes (`printed_shape`, which `Parser.shape` uses too), the JSON dict
-scanner (`json_dict_end`), the header and computation attribute tables
-(`HEADER_ATTRIBUTES`, `COMPUTATION_ATTRIBUTES`) and the generic attribute
-checks (`Parser.generic_checks`), each used by both readers.
+the shapes of a line (`LINE_SHAPES`, whose keywords, punctuation and errors
+the productions take), the checks that need more than a line's shape
+(`Parser.take_root`, `take_entry`, `add_computation`, `check_*`,
+`attribute_spec`, `module_start`), the printed forms of values
+(`printed_value`, filled by `_values`) and of shapes (`printed_shape`, which
+`Parser.shape` uses too), the JSON dict scanner (`json_dict_end`), the header
+and computation attribute tables (`HEADER_ATTRIBUTES`,
+`COMPUTATION_ATTRIBUTES`) and the generic attribute checks
+(`Parser.generic_checks`), each used by both readers.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from typing import NamedTuple
 
 from . import _opcodes as _ops
 from ._errors import HloParseError
@@ -49,13 +54,87 @@ from ._names import NameUniquer, kept_as_written, renamed, sanitized
 from ._opcodes import Create, _Builder
 from ._shape import Layout, Shape
 
-__all__ = ["Parser", "json_dict_end", "printed_value", "shape_problem", "value_parser"]
+__all__ = ["LINE_SHAPES", "Parser", "Piece", "json_dict_end", "printed_value", "shape_problem", "value_parser"]
 
 MAX_RECURSION_DEPTH = 256  # nested tuples, nested instructions, nested computations
 _MAIN_THREAD = "main"
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
 _FLOAT_MAX = 3.4028234663852886e38
 _TILE_COMBINE = -9223372036854775808  # Tile::kCombineDimension
+
+
+class Piece(NamedTuple):
+    """One piece of a line shape (`LINE_SHAPES`): a keyword or punctuation, or a part read on its own."""
+
+    text: str  # a keyword or punctuation as written; else the part's name (a line shape's, or a token's)
+    kind: int = 0  # a keyword's or punctuation's token kind; 0 for a part
+    optional: bool = False
+    message: str = ""  # the token parser's error where this punctuation is missing
+    glued: bool = False  # one token with the piece before: XLA's lexer reads `x:` as a name, `key=` as an attribute's
+    items: str = ""  # a list (maybe empty) of the line shape named so, ...
+    separator: str = ""  # ... separated by this punctuation
+
+
+def _word(text: str, optional: bool = False) -> Piece:
+    return Piece(text, KEYWORD, optional)
+
+
+def _mark(text: str, kind: int, message: str = "", glued: bool = False) -> Piece:
+    return Piece(text, kind, message=message, glued=glued)
+
+
+def _part(name: str, optional: bool = False) -> Piece:
+    return Piece(name, optional=optional)
+
+
+def _list(name: str, items: str, separator: str = "") -> Piece:
+    return Piece(name, items=items, separator=separator)
+
+
+# The shapes of an HLO line, piece by piece, in order: the one home of how a line is laid out. The productions
+# below take their keywords, punctuation and the errors where punctuation is missing from here (`_keyword`,
+# `_punctuation`); the fast path (`_fastpath`) compiles its line patterns from it, with its own extent for each part
+# (a name, a shape, an opcode, a value). Blanks may come between any two pieces but glued ones.
+LINE_SHAPES: dict[str, tuple[Piece, ...]] = {
+    "header": (_word("HloModule"), _part("name"), _list("attributes", "attribute")),
+    "attribute": (_mark(",", COMMA), _part("key"), _mark("=", EQUAL, glued=True), _part("value")),
+    "computation": (
+        _word("ENTRY", optional=True), _part("name"), _part("signature", optional=True),
+        _mark("{", LBRACE, "expects '{' at the beginning of instruction list."),
+    ),
+    "signature": (
+        _mark("(", LPAREN, "expects '(' at the beginning of param list"), _list("parameters", "parameter", ","),
+        _mark(")", RPAREN, "expects ')' at the end of param list"), _mark("->", ARROW, "expects '->'"),
+        _part("shape"),
+    ),
+    "parameter": (_part("name"), _mark(":", COLON, glued=True), _part("shape")),
+    "instruction": (
+        _word("ROOT", optional=True), _part("name"), _mark("=", EQUAL, "expects '=' in instruction"),
+        _part("shape", optional=True), _part("opcode"),
+        _mark("(", LPAREN, "expects '(' at the beginning of operands"), _list("operands", "operand", ","),
+        _mark(")", RPAREN, "expects ')' at the end of operands"), _list("attributes", "attribute"),
+    ),
+    "operand": (_part("shape", optional=True), _part("name")),
+    "close": (_mark("}", RBRACE, "expects '}' at the end of instruction list."), _list("attributes", "attribute")),
+}
+
+
+def _keyword(shape: str) -> str:
+    """The keyword of a line shape (`HloModule`, `ENTRY`, `ROOT`)."""
+    return next(piece.text for piece in LINE_SHAPES[shape] if piece.kind == KEYWORD)
+
+
+def _punctuation(shape: str, text: str) -> tuple[int, str]:
+    """The token kind of punctuation `text` in a line shape, and the error where it is missing."""
+    piece = next(piece for piece in LINE_SHAPES[shape] if piece.kind and piece.text == text)
+    return piece.kind, piece.message
+
+
+_HLO_MODULE, _ENTRY, _ROOT = _keyword("header"), _keyword("computation"), _keyword("instruction")
+_PARAMS_OPEN, _PARAMS_CLOSE, _ARROW = (_punctuation("signature", t) for t in ("(", ")", "->"))
+_LIST_OPEN, _LIST_CLOSE = _punctuation("computation", "{"), _punctuation("close", "}")
+_INSTRUCTION_EQUAL = _punctuation("instruction", "=")
+_OPERANDS_OPEN, _OPERANDS_CLOSE = _punctuation("instruction", "("), _punctuation("instruction", ")")
 
 
 class _Fail(Exception):
@@ -230,12 +309,81 @@ class Parser:
 
     # -- module ----------------------------------------------------------------
     def run(self) -> HloModule:
+        self.module_start()
+        return self.module(without_header=not self.at_keyword(_HLO_MODULE))
+
+    # The checks below are the token parser's errors that need more than a line's shape; the fast path calls
+    # them too and gives up where one fails (`_fastpath.fast_parse` takes `_Fail` as a give-up), so that each
+    # is stated once.
+    def module_start(self) -> None:
+        """XLA reads a text as a module from `HloModule`, `ENTRY` or `name {` only."""
         k = self.kind()
-        if (k == KEYWORD and self.texts[self.i] in ("HloModule", "ENTRY")) or self.lookahead() == LBRACE:
-            return self.module(without_header=not self.at_keyword("HloModule"))
-        raise self.fail(
-            "expected an HLO module: 'HloModule', 'ENTRY' or a computation (a single instruction is not a module)"
-        )
+        if not ((k == KEYWORD and self.texts[self.i] in (_HLO_MODULE, _ENTRY)) or self.lookahead() == LBRACE):
+            raise self.fail(
+                "expected an HLO module: 'HloModule', 'ENTRY' or a computation (a single instruction is not a module)"
+            )
+
+    def take_entry(self, entry: HloComputation | None, comp: HloComputation, index: int) -> HloComputation:
+        """`comp`, an ENTRY computation read after `entry` (None before the first)."""
+        if entry is not None:
+            raise self.fail("expects only one ENTRY", index)
+        return comp
+
+    def take_root(self, root: str | None, name: str, index: int) -> str:
+        """`name`, a ROOT instruction of a computation whose ROOT so far is `root` (None before the first)."""
+        if root is not None:
+            raise self.fail("one computation should have only one ROOT", index)
+        return name
+
+    def add_computation(self, name: str, comp: HloComputation, index: int) -> None:
+        if name in self.pool:
+            raise self.fail(f"computation already exists: {name}", index)
+        self.pool[name] = (comp, index)
+
+    def check_signature(self, name: str, shape: Shape | None, comp: HloComputation, index: int) -> None:
+        """The signature's result `shape` (None: none written) against the root's."""
+        if shape is not None and not comp.root.shape.compatible(shape):
+            raise self.fail(signature_mismatch(name, shape, comp), index)
+
+    def check_new_instruction(self, table: dict, name: str, index: int) -> None:
+        """`name` not taken by an instruction of the computation (`table`: its instructions by name)."""
+        if name in table:
+            raise self.fail(f"instruction already exists: {name}", index)
+
+    def check_shape_written(self, shape: Shape | None, opcode: str) -> None:
+        if shape is None and not _ops.can_infer_shape(opcode):
+            raise self.fail(f"cannot infer shape for opcode: {opcode}")
+
+    def check_operand_count(self, ops: list, expected: int | None, index: int) -> None:
+        if expected is not None and len(ops) != expected:
+            raise self.fail(f"expects {expected} operands, but has {len(ops)} operands", index)
+
+    def check_operand_shape(self, declared: Shape | None, operand: HloInstruction, index: int) -> None:
+        """The shape written before an operand (None: none) against the operand's."""
+        if declared is not None and declared is not operand.shape and not operand.shape.compatible(declared):
+            raise self.fail(
+                f"The declared operand shape {_human(declared, True)} is not compatible with the shape of the "
+                f"operand instruction {_human(operand.shape, True)}.",
+                index,
+            )
+
+    def attribute_spec(self, attrs: dict, seen, key: str, index: int) -> tuple[bool, str]:
+        """(required, type) of attribute `key` written after those `seen`: one allowed (`attrs`), not repeated."""
+        if key in seen:
+            raise self.fail(f"attribute {key} already exists", index)
+        spec = attrs.get(key)
+        if spec is None:
+            allowed = (
+                "Allowed attributes: " + ", ".join(sorted(attrs)) if attrs else "No attributes are allowed here."
+            )
+            raise self.fail(f'unexpected attribute "{key}". {allowed}', index)
+        return spec
+
+    def check_required(self, attrs: dict, seen, index: int) -> None:
+        """Every required attribute of `attrs` among those `seen`."""
+        for key, (required, _) in attrs.items():
+            if required and key not in seen:
+                raise self.fail(f"attribute {key} is expected but not seen", index)
 
     def module(self, without_header: bool) -> HloModule:
         header = self.header() if not without_header else None
@@ -267,15 +415,15 @@ class Parser:
     def signature(self) -> tuple[Shape, int]:
         """`'(' (name shape (',' name shape)*)? ')' '->' shape`: the result shape and the index of its first
         token (XLA checks only the syntax of the parameters)."""
-        self.expect(LPAREN, "expects '(' at the beginning of param list")
+        self.expect(*_PARAMS_OPEN)
         if not self.at(RPAREN):
             while True:
                 self.name()
                 self.shape()
                 if not self.eat(COMMA):
                     break
-        self.expect(RPAREN, "expects ')' at the end of param list")
-        self.expect(ARROW, "expects '->'")
+        self.expect(*_PARAMS_CLOSE)
+        self.expect(*_ARROW)
         index = self.i
         return self.shape(), index
 
@@ -313,15 +461,13 @@ class Parser:
         while True:
             comp, is_entry, entry_index = self.computation()
             if is_entry:
-                if entry is not None:
-                    raise self.fail("expects only one ENTRY", entry_index)
-                entry = comp
+                entry = self.take_entry(entry, comp, entry_index)
             if self.i >= len(self.kinds):
                 return entry
 
     def computation(self) -> tuple[HloComputation, bool, int]:
         entry_index = self.i
-        is_entry = self.at_keyword("ENTRY")
+        is_entry = self.at_keyword(_ENTRY)
         if is_entry:
             self.i += 1
         name_index = self.i
@@ -331,12 +477,9 @@ class Parser:
         if self.at(LPAREN):
             shape, shape_index = self.signature()
         comp = self.instruction_list(name)
-        if shape is not None and not comp.root.shape.compatible(shape):
-            raise self.fail(signature_mismatch(name, shape, comp), shape_index)
+        self.check_signature(name, shape, comp, shape_index)
         self.computation_attributes(comp, self.attributes(COMPUTATION_ATTRIBUTES, {}))
-        if name in self.pool:
-            raise self.fail(f"computation already exists: {name}", name_index)
-        self.pool[name] = (comp, name_index)
+        self.add_computation(name, comp, name_index)
         return comp, is_entry, entry_index
 
     @staticmethod
@@ -350,18 +493,16 @@ class Parser:
         builder = _Builder(name)
         self.scopes.append(builder)
         try:
-            self.expect(LBRACE, "expects '{' at the beginning of instruction list.")
+            self.expect(*_LIST_OPEN)
             root_name = None
             root_index = 0
             while True:
                 is_root, iname, index = self.instruction(builder)
                 if is_root:
-                    if root_name is not None:
-                        raise self.fail("one computation should have only one ROOT", index)
-                    root_name = iname
+                    root_name = self.take_root(root_name, iname, index)
                 if self.at(RBRACE):  # as XLA, at the end of the text the next "instruction" lacks its name
                     break
-            self.expect(RBRACE, "expects '}' at the end of instruction list.")
+            self.expect(*_LIST_CLOSE)
             root = builder.table[root_name][0] if root_name is not None else builder.instructions[-1]
             comp = self.build(builder, root, root_index)
         finally:
@@ -393,12 +534,12 @@ class Parser:
 
     def instruction(self, builder: _Builder) -> tuple[bool, str, int]:
         root_index = self.i
-        is_root = self.at_keyword("ROOT")
+        is_root = self.at_keyword(_ROOT)
         if is_root:
             self.i += 1
         name_index = self.i
         name = self.name()
-        self.expect(EQUAL, "expects '=' in instruction")
+        self.expect(*_INSTRUCTION_EQUAL)
         self.instruction_rhs(builder, name, name_index, True)
         return is_root, name, root_index
 
@@ -407,8 +548,7 @@ class Parser:
         try:
             shape = self.shape() if self.can_be_shape() else None
             opcode, wrapped = self.opcode()
-            if shape is None and not _ops.can_infer_shape(opcode):
-                raise self.fail(f"cannot infer shape for opcode: {opcode}")
+            self.check_shape_written(shape, opcode)
             attrs = dict(_ops.GENERIC_ATTRIBUTES)
             c = Create(builder, name, shape, opcode, wrapped, attrs, allow_attributes, None, name_index)
             instr = self.create(c)
@@ -421,8 +561,7 @@ class Parser:
                 raise self.fail(f"illegal instruction name: {name}; suggest renaming to: {clean}", name_index)
             instr.name = name
             self.generic_checks(c.values, instr)
-            if name in builder.table:
-                raise self.fail(f"instruction already exists: {name}", name_index)
+            self.check_new_instruction(builder.table, name, name_index)
             builder.table[name] = (instr, name_index)
             self.positions[id(instr)] = self.starts[name_index] if name_index < len(self.starts) else 0
             return instr
@@ -476,13 +615,12 @@ class Parser:
             ops = self._operand_list(c.builder)
         finally:
             self.depth -= 1
-        if expected is not None and len(ops) != expected:
-            raise self.fail(f"expects {expected} operands, but has {len(ops)} operands", loc)
+        self.check_operand_count(ops, expected, loc)
         c.operands = ops
         return ops
 
     def _operand_list(self, builder: _Builder) -> list[HloInstruction]:
-        self.expect(LPAREN, "expects '(' at the beginning of operands")
+        self.expect(*_OPERANDS_OPEN)
         ops: list[HloInstruction] = []
         table = builder.table
         kinds, texts = self.kinds, self.texts
@@ -504,7 +642,7 @@ class Parser:
                 ops.append(operand)
                 if not self.eat(COMMA):
                     break
-        self.expect(RPAREN, "expects ')' at the end of operands")
+        self.expect(*_OPERANDS_CLOSE)
         return ops
 
     def _operand_slow(self, builder: _Builder, start: int) -> HloInstruction:
@@ -519,12 +657,7 @@ class Parser:
             entry = builder.table.get(name)
             if entry is None:
                 raise self.fail(f"instruction does not exist: {name}", start)
-            if declared is not None and not entry[0].shape.compatible(declared):
-                raise self.fail(
-                    f"The declared operand shape {_human(declared, True)} is not compatible with the shape of the "
-                    f"operand instruction {_human(entry[0].shape, True)}.",
-                    name_index + 1,
-                )
+            self.check_operand_shape(declared, entry[0], name_index + 1)
             if not (self.at(COMMA) or self.at(RPAREN)):
                 raise self.fail("expects ',' or ')' after an operand")
             return entry[0]
@@ -546,9 +679,7 @@ class Parser:
         if allow:
             while self.eat(COMMA):
                 self.attribute(attrs, out, spans)
-        for key, (required, _) in attrs.items():
-            if required and key not in out:
-                raise self.fail(f"attribute {key} is expected but not seen", loc)
+        self.check_required(attrs, out, loc)
         return out
 
     def attribute(self, attrs: dict, out: dict, spans: dict) -> None:
@@ -557,14 +688,7 @@ class Parser:
             raise self.fail("error parsing attributes")
         key = self.texts[loc]
         self.i += 1
-        if key in out:
-            raise self.fail(f"attribute {key} already exists", loc)
-        spec = attrs.get(key)
-        if spec is None:
-            allowed = (
-                "Allowed attributes: " + ", ".join(sorted(attrs)) if attrs else "No attributes are allowed here."
-            )
-            raise self.fail(f'unexpected attribute "{key}". {allowed}', loc)
+        spec = self.attribute_spec(attrs, out, key, loc)
         first = self.i
         value = _VALUE_PARSERS[spec[1]](self)
         out[key] = value
