@@ -68,9 +68,7 @@ compiles its patterns from it or calls it:
 
 What the fast path states of its own is the subset it reads: names that
 XLA neither renames nor reads as another token (`NOT_NAMES`, with `%` or
-without), the extents of parts, printed values and shapes. Still stated
-twice: a parameter number not taken (`_opcodes`' parameter reader holds the
-error). How the restated lines were counted: docs/CONTRIBUTING.md, "One
+without), the extents of parts, printed values and shapes. How the restated lines were counted: docs/CONTRIBUTING.md, "One
 parser design".
 """
 
@@ -348,6 +346,7 @@ class _FastReader:
         firsts = self.firsts
         positions = self.p.positions
         check_new = self.p.check_new_instruction
+        check_new_parameter = self.p.check_new_parameter
         refs = instructions = params = None  # those of the computation being read
         numbers = self.parameter_numbers
         while i < n:
@@ -410,9 +409,10 @@ class _FastReader:
                     raw = entry[1]
                     if opcode == "parameter":
                         number = numbers.get(inside)  # (`_parameter`, written out)
-                        if number is None or number in params:
+                        if number is None:
                             instr = self._parameter(name, shape, inside)
                         else:
+                            check_new_parameter(params, number, 0)
                             instr = new_instruction(name, opcode, shape, operands)
                             instr.parameter_number = number
                             params[number] = instr
@@ -742,8 +742,7 @@ class _FastReader:
             if m is None:
                 raise _GiveUp
             number = self.parameter_numbers[operands] = int(m.group(1))
-        if number in self.builder.params:
-            raise _GiveUp
+        self.p.check_new_parameter(self.builder.params, number, 0)
         instr = new_instruction(name, "parameter", shape, [])
         instr.parameter_number = number
         self.builder.params[number] = instr

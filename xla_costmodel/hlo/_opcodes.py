@@ -733,8 +733,7 @@ def _read_parameter(p, c):
         raise p.fail("parameter number must be >= 0", loc)
     p.expect(RPAREN, "expects ')' after parameter number")
     p.attributes(c.attrs, c.spans, c.allow_attributes, c.values)
-    if number in c.builder.params:
-        raise p.fail(f"Duplicate parameter number {number}", loc)
+    p.check_new_parameter(c.builder.params, number, loc)
     instr = make(p, c, c.shape)
     instr.parameter_number = number
     c.builder.params[number] = instr

@@ -345,6 +345,11 @@ class Parser:
         if shape is not None and not comp.root.shape.compatible(shape):
             raise self.fail(signature_mismatch(name, shape, comp), index)
 
+    def check_new_parameter(self, params: dict, number: int, index: int) -> None:
+        """Parameter `number` not taken in the computation (`params`: its parameters by number)."""
+        if number in params:
+            raise self.fail(f"Duplicate parameter number {number}", index)
+
     def check_new_instruction(self, table: dict, name: str, index: int) -> None:
         """`name` not taken by an instruction of the computation (`table`: its instructions by name)."""
         if name in table:
