@@ -34,6 +34,7 @@ from ._priority import FusionPass, LogEvent, PriorityFusionRun, StepRecord
 from ._reduce_window import REDUCE_WINDOW_BASE_LENGTH, ReduceWindowRewrite, rewrite_reduce_windows as _rewrite_rws
 from ._simplify import simplify as _simplify
 from ._softmax_rewriter import NormalizationFusion, rewrite_normalizations
+from ._sort_iota import fuse_sort_iotas
 from ._tree_reduction import ReductionSplit, split_reductions
 from ._xla_passes import BEFORE_FUSION_HINT, unsimulated_kernels
 
@@ -658,9 +659,12 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
                                                 cache=_SOFTMAX_DECISIONS.setdefault(dev, {}))
         if any(n.fusion for n in normalizations):
             comps = fusible_computations(work)
-            versions, price_cache, content_cache = {}, {}, {}
-            content = ContentIds()
-            priced_by_content = content if prices_by_content(cost_model) else None
+    # XLA:GPU's SortIotaFusion, the fusion pipeline's pass right before priority fusion (`fusion._sort_iota`)
+    sort_iotas = fuse_sort_iotas(comps, names)
+    if any(n.fusion for n in normalizations) or sort_iotas:
+        versions, price_cache, content_cache = {}, {}, {}
+        content = ContentIds()
+        priced_by_content = content if prices_by_content(cost_model) else None
     checker = LegalityChecker(dev.shared_memory_per_block_bytes, version=versions, content=content)
     if unique_ids:
         # XLA's own ids break ties between equal priorities (the larger first); new fusions get larger ones
@@ -740,7 +744,8 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
         elapsed_s=elapsed,
         model_calls=calls,
         origin=MappingProxyType(live_origin),
-        pre_fusion_rewrites=tuple(rewrites or ()) + tuple(splits or ()) + tuple(gemms or ()) + tuple(normalizations),
+        pre_fusion_rewrites=tuple(rewrites or ()) + tuple(splits or ()) + tuple(gemms or ()) + tuple(normalizations)
+                            + tuple(sort_iotas),
         log=log_df,
         multi_output=pd.DataFrame([dataclasses.astuple(st) for st in mof_rows], columns=MULTI_OUTPUT_COLUMNS),
         multi_output_run=bool(multi_output),
