@@ -18,7 +18,8 @@ assignment), then removes what is left unread:
 
 - `HandleGetTupleElement` (and `TupleSimplifier`): `get-tuple-element(tuple(..., a_i, ...), i)` -> `a_i`;
 - `HandleBroadcast`: a broadcast with sorted dimensions and as many elements as its operand -> a
-  reshape (then the reshape's rules); `HandleReshape`: a reshape to its operand's shape -> the
+  reshape (then the reshape's rules), a broadcast of an `iota` -> an iota of the broadcast's shape
+  (then `SortIotaFusion` finds it: `fusion._sort_iota`); `HandleReshape`: a reshape to its operand's shape -> the
   operand, `reshape(reshape(x))` -> `reshape(x)`; `HandleTranspose`: a transpose with sorted
   dimensions -> its operand, `transpose(transpose(x))` -> one transpose; `HandleConvert`: a
   convert to its operand's type -> the operand;
@@ -30,7 +31,11 @@ assignment), then removes what is left unread:
   `x * 1`, `1 * x`, `x / 1` -> `x` (a constant or broadcast of one, all of that value; shapes equal);
 - `HandleMaximum`, `HandleMinimum`: `max(x, -inf)`, `min(x, inf)` on floats -> `x` (XLA:GPU
   propagates NaNs through min/max, which makes the rule apply to floats);
-- `HandleSelect`: `select(p, x, x)` -> `x`; `HandleMaximum`/`HandleMinimum`: `max(x, x)` -> `x`.
+- `HandleSelect`: `select(p, x, x)` -> `x`; `HandleMaximum`/`HandleMinimum`: `max(x, x)` -> `x`;
+- first the dot strength reduction (`fusion._gemm_fusion.strength_reduce_dots`: vector and small
+  matrix-vector dots, outer products made multiplies and reduces), then
+  `ConditionalSimplifier`: a conditional of one branch, of a constant branch index, or of two
+  cheap branches, inlined (`fusion._conditional`).
 
 Constant folding (`HloConstantFolding`) is not simulated: it needs an evaluator of every opcode.
 
@@ -45,7 +50,9 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..hlo import HloComputation, HloInstruction, HloModule
+from ._conditional import remove_conditionals
 from ._cse import _drop_unreachable, _has_side_effect
+from ._gemm_fusion import strength_reduce_dots
 
 __all__ = ["SimplifyResult", "forwarded", "remove_unused", "simplify"]
 
@@ -187,6 +194,11 @@ def _rewritten(instr: HloInstruction) -> str | None:
             and _elements(instr.shape) == _elements(a.shape):
         _become(instr, "reshape", [a])
         return "broadcast -> reshape"
+    if op == "broadcast" and a.opcode == "iota":  # `broadcast(iota) -> iota`
+        dim = _dims(instr)[int(a.attribute("iota_dimension"))]
+        _become(instr, "iota", [])
+        instr.set_attribute("iota_dimension", str(dim))
+        return "broadcast(iota) -> iota"
     if op == "reduce" and len(instr.operands) == 2 and _elements(instr.shape) == _elements(a.shape):
         _become(instr, "reshape", [a])
         return "reduce -> reshape"
@@ -250,6 +262,15 @@ def simplify(module: HloModule, *, rules: str = "all") -> SimplifyResult:
     """
     counts: Counter = Counter()
     removed = 0
+    if rules == "all":
+        # XLA's dot strength reduction and ConditionalSimplifier, in this order in its first simplification
+        # pipeline (a cheap branch is one whose dots were made multiplies and reduces)
+        n = len(strength_reduce_dots(module))
+        if n:
+            counts["dot -> multiply, reduce"] += n
+        n = remove_conditionals(module)
+        if n:
+            counts["conditional removed"] += n
     for comp in _computations(module):
         changed = True
         while changed:
