@@ -182,3 +182,43 @@ def test_we_remove_only_what_xla_simplification_removes(name, tmp_path, monkeypa
     removed = {n for n in names(parse_hlo(before.read_text())) - kept if n[0] in comps}
     assert removed and result.changed
     assert not removed & xla
+
+
+DIVIDE_HLO = """
+HloModule divide
+
+add {
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  ROOT r = f32[] add(p, q)
+}
+
+ENTRY main {
+  x = f32[4,6] parameter(0)
+  y = f32[4,6] parameter(1)
+  four = f32[] constant(4)
+  fours = f32[4,6] broadcast(four), dimensions={}
+  a = f32[4,6] divide(x, fours)
+  s = f32[] constant(3)
+  b = f32[] reduce(a, s), dimensions={0,1}, to_apply=add
+  c = f32[] divide(b, s)
+  d = f32[4,6] divide(a, y)
+  ROOT t = (f32[4,6], f32[]) tuple(d, c)
+}
+"""
+
+
+def test_divide_by_a_constant_becomes_a_multiply():
+    """`HandleDivide`'s `A / c -> A * (1 / c)`: both divides by a constant (scalar, broadcast) become
+    multiplies by the inverse; a divide by a parameter stays; the module computes the same."""
+    text = DIVIDE_HLO
+    module = parse_hlo(text)
+    result = simplify(module)
+    assert result.rewritten.get("A / constant -> A * (1 / constant)") == 2
+    ops = [i.opcode for i in module.entry.instructions]
+    assert ops.count("divide") == 1 and ops.count("multiply") == 2
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((4, 6)).astype(np.float32), rng.uniform(1, 2, (4, 6)).astype(np.float32)
+    got, want = run_on_cpu(module.to_text(), [x, y]), run_on_cpu(parse_hlo(text).to_text(), [x, y])
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6)

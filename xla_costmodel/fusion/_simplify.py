@@ -18,7 +18,8 @@ assignment), then removes what is left unread:
 
 - `HandleGetTupleElement` (and `TupleSimplifier`): `get-tuple-element(tuple(..., a_i, ...), i)` -> `a_i`;
 - `HandleBroadcast`: a broadcast with sorted dimensions and as many elements as its operand -> a
-  reshape (then the reshape's rules); `HandleReshape`: a reshape to its operand's shape -> the
+  reshape (then the reshape's rules), a broadcast of an `iota` -> an iota of the broadcast's shape
+  (then `SortIotaFusion` finds it: `fusion._sort_iota`); `HandleReshape`: a reshape to its operand's shape -> the
   operand, `reshape(reshape(x))` -> `reshape(x)`; `HandleTranspose`: a transpose with sorted
   dimensions -> its operand, `transpose(transpose(x))` -> one transpose; `HandleConvert`: a
   convert to its operand's type -> the operand;
@@ -26,11 +27,17 @@ assignment), then removes what is left unread:
   init value is the reducer's identity);
 - `HandleSlice`, `HandleDynamicSlice`, `HandlePad`, `HandleConcatenate`: a slice or dynamic slice
   of its operand's shape, a pad with no padding, a concatenate of one operand -> the operand;
+- `HandleDivide`: `A / c` -> `A * (1 / c)` for a float constant `c` of one value (scalar, or its
+  broadcast): a multiply is cheap where a divide is expensive to XLA's fusion (it duplicates it less);
 - `HandleAdd`, `HandleSubtract`, `HandleMultiply`, `HandleDivide`: `x + 0`, `0 + x`, `x - 0`,
   `x * 1`, `1 * x`, `x / 1` -> `x` (a constant or broadcast of one, all of that value; shapes equal);
 - `HandleMaximum`, `HandleMinimum`: `max(x, -inf)`, `min(x, inf)` on floats -> `x` (XLA:GPU
   propagates NaNs through min/max, which makes the rule apply to floats);
-- `HandleSelect`: `select(p, x, x)` -> `x`; `HandleMaximum`/`HandleMinimum`: `max(x, x)` -> `x`.
+- `HandleSelect`: `select(p, x, x)` -> `x`; `HandleMaximum`/`HandleMinimum`: `max(x, x)` -> `x`;
+- first the dot strength reduction (`fusion._gemm_fusion.strength_reduce_dots`: vector and small
+  matrix-vector dots, outer products made multiplies and reduces), then
+  `ConditionalSimplifier`: a conditional of one branch, of a constant branch index, or of two
+  cheap branches, inlined (`fusion._conditional`).
 
 Constant folding (`HloConstantFolding`) is not simulated: it needs an evaluator of every opcode.
 
@@ -39,13 +46,16 @@ Facts after XLA's `xla/hlo/transforms/simplifiers/algebraic_simplifier.cc`; the 
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping
 
 from ..hlo import HloComputation, HloInstruction, HloModule
+from ._conditional import remove_conditionals
 from ._cse import _drop_unreachable, _has_side_effect
+from ._gemm_fusion import strength_reduce_dots
 
 __all__ = ["SimplifyResult", "forwarded", "remove_unused", "simplify"]
 
@@ -187,6 +197,13 @@ def _rewritten(instr: HloInstruction) -> str | None:
             and _elements(instr.shape) == _elements(a.shape):
         _become(instr, "reshape", [a])
         return "broadcast -> reshape"
+    if op == "broadcast" and a.opcode == "iota":  # `broadcast(iota) -> iota`
+        dim = _dims(instr)[int(a.attribute("iota_dimension"))]
+        _become(instr, "iota", [])
+        instr.set_attribute("iota_dimension", str(dim))
+        return "broadcast(iota) -> iota"
+    if op == "divide" and instr.shape.element_type in _FLOATS and a.opcode != "constant":
+        return _divide_by_constant(instr)
     if op == "reduce" and len(instr.operands) == 2 and _elements(instr.shape) == _elements(a.shape):
         _become(instr, "reshape", [a])
         return "reduce -> reshape"
@@ -198,6 +215,31 @@ def _rewritten(instr: HloInstruction) -> str | None:
         _become(instr, "transpose", [a.operands[0]], dimensions=tuple(inner[d] for d in outer))
         return "transpose(transpose)"
     return None
+
+
+def _divide_by_constant(instr: HloInstruction) -> str | None:
+    """`A / c -> A * (1 / c)` for a scalar float constant `c`, alone or broadcast (`HandleDivide`; XLA
+    inverts any constant, we those of one value written as a scalar)."""
+    b = instr.operands[1]
+    c = b.operands[0] if b.opcode == "broadcast" and b.operands else b
+    if c.opcode != "constant" or not c.shape.is_array or c.shape.rank != 0:
+        return None
+    values = _constant_values(c)
+    if values is None or len(values) != 1:
+        return None
+    value = float(next(iter(values)))
+    inverse = math.inf if value == 0 else 1.0 / value  # the sign of a zero aside: jax writes none
+    comp = instr.computation
+    text = "inf" if math.isinf(inverse) else "nan" if math.isnan(inverse) else repr(inverse)
+    const = HloInstruction(comp.module.unique_name("constant"), "constant", c.shape, [], literal_text=text)
+    comp.add_instruction(const, before=instr)
+    if b is not c:
+        const_b = HloInstruction(comp.module.unique_name("broadcast"), "broadcast", b.shape, [const])
+        const_b.set_attribute("dimensions", "{}")
+        comp.add_instruction(const_b, before=instr)
+        const = const_b
+    _become(instr, "multiply", [instr.operands[0], const])
+    return "A / constant -> A * (1 / constant)"
 
 
 def _become(instr: HloInstruction, opcode: str, operands: list[HloInstruction], **attributes) -> None:
@@ -250,6 +292,15 @@ def simplify(module: HloModule, *, rules: str = "all") -> SimplifyResult:
     """
     counts: Counter = Counter()
     removed = 0
+    if rules == "all":
+        # XLA's dot strength reduction and ConditionalSimplifier, in this order in its first simplification
+        # pipeline (a cheap branch is one whose dots were made multiplies and reduces)
+        n = len(strength_reduce_dots(module))
+        if n:
+            counts["dot -> multiply, reduce"] += n
+        n = remove_conditionals(module)
+        if n:
+            counts["conditional removed"] += n
     for comp in _computations(module):
         changed = True
         while changed:

@@ -35,6 +35,7 @@ from ._priority import FusionPass, LogEvent, PriorityFusionRun, StepRecord
 from ._reduce_window import REDUCE_WINDOW_BASE_LENGTH, ReduceWindowRewrite, rewrite_reduce_windows as _rewrite_rws
 from ._simplify import simplify as _simplify
 from ._softmax_rewriter import NormalizationFusion, rewrite_normalizations
+from ._sort_iota import fuse_sort_iotas
 from ._tree_reduction import ReductionSplit, split_reductions
 from ._xla_passes import BEFORE_FUSION_HINT, unsimulated_kernels
 
@@ -593,11 +594,12 @@ def simulate_fusion(
     - `simplify`: first apply the rules of XLA's `AlgebraicSimplifier` and `TupleSimplifier` that
       change kernels on a module as JAX lowers it (`fusion._simplify`: tuple elements read back,
       identity broadcasts/reshapes/transposes/converts, reductions over dimensions of size 1 made
-      reshapes, `x + 0`, `max(x, -inf)`, ...; `time_before_s` prices the module simplified; a no-op
-      on XLA's own input to fusion). Off by default: XLA removes these instructions too (checked
-      against its dumps), but with GEMM rewriting and copies not simulated, removing them takes
-      as many modules' kernel counts away from XLA's as it brings closer (`scripts/bench_pipeline.py
-      --simplify`: 55/114 within 10% without it, 54 with it; same count 35, 39).
+      reshapes, `x + 0`, `max(x, -inf)`, `A / c`, dot strength reduction, cheap conditionals made
+      selects, ...; `time_before_s` prices the module simplified; a no-op on XLA's own input to
+      fusion). Off by default: XLA does these rewrites too (checked against its dumps) and kernel
+      counts come closer to XLA's (`scripts/bench_pipeline.py --simplify`: 57/114 within 10%, 52
+      without), but the programs priced within 1.25x of their measured H100 time fall from 46.5% to
+      42.1% (`scripts/bench_gpu.py`'s laptop path): the kernels removed hid an under-prediction.
 
     - `conv_rewrites`: before fusing, rewrite the convolutions as XLA:GPU does for the device
       (`fusion._conv_rewrite`: `ConvRewriter`'s cuDNN calls, `CudnnFusedConvRewriter`'s bias, side input
@@ -673,9 +675,12 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
                                                 cache=_SOFTMAX_DECISIONS.setdefault(dev, {}))
         if any(n.fusion for n in normalizations):
             comps = fusible_computations(work)
-            versions, price_cache, content_cache = {}, {}, {}
-            content = ContentIds()
-            priced_by_content = content if prices_by_content(cost_model) else None
+    # XLA:GPU's SortIotaFusion, the fusion pipeline's pass right before priority fusion (`fusion._sort_iota`)
+    sort_iotas = fuse_sort_iotas(comps, names)
+    if any(n.fusion for n in normalizations) or sort_iotas:
+        versions, price_cache, content_cache = {}, {}, {}
+        content = ContentIds()
+        priced_by_content = content if prices_by_content(cost_model) else None
     checker = LegalityChecker(dev.shared_memory_per_block_bytes, version=versions, content=content)
     if unique_ids:
         # XLA's own ids break ties between equal priorities (the larger first); new fusions get larger ones
@@ -756,7 +761,7 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
         model_calls=calls,
         origin=MappingProxyType(live_origin),
         pre_fusion_rewrites=tuple(rewrites or ()) + tuple(splits or ()) + tuple(gemms or ()) + tuple(convs or ())
-        + tuple(normalizations),
+        + tuple(normalizations) + tuple(sort_iotas),
         log=log_df,
         multi_output=pd.DataFrame([dataclasses.astuple(st) for st in mof_rows], columns=MULTI_OUTPUT_COLUMNS),
         multi_output_run=bool(multi_output),
