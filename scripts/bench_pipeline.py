@@ -217,7 +217,7 @@ PASS_SWITCHES = (
     ("--simplify", "simplify", True),
     ("--no-multi-output", "multi_output", False),
     ("--gemm-rewrites", "gemm_rewrites", True),
-    ("--conv-rewrites", "conv_rewrites", True),
+    ("--no-conv-rewrites", "conv_rewrites", False),
     ("--triton-softmax", "triton_softmax", True),
 )
 

@@ -149,8 +149,8 @@ def test_layout_propagation_removes_the_transposes_back():
 def test_simulate_fusion_option():
     fn, shapes = PROGRAMS["conv_nchw_grad"]
     module = _lowered("conv_nchw_grad")
-    off = simulate_fusion(module, device="h100-sxm", price_totals=False)
-    on = simulate_fusion(module, device="h100-sxm", price_totals=False, conv_rewrites=True)
+    off = simulate_fusion(module, device="h100-sxm", price_totals=False, conv_rewrites=False)
+    on = simulate_fusion(module, device="h100-sxm", price_totals=False)  # the default
     assert "convolution" in {k.opcode for k in kernels_of(off.module)}
     assert "convolution" not in {k.opcode for k in kernels_of(on.module)}
     assert sorted(r.target for r in on.pre_fusion_rewrites if getattr(r, "kind", "") == "cudnn-conv") == [
@@ -200,3 +200,15 @@ def test_same_cudnn_calls_and_kernels_as_xla_gpu(name):
     sim = simulate_fusion(_lowered(name), device="h100-sxm", price_totals=False, conv_rewrites=True,
                           gemm_rewrites=True, simplify=True)
     assert _kinds(kernels_of(sim.module)) == _kinds(kernels_of(parse_hlo(after)))
+
+
+def test_check_plan_validity_says_why_a_module_with_cudnn_calls_is_not_run():
+    """The default simulation makes cuDNN calls, which no CPU runs: the library's validity check says so
+    instead of reporting a mismatch."""
+    from xla_costmodel.fusion import check_plan_validity
+
+    module = _lowered("conv_nchw_grad")
+    fused = simulate_fusion(module, device="h100-sxm", price_totals=False).module
+    report = check_plan_validity(module, fused)
+    assert report.ok and report.outputs_match is None
+    assert "__cudnn$conv" in report.skipped and "no CPU runs them" in report.skipped

@@ -136,6 +136,13 @@ def check_plan_validity(
     if any(i.opcode == "bitcast" for _, i in fused.instructions()):
         return ValidityReport(True, has_fusion, before, after, None,
                               skipped="holds bitcasts (layout-assigned): jaxlib's CPU path assigns layouts again")
+    # XLA:GPU's library calls the simulation made (cuDNN convolutions, cuBLAS GEMMs) run on a GPU only.
+    targets = {i.attributes.get("custom_call_target", "") for _, i in original.instructions() if i.opcode == "custom-call"}
+    made = sorted({i.attributes.get("custom_call_target", "") for _, i in fused.instructions()
+                   if i.opcode == "custom-call"} - targets)
+    if made:
+        return ValidityReport(True, has_fusion, before, after, None,
+                              skipped=f"holds GPU library calls the fusion made ({', '.join(made)}): no CPU runs them")
     try:
         args = random_arguments(original, seed=seed)
     except ValueError as e:
