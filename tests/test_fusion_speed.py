@@ -10,13 +10,15 @@
 
 from __future__ import annotations
 
+import gzip
 import math
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
-from xla_costmodel import simulate_fusion
+from xla_costmodel import parse_hlo, simulate_fusion
 from xla_costmodel.devices import get_device
 from xla_costmodel.fusion import fusible_computations
 from xla_costmodel.hlo import load_hlo
@@ -227,3 +229,67 @@ def test_pair_cache_entries_hold_for_one_version_of_each_side():
     assert cache.get(producer, 1, consumer, 0, "miss") == "miss"  # the producer grew
     cache.put(producer, 0, consumer, 1, "v1")  # replaces, does not pile up
     assert cache.entries(producer) == {consumer: (0, 1, "v1")}
+
+
+_GPU_H100 = Path(__file__).resolve().parents[1] / "hlo_fixtures" / "gpu_h100"
+# Fused bodies whose utilizations or flops are not small integers (slices of a third or a half, flops
+# above 2**24): the float32 utilization walk runs for them.
+_F32_WALK_MODULES = ["jax_random_sampling@small.post.hlo.gz", "pix_color_augment@large.post.hlo.gz"]
+
+
+@pytest.mark.parametrize("name", _F32_WALK_MODULES)
+def test_float32_walk_on_python_floats_equals_the_numpy_walk(name, monkeypatch):
+    """`_GpuAnalysis._f32_utilizations_fast` (float32 operations done in double and rounded through
+    `struct`) gives every record, utilization and sum the numpy-scalar walk gives, to the bit."""
+    from xla_costmodel.analysis import _gpu
+    from xla_costmodel.analysis._kernel import kernel_cost
+
+    module = parse_hlo(gzip.open(_GPU_H100 / name, "rt").read())
+    fusions = [i for c in module.computations for i in c.instructions if i.opcode == "fusion"]
+    walks = {"fast": 0}
+    fast = _gpu._GpuAnalysis._f32_utilizations_fast
+
+    def counted(self, *args):
+        walks["fast"] += 1
+        return fast(self, *args)
+
+    def costs():
+        out = []
+        for f in fusions:
+            c = kernel_cost(f, "gpu", DEVICE)
+            recs = [tuple(c._an._records[h][:4]) + (tuple(c._an._records[h][4]), tuple(c._an._records[h][5]),
+                                                    c._an._records[h][6], c._an._records[h][9])
+                    for h in [f, *f.fused_computation.instructions]]
+            out.append((c.flops, c.transcendentals, c.bytes_accessed, c.operand_bytes, c.operand_utilization,
+                        tuple(recs)))
+        return out
+
+    with monkeypatch.context() as m:
+        m.setattr(_gpu._GpuAnalysis, "_f32_utilizations_fast", counted)
+        got = costs()
+    assert walks["fast"] > 0  # the float32 walk did run
+    with monkeypatch.context() as m:
+        m.setattr(_gpu._GpuAnalysis, "_f32_utilizations_fast",
+                  lambda self, *args: (_ for _ in ()).throw(OverflowError()))
+        want = costs()
+    assert got == want
+
+
+def test_multi_output_hero_search_skipped_only_where_it_finds_nothing(monkeypatch):
+    """Multi-output fusion skips a hero search for an opcode the fused body lacks: the same result
+    as searching every body."""
+    from xla_costmodel.fusion import _multi_output
+
+    module = parse_hlo(gzip.open(_GPU_H100 / "jax_random_sampling@small.pre.hlo.gz", "rt").read())
+
+    def run():
+        r = simulate_fusion(module, device="h100-sxm", model="xla-gpu", price_totals=False)
+        return r.module.to_text(), r.steps, r.multi_output
+
+    fast = run()
+    with monkeypatch.context() as m:
+        m.setattr(_multi_output, "select_in_body", lambda body, opcodes: (True,))  # always search
+        slow = run()
+    assert fast[0] == slow[0]
+    assert fast[1].equals(slow[1])
+    assert fast[2].equals(slow[2]) and len(fast[2])

@@ -59,6 +59,7 @@ shared-memory use belong to the performance model (reference section 1.2).
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -99,6 +100,7 @@ __all__ = ["MAX_IR_SIZE", "GpuCostAnalysis", "gpu_cost_analysis"]
 #: (the fusion pass's `CanFuse` reads it too).
 MAX_IR_SIZE = 10_000
 _f32 = np.float32
+_F32_STRUCT = struct.Struct("f")
 
 
 # ---------------------------------------------------------------------------
@@ -209,6 +211,77 @@ class _GpuAnalysis(Analysis):
         return params, constants
 
     def _f32_utilizations(self, comp, order: list, p: list) -> tuple[list, list]:
+        try:
+            return self._f32_utilizations_fast(comp, order, p)
+        except OverflowError:  # a value beyond float32's range: numpy's arithmetic gives the infinities
+            return self._f32_utilizations_numpy(comp, order, p)
+
+    def _f32_utilizations_fast(self, comp, order: list, p: list) -> tuple[list, list]:
+        """`_f32_utilizations_numpy`'s float32 arithmetic on Python floats: each float32 operation done in
+        double precision and rounded to float32 (`_pack`/`_unpack`). For +, * and / of float32 values
+        that is the float32 result to the bit (double rounding is harmless when the wider format has at
+        least 2p+2 bits, 53 >= 2*24+2); numpy scalars cost several times more per operation, and this
+        walk runs for every fused body whose figures are not small integers. Raises OverflowError
+        (nothing kept) where a value leaves float32's range."""
+        pack, unpack = _F32_STRUCT.pack, _F32_STRUCT.unpack
+        records = self._records
+        root = comp.root
+        ew_roots = self.ew_roots
+        root_util = self.root_util
+        root_ir: dict[Any, float] = {}
+        params = []
+        constants = []
+        for h in order:
+            r = records[h]
+            r[UTIL] = 0.0
+            r[IR] = 0.0
+            ew_roots[h] = set()
+            root_util[h] = 0.0
+            if h.opcode == "parameter":
+                params.append(h)
+            elif h.opcode == "constant":
+                constants.append(h)
+        root_util[root] = 1.0
+        root_ir[root] = 1.0
+        ew_roots[root].add(root)
+        flops = 0.0
+        ir_total = 0.0
+        for h in order:
+            r = records[h]
+            util = 0.0
+            ir = 0.0
+            roots_h = ew_roots[h]
+            for rt in roots_h:
+                util = unpack(pack(util + unpack(pack(root_util[rt]))[0]))[0]
+                ir = unpack(pack(ir + unpack(pack(root_ir.get(rt, 0.0)))[0]))[0]
+            r[UTIL] = util
+            r[IR] = ir
+            flops = unpack(pack(flops + unpack(pack(util * unpack(pack(r[FLOPS]))[0]))[0]))[0]
+            ir_total = unpack(pack(ir_total + ir))[0]
+            passes_roots = passes_elementwise_roots(h)
+            opu_list = r[OPU]
+            for k, operand in enumerate(h.operands):
+                if passes_roots:
+                    ew_roots[operand].update(roots_h)
+                    continue
+                ew_roots[operand].add(operand)
+                opu = opu_list[k] if k < len(opu_list) else 0.0
+                cur = unpack(pack(util * unpack(pack(opu))[0]))[0]
+                n = elements_recursive(operand.shape)
+                if n == 0:
+                    cur = 0.0
+                else:
+                    nf = unpack(pack(n))[0]
+                    up = unpack(pack(math.ceil(unpack(pack(cur * nf))[0])))[0]
+                    cur = unpack(pack(up / nf))[0]
+                root_util[operand] = unpack(pack(unpack(pack(root_util[operand]))[0] + cur))[0]
+                root_ir[operand] = unpack(pack(unpack(pack(root_ir.get(operand, 0.0)))[0] + ir))[0]
+        p[FLOPS] = flops
+        p[IR] = ir_total
+        params.sort(key=lambda h: h.parameter_number)
+        return params, constants
+
+    def _f32_utilizations_numpy(self, comp, order: list, p: list) -> tuple[list, list]:
         records = self._records
         root = comp.root
         root_ir: dict[Any, float] = {}

@@ -45,7 +45,7 @@ from ..analysis.opcodes import is_elementwise
 from ..analysis.shapes import reshape_is_bitcast, transpose_is_bitcast
 from ..hlo import HloComputation, HloInstruction, Shape
 from ..hlo.editing import NameUniquifier, is_deferred, replay
-from ..fusion_engine import FusedBodyBuilder, discard_fusion, make_fusion, operands_first
+from ..fusion_engine import FusedBodyBuilder, discard_fusion, make_fusion, operands_first, select_in_body
 from ._in_place import _in_place_operands
 from ._legality import LegalityChecker, hlo_is_fusible
 from ._rejection import Rejection
@@ -128,9 +128,20 @@ def _inside(instr: HloInstruction):
     return lambda x: x.computation is comp and x.opcode != "parameter"
 
 
+# The opcodes a tiled-transpose hero and a concatenate hero can have (`fusion_pass_find_hero`'s searches).
+_TRANSPOSE_OPCODES = frozenset({"transpose", "copy"})
+_CONCATENATE = frozenset({"concatenate"})
+
+
 def _hero(instr: HloInstruction) -> HloInstruction:
     """`FindNonTrivialHero` of an instruction inside a fused body (itself at the top level)."""
-    return fusion_pass_find_hero(instr, _inside(instr))
+    comp = instr.computation
+    if comp is None or comp.is_entry:
+        return fusion_pass_find_hero(instr, _inside(instr))
+    # A search for a hero whose opcode the body lacks walks the body's intermediate ops to find
+    # nothing: skipped (`select_in_body` answers per body, through its growths).
+    return fusion_pass_find_hero(instr, _inside(instr), transposes=bool(select_in_body(comp, _TRANSPOSE_OPCODES)),
+                                 concats=bool(select_in_body(comp, _CONCATENATE)))
 
 
 def _tiled_transpose_hero(instr: HloInstruction) -> bool:

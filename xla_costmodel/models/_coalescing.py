@@ -82,7 +82,9 @@ def _reads_broadcast(instr) -> bool:
         instr = instr.operands[0]
 
 
-def _bad_transpose(instr) -> str:
+def bad_transpose(instr) -> str:
+    """The name of the first instruction of kernel `instr` that makes XLA's heuristic call its reads
+    uncoalesced (it transposes the minor dimension, not of a broadcast or iota), or ''."""
     if instr.opcode == "fusion" and instr.fused_computation is not None:
         for h in select_in_body(instr.fused_computation, _MAY_TRANSPOSE):
             if transposes_minor_dimension(h) and not _reads_broadcast(h.operands[0]):
@@ -93,15 +95,21 @@ def _bad_transpose(instr) -> str:
     return ""
 
 
-def read_coalesced_heuristic(emitter: str, producer, consumer, device) -> tuple[bool, str]:
+def read_coalesced_heuristic(emitter: str, producer, consumer, device, bad_transposes=None) -> tuple[bool, str]:
     """XLA's `IsReadCoalescedHeuristic` for a kernel (`consumer=None`) or a producer-consumer pair.
+
+    `bad_transposes`: `(bad_transpose(producer), bad_transpose(consumer))` when already known (a pair
+    pricer keeps them per kernel: each kernel is priced with many others).
 
     **Returns:** `(coalesced, reason)`.
     """
     if emitter != "transpose":
-        name = _bad_transpose(producer)
-        if not name and consumer is not None:
-            name = _bad_transpose(consumer)
+        if bad_transposes is not None:
+            name = bad_transposes[0] or (bad_transposes[1] if consumer is not None else "")
+        else:
+            name = bad_transpose(producer)
+            if not name and consumer is not None:
+                name = bad_transpose(consumer)
         if name:
             return False, f"'{name}' transposes the minor dimension"
     if (

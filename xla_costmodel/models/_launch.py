@@ -508,18 +508,34 @@ def launch_dimensions(kernel, device, *, max_unroll: int = 4) -> LaunchDimension
 
 
 def fused_loop_launch(producer, consumer, device, pf: LaunchFacts, cf: LaunchFacts,
-                      max_unroll: int) -> LaunchDimensions | None:
+                      max_unroll: int, memo: dict | None = None) -> LaunchDimensions | None:
     """`launch_dimensions(materialize_fusion(producer, consumer))` (`models._base`) when that is the loop emitter's
     and can be told from the two sides' `LaunchFacts` (`pf`, `cf`) alone; else None.
 
     With no reduce, concatenate or tiled transpose on either side, every hero is its
     root, so the emitter is decided by the consumer's roots (the fused kernel's roots)
     and the loop grid by their shapes and whether either side prevents vectorization.
+
+    `memo`: a dict kept for this version of `consumer` (and `device`, `max_unroll`): the grid
+    is then worked out once per consumer and vectorization flag, not once per producer (a
+    fusion with many operands is priced with each of them).
     """
     if pf[0] or cf[0] or consumer.opcode == "tuple":
         return None
     if not any(o is producer for o in consumer.operands):
         return None  # read through get-tuple-elements
+    no_vectorize = pf[2] or cf[2]
+    if memo is None:
+        return _consumer_loop_launch(consumer, device, no_vectorize, max_unroll)
+    key = ("loop", no_vectorize)
+    ld = memo.get(key, memo)
+    if ld is memo:
+        ld = memo[key] = _consumer_loop_launch(consumer, device, no_vectorize, max_unroll)
+    return ld
+
+
+def _consumer_loop_launch(consumer, device, no_vectorize: bool, max_unroll: int) -> LaunchDimensions | None:
+    """`fused_loop_launch`'s grid: the loop emitter's over `consumer`'s roots, None where they rule it out."""
     if consumer.opcode == "fusion":
         root = consumer.fused_computation.root
         roots = list(root.operands) if root.opcode == "tuple" else [root]
@@ -532,8 +548,7 @@ def fused_loop_launch(producer, consumer, device, pf: LaunchFacts, cf: LaunchFac
             return None
     if len(roots) == 1 and roots[0].opcode in ("scatter", "sort", "dynamic-update-slice"):
         return None
-    blocks, threads, unroll = loop_launch(None, roots, device, max_unroll=max_unroll,
-                                          no_vectorize=pf[2] or cf[2])
+    blocks, threads, unroll = loop_launch(None, roots, device, max_unroll=max_unroll, no_vectorize=no_vectorize)
     return LaunchDimensions("loop", blocks, threads, unroll, roots[0].name)
 
 

@@ -19,7 +19,7 @@ from ..analysis.emission import LaunchFacts, launch_facts
 from ..analysis.opcodes import IS_ELEMENTWISE
 from ..fusion_engine import discard_fusion
 from ._base import KernelEstimate, dominant_bound, materialize_fusion
-from ._coalescing import kernel_coalescing, read_coalesced_heuristic, utilization_rate
+from ._coalescing import bad_transpose, kernel_coalescing, read_coalesced_heuristic, utilization_rate
 from ._kernel_costs import KernelCosts, shape_size_cached
 from ._launch import fused_loop_launch, launch_dimensions
 
@@ -114,7 +114,8 @@ def fused_short_cut(pe: KernelEstimate, ce: KernelEstimate, device) -> KernelEst
 
 def fused_estimate(model: FusedPairRules, producer, consumer, device, pc: KernelCosts, cc: KernelCosts,
                    producer_writes_side_output: bool = False, facts=None, read_cache: dict | None = None,
-                   time_only: bool = False, consumer_reads: dict | None = None) -> KernelEstimate | float:
+                   time_only: bool = False, consumer_reads: dict | None = None,
+                   bad_transposes: tuple[str, str] | None = None) -> KernelEstimate | float:
     """XLA's `EstimateRunTimeForFusion` from the two kernels' own cost records, with `model`'s
     compute, read, write and combine rules.
 
@@ -125,7 +126,9 @@ def fused_estimate(model: FusedPairRules, producer, consumer, device, pc: Kernel
     `read_cache`: read times by `(blocks, net bytes, total bytes, rate)`, for one device;
     `consumer_reads`: a scratch dict for this version of `consumer` (empty at first; the caller drops it
     when the consumer changes): with `time_only`, what reading the consumer's own operands costs is
-    worked out once and reused for every producer it is priced with (same numbers, same order of sums).
+    worked out once and reused for every producer it is priced with (same numbers, same order of sums),
+    and so is the fused loop grid (`fused_loop_launch`'s `memo`);
+    `bad_transposes`: each side's `bad_transpose` when known (`read_coalesced_heuristic`).
     """
     launch = device.kernel_launch_overhead_s
     # A producer that is not a tuple has no get-tuple-element users: its uses are its positions.
@@ -143,7 +146,8 @@ def fused_estimate(model: FusedPairRules, producer, consumer, device, pc: Kernel
                 u += cc.operand_utilization[i]
     fused = ld = None
     if facts is not None:
-        ld = fused_loop_launch(producer, consumer, device, facts[0], facts[1], model.max_unroll_factor)
+        ld = fused_loop_launch(producer, consumer, device, facts[0], facts[1], model.max_unroll_factor,
+                               consumer_reads)
     if ld is None:
         fused = materialize_fusion(producer, consumer)
         ld = launch_dimensions(fused, device, max_unroll=model.max_unroll_factor)
@@ -152,7 +156,7 @@ def fused_estimate(model: FusedPairRules, producer, consumer, device, pc: Kernel
     compute = model.compute_time(device, flops, mm, pc.matmul_dtype or cc.matmul_dtype,
                                 ld.num_blocks, ld.threads_per_block)
 
-    heuristic_ok, heuristic_why = read_coalesced_heuristic(ld.emitter, producer, consumer, device)
+    heuristic_ok, heuristic_why = read_coalesced_heuristic(ld.emitter, producer, consumer, device, bad_transposes)
     access = {}
     if model.access_patterns and heuristic_ok and (facts is None or facts[0][1] or facts[1][1]):
         if fused is None:
@@ -303,7 +307,7 @@ class XlaGpuPairPricer:
     and coalescing from the fused pair). `invalidate(instr)` drops a record.
     """
 
-    __slots__ = ("model", "device", "_version", "_records", "_costs", "_facts", "_reads", "_own")
+    __slots__ = ("model", "device", "_version", "_records", "_costs", "_facts", "_reads", "_own", "_bad")
 
     def __init__(self, model: FusedPairRules, device, version=None):
         self.model = model
@@ -314,6 +318,7 @@ class XlaGpuPairPricer:
         self._facts: dict = {}
         self._reads: dict = {}
         self._own: dict = {}
+        self._bad: dict = {}
 
     def _kept(self, cache: dict, instr, make, version=None):
         """`cache`'s value for this version of `instr`, made by `make()` when there is none."""
@@ -336,10 +341,18 @@ class XlaGpuPairPricer:
         self._records.pop(instr, None)
         self._costs.pop(instr, None)
         self._facts.pop(instr, None)
+        self._bad.pop(instr, None)
 
     def facts(self, instr) -> LaunchFacts:
         """`instr`'s `LaunchFacts`."""
         return self._kept(self._facts, instr, lambda: launch_facts(instr))
+
+    def _bad_transpose(self, instr) -> str:
+        """`instr`'s `bad_transpose` (`models._coalescing`), kept per version of a fusion (a lone
+        instruction's answer looks at its operand, which fusion may replace: asked afresh)."""
+        if instr.opcode != "fusion":
+            return bad_transpose(instr)
+        return self._kept(self._bad, instr, lambda: bad_transpose(instr))
 
     def kernel(self, instr) -> KernelEstimate:
         """`instr`'s own estimate as `EstimateRunTimes` sees it (free instructions pay a launch)."""
@@ -368,5 +381,6 @@ class XlaGpuPairPricer:
             return pe.time_s, ce.time_s, fe.time_s
         t = fused_estimate(model, producer, consumer, self.device, self.costs(producer), self.costs(consumer),
                            facts=(self.facts(producer), self.facts(consumer)), read_cache=self._reads,
-                           time_only=True, consumer_reads=self._consumer_reads(consumer))
+                           time_only=True, consumer_reads=self._consumer_reads(consumer),
+                           bad_transposes=(self._bad_transpose(producer), self._bad_transpose(consumer)))
         return pe.time_s, ce.time_s, t
