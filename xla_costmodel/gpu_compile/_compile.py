@@ -10,15 +10,18 @@ their known trip counts. What XLA cannot do without a GPU is autotune: GEMMs
 keep their default configurations.
 
 XLA:GPU assembles each kernel's PTX into machine code with NVIDIA's `ptxas`,
-one process per kernel: on a 2-core machine that was most of a compile
-(penzai_llamalike_grad@large: 6.5 of 6.6 s of XLA's backend, summed over its
-threads, before; 0.4 s after). A compile-only executable never runs and nothing
+one process per kernel, on its compile threads. On a (loaded) 2-core machine
+that was most of a compile: penzai_llamalike_grad@large's 88 `ptxas` runs took
+6.5 s summed over XLA's two threads, of a 6.6 s backend, and 1.3 of the
+compile's 3.2 CPU seconds. A compile-only executable never runs and nothing
 reads its machine code, so `compile_for_gpu` hands XLA a stand-in `ptxas`
 (`_assembler_stub`: it reports the plugin's CUDA version and writes an empty
 binary) through `xla_gpu_cuda_data_dir`; the optimized module and the kernels
 with their launch dimensions are the same, byte for byte (tests and
-`scripts/bench_gpu_compile.py --check-stub`). Where the stand-in cannot run, or
-the user chose a CUDA directory in `XLA_FLAGS`, XLA's own `ptxas` is used.
+`scripts/bench_gpu_compile.py --check-stub`). Inside `xla_ptxas()`, where the
+stand-in cannot run, or where the user chose a CUDA directory in `XLA_FLAGS`,
+XLA's own `ptxas` is used. libdevice, which LLVM links into kernels calling math
+functions, is still XLA's to find (`_assembler_stub`).
 
 Host callbacks (`jax.pure_callback`, `jax.debug.callback`: equinox's runtime
 error checks in diffrax, lineax, optimistix) compile too: jax lowers them to
