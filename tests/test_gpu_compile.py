@@ -226,9 +226,10 @@ _BF16 = jax.ShapeDtypeStruct((1024, 1024), jnp.bfloat16)
     (_sorted_rows, (jax.ShapeDtypeStruct((64, 4096), jnp.float32),), "sort("),
 ])
 def test_the_ptxas_stand_in_leaves_the_module_and_its_kernels_as_xlas_own_ptxas_does(tmp_path, fn, args, mark):
-    """`compile_for_gpu` assembles with a stand-in `ptxas` (a compile-only executable never runs): XLA's
-    optimized module and its thunk sequence (the kernels with their launch grids, block sizes and shared
-    memory) are the same, byte for byte, as when XLA runs NVIDIA's own `ptxas` (`xla_ptxas()`)."""
+    """`compile_for_gpu` assembles with a stand-in `ptxas` and LLVM at -O0 (a compile-only executable never
+    runs): XLA's optimized module and its thunk sequence (the kernels with their launch grids, block sizes and
+    shared memory) are the same, byte for byte, as with XLA's own settings and NVIDIA's `ptxas`
+    (`xla_ptxas()`)."""
     from xla_costmodel.gpu_compile import _compile, xla_ptxas
 
     stand_in = compile_for_gpu(fn, *args, dump_passes=tmp_path / "stand_in")
