@@ -5,6 +5,7 @@
     .venv/bin/python scripts/bench_gpu_compile.py --programs 'flax_*'  # some programs only (glob on the program)
     .venv/bin/python scripts/bench_gpu_compile.py --no-simulation      # skip the simulation path (diffrax: minutes)
     .venv/bin/python scripts/bench_gpu_compile.py --json out.json      # also write the per-program table
+    .venv/bin/python scripts/bench_gpu_compile.py --check-stub         # also compile with NVIDIA's ptxas (peer)
 
 Each program of `xla_costmodel.corpus` is built at every size the H100
 capture measured (`calibration/h100-sxm_corpus.parquet`), and priced on
@@ -24,8 +25,19 @@ the run's kernels, fastest run). Library calls are priced leaving the
 program's own source out, as in `bench_gpu.py`: nothing here is tuned to the
 corpus. Also printed: the deviceless module's kernel count against the H100
 module's, its pricing against the H100 module's (within 1.10x), how many
-modules compile, the compile time (`GpuCompileResult.compile_s`) and the user
-path's wall time per call (`analyze` from the function: trace, compile, price).
+modules compile, the compile time (`GpuCompileResult.compile_s`: jax's
+tracing and lowering, and XLA:GPU's compile, `xla_compile_s`) and the user
+path's wall and CPU time per call (`analyze` from the function: trace, compile,
+price; CPU time counts the process and its children, so it stays meaningful on
+a loaded machine).
+
+`compile_for_gpu` assembles kernels with a stand-in `ptxas` (a compile-only
+executable never runs). `--check-stub` compiles every program again with
+NVIDIA's `ptxas` (`gpu_compile.xla_ptxas()`), in the same run: the optimized
+module and the thunk sequence (kernels, launch grids) must be byte-identical,
+and its compile time is the peer of the stand-in's (the ratio per program).
+What `analyze` does once XLA returns (parse its module, GEMM configurations,
+price) is timed apart: `ours_s`.
 
 Where the deviceless module's kernel count differs from the H100 module's, the
 kernels of both are sorted into categories (Triton GEMM fusions, cuBLAS GEMMs,
@@ -43,6 +55,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 import warnings
@@ -158,7 +171,50 @@ def explain_kernel_difference(ours: dict, theirs: dict, lowering: dict) -> str:
     return "; ".join(causes) or "same kernels by category; counted differently (free or fused kernels)"
 
 
-def run_case(case: str, measured_s: float, simulate: bool) -> dict:
+def cpu_seconds() -> float:
+    """CPU seconds of this process and its waited-for children (XLA's ptxas processes) so far."""
+    import resource
+
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                 resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+def check_stub(fn, shapes, row: dict) -> None:
+    """Compile with the stand-in ptxas and with NVIDIA's (`xla_ptxas()`), dumping both: whether the module text and
+    the thunk sequence are identical (`stub_identical`), and each compile's time, undumped (`xla_compile_s` with
+    the stand-in, `ptxas_xla_compile_s` with NVIDIA's, from a cleared jax cache each)."""
+    import shutil
+    import tempfile
+
+    import jax
+
+    from xla_costmodel.gpu_compile import compile_for_gpu, xla_ptxas
+
+    scratch = Path(tempfile.mkdtemp(prefix="bench_stub_"))
+    try:
+        seen = []
+        for keep in (False, True):
+            jax.clear_caches()
+            with xla_ptxas() if keep else _nothing():
+                plain = compile_for_gpu(fn, *shapes, device=DEVICE)
+                jax.clear_caches()
+                dumped = compile_for_gpu(fn, *shapes, device=DEVICE, dump_passes=scratch / str(keep))
+            thunks = [(dumped.dump_dir / n).read_text() for n in dumped.dump_files if n.endswith("thunk_sequence.txt")]
+            seen.append((plain.text, dumped.text, thunks))
+            row["ptxas_xla_compile_s" if keep else "stub_xla_compile_s"] = plain.xla_compile_s
+        (a_plain, a_dumped, a_thunks), (b_plain, b_dumped, b_thunks) = seen
+        row["stub_identical"] = a_plain == b_plain and a_dumped == b_dumped and a_thunks == b_thunks and bool(a_thunks)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _nothing():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def run_case(case: str, measured_s: float, simulate: bool, stub: bool = False) -> dict:
     """The three paths for one `program@size`."""
     import jax
 
@@ -194,6 +250,14 @@ def run_case(case: str, measured_s: float, simulate: bool) -> dict:
         else:
             row["compiled"] = True
             row["compile_s"] = compiled.compile_s
+            row["xla_compile_s"] = compiled.xla_compile_s
+            # What analyze does once XLA returns (front door's XLA:GPU path): parse, GEMM configurations, price.
+            t0 = time.perf_counter()
+            autotuned = autotune_gemms(parse_hlo(compiled.text, source=case), DEVICE).module
+            analyze(autotuned, device=DEVICE, model=MODEL)
+            row["ours_s"] = time.perf_counter() - t0
+            if stub:
+                check_stub(fn, shapes, row)
             ours, theirs = kernel_categories(compiled.module), kernel_categories(real_module)
             row["categories_deviceless"], row["categories_h100"] = ours, theirs
             if ours != theirs:
@@ -208,13 +272,14 @@ def run_case(case: str, measured_s: float, simulate: bool) -> dict:
                 row["cublas_policy_kernels"] = fallback.summary().kernels
 
         jax.clear_caches()  # the user path compiles afresh, as in a new process
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_seconds()
         try:
             user = analyze(fn, *shapes, device=DEVICE, model=MODEL)
         except Exception as exc:  # the benchmark reports every program; the failure is a result
             row["user_error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120] if str(exc) else ''}"
         else:
             row["user_s"] = time.perf_counter() - t0
+            row["user_cpu_s"] = cpu_seconds() - c0
             row["user_ratio"] = user.total_time_s / measured_s
             row["user_kernels"] = user.summary().kernels
             row["user_priced_module"] = user.priced_module
@@ -243,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--programs", nargs="+", metavar="GLOB", help="only these corpus programs (glob patterns)")
     p.add_argument("--no-simulation", action="store_true", help="skip the simulation path")
     p.add_argument("--json", metavar="PATH", help="also write the per-program table as JSON")
+    p.add_argument("--check-stub", action="store_true",
+                   help="also compile with NVIDIA's ptxas: module and thunk sequence identical, compile time ratio")
     args = p.parse_args(argv)
     from threadpoolctl import threadpool_limits
 
@@ -266,14 +333,14 @@ def run(args) -> int:
     out = []
     for i, case in enumerate(measured.index, 1):
         t0 = time.perf_counter()
-        row = run_case(case, float(measured[case]), simulate=not args.no_simulation)
+        row = run_case(case, float(measured[case]), simulate=not args.no_simulation, stub=args.check_stub)
         out.append(row)
         print(f"[{i}/{len(measured)}] {case}: {time.perf_counter() - t0:.1f} s "
               f"user {row.get('user_ratio', float('nan')):.2f} real {row.get('real_ratio', float('nan')):.2f}"
               + (f" ({row['compile_error'][:80]})" if row.get("compile_error") else ""), file=sys.stderr)
     df = pd.DataFrame(out)
     for col in ("user_ratio", "sim_ratio", "real_ratio", "user_kernels", "sim_kernels", "real_kernels", "user_vs_real",
-                "compile_s", "user_s", "sim_s"):
+                "compile_s", "xla_compile_s", "ours_s", "user_s", "user_cpu_s", "sim_s"):
         if col not in df:
             df[col] = np.nan
 
@@ -326,9 +393,28 @@ def run(args) -> int:
          "measured": f"{within(same['user_vs_real'], 1.10):.1%}"},
         {"goal": "analyze(fn) wall time per program, s", "target": "< 3 s, every program",
          "measured": f"max {user_s.max():.2f}, median {user_s.median():.2f}, {int((user_s >= 3).sum())} at 3 s or "
-                     f"more (XLA's compile: median {compiled['compile_s'].median():.2f} s, max "
-                     f"{compiled['compile_s'].max():.2f} s)" if len(user_s) else "none"},
+                     f"more (compile_s: median {compiled['compile_s'].median():.2f} s, max "
+                     f"{compiled['compile_s'].max():.2f} s; XLA's compile alone: median "
+                     f"{compiled['xla_compile_s'].median():.2f} s, max {compiled['xla_compile_s'].max():.2f} s)"
+                     if len(user_s) else "none"},
+        {"goal": "analyze(fn) CPU time per program (process and children), s", "target": "(machine-load proof)",
+         "measured": f"max {df['user_cpu_s'].max():.2f}, median {df['user_cpu_s'].median():.2f}, "
+                     f"{int((df['user_cpu_s'] >= 3).sum())} at 3 s or more"},
+        {"goal": "of which ours, after XLA returns (parse, GEMM configurations, price), s", "target": "",
+         "measured": f"max {df['ours_s'].max():.2f}, median {df['ours_s'].median():.2f}"},
     ]
+    if "stub_identical" in df:
+        checked = df.dropna(subset=["stub_identical"])
+        ratio = checked["stub_xla_compile_s"] / checked["ptxas_xla_compile_s"]
+        goals.append({"goal": "ptxas stand-in: module and thunk sequence identical to NVIDIA's ptxas",
+                      "target": "all", "measured": f"{int(checked['stub_identical'].astype(bool).sum())} of "
+                                                   f"{len(checked)}"})
+        goals.append({"goal": "XLA's compile with the stand-in / with NVIDIA's ptxas (same run)", "target": "< 1",
+                      "measured": f"median {ratio.median():.2f}, worst {ratio.max():.2f}; NVIDIA's ptxas: max "
+                                  f"{checked['ptxas_xla_compile_s'].max():.2f} s, stand-in: max "
+                                  f"{checked['stub_xla_compile_s'].max():.2f} s"})
+    goals.append({"goal": "machine load (1-minute average, cores)", "target": "",
+                  "measured": f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores at the end"})
     for name, col in (("user path", "user_ratio"), ("simulation", "sim_ratio"), ("real module", "real_ratio")):
         if col in df and df[col].notna().any():
             goals.append({"goal": f"{name} within 1.25x of measured", "target": "(user path: >= 90%)",

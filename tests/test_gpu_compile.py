@@ -204,6 +204,66 @@ def test_dump_passes_writes_the_module_around_each_fusion_pass_and_keeps_existin
     assert result.text == compile_for_gpu(layer, *SHAPES).text
 
 
+def _gemm_epilogue(x, w):
+    return jax.nn.gelu(x @ w)
+
+
+def _loop(x):
+    return jax.lax.fori_loop(0, 9, lambda i, c: jnp.sin(c) * 1.01, x)
+
+
+def _sorted_rows(x):
+    return jnp.sort(x, axis=-1)
+
+
+_BF16 = jax.ShapeDtypeStruct((1024, 1024), jnp.bfloat16)
+
+
+@needs_plugin
+@pytest.mark.parametrize("fn, args, mark", [
+    (_gemm_epilogue, (_BF16, _BF16), "__triton_nested_gemm_fusion"),       # a Triton GEMM fusion
+    (_loop, (jax.ShapeDtypeStruct((4096,), jnp.float32),), "while("),        # a loop calling libdevice (sin)
+    (_sorted_rows, (jax.ShapeDtypeStruct((64, 4096), jnp.float32),), "sort("),
+])
+def test_the_ptxas_stand_in_leaves_the_module_and_its_kernels_as_xlas_own_ptxas_does(tmp_path, fn, args, mark):
+    """`compile_for_gpu` assembles with a stand-in `ptxas` and LLVM at -O0 (a compile-only executable never
+    runs): XLA's optimized module and its thunk sequence (the kernels with their launch grids, block sizes and
+    shared memory) are the same, byte for byte, as with XLA's own settings and NVIDIA's `ptxas`
+    (`xla_ptxas()`)."""
+    from xla_costmodel.gpu_compile import _compile, xla_ptxas
+
+    stand_in = compile_for_gpu(fn, *args, dump_passes=tmp_path / "stand_in")
+    assert _compile._assembler_stub(), "the stand-in failed and XLA's own ptxas was used"
+    with xla_ptxas():
+        assert _compile._assembler_stub() == {}
+        own = compile_for_gpu(fn, *args, dump_passes=tmp_path / "ptxas")
+    assert mark in stand_in.text
+    assert stand_in.text == own.text
+
+    def thunks(result):
+        return [(result.dump_dir / n).read_text() for n in result.dump_files if n.endswith(".thunk_sequence.txt")]
+
+    assert thunks(stand_in) == thunks(own) and "grid:" in thunks(own)[0]
+
+
+@needs_plugin
+def test_a_ptxas_stand_in_that_fails_gives_way_to_xlas_own(tmp_path, monkeypatch):
+    from xla_costmodel.gpu_compile import _compile
+
+    broken = tmp_path / "cuda"
+    (broken / "bin").mkdir(parents=True)
+    ptxas = broken / "bin" / "ptxas"
+    # It answers XLA's version query, then fails on every kernel.
+    major, minor = _compile._plugin_cuda_version()
+    ptxas.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "Cuda compilation tools, release {major}.{minor}, '
+                     f'V{major}.{minor}.0"; exit 0; fi\necho "ptxas fatal: broken" >&2\nexit 3\n')
+    ptxas.chmod(0o755)
+    monkeypatch.setattr(_compile, "_stub_options", {"xla_gpu_cuda_data_dir": str(broken)})
+    result = compile_for_gpu(lambda x: jnp.cos(x) * 3, SHAPES[0])
+    assert "cosine" in result.text
+    assert _compile._assembler_stub() == {}  # given up for the rest of the process
+
+
 @needs_plugin
 def test_the_users_warnings_while_tracing_reach_them():
     def noisy(x):
