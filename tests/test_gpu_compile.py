@@ -496,3 +496,37 @@ def test_cli_compile_writes_xlas_module_quietly_and_refuses_bad_input_in_one_lin
     fused = run("fuse", "--jax", "prog.py:make", "-o", "fused.hlo")
     assert fused.returncode == 0 and fused.stderr == "", fused.stderr
     assert run("analyze").returncode == 2
+
+
+def _can_hide_directories() -> bool:
+    """A private mount namespace (root and `unshare`) in which a bind mount can hide the CUDA toolkit."""
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        return False
+    done = subprocess.run(["unshare", "-m", "true"], capture_output=True, check=False)
+    return done.returncode == 0
+
+
+@needs_plugin
+@pytest.mark.skipif(not _can_hide_directories(), reason="hiding the CUDA toolkit needs root and unshare")
+def test_a_function_calling_math_compiles_on_a_machine_without_a_cuda_toolkit(tmp_path):
+    """The `gpu-compile` extra is enough: with every `/usr/local/cuda*` hidden, a kernel calling `sin` and
+    `exp` (LLVM links CUDA's libdevice into it) compiles, instead of falling back to the simulation."""
+    toolkits = [str(p) for p in Path("/usr/local").glob("cuda*") if p.is_dir()]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    script = textwrap.dedent("""
+        import warnings, jax.numpy as jnp, xla_costmodel as xc
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            table = xc.analyze(lambda x: jnp.sin(x) * jnp.exp(x), jnp.ones(1024), device="h100-sxm")
+        print(table.priced_module)
+    """)
+    hide = "".join(f"mount --bind {empty} {d} && " for d in toolkits)
+    env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", "CUDA_ROOT", "CUDA_HOME", "CUDA_PATH")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run(["unshare", "-m", "sh", "-c", f"{hide}exec {sys.executable} -c '{script}'"],
+                          capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1].startswith("XLA:GPU compiled here"), done.stdout
