@@ -36,6 +36,7 @@ from ._reduce_window import REDUCE_WINDOW_BASE_LENGTH, ReduceWindowRewrite, rewr
 from ._simplify import simplify as _simplify
 from ._softmax_rewriter import NormalizationFusion, rewrite_normalizations
 from ._sort_iota import fuse_sort_iotas
+from ._topk import decompose_topks, sort_iotas_as_iotas
 from ._tree_reduction import ReductionSplit, split_reductions
 from ._xla_passes import BEFORE_FUSION_HINT, unsimulated_kernels
 
@@ -472,6 +473,9 @@ def working_copy(module: HloModule, inline_calls: bool, mode: str,
     annotate_trip_counts(work)
     if simplify:  # XLA's AlgebraicSimplifier and TupleSimplifier, before these passes (`fusion._simplify`)
         _simplify(work)
+    if gemm_device is not None:  # XLA:GPU's TopkDecomposer / TopkSpecializer (`fusion._topk`)
+        decompose_topks(work)
+        sort_iotas_as_iotas(work)  # AlgebraicSimplifier's broadcast(iota) -> iota, for SortIotaFusion
     if convs is not None and gemm_device is not None:  # ConvRewriter .. layout assignment (`fusion._conv_rewrite`)
         convs.extend(rewrite_convolutions(work, gemm_device.compute_capability))
     if rewrites is not None and any(i.opcode == "reduce-window" for _, i in work.instructions()):
