@@ -72,7 +72,8 @@ def _comparator(module: HloModule, element_type: str, largest: bool) -> HloCompu
     p3 = HloInstruction(module.unique_name("p.1.rhs"), "parameter", idx, parameter_number=3)
     cmp = HloInstruction(module.unique_name("compare"), "compare", Shape.array("pred", []), [lhs, rhs])
     cmp.set_attribute("direction", "GT" if largest else "LT")
-    cmp.set_attribute("type", "TOTALORDER")
+    if element_type[0] in "fb":  # f16/f32/f64/bf16: total order (NaNs sorted); integers: their default type
+        cmp.set_attribute("type", "TOTALORDER")
     name = module.unique_name("compare-greater-than" if largest else "compare-less-than")
     comp = HloComputation(name, [lhs, rhs, p2, p3, cmp], root=cmp)
     return module.add_computation(comp, before=module.entry)
