@@ -40,12 +40,14 @@ _GPU_TOPK_MAX_RATIO = 0.85
 @dataclass(frozen=True)
 class TopkDecomposition:
     """One `topk` written as XLA:GPU's sort and slices (a row of `FusionResult.pre_fusion_rewrites`):
-    `computation`, the `instruction` replaced, the `sort` and the two `slices` made."""
+    `computation`, the `instruction` replaced, the `sort` and the two `slices` made; `kind` names the rewrite
+    among the rows of other passes."""
 
     computation: str
     instruction: str
     sort: str
     slices: tuple[str, str]
+    kind: str = "topk-sort"
 
 
 def gpu_topk_kernel(topk: HloInstruction) -> bool:
