@@ -36,6 +36,7 @@ from ._reduce_window import REDUCE_WINDOW_BASE_LENGTH, ReduceWindowRewrite, rewr
 from ._simplify import simplify as _simplify
 from ._softmax_rewriter import NormalizationFusion, rewrite_normalizations
 from ._sort_iota import fuse_sort_iotas
+from ._scatter_expander import ScatterExpansion, expand_simple_scatters
 from ._topk import TopkDecomposition, decompose_topks, sort_iotas_as_iotas
 from ._tree_reduction import ReductionSplit, split_reductions
 from ._xla_passes import BEFORE_FUSION_HINT, unsimulated_kernels
@@ -319,7 +320,7 @@ class FusionResult:
     origin: Mapping[str, str] = field(default_factory=dict, repr=False)
     input_through_xla: bool = True
     pre_fusion_rewrites: tuple[ReduceWindowRewrite | ReductionSplit | GemmRewrite | ConvRewrite | NormalizationFusion
-                               | TopkDecomposition, ...] = ()
+                               | TopkDecomposition | ScatterExpansion, ...] = ()
     log: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LOG_COLUMNS), repr=False)
     multi_output: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MULTI_OUTPUT_COLUMNS),
                                        repr=False)
@@ -356,6 +357,12 @@ class FusionResult:
                        f"GemmFusion and GemmRewriter do: {n_triton} Triton GEMM fusion{'s' if n_triton != 1 else ''} "
                        f"(with {sum(len(r.absorbed) for r in gemms)} operand and epilogue instructions), "
                        f"{len(gemms) - n_triton} cuBLAS call{'s' if len(gemms) - n_triton != 1 else ''}")
+        scatters = [r for r in self.pre_fusion_rewrites if isinstance(r, ScatterExpansion)]
+        if scatters:
+            out.append(f"{len(scatters)} scatter{'s' if len(scatters) != 1 else ''} of one index vector made "
+                       "elementwise code before fusion as XLA's ScatterExpander (and the loop removal after it) "
+                       "does: " + ", ".join(r.instruction for r in scatters[:5])
+                       + (", ..." if len(scatters) > 5 else ""))
         topks = [r for r in self.pre_fusion_rewrites if isinstance(r, TopkDecomposition)]
         if topks:
             out.append(f"{len(topks)} top_k{'s' if len(topks) != 1 else ''} made a sort and two slices (three "
@@ -481,6 +488,8 @@ def working_copy(module: HloModule, inline_calls: bool, mode: str,
         _simplify(work)
     if gemm_device is not None:  # XLA:GPU's TopkDecomposer / TopkSpecializer (`fusion._topk`)
         decomposed = decompose_topks(work)
+        # ScatterExpander(kEliminateSimpleScatters) and the passes that remove its loop (`fusion._scatter_expander`)
+        decomposed += expand_simple_scatters(work)
         if topks is not None:
             topks.extend(decomposed)
         sort_iotas_as_iotas(work)  # AlgebraicSimplifier's broadcast(iota) -> iota, for SortIotaFusion
