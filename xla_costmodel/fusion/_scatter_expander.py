@@ -33,6 +33,8 @@ from ..hlo import HloComputation, HloInstruction, HloModule, Shape
 
 __all__ = ["ScatterExpansion", "expand_simple_scatters", "scatter_trip_count"]
 
+_COMMUTATIVE = frozenset({"add", "multiply", "maximum", "minimum", "and", "or", "xor"})
+
 
 @dataclass(frozen=True)
 class ScatterExpansion:
@@ -67,10 +69,13 @@ def _combiner(scatter: HloInstruction) -> str | None:
     root = body.root
     if root.opcode == "parameter":
         return "update" if root.parameter_number == 1 else None
-    if len(root.operands) == 2 and all(o.opcode == "parameter" for o in root.operands) \
-            and [o.parameter_number for o in root.operands] in ([0, 1], [1, 0]) and is_elementwise(root):
+    if len(root.operands) != 2 or not all(o.opcode == "parameter" for o in root.operands) \
+            or not is_elementwise(root):
+        return None
+    order = [o.parameter_number for o in root.operands]
+    if order == [0, 1] or (order == [1, 0] and root.opcode in _COMMUTATIVE):
         return root.opcode
-    return None
+    return None  # (update op operand: written here as operand op update, so only where the order is free)
 
 
 def _row_major(rank: int) -> tuple[int, ...]:
