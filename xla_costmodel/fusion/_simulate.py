@@ -36,6 +36,8 @@ from ._reduce_window import REDUCE_WINDOW_BASE_LENGTH, ReduceWindowRewrite, rewr
 from ._simplify import simplify as _simplify
 from ._softmax_rewriter import NormalizationFusion, rewrite_normalizations
 from ._sort_iota import fuse_sort_iotas
+from ._scatter_expander import ScatterExpansion, expand_simple_scatters
+from ._topk import TopkDecomposition, decompose_topks, sort_iotas_as_iotas
 from ._tree_reduction import ReductionSplit, split_reductions
 from ._xla_passes import BEFORE_FUSION_HINT, unsimulated_kernels
 
@@ -291,7 +293,8 @@ class FusionResult:
       `fusion._tree_reduction.ReductionSplit`; `SoftmaxRewriterTriton`: normalization diamonds made
       Triton fusions, `fusion._softmax_rewriter.NormalizationFusion`, one per diamond matched, kept
       or not: `fusion` names the Triton fusion, else `reason` says why not; `GemmFusion` and
-      the dots left to cuBLAS, `fusion._gemm_fusion.GemmRewrite`); the step
+      the dots left to cuBLAS, `fusion._gemm_fusion.GemmRewrite`; `TopkDecomposer`: a top_k XLA:GPU
+      does not run as `__gpu$TopK` made a sort and two slices, `fusion._topk.TopkDecomposition`); the step
       log starts after them, and `time_before_s` prices the module rewritten by all but the
       normalizations (the Triton fusions are made after pricing, as CSE is).
     - `copies`: one row per copy copy insertion added (`simulate_fusion(copy_insertion=)`):
@@ -316,8 +319,8 @@ class FusionResult:
     model_calls: int = 0
     origin: Mapping[str, str] = field(default_factory=dict, repr=False)
     input_through_xla: bool = True
-    pre_fusion_rewrites: tuple[ReduceWindowRewrite | ReductionSplit | GemmRewrite | ConvRewrite | NormalizationFusion,
-                               ...] = ()
+    pre_fusion_rewrites: tuple[ReduceWindowRewrite | ReductionSplit | GemmRewrite | ConvRewrite | NormalizationFusion
+                               | TopkDecomposition | ScatterExpansion, ...] = ()
     log: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=LOG_COLUMNS), repr=False)
     multi_output: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=MULTI_OUTPUT_COLUMNS),
                                        repr=False)
@@ -334,7 +337,7 @@ class FusionResult:
     def notes(self) -> list[str]:
         """What a user should know before comparing these kernels with XLA:GPU's, one line each."""
         out = []
-        scans = [r for r in self.pre_fusion_rewrites if r.kind == "scan-tree"]
+        scans = [r for r in self.pre_fusion_rewrites if isinstance(r, ReduceWindowRewrite) and r.kind == "scan-tree"]
         if scans:
             out.append(f"{len(scans)} long reduce-window{'s' if len(scans) != 1 else ''} (scans: "
                        + ", ".join(f"{r.instruction} of {r.length}" for r in scans[:5])
@@ -354,6 +357,17 @@ class FusionResult:
                        f"GemmFusion and GemmRewriter do: {n_triton} Triton GEMM fusion{'s' if n_triton != 1 else ''} "
                        f"(with {sum(len(r.absorbed) for r in gemms)} operand and epilogue instructions), "
                        f"{len(gemms) - n_triton} cuBLAS call{'s' if len(gemms) - n_triton != 1 else ''}")
+        scatters = [r for r in self.pre_fusion_rewrites if isinstance(r, ScatterExpansion)]
+        if scatters:
+            out.append(f"{len(scatters)} scatter{'s' if len(scatters) != 1 else ''} of one index vector made "
+                       "elementwise code before fusion as XLA's ScatterExpander (and the loop removal after it) "
+                       "does: " + ", ".join(r.instruction for r in scatters[:5])
+                       + (", ..." if len(scatters) > 5 else ""))
+        topks = [r for r in self.pre_fusion_rewrites if isinstance(r, TopkDecomposition)]
+        if topks:
+            out.append(f"{len(topks)} top_k{'s' if len(topks) != 1 else ''} made a sort and two slices (three "
+                       "kernels) before fusion as XLA:GPU's TopkDecomposer does where its own TopK kernel does not "
+                       "apply: " + ", ".join(r.instruction for r in topks[:5]) + (", ..." if len(topks) > 5 else ""))
         triton = [r for r in self.pre_fusion_rewrites if isinstance(r, NormalizationFusion) and r.fusion]
         if triton:
             out.append(f"{len(triton)} normalization diamond{'s' if len(triton) != 1 else ''} (softmax, layer "
@@ -457,7 +471,7 @@ def _getter(versions: dict):
 def working_copy(module: HloModule, inline_calls: bool, mode: str,
                  rewrites: list | None = None, splits: list | None = None,
                  gemms: list | None = None, gemm_device=None, *, simplify: bool = False,
-                 convs: list | None = None) -> HloModule:
+                 convs: list | None = None, topks: list | None = None) -> HloModule:
     """The copy a fusion pass works on: calls inlined, loops' trip counts recorded on them, long scans
     rewritten as XLA's `ReduceWindowRewriter` does (when `rewrites` is a list: what was rewritten is
     appended to it), reductions that are not race-free split as XLA's `TreeReductionRewriter` does (when
@@ -472,6 +486,13 @@ def working_copy(module: HloModule, inline_calls: bool, mode: str,
     annotate_trip_counts(work)
     if simplify:  # XLA's AlgebraicSimplifier and TupleSimplifier, before these passes (`fusion._simplify`)
         _simplify(work)
+    if gemm_device is not None:  # XLA:GPU's TopkDecomposer / TopkSpecializer (`fusion._topk`)
+        decomposed = decompose_topks(work)
+        # ScatterExpander(kEliminateSimpleScatters) and the passes that remove its loop (`fusion._scatter_expander`)
+        decomposed += expand_simple_scatters(work)
+        if topks is not None:
+            topks.extend(decomposed)
+        sort_iotas_as_iotas(work)  # AlgebraicSimplifier's broadcast(iota) -> iota, for SortIotaFusion
     if convs is not None and gemm_device is not None:  # ConvRewriter .. layout assignment (`fusion._conv_rewrite`)
         convs.extend(rewrite_convolutions(work, gemm_device.compute_capability))
     if rewrites is not None and any(i.opcode == "reduce-window" for _, i in work.instructions()):
@@ -646,7 +667,9 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
     gemms: list | None = [] if gemm_rewrites else None
     gpu = dev if dev.kind == "gpu" and dev.compute_capability is not None else None
     convs: list | None = [] if conv_rewrites else None
-    work = working_copy(module, inline_calls, mode, rewrites, splits, gemms, gpu, simplify=simplify, convs=convs)
+    topks: list = []
+    work = working_copy(module, inline_calls, mode, rewrites, splits, gemms, gpu, simplify=simplify, convs=convs,
+                        topks=topks)
     # (computation, name) -> opcode of the layout-only reshapes/transposes the pass sees as bitcasts
     relabelled = _relabelled(work) if mode == "decide" else {}
     comps = fusible_computations(work)
@@ -765,7 +788,7 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
         model_calls=calls,
         origin=MappingProxyType(live_origin),
         pre_fusion_rewrites=tuple(rewrites or ()) + tuple(splits or ()) + tuple(gemms or ()) + tuple(convs or ())
-        + tuple(normalizations) + tuple(sort_iotas),
+        + tuple(topks) + tuple(normalizations) + tuple(sort_iotas),
         log=log_df,
         multi_output=pd.DataFrame([dataclasses.astuple(st) for st in mof_rows], columns=MULTI_OUTPUT_COLUMNS),
         multi_output_run=bool(multi_output),
