@@ -58,6 +58,7 @@ bound "network" when the transfer dominates; `-done` forms cost 0.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
@@ -218,6 +219,15 @@ class XlaGpuModel:
       XLA has no such term, False drops it). Kernel estimates only: fusion
       prices (`estimate_fusion`, `fusion_pricer`) leave it out, as XLA's
       fusion decisions do.
+    - `in_place_scatter`: a scatter fusion writes its result into its
+      first operand's buffer (XLA's buffer assignment aliases them, and
+      copy insertion copies the operand where it cannot), so it reads and
+      writes only the elements its updates touch, as XLA's cost analysis
+      already counts a scatter run on its own. XLA's fusion cost analysis
+      counts the whole buffer read and written (it treats
+      `dynamic-update-slice` so, not scatter): the H100 ran optax's
+      f32[1024,32000] cross-entropy gradient scatter in 1 µs, priced 299 µs
+      that way. Kernel estimates only, as `atomic_contention`; False drops it.
     - `nccl_max_channels`, `nccl_min_channels`, `nccl_threads`: what XLA's
       collective model reads from `NCCL_MAX_NCHANNELS`, `NCCL_MIN_NCHANNELS`
       and `NCCL_NTHREADS` (0: unset).
@@ -241,6 +251,7 @@ class XlaGpuModel:
     dot_fusion_model: bool = True
     sort_model: bool = True
     atomic_contention: bool = True
+    in_place_scatter: bool = True
     # How a cuBLAS call's (m, n, k) is read off XLA's measured GEMM table (`models._gemm_table`).
     gemm_interpolation: str = "log-grid"
     nccl_max_channels: int = 32
@@ -340,8 +351,11 @@ class XlaGpuModel:
             cache[id(kernel)] = c
         return c
 
-    def _runtime(self, kernel, device, cache: dict | None = None, launch: LaunchDimensions | None = None) -> _Runtime:
+    def _runtime(self, kernel, device, cache: dict | None = None, launch: LaunchDimensions | None = None,
+                 in_place: bool = False) -> _Runtime:
         costs = self._costs(kernel, device, cache)
+        if in_place:
+            costs = _scatter_in_place(costs)
         ld = launch if launch is not None else launch_dimensions(kernel, device, max_unroll=self.max_unroll_factor)
         flops = int(costs.flops)
         compute = self.compute_time(device, flops, costs.matmul_flops, costs.matmul_dtype, ld.num_blocks, ld.threads_per_block)
@@ -502,7 +516,7 @@ class XlaGpuModel:
         tiled, fallback = self._triton_estimate(kernel, device)
         if tiled is not None:
             return tiled
-        rt = self._runtime(kernel, device)
+        rt = self._runtime(kernel, device, in_place=self.in_place_scatter)
         if rt.costs.unpriced:
             why = "no cost rule for " + ", ".join(rt.costs.unpriced)
             warn_unpriced(self.name, kernel, why)
@@ -520,7 +534,7 @@ class XlaGpuModel:
         threads the compute rate and the low-occupancy bandwidth cap).
         """
         self._check(device)
-        rt = self._runtime(kernel, device, launch=launch)
+        rt = self._runtime(kernel, device, launch=launch, in_place=self.in_place_scatter)
         if rt.costs.unpriced:
             return KernelEstimate.unpriced("no cost rule for " + ", ".join(rt.costs.unpriced))
         return self._estimate_from(rt, device)
@@ -652,3 +666,25 @@ class XlaGpuModel:
         return XlaGpuPairPricer(self, device, version)
 
 
+
+
+def _scatter_in_place(costs: KernelCosts) -> KernelCosts:
+    """`costs` of a fusion whose root is a scatter with the scattered-into operands read and the result
+    written only where the updates go (`XlaGpuModel.in_place_scatter`): each fusion operand that only the
+    scatter's first operands read counts its updates' bytes, and the result writes the updates' bytes.
+    Any other kernel's `costs` unchanged."""
+    kernel = costs.kernel
+    comp = kernel.fused_computation if kernel.opcode == "fusion" else None
+    root = comp.root if comp is not None else None
+    if root is None or root.opcode != "scatter":
+        return costs
+    n = (len(root.operands) - 1) // 2
+    operand_bytes = list(costs.operand_bytes)
+    written = 0.0
+    for j in range(n):
+        updates = float(shape_size_cached(root.operands[n + 1 + j].shape))
+        written += updates
+        target = root.operands[j]
+        if target.opcode == "parameter" and target.users == [root] and target.parameter_number < len(operand_bytes):
+            operand_bytes[target.parameter_number] = min(operand_bytes[target.parameter_number], updates)
+    return dataclasses.replace(costs, operand_bytes=operand_bytes, bytes_written=min(costs.bytes_written, written))
