@@ -225,25 +225,9 @@ class _GpuAnalysis(Analysis):
         (nothing kept) where a value leaves float32's range."""
         pack, unpack = _F32_STRUCT.pack, _F32_STRUCT.unpack
         records = self._records
-        root = comp.root
         ew_roots = self.ew_roots
         root_util = self.root_util
-        root_ir: dict[Any, float] = {}
-        params = []
-        constants = []
-        for h in order:
-            r = records[h]
-            r[UTIL] = 0.0
-            r[IR] = 0.0
-            ew_roots[h] = set()
-            root_util[h] = 0.0
-            if h.opcode == "parameter":
-                params.append(h)
-            elif h.opcode == "constant":
-                constants.append(h)
-        root_util[root] = 1.0
-        root_ir[root] = 1.0
-        ew_roots[root].add(root)
+        params, constants, root_ir = self._start_walk(comp, order)
         flops = 0.0
         ir_total = 0.0
         for h in order:
@@ -281,10 +265,10 @@ class _GpuAnalysis(Analysis):
         params.sort(key=lambda h: h.parameter_number)
         return params, constants
 
-    def _f32_utilizations_numpy(self, comp, order: list, p: list) -> tuple[list, list]:
+    def _start_walk(self, comp, order: list) -> tuple[list, list, dict]:
+        """Both walks' start: every instruction's figures zeroed, the root used once by itself; the
+        parameters and constants of `order`, and the roots' IR sizes (the root's: 1)."""
         records = self._records
-        root = comp.root
-        root_ir: dict[Any, float] = {}
         params = []
         constants = []
         for h in order:
@@ -297,9 +281,14 @@ class _GpuAnalysis(Analysis):
                 params.append(h)
             elif h.opcode == "constant":
                 constants.append(h)
+        root = comp.root
         self.root_util[root] = 1.0
-        root_ir[root] = 1.0
         self.ew_roots[root].add(root)
+        return params, constants, {root: 1.0}
+
+    def _f32_utilizations_numpy(self, comp, order: list, p: list) -> tuple[list, list]:
+        records = self._records
+        params, constants, root_ir = self._start_walk(comp, order)
         flops = _f32(0.0)
         ir_total = _f32(0.0)
         for h in order:

@@ -872,7 +872,6 @@ class Parser:
             return v
 
         def tolerant(fn):
-            save = self.i
             try:
                 return fn()
             except _Fail:
