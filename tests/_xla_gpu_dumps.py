@@ -3,7 +3,8 @@ simulated pass to XLA's own.
 
 The compile runs in a child process: XLA reads `XLA_FLAGS` (the dump directory and the passes to dump) once,
 when its backends start. The child loads the test file and compiles `PROGRAMS[name]` (a function and its
-argument shapes) with `xla_costmodel.gpu_compile.compile_for_gpu`.
+argument shapes) with `xla_costmodel.gpu_compile.compile_for_gpu`. The same tables give our side's input:
+`lowered_program` (the module jax lowers the program to).
 """
 
 from __future__ import annotations
@@ -45,3 +46,20 @@ def first_dump(dumps: dict[str, str], suffix_pattern: str, contains: str = "") -
 
     names = [n for n in dumps if fnmatch.fnmatch(n, suffix_pattern) and contains in n]
     return dumps[names[0]] if names else None
+
+
+def shape_specs(shapes) -> list:
+    """`jax.ShapeDtypeStruct`s for a program table's argument shapes, `[(shape, dtype), ...]`."""
+    import jax
+
+    return [jax.ShapeDtypeStruct(tuple(shape), dtype) for shape, dtype in shapes]
+
+
+def lowered_program(fn, shapes, *, inline: bool = True):
+    """The module jax lowers `fn` to for `shapes` (unoptimized: what XLA:GPU's passes start from), with its
+    calls inlined as XLA's first passes do unless `inline=False`."""
+    from xla_costmodel.hlo import from_jax
+    from xla_costmodel.hlo.editing import inline_calls
+
+    module = from_jax(fn, *shape_specs(shapes), optimized=False)
+    return inline_calls(module) if inline else module

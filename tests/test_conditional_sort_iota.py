@@ -17,9 +17,9 @@ from xla_costmodel.fusion._conditional import remove_conditionals  # noqa: E402
 from xla_costmodel.fusion._execute import run_on_cpu  # noqa: E402
 from xla_costmodel.fusion._simplify import simplify  # noqa: E402
 from xla_costmodel.gpu_compile import gpu_compile_available  # noqa: E402
-from xla_costmodel.hlo import from_jax, parse_hlo  # noqa: E402
-from xla_costmodel.hlo.editing import inline_calls, unfuse_for_execution  # noqa: E402
-from _xla_gpu_dumps import first_dump, xla_gpu_pass_dumps  # noqa: E402
+from xla_costmodel.hlo import parse_hlo  # noqa: E402
+from xla_costmodel.hlo.editing import unfuse_for_execution  # noqa: E402
+from _xla_gpu_dumps import first_dump, xla_gpu_pass_dumps, lowered_program, shape_specs  # noqa: E402
 
 
 def cheap_cond(p, x):  # two elementwise branches: a select
@@ -55,12 +55,11 @@ CONDS = ["cheap_cond", "matvec_cond", "sorting_cond"]
 
 
 def _specs(name):
-    return [jax.ShapeDtypeStruct(s, d) for s, d in PROGRAMS[name][1]]
+    return shape_specs(PROGRAMS[name][1])
 
 
 def _lowered(name):
-    fn, _ = PROGRAMS[name]
-    return inline_calls(from_jax(fn, *_specs(name), optimized=False))
+    return lowered_program(*PROGRAMS[name])
 
 
 def _args(name, sign):

@@ -17,8 +17,8 @@ from jax import lax  # noqa: E402
 from xla_costmodel.fusion import kernels_of, simulate_fusion  # noqa: E402
 from xla_costmodel.fusion._conv_rewrite import cudnn_layout, rewrite_convolutions  # noqa: E402
 from xla_costmodel.gpu_compile import gpu_compile_available  # noqa: E402
-from xla_costmodel.hlo import from_jax, parse_hlo  # noqa: E402
-from _xla_gpu_dumps import first_dump, xla_gpu_pass_dumps  # noqa: E402
+from xla_costmodel.hlo import parse_hlo  # noqa: E402
+from _xla_gpu_dumps import first_dump, lowered_program, xla_gpu_pass_dumps  # noqa: E402
 
 
 def _conv(x, w, stride=(1, 1), padding="SAME", dims=("NHWC", "HWIO", "NHWC"), groups=1):
@@ -100,8 +100,7 @@ PROGRAMS = {
 
 
 def _lowered(name):
-    fn, shapes = PROGRAMS[name]
-    return from_jax(fn, *[jax.ShapeDtypeStruct(s, d) for s, d in shapes], optimized=False)
+    return lowered_program(*PROGRAMS[name], inline=False)
 
 
 def _calls(module) -> Counter:

@@ -15,9 +15,8 @@ from xla_costmodel.fusion import kernels_of, simulate_fusion  # noqa: E402
 from xla_costmodel.fusion._execute import run_on_cpu  # noqa: E402
 from xla_costmodel.fusion._scatter_expander import expand_simple_scatters, scatter_trip_count  # noqa: E402
 from xla_costmodel.gpu_compile import gpu_compile_available  # noqa: E402
-from xla_costmodel.hlo import from_jax, parse_hlo  # noqa: E402
-from xla_costmodel.hlo.editing import inline_calls  # noqa: E402
-from _xla_gpu_dumps import first_dump, xla_gpu_pass_dumps  # noqa: E402
+from xla_costmodel.hlo import parse_hlo  # noqa: E402
+from _xla_gpu_dumps import first_dump, xla_gpu_pass_dumps, lowered_program, shape_specs  # noqa: E402
 
 
 def add_row(x, i, v):  # one index vector, a window of one row: dynamic-slice, add, dynamic-update-slice
@@ -50,12 +49,11 @@ PROGRAMS = {
 
 
 def _specs(name):
-    return [jax.ShapeDtypeStruct(s, d) for s, d in PROGRAMS[name][1]]
+    return shape_specs(PROGRAMS[name][1])
 
 
 def _lowered(name):
-    fn, _ = PROGRAMS[name]
-    return inline_calls(from_jax(fn, *_specs(name), optimized=False))
+    return lowered_program(*PROGRAMS[name])
 
 
 def _scatters(module):

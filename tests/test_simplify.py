@@ -14,8 +14,8 @@ from xla_costmodel.fusion import kernels_of, simulate_fusion  # noqa: E402
 from xla_costmodel.fusion._execute import run_on_cpu  # noqa: E402
 from xla_costmodel.fusion._simplify import simplify  # noqa: E402
 from xla_costmodel.gpu_compile import gpu_compile_available  # noqa: E402
-from xla_costmodel.hlo import from_jax, parse_hlo  # noqa: E402
-from xla_costmodel.hlo.editing import inline_calls  # noqa: E402
+from xla_costmodel.hlo import parse_hlo  # noqa: E402
+from _xla_gpu_dumps import lowered_program, shape_specs  # noqa: E402
 
 
 @jax.jit
@@ -60,12 +60,11 @@ PROGRAMS = {
 
 
 def _specs(name):
-    return [jax.ShapeDtypeStruct(s, d) for s, d in PROGRAMS[name][1]]
+    return shape_specs(PROGRAMS[name][1])
 
 
 def _lowered(name):
-    fn, _ = PROGRAMS[name]
-    return inline_calls(from_jax(fn, *_specs(name), optimized=False))
+    return lowered_program(*PROGRAMS[name])
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))

@@ -22,8 +22,8 @@ from xla_costmodel.fusion._simulate import _unfused_exec_s, working_copy  # noqa
 from xla_costmodel.fusion._softmax_rewriter import match_diamond, rewrite_normalizations  # noqa: E402
 from xla_costmodel.fusion._triton_fusion import is_generic_triton  # noqa: E402
 from xla_costmodel.gpu_compile import gpu_compile_available  # noqa: E402
-from _xla_gpu_dumps import first_dump, xla_gpu_pass_dumps  # noqa: E402
-from xla_costmodel.hlo import from_jax, parse_hlo  # noqa: E402
+from _xla_gpu_dumps import first_dump, xla_gpu_pass_dumps, lowered_program, shape_specs  # noqa: E402
+from xla_costmodel.hlo import parse_hlo  # noqa: E402
 from xla_costmodel.hlo.editing import unfuse_for_execution  # noqa: E402
 
 
@@ -76,12 +76,11 @@ DEVICE = "h100-sxm"
 
 
 def _specs(name):
-    return [jax.ShapeDtypeStruct(s, d) for s, d in PROGRAMS[name][1]]
+    return shape_specs(PROGRAMS[name][1])
 
 
 def _lowered(name):
-    fn, _ = PROGRAMS[name]
-    return from_jax(fn, *_specs(name), optimized=False)
+    return lowered_program(*PROGRAMS[name], inline=False)
 
 
 def _after_rewriter(name):

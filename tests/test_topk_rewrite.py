@@ -17,9 +17,8 @@ from xla_costmodel.fusion._execute import run_on_cpu  # noqa: E402
 from xla_costmodel.fusion._sort_iota import fuse_sort_iotas  # noqa: E402
 from xla_costmodel.fusion._topk import decompose_topks, gpu_topk_kernel, sort_iotas_as_iotas  # noqa: E402
 from xla_costmodel.gpu_compile import gpu_compile_available  # noqa: E402
-from xla_costmodel.hlo import from_jax, parse_hlo  # noqa: E402
-from xla_costmodel.hlo.editing import inline_calls  # noqa: E402
-from _xla_gpu_dumps import first_dump, xla_gpu_pass_dumps  # noqa: E402
+from xla_costmodel.hlo import parse_hlo  # noqa: E402
+from _xla_gpu_dumps import first_dump, xla_gpu_pass_dumps, lowered_program, shape_specs  # noqa: E402
 
 
 def top8(x):
@@ -44,12 +43,11 @@ PROGRAMS = {
 
 
 def _specs(name):
-    return [jax.ShapeDtypeStruct(s, d) for s, d in PROGRAMS[name][1]]
+    return shape_specs(PROGRAMS[name][1])
 
 
 def _lowered(name):
-    fn, _ = PROGRAMS[name]
-    return inline_calls(from_jax(fn, *_specs(name), optimized=False))
+    return lowered_program(*PROGRAMS[name])
 
 
 def _ours_before_priority_fusion(name):
