@@ -1,16 +1,18 @@
 """XLA's dot-fusion cost model (`models._dot_fusion`) against XLA's own tests and hand-worked numbers.
 
-Source: openxla/xla `xla/service/gpu/model/gpu_dot_fusion_cost_model.cc` (the version with
-`GetMemoryBandwidthSpec` and `CalculatePipelinedLoopTimeWithLaunchWaves`) and its test file
+Source: openxla/xla `xla/service/gpu/model/gpu_dot_fusion_cost_model.cc` at its newest readable commit,
+84b5521b00 (2026-08-17, per-architecture HBM tables; the zml/xla mirror's history), and its test file
 `gpu_dot_fusion_cost_model_test.cc`, whose cases are restated below on this project's `h100-sxm` preset
 (XLA's tests use `TestGpuDeviceInfo::H100SXMDeviceInfo()`: 132 SMs, 3352.32 GB/s, sm_90), `a100-80gb`
 (`A100SXMDeviceInfo`) and `b200` (`B200SXMDeviceInfo`). Two versions of the test file are restated: the one
-that goes with that source (`CalculateSmOccupancy(smem, warps, device)`) and the newest one stored
-(`CalculateSmOccupancy(..., registers_per_thread)`, `AmpereTileMDerate` at 31 vs 32, the utilizations,
-the HBM-curve properties). Of the newest one, what needs its unpublished per-architecture HBM tables
-(`...MonotonicallyIncreasesWithTransferSize` up to 8 GiB, `...FractionOrderingAcrossArchitectures`) and
-its registers-per-thread estimate (`CalculateRegistersPerThread*`) is not restated: no source of them is
-readable. The oldest versions (max(compute, HBM, L2) at the SIMT peak) test a model XLA replaced.
+of that commit and the newest one stored (the same cases, plus `CalculateSmOccupancy(...,
+registers_per_thread)` and `CalculateRegistersPerThread*`). Of the newest one, the registers-per-thread
+estimate (`CalculateRegistersPerThread*`) is not restated: no source of it is readable. The oldest versions
+(max(compute, HBM, L2) at the SIMT peak) test a model XLA replaced; a 15.5k-character test file in the search
+index (`SkinnyBf16GemmWriteAmplification`, `NarrowTileWriteAmplification`: a write-coalescing penalty on
+`bytes_written`) belongs to no commit of the file in the mirror's history (through 2026-08-21): it is the May
+2026 test file (60ee03a83e) plus those cases, and its `GpuDotComputeBoundBf16` / `GpuDotMemoryBoundBf16` expect
+the max(compute, HBM, L2) model XLA replaced in July (f4bc3b8c75), so it is not followed.
 """
 
 from __future__ import annotations
@@ -178,32 +180,73 @@ def test_pipelined_loop_time():
 
 
 def test_hbm_curve_scales_with_each_preset():
-    """GetMemoryBandwidthSpec: XLA's curve is fractions of peak, so every GPU preset reaches 93.2% of its own
-    peak at 1 GiB and 0.042% at 8 KiB; interpolation is linear (EffectiveHbmBandwidthLinearlyInterpolates...)."""
+    """GetMemoryBandwidthSpec / GetScaledHbmBandwidthTable: XLA's curves are fractions of peak, so every GPU
+    preset gets its own architecture's curve scaled to its own peak (Hopper: 0.042% at 8 KiB, 93.2% at 1 GiB,
+    94.8% at 8 GiB; Ampere 93.4% and Blackwell 90.5% at 1 GiB); interpolation is linear
+    (EffectiveHbmBandwidthLinearlyInterpolatesBetweenTableEntries)."""
     gpus = [get_device(n) for n in device_names() if get_device(n).kind == "gpu"]
     assert len(gpus) >= 5
+    at_1gib = {8: 0.93435348, 9: 0.9324885, 10: 0.90518887}
     for d in gpus:
         peak = d.memory_bandwidth_bytes_per_s
-        assert effective_hbm_bandwidth(1 << 30, d) / peak == pytest.approx(0.9324885, rel=1e-5)
+        arch = min(max(d.compute_capability[0], 8), 10)
+        assert effective_hbm_bandwidth(1 << 30, d) / peak == pytest.approx(at_1gib[arch], rel=1e-6)
         assert effective_hbm_bandwidth(4096, d) == effective_hbm_bandwidth(8192, d)
-        assert effective_hbm_bandwidth(8192, d) / peak == pytest.approx(0.00042359, rel=1e-5)
         mid = (effective_hbm_bandwidth(8192, d) + effective_hbm_bandwidth(16384, d)) / 2
         assert effective_hbm_bandwidth(12288, d) == pytest.approx(mid, rel=1e-6)
         # L2 bandwidth scales with memory bandwidth relative to the H100 SXM's 3352.32 "GB/s" in GiB.
         assert l2_bandwidth(d) == pytest.approx(6.65e12 * peak / (1 << 30) / 3352.32, rel=1e-12)
         e = estimate_dot(DotProblem(1, 1024, 1024, 1024, "bf16", "bf16", "bf16"), 1, 128, 128, 64, 4, 3, d)
         assert 0 < e.exec_s < 1e-3
+    assert effective_hbm_bandwidth(8192, H100) / H100.memory_bandwidth_bytes_per_s == pytest.approx(0.00042359,
+                                                                                                  rel=1e-6)
+    assert effective_hbm_bandwidth(8 << 30, H100) / H100.memory_bandwidth_bytes_per_s == pytest.approx(0.948,
+                                                                                                     rel=1e-6)
+    # Between 1 and 2 GiB the Hopper curve goes on rising (the earlier table stopped at 1 GiB).
+    assert effective_hbm_bandwidth(3 << 29, H100) / H100.memory_bandwidth_bytes_per_s == pytest.approx(
+        (0.9324885 + 0.9412) / 2, rel=1e-6)
 
 
 def test_hbm_curve_limits():
     """EffectiveHbmBandwidthMinTransferSizeIsLatencyBound (8 KiB: under 10% of peak), ...Asymptotic...
-    (8 GiB: over 90%, at most 100%), ...ClampsAboveMaximumTransferSize (16 GiB as 8 GiB), on the A100, H100
-    and B200."""
+    (8 GiB: over 90%, at most 100%), ...ClampsAboveMaximumTransferSize (16 GiB as 8 GiB),
+    ...ClampsBelowMinimumTransferSize (4 KiB as 8 KiB), on the A100, H100 and B200."""
     for d in (A100, H100, B200):
         peak = d.memory_bandwidth_bytes_per_s
         assert 0 < effective_hbm_bandwidth(8192, d) / peak < 0.10
         assert 0.90 < effective_hbm_bandwidth(8 << 30, d) / peak <= 1.0
         assert effective_hbm_bandwidth(16 << 30, d) == effective_hbm_bandwidth(8 << 30, d)
+        assert effective_hbm_bandwidth(4096, d) == effective_hbm_bandwidth(8192, d)
+
+
+def test_hbm_curve_increases_up_to_8_gib():
+    """EffectiveHbmBandwidthMonotonicallyIncreasesWithTransferSize: strictly rising from 8 KiB to 8 GiB, in
+    powers of two, on the A100, H100 and B200."""
+    for d in (A100, H100, B200):
+        bws = [effective_hbm_bandwidth(1 << e, d) for e in range(13, 34)]
+        assert all(b > a for a, b in zip(bws, bws[1:]))
+
+
+def test_hbm_curve_fraction_ordering_across_architectures():
+    """EffectiveHbmBandwidthFractionOrderingAcrossArchitectures: at 16 KiB, 64 KiB, 2, 8, 32 and 128 MiB the
+    fraction of peak is Ampere's > Hopper's > Blackwell's."""
+    for size in (16 << 10, 64 << 10, 2 << 20, 8 << 20, 32 << 20, 128 << 20):
+        a100, h100, b200 = (effective_hbm_bandwidth(size, d) / d.memory_bandwidth_bytes_per_s
+                            for d in (A100, H100, B200))
+        assert a100 > h100 > b200
+
+
+def test_hbm_curve_falls_back_by_architecture():
+    """EffectiveHbmBandwidthFallsBackToAmpereForOlderArchitectures (sm_70 at 900 GB/s: the A100's fraction at
+    128 MiB) and ...FallsBackToBlackwellForFutureArchitectures (sm_110 at 10 TB/s: the B200's)."""
+    frac = lambda d: effective_hbm_bandwidth(128 << 20, d) / d.memory_bandwidth_bytes_per_s  # noqa: E731
+    volta = dataclasses.replace(get_device("rtx-a6000"), compute_capability=(7, 0),
+                                memory_bandwidth_bytes_per_s=900e9)
+    future = dataclasses.replace(get_device("rtx-a6000"), compute_capability=(11, 0),
+                                 memory_bandwidth_bytes_per_s=10_000e9)
+    assert frac(volta) == pytest.approx(frac(A100), rel=1e-6)
+    assert frac(future) == pytest.approx(frac(B200), rel=1e-6)
+    assert frac(A100) != pytest.approx(frac(B200), rel=1e-3)
 
 
 def _derate(device, tile_m: int, dtype: str) -> float:

@@ -1,27 +1,27 @@
 """XLA's dot-fusion cost model: the time of one tiled GEMM (a dot in a Triton fusion) under one configuration.
 
-Re-implements `xla/service/gpu/model/gpu_dot_fusion_cost_model.cc` (openxla/xla, the newest version whose
-source is readable here: the one with `GetMemoryBandwidthSpec`, `CalculateSmOccupancy` and
-`CalculatePipelinedLoopTimeWithLaunchWaves`), for any GPU `DeviceSpec`. Every figure below is XLA's;
-none is fitted here:
+Re-implements `xla/service/gpu/model/gpu_dot_fusion_cost_model.cc` (openxla/xla) as of its newest readable
+source, commit 84b5521b00 (2026-08-17, "Add empirical HBM bandwidth scaling tables for Ampere and Blackwell";
+readable in the zml/xla mirror's history, which holds every commit of the file from 2025-04 on), for any GPU
+`DeviceSpec`. Every figure below is XLA's; none is fitted here:
 
 - **Problem** (`DotProblemInfo`): b = product of the lhs batch dimensions, m and n the one non-contracting
   dimension of each side, k the one contracting dimension.
 - **Compute** (`CalculateComputeTimeWithTileAndWaveQuantization`): blocks = ceil(b/tb)·ceil(m/tm)·ceil(n/tn);
   waves = ceil(blocks/SMs); flops = 2·tb·tm·tn·k·waves·SMs at the matrix peak of the lhs type (integer
   ops per ns, the vector peak where there is no matrix rate), derated x0.5 on Blackwell for tm < 128,
-  x0.63 on Hopper for tm < 64 (no wgmma), x0.5 on Ampere for tm < 32 (the newest test,
-  `AmpereTileMDerate`, derates 31 and not 32; the earlier source read tm < 16).
-- **HBM** (`CalculateHbmTime`, `GetEffectiveHbmBandwidth`): operand bytes read and output bytes written at
-  one bandwidth, linearly interpolated on the total bytes from XLA's H100 SXM microbenchmark curve, which
-  XLA stores as fractions of peak and scales by the device's own peak (so every preset gets its curve).
-  XLA divides the device's bytes/s by 2^30 and its fractions are the old GiB/s table over 3352.32, so
-  the H100 SXM's own curve tops out at 0.9325 x 3122 GiB/s (2911, where the older absolute table said
-  3126): followed as XLA computes it.
+  x0.63 on Hopper for tm < 64 (no wgmma), x0.5 on Ampere for tm < 32 (commit 7e915a707d; tm < 16 before).
+- **HBM** (`CalculateHbmTime`, `GetEffectiveHbmBandwidth`): operand bytes read and output bytes written
+  (the whole problem, once) at one bandwidth, linearly interpolated on their total from the device
+  architecture's microbenchmarked curve (`GetScaledHbmBandwidthTable`: Ampere's table for compute
+  capability < 9, Hopper's for 9, Blackwell's from 10 up; 21 sizes from 8 KiB to 8 GiB, clamped outside),
+  stored as fractions of peak and multiplied by the device's `memory_bandwidth` in bytes/s, in float32.
+  Below 1 GiB Hopper's table is the earlier H100 SXM curve (0.9325 of peak at 1 GiB); it goes on to
+  0.948 at 8 GiB.
 - **L2** (`CalculateL2Bytes`, `CalculateL2Time`): (tb·tm·k + tb·tn·k) operand bytes per block, times the
-  blocks, at 6.65 TB/s scaled by the device's memory bandwidth in GiB/s over the H100 SXM's 3352.32
-  (so 6.19 TB/s on the H100 SXM itself, by the same unit slip), plus ceil(k/bk) iterations of 150 ns
-  (TMA) or 400 ns (cp.async).
+  blocks, at 6.65 TB/s scaled by the device's `memory_bandwidth` over 3352.32·2^30 bytes/s (the H100 SXM's
+  3352.32 GB/s read as GiB/s, so 6.19 TB/s on the H100 SXM itself), plus ceil(k/bk) iterations of 150 ns
+  (TMA) or 400 ns (cp.async), once per kernel (not per wave).
 - **Occupancy** (`CalculateSmOccupancy`): blocks per SM = max(1, min(shared memory per SM / shared memory
   per block, threads per SM / threads per block[, registers per SM / registers per block])), clamped to
   the device's resident-block limit; shared memory per block = (tm·bk + tn·bk)·bytes·stages
@@ -30,17 +30,21 @@ none is fitted here:
   is not in any source readable here, so `estimate_dot` passes none (0: no register limit).
 - **Main loop** (`CalculatePipelinedLoopTimeWithLaunchWaves`), per hardware launch wave
   (`hardware_launch_waves`: ceil(blocks/(SMs·active))) and multiplied back, so the latency tax is paid
-  per wave: with stages <= 1 or one iteration, serial: HBM + compute + iterations·tax; otherwise
-  (stages-1) memory iterations (each paying the tax), the overlapped iterations at
-  max(max(mem, comp), max(mem + tax, comp)/(stages-1)), (stages-1) compute iterations, then the write.
+  per K iteration of each wave (not per block, not once per kernel): with stages <= 1 or one iteration,
+  serial: HBM + compute + iterations·tax; otherwise (stages-1) memory iterations (each paying the tax),
+  the overlapped iterations at max(max(mem, comp), max(mem + tax, comp)/(stages-1)), (stages-1) compute
+  iterations, then the write. `num_stages` is the configuration's (`BlockLevelParameters`, from the fusion's
+  `block_level_fusion_config` or the autotuner's `TritonGemmConfig`); where XLA's tiling search builds the
+  parameters itself (`EstimateTiledRunTimeDataImpl`) it is the struct's default, 1.
 - **Result**: exec = max(main loop, L2); `compute_utilization` and `memory_utilization` as XLA reports them.
 
 The latency tax is XLA's `kLoopLatencyTax`, 1.3 us (the constant the versions with that name state; an
 earlier version's `kLatencyTax` was 1.8 us with a different prologue).
 
-Not followed, because no source of it is readable here: the newest test file also checks per-architecture
-HBM curves (Ampere > Hopper > Blackwell fractions of peak, rising up to 8 GiB, older GPUs falling back to
-Ampere's and newer ones to Blackwell's) and the registers-per-thread estimate.
+Not followed, because no source of it is readable here: the newest test file stored (after 84b5521b00) passes
+a registers-per-thread estimate (`CalculateRegistersPerThread`) to the occupancy; `sm_occupancy` takes it,
+`estimate_dot` passes none (0: no register limit). A register limit only lowers occupancy, so it can only add
+launch waves (each paying the latency tax): it cannot make XLA's price lower.
 """
 
 from __future__ import annotations
@@ -82,12 +86,19 @@ LEGACY_LOOP_OVERHEAD_S = 400e-9             # kLegacyLoopOverheadSeconds (cp.asy
 H100_L2_BYTES_PER_S = 6.65e12               # kH100L2CacheBandwidthBytesPerSec
 H100_SXM_PEAK_GBPS = 3352.32                # kH100SxmPeakMemoryBandwidthGBps
 _GIB = float(1 << 30)
-# kScaledHbmBandwidthTable: (bytes moved, fraction of the device's peak bandwidth), measured on an H100 SXM.
-_HBM_FRACTIONS = ((8192, 0.00042359), (16384, 0.00090385), (32768, 0.00179577), (65536, 0.00351100),
-                  (131072, 0.00706376), (262144, 0.01412455), (524288, 0.02761073), (1048576, 0.05341375),
-                  (2097152, 0.10343583), (4194304, 0.19072761), (8388608, 0.31917596), (16777216, 0.47249365),
-                  (33554432, 0.58906066), (67108864, 0.69897562), (134217728, 0.78541428),
-                  (268435456, 0.82530600), (536870912, 0.88562244), (1073741824, 0.93248850))
+# kAmpereScaledHbmBandwidthTable / kHopperScaledHbmBandwidthTable / kBlackwellScaledHbmBandwidthTable: (bytes
+# moved, fraction of the device's peak bandwidth), microbenchmarked per architecture (21 entries, 8 KiB to 8 GiB).
+# Below 1 GiB the Hopper table is the H100 SXM curve of the version before (`kScaledHbmBandwidthTable`).
+_HBM_SIZES = tuple(1 << e for e in range(13, 34))
+_HBM_FRACTIONS_AMPERE = (0.00043418, 0.00092645, 0.00184066, 0.00359877, 0.00724035, 0.01447766, 0.02830100,
+                         0.05448203, 0.10550455, 0.19454216, 0.32555948, 0.48194352, 0.60084187, 0.71295513,
+                         0.79326842, 0.83355906, 0.89447866, 0.93435348, 0.94308240, 0.94739100, 0.94989600)
+_HBM_FRACTIONS_HOPPER = (0.00042359, 0.00090385, 0.00179577, 0.00351100, 0.00706376, 0.01412455, 0.02761073,
+                         0.05341375, 0.10343583, 0.19072761, 0.31917596, 0.47249365, 0.58906066, 0.69897562,
+                         0.78541428, 0.82530600, 0.88562244, 0.93248850, 0.94120000, 0.94550000, 0.94800000)
+_HBM_FRACTIONS_BLACKWELL = (0.00041057, 0.00080983, 0.00159736, 0.00315074, 0.00621472, 0.01009557, 0.01892165,
+                            0.03517364, 0.06441370, 0.11489171, 0.19611710, 0.31310696, 0.45727190, 0.60433204,
+                            0.72808478, 0.81644540, 0.87240125, 0.90518887, 0.92353306, 0.93353170, 0.93890402)
 # Resident blocks per SM by compute capability (CUDA C Programming Guide, "Technical Specifications per
 # Compute Capability"): what `DeviceDescription::max_blocks_per_multiprocessor` reads from the driver.
 _MAX_BLOCKS_PER_SM = {(7, 5): 16, (8, 6): 16, (8, 7): 16, (8, 9): 24, (12, 0): 32}
@@ -105,19 +116,29 @@ def max_blocks_per_sm(device) -> int:
     return _MAX_BLOCKS_PER_SM.get(tuple(cc), 32)
 
 
+def hbm_bandwidth_fractions(device) -> tuple[float, ...]:
+    """XLA's `GetScaledHbmBandwidthTable`: Blackwell's table from compute capability 10 up (newer GPUs too),
+    Hopper's for 9, Ampere's for everything older (Volta and Turing included), as fractions of peak at the
+    transfer sizes `2^13 .. 2^33` bytes."""
+    major = device.compute_capability[0] if device.compute_capability else 0
+    return (_HBM_FRACTIONS_BLACKWELL if major >= 10 else _HBM_FRACTIONS_HOPPER if major == 9
+            else _HBM_FRACTIONS_AMPERE)
+
+
 def effective_hbm_bandwidth(nbytes: int, device) -> float:
-    """XLA's `GetEffectiveHbmBandwidth`: bytes/s for a transfer of `nbytes` on `device` (float32 arithmetic)."""
-    peak_gib = _f32(device.memory_bandwidth_bytes_per_s / _GIB)
-    table = [(size, _f32(_f32(frac) * peak_gib)) for size, frac in _HBM_FRACTIONS]
-    if nbytes <= table[0][0]:
-        return _f32(table[0][1] * _GIB)
-    if nbytes >= table[-1][0]:
-        return _f32(table[-1][1] * _GIB)
-    for (x0, a), (x1, b) in zip(table, table[1:]):
-        if nbytes <= x1:
-            t = _f32(_f32(nbytes - x0) / _f32(x1 - x0))
-            return _f32(_f32(a + _f32(t * _f32(b - a))) * _GIB)
-    raise AssertionError("unreachable")
+    """XLA's `GetEffectiveHbmBandwidth`: bytes/s for a transfer of `nbytes` on `device`, linearly interpolated
+    on the device's architecture table and clamped at its ends (8 KiB, 8 GiB); float32 arithmetic, as XLA's."""
+    peak = _f32(device.memory_bandwidth_bytes_per_s)
+    fractions = hbm_bandwidth_fractions(device)
+    if nbytes <= _HBM_SIZES[0]:
+        return _f32(_f32(fractions[0]) * peak)
+    if nbytes >= _HBM_SIZES[-1]:
+        return _f32(_f32(fractions[-1]) * peak)
+    i = next(i for i, size in enumerate(_HBM_SIZES) if size >= nbytes)     # std::lower_bound
+    x0, x1 = _HBM_SIZES[i - 1], _HBM_SIZES[i]
+    a, b = _f32(fractions[i - 1]), _f32(fractions[i])
+    t = _f32(_f32(nbytes - x0) / _f32(x1 - x0))
+    return _f32(_f32(a + _f32(t * _f32(b - a))) * peak)
 
 
 def l2_bandwidth(device) -> float:
