@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Where XLA's dot-fusion model misprices Triton GEMMs: its terms, and each switched off in turn.
 
-    .venv/bin/python scripts/diagnose_gemm_prices.py [--skip-corpus]
+    .venv/bin/python scripts/diagnose_gemm_prices.py [--skip-corpus] [--kernels]
 
 1. **bf16 4096^3 on h100-sxm**, term by term (`models.estimate_dot`): compute, HBM read and write, L2 (its
    bytes and the per-iteration overhead), the loop with its latency tax, occupancy and launch waves, for
@@ -16,6 +16,12 @@
    at num_stages <= 1); HBM at the curve's 1 GiB plateau for every transfer size (XLA's curve gives small
    transfers a few percent of peak); both. Prints the median ratio (predicted / measured per execution) of
    the kernels of >= 5 us and of all of them, and the share of the >= 5 us ones within 2x.
+3. With `--kernels`: the >= 5 us kernels of part 2 grouped by problem and configuration (b, m, n, k, dtype,
+   tile b x m x n x k, stages, warps, TMA), each with its blocks per SM and launch waves, K iterations, the
+   measured and predicted time per execution, the ratio, the tax's share of the dot's exec time, the ratio
+   without the tax and with neither the tax nor the curve, and the latency per K iteration and launch wave
+   the measurement leaves for the tax to price ((measured - the prediction without the tax) / iterations /
+   waves, XLA's being 1.3 us): which GEMMs carry the error, and which term.
 
 A diagnosis, not a model: nothing here changes what `xla-gpu` prices.
 """
@@ -113,8 +119,9 @@ def breakdown_4096() -> None:
         print(f"    exec    {e.exec_s * 1e6:7.1f} us = max(loop, L2): {e.exec_s / cublas:.2f}x cuBLAS")
 
 
-def corpus() -> None:
+def corpus(kernels_table: bool = False) -> None:
     import numpy as np
+    import pandas as pd
 
     from xla_costmodel import get_device
     from xla_costmodel.analysis.library import backend_config
@@ -132,7 +139,7 @@ def corpus() -> None:
         t = bench.score_table(kernels, bench.price(modules, "xla-gpu"))
     t = t[t["category"] == "Triton GEMMs"].reset_index(drop=True)
     by_name = {c: {i.name: i for _comp, i in m.instructions()} for c, m in modules.items()}
-    dots, variants = [], {"no loop latency tax": [], "HBM at the curve's 1 GiB plateau for every size": [],
+    dots, rows_k, variants = [], [], {"no loop latency tax": [], "HBM at the curve's 1 GiB plateau for every size": [],
                           "both": []}
     for case, op in zip(t["case"], t["hlo_op"]):
         fusion = by_name[case][op]
@@ -141,6 +148,7 @@ def corpus() -> None:
         sizes = (backend_config(dot) or {}).get("sizes") if dot is not None else None
         if dot is None or cfg is None or len(cfg.output_tile) < 2 or not (cfg.block_k or sizes):
             dots.append(math.nan)
+            rows_k.append(None)
             for v in variants.values():
                 v.append(math.nan)
             continue
@@ -149,6 +157,11 @@ def corpus() -> None:
         e = estimate_dot(gemm_spec(dot), tb, cfg.output_tile[-2], cfg.output_tile[-1], bk, cfg.num_warps or 4,
                          cfg.num_stages, device, cfg.is_tma_allowed)
         dots.append(e.exec_s)
+        p = gemm_spec(dot)
+        rows_k.append({"b": p.b, "m": p.m, "n": p.n, "k": p.k, "dtype": p.lhs_type,
+                       "tile": f"{tb}x{cfg.output_tile[-2]}x{cfg.output_tile[-1]}x{bk}", "stages": cfg.num_stages,
+                       "warps": cfg.num_warps, "tma": int(cfg.is_tma_allowed), "blocks/SM": e.blocks_per_sm,
+                       "waves": e.launch_waves, "iters": e.k_iterations, "dot_s": e.exec_s})
         variants["no loop latency tax"].append(_variant(e, cfg.num_stages, tax=False))
         variants["HBM at the curve's 1 GiB plateau for every size"].append(
             _variant(e, cfg.num_stages, plateau=True, device=device))
@@ -170,15 +183,45 @@ def corpus() -> None:
     score("as XLA states it (xla-gpu)", pred)
     for label, v in variants.items():
         score(label, pred - dot_s + np.asarray(v, float))
+    if kernels_table:
+        no_tax = pred - dot_s + np.asarray(variants["no loop latency tax"], float)
+        neither = pred - dot_s + np.asarray(variants["both"], float)
+        keep = [i for i in range(len(t)) if rows_k[i] is not None and long[i]]
+        k = pd.DataFrame([rows_k[i] for i in keep])
+        k["measured_us"] = meas[keep] * 1e6
+        k["predicted_us"] = pred[keep] * 1e6
+        k["ratio"] = pred[keep] / meas[keep]
+        k["tax_share"] = (pred[keep] - no_tax[keep]) / k["dot_s"].to_numpy()
+        k["ratio_no_tax"] = no_tax[keep] / meas[keep]
+        k["ratio_neither"] = neither[keep] / meas[keep]
+        k["left_per_iter_us"] = (meas[keep] - no_tax[keep]) / k["iters"] / k["waves"] * 1e6
+        keys = ["b", "m", "n", "k", "dtype", "tile", "stages", "warps", "tma", "blocks/SM", "waves", "iters"]
+        g = k.groupby(keys, sort=False).agg(kernels=("ratio", "size"), measured_us=("measured_us", "median"),
+                                             predicted_us=("predicted_us", "median"), ratio=("ratio", "median"),
+                                             tax_share=("tax_share", "median"), ratio_no_tax=("ratio_no_tax", "median"),
+                                             ratio_neither=("ratio_neither", "median"),
+                                             left_per_iter_us=("left_per_iter_us", "median"))
+        g = g.sort_values("ratio", ascending=False).reset_index()
+        with pd.option_context("display.width", 250, "display.max_rows", 500, "display.max_columns", 40):
+            print(f"\n== the {int(long.sum())} Triton GEMMs of >= 5 us by problem and configuration "
+                  f"(medians; ratio = predicted / measured per execution)")
+            print(g.to_string(index=False, float_format=lambda x: f"{x:.2f}"))
+            for col in ("stages", "dtype"):
+                by = k.groupby(col).agg(kernels=("ratio", "size"), ratio=("ratio", "median"),
+                                        ratio_no_tax=("ratio_no_tax", "median"), tax_share=("tax_share", "median"),
+                                        left_per_iter_us=("left_per_iter_us", "median"))
+                print(f"\nby {col}:\n{by.to_string(float_format=lambda x: f'{x:.2f}')}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--skip-corpus", action="store_true", help="only the 4096^3 breakdown")
+    parser.add_argument("--kernels", action="store_true",
+                        help="also the >= 5 us Triton GEMMs by problem and configuration, term by term")
     args = parser.parse_args(argv)
     breakdown_4096()
     if not args.skip_corpus:
-        corpus()
+        corpus(args.kernels)
     return 0
 
 
