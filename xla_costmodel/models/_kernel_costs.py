@@ -403,3 +403,64 @@ class ModuleCounts:
         if unpriced:
             return _UNKNOWN_COUNTS
         return KernelCounts(float(flops), float(trans), float(nbytes))
+
+
+# ---------------------------------------------------------------------------
+# A reduction fusion's input side, evaluated once per element
+
+
+def reduction_inputs_once(costs: KernelCosts) -> KernelCosts:
+    """`costs` of a reduction fusion with each value of its input side counted once per element.
+
+    XLA:GPU's reduction emitter (`ReductionFusion::EmitPerThreadElements`) computes, in one loop over
+    the reduction's input, every reduce operand of a group and every side output (the fusion's other
+    outputs, which have the input's shape) at the same index, as calls of the same pure subgraph
+    functions with the same indices, which MLIR's CSE merges: a value that both feeds a reduce and is
+    written as a side output, or feeds two reduces, is computed and read once per element.
+    `GpuHloCostAnalysis::FusionCalculateUtilizations` counts it once per path instead (the reduce
+    makes its operand a use root of its own, beside the tuple root the side output passes on), so
+    such a fusion's input side costs twice its flops and reads (`scripts/diagnose_reduction_prices.py`:
+    jax_scipy_special@large's `input_add_reduce_fusion`). Here an instruction reached from several of
+    those same-index roots counts the largest of their utilizations, not their sum; a parameter's
+    bytes read follow its utilization. Any other kernel's `costs` unchanged (the same object)."""
+    kernel = costs.kernel
+    comp = kernel.fused_computation if kernel.opcode == "fusion" else None
+    if comp is None:
+        return costs
+    same_index = set()
+    for h in comp.instructions:
+        if h.opcode == "reduce":
+            same_index.update(h.operands[: len(h.operands) // 2])
+    if not same_index:
+        return costs
+    if comp.root.opcode == "tuple":
+        same_index.add(comp.root)
+    roots, root_util, c = costs.roots, costs.root_util, costs.cost
+    saved_flops = 0.0
+    by_dtype = dict(costs.flops_by_dtype)
+    operand_bytes = list(costs.operand_bytes)
+    params = {id(p): p.parameter_number for p in comp.parameters}
+    for h in comp.instructions:
+        shared = [root_util.get(r, 0.0) for r in roots.get(h, ()) if r in same_index]
+        if len(shared) < 2:
+            continue
+        saved = sum(shared) - max(shared)
+        if saved <= 0:
+            continue
+        f, t, util = c.instruction_counts(h)
+        if id(h) in params:
+            i = params[id(h)]
+            if i < len(operand_bytes) and util > 0:
+                operand_bytes[i] = float(round(operand_bytes[i] * max(util - saved, 0.0) / util))
+            continue
+        if (f or t) and h.opcode not in MATMUL_OPCODES:
+            saved_flops += saved * (f + t)
+            dtype = _work_dtype(h)
+            if dtype in by_dtype:
+                by_dtype[dtype] = max(by_dtype[dtype] - saved * (f + t), 0.0)
+    if not saved_flops and operand_bytes == list(costs.operand_bytes):
+        return costs
+    from dataclasses import replace
+
+    return replace(costs, flops=max(costs.flops - saved_flops, 0.0), flops_by_dtype=by_dtype,
+                   operand_bytes=operand_bytes)
