@@ -133,3 +133,37 @@ def test_the_captured_kernel_is_priced_near_its_measured_time():
     xla, ours = _estimate(XLA, kernel), _estimate(XlaGpuModel(), kernel)
     assert xla.time_s > 8 * measured  # XLA's profile latencies, the side output's cone counted twice
     assert measured / 1.5 < ours.time_s < 1.5 * measured
+
+
+# The reduce reads the side output's value through a bitcast, and a broadcast operand feeds both.
+BITCAST_AND_BROADCAST = """HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+fused {
+  p = f32[1024,16,64]{2,1,0} parameter(0)
+  s = f32[1024]{0} parameter(1)
+  b = f32[1024,16,64]{2,1,0} broadcast(s), dimensions={0}
+  m = f32[1024,16,64]{2,1,0} multiply(p, b)
+  q = f32[1024,1024]{1,0} bitcast(m)
+  z = f32[] constant(0)
+  r = f32[1024]{0} reduce(q, z), dimensions={1}, to_apply=add
+  ROOT t = (f32[1024]{0}, f32[1024,16,64]{2,1,0}) tuple(r, m)
+}
+ENTRY e {
+  x = f32[1024,16,64]{2,1,0} parameter(0)
+  y = f32[1024]{0} parameter(1)
+  ROOT f = (f32[1024]{0}, f32[1024,16,64]{2,1,0}) fusion(x, y), kind=kInput, calls=fused
+}"""
+
+
+def test_through_a_bitcast_and_down_to_a_broadcast_operand():
+    kernel = parse_hlo(BITCAST_AND_BROADCAST).entry.root
+    xla, once = _estimate(XLA, kernel), _estimate(XlaGpuModel(latency_hiding=False), kernel)
+    n = 1024 * 1024 * 4
+    # XLA: both operands read twice (the broadcast's operand once per element of each path)
+    assert xla.details["bytes_read"] == 2 * n + 2 * n
+    assert once.details["bytes_read"] == n + n
+    assert once.details["flops"] < xla.details["flops"]
