@@ -167,3 +167,24 @@ def test_through_a_bitcast_and_down_to_a_broadcast_operand():
     assert xla.details["bytes_read"] == 2 * n + 2 * n
     assert once.details["bytes_read"] == n + n
     assert once.details["flops"] < xla.details["flops"]
+
+
+def test_no_faster_than_one_instruction_per_evaluation():
+    """sm_90 profiles an f32 multiply at 3 (1.5 cycles): hidden 4x it would issue faster than one
+    instruction per lane per cycle, so only 1.5x of it is hidden."""
+    text = """HloModule m
+fused {
+  p = f32[4096,4096]{1,0} parameter(0)
+  a = f32[4096,4096]{1,0} multiply(p, p)
+  b = f32[4096,4096]{1,0} multiply(a, p)
+  ROOT c = f32[4096,4096]{1,0} multiply(b, a)
+}
+ENTRY e {
+  x = f32[4096,4096]{1,0} parameter(0)
+  ROOT f = f32[4096,4096]{1,0} fusion(x), kind=kLoop, calls=fused
+}"""
+    kernel = parse_hlo(text).entry.root
+    ours, xla = _estimate(XlaGpuModel(), kernel), _estimate(XLA, kernel)
+    assert xla.details["flops"] == 3 * 3 * 4096 * 4096
+    assert ours.details["latency_hidden"] == pytest.approx(1.5)
+    assert ours.compute_s == pytest.approx(xla.compute_s / 1.5, rel=1e-3)

@@ -41,7 +41,7 @@ from ..analysis import KernelCost, kernel_cost
 from ..analysis.library import library_work, topk_flops
 from ..analysis.opcodes import MATMUL_OPCODES, passes_elementwise_roots
 from ..analysis.interpreter import BYTES, FLOPS, OUT, TRANS, UNPRICED, merge_unpriced
-from ..analysis.shapes import first_array, shape_size
+from ..analysis.shapes import elements_recursive, first_array, shape_size
 from ..fusion_engine import body_growth, follows_growths, tracks_growth
 
 # Shapes are immutable and shared by many instructions: their sizes are computed once
@@ -490,3 +490,21 @@ def reduction_inputs_once(costs: KernelCosts) -> KernelCosts:
 
     return replace(costs, flops=max(costs.flops - saved_flops, 0.0), flops_by_dtype=by_dtype,
                    operand_bytes=operand_bytes)
+
+
+def op_evaluations(costs: KernelCosts) -> float:
+    """How many elementwise evaluations of priced (non-matrix) instructions a kernel runs: each working
+    instruction's elements (a reduce's input elements: its reducer runs once per input element) times its
+    utilization. Each one issues at least one instruction on one FP32 lane, whatever its profiled latency."""
+    kernel = costs.kernel
+    comp = kernel.fused_computation if kernel.opcode == "fusion" else None
+    instrs = comp.instructions if comp is not None else (kernel,)
+    total = 0.0
+    for h, _f, _t, u in costs.cost.working_instructions(instrs):
+        if h.opcode in MATMUL_OPCODES:
+            continue
+        n = elements_recursive(h.shape)
+        if h.opcode in ("reduce", "reduce-window") and h.operands:
+            n = max(n, elements_recursive(h.operands[0].shape))
+        total += (u if comp is not None else 1.0) * n
+    return total

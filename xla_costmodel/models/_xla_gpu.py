@@ -73,7 +73,8 @@ from ._base import FusionEstimate, KernelEstimate, dominant_bound, register_mode
 from ._collectives import CollectiveTime, collective_or_estimate, nccl_ring_time
 from ._coalescing import kernel_coalescing, utilization_rate
 from ._contention import scatter_contention
-from ._kernel_costs import CostContext, KernelCosts, kernel_costs, reduction_inputs_once, shape_size_cached
+from ._kernel_costs import (CostContext, KernelCosts, kernel_costs, op_evaluations, reduction_inputs_once,
+                            shape_size_cached)
 from ._launch import LaunchDimensions, launch_dimensions
 from ._library_calls import library_call_or_gemm
 from ._inputs import check_prices_device
@@ -247,7 +248,8 @@ class XlaGpuModel:
       SM). The vector compute time of an XLA-emitted kernel is divided by
       its active warps per scheduler, capped at `arithmetic_latency_cycles`
       (`latency_hidden`: the blocks resident per SM from the grid and the
-      thread limit; registers are not known here). Kernel estimates only
+      thread limit; registers are not known here), and never below one
+      instruction per elementwise evaluation per lane and cycle. Kernel estimates only
       (XLA's fusion decisions keep XLA's prices); False prices as XLA does.
     - `nccl_max_channels`, `nccl_min_channels`, `nccl_threads`: what XLA's
       collective model reads from `NCCL_MAX_NCHANNELS`, `NCCL_MIN_NCHANNELS`
@@ -408,6 +410,13 @@ class XlaGpuModel:
             costs = reduction_inputs_once(costs)
         hidden = self.latency_hidden(device, ld.num_blocks, ld.threads_per_block) if (
             as_run and self.latency_hiding) else 1.0
+        if hidden > 1.0:
+            # No faster than one instruction per evaluation per lane (2 "flops", one FMA, per cycle): XLA's
+            # cheap ops (a multiply profiled at 3, an op without a profile at 3) are below that once hidden.
+            elementwise = costs.flops - costs.matmul_flops
+            floor = 2.0 * op_evaluations(costs)
+            if elementwise > 0 and floor > 0:
+                hidden = max(1.0, min(hidden, elementwise / floor))
         flops = int(costs.flops)
         compute = self.compute_time(device, flops, costs.matmul_flops, costs.matmul_dtype, ld.num_blocks,
                                     ld.threads_per_block, hidden)
