@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from ..analysis.library import custom_call_target
 from ..analysis import KernelCost, kernel_cost
 from ..analysis.library import library_work, topk_flops
-from ..analysis.opcodes import MATMUL_OPCODES
+from ..analysis.opcodes import MATMUL_OPCODES, passes_elementwise_roots
 from ..analysis.interpreter import BYTES, FLOPS, OUT, TRANS, UNPRICED, merge_unpriced
-from ..analysis.shapes import first_array, shape_size
+from ..analysis.shapes import elements_recursive, first_array, shape_size
 from ..fusion_engine import body_growth, follows_growths, tracks_growth
 
 # Shapes are immutable and shared by many instructions: their sizes are computed once
@@ -403,3 +403,108 @@ class ModuleCounts:
         if unpriced:
             return _UNKNOWN_COUNTS
         return KernelCounts(float(flops), float(trans), float(nbytes))
+
+
+# ---------------------------------------------------------------------------
+# A reduction fusion's input side, evaluated once per element
+
+
+def reduction_inputs_once(costs: KernelCosts) -> KernelCosts:
+    """`costs` of a reduction fusion with each value of its input side counted once per element.
+
+    XLA:GPU's reduction emitter (`ReductionFusion::EmitPerThreadElements`) computes, in one loop over
+    the reduction's input, every reduce operand of a group and every side output (the fusion's other
+    outputs, which have the input's shape) at the same index, as calls of the same pure subgraph
+    functions with the same indices, which MLIR's CSE merges: a value that both feeds a reduce and is
+    written as a side output, or feeds two reduces, is computed and read once per element.
+    `GpuHloCostAnalysis::FusionCalculateUtilizations` counts it once per path instead (the reduce
+    makes its operand a use root of its own, beside the tuple root the side output passes on), so
+    such a fusion's input side costs twice its flops and reads (`scripts/diagnose_reduction_prices.py`:
+    jax_scipy_special@large's `input_add_reduce_fusion`). Here the utilizations are walked again with
+    an instruction reached from several of those same-index roots (reduce operands, side outputs and
+    the bitcasts under them) counting the largest of their utilizations, not their sum, down to the
+    operands of broadcasts under them; a parameter's bytes read follow its utilization. Any other kernel's `costs` unchanged (the same object)."""
+    kernel = costs.kernel
+    comp = kernel.fused_computation if kernel.opcode == "fusion" else None
+    if comp is None:
+        return costs
+    # The emitter indexes every reduce operand and side output through a bitcast of the reduction's
+    # input shape (`GetBitcastMap(input_shape_, ...)`): a bitcast's operand is read at the same element.
+    starts = []
+    for h in comp.instructions:
+        if h.opcode == "reduce":
+            starts.extend(h.operands[: len(h.operands) // 2])
+    if not starts:
+        return costs
+    if comp.root.opcode == "tuple":
+        starts.append(comp.root)
+        starts.extend(comp.root.operands)
+    same_index = set()
+    for h in starts:
+        while h not in same_index:
+            same_index.add(h)
+            if h.opcode != "bitcast":
+                break
+            h = h.operands[0]
+    roots, c = costs.roots, costs.cost
+    # `FusionCalculateUtilizations` again, users before operands, with the same-index roots of an
+    # instruction counted by their largest utilization instead of their sum (the use roots themselves,
+    # which only the structure decides, are the analysis's).
+    root_util: dict = {comp.root: 1.0}
+    util: dict = {}
+    for h in reversed(comp.instructions):
+        plain, shared = 0.0, 0.0
+        for r in roots.get(h, ()):
+            if r in same_index:
+                shared = max(shared, root_util.get(r, 0.0))
+            else:
+                plain += root_util.get(r, 0.0)
+        u = util[h] = plain + shared
+        if passes_elementwise_roots(h):
+            continue
+        opu = c.instruction_cost(h).operand_utilization
+        for k, operand in enumerate(h.operands):
+            root_util[operand] = root_util.get(operand, 0.0) + u * (opu[k] if k < len(opu) else 0.0)
+    saved_flops = 0.0
+    by_dtype = dict(costs.flops_by_dtype)
+    operand_bytes = list(costs.operand_bytes)
+    params = {id(p): p.parameter_number for p in comp.parameters}
+    for h in comp.instructions:
+        f, t, before = c.instruction_counts(h)
+        saved = before - util.get(h, before)
+        if saved <= 0:
+            continue
+        if id(h) in params:
+            i = params[id(h)]
+            if i < len(operand_bytes) and before > 0:
+                operand_bytes[i] = float(round(operand_bytes[i] * util[h] / before))
+            continue
+        if (f or t) and h.opcode not in MATMUL_OPCODES:
+            saved_flops += saved * (f + t)
+            dtype = _work_dtype(h)
+            if dtype in by_dtype:
+                by_dtype[dtype] = max(by_dtype[dtype] - saved * (f + t), 0.0)
+    if not saved_flops and operand_bytes == list(costs.operand_bytes):
+        return costs
+    from dataclasses import replace
+
+    return replace(costs, flops=max(costs.flops - saved_flops, 0.0), flops_by_dtype=by_dtype,
+                   operand_bytes=operand_bytes)
+
+
+def op_evaluations(costs: KernelCosts) -> float:
+    """How many elementwise evaluations of priced (non-matrix) instructions a kernel runs: each working
+    instruction's elements (a reduce's input elements: its reducer runs once per input element) times its
+    utilization. Each one issues at least one instruction on one FP32 lane, whatever its profiled latency."""
+    kernel = costs.kernel
+    comp = kernel.fused_computation if kernel.opcode == "fusion" else None
+    instrs = comp.instructions if comp is not None else (kernel,)
+    total = 0.0
+    for h, _f, _t, u in costs.cost.working_instructions(instrs):
+        if h.opcode in MATMUL_OPCODES:
+            continue
+        n = elements_recursive(h.shape)
+        if h.opcode in ("reduce", "reduce-window") and h.operands:
+            n = max(n, elements_recursive(h.operands[0].shape))
+        total += (u if comp is not None else 1.0) * n
+    return total

@@ -73,7 +73,8 @@ from ._base import FusionEstimate, KernelEstimate, dominant_bound, register_mode
 from ._collectives import CollectiveTime, collective_or_estimate, nccl_ring_time
 from ._coalescing import kernel_coalescing, utilization_rate
 from ._contention import scatter_contention
-from ._kernel_costs import CostContext, KernelCosts, kernel_costs, shape_size_cached
+from ._kernel_costs import (CostContext, KernelCosts, kernel_costs, op_evaluations, reduction_inputs_once,
+                            shape_size_cached)
 from ._launch import LaunchDimensions, launch_dimensions
 from ._library_calls import library_call_or_gemm
 from ._inputs import check_prices_device
@@ -162,6 +163,7 @@ class _Runtime:
     bytes_written: int
     operand_read_s: dict = field(default_factory=dict)
     uncoalesced: dict = field(default_factory=dict)
+    latency_hidden: float = 1.0
 
 
 def collective_estimate(c, t: CollectiveTime) -> KernelEstimate:
@@ -228,6 +230,27 @@ class XlaGpuModel:
       `dynamic-update-slice` so, not scatter): the H100 ran optax's
       f32[1024,32000] cross-entropy gradient scatter in 1 µs, priced 299 µs
       that way. Kernel estimates only, as `atomic_contention`; False drops it.
+    - `reduction_inputs_once`: a reduction fusion computes and reads each
+      value of its input side once per element, also one that both feeds a
+      reduce and is written as a side output (`ReductionFusion`'s loop
+      evaluates them at one index, and CSE merges the calls); XLA's cost
+      analysis counts such a value once per path, twice the flops and reads
+      (`models._kernel_costs.reduction_inputs_once`). Kernel estimates only;
+      False counts as XLA does.
+    - `latency_hiding`, `arithmetic_latency_cycles`: XLA's per-op cycle
+      profiles (`hlo_op_profiler`) time a dependent chain of one op in one
+      thread, twice its latency in cycles, and `ComputeTime` spends them on
+      every FP32 lane as if each lane waited out each op's latency. An SM
+      with enough warps resident issues another warp's instruction while one
+      waits: the CUDA C++ Programming Guide (Multiprocessor Level) puts the
+      latency of most arithmetic instructions at 4 cycles, hidden by 4 active
+      warps per warp scheduler (fpus_per_core / warp size schedulers per
+      SM). The vector compute time of an XLA-emitted kernel is divided by
+      its active warps per scheduler, capped at `arithmetic_latency_cycles`
+      (`latency_hidden`: the blocks resident per SM from the grid and the
+      thread limit; registers are not known here), and never below one
+      instruction per elementwise evaluation per lane and cycle. Kernel estimates only
+      (XLA's fusion decisions keep XLA's prices); False prices as XLA does.
     - `nccl_max_channels`, `nccl_min_channels`, `nccl_threads`: what XLA's
       collective model reads from `NCCL_MAX_NCHANNELS`, `NCCL_MIN_NCHANNELS`
       and `NCCL_NTHREADS` (0: unset).
@@ -252,6 +275,9 @@ class XlaGpuModel:
     sort_model: bool = True
     atomic_contention: bool = True
     in_place_scatter: bool = True
+    reduction_inputs_once: bool = True
+    latency_hiding: bool = True
+    arithmetic_latency_cycles: float = 4.0
     # How a cuBLAS call's (m, n, k) is read off XLA's measured GEMM table (`models._gemm_table`).
     gemm_interpolation: str = "log-grid"
     nccl_max_channels: int = 32
@@ -284,11 +310,31 @@ class XlaGpuModel:
             rate = float(int(rate))
         return max(rate, 1.0)
 
-    def compute_time(self, device, flops: float, matmul_flops: float, matmul_dtype: str, blocks: int, threads: int) -> float:
-        """XLA's `ComputeTime`, with dots/convolutions on the matrix units if `matrix_units`."""
+    def latency_hidden(self, device, blocks: int, threads: int) -> float:
+        """How many times faster than XLA's one-thread latency an SM runs a kernel's vector work
+        (`latency_hiding`): its active warps per warp scheduler, between 1 and `arithmetic_latency_cycles`."""
+        warp = device.warp_size or 32
+        schedulers = max(device.fpus_per_core // warp, 1)
+        per_sm = max(-(-blocks // max(device.core_count, 1)), 1)
+        if device.threads_per_core_limit:
+            per_sm = min(per_sm, max(device.threads_per_core_limit // max(threads, 1), 1))
+        warps = per_sm * -(-threads // warp)
+        if device.threads_per_core_limit:
+            warps = min(warps, device.threads_per_core_limit // warp)
+        return max(1.0, min(float(self.arithmetic_latency_cycles), warps / schedulers))
+
+    def compute_time(self, device, flops: float, matmul_flops: float, matmul_dtype: str, blocks: int, threads: int,
+                     latency_hidden: float = 1.0) -> float:
+        """XLA's `ComputeTime`, with dots/convolutions on the matrix units if `matrix_units`, and the
+        vector part `latency_hidden` times faster (1: XLA's)."""
         vector = flops - matmul_flops if (self.matrix_units and matmul_flops) else flops
         rate = self._flops_per_ns(device, blocks, threads)
-        if self._exact():
+        if latency_hidden != 1.0:
+            # Only the profiled per-element work waits on latency: dot and convolution flops on the
+            # FP32 units (`matrix_units=False`) are counted as flops, not cycles, and keep XLA's rate.
+            elementwise = flops - matmul_flops
+            t = self._q((elementwise / latency_hidden + (vector - elementwise)) / rate * 1e-9)
+        elif self._exact():
             # `absl::Nanoseconds(1.0f * flops / flops_per_ns)`: a float quotient, scaled from 1 ns
             t = _absl_scale(1e-9, float(_f32(_f32(int(vector)) / _f32(rate))))
         else:
@@ -352,13 +398,28 @@ class XlaGpuModel:
         return c
 
     def _runtime(self, kernel, device, cache: dict | None = None, launch: LaunchDimensions | None = None,
-                 in_place: bool = False) -> _Runtime:
+                 as_run: bool = False) -> _Runtime:
+        """XLA's `EstimateRunTimeData`; `as_run`: with the kernel-estimate terms XLA's model lacks
+        (`in_place_scatter`, `reduction_inputs_once`, `latency_hiding`), as a kernel runs rather than
+        as XLA's fusion decisions price it."""
         costs = self._costs(kernel, device, cache)
-        if in_place:
+        if as_run and self.in_place_scatter:
             costs = _scatter_in_place(costs)
         ld = launch if launch is not None else launch_dimensions(kernel, device, max_unroll=self.max_unroll_factor)
+        if as_run and self.reduction_inputs_once and ld.emitter == "reduction":
+            costs = reduction_inputs_once(costs)
+        hidden = self.latency_hidden(device, ld.num_blocks, ld.threads_per_block) if (
+            as_run and self.latency_hiding) else 1.0
+        if hidden > 1.0:
+            # No faster than one instruction per evaluation per lane (2 "flops", one FMA, per cycle): XLA's
+            # cheap ops (a multiply profiled at 3, an op without a profile at 3) are below that once hidden.
+            elementwise = costs.flops - costs.matmul_flops
+            floor = 2.0 * op_evaluations(costs)
+            if elementwise > 0 and floor > 0:
+                hidden = max(1.0, min(hidden, elementwise / floor))
         flops = int(costs.flops)
-        compute = self.compute_time(device, flops, costs.matmul_flops, costs.matmul_dtype, ld.num_blocks, ld.threads_per_block)
+        compute = self.compute_time(device, flops, costs.matmul_flops, costs.matmul_dtype, ld.num_blocks,
+                                    ld.threads_per_block, hidden)
         coal = kernel_coalescing(kernel, ld.emitter, device, access_patterns=self.access_patterns)
         read = 0.0
         bytes_read = 0
@@ -377,7 +438,8 @@ class XlaGpuModel:
         bytes_written = int(costs.bytes_written)
         write = self.write_time(device, bytes_written)
         exec_s = self.combine(compute, read + write)
-        return _Runtime(costs, ld, flops, compute, read, write, exec_s, bytes_read, bytes_written, per_operand, uncoalesced)
+        return _Runtime(costs, ld, flops, compute, read, write, exec_s, bytes_read, bytes_written, per_operand, uncoalesced,
+                        hidden)
 
     def _estimate_from(self, rt: _Runtime, device, *, contention: bool = True) -> KernelEstimate:
         launch = device.kernel_launch_overhead_s
@@ -401,6 +463,8 @@ class XlaGpuModel:
             "uncoalesced": dict(rt.uncoalesced),
             "operand_read_s": dict(rt.operand_read_s),
         }
+        if rt.latency_hidden != 1.0:
+            details["latency_hidden"] = rt.latency_hidden
         if ld.detail:
             details["launch_detail"] = ld.detail
         exec_s = rt.exec_s
@@ -516,7 +580,7 @@ class XlaGpuModel:
         tiled, fallback = self._triton_estimate(kernel, device)
         if tiled is not None:
             return tiled
-        rt = self._runtime(kernel, device, in_place=self.in_place_scatter)
+        rt = self._runtime(kernel, device, as_run=True)
         if rt.costs.unpriced:
             why = "no cost rule for " + ", ".join(rt.costs.unpriced)
             warn_unpriced(self.name, kernel, why)
@@ -534,7 +598,7 @@ class XlaGpuModel:
         threads the compute rate and the low-occupancy bandwidth cap).
         """
         self._check(device)
-        rt = self._runtime(kernel, device, launch=launch, in_place=self.in_place_scatter)
+        rt = self._runtime(kernel, device, launch=launch, as_run=True)
         if rt.costs.unpriced:
             return KernelEstimate.unpriced("no cost rule for " + ", ".join(rt.costs.unpriced))
         return self._estimate_from(rt, device)
