@@ -115,8 +115,8 @@ def _dtype(et: str):
 
 
 def _is_float(dt) -> bool:
-    return dt is not None and dt.kind in "fV" and dt != np.dtype(np.bool_) and dt.kind != "b" \
-        and not np.issubdtype(dt, np.integer)
+    """A float type (numpy's or ml_dtypes', whose kind is "V"); `_dtype` makes no complex ones."""
+    return dt is not None and dt.kind in "fV"
 
 
 def _is_int(dt) -> bool:
@@ -616,15 +616,15 @@ def _elements(shape: Shape) -> int:
     return math.prod(int(d) for d in shape.dims) if shape.is_array else 0
 
 
-def _is_foldable(instr: HloInstruction, cache: dict[int, bool]) -> bool:
+def _is_foldable(instr: HloInstruction, cache: dict[HloComputation, bool]) -> bool:
     """XLA's `IsFoldable` at the default level."""
     if instr.opcode in _NEVER_FOLDED:
         return False
     for sub in instr.called_computations:
-        known = cache.get(id(sub))
+        known = cache.get(sub)
         if known is None:
             known = all(_is_foldable(i, cache) for i in sub.post_order())
-            cache[id(sub)] = known
+            cache[sub] = known
         if not known:
             return False
     if _contains_illegal(instr) or _has_side_effect(instr) or instr.has_attribute("control-predecessors"):
@@ -645,10 +645,11 @@ def _computations(module: HloModule) -> list[HloComputation]:
     return [c for c in module.computations if id(c) not in bodies]
 
 
-def _operand_value(op: HloInstruction, cache: dict[int, np.ndarray | None]) -> np.ndarray | None:
+def _operand_value(op: HloInstruction, cache: dict[HloInstruction, object]) -> object:
     """A constant's, a broadcast of a constant's or an iota's value (what `TryEvaluate` evaluates
-    recursively for an operand that is not itself a constant)."""
-    key = id(op)
+    recursively for an operand that is not itself a constant), a tuple's its elements', or None. Keyed by the
+    instruction itself (not its id: removed instructions' ids are reused)."""
+    key = op
     if key not in cache:
         try:
             if op.opcode == "broadcast":
@@ -738,9 +739,9 @@ def fold_constants(module: HloModule, *, simplify_folded: bool = True) -> FoldRe
     failed: Counter = Counter()
     rewritten: Counter = Counter()
     removed = 0
-    foldable_cache: dict[int, bool] = {}
+    foldable_cache: dict[HloComputation, bool] = {}
     for comp in _computations(module):
-        values: dict[int, np.ndarray | None] = {}
+        values: dict[HloInstruction, object] = {}
         made: list[tuple[HloInstruction, np.ndarray]] = []
         for instr in comp.post_order():
             if instr.computation is not comp:
@@ -766,7 +767,7 @@ def fold_constants(module: HloModule, *, simplify_folded: bool = True) -> FoldRe
                 continue
             new = _new(comp, instr, "constant", instr.shape, [], literal_text=literal_text(value))
             made.append((new, value))
-            values[id(new)] = value
+            values[new] = value
             instr.replace_all_uses_with(new)
             removed += _remove_dead(comp, instr) - 1
             folded[instr.opcode] += 1
