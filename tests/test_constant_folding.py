@@ -215,19 +215,23 @@ ENTRY main {
   i = s32[4] constant({4, 5, 6, 7})
   z = s32[4] constant({1, 0, 1, 1})
   dv = s32[4] divide(i, z)
-  ROOT t = (f32[4], s32[4], s32[4]) tuple(s, cv, dv)
+  one = f32[1] constant({1})
+  zero = f32[] constant(0)
+  huge = f32[2000001] pad(one, zero), padding=0_2000000
+  ROOT t = (f32[4], s32[4], s32[4], f32[2000001]) tuple(s, cv, dv, huge)
 }
 """
 
 
 def test_what_we_cannot_evaluate_is_left_alone():
     """A sort (no evaluator here), a NaN converted to an integer and an integer division by zero (XLA
-    defines both by rules of its own) are left as they are and counted, never guessed."""
+    defines both by rules of its own), a result of more than 2^20 elements (XLA folds up to 45M) are left as
+    they are and counted, never guessed."""
     module = parse_hlo(UNEVALUATED_HLO)
     result = fold_constants(module)
     assert not result.folded
-    assert result.not_evaluated == {"sort": 1, "convert": 1, "divide": 1}
-    assert {"s", "cv", "dv"} <= _names(module)
+    assert result.not_evaluated == {"sort": 1, "convert": 1, "divide": 1, "pad": 1}
+    assert {"s", "cv", "dv", "huge"} <= _names(module)
 
 
 SPLAT_HLO = """

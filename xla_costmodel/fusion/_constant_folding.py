@@ -28,7 +28,8 @@ opcodes it knows: elementwise arithmetic, comparisons, `select`, `clamp`, conver
 (`reshape`, `transpose`, `broadcast`, `iota`, `slice`, `concatenate`, `pad`, `reverse`,
 `dynamic-slice`, `dynamic-update-slice`), `reduce` by a reducer it can evaluate, and `dot`. Where it
 cannot (another opcode, a tuple, a value whose conversion XLA defines in a way not modelled, such as
-an integer division by zero), the instruction is left as it is: the folding is never guessed. Values
+an integer division by zero, a result of more than 2^20 elements), the instruction is left as it is:
+the folding is never guessed. Values
 are XLA's up to the rounding of transcendental functions and of sums (numpy's, not Eigen's); what
 the simulation reads from a folded value (which constant an instruction became, `IsAll(x, 1)` and
 the like) does not depend on the last bit.
@@ -61,6 +62,9 @@ __all__ = ["FoldResult", "fold_constants", "literal_of", "literal_text"]
 # operands together may hold more elements.
 MAX_ELEMENTS = 45 * 1000 * 1000
 
+# Results with more elements are not evaluated here (left alone, counted): a folded value becomes literal text
+# element by element, which would cost more than simulating the module (none on the H100 corpus comes near).
+_MAX_EVALUATED_ELEMENTS = 1 << 20
 # Scatters with more updates are not evaluated here (the updates are applied one by one).
 _MAX_SCATTER_UPDATES = 1 << 16
 # `IsFoldable`: never folded (broadcasts and iotas grow constants; FFT and loops cost compile time).
@@ -652,7 +656,9 @@ def _operand_value(op: HloInstruction, cache: dict[HloInstruction, object]) -> o
     key = op
     if key not in cache:
         try:
-            if op.opcode == "broadcast":
+            if _elements(op.shape) > _MAX_EVALUATED_ELEMENTS:
+                cache[key] = None
+            elif op.opcode == "broadcast":
                 cache[key] = _evaluate(op, [_operand_value(op.operands[0], cache)])
             elif op.opcode in ("constant", "iota"):
                 cache[key] = _evaluate(op, [])
@@ -754,8 +760,10 @@ def fold_constants(module: HloModule, *, simplify_folded: bool = True) -> FoldRe
                 continue
             if not _is_foldable(instr, foldable_cache):
                 continue
-            args = [_operand_value(o, values) for o in instr.operands]
             try:
+                if _elements(instr.shape) > _MAX_EVALUATED_ELEMENTS:
+                    raise _CannotEvaluate
+                args = [_operand_value(o, values) for o in instr.operands]
                 if any(a is None for a in args):
                     raise _CannotEvaluate
                 value = _evaluate(instr, args)
