@@ -39,7 +39,7 @@ assignment), then removes what is left unread:
   `ConditionalSimplifier`: a conditional of one branch, of a constant branch index, or of two
   cheap branches, inlined (`fusion._conditional`).
 
-Constant folding (`HloConstantFolding`) is not simulated: it needs an evaluator of every opcode.
+Constant folding (`HloConstantFolding`) is `fusion._constant_folding`'s, run with these rules to a fixed point.
 
 Facts after XLA's `xla/hlo/transforms/simplifiers/algebraic_simplifier.cc`; the code is ours.
 """
