@@ -293,3 +293,46 @@ def test_multi_output_hero_search_skipped_only_where_it_finds_nothing(monkeypatc
     assert fast[0] == slow[0]
     assert fast[1].equals(slow[1])
     assert fast[2].equals(slow[2]) and len(fast[2])
+
+
+# Fused pairs with a reduce, concatenate or gather on a side (map_coordinates: gathers behind a concatenate
+# that is no hero; random_sampling: concatenates in producers), whose prices the pricer tells without
+# building the fused kernel (`fused_loop_launch` with `LaunchFacts.exposed`, `pair_access`).
+_NO_BUILD_MODULES = ["jax_scipy_map_coordinates@small.pre.hlo.gz", "jax_random_sampling@small.pre.hlo.gz"]
+
+
+@pytest.mark.parametrize("name", _NO_BUILD_MODULES)
+def test_pair_prices_told_without_building_equal_the_built_kernels(name, monkeypatch):
+    """Every pair price of a simulation equals `fused_estimate` of the fused kernel built (no launch facts,
+    so the grid and the per-operand access rule are those of the kernel itself), and pairs with a
+    special op or a gather on a side were priced without building it."""
+    from xla_costmodel.models import _xla_gpu_fusion
+
+    module = parse_hlo(gzip.open(_GPU_H100 / name, "rt").read())
+    fused_estimate = _xla_gpu_fusion.fused_estimate
+    materialize = _xla_gpu_fusion.materialize_fusion
+    seen = {"pairs": 0, "built": 0, "compared": 0}
+
+    def counted_materialize(producer, consumer):
+        seen["built"] += 1
+        return materialize(producer, consumer)
+
+    def checked(model, producer, consumer, device, pc, cc, *args, **kwargs):
+        facts = kwargs.get("facts")
+        before = seen["built"]
+        got = fused_estimate(model, producer, consumer, device, pc, cc, *args, **kwargs)
+        if facts is not None and (facts[0].special or facts[1].special or facts[0].access or facts[1].access):
+            seen["pairs"] += 1
+            built = seen["built"]
+            want = fused_estimate(model, producer, consumer, device, pc, cc, time_only=True)
+            seen["built"] = before + (built > before)  # the reference's build not counted
+            assert got == want, (producer.name, consumer.name, got, want)
+            seen["compared"] += 1
+        return got
+
+    with monkeypatch.context() as m:
+        m.setattr(_xla_gpu_fusion, "materialize_fusion", counted_materialize)
+        m.setattr(_xla_gpu_fusion, "fused_estimate", checked)
+        simulate_fusion(module, device="h100-sxm", model="xla-gpu", price_totals=False)
+    assert seen["compared"] > 100
+    assert seen["built"] < seen["pairs"]
