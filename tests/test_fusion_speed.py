@@ -366,6 +366,12 @@ fused_consumer {
   ROOT a = f32[16,4]{1,0} add(gg, r3)
 }
 
+fused_adder {
+  w0 = f32[32,4]{1,0} parameter(0)
+  w1 = f32[32,4]{1,0} parameter(1)
+  ROOT b = f32[32,4]{1,0} add(w0, w1)
+}
+
 ENTRY e {
   t = f32[64,4]{1,0} parameter(0)
   i1 = s32[16,1]{1,0} parameter(1)
@@ -382,15 +388,17 @@ ENTRY e {
   k1 = f32[16,4]{1,0} fusion(hidden, j1, j2, y), kind=kLoop, calls=fused_consumer
   k2 = f32[16,4]{1,0} fusion(neg, j1, j2, y), kind=kLoop, calls=fused_consumer
   k3 = f32[16,4]{1,0} fusion(exposed, j1, j2, y), kind=kLoop, calls=fused_consumer
-  ROOT out = (f32[16,4]{1,0}, f32[16,4]{1,0}, f32[16,4]{1,0}) tuple(k1, k2, k3)
+  k4 = f32[32,4]{1,0} fusion(exposed, x), kind=kLoop, calls=fused_adder
+  ROOT out = (f32[16,4]{1,0}, f32[16,4]{1,0}, f32[16,4]{1,0}, f32[32,4]{1,0}) tuple(k1, k2, k3, k4)
 }
 """
 
 
 def test_launch_and_access_told_from_the_two_sides_equal_the_built_kernels():
     """`fused_loop_launch` (heroes: the consumer's own, when the producer's special ops are out of the
-    hero search's reach) and `pair_access` (an operand read through a pass-through producer by a gather
-    of the consumer) against the fused kernel built: its `launch_dimensions` and `kernel_coalescing`."""
+    hero search's reach, or the search from the consumer's roots never reaches them) and `pair_access` (an
+    operand read through a pass-through producer by a gather of the consumer) against the fused kernel
+    built: its `launch_dimensions` and `kernel_coalescing`."""
     from xla_costmodel.analysis.emission import launch_facts
     from xla_costmodel.models._base import materialize_fusion
     from xla_costmodel.models._coalescing import kernel_coalescing, operand_access, pair_access
@@ -403,7 +411,7 @@ def test_launch_and_access_told_from_the_two_sides_equal_the_built_kernels():
     assert facts["exposed"].special and facts["exposed"].exposed  # a concatenate behind a negate
     assert facts["k1"].special and facts["k1"].access and not facts["k1"].exposed
     told = 0
-    for p, c in (("hidden", "k1"), ("neg", "k2"), ("exposed", "k3")):
+    for p, c in (("hidden", "k1"), ("neg", "k2"), ("exposed", "k3"), ("exposed", "k4")):
         producer, consumer = by_name[p], by_name[c]
         fused = materialize_fusion(producer, consumer)
         built = launch_dimensions(fused, DEVICE)
@@ -418,4 +426,6 @@ def test_launch_and_access_told_from_the_two_sides_equal_the_built_kernels():
             assert got == want, (p, c)
             if p == "neg":
                 assert id(by_name["x"]) in got  # gathered by the consumer through the negate
-    assert told == 2  # the exposed concatenate could be the fused kernel's hero: built
+        else:
+            assert built.emitter == "concatenate"  # the producer's concatenate became the hero
+    assert told == 3  # the exposed concatenate only where the consumer's root reaches it (k4): built

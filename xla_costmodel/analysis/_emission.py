@@ -632,23 +632,33 @@ def _is_special(h) -> bool:
 
 def _exposes_special(comp) -> bool:
     """Whether a special op of fused body `comp` is reachable from its roots through intermediate ops
-    (up to 3 operands, parameters excluded): every node `find_hero`'s two walks could visit in a
-    kernel `comp` is inlined into (they enter it at its root, and go on only through intermediate
-    ops) is among those reached here. Matching ops stop `find_hero_matching`; here they are looked
-    through too, which can only reach more."""
+    (`hero_search_reach`)."""
+    return hero_search_reach(comp)[0]
+
+
+def hero_search_reach(comp) -> tuple[bool, frozenset]:
+    """What `find_hero`'s two walks could reach in fused body `comp`, in `comp` or in a kernel it is part of:
+    `(special, parameters)`, whether a special op (a reduce, concatenate or tiled transpose) is reachable
+    from its roots through intermediate ops (up to 3 operands), and the numbers of the parameters read by
+    an op so reached (where a producer fused into `comp` would take over). The walks enter a body at its
+    roots and go on only through intermediate ops; matching ops stop `find_hero_matching`, here they are
+    looked through too, which can only reach more."""
     root = comp.root
     stack = list(root.operands) if root.opcode == "tuple" else [root]
     seen = {id(h) for h in stack}
+    special = False
+    params = set()
     while stack:
         node = stack.pop()
         if node.opcode == "parameter":
+            params.add(node.parameter_number)
             continue
-        if _is_special(node):
-            return True
+        if not special and _is_special(node):
+            special = True
         if not is_intermediate(node, 3):
             continue
         for o in node.operands:
             if id(o) not in seen:
                 seen.add(id(o))
                 stack.append(o)
-    return False
+    return special, frozenset(params)

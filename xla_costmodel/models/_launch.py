@@ -30,6 +30,7 @@ from ..analysis.emission import (
     TransposeDescription,
     emitter_kind,
     fused_roots,
+    hero_search_reach,
     is_real_reduction_hero,
     may_prevent_vectorization,
     reduction_dimensions,
@@ -517,8 +518,9 @@ def fused_loop_launch(producer, consumer, device, pf: LaunchFacts, cf: LaunchFac
     root, so the emitter is decided by the consumer's roots (the fused kernel's roots)
     and the loop grid by their shapes and whether either side prevents vectorization.
     With such ops in the consumer (a fusion) but none the hero search can reach in the
-    producer (`pf.exposed` False), the fused kernel's roots and heroes are the consumer's:
-    the search enters the producer only through its value, and finds nothing there. The
+    producer (`pf.exposed` False, or the search from the consumer's roots never reaches the
+    parameters bound to it: `hero_search_reach`), the fused kernel's roots and heroes are the
+    consumer's: the search enters the producer only through its value, and finds nothing there. The
     emitter is then the consumer's own (`emitter_kind`), kept when it is the loop or
     concatenate emitter, whose grid needs only the roots, the hero and the vectorization flag.
 
@@ -526,10 +528,12 @@ def fused_loop_launch(producer, consumer, device, pf: LaunchFacts, cf: LaunchFac
     is then worked out once per consumer and vectorization flag, not once per producer (a
     fusion with many operands is priced with each of them).
     """
-    if pf.exposed or consumer.opcode == "tuple":
+    if consumer.opcode == "tuple":
         return None
     if not any(o is producer for o in consumer.operands):
         return None  # read through get-tuple-elements
+    if pf.exposed and _reaches_producer(producer, consumer, memo):
+        return None
     no_vectorize = pf[2] or cf[2]
     make = _consumer_hero_launch if cf[0] else _consumer_loop_launch
     if memo is None:
@@ -539,6 +543,20 @@ def fused_loop_launch(producer, consumer, device, pf: LaunchFacts, cf: LaunchFac
     if ld is memo:
         ld = memo[key] = make(consumer, device, no_vectorize, max_unroll)
     return ld
+
+
+def _reaches_producer(producer, consumer, memo: dict | None) -> bool:
+    """Whether the fused kernel's hero search could enter `producer` from `consumer` (a lone consumer: taken
+    as yes): it enters through the consumer's parameters bound to the producer, if it reaches them."""
+    comp = consumer.fused_computation if consumer.opcode == "fusion" else None
+    if comp is None:
+        return True
+    reached = None if memo is None else memo.get("reach")
+    if reached is None:
+        reached = hero_search_reach(comp)[1]
+        if memo is not None:
+            memo["reach"] = reached
+    return any(j in reached for j, o in enumerate(consumer.operands) if o is producer)
 
 
 def _consumer_hero_launch(consumer, device, no_vectorize: bool, max_unroll: int) -> LaunchDimensions | None:
