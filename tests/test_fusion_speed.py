@@ -293,3 +293,139 @@ def test_multi_output_hero_search_skipped_only_where_it_finds_nothing(monkeypatc
     assert fast[0] == slow[0]
     assert fast[1].equals(slow[1])
     assert fast[2].equals(slow[2]) and len(fast[2])
+
+
+# Fused pairs with a reduce, concatenate or gather on a side (map_coordinates: gathers behind a concatenate
+# that is no hero; random_sampling: concatenates in producers), whose prices the pricer tells without
+# building the fused kernel (`fused_loop_launch` with `LaunchFacts.exposed`, `pair_access`).
+_NO_BUILD_MODULES = ["jax_scipy_map_coordinates@small.pre.hlo.gz", "jax_random_sampling@small.pre.hlo.gz"]
+
+
+@pytest.mark.parametrize("name", _NO_BUILD_MODULES)
+def test_pair_prices_told_without_building_equal_the_built_kernels(name, monkeypatch):
+    """Every pair price of a simulation equals `fused_estimate` of the fused kernel built (no launch facts,
+    so the grid and the per-operand access rule are those of the kernel itself), and pairs with a
+    special op or a gather on a side were priced without building it."""
+    from xla_costmodel.models import _xla_gpu_fusion
+
+    module = parse_hlo(gzip.open(_GPU_H100 / name, "rt").read())
+    fused_estimate = _xla_gpu_fusion.fused_estimate
+    materialize = _xla_gpu_fusion.materialize_fusion
+    seen = {"pairs": 0, "built": 0, "compared": 0}
+
+    def counted_materialize(producer, consumer):
+        seen["built"] += 1
+        return materialize(producer, consumer)
+
+    def checked(model, producer, consumer, device, pc, cc, *args, **kwargs):
+        facts = kwargs.get("facts")
+        before = seen["built"]
+        got = fused_estimate(model, producer, consumer, device, pc, cc, *args, **kwargs)
+        if facts is not None and (facts[0].special or facts[1].special or facts[0].access or facts[1].access):
+            seen["pairs"] += 1
+            built = seen["built"]
+            want = fused_estimate(model, producer, consumer, device, pc, cc, time_only=True)
+            seen["built"] = before + (built > before)  # the reference's build not counted
+            assert got == want, (producer.name, consumer.name, got, want)
+            seen["compared"] += 1
+        return got
+
+    with monkeypatch.context() as m:
+        m.setattr(_xla_gpu_fusion, "materialize_fusion", counted_materialize)
+        m.setattr(_xla_gpu_fusion, "fused_estimate", checked)
+        simulate_fusion(module, device="h100-sxm", model="xla-gpu", price_totals=False)
+    assert seen["compared"] > 100
+    assert seen["built"] < seen["pairs"]
+
+
+_EXPOSURE_HLO = """
+HloModule exposure
+
+fused_hidden {
+  p0 = f32[64,4]{1,0} parameter(0)
+  p1 = s32[16,1]{1,0} parameter(1)
+  p2 = s32[16,1]{1,0} parameter(2)
+  idx = s32[32,1]{1,0} concatenate(p1, p2), dimensions={0}
+  ROOT g = f32[32,4]{1,0} gather(p0, idx), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,4}
+}
+
+fused_exposed {
+  q0 = f32[16,4]{1,0} parameter(0)
+  q1 = f32[16,4]{1,0} parameter(1)
+  c = f32[32,4]{1,0} concatenate(q0, q1), dimensions={0}
+  ROOT n = f32[32,4]{1,0} negate(c)
+}
+
+fused_consumer {
+  r0 = f32[32,4]{1,0} parameter(0)
+  r1 = s32[8,1]{1,0} parameter(1)
+  r2 = s32[8,1]{1,0} parameter(2)
+  i = s32[16,1]{1,0} concatenate(r1, r2), dimensions={0}
+  gg = f32[16,4]{1,0} gather(r0, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,4}
+  r3 = f32[16,4]{1,0} parameter(3)
+  ROOT a = f32[16,4]{1,0} add(gg, r3)
+}
+
+fused_adder {
+  w0 = f32[32,4]{1,0} parameter(0)
+  w1 = f32[32,4]{1,0} parameter(1)
+  ROOT b = f32[32,4]{1,0} add(w0, w1)
+}
+
+ENTRY e {
+  t = f32[64,4]{1,0} parameter(0)
+  i1 = s32[16,1]{1,0} parameter(1)
+  i2 = s32[16,1]{1,0} parameter(2)
+  x = f32[32,4]{1,0} parameter(3)
+  h1 = f32[16,4]{1,0} parameter(4)
+  h2 = f32[16,4]{1,0} parameter(5)
+  j1 = s32[8,1]{1,0} parameter(6)
+  j2 = s32[8,1]{1,0} parameter(7)
+  y = f32[16,4]{1,0} parameter(8)
+  hidden = f32[32,4]{1,0} fusion(t, i1, i2), kind=kLoop, calls=fused_hidden
+  neg = f32[32,4]{1,0} negate(x)
+  exposed = f32[32,4]{1,0} fusion(h1, h2), kind=kInput, calls=fused_exposed
+  k1 = f32[16,4]{1,0} fusion(hidden, j1, j2, y), kind=kLoop, calls=fused_consumer
+  k2 = f32[16,4]{1,0} fusion(neg, j1, j2, y), kind=kLoop, calls=fused_consumer
+  k3 = f32[16,4]{1,0} fusion(exposed, j1, j2, y), kind=kLoop, calls=fused_consumer
+  k4 = f32[32,4]{1,0} fusion(exposed, x), kind=kLoop, calls=fused_adder
+  ROOT out = (f32[16,4]{1,0}, f32[16,4]{1,0}, f32[16,4]{1,0}, f32[32,4]{1,0}) tuple(k1, k2, k3, k4)
+}
+"""
+
+
+def test_launch_and_access_told_from_the_two_sides_equal_the_built_kernels():
+    """`fused_loop_launch` (heroes: the consumer's own, when the producer's special ops are out of the
+    hero search's reach, or the search from the consumer's roots never reaches them) and `pair_access` (an
+    operand read through a pass-through producer by a gather of the consumer) against the fused kernel
+    built: its `launch_dimensions` and `kernel_coalescing`."""
+    from xla_costmodel.analysis.emission import launch_facts
+    from xla_costmodel.models._base import materialize_fusion
+    from xla_costmodel.models._coalescing import kernel_coalescing, operand_access, pair_access
+    from xla_costmodel.models._launch import fused_loop_launch, launch_dimensions
+
+    module = parse_hlo(_EXPOSURE_HLO)
+    by_name = {i.name: i for i in module.entry.instructions}
+    facts = {n: launch_facts(by_name[n]) for n in ("hidden", "neg", "exposed", "k1")}
+    assert facts["hidden"].special and not facts["hidden"].exposed  # its concatenate only indexes a gather
+    assert facts["exposed"].special and facts["exposed"].exposed  # a concatenate behind a negate
+    assert facts["k1"].special and facts["k1"].access and not facts["k1"].exposed
+    told = 0
+    for p, c in (("hidden", "k1"), ("neg", "k2"), ("exposed", "k3"), ("exposed", "k4")):
+        producer, consumer = by_name[p], by_name[c]
+        fused = materialize_fusion(producer, consumer)
+        built = launch_dimensions(fused, DEVICE)
+        fast = fused_loop_launch(producer, consumer, DEVICE, launch_facts(producer), launch_facts(consumer), 4)
+        if fast is not None:
+            told += 1
+            assert (fast.emitter, fast.num_blocks, fast.threads_per_block, fast.unroll) == \
+                (built.emitter, built.num_blocks, built.threads_per_block, built.unroll), (p, c)
+            coal = kernel_coalescing(fused, built.emitter, DEVICE, producer=producer, consumer=consumer)
+            want = {id(o) for o, ok in zip(fused.operands, coal.coalesced) if not ok}
+            got = pair_access(producer, consumer, operand_access(producer, DEVICE), operand_access(consumer, DEVICE))
+            assert got == want, (p, c)
+            if p == "neg":
+                assert id(by_name["x"]) in got  # gathered by the consumer through the negate
+        else:
+            assert built.emitter == "concatenate"  # the producer's concatenate became the hero
+    assert told == 3  # the exposed concatenate only where the consumer's root reaches it (k4): built

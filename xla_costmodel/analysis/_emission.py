@@ -566,12 +566,16 @@ class LaunchFacts(NamedTuple):
     `special`: a reduce, concatenate or tiled transpose is in it (it could become the fused
     kernel's hero); `access`: a gather or a slice strided along the minor dimension is in it
     (the per-operand access rule of `models._coalescing` could apply);
-    `no_vectorize`: something in it may prevent the loop emitter's vectorization.
+    `no_vectorize`: something in it may prevent the loop emitter's vectorization;
+    `exposed`: one of those special ops is reachable from a root through intermediate ops
+    (`is_intermediate`, up to 3 operands), so that the hero search of a kernel it is fused
+    into could reach it (`find_hero`); False when `special` is.
     """
 
     special: bool
     access: bool
     no_vectorize: bool
+    exposed: bool = True
 
 
 MAX_CONCAT_OPERANDS_FOR_UNROLLING = 10
@@ -604,7 +608,7 @@ def launch_facts(instr) -> LaunchFacts:
     """`instr`'s `LaunchFacts`."""
     comp = instr.fused_computation if instr.opcode == "fusion" else None
     if instr.opcode == "fusion" and comp is None:
-        return LaunchFacts(True, True, True)
+        return LaunchFacts(True, True, True, True)
     special = access = False
     for h in select_in_body(comp, _LAUNCH_FACT_OPCODES) if comp is not None else (instr,):
         op = h.opcode
@@ -615,4 +619,46 @@ def launch_facts(instr) -> LaunchFacts:
                 special = True
         elif op == "gather" or (op == "slice" and strided_minor_slice(h)):
             access = True
-    return LaunchFacts(special, access, may_prevent_vectorization(instr))
+    # A lone instruction is its own root: special, it is exposed.
+    exposed = special and (comp is None or _exposes_special(comp))
+    return LaunchFacts(special, access, may_prevent_vectorization(instr), exposed)
+
+
+def _is_special(h) -> bool:
+    """A reduce, concatenate or tiled transpose (what `launch_facts` calls special)."""
+    op = h.opcode
+    return op == "reduce" or op == "concatenate" or (op in ("transpose", "copy") and tiled_transpose(h) is not None)
+
+
+def _exposes_special(comp) -> bool:
+    """Whether a special op of fused body `comp` is reachable from its roots through intermediate ops
+    (`hero_search_reach`)."""
+    return hero_search_reach(comp)[0]
+
+
+def hero_search_reach(comp) -> tuple[bool, frozenset]:
+    """What `find_hero`'s two walks could reach in fused body `comp`, in `comp` or in a kernel it is part of:
+    `(special, parameters)`, whether a special op (a reduce, concatenate or tiled transpose) is reachable
+    from its roots through intermediate ops (up to 3 operands), and the numbers of the parameters read by
+    an op so reached (where a producer fused into `comp` would take over). The walks enter a body at its
+    roots and go on only through intermediate ops; matching ops stop `find_hero_matching`, here they are
+    looked through too, which can only reach more."""
+    root = comp.root
+    stack = list(root.operands) if root.opcode == "tuple" else [root]
+    seen = {id(h) for h in stack}
+    special = False
+    params = set()
+    while stack:
+        node = stack.pop()
+        if node.opcode == "parameter":
+            params.add(node.parameter_number)
+            continue
+        if not special and _is_special(node):
+            special = True
+        if not is_intermediate(node, 3):
+            continue
+        for o in node.operands:
+            if id(o) not in seen:
+                seen.add(id(o))
+                stack.append(o)
+    return special, frozenset(params)

@@ -8,7 +8,7 @@
   `MIN_THREADS_X_ROW_REDUCTION`, `BATCHED_REDUCTION_RACE_FREE_BOUND`, `WARP_SIZE`.
 - Transposes: `tiled_transpose`, `normalized_transpose`, `TransposeDescription`, `most_minor_non_trivial`.
 - A kernel's launch: `launch_facts` / `LaunchFacts`, `warp_size`, `may_prevent_vectorization`,
-  `strided_minor_slice`.
+  `strided_minor_slice`, `hero_search_reach` (what a fused pair's hero search could reach in one side).
 - The fusion pass's limit on a fusion's IR size: `MAX_IR_SIZE`.
 """
 
@@ -29,6 +29,7 @@ from ._emission import fusion_pass_is_intermediate as fusion_pass_is_intermediat
 from ._emission import fusion_pass_is_real_reduction_hero as fusion_pass_is_real_reduction_hero
 from ._emission import fusion_pass_is_tiled_transpose as fusion_pass_is_tiled_transpose
 from ._emission import fusion_pass_roots as fusion_pass_roots
+from ._emission import hero_search_reach as hero_search_reach
 from ._emission import is_contiguous_reduction as is_contiguous_reduction
 from ._emission import is_input_fusible_reduction as is_input_fusible_reduction
 from ._emission import is_real_reduction_hero as is_real_reduction_hero

@@ -195,6 +195,74 @@ def kernel_coalescing(kernel, emitter: str, device, *, producer=None, consumer=N
     return Coalescing(tuple(coalesced), tuple(reasons))
 
 
+@dataclass(frozen=True, slots=True)
+class OperandAccess:
+    """One side of a fused pair, for `pair_access` (the per-operand rule of `kernel_coalescing` without
+    building the pair's fusion). Per operand position of the kernel: `problem`, whether the kernel's
+    own reading of it is uncoalesced by its access pattern (`_access_problem` of its parameter, or
+    `_lone_access_problem`); `to_value`, whether that operand reaches the kernel's value (its root)
+    through `_access_problem`'s pass-through ops alone, so that in a fusion the kernel is the producer
+    of, the consumer's reading of the value is also a reading of the operand."""
+
+    problem: tuple[bool, ...]
+    to_value: tuple[bool, ...]
+
+
+def operand_access(kernel, device) -> OperandAccess:
+    """`kernel`'s `OperandAccess` (problems only looked for where it holds a gather or strided slice)."""
+    n = len(kernel.operands)
+    comp = kernel.fused_computation if kernel.opcode == "fusion" else None
+    if comp is None:
+        problem = tuple(bool(_lone_access_problem(kernel, i, device)) for i in range(n))
+        through = kernel.opcode in _PASS_THROUGH and kernel.shape.element_type != "tuple"
+        return OperandAccess(problem, (through,) * n)
+    look = launch_facts(kernel).access
+    problem, to_value = [], []
+    for i in range(n):
+        try:
+            value = comp.parameter(i)
+        except KeyError:
+            problem.append(False)
+            to_value.append(False)
+            continue
+        problem.append(bool(_access_problem(value, device)) if look else False)
+        to_value.append(_passes_to(value, comp.root))
+    return OperandAccess(tuple(problem), tuple(to_value))
+
+
+def _passes_to(value, root) -> bool:
+    """Whether `_access_problem`'s walk from `value` reaches `root` (through pass-through ops only)."""
+    seen = set()
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if node is root:
+            return True
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for user in node.users:
+            if user.opcode in _PASS_THROUGH and user.shape.element_type != "tuple":
+                stack.append(user)
+    return False
+
+
+def pair_access(producer, consumer, pa: OperandAccess, ca: OperandAccess) -> set:
+    """The outer operands (by `id`) of the fusion of `producer` into `consumer` (read directly, not through
+    get-tuple-elements) that `kernel_coalescing(fused, ...)` finds read uncoalesced by their access pattern,
+    from each side's `OperandAccess`: in the fused body an operand's parameter leads to what each side does
+    with it, and through the producer's value to what the consumer does with that."""
+    via_value = any(ca.problem[j] for j, o in enumerate(consumer.operands) if o is producer)
+    bad = set()
+    for i, o in enumerate(producer.operands):
+        if pa.problem[i] or (via_value and pa.to_value[i]):
+            bad.add(id(o))
+    for j, o in enumerate(consumer.operands):
+        if o is not producer and ca.problem[j]:
+            bad.add(id(o))
+    return bad
+
+
 def _lone_access_problem(instr, index: int, device) -> str:
     if instr.opcode == "gather" and index == 0 and not _gather_rows_contiguous(instr, device):
         return f"gathered by '{instr.name}'"

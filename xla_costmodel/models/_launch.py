@@ -30,6 +30,7 @@ from ..analysis.emission import (
     TransposeDescription,
     emitter_kind,
     fused_roots,
+    hero_search_reach,
     is_real_reduction_hero,
     may_prevent_vectorization,
     reduction_dimensions,
@@ -509,29 +510,74 @@ def launch_dimensions(kernel, device, *, max_unroll: int = 4) -> LaunchDimension
 
 def fused_loop_launch(producer, consumer, device, pf: LaunchFacts, cf: LaunchFacts,
                       max_unroll: int, memo: dict | None = None) -> LaunchDimensions | None:
-    """`launch_dimensions(materialize_fusion(producer, consumer))` (`models._base`) when that is the loop emitter's
-    and can be told from the two sides' `LaunchFacts` (`pf`, `cf`) alone; else None.
+    """`launch_dimensions(materialize_fusion(producer, consumer))` (`models._base`) when that is the loop
+    (or concatenate) emitter's and can be told from the two sides' `LaunchFacts` (`pf`, `cf`) alone;
+    else None.
 
     With no reduce, concatenate or tiled transpose on either side, every hero is its
     root, so the emitter is decided by the consumer's roots (the fused kernel's roots)
     and the loop grid by their shapes and whether either side prevents vectorization.
+    With such ops in the consumer (a fusion) but none the hero search can reach in the
+    producer (`pf.exposed` False, or the search from the consumer's roots never reaches the
+    parameters bound to it: `hero_search_reach`), the fused kernel's roots and heroes are the
+    consumer's: the search enters the producer only through its value, and finds nothing there. The
+    emitter is then the consumer's own (`emitter_kind`), kept when it is the loop or
+    concatenate emitter, whose grid needs only the roots, the hero and the vectorization flag.
 
     `memo`: a dict kept for this version of `consumer` (and `device`, `max_unroll`): the grid
     is then worked out once per consumer and vectorization flag, not once per producer (a
     fusion with many operands is priced with each of them).
     """
-    if pf[0] or cf[0] or consumer.opcode == "tuple":
+    if consumer.opcode == "tuple":
         return None
     if not any(o is producer for o in consumer.operands):
         return None  # read through get-tuple-elements
+    if pf.exposed and _reaches_producer(producer, consumer, memo):
+        return None
     no_vectorize = pf[2] or cf[2]
+    make = _consumer_hero_launch if cf[0] else _consumer_loop_launch
     if memo is None:
-        return _consumer_loop_launch(consumer, device, no_vectorize, max_unroll)
-    key = ("loop", no_vectorize)
+        return make(consumer, device, no_vectorize, max_unroll)
+    key = ("hero" if cf[0] else "loop", no_vectorize)
     ld = memo.get(key, memo)
     if ld is memo:
-        ld = memo[key] = _consumer_loop_launch(consumer, device, no_vectorize, max_unroll)
+        ld = memo[key] = make(consumer, device, no_vectorize, max_unroll)
     return ld
+
+
+def _reaches_producer(producer, consumer, memo: dict | None) -> bool:
+    """Whether the fused kernel's hero search could enter `producer` from `consumer` (a lone consumer: taken
+    as yes): it enters through the consumer's parameters bound to the producer, if it reaches them."""
+    comp = consumer.fused_computation if consumer.opcode == "fusion" else None
+    if comp is None:
+        return True
+    reached = None if memo is None else memo.get("reach")
+    if reached is None:
+        reached = hero_search_reach(comp)[1]
+        if memo is not None:
+            memo["reach"] = reached
+    return any(j in reached for j, o in enumerate(consumer.operands) if o is producer)
+
+
+def _consumer_hero_launch(consumer, device, no_vectorize: bool, max_unroll: int) -> LaunchDimensions | None:
+    """`fused_loop_launch`'s grid for a consumer with heroes of its own: the loop or concatenate emitter's,
+    as `launch_dimensions` gives them, when `emitter_kind` of the consumer picks one; else None."""
+    comp = consumer.fused_computation if consumer.opcode == "fusion" else None
+    if comp is None or consumer.fusion_kind == "kCustom":
+        return None  # a lone instruction is the fused kernel's root and hero: not asked here
+    if any(r.opcode == "parameter" for r in fused_roots(consumer)):
+        return None  # the producer's value could be a root
+    kind, roots, heroes = emitter_kind(consumer, warp_size(device))
+    if kind == "loop":
+        blocks, threads, unroll = loop_launch(None, roots, device, max_unroll=max_unroll, no_vectorize=no_vectorize)
+        return LaunchDimensions(kind, blocks, threads, unroll, roots[0].name)
+    if kind == "concatenate":
+        hero = heroes[0]
+        largest = max((first_array(o.shape) for o in hero.operands), key=elements)
+        blocks, threads, unroll = loop_launch(None, roots, device, shape=largest, max_unroll=max_unroll,
+                                              no_vectorize=no_vectorize)
+        return LaunchDimensions(kind, blocks, threads, unroll, hero.name)
+    return None
 
 
 def _consumer_loop_launch(consumer, device, no_vectorize: bool, max_unroll: int) -> LaunchDimensions | None:

@@ -19,7 +19,15 @@ from ..analysis.emission import LaunchFacts, launch_facts
 from ..analysis.opcodes import IS_ELEMENTWISE
 from ..fusion_engine import discard_fusion
 from ._base import KernelEstimate, dominant_bound, materialize_fusion
-from ._coalescing import bad_transpose, kernel_coalescing, read_coalesced_heuristic, utilization_rate
+from ._coalescing import (
+    OperandAccess,
+    bad_transpose,
+    kernel_coalescing,
+    operand_access,
+    pair_access,
+    read_coalesced_heuristic,
+    utilization_rate,
+)
 from ._kernel_costs import KernelCosts, shape_size_cached
 from ._launch import fused_loop_launch, launch_dimensions
 
@@ -115,7 +123,8 @@ def fused_short_cut(pe: KernelEstimate, ce: KernelEstimate, device) -> KernelEst
 def fused_estimate(model: FusedPairRules, producer, consumer, device, pc: KernelCosts, cc: KernelCosts,
                    producer_writes_side_output: bool = False, facts=None, read_cache: dict | None = None,
                    time_only: bool = False, consumer_reads: dict | None = None,
-                   bad_transposes: tuple[str, str] | None = None) -> KernelEstimate | float:
+                   bad_transposes: tuple[str, str] | None = None,
+                   access_of=None) -> KernelEstimate | float:
     """XLA's `EstimateRunTimeForFusion` from the two kernels' own cost records, with `model`'s
     compute, read, write and combine rules.
 
@@ -128,7 +137,10 @@ def fused_estimate(model: FusedPairRules, producer, consumer, device, pc: Kernel
     when the consumer changes): with `time_only`, what reading the consumer's own operands costs is
     worked out once and reused for every producer it is priced with (same numbers, same order of sums),
     and so is the fused loop grid (`fused_loop_launch`'s `memo`);
-    `bad_transposes`: each side's `bad_transpose` when known (`read_coalesced_heuristic`).
+    `bad_transposes`: each side's `bad_transpose` when known (`read_coalesced_heuristic`);
+    `access_of`: with `time_only`, a function giving a kernel's `OperandAccess` (`operand_access`): where
+    the launch grid was told without building the fused kernel, its per-operand access rule is then
+    told from the two sides too (`pair_access`), and the kernel is not built at all.
     """
     launch = device.kernel_launch_overhead_s
     # A producer that is not a tuple has no get-tuple-element users: its uses are its positions.
@@ -159,12 +171,16 @@ def fused_estimate(model: FusedPairRules, producer, consumer, device, pc: Kernel
     heuristic_ok, heuristic_why = read_coalesced_heuristic(ld.emitter, producer, consumer, device, bad_transposes)
     access = {}
     if model.access_patterns and heuristic_ok and (facts is None or facts[0][1] or facts[1][1]):
-        if fused is None:
-            fused = materialize_fusion(producer, consumer)
-        coal = kernel_coalescing(fused, ld.emitter, device, producer=producer, consumer=consumer)
-        for o, ok, why in zip(fused.operands, coal.coalesced, coal.reasons):
-            if not ok:
-                access[id(o)] = why
+        if fused is None and time_only and access_of is not None:
+            # (the reasons are not reported with `time_only`)
+            access = dict.fromkeys(pair_access(producer, consumer, access_of(producer), access_of(consumer)), "")
+        else:
+            if fused is None:
+                fused = materialize_fusion(producer, consumer)
+            coal = kernel_coalescing(fused, ld.emitter, device, producer=producer, consumer=consumer)
+            for o, ok, why in zip(fused.operands, coal.coalesced, coal.reasons):
+                if not ok:
+                    access[id(o)] = why
     if fused is not None:
         discard_fusion(fused)  # built here, priced: free it now (see fusion_engine.discard_fusion)
     read = 0.0
@@ -307,7 +323,7 @@ class XlaGpuPairPricer:
     and coalescing from the fused pair). `invalidate(instr)` drops a record.
     """
 
-    __slots__ = ("model", "device", "_version", "_records", "_costs", "_facts", "_reads", "_own", "_bad")
+    __slots__ = ("model", "device", "_version", "_records", "_costs", "_facts", "_reads", "_own", "_bad", "_access")
 
     def __init__(self, model: FusedPairRules, device, version=None):
         self.model = model
@@ -319,6 +335,7 @@ class XlaGpuPairPricer:
         self._reads: dict = {}
         self._own: dict = {}
         self._bad: dict = {}
+        self._access: dict = {}
 
     def _kept(self, cache: dict, instr, make, version=None):
         """`cache`'s value for this version of `instr`, made by `make()` when there is none."""
@@ -342,10 +359,17 @@ class XlaGpuPairPricer:
         self._costs.pop(instr, None)
         self._facts.pop(instr, None)
         self._bad.pop(instr, None)
+        self._access.pop(instr, None)
 
     def facts(self, instr) -> LaunchFacts:
         """`instr`'s `LaunchFacts`."""
         return self._kept(self._facts, instr, lambda: launch_facts(instr))
+
+    def access(self, instr) -> OperandAccess:
+        """`instr`'s `OperandAccess`, kept per version and operands (a lone instruction keeps its version
+        when an operand is replaced by a fusion)."""
+        return self._kept(self._access, instr, lambda: operand_access(instr, self.device),
+                          (self._version(instr), tuple(map(id, instr.operands))))
 
     def _bad_transpose(self, instr) -> str:
         """`instr`'s `bad_transpose` (`models._coalescing`), kept per version of a fusion (a lone
@@ -382,5 +406,6 @@ class XlaGpuPairPricer:
         t = fused_estimate(model, producer, consumer, self.device, self.costs(producer), self.costs(consumer),
                            facts=(self.facts(producer), self.facts(consumer)), read_cache=self._reads,
                            time_only=True, consumer_reads=self._consumer_reads(consumer),
-                           bad_transposes=(self._bad_transpose(producer), self._bad_transpose(consumer)))
+                           bad_transposes=(self._bad_transpose(producer), self._bad_transpose(consumer)),
+                           access_of=self.access)
         return pe.time_s, ce.time_s, t
