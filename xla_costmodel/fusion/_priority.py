@@ -528,8 +528,8 @@ class PriorityFusionRun:
         so in a step whose fusion lists the producer as an operand, which re-prices it (`_step`).
         The other users keep their versions and their cached verdicts. When a new consumer is
         rejected, the caller walks all users for the first rejection in user order, as XLA's
-        `CanFuseWithAllNonBitcastUsers` reports it. (Some producers with a hundred users are
-        updated at nearly every step: diffrax's scalar constants.)"""
+        `CanFuseWithAllNonBitcastUsers` reports it. (A producer with a hundred users can be updated
+        at nearly every step: in diffrax's lowered modules, scalar `bitcast-convert`s of constants.)"""
         if not new_consumers:
             return False
         can_fuse = self.checker.can_fuse
@@ -547,8 +547,13 @@ class PriorityFusionRun:
         held = self._xla_pairs.setdefault(producer, {})
         p = math.nan
         unfused = fused = 0.0
+        # `_pair`'s cache lookup inlined, as in `_times`: asked at every update of a producer
+        vget = self._version.get
+        pv = vget(producer, 0)
+        prices = self._pairs.entries(producer)
         for c in consumers:
-            p, tc, tf = self._pair(producer, c)
+            e = prices.get(c)
+            p, tc, tf = e[2] if e is not None and e[1] == vget(c, 0) and e[0] == pv else self._pair(producer, c)
             held[c] = (tc, tf)
             unfused += tc
             fused += tf
