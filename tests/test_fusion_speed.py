@@ -429,3 +429,36 @@ def test_launch_and_access_told_from_the_two_sides_equal_the_built_kernels():
         else:
             assert built.emitter == "concatenate"  # the producer's concatenate became the hero
     assert told == 3  # the exposed concatenate only where the consumer's root reaches it (k4): built
+
+
+@pytest.mark.parametrize("name", ["transformer_grad", "gather_scatter", "rng", "mlp_grad"])
+def test_incremental_updates_that_ask_only_new_consumers_equal_walking_every_user(name, monkeypatch):
+    """A queued producer updated incrementally asks `CanFuse` of the step's new consumers only
+    (`_priority.PriorityFusionRun._new_consumers_fuse`); walking every user for the first rejection,
+    as XLA's `CanFuseWithAllNonBitcastUsers` does, gives the same pass: steps, log, rejections, module."""
+    from xla_costmodel.fusion._priority import PriorityFusionRun
+
+    m = load_hlo(fixture_paths(f"{name}.pre.hlo")[0])
+    answers: list[bool] = []
+    short_cut = PriorityFusionRun._new_consumers_fuse
+
+    def counted(self, producer, new_consumers):
+        answers.append(short_cut(self, producer, new_consumers))
+        return answers[-1]
+
+    def run():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return simulate_fusion(m, device=DEVICE, model="xla-gpu", price_totals=False)
+
+    monkeypatch.setattr(PriorityFusionRun, "_new_consumers_fuse", counted)
+    fast = run()
+    monkeypatch.setattr(PriorityFusionRun, "_new_consumers_fuse", lambda self, producer, new_consumers: False)
+    walked = run()
+    assert True in answers  # the short cut was taken
+    if name in ("transformer_grad", "gather_scatter"):
+        assert False in answers  # and a new consumer was rejected: every user walked for the first rejection
+    assert fast.steps.equals(walked.steps)
+    assert fast.log.equals(walked.log)
+    assert fast.rejected.equals(walked.rejected)
+    assert fast.module.to_text() == walked.module.to_text()

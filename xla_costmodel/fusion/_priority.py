@@ -341,6 +341,8 @@ class PriorityFusionRun:
         # Only for a single model pricing pairs (`incremental`).
         self._xla_pairs: dict[HloInstruction, dict[HloInstruction, tuple[float, float]]] = {}
         self._removed: dict[HloInstruction, tuple[float, float, list]] = {}
+        # producer -> its version when its last priority found every user fusible (`_new_consumers_fuse`)
+        self._passed: dict[HloInstruction, int] = {}
         self._launch_s = float(getattr(device, "kernel_launch_overhead_s", 1e-6))
 
     # -- pricing ------------------------------------------------------------
@@ -469,15 +471,18 @@ class PriorityFusionRun:
         if not users:
             self._reject(producer, None, Rejection("no-users"))
             return -INF
-        has_non_bitcast, u, r = self.checker.first_rejection(producer, users)
-        if r is not None:
-            self._reject(producer, u, r)
-            return -INF
-        if not has_non_bitcast:
-            self._reject(producer, None, Rejection("only-bitcast-users"))
-            return -INF
         removed = self._removed.pop(producer, None)
         key = self.queue.key(producer) if removed is not None else None
+        pv = self._version.get(producer, 0)
+        if key is None or self._passed.get(producer) != pv or not self._new_consumers_fuse(producer, removed[2]):
+            has_non_bitcast, u, r = self.checker.first_rejection(producer, users)
+            if r is not None:
+                self._reject(producer, u, r)
+                return -INF
+            if not has_non_bitcast:
+                self._reject(producer, None, Rejection("only-bitcast-users"))
+                return -INF
+        self._passed[producer] = pv
         if key is not None and self._tracks_pairs():
             # XLA's incremental update: the queued priority plus the new consumers' gain minus the
             # gain its cache holds for the consumers fused away (those it still holds a price for)
@@ -512,6 +517,27 @@ class PriorityFusionRun:
             self.rejections.pop(producer, None)
         return priority
 
+    def _new_consumers_fuse(self, producer: HloInstruction, new_consumers: list) -> bool:
+        """Whether `producer`, queued, unchanged since its last priority (`_passed`) and updated
+        incrementally, may fuse into all its users, asking only the step's `new_consumers`
+        (`first_rejection` over all users gives the same answer).
+
+        Queued means its last priority found every user fusible (a rejection takes it out of the
+        queue); the producer kept its version since, so those verdicts stand; and since then only
+        this step's fusions changed among its users: a user that is replaced or grows in place does
+        so in a step whose fusion lists the producer as an operand, which re-prices it (`_step`).
+        The other users keep their versions and their cached verdicts. When a new consumer is
+        rejected, the caller walks all users for the first rejection in user order, as XLA's
+        `CanFuseWithAllNonBitcastUsers` reports it. (A producer with a hundred users can be updated
+        at nearly every step: in diffrax's lowered modules, scalar `bitcast-convert`s of constants.)"""
+        if not new_consumers:
+            return False
+        can_fuse = self.checker.can_fuse
+        for c in new_consumers:
+            if is_fusible_bitcast(c) or can_fuse(producer, c) is not None:
+                return False
+        return True
+
     def _tracks_pairs(self) -> bool:
         return self.incremental and self._combination is None
 
@@ -521,8 +547,13 @@ class PriorityFusionRun:
         held = self._xla_pairs.setdefault(producer, {})
         p = math.nan
         unfused = fused = 0.0
+        # `_pair`'s cache lookup inlined, as in `_times`: asked at every update of a producer
+        vget = self._version.get
+        pv = vget(producer, 0)
+        prices = self._pairs.entries(producer)
         for c in consumers:
-            p, tc, tf = self._pair(producer, c)
+            e = prices.get(c)
+            p, tc, tf = e[2] if e is not None and e[1] == vget(c, 0) and e[0] == pv else self._pair(producer, c)
             held[c] = (tc, tf)
             unfused += tc
             fused += tf
