@@ -20,6 +20,7 @@ H100" (the capture's jax).
     PYTHONPATH=. python scripts/bench_pipeline.py --simplify        # with XLA's simplifier rules (fusion._simplify)
     PYTHONPATH=. python scripts/bench_pipeline.py --conv-rewrites   # with XLA's convolution passes (fusion._conv_rewrite)
     PYTHONPATH=. python scripts/bench_pipeline.py --triton-softmax   # with SoftmaxRewriterTriton simulated
+    PYTHONPATH=. python scripts/bench_pipeline.py --no-constant-folding   # without XLA's HloConstantFolding
     PYTHONPATH=. python scripts/bench_pipeline.py --attribute 24  # + pass by pass on 24 programs
 """
 
@@ -219,6 +220,7 @@ PASS_SWITCHES = (
     ("--gemm-rewrites", "gemm_rewrites", True),
     ("--no-conv-rewrites", "conv_rewrites", False),
     ("--triton-softmax", "triton_softmax", True),
+    ("--no-constant-folding", "constant_folding", False),
 )
 
 

@@ -475,6 +475,7 @@ def _getter(versions: dict):
 def working_copy(module: HloModule, inline_calls: bool, mode: str,
                  rewrites: list | None = None, splits: list | None = None,
                  gemms: list | None = None, gemm_device=None, *, simplify: bool = False,
+                 constant_folding: bool = False,
                  convs: list | None = None, topks: list | None = None) -> HloModule:
     """The copy a fusion pass works on: calls inlined, loops' trip counts recorded on them, long scans
     rewritten as XLA's `ReduceWindowRewriter` does (when `rewrites` is a list: what was rewritten is
@@ -490,9 +491,10 @@ def working_copy(module: HloModule, inline_calls: bool, mode: str,
     annotate_trip_counts(work)
     if simplify:  # XLA's AlgebraicSimplifier and TupleSimplifier, before these passes (`fusion._simplify`)
         _simplify(work)
-        # and HloConstantFolding, in the same fixed point of XLA's simplification pipeline (`fusion._constant_folding`)
+    if constant_folding:  # HloConstantFolding (`fusion._constant_folding`), which XLA always runs
+        # in the same fixed point of XLA's simplification pipeline as the simplifier, when that is simulated
         for _ in range(_FOLDING_ROUNDS):
-            if not fold_constants(work).changed:
+            if not fold_constants(work).changed or not simplify:
                 break
             _simplify(work)
     if gemm_device is not None:  # XLA:GPU's TopkDecomposer / TopkSpecializer (`fusion._topk`)
@@ -534,6 +536,7 @@ def simulate_fusion(
     triton_softmax: bool = False,
     simplify: bool = False,
     conv_rewrites: bool = True,
+    constant_folding: bool = True,
     **kwargs: Any,
 ) -> FusionResult:
     """Run XLA's GPU priority-fusion pass on a copy of `module`, priced by `model`.
@@ -662,7 +665,8 @@ def simulate_fusion(
     with gc_paused():  # see xla_costmodel._gc
         result = _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode,
                            rewrite_reduce_windows, unique_ids, multi_output, copy_insertion, cse,
-                           tree_reductions, triton_softmax, gemm_rewrites, simplify, conv_rewrites)
+                           tree_reductions, triton_softmax, gemm_rewrites, simplify, conv_rewrites,
+                           constant_folding)
     release_body_state(result.module)  # the pass's per-body state would keep its module alive
     return dataclasses.replace(result, input_through_xla=layouts_assigned(module))
 
@@ -670,7 +674,7 @@ def simulate_fusion(
 def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, mode="decide",
               rewrite_reduce_windows=True, unique_ids=None, multi_output=False,
               copy_insertion=False, cse=False, tree_reductions=False, triton_softmax=False,
-              gemm_rewrites=False, simplify=False, conv_rewrites=False) -> FusionResult:
+              gemm_rewrites=False, simplify=False, conv_rewrites=False, constant_folding=False) -> FusionResult:
     model_name = cost_model.name
     t0 = time.perf_counter()
     rewrites: list | None = [] if rewrite_reduce_windows else None
@@ -679,8 +683,8 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
     gpu = dev if dev.kind == "gpu" and dev.compute_capability is not None else None
     convs: list | None = [] if conv_rewrites else None
     topks: list = []
-    work = working_copy(module, inline_calls, mode, rewrites, splits, gemms, gpu, simplify=simplify, convs=convs,
-                        topks=topks)
+    work = working_copy(module, inline_calls, mode, rewrites, splits, gemms, gpu, simplify=simplify,
+                        constant_folding=constant_folding, convs=convs, topks=topks)
     # (computation, name) -> opcode of the layout-only reshapes/transposes the pass sees as bitcasts
     relabelled = _relabelled(work) if mode == "decide" else {}
     comps = fusible_computations(work)
