@@ -33,7 +33,17 @@ assignment), then removes what is left unread:
   `x * 1`, `1 * x`, `x / 1` -> `x` (a constant or broadcast of one, all of that value; shapes equal);
 - `HandleMaximum`, `HandleMinimum`: `max(x, -inf)`, `min(x, inf)` on floats -> `x` (XLA:GPU
   propagates NaNs through min/max, which makes the rule apply to floats);
-- `HandleSelect`: `select(p, x, x)` -> `x`; `HandleMaximum`/`HandleMinimum`: `max(x, x)` -> `x`;
+- `HandleSelect`: `select(p, x, x)`, `select(true, x, y)`, `select(false, y, x)` -> `x`, and
+  `select(p, true, false)` -> `p`; `HandleMaximum`/`HandleMinimum`: `max(x, x)` -> `x`;
+- `HandleCompare`: a compare whose result XLA knows made that constant (broadcast): `X < 0` and
+  `0 > X` false, `X >= 0` and `0 <= X` true for unsigned compares and for an `X` that `IsNonNegative`
+  holds for (exp, abs, iota, `x * x`, a non-negative constant, ...); `A != false`, `A == true` ->
+  `A` on predicates; the causal mask `ne(select(ge(a, b), 1, 0), 0)` -> `ge(a, b)`;
+- `HandleAdd`, sparse updates of zeros (jax's gradients of gathers and dynamic slices):
+  `add(A, scatter(S, i, u)) -> scatter(add(A, S), i, u)` for a scatter of one use whose combiner adds
+  (not one of one index vector: XLA's `ScatterExpander` has made that elementwise code first; two
+  scatters added are not simulated), and `add(A, dynamic-update-slice(broadcast(0), u, s)) ->
+  dynamic-update-slice(A, add(dynamic-slice(A, s), u), s)`; the adds of zeros left go by `x + 0`;
 - first the dot strength reduction (`fusion._gemm_fusion.strength_reduce_dots`: vector and small
   matrix-vector dots, outer products made multiplies and reduces), then
   `ConditionalSimplifier`: a conditional of one branch, of a constant branch index, or of two
@@ -91,7 +101,7 @@ def _constant_values(instr: HloInstruction) -> set[str] | None:
         return None
     if instr.shape.element_type == "pred":
         values = re.findall(r"true|false|\b[01]\b", text)
-        return {"1" if v in ("true", "1") else "0" for v in values} or None
+        return {repr(1.0) if v in ("true", "1") else repr(0.0) for v in values} or None
     values = _NUMBER.findall(text)
     if not values:
         return None
@@ -161,9 +171,17 @@ def forwarded(instr: HloInstruction) -> tuple[HloInstruction, str] | None:
         return a, "no-op convert"
     if op == "pad" and _same_shape(instr, a) and not re.search(r"[1-9]", str(instr.raw_attributes.get("padding", "1"))):
         return a, "no-op pad"
-    if op == "select" and len(instr.operands) == 3 and instr.operands[1] is instr.operands[2] \
-            and _same_shape(instr, instr.operands[1]):
-        return instr.operands[1], "select(p, x, x)"
+    if op == "select" and len(instr.operands) == 3:
+        pred, on_true, on_false = instr.operands
+        if on_true is on_false and _same_shape(instr, on_true):
+            return on_true, "select(p, x, x)"
+        if _is_all(pred, 1) and _same_shape(instr, on_true):
+            return on_true, "select(true, a, b)"
+        if _is_all(pred, 0) and _same_shape(instr, on_false):
+            return on_false, "select(false, a, b)"
+        if instr.shape.element_type == "pred" and _is_all(on_true, 1) and _is_all(on_false, 0) \
+                and _same_shape(instr, pred):
+            return pred, "select(p, true, false)"
     if len(instr.operands) != 2:
         return None
     lhs, rhs = instr.operands
@@ -288,13 +306,10 @@ def _is_non_negative(instr: HloInstruction) -> bool:
     return False
 
 
-_INTEGRAL = ("s", "u")
-
-
 def _compare_value(instr: HloInstruction) -> bool | None:
     """What `HandleCompare` replaces a compare by when it knows its result: `X u< 0`, `0 u> X`
     (false), `X u>= 0`, `0 u<= X` (true) on unsigned compares; `X < 0`, `0 > X` (false), `X >= 0`,
-    `0 <= X` (true) for a non-negative `X`; `x op x` on integers. Else None."""
+    `0 <= X` (true) for a non-negative `X`. Else None."""
     lhs, rhs = instr.operands
     direction = str(instr.attribute("direction", ""))
     etype = lhs.shape.element_type if lhs.shape.is_array else ""
@@ -316,9 +331,7 @@ def _compare_value(instr: HloInstruction) -> bool | None:
         return True
     if direction == "LE" and _is_all(lhs, 0) and _is_non_negative(rhs):
         return True
-    if lhs is rhs and etype[:1] in _INTEGRAL and etype != "pred":
-        return direction in ("EQ", "GE", "LE")
-    return None
+    return None  # (`x op x` on integers too: jax's lowering folds those itself)
 
 
 def _compare_forwarded(instr: HloInstruction, lhs: HloInstruction, rhs: HloInstruction):
@@ -398,7 +411,9 @@ def _add_of_scatter(instr: HloInstruction) -> str | None:
     operand = scatter.operands[0]
     pair = [other, operand] if scatter is rhs else [operand, other]
     new = HloInstruction(comp.module.unique_name("add"), "add", instr.shape, pair)
-    comp.add_instruction(new, before=instr)
+    comp.instructions.remove(scatter)  # the scatter moves where the add was: XLA's parser wants operands first
+    comp.instructions.insert(comp.instructions.index(instr), scatter)
+    comp.add_instruction(new, before=scatter)
     scatter.replace_operand(0, new)
     instr.replace_all_uses_with(scatter)
     comp.remove_instruction(instr)
