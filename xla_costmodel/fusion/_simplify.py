@@ -66,6 +66,7 @@ from ..hlo import HloComputation, HloInstruction, HloModule, Shape
 from ._conditional import remove_conditionals
 from ._cse import _drop_unreachable, _has_side_effect
 from ._gemm_fusion import strength_reduce_dots
+from ._scatter_expander import scatter_trip_count
 
 __all__ = ["SimplifyResult", "forwarded", "remove_unused", "simplify"]
 
@@ -392,7 +393,6 @@ def _add_of_scatter(instr: HloInstruction) -> str | None:
     A scatter of one index vector is left alone: `ScatterExpander` has already made it elementwise code
     when XLA's simplifier runs. Two such scatters added XLA merges into one (concatenated indices and
     updates) or chains: not simulated here."""
-    from ._scatter_expander import scatter_trip_count
 
     def one(s: HloInstruction) -> bool:
         return (s.opcode == "scatter" and len(s.operands) == 3 and _single_use(s)
