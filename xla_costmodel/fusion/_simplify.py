@@ -33,7 +33,17 @@ assignment), then removes what is left unread:
   `x * 1`, `1 * x`, `x / 1` -> `x` (a constant or broadcast of one, all of that value; shapes equal);
 - `HandleMaximum`, `HandleMinimum`: `max(x, -inf)`, `min(x, inf)` on floats -> `x` (XLA:GPU
   propagates NaNs through min/max, which makes the rule apply to floats);
-- `HandleSelect`: `select(p, x, x)` -> `x`; `HandleMaximum`/`HandleMinimum`: `max(x, x)` -> `x`;
+- `HandleSelect`: `select(p, x, x)`, `select(true, x, y)`, `select(false, y, x)` -> `x`, and
+  `select(p, true, false)` -> `p`; `HandleMaximum`/`HandleMinimum`: `max(x, x)` -> `x`;
+- `HandleCompare`: a compare whose result XLA knows made that constant (broadcast): `X < 0` and
+  `0 > X` false, `X >= 0` and `0 <= X` true for unsigned compares and for an `X` that `IsNonNegative`
+  holds for (exp, abs, iota, `x * x`, a non-negative constant, ...); `A != false`, `A == true` ->
+  `A` on predicates; the causal mask `ne(select(ge(a, b), 1, 0), 0)` -> `ge(a, b)`;
+- `HandleAdd`, sparse updates of zeros (jax's gradients of gathers and dynamic slices):
+  `add(A, scatter(S, i, u)) -> scatter(add(A, S), i, u)` for a scatter of one use whose combiner adds
+  (not one of one index vector: XLA's `ScatterExpander` has made that elementwise code first; two
+  scatters added are not simulated), and `add(A, dynamic-update-slice(broadcast(0), u, s)) ->
+  dynamic-update-slice(A, add(dynamic-slice(A, s), u), s)`; the adds of zeros left go by `x + 0`;
 - first the dot strength reduction (`fusion._gemm_fusion.strength_reduce_dots`: vector and small
   matrix-vector dots, outer products made multiplies and reduces), then
   `ConditionalSimplifier`: a conditional of one branch, of a constant branch index, or of two
@@ -52,10 +62,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from ..hlo import HloComputation, HloInstruction, HloModule
+from ..hlo import HloComputation, HloInstruction, HloModule, Shape
 from ._conditional import remove_conditionals
 from ._cse import _drop_unreachable, _has_side_effect
 from ._gemm_fusion import strength_reduce_dots
+from ._scatter_expander import scatter_trip_count
 
 __all__ = ["SimplifyResult", "forwarded", "remove_unused", "simplify"]
 
@@ -91,7 +102,7 @@ def _constant_values(instr: HloInstruction) -> set[str] | None:
         return None
     if instr.shape.element_type == "pred":
         values = re.findall(r"true|false|\b[01]\b", text)
-        return {"1" if v in ("true", "1") else "0" for v in values} or None
+        return {repr(1.0) if v in ("true", "1") else repr(0.0) for v in values} or None
     values = _NUMBER.findall(text)
     if not values:
         return None
@@ -161,12 +172,22 @@ def forwarded(instr: HloInstruction) -> tuple[HloInstruction, str] | None:
         return a, "no-op convert"
     if op == "pad" and _same_shape(instr, a) and not re.search(r"[1-9]", str(instr.raw_attributes.get("padding", "1"))):
         return a, "no-op pad"
-    if op == "select" and len(instr.operands) == 3 and instr.operands[1] is instr.operands[2] \
-            and _same_shape(instr, instr.operands[1]):
-        return instr.operands[1], "select(p, x, x)"
+    if op == "select" and len(instr.operands) == 3:
+        pred, on_true, on_false = instr.operands
+        if on_true is on_false and _same_shape(instr, on_true):
+            return on_true, "select(p, x, x)"
+        if _is_all(pred, 1) and _same_shape(instr, on_true):
+            return on_true, "select(true, a, b)"
+        if _is_all(pred, 0) and _same_shape(instr, on_false):
+            return on_false, "select(false, a, b)"
+        if instr.shape.element_type == "pred" and _is_all(on_true, 1) and _is_all(on_false, 0) \
+                and _same_shape(instr, pred):
+            return pred, "select(p, true, false)"
     if len(instr.operands) != 2:
         return None
     lhs, rhs = instr.operands
+    if op == "compare":
+        return _compare_forwarded(instr, lhs, rhs)
     if op in _NO_OP_BOUND:
         if lhs is rhs:
             return lhs, f"{op}(x, x)"
@@ -202,6 +223,15 @@ def _rewritten(instr: HloInstruction) -> str | None:
         _become(instr, "iota", [])
         instr.set_attribute("iota_dimension", str(dim))
         return "broadcast(iota) -> iota"
+    if op == "add" and len(instr.operands) == 2:
+        rule = _add_of_dynamic_update_slice(instr) or _add_of_scatter(instr)
+        if rule is not None:
+            return rule
+    if op == "compare" and len(instr.operands) == 2:
+        value = _compare_value(instr)
+        if value is not None:
+            _become_scalar_like(instr, "true" if value else "false")
+            return f"compare -> {'true' if value else 'false'}"
     if op == "divide" and instr.shape.element_type in _FLOATS and a.opcode != "constant":
         return _divide_by_constant(instr)
     if op == "reduce" and len(instr.operands) == 2 and _elements(instr.shape) == _elements(a.shape):
@@ -240,6 +270,176 @@ def _divide_by_constant(instr: HloInstruction) -> str | None:
         const = const_b
     _become(instr, "multiply", [instr.operands[0], const])
     return "A / constant -> A * (1 / constant)"
+
+
+# -- HandleCompare ------------------------------------------------------------------------------
+
+
+def _scalar_constant_value(instr: HloInstruction) -> float | None:
+    """`GetConstantValue`: the value of a constant of one element (an effective scalar), else None."""
+    if instr.opcode != "constant" or not instr.shape.is_array or _elements(instr.shape) != 1:
+        return None
+    values = _constant_values(instr)
+    return float(next(iter(values))) if values is not None and len(values) == 1 else None
+
+
+def _is_non_negative(instr: HloInstruction) -> bool:
+    """`IsNonNegative`: what XLA knows to be >= 0 from the instruction alone (its `IsPositive`, the
+    fallback, holds for none of these modules: it needs a cuDNN batch-norm call)."""
+    if any(o.shape.is_array and o.shape.element_type in ("c64", "c128") for o in instr.operands):
+        return False
+    op = instr.opcode
+    if op == "multiply":
+        return instr.operands[0] is instr.operands[1]
+    if op in ("abs", "exponential", "iota"):
+        return True
+    if op in ("broadcast", "power"):
+        return _is_non_negative(instr.operands[0])
+    if op == "constant":
+        value = _scalar_constant_value(instr)
+        return value is not None and not math.isnan(value) and math.copysign(1.0, value) > 0
+    if op == "minimum":
+        return all(_is_non_negative(o) for o in instr.operands)
+    if op == "maximum":
+        return any(_is_non_negative(o) for o in instr.operands)
+    if op == "select":
+        return _is_non_negative(instr.operands[1]) and _is_non_negative(instr.operands[2])
+    return False
+
+
+def _compare_value(instr: HloInstruction) -> bool | None:
+    """What `HandleCompare` replaces a compare by when it knows its result: `X u< 0`, `0 u> X`
+    (false), `X u>= 0`, `0 u<= X` (true) on unsigned compares; `X < 0`, `0 > X` (false), `X >= 0`,
+    `0 <= X` (true) for a non-negative `X`. Else None."""
+    lhs, rhs = instr.operands
+    direction = str(instr.attribute("direction", ""))
+    etype = lhs.shape.element_type if lhs.shape.is_array else ""
+    unsigned = str(instr.attribute("type", "UNSIGNED" if etype.startswith("u") else "")).upper() == "UNSIGNED"
+    if unsigned:
+        if direction == "LT" and _is_all(rhs, 0):
+            return False
+        if direction == "GE" and _is_all(rhs, 0):
+            return True
+        if direction == "GT" and _is_all(lhs, 0):
+            return False
+        if direction == "LE" and _is_all(lhs, 0):
+            return True
+    if direction == "LT" and _is_non_negative(lhs) and _is_all(rhs, 0):
+        return False
+    if direction == "GT" and _is_all(lhs, 0) and _is_non_negative(rhs):
+        return False
+    if direction == "GE" and _is_non_negative(lhs) and _is_all(rhs, 0):
+        return True
+    if direction == "LE" and _is_all(lhs, 0) and _is_non_negative(rhs):
+        return True
+    return None  # (`x op x` on integers too: jax's lowering folds those itself)
+
+
+def _compare_forwarded(instr: HloInstruction, lhs: HloInstruction, rhs: HloInstruction):
+    """`HandleCompare`'s rules that forward an operand: on predicates `A != false`, `false != A`,
+    `A == true`, `true == A` -> `A`; and the causal mask `ne(select(ge(a, b), 1, 0), 0)` -> `ge(a, b)`."""
+    direction = str(instr.attribute("direction", ""))
+    if _compare_value(instr) is not None:  # XLA tries those first
+        return None
+    if lhs.shape.is_array and rhs.shape.is_array and lhs.shape.element_type == rhs.shape.element_type == "pred":
+        if direction == "NE":
+            if _is_all(rhs, 0):
+                return lhs, "pred != false"
+            if _is_all(lhs, 0):
+                return rhs, "pred != false"
+        elif direction == "EQ":
+            if _is_all(rhs, 1):
+                return lhs, "pred == true"
+            if _is_all(lhs, 1):
+                return rhs, "pred == true"
+    if direction == "NE" and _is_all(rhs, 0) and lhs.opcode == "select":
+        cond, on_true, on_false = lhs.operands
+        if cond.opcode == "compare" and str(cond.attribute("direction", "")) == "GE" \
+                and _is_all(on_true, 1) and _is_all(on_false, 0) and _same_shape(instr, cond):
+            return cond, "ne(select(ge, 1, 0), 0) -> ge"
+    return None
+
+
+def _become_scalar_like(instr: HloInstruction, text: str) -> None:
+    """`MakeScalarLike(instr, value)`: a scalar constant of `instr`'s type, broadcast to its shape."""
+    comp = instr.computation
+    if instr.shape.rank == 0:
+        _become(instr, "constant", [])
+        instr.literal_text = text
+        return
+    scalar = Shape.array(instr.shape.element_type, [])
+    const = HloInstruction(comp.module.unique_name("constant"), "constant", scalar, [], literal_text=text)
+    comp.add_instruction(const, before=instr)
+    _become(instr, "broadcast", [const], dimensions=())
+
+
+# -- HandleAdd: sparse updates of zeros -----------------------------------------------------------
+
+
+def _adds_its_parameters(comp: HloComputation) -> bool:
+    root = comp.root
+    return root.opcode == "add" and len(root.operands) == 2 and all(o.opcode == "parameter" for o in root.operands)
+
+
+def _single_use(instr: HloInstruction) -> bool:
+    return len(set(map(id, instr.users))) == 1
+
+
+def _add_of_scatter(instr: HloInstruction) -> str | None:
+    """`add(A, scatter(S, i, u)) -> scatter(add(A, S), i, u)` (either order) for a scatter of one operand,
+    one use and an adding combiner (`HandleAdd`, layout-insensitive): the add of zeros that jax's
+    gradient of a gather writes then goes (`A + 0`) and the scatter updates `A` in place.
+
+    A scatter of one index vector is left alone: `ScatterExpander` has already made it elementwise code
+    when XLA's simplifier runs. Two such scatters added XLA merges into one (concatenated indices and
+    updates) or chains: not simulated here."""
+
+    def one(s: HloInstruction) -> bool:
+        return (s.opcode == "scatter" and len(s.operands) == 3 and _single_use(s)
+                and _adds_its_parameters(s.attribute("to_apply")) and scatter_trip_count(s) != 1)
+
+    lhs, rhs = instr.operands
+    if one(lhs) and one(rhs):
+        return None
+    if one(rhs):
+        other, scatter = lhs, rhs
+    elif one(lhs):
+        other, scatter = rhs, lhs
+    else:
+        return None
+    comp = instr.computation
+    operand = scatter.operands[0]
+    pair = [other, operand] if scatter is rhs else [operand, other]
+    new = HloInstruction(comp.module.unique_name("add"), "add", instr.shape, pair)
+    comp.instructions.remove(scatter)  # the scatter moves where the add was: XLA's parser wants operands first
+    comp.instructions.insert(comp.instructions.index(instr), scatter)
+    comp.add_instruction(new, before=scatter)
+    scatter.replace_operand(0, new)
+    instr.replace_all_uses_with(scatter)
+    comp.remove_instruction(instr)
+    return "add(A, scatter) -> scatter(add(A, operand))"
+
+
+def _add_of_dynamic_update_slice(instr: HloInstruction) -> str | None:
+    """`add(A, dynamic-update-slice(broadcast(0), u, s...)) -> dynamic-update-slice(A, add(dynamic-slice(A,
+    s...), u), s...)` (`HandleAdd`: the other operand of the add first, and the zeros a broadcast of a
+    constant 0): only the slice is added, in place."""
+    lhs, rhs = instr.operands
+    for other, dus in ((lhs, rhs), (rhs, lhs)):
+        if dus.opcode == "dynamic-update-slice" and dus.operands[0].opcode == "broadcast" \
+                and dus.operands[0].operands and _scalar_constant_value(dus.operands[0].operands[0]) == 0.0:
+            break
+    else:
+        return None
+    comp = instr.computation
+    update, starts = dus.operands[1], dus.operands[2:]
+    ds = HloInstruction(comp.module.unique_name("dynamic-slice"), "dynamic-slice", update.shape, [other, *starts])
+    ds.set_attribute("dynamic_slice_sizes", "{" + ",".join(str(int(d)) for d in update.shape.dims) + "}")
+    comp.add_instruction(ds, before=instr)
+    partial = HloInstruction(comp.module.unique_name("add"), "add", update.shape, [ds, update])
+    comp.add_instruction(partial, before=instr)
+    _become(instr, "dynamic-update-slice", [other, partial, *starts])
+    return "add(A, dus(0, u)) -> dus(A, add(ds(A), u))"
 
 
 def _become(instr: HloInstruction, opcode: str, operands: list[HloInstruction], **attributes) -> None:

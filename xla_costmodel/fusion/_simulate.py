@@ -628,13 +628,19 @@ def simulate_fusion(
       change kernels on a module as JAX lowers it (`fusion._simplify`: tuple elements read back,
       identity broadcasts/reshapes/transposes/converts, reductions over dimensions of size 1 made
       reshapes, `x + 0`, `max(x, -inf)`, `A / c`, dot strength reduction, cheap conditionals made
-      selects, ...), then XLA's `HloConstantFolding` with them to a fixed point (`fusion._constant_folding`:
-      what XLA folds, evaluated where our evaluator can, left alone where it cannot; modules within 10% of
-      XLA's kernel count 76 -> 78 of 114 with `gemm_rewrites`); `time_before_s` prices the module simplified;
-      a no-op on XLA's own input to fusion. Off by default: XLA does these rewrites too (checked against
-      its dumps) and kernel counts come closer to XLA's (`scripts/bench_pipeline.py --simplify`: 57/114 within 10%, 52
-      without), but the programs priced within 1.25x of their measured H100 time fall from 46.5% to
-      42.1% (`scripts/bench_gpu.py`'s laptop path): the kernels removed hid an under-prediction.
+      selects, ...; `time_before_s` prices the module simplified; a no-op on XLA's own input to
+      fusion), folding constants with them to a fixed point when `constant_folding`. Off by default:
+      XLA does these rewrites too (checked against its dumps) and kernel counts come closer to XLA's
+      (`scripts/bench_pipeline.py --simplify`: SIMPLIFY_COUNTS), but the programs priced within 1.25x of
+      their measured H100 time fall (`scripts/bench_gpu.py`'s laptop path: LAPTOP_SIMPLIFY): the kernels
+      removed hid an under-prediction (optax's cross-entropy gradients come into 1.25x, programs whose
+      kernels are priced low fall out).
+
+    - `constant_folding`: fold what XLA's `HloConstantFolding` folds before fusion
+      (`fusion._constant_folding`: every instruction whose operands are all constants, broadcasts of
+      constants or iotas, but not broadcasts, iotas, whiles or results over 45M elements; evaluated
+      where our evaluator can, left alone where it cannot; checked against XLA's dumps). On by default,
+      as XLA always runs it: CONSTANT_FOLDING_FIGURES.
 
     - `conv_rewrites`: before fusing, rewrite the convolutions as XLA:GPU does for the device
       (`fusion._conv_rewrite`: `ConvRewriter`'s cuDNN calls, `CudnnFusedConvRewriter`'s bias, side input
