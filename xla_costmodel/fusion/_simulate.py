@@ -25,7 +25,7 @@ from ..models import prices_by_content
 from ..models import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
 from ._cse import eliminate_common_subexpressions
 from ._conv_rewrite import ConvRewrite, rewrite_convolutions
-from ._gemm_fusion import GemmRewrite, rewrite_gemms
+from ._gemm_fusion import GemmRewrite, merge_dots, rewrite_gemms
 from ._copy_insertion import fuse_copies, insert_root_copies
 from ._loop_copies import insert_loop_copies
 from ._legality import RULES, LegalityChecker
@@ -486,6 +486,7 @@ def working_copy(module: HloModule, inline_calls: bool, mode: str,
     annotate_trip_counts(work)
     if simplify:  # XLA's AlgebraicSimplifier and TupleSimplifier, before these passes (`fusion._simplify`)
         _simplify(work)
+        merge_dots(work)  # XLA's DotMerger: the pass right after its simplification pipeline (`_gemm_fusion`)
     if gemm_device is not None:  # XLA:GPU's TopkDecomposer / TopkSpecializer (`fusion._topk`)
         decomposed = decompose_topks(work)
         # ScatterExpander(kEliminateSimpleScatters) and the passes that remove its loop (`fusion._scatter_expander`)
@@ -500,7 +501,8 @@ def working_copy(module: HloModule, inline_calls: bool, mode: str,
     if splits is not None:  # XLA:GPU's ReductionSplitter and TreeReductionRewriter (`fusion._tree_reduction`)
         splits.extend(split_reductions(work))
     if gemms is not None and gemm_device is not None:  # SplitkRewriter, GemmFusion, GemmRewriter (`fusion._gemm_fusion`)
-        gemms.extend(rewrite_gemms(work, gemm_device.compute_capability, gemm_device.core_count))
+        gemms.extend(rewrite_gemms(work, gemm_device.compute_capability, gemm_device.core_count,
+                                   merge=not simplify))  # merged above with the simplifier
     if mode != "off":
         layout_changes_to_bitcasts(work, keep_attributes=mode == "decide")
     return work
@@ -621,6 +623,9 @@ def simulate_fusion(
       counts come closer to XLA's (`scripts/bench_pipeline.py --simplify`: 57/114 within 10%, 52
       without), but the programs priced within 1.25x of their measured H100 time fall from 46.5% to
       42.1% (`scripts/bench_gpu.py`'s laptop path): the kernels removed hid an under-prediction.
+      With it, XLA's `DotMerger` runs too, where XLA runs it: right after its simplification pipeline
+      (`fusion._gemm_fusion.merge_dots`: dots sharing an operand made one dot, sliced; not run again
+      by `gemm_rewrites`).
 
     - `conv_rewrites`: before fusing, rewrite the convolutions as XLA:GPU does for the device
       (`fusion._conv_rewrite`: `ConvRewriter`'s cuDNN calls, `CudnnFusedConvRewriter`'s bias, side input
