@@ -54,6 +54,14 @@ def column_softmax(x):  # a reduction over the first dimension: no diamond
     return jax.nn.softmax(x, axis=0)
 
 
+def causal_attention(q, k, v):  # the corpus's jax_nn_attention_fwd: the max diamond's tilings tie at 79 ns
+    return jax.nn.dot_product_attention(q, k, v, is_causal=True)
+
+
+def causal_attention_grad(q, k, v):  # the corpus's jax_nn_attention_grad: jax lowers a reduce over {0, 4} of
+    return jax.grad(lambda q, k, v: (causal_attention(q, k, v) ** 2).sum(), argnums=(0, 1, 2))(q, k, v)  # f32[1,..]
+
+
 def rms_norm(x):
     return x * jax.lax.rsqrt((x * x).mean(-1, keepdims=True) + 1e-6)
 
@@ -71,6 +79,9 @@ PROGRAMS = {
     "bf16_softmax": (softmax, [((16, 4096), "bfloat16")]),  # a bf16 `divide` root: Triton emits it
     "rms_norm": (rms_norm, [((8, 128, 4096), "bfloat16")]),
     "rank3_softmax": (softmax, [((3, 5, 7), "float32")]),
+    # tilings of equal time to XLA (whole absl ticks): the first tried wins, 1 x 64 rather than 4 x 64
+    "causal_attention": (causal_attention, [((2, 64, 4, 32), "float32")] * 3),
+    "causal_attention_grad": (causal_attention_grad, [((2, 64, 4, 32), "float32")] * 3),
 }
 DEVICE = "h100-sxm"
 
@@ -192,3 +203,39 @@ def test_same_triton_fusions_as_xla_gpu_after_its_softmax_rewriter(name):
     xla = _signature(parse_hlo(text)) if text is not None else []
     ours, _ = _after_rewriter(name)
     assert _signature(ours) == xla, json.dumps({"ours": _signature(ours), "xla": xla})
+
+
+def _generic_triton_kernels(module) -> int:
+    return sum(is_generic_triton(k) and not any(i.opcode == "dot" for i in k.fused_computation.instructions)
+               for k in kernels_of(module))
+
+
+def test_reduction_over_a_unit_dimension_is_a_row_reduction_for_triton():
+    """XLA's ReductionDegenerateDimRemover runs before the Triton passes: a reduce of f32[1,2,4,64,64] over
+    {0, 4} is a row reduction there, over {3, 4} it is not."""
+    from xla_costmodel.fusion._triton_fusion import triton_support
+
+    def reduce_over(dims):
+        text = f"""HloModule m
+add {{ a = f32[] parameter(0)  b = f32[] parameter(1)  ROOT s = f32[] add(a, b) }}
+ENTRY e {{ p = f32[1,2,4,64,64] parameter(0)  z = f32[] constant(0)
+  ROOT r = reduce(p, z), dimensions={{{dims}}}, to_apply=add }}"""
+        return parse_hlo(text).entry.root
+
+    assert triton_support(reduce_over("0,4")) is None
+    assert triton_support(reduce_over("3,4")) is not None
+
+
+def test_grad_softmax_triton_kernels_as_xla_gpu():
+    """The causal attention's gradient: XLA:GPU's priority fusion grows the softmax diamond's Triton fusion
+    into the forward and the backward normalization, one generic Triton kernel each (its optimized module in a
+    deviceless compile); ours too, from the lowered module (the backward reads a reduce over a unit dimension)."""
+    if not gpu_compile_available():
+        pytest.skip("jax_plugins.xla_cuda12 is not installed: no deviceless XLA:GPU compile")
+    dumps = xla_gpu_pass_dumps(__file__, "causal_attention_grad", "priority-fusion")
+    text = first_dump(dumps, "*.sm_9.0a_gpu_after_optimizations.txt", contains="jit_causal_attention_grad")
+    assert text is not None, sorted(dumps)[:5]
+    fn, shapes = PROGRAMS["causal_attention_grad"]
+    ours = simulate_fusion(fn, *_specs("causal_attention_grad"), device=DEVICE, triton_softmax=True,
+                           price_totals=False)
+    assert _generic_triton_kernels(ours.module) == _generic_triton_kernels(parse_hlo(text)) == 2

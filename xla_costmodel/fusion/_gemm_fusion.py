@@ -379,17 +379,20 @@ def _make_triton_gemm(dot, planner: _Planner, names: NameUniquifier) -> GemmRewr
 
 
 def rewrite_gemms(module: HloModule, compute_capability: tuple[int, int] = (9, 0),
-                  core_count: int | None = None) -> list[GemmRewrite]:
+                  core_count: int | None = None, *, merge: bool = True) -> list[GemmRewrite]:
     """Rewrite, in place, every `dot` of `module`'s non-fusion computations as XLA:GPU does before
     fusion for a GPU of `compute_capability` (see the module docstring), in XLA's order: dot strength
     reduction (`strength_reduce_dots`), dot merging (`merge_dots`), with `core_count` (the GPU's SMs)
     split-K (`split_k_dots`; None skips it), then each dot a Triton GEMM fusion, a cuBLAS call, or
     (tiny) left as it is. On XLA's own input to fusion (its dots are those XLA left) nothing changes.
+    `merge=False` leaves the dot merging out, for a module that has been through it already
+    (`simulate_fusion(simplify=True)` runs it right after the simplifier, where XLA runs `DotMerger`).
 
     **Returns:** one `GemmRewrite` per GEMM made, in the order the dots were visited.
     """
     strength_reduce_dots(module)
-    merge_dots(module)
+    if merge:
+        merge_dots(module)
     splits = {}
     if core_count:
         splits = {new: (old, k) for new, old, k in split_k_dots(module, core_count, tuple(compute_capability))}
@@ -574,8 +577,11 @@ def split_k_dots(module: HloModule, core_count: int,
 # ---------------------------------------------------------------------------
 # DotMerger
 
-#: `xla_gpu_dot_merger_threshold_mb` (32) in bytes: a pair merges when one of its dots, with its
-#: operands, is at most this large (`is_merge_candidate`)
+#: `xla_gpu_dot_merger_threshold_mb` (32) in bytes: in XLA's source a pair merges when one of its dots,
+#: with its operands, is at most this large (`is_merge_candidate`). The XLA of jaxlib 0.10.2 merges
+#: regardless (measured, `tests/test_dot_merger.py`: two f32 dots of 4096 x 1024 by 1024 x 1024, 36 MiB
+#: each, merge in its deviceless compile for h100-sxm, and so do 16 GiB ones, even with the flag set to
+#: 0), so `merge_dots` takes no limit unless given one.
 DOT_MERGER_THRESHOLD_BYTES = 32 << 20
 
 
@@ -674,17 +680,18 @@ def _try_merge_same_operand(comp, module, a, b, flattened: list):
     return merged
 
 
-def merge_dots(module: HloModule, max_bytes: int = DOT_MERGER_THRESHOLD_BYTES) -> list[tuple[str, str, str]]:
+def merge_dots(module: HloModule, max_bytes: int | None = None) -> list[tuple[str, str, str]]:
     """XLA's `DotMerger` (same-operand merges only: `TryMergeSameOperand`; the LHS-with-RHS merge of
     `DotDecomposer`-normal dots is not simulated), in place, on `module`'s non-fusion computations.
     Dots sharing an operand, with equal types and dimension numbers and exactly one non-contracting
     dimension on their other operands, neither depending on the other and one of them (with its
-    operands) at most `max_bytes`, become one dot over the concatenated other operands, sliced back.
+    operands) at most `max_bytes` (None: any size, as jaxlib 0.10.2's XLA merges; XLA's source says
+    `DOT_MERGER_THRESHOLD_BYTES`), become one dot over the concatenated other operands, sliced back.
     **Returns:** `(merged dot, first, second)` per merge."""
     from ._multi_output import _sort_operands_first
 
     def candidate(d) -> bool:
-        return d.shape.byte_size + sum(o.shape.byte_size for o in d.operands) <= max_bytes
+        return max_bytes is None or d.shape.byte_size + sum(o.shape.byte_size for o in d.operands) <= max_bytes
 
     done = []
     for comp in _nonfusion_computations(module):

@@ -26,7 +26,7 @@ from ..models import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
 from ._constant_folding import fold_constants
 from ._cse import eliminate_common_subexpressions
 from ._conv_rewrite import ConvRewrite, rewrite_convolutions
-from ._gemm_fusion import GemmRewrite, rewrite_gemms
+from ._gemm_fusion import GemmRewrite, merge_dots, rewrite_gemms
 from ._copy_insertion import fuse_copies, insert_root_copies
 from ._loop_copies import insert_loop_copies
 from ._legality import RULES, LegalityChecker
@@ -497,6 +497,8 @@ def working_copy(module: HloModule, inline_calls: bool, mode: str,
             if not fold_constants(work).changed or not simplify:
                 break
             _simplify(work)
+    if simplify:
+        merge_dots(work)  # XLA's DotMerger: the pass right after its simplification pipeline (`_gemm_fusion`)
     if gemm_device is not None:  # XLA:GPU's TopkDecomposer / TopkSpecializer (`fusion._topk`)
         decomposed = decompose_topks(work)
         # ScatterExpander(kEliminateSimpleScatters) and the passes that remove its loop (`fusion._scatter_expander`)
@@ -511,7 +513,8 @@ def working_copy(module: HloModule, inline_calls: bool, mode: str,
     if splits is not None:  # XLA:GPU's ReductionSplitter and TreeReductionRewriter (`fusion._tree_reduction`)
         splits.extend(split_reductions(work))
     if gemms is not None and gemm_device is not None:  # SplitkRewriter, GemmFusion, GemmRewriter (`fusion._gemm_fusion`)
-        gemms.extend(rewrite_gemms(work, gemm_device.compute_capability, gemm_device.core_count))
+        gemms.extend(rewrite_gemms(work, gemm_device.compute_capability, gemm_device.core_count,
+                                   merge=not simplify))  # merged above with the simplifier
     if mode != "off":
         layout_changes_to_bitcasts(work, keep_attributes=mode == "decide")
     return work
@@ -634,7 +637,9 @@ def simulate_fusion(
       (`scripts/bench_pipeline.py --simplify`: SIMPLIFY_COUNTS), but the programs priced within 1.25x of
       their measured H100 time fall (`scripts/bench_gpu.py`'s laptop path: LAPTOP_SIMPLIFY): the kernels
       removed hid an under-prediction (optax's cross-entropy gradients come into 1.25x, programs whose
-      kernels are priced low fall out).
+      kernels are priced low fall out). With it, XLA's `DotMerger` runs too, where XLA runs it: right after
+      its simplification pipeline (`fusion._gemm_fusion.merge_dots`: dots sharing an operand made one dot,
+      sliced; not run again by `gemm_rewrites`).
 
     - `constant_folding`: fold what XLA's `HloConstantFolding` folds before fusion
       (`fusion._constant_folding`: every instruction whose operands are all constants, broadcasts of

@@ -146,8 +146,11 @@ def _instruction_support(instr: HloInstruction) -> str:
         body = instr.called_computations[0] if instr.called_computations else None
         if body is not None and any(_instruction_support(i) for i in body.instructions):
             return "Unsupported reduction computation by Triton."
-        dims = instr.attribute("dimensions", ())
-        if len(tuple(dims)) == 1 and len(instr.operands) == 2:
+        # Dimensions of size 1 do not count: XLA's ReductionDegenerateDimRemover has removed them before
+        # the Triton passes (a lowered f32[1,2,4,64,64] reduced over {0,4} is a row reduction there).
+        src = instr.operands[0].shape.dims if instr.operands and instr.operands[0].shape.is_array else ()
+        dims = [int(d) for d in instr.attribute("dimensions", ()) if not (int(d) < len(src) and src[int(d)] == 1)]
+        if len(dims) <= 1 and len(instr.operands) == 2:
             return ""
         return "Reduction is not a row-reduction of a single operand."
     if op == "parameter":

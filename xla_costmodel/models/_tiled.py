@@ -240,7 +240,10 @@ def best_tilings(kernel, device, *, top_k: int | None = None, model=None) -> lis
             out.append(e)
     if not out:
         raise TilingError("no valid tilings found")
-    out.sort(key=lambda e: e.exec_s)
+    # XLA compares absl::Durations, whole ticks: equal times are equal there, and the first tiling tried
+    # wins. Ours are sums of seconds that can differ in their last bits (79 ns as 7.900000000000002e-08).
+    tick = (model or get_model("xla-gpu"))._q
+    out.sort(key=lambda e: tick(e.exec_s))
     return out[:top_k] if top_k else out
 
 
