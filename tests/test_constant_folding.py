@@ -314,13 +314,15 @@ PROGRAMS = {name: (fn, [((8,), "float32")]) for name, fn in
 
 
 def test_folding_removes_the_kernels_of_constant_expressions():
-    """With `simplify=True`, `simulate_fusion` folds constants: the sum of a constant table is no reduction
-    kernel of its own (its reducer goes too); one loop fusion is left, as XLA:GPU has it. Without, the sum is
-    a kernel."""
+    """By default, and with `simplify=True`, `simulate_fusion` folds constants: the sum of a constant table is
+    no reduction kernel of its own (its reducer goes too); one loop fusion is left, as XLA:GPU has it. With
+    `constant_folding=False`, the sum is a kernel."""
     fn, shapes = PROGRAMS["table_sum"]
     opts = dict(device="h100-sxm", price_totals=False)
+    default = simulate_fusion(fn, *shape_specs(shapes), **opts)
+    assert [k.opcode for k in kernels_of(default.module)] == ["fusion"]
     on = simulate_fusion(fn, *shape_specs(shapes), simplify=True, **opts)
-    off = simulate_fusion(fn, *shape_specs(shapes), **opts)
+    off = simulate_fusion(fn, *shape_specs(shapes), constant_folding=False, **opts)
     assert [k.opcode for k in kernels_of(on.module)] == ["fusion"]
     assert len(on.module.computations) == 2  # the entry and the fusion's body
     assert len(list(kernels_of(off.module))) == 2
