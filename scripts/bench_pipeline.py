@@ -17,7 +17,7 @@ H100" (the capture's jax).
     PYTHONPATH=. python scripts/bench_pipeline.py                 # whole pipeline, 114 modules
     PYTHONPATH=. python scripts/bench_pipeline.py --no-copy-insertion --no-cse   # without the passes added last
     PYTHONPATH=. python scripts/bench_pipeline.py --gemm-rewrites  # with XLA's GEMM rewriting (off by default)
-    PYTHONPATH=. python scripts/bench_pipeline.py --no-simplify     # without XLA's simplifier rules (fusion._simplify)
+    PYTHONPATH=. python scripts/bench_pipeline.py --simplify        # with XLA's simplifier rules (fusion._simplify)
     PYTHONPATH=. python scripts/bench_pipeline.py --conv-rewrites   # with XLA's convolution passes (fusion._conv_rewrite)
     PYTHONPATH=. python scripts/bench_pipeline.py --triton-softmax   # with SoftmaxRewriterTriton simulated
     PYTHONPATH=. python scripts/bench_pipeline.py --no-constant-folding   # without XLA's HloConstantFolding
@@ -215,7 +215,7 @@ def attribution_table(rows: list[dict]) -> list[dict]:
 PASS_SWITCHES = (
     ("--no-copy-insertion", "copy_insertion", False),
     ("--no-cse", "cse", False),
-    ("--no-simplify", "simplify", False),
+    ("--simplify", "simplify", True),
     ("--no-multi-output", "multi_output", False),
     ("--gemm-rewrites", "gemm_rewrites", True),
     ("--no-conv-rewrites", "conv_rewrites", False),

@@ -154,8 +154,8 @@ def test_simulate_fusion_simplifies_on_request():
 
     x = jnp.ones((64, 128))
     opts = dict(device="h100-sxm", price_totals=False, copy_insertion=False)
-    on = simulate_fusion(f, x, **opts)  # on by default
-    off = simulate_fusion(f, x, simplify=False, **opts)
+    on = simulate_fusion(f, x, simplify=True, **opts)
+    off = simulate_fusion(f, x, **opts)  # off by default
     assert [k.opcode for k in kernels_of(off.module)] == ["fusion"]
     assert list(kernels_of(on.module)) == []
 
