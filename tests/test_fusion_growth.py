@@ -115,7 +115,9 @@ def test_every_growth_of_a_real_fusion_run_matches_the_full_analysis(checked, ch
     seen, bad = checked
     trials, bad_trials = checked_trials
     module = parse_hlo(gzip.open(DIFFRAX, "rt").read())
-    simulate_fusion(module, device="h100-sxm", model=model, price_totals=False)
+    # Without constant folding: folded, diffrax's `nextafter` constants no longer feed ~100 selects each, and the
+    # run grows too few fusions to check the growth path this test is for.
+    simulate_fusion(module, device="h100-sxm", model=model, price_totals=False, constant_folding=False)
     assert not bad, bad[:5]
     assert not bad_trials, bad_trials[:5]
     # The run must really have gone through growths (else this checks nothing).

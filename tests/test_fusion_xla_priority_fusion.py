@@ -181,9 +181,10 @@ def _fuse(name: str, case: dict):
     module = parse_hlo(text, source=f"{name}.hlo")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        # XLA's PriorityFusion tests run that pass alone: no CSE before it, no multi-output fusion after it
+        # XLA's PriorityFusion tests run that pass alone: no CSE or constant folding before it, no multi-output
+        # fusion after it
         return module, simulate_fusion(module, device=CASES["device"], model=CASES["model"], multi_output=False,
-                                       cse=False, **case.get("options", {}))
+                                       cse=False, constant_folding=False, **case.get("options", {}))
 
 
 def _check_instruction(label: str, instr, spec: dict, captures: dict) -> list[str]:
