@@ -372,7 +372,7 @@ def propagate(kernel, root_tile, *, block_k: int | None = None) -> TiledComputat
                 nested_params[id(param)] = hlo.operands[param.parameter_number]
             stack.append((body.root, t, b))
             continue
-        key = (id(hlo), t, b)
+        key = (id(hlo), t.sizes, t.strides, b)  # the tuples hash natively; a Tile hashes in Python
         if key in seen:
             continue
         ti = TiledInstruction(hlo, t, b, hlo.opcode == "parameter")
