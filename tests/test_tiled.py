@@ -58,6 +58,30 @@ ENTRY main {{
 P0, P1 = 512 * 911 * 4, 911 * 4
 
 
+def test_best_tilings_skips_only_tiles_that_would_be_infinite():
+    """The search skips root tiles over the register limit before propagating them: what it returns is
+    what estimating every candidate gives (finite ones, stable-sorted by XLA's ticks)."""
+    from xla_costmodel.analysis._tiling import candidate_tiles, satisfies_triton_constraints
+    from xla_costmodel.models import get_model
+    from xla_costmodel.models._tiled import estimate
+
+    k = softmax("")
+    everything, skipped_infinite = [], 0
+    for tiles in candidate_tiles(k):
+        tiled = propagate(k, tiles)
+        if not satisfies_triton_constraints(tiled, A6000):
+            continue
+        e = estimate(tiled, A6000, num_warps_for(tiled))
+        skipped_infinite += e.infinite and math.prod(1 << (t - 1).bit_length() for t in tiles) > 0.4 * A6000.registers_per_block_limit
+        if not e.infinite:
+            everything.append(e)
+    tick = get_model("xla-gpu")._q
+    everything.sort(key=lambda e: tick(e.exec_s))
+    assert skipped_infinite  # candidates the shortcut skips exist here
+    assert [(e.tiles, e.num_warps, e.exec_s) for e in best_tilings(k, A6000)] == \
+        [(e.tiles, e.num_warps, e.exec_s) for e in everything]
+
+
 def test_triton_softmax_fusion_instruction_is_supported():
     k = softmax(',"block_level_fusion_config":{"output_tiles":[{"sizes":["1","911"]}],"num_warps":"2"}')
     cfg = configured_tiling(k)

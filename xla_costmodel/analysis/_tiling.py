@@ -31,6 +31,7 @@ and `TiledHloComputation` (openxla/xla@6b73c4c49eb0; research note §4).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import re
@@ -87,7 +88,14 @@ class Tile:
 
     @property
     def padded(self) -> int:
-        return math.prod(pow2_ceil(s) for s in self.sizes)
+        return _padded(self.sizes)
+
+
+# The tiling search asks these of the same few shapes and tiles again and again (every candidate root
+# tile, every pair priority fusion tries): pure functions of hashable values, kept.
+@functools.lru_cache(maxsize=1 << 16)
+def _padded(sizes: tuple) -> int:
+    return math.prod(pow2_ceil(s) for s in sizes)
 
 
 @dataclass(slots=True)
@@ -185,6 +193,7 @@ def _unlinear(dims: list, size: int, stride: int) -> tuple[list, list]:
     raise TilingError("the tile does not map onto the reshaped dimensions")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _reshape_tile(src: tuple, dst: tuple, tile: Tile) -> Tile:
     """The tile of `src` that a reshape to `dst` reads for the `dst` tile `tile`."""
     sizes, strides = [1] * len(src), [1] * len(src)
@@ -204,8 +213,15 @@ def _bitcast_tile(src, dst, tile: Tile) -> Tile:
     """The tile of `src` that a bitcast to `dst` reads: a bitcast keeps the bytes in memory order, so
     the tile is reshaped between the two shapes' physical (major-to-minor) dimensions; with different
     layouts that is a transpose as well (XLA's `GetBitcastMap`)."""
-    out_order, in_order = _major_to_minor(dst), _major_to_minor(src)
-    dst_dims, src_dims = dims_of(dst), dims_of(src)
+    return _bitcast_shape_tile(src.shape, dst.shape, tile)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _bitcast_shape_tile(src_shape, dst_shape, tile: Tile) -> Tile:
+    """`_bitcast_tile` of the two instructions' shapes (all it depends on)."""
+    src, dst = first_array(src_shape), first_array(dst_shape)
+    out_order, in_order = tuple(reversed(dst.minor_to_major)), tuple(reversed(src.minor_to_major))
+    dst_dims, src_dims = tuple(dst.dims), tuple(src.dims)
     physical = Tile(tuple(tile.sizes[d] for d in out_order), tuple(tile.strides[d] for d in out_order))
     src_physical = tuple(src_dims[d] for d in in_order)
     dst_physical = tuple(dst_dims[d] for d in out_order)
@@ -356,7 +372,7 @@ def propagate(kernel, root_tile, *, block_k: int | None = None) -> TiledComputat
                 nested_params[id(param)] = hlo.operands[param.parameter_number]
             stack.append((body.root, t, b))
             continue
-        key = (id(hlo), t, b)
+        key = (id(hlo), t.sizes, t.strides, b)  # the tuples hash natively; a Tile hashes in Python
         if key in seen:
             continue
         ti = TiledInstruction(hlo, t, b, hlo.opcode == "parameter")

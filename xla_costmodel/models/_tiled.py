@@ -227,8 +227,15 @@ def best_tilings(kernel, device, *, top_k: int | None = None, model=None) -> lis
     tile analysis refuses the fusion outright (`check_symbolic_tiling`).
     """
     check_symbolic_tiling(kernel)  # XLA's analysis fails before any tiling is tried
+    model = model or get_model("xla-gpu")  # once, not per tiling
     out = []
+    # The tiled root's own tile is one `estimate` checks against the registers: a candidate whose padded
+    # size is over that limit comes out infinite whatever the fusion, so it is skipped before the
+    # (costly) propagation, which leaves the result as it was (XLA's `DoesTileFitsInRegisters`).
+    limit = REGISTER_FRACTION * device.registers_per_block_limit
     for tiles in candidate_tiles(kernel):
+        if math.prod(pow2_ceil(s) for s in tiles) > limit:
+            continue
         try:
             tiled = propagate(kernel, tiles)
         except TilingError:
@@ -242,7 +249,7 @@ def best_tilings(kernel, device, *, top_k: int | None = None, model=None) -> lis
         raise TilingError("no valid tilings found")
     # XLA compares absl::Durations, whole ticks: equal times are equal there, and the first tiling tried
     # wins. Ours are sums of seconds that can differ in their last bits (79 ns as 7.900000000000002e-08).
-    tick = (model or get_model("xla-gpu"))._q
+    tick = model._q
     out.sort(key=lambda e: tick(e.exec_s))
     return out[:top_k] if top_k else out
 
