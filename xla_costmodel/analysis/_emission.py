@@ -611,29 +611,19 @@ def launch_facts(instr) -> LaunchFacts:
         return LaunchFacts(True, True, True, True)
     special = access = False
     for h in select_in_body(comp, _LAUNCH_FACT_OPCODES) if comp is not None else (instr,):
-        op = h.opcode
-        if op == "reduce" or op == "concatenate":
+        if _is_special(h):
             special = True
-        elif op == "transpose" or op == "copy":
-            if tiled_transpose(h) is not None:
-                special = True
-        elif op == "gather" or (op == "slice" and strided_minor_slice(h)):
+        elif h.opcode == "gather" or (h.opcode == "slice" and strided_minor_slice(h)):
             access = True
     # A lone instruction is its own root: special, it is exposed.
-    exposed = special and (comp is None or _exposes_special(comp))
+    exposed = special and (comp is None or hero_search_reach(comp)[0])
     return LaunchFacts(special, access, may_prevent_vectorization(instr), exposed)
 
 
 def _is_special(h) -> bool:
-    """A reduce, concatenate or tiled transpose (what `launch_facts` calls special)."""
+    """A reduce, concatenate or tiled transpose: an op that could become a fused kernel's hero."""
     op = h.opcode
     return op == "reduce" or op == "concatenate" or (op in ("transpose", "copy") and tiled_transpose(h) is not None)
-
-
-def _exposes_special(comp) -> bool:
-    """Whether a special op of fused body `comp` is reachable from its roots through intermediate ops
-    (`hero_search_reach`)."""
-    return hero_search_reach(comp)[0]
 
 
 def hero_search_reach(comp) -> tuple[bool, frozenset]:

@@ -88,13 +88,14 @@ class Tile:
 
     @property
     def padded(self) -> int:
-        return _padded(self.sizes)
+        return padded_size(self.sizes)
 
 
 # The tiling search asks these of the same few shapes and tiles again and again (every candidate root
 # tile, every pair priority fusion tries): pure functions of hashable values, kept.
 @functools.lru_cache(maxsize=1 << 16)
-def _padded(sizes: tuple) -> int:
+def padded_size(sizes: tuple) -> int:
+    """The elements of a tile of `sizes` padded to powers of two (what a tile holds in registers)."""
     return math.prod(pow2_ceil(s) for s in sizes)
 
 

@@ -53,8 +53,10 @@ from typing import Mapping
 
 import numpy as np
 
-from ..hlo import HloComputation, HloInstruction, HloModule, Shape
+from ..hlo import PRIMITIVE_BITS, HloComputation, HloInstruction, HloModule, Shape
+from ..hlo.editing import numpy_dtype
 from ._cse import _drop_unreachable, _has_side_effect
+from ._scatter_expander import combiner_opcode
 
 __all__ = ["FoldResult", "fold_constants", "literal_of", "literal_text"]
 
@@ -94,28 +96,12 @@ class FoldResult:
 
 # -- element types --------------------------------------------------------------------------------
 
-_INTS = {"s8": np.int8, "s16": np.int16, "s32": np.int32, "s64": np.int64,
-         "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64}
-_ML_FLOATS = {"bf16": "bfloat16", "f8e5m2": "float8_e5m2", "f8e4m3fn": "float8_e4m3fn", "f8e4m3": "float8_e4m3",
-              "f8e4m3b11fnuz": "float8_e4m3b11fnuz", "f8e5m2fnuz": "float8_e5m2fnuz",
-              "f8e4m3fnuz": "float8_e4m3fnuz", "f8e3m4": "float8_e3m4"}
-
-
 def _dtype(et: str):
-    """The numpy dtype of an element type, or None (complex, sub-byte and other types: not evaluated)."""
-    if et == "pred":
-        return np.dtype(np.bool_)
-    if et in _INTS:
-        return np.dtype(_INTS[et])
-    if et in ("f16", "f32", "f64"):
-        return np.dtype({"f16": np.float16, "f32": np.float32, "f64": np.float64}[et])
-    if et in _ML_FLOATS:
-        try:
-            import ml_dtypes
-        except ImportError:  # pragma: no cover - jax depends on it
-            return None
-        return np.dtype(getattr(ml_dtypes, _ML_FLOATS[et]))
-    return None
+    """The numpy dtype of an element type whose values this evaluator computes, or None (complex, sub-byte
+    types, and f8e8m0fnu, exponent-only and without a zero: not evaluated)."""
+    if PRIMITIVE_BITS.get(et, 0) < 8 or et == "f8e8m0fnu":
+        return None
+    return numpy_dtype(et)
 
 
 def _is_float(dt) -> bool:
@@ -372,15 +358,6 @@ def _starts(indices: list[np.ndarray], operand_dims, sizes) -> list[int]:
     return [min(max(int(i), 0), int(d) - int(s)) for i, d, s in zip(indices, operand_dims, sizes)]
 
 
-def _simple_reducer(comp: HloComputation):
-    """The numpy ufunc of a reducer `op(parameter 0, parameter 1)`, or None."""
-    root = comp.root
-    params = comp.parameters
-    if len(params) != 2 or len(root.operands) != 2 or {id(o) for o in root.operands} != {id(p) for p in params}:
-        return None
-    return root.opcode
-
-
 def _reduce(instr: HloInstruction, x: np.ndarray, init: np.ndarray, dt) -> np.ndarray:
     dims = tuple(int(d) for d in instr.attribute("dimensions"))
     keep = [d for d in range(x.ndim) if d not in dims]
@@ -389,7 +366,7 @@ def _reduce(instr: HloInstruction, x: np.ndarray, init: np.ndarray, dt) -> np.nd
     k = math.prod(x.shape[d] for d in dims)
     flat = moved.reshape(out_shape + (k,))
     comp = instr.attribute("to_apply")
-    op = _simple_reducer(comp)
+    op = combiner_opcode(comp)
     acc = np.broadcast_to(init, out_shape).astype(dt)
     if op in ("maximum", "minimum", "and", "or") or (op in ("add", "multiply") and not _is_float(dt)):
         if k == 0:
@@ -436,7 +413,7 @@ def _scatter(instr: HloInstruction, operand: np.ndarray, indices: np.ndarray, up
     if root is params[1]:
         combine = None  # the update replaces the element
     else:
-        op = _simple_reducer(comp)
+        op = combiner_opcode(comp)
         if op not in _SCATTER_UFUNCS or root.operands[0] is not params[0]:
             raise _CannotEvaluate
         combine = _SCATTER_UFUNCS[op]

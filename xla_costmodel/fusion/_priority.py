@@ -547,13 +547,8 @@ class PriorityFusionRun:
         held = self._xla_pairs.setdefault(producer, {})
         p = math.nan
         unfused = fused = 0.0
-        # `_pair`'s cache lookup inlined, as in `_times`: asked at every update of a producer
-        vget = self._version.get
-        pv = vget(producer, 0)
-        prices = self._pairs.entries(producer)
         for c in consumers:
-            e = prices.get(c)
-            p, tc, tf = e[2] if e is not None and e[1] == vget(c, 0) and e[0] == pv else self._pair(producer, c)
+            p, tc, tf = self._pair(producer, c)
             held[c] = (tc, tf)
             unfused += tc
             fused += tf

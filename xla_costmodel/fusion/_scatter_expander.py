@@ -62,10 +62,9 @@ def scatter_trip_count(scatter: HloInstruction) -> int:
     return math.prod(d for i, d in enumerate(indices.dims) if i != ivd)
 
 
-def _combiner(scatter: HloInstruction) -> str | None:
-    """The elementwise opcode `to_apply` applies to (operand, update), "update" when it returns the update, else
-    None."""
-    body = scatter.attribute("to_apply")
+def combiner_opcode(body: HloComputation) -> str | None:
+    """The elementwise opcode a combiner or reducer `body` applies to (parameter 0, parameter 1), "update" when
+    it returns parameter 1, else None (the one reading of a `to_apply` for the passes that need it)."""
     root = body.root
     if root.opcode == "parameter":
         return "update" if root.parameter_number == 1 else None
@@ -144,7 +143,7 @@ def expand_simple_scatters(module: HloModule) -> list[ScatterExpansion]:
         for scatter in [i for i in comp.instructions if i.opcode == "scatter"]:
             if len(scatter.operands) != 3 or not scatter.shape.is_array or scatter_trip_count(scatter) != 1:
                 continue
-            combine = _combiner(scatter)
+            combine = combiner_opcode(scatter.attribute("to_apply"))
             if combine is None:
                 continue
             result = _expand(module, comp, scatter, combine)

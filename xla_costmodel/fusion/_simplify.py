@@ -66,7 +66,7 @@ from ..hlo import HloComputation, HloInstruction, HloModule, Shape
 from ._conditional import remove_conditionals
 from ._cse import _drop_unreachable, _has_side_effect
 from ._gemm_fusion import strength_reduce_dots
-from ._scatter_expander import scatter_trip_count
+from ._scatter_expander import combiner_opcode, scatter_trip_count
 
 __all__ = ["SimplifyResult", "forwarded", "remove_unused", "simplify"]
 
@@ -376,11 +376,6 @@ def _become_scalar_like(instr: HloInstruction, text: str) -> None:
 # -- HandleAdd: sparse updates of zeros -----------------------------------------------------------
 
 
-def _adds_its_parameters(comp: HloComputation) -> bool:
-    root = comp.root
-    return root.opcode == "add" and len(root.operands) == 2 and all(o.opcode == "parameter" for o in root.operands)
-
-
 def _single_use(instr: HloInstruction) -> bool:
     return len(set(map(id, instr.users))) == 1
 
@@ -396,7 +391,7 @@ def _add_of_scatter(instr: HloInstruction) -> str | None:
 
     def one(s: HloInstruction) -> bool:
         return (s.opcode == "scatter" and len(s.operands) == 3 and _single_use(s)
-                and _adds_its_parameters(s.attribute("to_apply")) and scatter_trip_count(s) != 1)
+                and combiner_opcode(s.attribute("to_apply")) == "add" and scatter_trip_count(s) != 1)
 
     lhs, rhs = instr.operands
     if one(lhs) and one(rhs):

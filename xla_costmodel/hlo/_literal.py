@@ -40,22 +40,36 @@ def _ml_dtypes():
     return ml_dtypes
 
 
-_FLOAT_DTYPES: dict[str, object] = {}
+# XLA's narrow float types, by their `ml_dtypes` names.
+_ML_FLOAT_NAMES = {"bf16": "bfloat16", "f8e5m2": "float8_e5m2", "f8e4m3": "float8_e4m3", "f8e4m3fn": "float8_e4m3fn",
+                   "f8e4m3b11fnuz": "float8_e4m3b11fnuz", "f8e3m4": "float8_e3m4", "f8e5m2fnuz": "float8_e5m2fnuz",
+                   "f8e4m3fnuz": "float8_e4m3fnuz", "f4e2m1fn": "float4_e2m1fn", "f8e8m0fnu": "float8_e8m0fnu",
+                   "f6e2m3fn": "float6_e2m3fn", "f6e3m2fn": "float6_e3m2fn"}
+_NUMPY_NAMES = {"pred": "bool", "s8": "int8", "s16": "int16", "s32": "int32", "s64": "int64", "u8": "uint8",
+                "u16": "uint16", "u32": "uint32", "u64": "uint64", "f16": "float16", "f32": "float32",
+                "f64": "float64"}
+_DTYPES: dict[str, object] = {}
 
 
-def _dtype(et: str):
-    dt = _FLOAT_DTYPES.get(et)
+def numpy_dtype(et: str):
+    """The numpy dtype of an HLO element type (`ml_dtypes`' for bf16 and the 8-, 6- and 4-bit floats), or
+    None for the others (complex, sub-byte integers, token, opaque)."""
+    dt = _DTYPES.get(et)
     if dt is None:
-        if et in ("f16", "f32", "f64"):
-            dt = np.dtype({"f16": np.float16, "f32": np.float32, "f64": np.float64}[et])
+        if et in _NUMPY_NAMES:
+            dt = np.dtype(_NUMPY_NAMES[et])
+        elif et in _ML_FLOAT_NAMES:
+            try:
+                dt = np.dtype(getattr(_ml_dtypes(), _ML_FLOAT_NAMES[et]))
+            except (ImportError, AttributeError):  # jax depends on ml_dtypes; an older one may lack a type
+                return None
         else:
-            name = {"bf16": "bfloat16", "f8e5m2": "float8_e5m2", "f8e4m3": "float8_e4m3", "f8e4m3fn": "float8_e4m3fn",
-                    "f8e4m3b11fnuz": "float8_e4m3b11fnuz", "f8e3m4": "float8_e3m4", "f8e5m2fnuz": "float8_e5m2fnuz",
-                    "f8e4m3fnuz": "float8_e4m3fnuz", "f4e2m1fn": "float4_e2m1fn", "f8e8m0fnu": "float8_e8m0fnu",
-                    "f6e2m3fn": "float6_e2m3fn", "f6e3m2fn": "float6_e3m2fn"}[et]
-            dt = np.dtype(getattr(_ml_dtypes(), name))
-        _FLOAT_DTYPES[et] = dt
+            return None
+        _DTYPES[et] = dt
     return dt
+
+
+_dtype = numpy_dtype  # the float types whose literal values the range checks below round
 
 
 def _finite_max(et: str) -> float:

@@ -7,6 +7,7 @@ fusion pass use it; users edit modules through `parse_hlo` and the fusion pass).
 - Fused bodies kept as recipes until read (`DeferredBody`, `Frozen`, `Fused`, `Leaf`, `is_deferred`,
   `replay`, `root_opcode`).
 - `ContentIds`: instructions numbered by what they compute, for caches keyed on content.
+- `numpy_dtype`: an element type's numpy dtype, for passes that compute literal values (constant folding).
 """
 
 from ._deferred import DeferredBody as DeferredBody
@@ -17,6 +18,7 @@ from ._deferred import is_deferred as is_deferred
 from ._deferred import replay as replay
 from ._deferred import root_opcode as root_opcode
 from ._edit import NameUniquifier as NameUniquifier
+from ._literal import numpy_dtype as numpy_dtype
 from ._edit import clone_instruction as clone_instruction
 from ._edit import copy_module as copy_module
 from ._edit import inline_calls as inline_calls

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..analysis.library import custom_call_target
 from ..analysis import KernelCost, kernel_cost
@@ -486,8 +486,6 @@ def reduction_inputs_once(costs: KernelCosts) -> KernelCosts:
                 by_dtype[dtype] = max(by_dtype[dtype] - saved * (f + t), 0.0)
     if not saved_flops and operand_bytes == list(costs.operand_bytes):
         return costs
-    from dataclasses import replace
-
     return replace(costs, flops=max(costs.flops - saved_flops, 0.0), flops_by_dtype=by_dtype,
                    operand_bytes=operand_bytes)
 

@@ -52,6 +52,7 @@ from ..analysis.tiling import (
     configured_tiling,
     dims_of,
     dot_operand_tiles,
+    padded_size,
     pow2_ceil,
     propagate,
     satisfies_triton_constraints,
@@ -144,6 +145,12 @@ def _element_bytes(hlo) -> int:
     return max(shape.byte_size // n, 1) if shape.dims else shape.byte_size
 
 
+def _fits_registers(padded: int, device) -> bool:
+    """XLA's `DoesTileFitsInRegisters`: a tile of `padded` elements in at most `REGISTER_FRACTION` of a block's
+    registers."""
+    return padded <= REGISTER_FRACTION * device.registers_per_block_limit
+
+
 def estimate(tiled: TiledComputation, device, num_warps: int, model=None, *, num_stages: int = 1,
              is_tma_allowed: bool = False) -> TiledEstimate:
     """XLA's `EstimateRunTimeForTiledHloComputation` (see the module docstring).
@@ -155,9 +162,8 @@ def estimate(tiled: TiledComputation, device, num_warps: int, model=None, *, num
     # Through the registry: `_xla_gpu` imports this module, so it is not imported back.
     model = model or get_model("xla-gpu")
     tiles = tuple(t.sizes for _, t in tiled.roots)
-    limit = REGISTER_FRACTION * device.registers_per_block_limit
-    fits = all(t.padded <= limit for _, t in tiled.roots) and all(
-        ti.tile.padded <= limit for ti in tiled.instructions if ti.operand or ti.hlo.opcode == "iota")
+    fits = all(_fits_registers(t.padded, device) for _, t in tiled.roots) and all(
+        _fits_registers(ti.tile.padded, device) for ti in tiled.instructions if ti.operand or ti.hlo.opcode == "iota")
     if not fits:
         inf = math.inf
         return TiledEstimate(tiles, num_warps, tiled.num_blocks, 0.0, 0.0, 0.0, inf, inf, inf, inf,
@@ -232,9 +238,8 @@ def best_tilings(kernel, device, *, top_k: int | None = None, model=None) -> lis
     # The tiled root's own tile is one `estimate` checks against the registers: a candidate whose padded
     # size is over that limit comes out infinite whatever the fusion, so it is skipped before the
     # (costly) propagation, which leaves the result as it was (XLA's `DoesTileFitsInRegisters`).
-    limit = REGISTER_FRACTION * device.registers_per_block_limit
     for tiles in candidate_tiles(kernel):
-        if math.prod(pow2_ceil(s) for s in tiles) > limit:
+        if not _fits_registers(padded_size(tuple(tiles)), device):
             continue
         try:
             tiled = propagate(kernel, tiles)

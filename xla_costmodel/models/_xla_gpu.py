@@ -73,6 +73,7 @@ from ._base import FusionEstimate, KernelEstimate, dominant_bound, register_mode
 from ._collectives import CollectiveTime, collective_or_estimate, nccl_ring_time
 from ._coalescing import kernel_coalescing, utilization_rate
 from ._contention import scatter_contention
+from ._dot_fusion import sm_occupancy
 from ._kernel_costs import (CostContext, KernelCosts, kernel_costs, op_evaluations, reduction_inputs_once,
                             shape_size_cached)
 from ._launch import LaunchDimensions, launch_dimensions
@@ -315,13 +316,10 @@ class XlaGpuModel:
         (`latency_hiding`): its active warps per warp scheduler, between 1 and `arithmetic_latency_cycles`."""
         warp = device.warp_size or 32
         schedulers = max(device.fpus_per_core // warp, 1)
-        per_sm = max(-(-blocks // max(device.core_count, 1)), 1)
-        if device.threads_per_core_limit:
-            per_sm = min(per_sm, max(device.threads_per_core_limit // max(threads, 1), 1))
-        warps = per_sm * -(-threads // warp)
-        if device.threads_per_core_limit:
-            warps = min(warps, device.threads_per_core_limit // warp)
-        return max(1.0, min(float(self.arithmetic_latency_cycles), warps / schedulers))
+        warps_per_block = -(-max(threads, 1) // warp)
+        # the blocks an SM holds at once: XLA's `CalculateSmOccupancy` with no shared memory
+        per_sm = min(max(-(-blocks // max(device.core_count, 1)), 1), sm_occupancy(0, warps_per_block, device))
+        return max(1.0, min(float(self.arithmetic_latency_cycles), per_sm * warps_per_block / schedulers))
 
     def compute_time(self, device, flops: float, matmul_flops: float, matmul_dtype: str, blocks: int, threads: int,
                      latency_hidden: float = 1.0) -> float:
