@@ -76,6 +76,7 @@ def test_table_points_are_returned_exactly_and_split_like_the_analytical_model()
         a = xc.get_model("xla-gpu").estimate(k, H100)
         assert e.bound == ("compute" if a.compute_s >= a.memory_s else "memory")
         assert e.compute_s / e.memory_s == pytest.approx(a.compute_s / a.memory_s)
+        assert "floor_s" not in e.details  # the roofline floor is for GEMMs below the grid only
 
 
 def test_held_out_grid_points_meet_the_goal_on_h100():
@@ -90,13 +91,36 @@ def test_held_out_grid_points_meet_the_goal_on_h100():
 
 
 def test_off_grid_interpolation_and_extrapolation():
-    # Between grid sizes the time lies between its neighbours'; beyond the grid the edge rate is kept,
-    # and below it a dot costs what the smallest measured size costs.
+    # Between grid sizes the time lies between its neighbours'; beyond the grid the edge rate is kept.
     t = {m: TABLES.estimate(dot(1, m, 2048, 1024), H100).time_s for m in (1024, 1500, 2048, 8192, 4096)}
     assert t[1024] < t[1500] < t[2048]
     assert t[8192] == pytest.approx(2 * t[4096])
-    assert TABLES.estimate(dot(1, 64, 64, 64), H100).time_s == pytest.approx(
-        TABLES.estimate(dot(1, 256, 256, 256), H100).time_s)
+    # Below the grid, as XLA's MatmulInterpolator: the GEMM's own FLOPs at the edge's rate (here, a batched
+    # attention GEMM, k = 32: 1/8 of the FLOPs of k = 256 at the same rate), where the library calls'
+    # rule prices k as 256.
+    interp = GemmTableInterpolator(gemm_table("h100-sxm"))
+    small, edge = GemmSpec(64, 256, 256, 32, "f32", "f32", "f32"), GemmSpec(64, 256, 256, 256, "f32", "f32", "f32")
+    assert interp.rate(small) == interp.rate(edge)
+    assert interp.time_s(small, below_grid="xla") == pytest.approx(interp.time_s(edge, below_grid="xla") / 8)
+    assert interp.time_s(small) == pytest.approx(interp.time_s(edge))
+    assert TABLES.estimate(dot(64, 256, 256, 32, "f32"), H100).time_s == pytest.approx(
+        interp.time_s(small, below_grid="xla"))
+    with pytest.raises(ValueError, match="below_grid"):
+        interp.time_s(small, below_grid="tile")
+
+
+def test_a_gemm_far_below_the_grid_costs_at_least_its_bytes_and_a_launch():
+    # A matrix-vector product (n = 1): its FLOPs at the grid edge's rate take 0.5 us, reading its
+    # 51 MB operand at peak bandwidth 15 us. The default interpolation floors the time there (plus a launch);
+    # XLA's rules keep the table's time as its SoL estimator returns it.
+    k = dot(1, 200000, 1, 64, "f32")
+    e = TABLES.estimate(k, H100)
+    nbytes = 4 * (200000 * 64 + 64 + 200000)
+    floor = nbytes / H100.memory_bandwidth_bytes_per_s + H100.kernel_launch_overhead_s
+    assert e.time_s == pytest.approx(floor) and e.details["floor_s"] == pytest.approx(floor)
+    assert e.details["table_s"] < floor / 10
+    assert e.launch_s == H100.kernel_launch_overhead_s and e.bound == "memory"
+    assert XLA_RULES.estimate(k, H100).time_s < floor / 10
     # bf16 x bf16 -> f32 is not in the table: it uses the bf16 rates (the same tensor-core work)
     mixed = TABLES.estimate(dot(1, 1024, 1024, 1024, "bf16", "bf16", "f32"), H100)
     same = TABLES.estimate(dot(1, 1024, 1024, 1024), H100)

@@ -276,11 +276,9 @@ def estimate_dot(problem: DotProblem, tile_b: int, tile_m: int, tile_n: int, blo
     derate = (0.5 if major == 10 and tile_m < 128 else 0.63 if major == 9 and tile_m < 64
               else 0.5 if major == 8 and tile_m < 32 else 1.0)
     compute = _f32(flops) / (peak * derate) * 1e-9
-    lhs_b = math.ceil(p.b * p.m * p.k * _bits(p.lhs_type) / 8)
-    rhs_b = math.ceil(p.b * p.k * p.n * _bits(p.rhs_type) / 8)
-    out_b = math.ceil(p.b * p.m * p.n * _bits(p.out_type) / 8)
-    hbm = effective_hbm_bandwidth(lhs_b + rhs_b + out_b, device)
-    read, write = _f32((lhs_b + rhs_b) / hbm), _f32(out_b / hbm)
+    in_b, out_b = p.bytes_read, p.bytes_written
+    hbm = effective_hbm_bandwidth(in_b + out_b, device)
+    read, write = _f32(in_b / hbm), _f32(out_b / hbm)
     l2_bytes = (math.ceil(tile_b * tile_m * p.k * _bits(p.lhs_type) / 8)
                 + math.ceil(tile_b * tile_n * p.k * _bits(p.rhs_type) / 8)) * blocks
     iters = math.ceil(p.k / block_k)
@@ -290,7 +288,7 @@ def estimate_dot(problem: DotProblem, tile_b: int, tile_m: int, tile_n: int, blo
     launch_waves = hardware_launch_waves(blocks, smem, num_warps, device)
     loop = pipelined_loop_time_with_launch_waves(num_stages, iters, blocks, compute, read, write, smem, num_warps,
                                                  device)
-    return DotFusionEstimate(compute, read, write, l2, loop, max(loop, l2), flops, lhs_b + rhs_b, out_b, l2_bytes,
+    return DotFusionEstimate(compute, read, write, l2, loop, max(loop, l2), flops, in_b, out_b, l2_bytes,
                              blocks, iters, smem, active, launch_waves)
 
 

@@ -27,10 +27,15 @@ Two interpolators over one GPU's part of the table:
   smoothly between them (XLA's weights 1/(d² + 1) on raw coordinates give
   nearly all the weight to the nearest corner). Outside the grid, a
   dimension above the largest measured size keeps the edge rate (time grows
-  with the work, the compute-bound end); a dimension below the smallest
-  measured size costs as much as the smallest (a GEMM narrower than one
-  tile still runs a whole tile: this extrapolation is not checked by the
-  table, which has no such points). A dtype combination the table lacks
+  with the work, the compute-bound end). Below the smallest measured size
+  (`time_s`' `below_grid`), either the dimension costs as much as the
+  smallest (`"smallest"`, what the library-call prices were fitted with: a
+  cuBLAS or cuDNN kernel narrower than its tile still runs the whole tile),
+  or, as XLA's `MatmulInterpolator` does, the GEMM runs its own FLOPs at the
+  rate of the grid's edge (`"xla"`). Neither is checked by the table, which
+  has no such points; `"smallest"` multiplies the padding by every other
+  dimension (a [64,256,32]x[64,32,256] batched GEMM priced as
+  [64,256,256]x[64,256,256], 8x its FLOPs). A dtype combination the table lacks
   uses the rates of its tensor-core class: 16-bit floats those of bf16,
   8-bit types (f8, s8, u8) those of f8e4m3fn, f32 those of f32 (TF32 on the
   tensor cores, as the table measured it). A missing grid point (a point
@@ -52,6 +57,7 @@ import numpy as np
 from ..analysis.library import custom_call_target, fusion_backend_kind
 from ..analysis.opcodes import CUBLAS_GEMM_TARGETS
 from ..analysis.shapes import first_array
+from ..hlo import PRIMITIVE_BITS
 
 __all__ = ["GemmSpec", "GemmTableInterpolator", "XlaMatmulInterpolator", "gemm_interpolator", "gemm_spec"]
 
@@ -80,6 +86,17 @@ class GemmSpec:
     @property
     def flops(self) -> float:
         return 2.0 * self.b * self.m * self.n * self.k
+
+    @property
+    def bytes_read(self) -> int:
+        """Both operands' bytes, each read once (XLA's dot model, `CalculateHbmTime`)."""
+        lhs = math.ceil(self.b * self.m * self.k * PRIMITIVE_BITS[self.lhs_type] / 8)
+        return lhs + math.ceil(self.b * self.k * self.n * PRIMITIVE_BITS[self.rhs_type] / 8)
+
+    @property
+    def bytes_written(self) -> int:
+        """The result's bytes, written once."""
+        return math.ceil(self.b * self.m * self.n * PRIMITIVE_BITS[self.out_type] / 8)
 
     @property
     def dtype_key(self) -> str:
@@ -321,13 +338,25 @@ class GemmTableInterpolator:
                 value += w * grid[tuple(idx)]
         return math.exp(value), key
 
-    def time_s(self, spec: GemmSpec) -> float | None:
-        """Seconds for `spec` (one launch, as the table's kernel times), or None (no table class)."""
+    def below_grid(self, spec: GemmSpec) -> bool:
+        """Whether some dimension of `spec` is below the smallest size the grid measured along it."""
+        return any(x < axis[0] for x, axis in zip((spec.b, spec.m, spec.n, spec.k), self.axes))
+
+    def time_s(self, spec: GemmSpec, *, below_grid: str = "smallest") -> float | None:
+        """Seconds for `spec` (one launch, as the table's kernel times), or None (no table class).
+
+        **Arguments:** `below_grid`: how a dimension below the smallest measured size is priced (module
+        docstring): `"smallest"` (as that size) or `"xla"` (its own FLOPs at the edge rate, XLA's
+        `MatmulInterpolator`). Above the grid the edge rate is kept either way.
+        """
         hit = self.rate(spec)
         if hit is None:
             return None
         rate, _ = hit
-        # Dimensions below the grid cost as much as the smallest measured size; above it, the edge rate.
+        if below_grid == "xla":
+            return spec.flops / rate
+        if below_grid != "smallest":
+            raise ValueError(f"unknown below_grid {below_grid!r}; expected 'smallest' or 'xla'")
         dims = [max(x, axis[0]) for x, axis in zip((spec.b, spec.m, spec.n, spec.k), self.axes)]
         return 2.0 * math.prod(dims) / rate
 

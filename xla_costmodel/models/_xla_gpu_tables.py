@@ -4,15 +4,32 @@ For a GPU the tables cover (`devices.xla_table_key`: the H100 and H200
 read `sm_90`, the B200 `sm_100_B200`, the GB200 `sm_100_GB200`, the GB300
 `sm_103`; `devices.gemm_table` / `devices.collective_table`):
 
-- a dot, a cuBLAS GEMM custom call or a Triton GEMM fusion is priced by
-  interpolating the measured GEMM table (`models._gemm_table`): by default
-  log-space multilinear interpolation over the (b, m, n, k) grid
-  (`GemmTableInterpolator`), or XLA's own `MatmulInterpolator` rules with
-  `gemm_interpolation="xla"`. The time is the measured kernel duration,
-  with no launch overhead added (the table timed the kernels themselves, and
-  XLA's SoL estimator uses the interpolated time as is); it is split into
-  `compute_s` and `memory_s` in the proportions of the analytical model, so
-  that `time_s = compute + memory - 0.95 min(compute, memory)` still holds.
+- a dot or a Triton GEMM fusion is priced by interpolating the measured
+  GEMM table (`models._gemm_table`): by default log-space multilinear
+  interpolation over the (b, m, n, k) grid (`GemmTableInterpolator`), or
+  XLA's own `MatmulInterpolator` rules with `gemm_interpolation="xla"`
+  (a cuBLAS call is priced by `xla-gpu`'s library-call path, which reads
+  the same table). The time is the measured kernel duration, with no launch
+  overhead added (the table timed the kernels themselves, and XLA's SoL
+  estimator uses the interpolated time as is); it is split into `compute_s`
+  and `memory_s` in the proportions of the analytical model, so that
+  `time_s = compute + memory - 0.95 min(compute, memory)` still holds.
+  A dimension below the table's grid (256) is priced as XLA's
+  `MatmulInterpolator` prices it: the GEMM's own FLOPs at the rate of the
+  grid's edge. That rate carries the edge's fixed costs per FLOP, and a
+  GEMM far below the grid (a matrix-vector product, n = 1; a 64-row tile
+  of a batched attention GEMM) would be priced at a small fraction of
+  what one kernel costs, so with the default interpolation a GEMM below
+  the grid takes at least the roofline's time of one kernel: its operands
+  read and its result written once at the device's peak HBM bandwidth (the
+  bytes of XLA's dot model, `GemmSpec.bytes_read` / `bytes_written`), plus
+  one launch, as `xla-gpu` adds to every kernel (`details["floor_s"]`).
+  Where the table measured (inside the grid and above it) its time stands:
+  the table's kernel times have no launch in them, and its f8 GEMMs with
+  a 4096 x 4096 bf16 result wrote it faster than the peak bandwidth (into
+  L2). With
+  `gemm_interpolation="xla"` the table's time stands as XLA's SoL
+  estimator returns it.
 - a collective is priced as XLA's `SolLatencyEstimator` does: within one
   host (a partition of `gpus_per_node` devices) from the measured
   collective table (`models._collective_table.CollectiveTable`, interpolated in
@@ -37,7 +54,7 @@ from ._base import KernelEstimate, dominant_bound, register_model
 from ._collective_sol import sol_collective_time, sol_config
 from ._collective_table import collective_table_for
 from ._collectives import CollectiveTime, collective_or_estimate
-from ._gemm_table import gemm_interpolator, gemm_spec
+from ._gemm_table import GemmTableInterpolator, gemm_interpolator, gemm_spec
 from ._xla_gpu import XlaGpuModel, collective_estimate
 
 
@@ -77,7 +94,13 @@ class XlaGpuTablesModel(XlaGpuModel):
             return None
         key = self._table_key(device)
         interp = gemm_interpolator(key, self.gemm_interpolation) if key else None
-        t = interp.time_s(spec) if interp is not None else None
+        floored = False
+        if isinstance(interp, GemmTableInterpolator):
+            # XLA's rule below the grid (module docstring), not the library calls' "smallest".
+            t = interp.time_s(spec, below_grid="xla")
+            floored = interp.below_grid(spec)
+        else:
+            t = interp.time_s(spec) if interp is not None else None
         if t is None or not t > 0:
             return None
         if analytical is None:
@@ -97,6 +120,15 @@ class XlaGpuTablesModel(XlaGpuModel):
             "analytical_s": analytical.time_s,
             "exec_s": t,
         })
+        if floored:
+            # The floor (module docstring): the GEMM's bytes at the peak HBM bandwidth, and one launch.
+            hbm = (spec.bytes_read + spec.bytes_written) / device.memory_bandwidth_bytes_per_s
+            launch = device.kernel_launch_overhead_s
+            details["floor_s"] = hbm + launch
+            if hbm + launch > t:
+                details["exec_s"] = hbm
+                return KernelEstimate(compute_s=c, memory_s=hbm, launch_s=launch, time_s=hbm + launch,
+                                      bound=dominant_bound(c, hbm, launch), details=details)
         return KernelEstimate(compute_s=c, memory_s=m, launch_s=0.0, time_s=t,
                               bound=dominant_bound(c, m, 0.0), details=details)
 
