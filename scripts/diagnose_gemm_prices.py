@@ -125,8 +125,8 @@ def corpus(kernels_table: bool = False) -> None:
     import pandas as pd
 
     from xla_costmodel import get_device
-    from xla_costmodel.analysis.library import backend_config
-    from xla_costmodel.analysis.tiling import configured_tiling
+    from xla_costmodel.analysis import int_list_attribute
+    from xla_costmodel.analysis.tiling import configured_tiling, dot_operand_tiles, propagate
     from xla_costmodel.hlo import parse_hlo
     from xla_costmodel.models import estimate_dot, gemm_spec
 
@@ -144,23 +144,26 @@ def corpus(kernels_table: bool = False) -> None:
                           "both": []}
     for case, op in zip(t["case"], t["hlo_op"]):
         fusion = by_name[case][op]
-        dot = next((i for i in fusion.fused_computation.instructions if i.opcode == "dot"), None)
         cfg = configured_tiling(fusion)
-        sizes = (backend_config(dot) or {}).get("sizes") if dot is not None else None
-        if dot is None or cfg is None or len(cfg.output_tile) < 2 or not (cfg.block_k or sizes):
+        # The dot's own tile, propagated from the fusion's output tile (through a relayout bitcast at the
+        # root, say), and block_k from its lhs tile: what `xla-gpu` and XLA's `GetDotEstimates` price.
+        tiled = propagate(fusion, cfg.output_tile, block_k=cfg.block_k) if cfg is not None else None
+        ti = next((x for x in tiled.instructions if x.hlo.opcode == "dot" and not x.operand), None) if tiled else None
+        if ti is None or len(ti.tile.sizes) < 2:
             dots.append(math.nan)
             rows_k.append(None)
             for v in variants.values():
                 v.append(math.nan)
             continue
-        bk = cfg.block_k or int(sizes[0])
-        tb = math.prod(cfg.output_tile[:-2]) if len(cfg.output_tile) > 2 else 1
-        e = estimate_dot(gemm_spec(dot), tb, cfg.output_tile[-2], cfg.output_tile[-1], bk, cfg.num_warps or 4,
+        dot, sizes = ti.hlo, ti.tile.sizes
+        bk = dot_operand_tiles(dot, ti.tile, tiled.block_k)[0][1].sizes[int_list_attribute(dot, "lhs_contracting_dims")[0]]
+        tb = math.prod(sizes[:-2]) if len(sizes) > 2 else 1
+        e = estimate_dot(gemm_spec(dot), tb, sizes[-2], sizes[-1], bk, cfg.num_warps or 4,
                          cfg.num_stages, device, cfg.is_tma_allowed)
         dots.append(e.exec_s)
         p = gemm_spec(dot)
         rows_k.append({"b": p.b, "m": p.m, "n": p.n, "k": p.k, "dtype": p.lhs_type,
-                       "tile": f"{tb}x{cfg.output_tile[-2]}x{cfg.output_tile[-1]}x{bk}", "stages": cfg.num_stages,
+                       "tile": f"{tb}x{sizes[-2]}x{sizes[-1]}x{bk}", "stages": cfg.num_stages,
                        "warps": cfg.num_warps, "tma": int(cfg.is_tma_allowed), "blocks/SM": e.blocks_per_sm,
                        "waves": e.launch_waves, "iters": e.k_iterations, "dot_s": e.exec_s})
         variants["no loop latency tax"].append(_variant(e, cfg.num_stages, tax=False))

@@ -275,3 +275,30 @@ def test_gemm_fusions_can_take_xlas_own_dispatch(attention):
     assert "dot_exec_s" in tiled.estimate(gemm, dev).details
     assert "tiling" not in legacy.estimate(gemm, dev).details
     assert legacy.estimate(softmax, dev).time_s == tiled.estimate(softmax, dev).time_s
+
+
+def test_a_gemm_fusion_is_priced_by_the_dot_model_on_its_configured_tile_with_one_launch(attention):
+    """As XLA's `EstimateRunTimeForTiledHloComputationImpl` with `GetDotEstimates`: the dot model runs on the
+    dot's own tile (propagated from the fusion's output tile), block_k from the lhs operand's tile, the config's
+    warps, stages and TMA; its thread blocks are the grid CUPTI recorded on the H100 (corpus_kernels.parquet
+    `kernel_details`, as for all 362 Triton GEMMs of the capture); the dot sets the fusion's time and `xla-gpu`
+    adds one launch, the only one (the dot model has none)."""
+    from xla_costmodel.analysis import int_list_attribute
+    from xla_costmodel.analysis.tiling import dot_operand_tiles
+    from xla_costmodel.models import estimate_dot, gemm_spec
+
+    dev = get_device("h100-sxm")
+    for name, grid in (("gemm_fusion_dot.5", 576), ("gemm_fusion_dot.6", 384)):
+        fusion = _instr(attention, name)
+        cfg = configured_tiling(fusion)
+        tiled = propagate(fusion, cfg.output_tile, block_k=cfg.block_k)
+        ti = next(t for t in tiled.instructions if t.hlo.opcode == "dot" and not t.operand)
+        bk = dot_operand_tiles(ti.hlo, ti.tile, tiled.block_k)[0][1].sizes[int_list_attribute(ti.hlo, "lhs_contracting_dims")[0]]
+        sizes = ti.tile.sizes
+        e = estimate_dot(gemm_spec(ti.hlo), math.prod(sizes[:-2]), sizes[-2], sizes[-1], bk, cfg.num_warps,
+                         cfg.num_stages, dev, cfg.is_tma_allowed)
+        assert e.blocks == grid
+        est = get_model("xla-gpu").estimate(fusion, dev)
+        assert est.details["dot_exec_s"] == pytest.approx(e.exec_s)
+        assert est.launch_s == dev.kernel_launch_overhead_s
+        assert est.time_s == pytest.approx(e.exec_s + dev.kernel_launch_overhead_s)
