@@ -20,8 +20,9 @@ Method (issue 24):
 - a row's `time_s` (one execution of the instruction) is compared with its
   measured time per execution, `min_per_run_s` over the executions per run:
   `analyze`'s `executions` where it knows them (`executions_known`), else
-  the kernel launches per run the capture counted (a library call launches
-  many kernels per execution, so that is a lower bound on its time);
+  the executions per run the capture shows: the bursts of the instruction's
+  consecutive events (`measure.capture_executions`; not its launches: a
+  library call under a `conditional` launches six kernels per execution);
 - `Memcpy` rows (copies the driver runs: `copy` instructions, loop
   predicates sent to the host, copies under names the module lacks) are set
   aside;
@@ -78,6 +79,7 @@ FITTED = ("fitted", "learned", "context")
 #: `learned` as it ships on the H100: xla-gpu times a learned efficiency (`fit._efficiency`); scored with `learned`.
 EFFICIENCY = "learned (xla-gpu x efficiency)"
 CORPUS = ROOT / "calibration" / "h100-sxm_corpus.parquet"
+EVENTS = ROOT / "calibration" / "h100-sxm_corpus_events.parquet"
 SUITE = ROOT / "calibration" / "h100-sxm.parquet"
 HLO = ROOT / "hlo_fixtures" / "gpu_h100"
 #: Kernels at least this long per execution are the issue's headline set.
@@ -176,9 +178,12 @@ def routine_table(kernels, modules):
 
 
 def measured_kernels(rows, modules):
-    """The scored kernels: measured rows that are not `Memcpy`, with their category and instruction."""
+    """The scored kernels: measured rows that are not `Memcpy`, with their category and instruction, and their
+    executions per run as the capture's event order shows them (`capture_executions`)."""
     import numpy as np
+    import pandas as pd
 
+    from xla_costmodel.measure import capture_executions
     from xla_costmodel.measure.programs import is_memcpy
 
     memcpy = is_memcpy(rows["kernel_symbol"])
@@ -188,6 +193,11 @@ def measured_kernels(rows, modules):
     out["category"] = [category(by_name[c].get(op), s)
                        for c, op, s in zip(out["case"], out["hlo_op"], out["kernel_symbol"])]
     out["routine"] = [_routine(by_name[c].get(op)) for c, op in zip(out["case"], out["hlo_op"])]
+    events = pd.read_parquet(EVENTS, columns=["program", "size", "run", "hlo_op", "start_in_run_ns", "stream",
+                                              "kernel_symbol", "duration_ns", "source", "hlo_module"])
+    executions = capture_executions(events, what=EVENTS.name)
+    out["capture_executions"] = [float(executions.get((p, s, op), np.nan))
+                                 for p, s, op in zip(out["program"], out["size"], out["hlo_op"])]
     out.attrs["memcpy_rows"] = int(np.sum(memcpy))
     return out.reset_index(drop=True)
 
@@ -247,9 +257,12 @@ def score_table(kernels, priced):
 
     t = kernels.merge(priced, on=["case", "hlo_op"], how="left")
     known = t["executions_known"].fillna(False).astype(bool).to_numpy() & (t["executions"].fillna(0) > 0).to_numpy()
-    per_run = np.where(known, t["executions"].to_numpy(float), np.maximum(t["launches"].to_numpy(float), 1.0))
+    # Where analyze cannot tell, the capture's executions (its launches where a row has none): on every kernel
+    # whose trip counts analyze knows, the two agree.
+    measured = t["capture_executions"].fillna(t["launches"]).to_numpy(float)
+    per_run = np.where(known, t["executions"].to_numpy(float), np.maximum(measured, 1.0))
     t["executions_per_run"] = per_run
-    t["trip_count_from"] = np.where(known, "analyze", "launches")
+    t["trip_count_from"] = np.where(known, "analyze", "capture")
     t["measured_s"] = t["min_per_run_s"].to_numpy(float) / per_run
     ok = t["priced"].fillna(False).astype(bool).to_numpy()
     t["predicted_s"] = np.where(ok, t["time_s"].to_numpy(float), np.nan)
@@ -453,7 +466,7 @@ def program_table(scores: dict, kernels, rows):
     - `/kernels`: the issue's figure: `analyze`'s total over the kernels it priced (`time_s` x `executions`,
       an unknown trip count taken as 1) over the measured sum of the same kernels;
     - `/kernels, trips measured`: the same with each kernel's executions per run as it is scored (the measured
-      launches where `analyze` does not know the trip count);
+      executions where `analyze` does not know the trip count);
     - `/all kernels` and `/wall`: `analyze`'s total over every measured kernel, and over the wall time per run:
       what a user is told (a lower bound where a trip count is unknown: `trip_counts_unknown`);
     - `+ overhead /wall`: that total plus the shipped per-run program overhead of the H100 (fitted on the
@@ -471,7 +484,7 @@ def program_table(scores: dict, kernels, rows):
     base["noise_median_over_min"] = samples.map(lambda v: float(np.median(v) / np.min(v)))
     overhead = ProgramOverhead.from_calibration(DEVICE)
     first = next(iter(scores.values()))
-    base["trip_counts_unknown"] = (first["trip_count_from"] == "launches").groupby(first["case"], sort=False).any()
+    base["trip_counts_unknown"] = (first["trip_count_from"] == "capture").groupby(first["case"], sort=False).any()
     for model, t in scores.items():
         ok = t[t["predicted_s"].notna() & (t["predicted_s"] > 0)]
         ok = ok.assign(analyze_s=ok["time_s"] * ok["executions"], scored_s=ok["predicted_s"] * ok["executions_per_run"])
@@ -639,7 +652,7 @@ def run(args) -> int:
     print(f"\nH100 corpus (calibration/h100-sxm_corpus.parquet): {len(cases)} program runs, {len(kernels)} kernels "
           f"scored per execution, {n_long} of them >= 5 us; {kernels.attrs['memcpy_rows']} Memcpy rows set aside; "
           f"trip counts from analyze for {int((first['trip_count_from'] == 'analyze').sum())} kernels, from the "
-          f"measured launches for {int((first['trip_count_from'] == 'launches').sum())}")
+          f"capture's executions for {int((first['trip_count_from'] == 'capture').sum())}")
     tabs = kernel_tables(scores, kernels)
     for title, frame in tabs.items():
         _print(f"{title} (noise: the capture's median run scored against its fastest, as if a model)", frame)
