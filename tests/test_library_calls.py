@@ -195,6 +195,25 @@ def test_leaving_source_out_scores_getrf_within_2x(refit):
     assert scored.ratio.between(0.5, 2.0).all()
 
 
+def test_a_factorisation_step_is_one_reduction_in_getrf_and_syevd(refit):
+    """`steps` counts a factorisation's reductions across the matrix (`REDUCTIONS_PER_COLUMN`): LU one per
+    column (the pivot search), the tridiagonalisation of syevd four (dlatrd: the norm, A·v, V'v and W'v, w'v).
+    Fitted on their own rows, independently, the two routines then agree on the time of one step; counted a
+    column per step, syevd's step would take about four of getrf's."""
+    _, fits = refit
+    getrf = fits["getrf"]["all"]["constants"]["step_s"]
+    syevd = fits["syevd"]["all"]["constants"]["step_s"]
+    assert syevd == pytest.approx(getrf, rel=0.25)
+
+
+def test_syevd_held_out_against_the_h100():
+    # Row: jax_linalg_eigh, large, jax, eigh.0: min_per_run_s 4595 us (125 kernels; 3.1 ms of them in 12
+    # sytrd4_gpu launches of 32 columns each, ~255 us whatever the trailing size). syevd is measured in jax's
+    # programs only: priced with the getrf constants fitted on lineax's rows. A column per step: 0.33x.
+    t = _price("xla-gpu", "jax_linalg_eigh", "large", "jax", "eigh.0")
+    assert 0.75 < t / 4595.1e-6 < 1.25
+
+
 # ---------------------------------------------------------------------------
 # cuSolver priced from its kernels (issue 31)
 

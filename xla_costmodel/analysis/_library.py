@@ -16,9 +16,11 @@ knows, once:
   result tuple are scratch, not output), the matrices in the batch, the
   matrix order, and `steps`: the length of the routine's serial dependency
   chain per matrix, which bounds the time of the solvers whatever their flops
-  (a column per step for LU, Cholesky, triangular solves, Householder
-  tridiagonalisation; n·⌈log2 n⌉ rotations rounds for one-sided Jacobi SVD,
-  whose sweeps grow like log n; a radix pass per 8 key bits for CUB's sorts).
+  (for a factorisation, each column's reductions across the matrix, each
+  waited for and broadcast back (`REDUCTIONS_PER_COLUMN`: LU one, Householder
+  tridiagonalisation four); a row per step for triangular solves; n·⌈log2 n⌉
+  rotation rounds for one-sided Jacobi SVD, whose sweeps grow like log n; a
+  radix pass per 8 key bits for CUB's sorts).
 
 For cuSolver's `potrf`, `gesvdj` and Jacobi `syevd` it also lists the kernels
 the routine launches (`solver_kernels` / `SolverKernel`: launches, blocks,
@@ -188,6 +190,19 @@ def _svd_flops(m: int, n: int) -> float:
     big, small = max(m, n), min(m, n)
     return 4.0 * big * big * small + 8.0 * big * small * small + 9.0 * small ** 3
 
+
+#: A factorisation's serial chain, per column: its reductions over the whole column or trailing matrix, each a
+#: dependency between all the blocks of the kernel (reduced, then broadcast back before the next can start), from
+#: LAPACK's unblocked algorithms, which cuSolver's panel kernels run a column at a time:
+#: - getrf (dgetf2): the pivot search (idamax); the swap, the scaling and the rank-1 update are row-local;
+#: - potrf (dpotf2): the dot product of the row; the column's products below it are row-local;
+#: - geqrf (dgeqr2): the column's norm (dlarfg), then the reflector's products with the trailing columns (dlarf);
+#: - orgqr (dorg2r): the reflector's products with the trailing columns (dlarf);
+#: - syevd's tridiagonalisation (dsytrd / dlatrd, lower): the column's norm (dlarfg), the symmetric product
+#:   A·v (dsymv), the panel's corrections V'v and W'v (side by side), and w'v; the panel's own updates of the
+#:   column are row-local. cuSolver's `sytrd4_gpu` runs these a column at a time (32 per launch on the H100).
+#: The routines of a family share one step time (`fit._library_fit`): a step is one such reduction.
+REDUCTIONS_PER_COLUMN = {"getrf": 1, "potrf": 1, "geqrf": 2, "orgqr": 1, "syevd": 4}
 
 _PER_MATRIX_FLOPS = {
     "getrf": _getrf_flops,
@@ -394,9 +409,9 @@ def library_work(instr) -> LibraryWork | None:
             # One-sided Jacobi: about log2(n) sweeps, each of n rounds of disjoint column-pair rotations.
             steps = float(k * max(1, math.ceil(math.log2(max(k, 2)))))
         elif routine == "potrf":
-            steps = float(n)
+            steps = float(n * REDUCTIONS_PER_COLUMN[routine])
         else:
-            steps = float(k)
+            steps = float(k * REDUCTIONS_PER_COLUMN.get(routine, 1))
     return LibraryWork(routine, library, float(flops), matrix, dtype, float(read), float(written),
                        int(batch), int(m), int(n), int(rhs), float(steps))
 

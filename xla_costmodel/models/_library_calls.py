@@ -9,7 +9,8 @@ cuBLAS GEMM (priced by the measured GEMM table, `models._gemm_table`):
 - `launch`: the device's kernel launch overhead, times `launch_multiple` (a
   library call starts several kernels);
 - `steps`: the routine's serial dependency chain (`LibraryWork.steps`: a
-  column per step for LU / Cholesky / triangular solves / tridiagonalisation,
+  factorisation's reductions across the matrix, one per column for LU, four
+  for syevd's tridiagonalisation; a row per step for triangular solves;
   n·⌈log2 n⌉ rounds for Jacobi SVD, a pass per key byte for radix sorts),
   `step_s` the time of one step;
 - `peak`: the matrix-unit rate of the dtype for GEMM-like work
