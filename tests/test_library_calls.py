@@ -259,18 +259,32 @@ def test_cusolver_from_its_kernels_against_the_h100(program, size, kernel, measu
     assert low < t / measured_s < high
 
 
-def test_cusolver_from_its_kernels_is_not_fitted():
-    from xla_costmodel.models._library_calls import solver_estimate
+def test_cusolver_from_its_kernels_fits_only_the_time_of_a_reduction_across_blocks():
+    from xla_costmodel.models._library_calls import grid_reduction_s, solver_estimate
 
     work = _work("jax_linalg_svd", "large", "svd.0")
     est = solver_estimate(work, H100)
     with leaving_source_out("jax"):
         held = solver_estimate(work, H100)
-    assert est.time_s == held.time_s and "not fitted" in est.details["source"]
-    # The 32-column Jacobi kernels: the capture's 279 launches took 7.95 ms in the fastest run.
-    jacobi = next(t for name, _, t in est.details["kernel_times_s"] if "Jacobi" in name)
+        step, fitted_on = grid_reduction_s(H100)
+    times = {name: t for name, _, t in est.details["kernel_times_s"]}
+    held_times = {name: t for name, _, t in held.details["kernel_times_s"]}
+    # The 32-column Jacobi kernels are nothing fitted: the capture's 279 launches took 7.95 ms in the fastest run.
+    jacobi = next(t for name, t in times.items() if "Jacobi" in name)
+    assert jacobi == next(t for name, t in held_times.items() if "Jacobi" in name)
     assert 7.95e-3 / 1.25 < jacobi < 7.95e-3 * 1.25
+    # QR of the 768 x 512 matrix: its panels' reductions across blocks (two per column) take LU's step, fitted
+    # without jax's rows when jax is held out. The capture's five geqr2_smem_domino launches: 1.649 ms.
+    assert fitted_on.startswith("getrf") and "lineax" in fitted_on and "jax" not in fitted_on.split("sources")[1]
+    qr = next(t for name, t in held_times.items() if "Householder QR" in name)
+    assert qr > 2 * 512 * step and 1.649e-3 / 1.25 < qr < 1.649e-3 * 1.25
+    assert "getrf's fitted step" in held.details["source"]
     assert solver_estimate(work, get_device("host")) is None          # a CPU runs LAPACK, not cuSolver
+    # A device without fitted constants: a block tree and two L2 round trips, six times less than LU's step.
+    from dataclasses import replace
+
+    bare, why = grid_reduction_s(replace(H100, name="h100-unfitted"))
+    assert "latency path" in why and bare < step / 3
 
 
 # ---------------------------------------------------------------------------

@@ -482,9 +482,11 @@ class SolverKernel:
     (per launch); the critical path of one launch, counted in dependent operations the models price at
     the device's latencies: `smem_steps` (a shared-memory load, an operation, a store and a block
     barrier), `reduce_levels` (a shuffle or shared-memory tree level and its add), `alu_ops` (dependent
-    arithmetic: square roots, reciprocals, rotation formulas), `grid_steps` (a dependency between blocks
-    through L2: a flag written and read), `serial_flops` (FMAs one SM must issue in turn: the tile
-    products of the critical path).
+    arithmetic: square roots, reciprocals, rotation formulas), `grid_steps` (a dependency between two
+    blocks through L2: a flag written and read), `grid_reductions` (a reduction across all the kernel's
+    blocks, broadcast back before the next step: a factorisation's column step, `REDUCTIONS_PER_COLUMN`;
+    its block trees included), `serial_flops` (FMAs one SM must issue in turn: the tile products of the
+    critical path).
     """
 
     name: str
@@ -496,6 +498,7 @@ class SolverKernel:
     reduce_levels: float = 0.0
     alu_ops: float = 0.0
     grid_steps: float = 0.0
+    grid_reductions: float = 0.0
     serial_flops: float = 0.0
 
 
@@ -648,13 +651,17 @@ def solver_kernels(work: LibraryWork) -> tuple[SolverKernel, ...] | None:
         # (`geqr2_smem*`, LAPACK's geqr2): per column the norm of the column (dlarfg: a block tree, then the
         # square root and the scaling, 8 dependent operations) and the reflector's product with the panel's
         # other columns (dlarf: a tree per column, side by side, then the rank-1 update): two trees and two
-        # shared-memory steps, each tree joined through L2 when the panel spans blocks. Then it forms
-        # U = Q U_R (blocked: larft + GEMMs; below one block: two kernels per reflector).
+        # shared-memory steps. A panel taller than a block (`geqr2_smem_domino*`, a block per column in the
+        # capture) joins each tree across the blocks: two grid reductions per column
+        # (`REDUCTIONS_PER_COLUMN["geqrf"]`). Then it forms U = Q U_R (blocked: larft + GEMMs; below one
+        # block: two kernels per reflector).
         spread = p > QR_BLOCK_ROWS
+        reductions = REDUCTIONS_PER_COLUMN["geqrf"] * k
         out.append(SolverKernel("Householder QR of the tall matrix (geqr2)", 1,
                                 ctas=b * max(1, math.ceil(p / QR_BLOCK_ROWS)), flops=b * 2.0 * p * k * k,
                                 bytes=b * 2.0 * p * k * elem, smem_steps=2.0 * k, alu_ops=8.0 * k,
-                                reduce_levels=2.0 * k * math.log2(QR_BLOCK_ROWS), grid_steps=2.0 * k if spread else 0))
+                                reduce_levels=0.0 if spread else reductions * math.log2(QR_BLOCK_ROWS),
+                                grid_reductions=reductions if spread else 0.0))
         q_flops = b * 4.0 * p * k * k
         if k >= HOUSEHOLDER_BLOCK:
             nblk = math.ceil(k / HOUSEHOLDER_BLOCK)
