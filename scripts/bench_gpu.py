@@ -140,11 +140,14 @@ def _routine(instr) -> str:
     return instr.opcode if instr.opcode in ("cholesky", "triangular-solve", "fft") else ""
 
 
-def routine_table(kernels, modules):
+def routine_table(kernels, modules, scored=None):
     """Each library routine of the corpus: kernels, the sources they come from, their share of the measured time,
     and how `xla-gpu` prices it with the kernel's own source left out (`held_out_price`): from the kernels the
     routine launches (nothing fitted), by constants fitted on other sources, or by constants borrowed from its
-    family because its routine appears in one source alone (no honest training data)."""
+    family because its routine appears in one source alone (no honest training data). With `scored` (the
+    `xla-gpu` score table), also the median ratio of its kernels per execution and its share of the absolute error
+    per run over every scored kernel (as `kind_table` counts it)."""
+    import numpy as np
     import pandas as pd
 
     from xla_costmodel import get_device, get_model
@@ -167,13 +170,25 @@ def routine_table(kernels, modules):
 
     lib = kernels[kernels["routine"] != ""]
     total = float(kernels["min_per_run_s"].sum())
+    err = ratio = None
+    if scored is not None:
+        pred = scored["predicted_s"].to_numpy(float) * scored["executions_per_run"].to_numpy(float)
+        meas = scored["min_per_run_s"].to_numpy(float)
+        e = np.where(np.isfinite(pred), np.abs(pred - meas), meas)
+        key = pd.MultiIndex.from_arrays([scored["case"], scored["hlo_op"]])
+        err = pd.Series(e / e.sum(), index=key)
+        ratio = pd.Series(scored["predicted_s"].to_numpy(float) / scored["measured_s"].to_numpy(float), index=key)
     rows = []
     for routine, g in lib.groupby("routine", sort=False):
         sources = sorted(g["source"].unique())
         prices = sorted({held_out_price(c, op) for c, op in zip(g["case"], g["hlo_op"])})
-        rows.append({"routine": routine, "kernels": len(g), "programs": g["program"].nunique(),
-                     "sources": ", ".join(sources), "share_of_time": float(g["min_per_run_s"].sum()) / total,
-                     "held_out_price": "; ".join(prices)})
+        row = {"routine": routine, "kernels": len(g), "programs": g["program"].nunique(),
+               "sources": ", ".join(sources), "share_of_time": float(g["min_per_run_s"].sum()) / total}
+        if err is not None:
+            keys = list(zip(g["case"], g["hlo_op"]))
+            row["median_ratio"] = float(np.nanmedian(ratio.reindex(keys).to_numpy(float)))
+            row["share_of_abs_error"] = float(err.reindex(keys).sum())
+        rows.append({**row, "held_out_price": "; ".join(prices)})
     return pd.DataFrame(rows).sort_values("share_of_time", ascending=False)
 
 
@@ -662,9 +677,10 @@ def run(args) -> int:
     _print("per kind of kernel (issue 31): median ratio and ratio error of kernels >= 5 us; shares of the measured "
            "time and of the absolute error per run over every scored kernel (fitted models leave one source out)",
            kinds)
-    routines = routine_table(kernels, modules)
+    routines = routine_table(kernels, modules, scores.get("xla-gpu"))
     _print("library routines (custom calls and library ops): where they come from, and how xla-gpu prices "
-           "each with its source left out", routines, index=False)
+           "each with its source left out (median_ratio per execution; share_of_abs_error: of xla-gpu's absolute "
+           "error per run over every scored kernel)", routines, index=False)
     programs = program_table(scores, kernels, rows)
     shares = []
     for col in programs.columns:
