@@ -166,6 +166,8 @@ def routine_table(kernels, modules, scored=None):
             return "fitted on other sources" if details.get("honest", True) else "fitted, borrowed (no other source)"
         if details.get("emitter") == "sort":  # `models._sort`: CUB's or XLA's sort kernels, from their structure
             return f"{details.get('library', 'sort')} sort priced from its kernels"
+        if "grid reductions at getrf" in source:  # `models._library_calls.grid_reduction_s`: LU's fitted step
+            return "solver priced from its kernels, LU's reduction step from other sources"
         return source.split(" (")[0] or "unpriced"
 
     lib = kernels[kernels["routine"] != ""]
