@@ -338,9 +338,9 @@ def grid_reduction_s(device) -> tuple[float, str]:
     step time (`REDUCTION_ROUTINE`, held out as `leaving_source_out` says), or, on a device without
     fitted constants, its latency path: a block tree and two L2 round trips (`models._gpu_latency`).
 
-    On the H100 LU's step is 1.6 us, six times that latency path: the same time per reduction prices QR's
-    panel (two per column: 3.1-3.35 us a column in the capture's `geqr2_smem_domino` kernels) and syevd's
-    tridiagonalisation (four per column)."""
+    On the H100 LU's step is 1.6 us, four times that latency path (0.41 us): the same time per reduction
+    prices QR's panel (two per column: 3.1-3.35 us a column in the capture's `geqr2_smem_domino` kernels)
+    and syevd's tridiagonalisation (four per column)."""
     constants = library_constants(device, REDUCTION_ROUTINE)
     if constants is not None and constants.step_s > 0:
         return constants.step_s, f"{REDUCTION_ROUTINE}'s fitted step ({constants.fitted_on})"
