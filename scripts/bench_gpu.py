@@ -20,8 +20,9 @@ Method (issue 24):
 - a row's `time_s` (one execution of the instruction) is compared with its
   measured time per execution, `min_per_run_s` over the executions per run:
   `analyze`'s `executions` where it knows them (`executions_known`), else
-  the kernel launches per run the capture counted (a library call launches
-  many kernels per execution, so that is a lower bound on its time);
+  the executions per run the capture shows: the bursts of the instruction's
+  consecutive events (`measure.capture_executions`; not its launches: a
+  library call under a `conditional` launches six kernels per execution);
 - `Memcpy` rows (copies the driver runs: `copy` instructions, loop
   predicates sent to the host, copies under names the module lacks) are set
   aside;
@@ -78,6 +79,7 @@ FITTED = ("fitted", "learned", "context")
 #: `learned` as it ships on the H100: xla-gpu times a learned efficiency (`fit._efficiency`); scored with `learned`.
 EFFICIENCY = "learned (xla-gpu x efficiency)"
 CORPUS = ROOT / "calibration" / "h100-sxm_corpus.parquet"
+EVENTS = ROOT / "calibration" / "h100-sxm_corpus_events.parquet"
 SUITE = ROOT / "calibration" / "h100-sxm.parquet"
 HLO = ROOT / "hlo_fixtures" / "gpu_h100"
 #: Kernels at least this long per execution are the issue's headline set.
@@ -138,11 +140,14 @@ def _routine(instr) -> str:
     return instr.opcode if instr.opcode in ("cholesky", "triangular-solve", "fft") else ""
 
 
-def routine_table(kernels, modules):
+def routine_table(kernels, modules, scored=None):
     """Each library routine of the corpus: kernels, the sources they come from, their share of the measured time,
     and how `xla-gpu` prices it with the kernel's own source left out (`held_out_price`): from the kernels the
     routine launches (nothing fitted), by constants fitted on other sources, or by constants borrowed from its
-    family because its routine appears in one source alone (no honest training data)."""
+    family because its routine appears in one source alone (no honest training data). With `scored` (the
+    `xla-gpu` score table), also the median ratio of its kernels per execution and its share of the absolute error
+    per run over every scored kernel (as `kind_table` counts it)."""
+    import numpy as np
     import pandas as pd
 
     from xla_costmodel import get_device, get_model
@@ -161,24 +166,41 @@ def routine_table(kernels, modules):
             return "fitted on other sources" if details.get("honest", True) else "fitted, borrowed (no other source)"
         if details.get("emitter") == "sort":  # `models._sort`: CUB's or XLA's sort kernels, from their structure
             return f"{details.get('library', 'sort')} sort priced from its kernels"
+        if "grid reductions at getrf" in source:  # `models._library_calls.grid_reduction_s`: LU's fitted step
+            return "solver priced from its kernels, LU's reduction step from other sources"
         return source.split(" (")[0] or "unpriced"
 
     lib = kernels[kernels["routine"] != ""]
     total = float(kernels["min_per_run_s"].sum())
+    err = ratio = None
+    if scored is not None:
+        pred = scored["predicted_s"].to_numpy(float) * scored["executions_per_run"].to_numpy(float)
+        meas = scored["min_per_run_s"].to_numpy(float)
+        e = np.where(np.isfinite(pred), np.abs(pred - meas), meas)
+        key = pd.MultiIndex.from_arrays([scored["case"], scored["hlo_op"]])
+        err = pd.Series(e / e.sum(), index=key)
+        ratio = pd.Series(scored["predicted_s"].to_numpy(float) / scored["measured_s"].to_numpy(float), index=key)
     rows = []
     for routine, g in lib.groupby("routine", sort=False):
         sources = sorted(g["source"].unique())
         prices = sorted({held_out_price(c, op) for c, op in zip(g["case"], g["hlo_op"])})
-        rows.append({"routine": routine, "kernels": len(g), "programs": g["program"].nunique(),
-                     "sources": ", ".join(sources), "share_of_time": float(g["min_per_run_s"].sum()) / total,
-                     "held_out_price": "; ".join(prices)})
+        row = {"routine": routine, "kernels": len(g), "programs": g["program"].nunique(),
+               "sources": ", ".join(sources), "share_of_time": float(g["min_per_run_s"].sum()) / total}
+        if err is not None:
+            keys = list(zip(g["case"], g["hlo_op"]))
+            row["median_ratio"] = float(np.nanmedian(ratio.reindex(keys).to_numpy(float)))
+            row["share_of_abs_error"] = float(err.reindex(keys).sum())
+        rows.append({**row, "held_out_price": "; ".join(prices)})
     return pd.DataFrame(rows).sort_values("share_of_time", ascending=False)
 
 
 def measured_kernels(rows, modules):
-    """The scored kernels: measured rows that are not `Memcpy`, with their category and instruction."""
+    """The scored kernels: measured rows that are not `Memcpy`, with their category and instruction, and their
+    executions per run as the capture's event order shows them (`capture_executions`)."""
     import numpy as np
+    import pandas as pd
 
+    from xla_costmodel.measure import capture_executions
     from xla_costmodel.measure.programs import is_memcpy
 
     memcpy = is_memcpy(rows["kernel_symbol"])
@@ -188,6 +210,11 @@ def measured_kernels(rows, modules):
     out["category"] = [category(by_name[c].get(op), s)
                        for c, op, s in zip(out["case"], out["hlo_op"], out["kernel_symbol"])]
     out["routine"] = [_routine(by_name[c].get(op)) for c, op in zip(out["case"], out["hlo_op"])]
+    events = pd.read_parquet(EVENTS, columns=["program", "size", "run", "hlo_op", "start_in_run_ns", "stream",
+                                              "kernel_symbol", "duration_ns", "source", "hlo_module"])
+    executions = capture_executions(events, what=EVENTS.name)
+    out["capture_executions"] = [float(executions.get((p, s, op), np.nan))
+                                 for p, s, op in zip(out["program"], out["size"], out["hlo_op"])]
     out.attrs["memcpy_rows"] = int(np.sum(memcpy))
     return out.reset_index(drop=True)
 
@@ -247,9 +274,12 @@ def score_table(kernels, priced):
 
     t = kernels.merge(priced, on=["case", "hlo_op"], how="left")
     known = t["executions_known"].fillna(False).astype(bool).to_numpy() & (t["executions"].fillna(0) > 0).to_numpy()
-    per_run = np.where(known, t["executions"].to_numpy(float), np.maximum(t["launches"].to_numpy(float), 1.0))
+    # Where analyze cannot tell, the capture's executions (its launches where a row has none): on every kernel
+    # whose trip counts analyze knows, the two agree.
+    measured = t["capture_executions"].fillna(t["launches"]).to_numpy(float)
+    per_run = np.where(known, t["executions"].to_numpy(float), np.maximum(measured, 1.0))
     t["executions_per_run"] = per_run
-    t["trip_count_from"] = np.where(known, "analyze", "launches")
+    t["trip_count_from"] = np.where(known, "analyze", "capture")
     t["measured_s"] = t["min_per_run_s"].to_numpy(float) / per_run
     ok = t["priced"].fillna(False).astype(bool).to_numpy()
     t["predicted_s"] = np.where(ok, t["time_s"].to_numpy(float), np.nan)
@@ -453,7 +483,7 @@ def program_table(scores: dict, kernels, rows):
     - `/kernels`: the issue's figure: `analyze`'s total over the kernels it priced (`time_s` x `executions`,
       an unknown trip count taken as 1) over the measured sum of the same kernels;
     - `/kernels, trips measured`: the same with each kernel's executions per run as it is scored (the measured
-      launches where `analyze` does not know the trip count);
+      executions where `analyze` does not know the trip count);
     - `/all kernels` and `/wall`: `analyze`'s total over every measured kernel, and over the wall time per run:
       what a user is told (a lower bound where a trip count is unknown: `trip_counts_unknown`);
     - `+ overhead /wall`: that total plus the shipped per-run program overhead of the H100 (fitted on the
@@ -471,7 +501,7 @@ def program_table(scores: dict, kernels, rows):
     base["noise_median_over_min"] = samples.map(lambda v: float(np.median(v) / np.min(v)))
     overhead = ProgramOverhead.from_calibration(DEVICE)
     first = next(iter(scores.values()))
-    base["trip_counts_unknown"] = (first["trip_count_from"] == "launches").groupby(first["case"], sort=False).any()
+    base["trip_counts_unknown"] = (first["trip_count_from"] == "capture").groupby(first["case"], sort=False).any()
     for model, t in scores.items():
         ok = t[t["predicted_s"].notna() & (t["predicted_s"] > 0)]
         ok = ok.assign(analyze_s=ok["time_s"] * ok["executions"], scored_s=ok["predicted_s"] * ok["executions_per_run"])
@@ -639,7 +669,7 @@ def run(args) -> int:
     print(f"\nH100 corpus (calibration/h100-sxm_corpus.parquet): {len(cases)} program runs, {len(kernels)} kernels "
           f"scored per execution, {n_long} of them >= 5 us; {kernels.attrs['memcpy_rows']} Memcpy rows set aside; "
           f"trip counts from analyze for {int((first['trip_count_from'] == 'analyze').sum())} kernels, from the "
-          f"measured launches for {int((first['trip_count_from'] == 'launches').sum())}")
+          f"capture's executions for {int((first['trip_count_from'] == 'capture').sum())}")
     tabs = kernel_tables(scores, kernels)
     for title, frame in tabs.items():
         _print(f"{title} (noise: the capture's median run scored against its fastest, as if a model)", frame)
@@ -649,9 +679,10 @@ def run(args) -> int:
     _print("per kind of kernel (issue 31): median ratio and ratio error of kernels >= 5 us; shares of the measured "
            "time and of the absolute error per run over every scored kernel (fitted models leave one source out)",
            kinds)
-    routines = routine_table(kernels, modules)
+    routines = routine_table(kernels, modules, scores.get("xla-gpu"))
     _print("library routines (custom calls and library ops): where they come from, and how xla-gpu prices "
-           "each with its source left out", routines, index=False)
+           "each with its source left out (median_ratio per execution; share_of_abs_error: of xla-gpu's absolute "
+           "error per run over every scored kernel)", routines, index=False)
     programs = program_table(scores, kernels, rows)
     shares = []
     for col in programs.columns:

@@ -198,3 +198,38 @@ ENTRY main {
     for col in ("launches", "min_per_run_s", "median_per_run_s"):
         np.testing.assert_allclose(ours.loc[theirs.index, col], theirs[col], rtol=1e-9, err_msg=col)
     assert ours.loc["gemm.1", "launches"] == 1.0  # the memset before the GEMM is not a launch
+
+
+def test_executions_are_the_bursts_of_an_instructions_events(events):
+    """`capture_executions` against the modules that ran: where `analyze` knows an instruction's executions per
+    run (a loop's trip count, the module's structure), the capture's bursts equal them; a cuSolver LU under a
+    `conditional` (`jax_scipy_expm`, whose analyze row cannot tell which branch runs) launches six kernels in one
+    execution, and counts one."""
+    import warnings
+
+    from xla_costmodel import analyze
+    from xla_costmodel.hlo import parse_hlo
+    from xla_costmodel.measure import capture_executions
+
+    expm = pd.read_parquet(EVENTS, filters=[("program", "==", "jax_scipy_expm"), ("size", "==", "small")])
+    both = pd.concat([events, expm], ignore_index=True)
+    executions = capture_executions(both)
+    launches = capture_kernels(both).set_index(KEY)["launches"]
+    assert executions.index.equals(launches.index.intersection(executions.index)) and len(executions) == len(launches)
+    compared = 0
+    for program, size in (*SLICE, ("jax_scipy_expm", "small")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            table = analyze(parse_hlo(_module(f"{program}@{size}")), device="h100-sxm", model="roofline")
+        known = table[table["executions_known"].astype(bool)].groupby("kernel")["executions"].sum()
+        for op, n in known.items():
+            if (program, size, op) in executions.index:
+                assert executions[(program, size, op)] == n, (program, size, op)
+                compared += 1
+    assert compared > 40
+    # Loop bodies run many times per run: the bursts count them, as the loop's trip count does.
+    assert (executions > 1).any()
+    lu = ("jax_scipy_expm", "small", "lu.0")
+    assert launches[lu] == 6 and executions[lu] == 1
+    with pytest.raises(CaptureError, match="missing columns: start_in_run_ns"):
+        capture_executions(events.drop(columns=["start_in_run_ns"]))

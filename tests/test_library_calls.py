@@ -195,6 +195,25 @@ def test_leaving_source_out_scores_getrf_within_2x(refit):
     assert scored.ratio.between(0.5, 2.0).all()
 
 
+def test_a_factorisation_step_is_one_reduction_in_getrf_and_syevd(refit):
+    """`steps` counts a factorisation's reductions across the matrix (`REDUCTIONS_PER_COLUMN`): LU one per
+    column (the pivot search), the tridiagonalisation of syevd four (dlatrd: the norm, A·v, V'v and W'v, w'v).
+    Fitted on their own rows, independently, the two routines then agree on the time of one step; counted a
+    column per step, syevd's step would take about four of getrf's."""
+    _, fits = refit
+    getrf = fits["getrf"]["all"]["constants"]["step_s"]
+    syevd = fits["syevd"]["all"]["constants"]["step_s"]
+    assert syevd == pytest.approx(getrf, rel=0.25)
+
+
+def test_syevd_held_out_against_the_h100():
+    # Row: jax_linalg_eigh, large, jax, eigh.0: min_per_run_s 4595 us (125 kernels; 3.1 ms of them in 12
+    # sytrd4_gpu launches of 32 columns each, ~255 us whatever the trailing size). syevd is measured in jax's
+    # programs only: priced with the getrf constants fitted on lineax's rows. A column per step: 0.33x.
+    t = _price("xla-gpu", "jax_linalg_eigh", "large", "jax", "eigh.0")
+    assert 0.75 < t / 4595.1e-6 < 1.25
+
+
 # ---------------------------------------------------------------------------
 # cuSolver priced from its kernels (issue 31)
 
@@ -240,18 +259,32 @@ def test_cusolver_from_its_kernels_against_the_h100(program, size, kernel, measu
     assert low < t / measured_s < high
 
 
-def test_cusolver_from_its_kernels_is_not_fitted():
-    from xla_costmodel.models._library_calls import solver_estimate
+def test_cusolver_from_its_kernels_fits_only_the_time_of_a_reduction_across_blocks():
+    from xla_costmodel.models._library_calls import grid_reduction_s, solver_estimate
 
     work = _work("jax_linalg_svd", "large", "svd.0")
     est = solver_estimate(work, H100)
     with leaving_source_out("jax"):
         held = solver_estimate(work, H100)
-    assert est.time_s == held.time_s and "not fitted" in est.details["source"]
-    # The 32-column Jacobi kernels: the capture's 279 launches took 7.95 ms in the fastest run.
-    jacobi = next(t for name, _, t in est.details["kernel_times_s"] if "Jacobi" in name)
+        step, fitted_on = grid_reduction_s(H100)
+    times = {name: t for name, _, t in est.details["kernel_times_s"]}
+    held_times = {name: t for name, _, t in held.details["kernel_times_s"]}
+    # The 32-column Jacobi kernels are nothing fitted: the capture's 279 launches took 7.95 ms in the fastest run.
+    jacobi = next(t for name, t in times.items() if "Jacobi" in name)
+    assert jacobi == next(t for name, t in held_times.items() if "Jacobi" in name)
     assert 7.95e-3 / 1.25 < jacobi < 7.95e-3 * 1.25
+    # QR of the 768 x 512 matrix: its panels' reductions across blocks (two per column) take LU's step, fitted
+    # without jax's rows when jax is held out. The capture's five geqr2_smem_domino launches: 1.649 ms.
+    assert fitted_on.startswith("getrf") and "lineax" in fitted_on and "jax" not in fitted_on.split("sources")[1]
+    qr = next(t for name, t in held_times.items() if "Householder QR" in name)
+    assert qr > 2 * 512 * step and 1.649e-3 / 1.25 < qr < 1.649e-3 * 1.25
+    assert "getrf's fitted step" in held.details["source"]
     assert solver_estimate(work, get_device("host")) is None          # a CPU runs LAPACK, not cuSolver
+    # A device without fitted constants: a block tree and two L2 round trips, 0.41 us, a quarter of LU's step.
+    from dataclasses import replace
+
+    bare, why = grid_reduction_s(replace(H100, name="h100-unfitted"))
+    assert "latency path" in why and bare < step / 3
 
 
 # ---------------------------------------------------------------------------

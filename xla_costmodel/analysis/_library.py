@@ -16,9 +16,11 @@ knows, once:
   result tuple are scratch, not output), the matrices in the batch, the
   matrix order, and `steps`: the length of the routine's serial dependency
   chain per matrix, which bounds the time of the solvers whatever their flops
-  (a column per step for LU, Cholesky, triangular solves, Householder
-  tridiagonalisation; n·⌈log2 n⌉ rotations rounds for one-sided Jacobi SVD,
-  whose sweeps grow like log n; a radix pass per 8 key bits for CUB's sorts).
+  (for a factorisation, each column's reductions across the matrix, each
+  waited for and broadcast back (`REDUCTIONS_PER_COLUMN`: LU one, Householder
+  tridiagonalisation four); a row per step for triangular solves; n·⌈log2 n⌉
+  rotation rounds for one-sided Jacobi SVD, whose sweeps grow like log n; a
+  radix pass per 8 key bits for CUB's sorts).
 
 For cuSolver's `potrf`, `gesvdj` and Jacobi `syevd` it also lists the kernels
 the routine launches (`solver_kernels` / `SolverKernel`: launches, blocks,
@@ -188,6 +190,19 @@ def _svd_flops(m: int, n: int) -> float:
     big, small = max(m, n), min(m, n)
     return 4.0 * big * big * small + 8.0 * big * small * small + 9.0 * small ** 3
 
+
+#: A factorisation's serial chain, per column: its reductions over the whole column or trailing matrix, each a
+#: dependency between all the blocks of the kernel (reduced, then broadcast back before the next can start), from
+#: LAPACK's unblocked algorithms, which cuSolver's panel kernels run a column at a time:
+#: - getrf (dgetf2): the pivot search (idamax); the swap, the scaling and the rank-1 update are row-local;
+#: - potrf (dpotf2): the dot product of the row; the column's products below it are row-local;
+#: - geqrf (dgeqr2): the column's norm (dlarfg), then the reflector's products with the trailing columns (dlarf);
+#: - orgqr (dorg2r): the reflector's products with the trailing columns (dlarf);
+#: - syevd's tridiagonalisation (dsytrd / dlatrd, lower): the column's norm (dlarfg), the symmetric product
+#:   A·v (dsymv), the panel's corrections V'v and W'v (side by side), and w'v; the panel's own updates of the
+#:   column are row-local. cuSolver's `sytrd4_gpu` runs these a column at a time (32 per launch on the H100).
+#: The routines of a family share one step time (`fit._library_fit`): a step is one such reduction.
+REDUCTIONS_PER_COLUMN = {"getrf": 1, "potrf": 1, "geqrf": 2, "orgqr": 1, "syevd": 4}
 
 _PER_MATRIX_FLOPS = {
     "getrf": _getrf_flops,
@@ -394,9 +409,9 @@ def library_work(instr) -> LibraryWork | None:
             # One-sided Jacobi: about log2(n) sweeps, each of n rounds of disjoint column-pair rotations.
             steps = float(k * max(1, math.ceil(math.log2(max(k, 2)))))
         elif routine == "potrf":
-            steps = float(n)
+            steps = float(n * REDUCTIONS_PER_COLUMN[routine])
         else:
-            steps = float(k)
+            steps = float(k * REDUCTIONS_PER_COLUMN.get(routine, 1))
     return LibraryWork(routine, library, float(flops), matrix, dtype, float(read), float(written),
                        int(batch), int(m), int(n), int(rhs), float(steps))
 
@@ -467,9 +482,11 @@ class SolverKernel:
     (per launch); the critical path of one launch, counted in dependent operations the models price at
     the device's latencies: `smem_steps` (a shared-memory load, an operation, a store and a block
     barrier), `reduce_levels` (a shuffle or shared-memory tree level and its add), `alu_ops` (dependent
-    arithmetic: square roots, reciprocals, rotation formulas), `grid_steps` (a dependency between blocks
-    through L2: a flag written and read), `serial_flops` (FMAs one SM must issue in turn: the tile
-    products of the critical path).
+    arithmetic: square roots, reciprocals, rotation formulas), `grid_steps` (a dependency between two
+    blocks through L2: a flag written and read), `grid_reductions` (a reduction across all the kernel's
+    blocks, broadcast back before the next step: a factorisation's column step, `REDUCTIONS_PER_COLUMN`;
+    its block trees included), `serial_flops` (FMAs one SM must issue in turn: the tile products of the
+    critical path).
     """
 
     name: str
@@ -481,6 +498,7 @@ class SolverKernel:
     reduce_levels: float = 0.0
     alu_ops: float = 0.0
     grid_steps: float = 0.0
+    grid_reductions: float = 0.0
     serial_flops: float = 0.0
 
 
@@ -633,13 +651,17 @@ def solver_kernels(work: LibraryWork) -> tuple[SolverKernel, ...] | None:
         # (`geqr2_smem*`, LAPACK's geqr2): per column the norm of the column (dlarfg: a block tree, then the
         # square root and the scaling, 8 dependent operations) and the reflector's product with the panel's
         # other columns (dlarf: a tree per column, side by side, then the rank-1 update): two trees and two
-        # shared-memory steps, each tree joined through L2 when the panel spans blocks. Then it forms
-        # U = Q U_R (blocked: larft + GEMMs; below one block: two kernels per reflector).
+        # shared-memory steps. A panel taller than a block (`geqr2_smem_domino*`, a block per column in the
+        # capture) joins each tree across the blocks: two grid reductions per column
+        # (`REDUCTIONS_PER_COLUMN["geqrf"]`). Then it forms U = Q U_R (blocked: larft + GEMMs; below one
+        # block: two kernels per reflector).
         spread = p > QR_BLOCK_ROWS
+        reductions = REDUCTIONS_PER_COLUMN["geqrf"] * k
         out.append(SolverKernel("Householder QR of the tall matrix (geqr2)", 1,
                                 ctas=b * max(1, math.ceil(p / QR_BLOCK_ROWS)), flops=b * 2.0 * p * k * k,
                                 bytes=b * 2.0 * p * k * elem, smem_steps=2.0 * k, alu_ops=8.0 * k,
-                                reduce_levels=2.0 * k * math.log2(QR_BLOCK_ROWS), grid_steps=2.0 * k if spread else 0))
+                                reduce_levels=0.0 if spread else reductions * math.log2(QR_BLOCK_ROWS),
+                                grid_reductions=reductions if spread else 0.0))
         q_flops = b * 4.0 * p * k * k
         if k >= HOUSEHOLDER_BLOCK:
             nblk = math.ceil(k / HOUSEHOLDER_BLOCK)

@@ -47,8 +47,9 @@ _TERMS = {
     # A cuBLAS GEMM: the measured GEMM table's time, times one scale (the geometric mean of measured / table).
     "gemm": ("table_scale",),
 }
-# Families share the kind of serial step: a factorisation's step (a column) reduces over and updates the
-# trailing matrix; a substitution's (trsm) or a pivot swap's touches one row.
+# Families share the kind of serial step: a factorisation's step is one reduction across the column or the
+# trailing matrix (`analysis._library.REDUCTIONS_PER_COLUMN`: one per column for LU, four for the symmetric
+# tridiagonalisation of syevd); a substitution's (trsm) or a pivot swap's touches one row.
 _FAMILY = {r: "factorisation" for r in ("getrf", "potrf", "geqrf", "orgqr", "syevd", "gesvdj", "gesvd")}
 _FAMILY.update({"trsm": "substitution", "lu_pivots_to_permutation": "substitution"})
 _FAMILY.update({r: "cudnn" for r in ("conv_forward", "conv_bias_activation", "conv_backward_filter",

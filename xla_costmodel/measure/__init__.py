@@ -14,7 +14,8 @@
   appended Parquet or CSV file; `noise_floor` compares two suite runs.
 - `capture_kernels` / `capture_rows` turn a GPU capture (device events of
   traced runs, the H100 corpus's format; `capture_events_from_trace` makes
-  one from a `jax.profiler` trace) into dataset rows.
+  one from a `jax.profiler` trace) into dataset rows; `capture_executions`
+  counts each instruction's executions per run from its events' order.
 - `measure_host()` measures this machine's CPU: the `"host"` device;
   `host_device()` reads its cache or measures (what `xla_costmodel.get_device("host")`
   does), `resolve_device(device)` gives any device's `DeviceSpec` that way.
@@ -47,6 +48,7 @@ from ._runs import measurement_from_trace as measurement_from_trace
 from ._runs import merge_measurements as merge_measurements
 from ._gpu_capture import CaptureError as CaptureError
 from ._gpu_capture import capture_events_from_trace as capture_events_from_trace
+from ._gpu_capture import capture_executions as capture_executions
 from ._gpu_capture import capture_kernels as capture_kernels
 from ._gpu_capture import capture_rows as capture_rows
 from ._host import host_device as host_device

@@ -14,6 +14,8 @@ of a `jax.profiler` trace of any GPU, read by the one trace reader
 (`program`, `size`, `hlo_op`) with `launches` (events per run, the median
 over runs; memsets are not counted: a cuBLAS call writes one before its
 GEMM), `min_per_run_s`, `median_per_run_s` and the per-run samples.
+`capture_executions` counts each instruction's executions per run: the
+bursts of its consecutive events (a library call's kernels run back to back).
 `capture_rows` joins those to the compiled modules and returns rows of the
 calibration dataset (`measure._dataset`, schema 2), through the same row
 builder as every other measurement (`measure._suite.measurement_rows`), with
@@ -39,6 +41,7 @@ __all__ = [
     "CAPTURE_EVENT_COLUMNS",
     "CaptureError",
     "capture_events_from_trace",
+    "capture_executions",
     "capture_kernels",
     "capture_rows",
     "is_memcpy",
@@ -125,6 +128,34 @@ def capture_kernels(events: pd.DataFrame, *, what: str = "capture") -> pd.DataFr
     out = out.sort_values(["program", "size", "_first_start"], kind="stable").drop(columns=["_first_start"])
     return out.reset_index(drop=True)
 
+
+def capture_executions(events: pd.DataFrame, *, what: str = "capture") -> pd.Series:
+    """How many times each instruction ran per run of its program, counted from the capture alone.
+
+    Events in order of their start (all streams merged: XLA runs every
+    kernel on one compute stream, and a few copies on side streams); one
+    execution of an instruction is one burst of its consecutive events (a
+    cuSolver call's kernels, its memsets and copies, back to back), and any
+    other instruction's event between two of them starts a new execution.
+    So a `getrf` that launches six kernels once per run counts 1, where its
+    `launches` count 6; a loop body's kernel counts one per iteration (the
+    loop's predicate copy, under the loop's name, separates iterations). On
+    the H100 corpus this equals `analyze`'s executions on every instruction
+    whose trip counts it knows (2350 of 2350 scored kernels).
+
+    **Returns:** a float Series indexed by (`program`, `size`, `hlo_op`): the
+    median over runs of the bursts per run.
+
+    Raises `CaptureError` for a table that is not a capture.
+    """
+    _check_columns(events, what)
+    ev = events[["program", "size", "run", "hlo_op"]].copy()
+    ev["_start"] = pd.to_numeric(events["start_in_run_ns"]).astype("float64")
+    ev = ev.sort_values(["program", "size", "run", "_start"], kind="stable")
+    key = ev[["program", "size", "run", "hlo_op"]]
+    first = (key != key.shift()).any(axis=1)
+    bursts = first.groupby([ev["program"], ev["size"], ev["run"], ev["hlo_op"]], sort=False).sum()
+    return bursts.groupby(level=[0, 1, 3], sort=False).median().astype("float64").rename("executions_per_run")
 
 def capture_rows(
     events: pd.DataFrame,

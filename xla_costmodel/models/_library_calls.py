@@ -9,7 +9,8 @@ cuBLAS GEMM (priced by the measured GEMM table, `models._gemm_table`):
 - `launch`: the device's kernel launch overhead, times `launch_multiple` (a
   library call starts several kernels);
 - `steps`: the routine's serial dependency chain (`LibraryWork.steps`: a
-  column per step for LU / Cholesky / triangular solves / tridiagonalisation,
+  factorisation's reductions across the matrix, one per column for LU, four
+  for syevd's tridiagonalisation; a row per step for triangular solves;
   n·⌈log2 n⌉ rounds for Jacobi SVD, a pass per key byte for radix sorts),
   `step_s` the time of one step;
 - `peak`: the matrix-unit rate of the dtype for GEMM-like work
@@ -30,7 +31,8 @@ launch, and no step time (a lower bound), with a note that says so.
 
 Three cuSolver routines measured in one source only (jax), so with no honest
 held-out constants, are priced from the kernels they launch instead
-(`solver_estimate`, nothing fitted): `potrf` (one tiled kernel), `gesvdj`
+(`solver_estimate`; nothing of theirs is fitted, and a reduction across a
+kernel's blocks takes LU's fitted step time, `grid_reduction_s`): `potrf` (one tiled kernel), `gesvdj`
 (block Jacobi sweeps, after a QR when the matrix is not square) and `syevd` on
 n <= 32 (jaxlib runs Jacobi `syevj` there); so is cuBLAS's triangular solve,
 whose sources each ran one kernel only (lineax one right-hand side: trsv; jax
@@ -85,7 +87,7 @@ from ._base import KernelEstimate, dominant_bound
 from ._gpu_latency import ALU_LATENCY_CYCLES, BARRIER_CYCLES, HBM_LATENCY_CYCLES, L2_LATENCY_CYCLES, SMEM_LATENCY_CYCLES
 from ._launch import TOPK_TARGET, topk_launch
 
-__all__ = ["LibraryConstants", "conv_gemm_estimate", "fft_estimate", "solver_estimate", "gemm_table_estimate", "library_call_estimate", "library_call_or_gemm",
+__all__ = ["LibraryConstants", "conv_gemm_estimate", "fft_estimate", "grid_reduction_s", "solver_estimate", "gemm_table_estimate", "library_call_estimate", "library_call_or_gemm",
            "topk_estimate",
            "library_constants", "leaving_source_out"]
 
@@ -325,6 +327,27 @@ _REDUCE_LEVEL_CYCLES = SMEM_LATENCY_CYCLES + ALU_LATENCY_CYCLES                 
 _GRID_STEP_CYCLES = 2 * L2_LATENCY_CYCLES + BARRIER_CYCLES                          # a flag through L2
 
 
+#: The routine whose fitted step is one reduction across a kernel's blocks (`analysis._library.REDUCTIONS_PER_COLUMN`:
+#: LU's column has one, its pivot search), measured in more than one source.
+REDUCTION_ROUTINE = "getrf"
+
+
+def grid_reduction_s(device) -> tuple[float, str]:
+    """The time of one reduction across all the blocks of a cuSolver panel kernel, broadcast back (the
+    step of a factorisation's column, `SolverKernel.grid_reductions`), and where it comes from: LU's fitted
+    step time (`REDUCTION_ROUTINE`, held out as `leaving_source_out` says), or, on a device without
+    fitted constants, its latency path: a block tree and two L2 round trips (`models._gpu_latency`).
+
+    On the H100 LU's step is 1.6 us, four times that latency path (0.41 us): the same time per reduction
+    prices QR's panel (two per column: 3.1-3.35 us a column in the capture's `geqr2_smem_domino` kernels)
+    and syevd's tridiagonalisation (four per column)."""
+    constants = library_constants(device, REDUCTION_ROUTINE)
+    if constants is not None and constants.step_s > 0:
+        return constants.step_s, f"{REDUCTION_ROUTINE}'s fitted step ({constants.fitted_on})"
+    cycles = math.log2(256) * _REDUCE_LEVEL_CYCLES + _GRID_STEP_CYCLES
+    return cycles / (device.clock_rate_ghz * 1e9), "latency path (no fitted constants)"
+
+
 def solver_estimate(work: LibraryWork, device) -> KernelEstimate | None:
     """A cuSolver or cuBLAS solver call priced from the kernels it launches (`analysis.library.solver_kernels`:
     potrf, gesvdj, Jacobi syevd, trsm), or None for a routine without that structure (the fitted form).
@@ -333,9 +356,10 @@ def solver_estimate(work: LibraryWork, device) -> KernelEstimate | None:
     at the memory bandwidth and the FP32 vector peak of the SMs its blocks occupy (a 16-block Jacobi
     kernel gets 16/132 of an H100's), and its critical path: a load from HBM and a store, shared-memory
     steps, reduction levels, dependent arithmetic and L2 round trips at the latencies of
-    `models._gpu_latency`, and the FMAs one SM issues in turn at that SM's rate. Nothing is fitted: the
-    fitted constants of potrf, gesvdj and syevd came from one source only (jax), and each source ran one
-    of trsm's two kernels only, so no honest held-out set exists for them.
+    `models._gpu_latency`, reductions across the kernel's blocks at `grid_reduction_s`, and the FMAs one
+    SM issues in turn at that SM's rate. Only that reduction time is fitted, on LU's rows (held out as
+    `leaving_source_out` says): the fitted constants of potrf, gesvdj and syevd came from one source only
+    (jax), and each source ran one of trsm's two kernels only, so no honest held-out set exists for them.
     """
     kernels = solver_kernels(work) if device.kind == "gpu" else None
     if kernels is None:
@@ -343,6 +367,8 @@ def solver_estimate(work: LibraryWork, device) -> KernelEstimate | None:
     launch = device.kernel_launch_overhead_s
     clock = device.clock_rate_ghz * 1e9
     sm_flops = device.peak_fp32_flops_per_s / max(device.core_count, 1)
+    reduction_s, reduction_from = (grid_reduction_s(device) if any(k.grid_reductions for k in kernels)
+                                   else (0.0, ""))
     compute = memory = latency = launches = 0.0
     per_kind = []
     for kind in kernels:
@@ -353,7 +379,8 @@ def solver_estimate(work: LibraryWork, device) -> KernelEstimate | None:
         # Every kernel's path starts with a load from global memory and ends with a store (as cuFFT's).
         path = (2 * HBM_LATENCY_CYCLES + kind.smem_steps * _SMEM_STEP_CYCLES
                 + kind.reduce_levels * _REDUCE_LEVEL_CYCLES + kind.alu_ops * ALU_LATENCY_CYCLES
-                + kind.grid_steps * _GRID_STEP_CYCLES) / clock + kind.serial_flops / sm_flops
+                + kind.grid_steps * _GRID_STEP_CYCLES) / clock + kind.serial_flops / sm_flops \
+            + kind.grid_reductions * reduction_s
         t = max(mem, fl, path)
         memory += kind.launches * mem
         compute += kind.launches * (t - mem) if fl >= path else 0.0
@@ -361,7 +388,9 @@ def solver_estimate(work: LibraryWork, device) -> KernelEstimate | None:
         launches += kind.launches
         per_kind.append((kind.name, kind.launches, kind.launches * (launch + t)))
     time = launches * launch + memory + compute + latency
-    details = {"emitter": "library", "source": "solver priced from its kernels (not fitted)",
+    source = ("solver priced from its kernels (grid reductions at " + reduction_from + ")" if reduction_from
+              else "solver priced from its kernels (not fitted)")
+    details = {"emitter": "library", "source": source,
                "routine": work.routine, "library": work.library, "flops": work.flops, "matmul_flops": 0.0,
                "bytes_read": work.bytes_read, "bytes_written": work.bytes_written,
                "bytes_accessed": work.bytes_accessed, "steps": work.steps, "launches": int(launches),
