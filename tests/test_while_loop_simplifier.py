@@ -267,3 +267,94 @@ def test_pad_and_reduce_as_xla_gpu_leaves_them_before_priority_fusion():
             assert mine[0].raw_attributes["padding"] == theirs[0].raw_attributes["padding"]
         else:
             assert mine[0].attribute("dimensions") == theirs[0].attribute("dimensions")
+
+
+#: The diffrax gradients' shape (jax prunes a `lax.cond`'s unused operands itself; diffrax's solver loops reach
+#: XLA with them): a loop's history that only a conditional's branch parameter carries, which no branch reads,
+#: and a result element no one reads.
+CONDITIONAL_RESIDUALS = """
+HloModule conditional_residuals
+
+add_f32 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] add(a, b)
+}
+
+body {
+  p = (s32[], f32[16]{0}, f32[4]{0}) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  y = f32[16]{0} get-tuple-element(p), index=1
+  c = f32[] constant(1.5)
+  cb = f32[16]{0} broadcast(c), dimensions={}
+  y2 = f32[16]{0} multiply(y, cb)
+  h = f32[4]{0} get-tuple-element(p), index=2
+  zero = f32[] constant(0)
+  total = f32[] reduce(y, zero), dimensions={0}, to_apply=add_f32
+  row = f32[1]{0} reshape(total)
+  h2 = f32[4]{0} dynamic-update-slice(h, row, i)
+  ROOT out = (s32[], f32[16]{0}, f32[4]{0}) tuple(next, y2, h2)
+}
+
+cond {
+  p = (s32[], f32[16]{0}, f32[4]{0}) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(4)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+twice {
+  a = (f32[16]{0}, f32[4]{0}) parameter(0)
+  y = f32[16]{0} get-tuple-element(a), index=0
+  two = f32[] constant(2)
+  b = f32[16]{0} broadcast(two), dimensions={}
+  r = f32[16]{0} multiply(y, b)
+  e = f32[] exponential(two)
+  ROOT t = (f32[16]{0}, f32[]) tuple(r, e)
+}
+
+less {
+  a = (f32[16]{0}, f32[4]{0}) parameter(0)
+  y = f32[16]{0} get-tuple-element(a), index=0
+  one = f32[] constant(1)
+  b = f32[16]{0} broadcast(one), dimensions={}
+  r = f32[16]{0} subtract(y, b)
+  ROOT t = (f32[16]{0}, f32[]) tuple(r, one)
+}
+
+ENTRY main {
+  x = f32[16]{0} parameter(0)
+  flag = pred[] parameter(1)
+  zero = s32[] constant(0)
+  h0 = f32[] constant(0)
+  h = f32[4]{0} broadcast(h0), dimensions={}
+  init = (s32[], f32[16]{0}, f32[4]{0}) tuple(zero, x, h)
+  loop = (s32[], f32[16]{0}, f32[4]{0}) while(init), condition=cond, body=body
+  y = f32[16]{0} get-tuple-element(loop), index=1
+  hist = f32[4]{0} get-tuple-element(loop), index=2
+  args = (f32[16]{0}, f32[4]{0}) tuple(y, hist)
+  c = (f32[16]{0}, f32[]) conditional(flag, args, args), true_computation=twice, false_computation=less
+  ROOT r = f32[16]{0} get-tuple-element(c), index=0
+}
+"""
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_unused_conditional_elements_go_and_the_loop_history_with_them(flag):
+    from xla_costmodel.fusion._conditional import remove_unused_conditional_elements
+
+    module = parse_hlo(CONDITIONAL_RESIDUALS)
+    args = [np.linspace(-1, 1, 16, dtype=np.float32), np.array(flag)]
+    want = run_on_cpu(module.to_text(), args)
+    assert simplify_while_loops(module).dead_elements == 0  # the history is read after the loop
+    assert remove_unused_conditional_elements(module) == 3  # the result's f32[], each branch's f32[4]
+    (cond,) = [i for _, i in module.instructions() if i.opcode == "conditional"]
+    assert len(cond.shape.tuple_shapes) == 1 and len(cond.operands[1].shape.tuple_shapes) == 1
+    assert not [i for b in (cond.attribute("true_computation"), cond.attribute("false_computation"))
+                for i in b.instructions if i.opcode == "exponential"]
+    assert simplify_while_loops(module).dead_elements == 1
+    (loop,) = _loops(module)
+    assert "f32[4]" not in _state(loop)
+    np.testing.assert_allclose(run_on_cpu(module.to_text(), args)[0], want[0], rtol=1e-6)

@@ -24,6 +24,7 @@ from ..hlo.editing import ContentIds
 from ..models import prices_by_content
 from ..models import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
 from ._constant_folding import fold_constants
+from ._conditional import remove_unused_conditional_elements
 from ._cse import eliminate_common_subexpressions
 from ._conv_rewrite import ConvRewrite, rewrite_convolutions
 from ._gemm_fusion import GemmRewrite, merge_dots, rewrite_gemms
@@ -505,6 +506,8 @@ def working_copy(module: HloModule, inline_calls: bool, mode: str,
             # WhileLoopConstantSinking, then WhileLoopSimplifier, as XLA's pipeline orders them
             changed = simplify and bool(sink_constants(work))
             changed = simplify and simplify_while_loops(work).changed or changed
+            # ConditionalSimplifier's unused results and operands (its TryRemoveConditional is `_simplify`'s)
+            changed = simplify and bool(remove_unused_conditional_elements(work)) or changed
             if constant_folding:
                 changed = fold_constants(work).changed or changed
             if not changed or not simplify:
@@ -647,17 +650,18 @@ def simulate_fusion(
       selects, ...; `time_before_s` prices the module simplified; a no-op on XLA's own input to
       fusion), with XLA's `WhileLoopConstantSinking` and `WhileLoopSimplifier`
       (`fusion._while_loop_simplifier`: loop-invariant constants sunk into loop bodies, dead loop-state
-      elements removed, induction variables merged into the trip counter), folding constants with them to a
+      elements removed, induction variables merged into the trip counter) and `ConditionalSimplifier`'s
+      removal of unused conditional results and operands, folding constants with them to a
       fixed point when `constant_folding`; then XLA's `DotMerger`, where XLA runs it: right after its
       simplification pipeline (`fusion._gemm_fusion.merge_dots`: dots sharing an operand made one dot,
       sliced; not run again by `gemm_rewrites`). XLA runs these passes (each rule checked against its
       dumps), and on the H100 corpus they now help both figures: modules within 10% of XLA's kernel count
-      go 63 -> 76 of 114 (`scripts/bench_pipeline.py --simplify`; 84 with `--gemm-rewrites`, the diffrax
-      ODE solvers at XLA's count), the programs priced within 1.25x of their measured H100 time 46.5% ->
-      47.4% (`scripts/bench_gpu.py`'s laptop path, before the loop passes). Still off by default: with it on,
-      18 tests of the contracts of a default run fail (`time_before_s` as `analyze` of the input, a
-      fused total no larger than the input's on flax's LSTM gradient once dots merge, no cyclic garbage,
-      `search_fusion` keeping no module alive), and those are to be settled first.
+      go 63 -> 76 of 114 (`scripts/bench_pipeline.py --simplify`; 84 with `--gemm-rewrites`), the
+      programs priced within 1.25x of their measured H100 time 46.5% -> 47.4% (`scripts/bench_gpu.py`'s
+      laptop path, before the loop passes). Still off by default: with it on, 18 tests of the contracts
+      of a default run fail (`time_before_s` as `analyze` of the input, a fused total no larger than the
+      input's on flax's LSTM gradient once dots merge, no cyclic garbage, `search_fusion` keeping no module
+      alive), and those are to be settled first.
 
     - `constant_folding`: fold what XLA's `HloConstantFolding` folds before fusion
       (`fusion._constant_folding`: every instruction whose operands are all constants, broadcasts of
