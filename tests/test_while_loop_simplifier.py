@@ -358,3 +358,75 @@ def test_unused_conditional_elements_go_and_the_loop_history_with_them(flag):
     (loop,) = _loops(module)
     assert "f32[4]" not in _state(loop)
     np.testing.assert_allclose(run_on_cpu(module.to_text(), args)[0], want[0], rtol=1e-6)
+
+
+#: A loop that is its computation's root, with two induction variables and no trip counter: the merge appends a
+#: counter, and the root becomes the loop's state as it was (each variable read back as base + counter * step).
+LOOP_AT_ROOT = """
+HloModule loop_at_root
+
+body {
+  p = (s32[], s32[], f32[4]{0}) parameter(0)
+  j = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  j2 = s32[] add(j, one)
+  k = s32[] get-tuple-element(p), index=1
+  three = s32[] constant(3)
+  k2 = s32[] add(k, three)
+  x = f32[4]{0} get-tuple-element(p), index=2
+  kf = f32[] convert(k)
+  b = f32[4]{0} broadcast(kf), dimensions={}
+  x2 = f32[4]{0} add(x, b)
+  ROOT out = (s32[], s32[], f32[4]{0}) tuple(j2, k2, x2)
+}
+
+cond {
+  p = (s32[], s32[], f32[4]{0}) parameter(0)
+  j = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(9)
+  ROOT lt = pred[] compare(j, n), direction=LT
+}
+
+ENTRY main {
+  x = f32[4]{0} parameter(0)
+  j0 = s32[] parameter(1)
+  k0 = s32[] parameter(2)
+  init = (s32[], s32[], f32[4]{0}) tuple(j0, k0, x)
+  ROOT loop = (s32[], s32[], f32[4]{0}) while(init), condition=cond, body=body
+}
+"""
+
+
+@pytest.mark.parametrize("j0", [0, 4, 9])
+def test_a_loop_at_the_root_keeps_its_state(j0):
+    module = parse_hlo(LOOP_AT_ROOT)
+    args = [np.arange(4, dtype=np.float32), np.array(j0, np.int32), np.array(-2, np.int32)]
+    want = run_on_cpu(module.to_text(), args)
+    assert simplify_while_loops(module).merged_induction_variables == 2
+    assert module.entry.root.opcode == "tuple" and len(module.entry.root.operands) == 3
+    (loop,) = _loops(module)
+    assert len(loop.shape.tuple_shapes) == 4  # the trip counter appended
+    simplify(module)
+    got = run_on_cpu(module.to_text(), args)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_dead_element_of_a_loop_whose_init_is_not_a_tuple_instruction():
+    text = LOOP_AT_ROOT.replace("""  x = f32[4]{0} parameter(0)
+  j0 = s32[] parameter(1)
+  k0 = s32[] parameter(2)
+  init = (s32[], s32[], f32[4]{0}) tuple(j0, k0, x)
+  ROOT loop = (s32[], s32[], f32[4]{0}) while(init), condition=cond, body=body""",
+                                """  init = (s32[], s32[], f32[4]{0}) parameter(0)
+  loop = (s32[], s32[], f32[4]{0}) while(init), condition=cond, body=body
+  ROOT x = f32[4]{0} get-tuple-element(loop), index=0""").replace(
+        "x2 = f32[4]{0} add(x, b)", "x2 = f32[4]{0} add(x, x)").replace(
+        "ROOT x = f32[4]{0} get-tuple-element(loop), index=0", "ROOT x = f32[4]{0} get-tuple-element(loop), index=2")
+    module = parse_hlo(text)
+    assert simplify_while_loops(module).dead_elements == 1  # k: read by nothing but itself
+    (loop,) = _loops(module)
+    assert [str(s.element_type) for s in loop.shape.tuple_shapes] == ["s32", "f32"]
+    assert loop.operands[0].opcode == "tuple" and all(o.opcode == "get-tuple-element"
+                                                       for o in loop.operands[0].operands)
+    assert module.entry.root.attribute("index") == 1  # the reader after the loop, re-indexed
