@@ -21,6 +21,10 @@ kernel launch"). Two of its transformations are simulated, in place, each as XLA
   condition and after the loop (a trip counter is appended to the tuple when there is none). The simplifier
   then removes `* 1`.
 
+`sink_constants` is the pass XLA runs right before it, `WhileLoopConstantSinking` (XLA:GPU's options: constants,
+not their broadcasts): a loop-invariant element whose init is a constant is read as that constant in the body and
+the condition (then folded with them), and the element, now read by no one, is removed as dead.
+
 As in XLA's `Run`, each loop gets the first transformation that applies per pass (the merge after the dead
 elements' removal), and the pass runs again in the pipeline's fixed point. Not simulated: repeated tuple
 elements, nested tuples, constant elements (`TryRemoveConstantParams`, `TryPropagateConstant`), trivial compares,
@@ -28,7 +32,8 @@ the removal of loops of trip count 0 or 1 (the scatter expander's loop: `fusion.
 result). A loop whose body or condition another instruction calls too, or whose body's root is not a `tuple`,
 is left alone. A loop's trip count, recorded before (`analysis.annotate_trip_counts`), stays on it.
 
-Facts after XLA's source named above and its dumps (the diffrax ODE solvers' loops, deviceless); the code is ours.
+Facts after XLA's source named above (and `xla/service/while_loop_constant_sinking.cc`) and its dumps (the diffrax
+ODE solvers' loops, deviceless); the code is ours.
 """
 
 from __future__ import annotations
