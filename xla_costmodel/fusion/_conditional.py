@@ -17,7 +17,10 @@ branch, becomes one `select` fused into the loop body's kernels). It removes a c
   (broadcast to the array's shape).
 
 A conditional whose branches hold a side effect or a channel instruction, or that carries a sharding,
-is kept, as in XLA. The removal of unused operands and tuple elements is not simulated.
+is kept, as in XLA. `remove_unused_conditional_elements` simulates the pass's other two rewrites: elements of a
+tuple result no one reads dropped from the branches' roots (`RemoveUnusedTupleElements`), elements of a branch's
+tuple parameter it never reads dropped from the conditional's operand (`TryRemoveUnusedConditionalOperands`):
+what a loop computes only for a branch that ignores it is then dead in the loop (`fusion._while_loop_simplifier`).
 
 Facts after XLA's `xla/service/conditional_simplifier.cc`; the code is ours.
 """
@@ -29,7 +32,7 @@ from ..hlo import HloComputation, HloInstruction, HloModule, Shape
 from ..hlo.editing import NameUniquifier, clone_instruction
 from ._cse import _has_side_effect
 
-__all__ = ["remove_conditionals"]
+__all__ = ["remove_conditionals", "remove_unused_conditional_elements"]
 
 # `instruction_is_expensive`'s exceptions: not expensive although not elementwise.
 _CHEAP = frozenset({"broadcast", "concatenate", "dynamic-slice", "get-tuple-element", "reduce", "reshape", "pad",
@@ -168,3 +171,136 @@ def remove_conditionals(module: HloModule) -> int:
             _replace(cond, value)
             removed += 1
     return removed
+
+
+# -- unused results and operands ------------------------------------------------------------------------------
+
+
+def _gte(comp: HloComputation, before: HloInstruction | None, tup: HloInstruction, index: int) -> HloInstruction:
+    module = comp.module
+    instr = HloInstruction(module.unique_name("get-tuple-element"), "get-tuple-element", tup.shape.tuple_shapes[index],
+                           [tup])
+    instr.set_attribute("index", index)
+    comp.add_instruction(instr, before=before)
+    return instr
+
+
+def _tuple(comp: HloComputation, before: HloInstruction | None, operands: list[HloInstruction]) -> HloInstruction:
+    instr = HloInstruction(comp.module.unique_name("tuple"), "tuple", Shape.tuple_of([o.shape for o in operands]),
+                           operands)
+    comp.add_instruction(instr, before=before)
+    return instr
+
+
+def _skipped(cond: HloInstruction, branches: list[HloComputation]) -> bool:
+    """`ConditionalSimplifier::Run` leaves a conditional alone when it carries a sharding or a branch calls a
+    channel instruction (it clones computations)."""
+    if "sharding" in cond.raw_attributes:
+        return True
+    todo, seen = list(branches), set()
+    while todo:
+        comp = todo.pop()
+        if id(comp) in seen:
+            continue
+        seen.add(id(comp))
+        for i in comp.instructions:
+            if "channel_id" in i.raw_attributes:
+                return True
+            todo.extend(i.called_computations)
+    return False
+
+
+def _remove_unused_results(cond: HloInstruction, branches: list[HloComputation], callers: dict) -> bool:
+    """`RemoveUnusedTupleElements`: the elements of a tuple result no get-tuple-element reads are dropped from
+    every branch's root."""
+    comp = cond.computation
+    if cond is comp.root or not cond.shape.is_tuple or not cond.users \
+            or any(u.opcode != "get-tuple-element" for u in cond.users):
+        return False
+    used = sorted({int(u.attribute("index")) for u in cond.users})
+    if len(used) == len(cond.shape.tuple_shapes):
+        return False
+    if len({id(b) for b in branches}) != len(branches) or any(len(callers.get(b.name, ())) != 1 for b in branches) \
+            or any(b.root is None or not b.root.shape.is_tuple for b in branches):
+        return False  # (XLA clones a shared branch; left alone here)
+    new_index = {old: k for k, old in enumerate(used)}
+    for b in branches:
+        root = b.root
+        parts = [root.operands[i] for i in used] if root.opcode == "tuple" else [_gte(b, None, root, i) for i in used]
+        b.root = _tuple(b, None, parts)
+        if not root.users and root.opcode != "parameter" and not _has_side_effect(root):
+            operands = list(root.operands)
+            b.remove_instruction(root)
+            _drop_unread(b, operands)
+    cond.shape = Shape.tuple_of([cond.shape.tuple_shapes[i] for i in used])
+    for u in cond.users:
+        u.set_attribute("index", new_index[int(u.attribute("index"))])
+    return True
+
+
+def _drop_unread(comp: HloComputation, candidates: list[HloInstruction]) -> None:
+    while candidates:
+        x = candidates.pop()
+        if x.users or x is comp.root or x.computation is not comp or x.opcode == "parameter" or _has_side_effect(x):
+            continue
+        candidates.extend(x.operands)
+        comp.remove_instruction(x)
+
+
+def _remove_unused_operands(branch: HloComputation, sites: list[HloInstruction]) -> bool:
+    """`TryRemoveUnusedConditionalOperands`: the elements of a branch's tuple parameter it never reads are dropped
+    from the parameter and from the operand of every conditional calling it (a tuple of the rest)."""
+    param = branch.parameter(0) if len(branch.parameters) == 1 else None
+    if param is None or param is branch.root or not param.shape.is_tuple \
+            or any(u.opcode != "get-tuple-element" for u in param.users):
+        return False
+    keep = sorted({int(u.attribute("index")) for u in param.users})
+    if len(keep) == len(param.shape.tuple_shapes):
+        return False
+    old_shape = param.shape
+    new_index = {old: k for k, old in enumerate(keep)}
+    param.shape = Shape.tuple_of([old_shape.tuple_shapes[i] for i in keep])
+    for u in param.users:
+        u.set_attribute("index", new_index[int(u.attribute("index"))])
+    for site in sites:
+        for k, b in enumerate(_branches(site)):
+            if b is not branch:
+                continue
+            operand = site.operands[k + 1]
+            comp = site.computation
+            parts = [operand.operands[i] for i in keep] if operand.opcode == "tuple" else \
+                [_gte(comp, site, operand, i) for i in keep]
+            site.replace_operand(k + 1, _tuple(comp, site, parts))
+            _drop_unread(comp, [operand])
+    return True
+
+
+def remove_unused_conditional_elements(module: HloModule) -> int:
+    """`ConditionalSimplifier`'s removal of what a conditional's readers and branches do not use, in place:
+    `RemoveUnusedTupleElements` (result elements no one reads) on every conditional, then
+    `TryRemoveUnusedConditionalOperands` (parameter elements a branch never reads) on every branch computation
+    that only conditionals call. What is left unread in the callers is removed first (XLA's pipeline runs DCE
+    before). **Returns:** how many results and parameters were narrowed."""
+    conds = [i for _, i in module.instructions() if i.opcode == "conditional"]
+    if not conds:
+        return 0
+    for comp in {id(c.computation): c.computation for c in conds}.values():
+        _drop_unread(comp, [i for i in comp.instructions if not i.users])
+    conds = [c for c in conds if c.computation is not None]
+    callers = module.callers()
+    n = 0
+    sites: dict[int, tuple[HloComputation, list[HloInstruction]]] = {}
+    for cond in conds:
+        branches = _branches(cond)
+        if _skipped(cond, branches):
+            continue
+        n += _remove_unused_results(cond, branches, callers)
+        for b in branches:
+            entry = sites.setdefault(id(b), (b, []))
+            if cond not in entry[1]:
+                entry[1].append(cond)
+    for branch, calling in sites.values():
+        if len(callers.get(branch.name, ())) != len(calling):
+            continue  # called by something else too (XLA clones it; left alone here)
+        n += _remove_unused_operands(branch, calling)
+    return n

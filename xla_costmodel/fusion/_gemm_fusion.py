@@ -33,8 +33,9 @@ Before priority fusion XLA:GPU turns each `dot` into one of three things
   runs it inside a loop fusion).
 
 Earlier, the GPU algebraic simplifier's dot strength reduction makes vector-vector dots, small
-matrix-vector dots and outer products a multiply of broadcasts and a reduce (`strength_reduce_dots`),
-and `DotMerger` merges dots sharing an operand (`merge_dots`).
+matrix-vector dots and outer products a multiply of broadcasts and a reduce (`strength_reduce_dots`; a dot
+with a vector side in the shape of its other side, with no transpose, where the simplifier's later rounds leave it
+so), and `DotMerger` merges dots sharing an operand (`merge_dots`).
 
 Right before `GemmFusion`, `SplitkRewriter` (`backends/gpu/transforms/splitk_rewriter.cc`, `splitk-rewriter`) splits
 the contracting dimension of a dot its cost estimate says gains from it (`choose_split_k`: tiles of
@@ -762,6 +763,52 @@ def should_strength_reduce(dot) -> bool:
     return (m + n) * k < STRENGTH_REDUCTION_THRESHOLD
 
 
+def _reduce_in_operand_shape(comp, module, dot, adders) -> HloInstruction | None:
+    """A dot with a vector side `v` (only batch and contracting dimensions) as XLA's simplification pipeline
+    leaves it: `reduce(multiply(broadcast(v), x), x's contracting dimensions)` in the shape of the other side
+    `x`, no transpose, where `x`'s other dimensions are already in the dot's output order and `v`'s map to `x`'s
+    in order. (XLA's `DotDecomposer` first writes the dot as a matrix-vector product of transposes and reshapes,
+    the strength reduction a multiply and reduce of those; the simplifier's later rounds fold the transposes and
+    reshapes into the broadcast and the reduce's dimensions: the diffrax ODE solvers' `v[7] . x[16,7,8]` becomes
+    `reduce(multiply(broadcast(v, {1}), x), {1})` in XLA's module before priority fusion.) None where that does
+    not hold (the general form then, transposes included)."""
+    lb, lc, rb, rc = _dot_dims(dot)
+    if not lc:
+        return None
+    t = dot.shape.element_type
+    for x_side in (1, 0) if _is_vector_side(dot, 0) else (0,):
+        v_side = 1 - x_side
+        if not _is_vector_side(dot, v_side):
+            continue
+        x, v = dot.operands[x_side], dot.operands[v_side]
+        xb, xc = (lb, lc) if x_side == 0 else (rb, rc)
+        vb, vc = (lb, lc) if v_side == 0 else (rb, rc)
+        rank = len(x.shape.dims)
+        kept = list(xb) + [d for d in range(rank) if d not in xb and d not in xc]
+        to_x = dict(zip(vb, xb)) | dict(zip(vc, xc))
+        dims = [to_x[d] for d in range(len(v.shape.dims))]
+        if kept != sorted(kept) or dims != sorted(dims):
+            continue
+        layout = _row_major(rank)
+        sides = []
+        for operand in (x, v):
+            if operand.shape.element_type != t:
+                operand = _add(comp, dot, module, "convert", "convert",
+                               Shape.array(t, operand.shape.dims, _row_major(len(operand.shape.dims))), [operand])
+            sides.append(operand)
+        if dims != list(range(rank)):
+            sides[1] = _add(comp, dot, module, "broadcast", "broadcast", Shape.array(t, x.shape.dims, layout),
+                            [sides[1]], dimensions=_braces(dims))
+        if v_side == 0:
+            sides.reverse()  # the dot's operand order
+        product = _add(comp, dot, module, "multiply", "multiply", Shape.array(t, x.shape.dims, layout), sides)
+        zero = _add(comp, dot, module, "constant", "constant", Shape.array(t, []), [])
+        zero.literal_text = "false" if t == "pred" else "0"
+        return _add(comp, dot, module, "reduce", "reduce", Shape.array(t, dot.shape.dims, dot.shape.layout),
+                    [product, zero], dimensions=_braces(sorted(xc)), to_apply=_adder(module, t, comp, adders))
+    return None
+
+
 def strength_reduce_dots(module: HloModule) -> list[str]:
     """The dots `should_strength_reduce` picks, made a multiply of broadcast operands and a reduce over
     the contracting dimensions (converts to the output type first), in place. **Returns:** their names."""
@@ -770,6 +817,12 @@ def strength_reduce_dots(module: HloModule) -> list[str]:
     for comp in _nonfusion_computations(module):
         for dot in _two_operand_dots(comp):
             if not dot.shape.is_array or not should_strength_reduce(dot):
+                continue
+            reduce = _reduce_in_operand_shape(comp, module, dot, adders)
+            if reduce is not None:
+                dot.replace_all_uses_with(reduce)
+                comp.remove_instruction(dot)
+                done.append(dot.name)
                 continue
             lb, lc, rb, rc = _dot_dims(dot)
             t = dot.shape.element_type

@@ -33,6 +33,8 @@ assignment), then removes what is left unread:
   `x * 1`, `1 * x`, `x / 1` -> `x` (a constant or broadcast of one, all of that value; shapes equal);
 - `HandleMaximum`, `HandleMinimum`: `max(x, -inf)`, `min(x, inf)` on floats -> `x` (XLA:GPU
   propagates NaNs through min/max, which makes the rule apply to floats);
+- `HandleDynamicUpdateSlice`: `dynamic-update-slice(broadcast(v), u, c...)` with a scalar `v` and constant
+  starts -> `pad(u, v)` (each start clamped into the operand);
 - `HandleSelect`: `select(p, x, x)`, `select(true, x, y)`, `select(false, y, x)` -> `x`, and
   `select(p, true, false)` -> `p`; `HandleMaximum`/`HandleMinimum`: `max(x, x)` -> `x`;
 - `HandleCompare`: a compare whose result XLA knows made that constant (broadcast): `X < 0` and
@@ -49,7 +51,8 @@ assignment), then removes what is left unread:
   `ConditionalSimplifier`: a conditional of one branch, of a constant branch index, or of two
   cheap branches, inlined (`fusion._conditional`).
 
-Constant folding (`HloConstantFolding`) is `fusion._constant_folding`'s, run with these rules to a fixed point.
+Constant folding (`HloConstantFolding`) is `fusion._constant_folding`'s, and `WhileLoopConstantSinking` and
+`WhileLoopSimplifier` are `fusion._while_loop_simplifier`'s, run with these rules to a fixed point.
 
 Facts after XLA's `xla/hlo/transforms/simplifiers/algebraic_simplifier.cc`; the code is ours.
 """
@@ -225,6 +228,11 @@ def _rewritten(instr: HloInstruction) -> str | None:
         return "broadcast(iota) -> iota"
     if op == "add" and len(instr.operands) == 2:
         rule = _add_of_dynamic_update_slice(instr) or _add_of_scatter(instr)
+        if rule is not None:
+            return rule
+    if op == "dynamic-update-slice" and a.opcode == "broadcast" and len(a.operands) == 1 \
+            and a.operands[0].shape.is_array and a.operands[0].shape.rank == 0:
+        rule = _dynamic_update_slice_of_broadcast(instr)
         if rule is not None:
             return rule
     if op == "compare" and len(instr.operands) == 2:
@@ -435,6 +443,25 @@ def _add_of_dynamic_update_slice(instr: HloInstruction) -> str | None:
     comp.add_instruction(partial, before=instr)
     _become(instr, "dynamic-update-slice", [other, partial, *starts])
     return "add(A, dus(0, u)) -> dus(A, add(ds(A), u))"
+
+
+def _dynamic_update_slice_of_broadcast(instr: HloInstruction) -> str | None:
+    """`dynamic-update-slice(broadcast(v), u, c...) -> pad(u, v)` for a scalar `v` and constant starts `c`
+    (`HandleDynamicUpdateSlice`; each start clamped into the operand, as the dynamic-update-slice does)."""
+    update, starts = instr.operands[1], instr.operands[2:]
+    dims = instr.shape.dims
+    if not update.shape.is_array or len(starts) != len(dims):
+        return None
+    config = []
+    for start, size, width in zip(starts, dims, update.shape.dims):
+        value = _scalar_constant_value(start)
+        if value is None or start.shape.element_type in _FLOATS:
+            return None
+        low = min(max(0, int(value)), size - width)
+        config.append(f"{low}_{size - low - width}")
+    _become(instr, "pad", [update, instr.operands[0].operands[0]])
+    instr.set_attribute("padding", "x".join(config))
+    return "dynamic-update-slice(broadcast) -> pad"
 
 
 def _become(instr: HloInstruction, opcode: str, operands: list[HloInstruction], **attributes) -> None:

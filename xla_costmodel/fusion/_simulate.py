@@ -24,6 +24,7 @@ from ..hlo.editing import ContentIds
 from ..models import prices_by_content
 from ..models import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
 from ._constant_folding import fold_constants
+from ._conditional import remove_unused_conditional_elements
 from ._cse import eliminate_common_subexpressions
 from ._conv_rewrite import ConvRewrite, rewrite_convolutions
 from ._gemm_fusion import GemmRewrite, merge_dots, rewrite_gemms
@@ -40,6 +41,7 @@ from ._sort_iota import fuse_sort_iotas
 from ._scatter_expander import ScatterExpansion, expand_simple_scatters
 from ._topk import TopkDecomposition, decompose_topks, sort_iotas_as_iotas
 from ._tree_reduction import ReductionSplit, split_reductions
+from ._while_loop_simplifier import simplify_while_loops, sink_constants
 from ._xla_passes import BEFORE_FUSION_HINT, unsimulated_kernels
 
 __all__ = [
@@ -489,12 +491,26 @@ def working_copy(module: HloModule, inline_calls: bool, mode: str,
     if inline_calls and any(i.opcode == "call" for _, i in work.instructions()):
         work = _inline_calls(work, copy=False)
     annotate_trip_counts(work)
+    scatters: list = []
+    if simplify and gemm_device is not None:
+        # ScatterExpander(kEliminateSimpleScatters) runs in XLA:GPU's simplification pipeline, before the
+        # simplifier, CSE and constant folding that tidy its index code (`fusion._scatter_expander`)
+        scatters = expand_simple_scatters(work)
     if simplify:  # XLA's AlgebraicSimplifier and TupleSimplifier, before these passes (`fusion._simplify`)
         _simplify(work)
-    if constant_folding:  # HloConstantFolding (`fusion._constant_folding`), which XLA always runs
-        # in the same fixed point of XLA's simplification pipeline as the simplifier, when that is simulated
+    if constant_folding or simplify:
+        # HloConstantFolding (`fusion._constant_folding`), which XLA always runs, and its WhileLoopSimplifier
+        # (`fusion._while_loop_simplifier`), in the same fixed point of XLA's simplification pipeline as the
+        # simplifier, when that is simulated
         for _ in range(_FOLDING_ROUNDS):
-            if not fold_constants(work).changed or not simplify:
+            # WhileLoopConstantSinking, then WhileLoopSimplifier, as XLA's pipeline orders them
+            changed = simplify and bool(sink_constants(work))
+            changed = simplify and simplify_while_loops(work).changed or changed
+            # ConditionalSimplifier's unused results and operands (its TryRemoveConditional is `_simplify`'s)
+            changed = simplify and bool(remove_unused_conditional_elements(work)) or changed
+            if constant_folding:
+                changed = fold_constants(work).changed or changed
+            if not changed or not simplify:
                 break
             _simplify(work)
     if simplify:
@@ -502,7 +518,7 @@ def working_copy(module: HloModule, inline_calls: bool, mode: str,
     if gemm_device is not None:  # XLA:GPU's TopkDecomposer / TopkSpecializer (`fusion._topk`)
         decomposed = decompose_topks(work)
         # ScatterExpander(kEliminateSimpleScatters) and the passes that remove its loop (`fusion._scatter_expander`)
-        decomposed += expand_simple_scatters(work)
+        decomposed += scatters + expand_simple_scatters(work)
         if topks is not None:
             topks.extend(decomposed)
         sort_iotas_as_iotas(work)  # AlgebraicSimplifier's broadcast(iota) -> iota, for SortIotaFusion
@@ -632,16 +648,20 @@ def simulate_fusion(
       identity broadcasts/reshapes/transposes/converts, reductions over dimensions of size 1 made
       reshapes, `x + 0`, `max(x, -inf)`, `A / c`, dot strength reduction, cheap conditionals made
       selects, ...; `time_before_s` prices the module simplified; a no-op on XLA's own input to
-      fusion), folding constants with them to a fixed point when `constant_folding`; then XLA's
-      `DotMerger`, where XLA runs it: right after its simplification pipeline
-      (`fusion._gemm_fusion.merge_dots`: dots sharing an operand made one dot, sliced; not run again by
-      `gemm_rewrites`). XLA runs these passes (each rule checked against its dumps), and on the H100
-      corpus they now help both figures: modules within 10% of XLA's kernel count go 63 -> 72 of 114
-      (`scripts/bench_pipeline.py --simplify`), the programs priced within 1.25x of their measured H100
-      time 46.5% -> 47.4% (`scripts/bench_gpu.py`'s laptop path). Still off by default: with it on,
-      18 tests of the contracts of a default run fail (`time_before_s` as `analyze` of the input, a
-      fused total no larger than the input's on flax's LSTM gradient once dots merge, no cyclic garbage,
-      `search_fusion` keeping no module alive), and those are to be settled first.
+      fusion), with XLA's `WhileLoopConstantSinking` and `WhileLoopSimplifier`
+      (`fusion._while_loop_simplifier`: loop-invariant constants sunk into loop bodies, dead loop-state
+      elements removed, induction variables merged into the trip counter) and `ConditionalSimplifier`'s
+      removal of unused conditional results and operands, folding constants with them to a
+      fixed point when `constant_folding`; then XLA's `DotMerger`, where XLA runs it: right after its
+      simplification pipeline (`fusion._gemm_fusion.merge_dots`: dots sharing an operand made one dot,
+      sliced; not run again by `gemm_rewrites`). XLA runs these passes (each rule checked against its
+      dumps), and on the H100 corpus they now help both figures: modules within 10% of XLA's kernel count
+      go 63 -> 76 of 114 (`scripts/bench_pipeline.py --simplify`; 84 with `--gemm-rewrites`), the
+      programs priced within 1.25x of their measured H100 time 46.5% -> 47.4% (`scripts/bench_gpu.py`'s
+      laptop path, before the loop passes). Still off by default: with it on, 18 tests of the contracts
+      of a default run fail (`time_before_s` as `analyze` of the input, a fused total no larger than the
+      input's on flax's LSTM gradient once dots merge, no cyclic garbage, `search_fusion` keeping no module
+      alive), and those are to be settled first.
 
     - `constant_folding`: fold what XLA's `HloConstantFolding` folds before fusion
       (`fusion._constant_folding`: every instruction whose operands are all constants, broadcasts of
