@@ -26,7 +26,7 @@ from ..models import DEFAULT_DEVICE, DEFAULT_MODEL, resolve_inputs
 from ._constant_folding import fold_constants
 from ._cse import eliminate_common_subexpressions
 from ._conv_rewrite import ConvRewrite, rewrite_convolutions
-from ._gemm_fusion import GemmRewrite, merge_dots, rewrite_gemms
+from ._gemm_fusion import GemmRewrite, decompose_dots, merge_dots, rewrite_gemms
 from ._copy_insertion import fuse_copies, insert_root_copies
 from ._loop_copies import insert_loop_copies
 from ._legality import RULES, LegalityChecker
@@ -489,6 +489,8 @@ def working_copy(module: HloModule, inline_calls: bool, mode: str,
     if inline_calls and any(i.opcode == "call" for _, i in work.instructions()):
         work = _inline_calls(work, copy=False)
     annotate_trip_counts(work)
+    if gemms is not None and gemm_device is not None:  # XLA's DotDecomposer, before its simplifier (`_gemm_fusion`)
+        decompose_dots(work)
     if simplify:  # XLA's AlgebraicSimplifier and TupleSimplifier, before these passes (`fusion._simplify`)
         _simplify(work)
     if constant_folding:  # HloConstantFolding (`fusion._constant_folding`), which XLA always runs
@@ -514,7 +516,7 @@ def working_copy(module: HloModule, inline_calls: bool, mode: str,
         splits.extend(split_reductions(work))
     if gemms is not None and gemm_device is not None:  # SplitkRewriter, GemmFusion, GemmRewriter (`fusion._gemm_fusion`)
         gemms.extend(rewrite_gemms(work, gemm_device.compute_capability, gemm_device.core_count,
-                                   merge=not simplify))  # merged above with the simplifier
+                                   merge=not simplify, decompose=False))  # merged above with the simplifier
     if mode != "off":
         layout_changes_to_bitcasts(work, keep_attributes=mode == "decide")
     return work
