@@ -448,6 +448,7 @@ def rewrite_gemms(module: HloModule, compute_capability: tuple[int, int] = (9, 0
     strength_reduce_dots(module)
     if merge:
         merge_dots(module)
+    fold_transposes(module)  # as XLA runs it again right before its GEMM passes
     splits = {}
     if core_count:
         splits = {new: (old, k) for new, old, k in split_k_dots(module, core_count, tuple(compute_capability))}
@@ -937,7 +938,11 @@ def decompose_dots(module: HloModule) -> list[str]:
                     if moved == sorted(moved):  # only unit dimensions move: a bitcast, which the simplifier makes a reshape
                         x = once(dot, "reshape", x, [dims[p] for p in perm])
                     else:
-                        x = once(dot, "transpose", x, [dims[p] for p in perm], dimensions=_braces(perm))
+                        if len(moved) < len(perm):  # the simplifier's reshape(transpose) of unit dimensions:
+                            x = once(dot, "reshape", x, [dims[p] for p in sorted(moved)])  # dropped first
+                            rank = {p: i for i, p in enumerate(sorted(moved))}
+                            moved = [rank[p] for p in moved]
+                        x = once(dot, "transpose", x, [x.shape.dims[p] for p in moved], dimensions=_braces(moved))
                 tail = ([nc_size] if nc_size != 1 else []) + [k_size]
                 if side == 1:
                     tail = [k_size] + ([nc_size] if nc_size != 1 else [])
@@ -962,4 +967,70 @@ def decompose_dots(module: HloModule) -> list[str]:
             comp.remove_instruction(dot)
             comp.rename_instruction(new_dot, dot.name)  # the dot keeps its name (GemmRewrite rows name it)
             done.append(dot.name)
+    return done
+
+
+# ---------------------------------------------------------------------------
+# TransposeFolding
+
+
+def _matrix_layout_ok(dims, batch, rows, cols) -> bool:
+    """`MatrixLayout::For(shape, batch, rows, cols)` on a row-major shape: each group of dimensions
+    physically consecutive (`GetBatchRowColumnShape`), and the batch not the most minor."""
+    m2m = list(reversed(range(len(dims))))
+    order = []
+    i = 0
+    while i < len(m2m):
+        d = m2m[i]
+        for gid, group in ((1, rows), (2, cols), (0, batch)):
+            if group and d == group[-1]:
+                for g in reversed(group):
+                    if i >= len(m2m) or m2m[i] != g:
+                        return False
+                    i += 1
+                order.append(gid)
+                break
+        else:
+            return False
+    for gid, group in ((2, cols), (1, rows), (0, batch)):
+        if not group:
+            order.append(gid)
+    return order in ([2, 1, 0], [1, 2, 0], [2, 0, 1], [1, 0, 2])
+
+
+def fold_transposes(module: HloModule) -> list[str]:
+    """XLA's `TransposeFolding` with XLA:GPU's `CanFoldTransposeOperandIntoDot`
+    (`service/gpu/matmul_utils.cc`), in place: a dot operand that is a transpose is read through it
+    (the transpose folded into the dot's dimension numbers) when the transpose keeps the relative
+    order of the operand's non-contracting dimensions and the transpose's operand is a valid GEMM
+    layout for them (`_matrix_layout_ok`). `DotDecomposer`'s transpose of an attention's
+    probabilities (`[.., T, S] -> [.., S, T]`) goes this way: the GEMM reads them transposed.
+    **Returns:** the dots changed."""
+    done = []
+    for comp in _nonfusion_computations(module):
+        for dot in _two_operand_dots(comp):
+            changed = False
+            for side in (0, 1):
+                t = dot.operands[side]
+                perm = [int(p) for p in t.attribute("dimensions", ())] if t.opcode == "transpose" else []
+                if not perm or perm == sorted(perm):
+                    continue
+                lb, lc, rb, rc = _dot_dims(dot)
+                batch, contracting = (lb, lc) if side == 0 else (rb, rc)
+                nc = [d for d in range(t.shape.rank) if d not in batch and d not in contracting]
+                moved = [perm[d] for d in nc]
+                if sorted(range(len(nc)), key=lambda i: moved[i]) != list(range(len(nc))):
+                    continue  # the non-contracting dimensions would change order: the dot's shape would
+                if not _matrix_layout_ok(t.operands[0].shape.dims, [perm[d] for d in batch],
+                                         [perm[d] for d in contracting], moved):
+                    continue
+                prefix = "lhs" if side == 0 else "rhs"
+                dot.set_attribute(f"{prefix}_batch_dims", _braces(perm[d] for d in batch))
+                dot.set_attribute(f"{prefix}_contracting_dims", _braces(perm[d] for d in contracting))
+                dot.replace_operand(side, t.operands[0])
+                if not t.users and t is not comp.root:  # HloDCE
+                    comp.remove_instruction(t)
+                changed = True
+            if changed:
+                done.append(dot.name)
     return done
