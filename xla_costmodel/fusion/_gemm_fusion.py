@@ -32,9 +32,16 @@ Before priority fusion XLA:GPU turns each `dot` into one of three things
   `xla_gpu_gemm_rewrite_size_threshold` = 100 and an f16/bf16/f32 output: the classical emitter
   runs it inside a loop fusion).
 
-Earlier, the GPU algebraic simplifier's dot strength reduction makes vector-vector dots, small
-matrix-vector dots and outer products a multiply of broadcasts and a reduce (`strength_reduce_dots`),
-and `DotMerger` merges dots sharing an operand (`merge_dots`).
+Earlier, `DotDecomposer` (`decompose_dots`, before the simplifier) makes every dot canonical: its
+operands transposed to `[batch.., non-contracting, contracting]` (LHS), `[batch.., contracting,
+non-contracting]` (RHS) and reshaped to one dimension of each; the GPU algebraic simplifier's dot
+strength reduction makes vector-vector dots, small matrix-vector dots and outer products a multiply
+of broadcasts and a reduce (`strength_reduce_dots`); `DotMerger` merges dots sharing an operand
+(`merge_dots`); `TransposeFolding` folds a transpose operand back into the dot's dimension numbers
+where a GEMM can read it so (`fold_transposes`). `GemmFusion` then takes a producer or a user only
+where Triton's tiling can follow each dot dimension through it (`fusion._dim_order`, XLA's
+`triton_tiling_propagation.cc`): the transposes that split a dimension (an attention's `[B, T, N, H]`
+made `[B, N, T, H]`, the batch `(B, N)` split by `T`) stay out, kernels of their own, as in XLA.
 
 Right before `GemmFusion`, `SplitkRewriter` (`backends/gpu/transforms/splitk_rewriter.cc`, `splitk-rewriter`) splits
 the contracting dimension of a dot its cost estimate says gains from it (`choose_split_k`: tiles of
@@ -43,13 +50,15 @@ operands reshaped (padded when needed) to `[.., split, K / split, ..]`, the spli
 dimension of an f32 (accumulator type) dot, then a reduce over it (and a convert to the output
 type). The GEMM fusion then ends at that reduce: the epilogue goes to the reduction's kernel.
 
-`rewrite_gemms` runs them in XLA's order: strength reduction, dot merging, split-K, GEMM fusion.
+`rewrite_gemms` runs them in XLA's order: dot decomposition, strength reduction, dot merging,
+transpose folding, split-K, GEMM fusion.
 
-Not simulated: dimension-order propagation (`triton_tiling_propagation.cc`), which refuses some
-reshapes and transposes that split or merge a tiled dimension (here every reshape and transpose is
-taken); the concatenate divisibility by 64 is checked, not which dimension it joins; dot merging
-of operands on different sides (`TryMergeLHSWithRHSOperand`), `dot_decomposer` (several contracting or
-batch dimensions), and GemmRewriter's epilogues (bias, alpha) on cuBLAS calls.
+Not simulated: layouts (every tensor is taken row-major, as after XLA's layout normalization; a
+module with layout-changing transposes is read logically), the simplifier's other moves of
+transposes and reshapes (`ReshapeMover`, reduce of a transpose), dot merging of operands on
+different sides (`TryMergeLHSWithRHSOperand`), and GemmRewriter's epilogues (bias, alpha) on cuBLAS
+calls. `decompose_dots` leaves alone the dots that the simplifier strength-reduces or that stay
+dots (their transposes fuse into the same kernel).
 """
 
 from __future__ import annotations
