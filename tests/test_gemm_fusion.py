@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 
 from xla_costmodel.fusion._execute import run_on_cpu  # noqa: E402
 from xla_costmodel.fusion._gemm_fusion import (  # noqa: E402
-    choose_split_k, merge_dots, rewrite_gemms, split_k_dots, strength_reduce_dots,
+    choose_split_k, decompose_dots, merge_dots, rewrite_gemms, split_k_dots, strength_reduce_dots,
 )
 from xla_costmodel.gpu_compile import gpu_compile_available  # noqa: E402
 from _xla_gpu_dumps import first_dump, xla_gpu_pass_dumps  # noqa: E402
@@ -71,6 +71,11 @@ def qkv_heads(x, wq, wk, wv):  # the same with [d, heads, head_dim] kernels (fla
     return tuple(jnp.einsum("bsd,dhk->bshk", x, w) for w in (wq, wk, wv))
 
 
+def attention(q, k, v):  # jax.nn.dot_product_attention's einsums: DotDecomposer makes q, k and v [b, n, t, h];
+    s = jnp.einsum("btnh,bsnh->bnts", q, k)  # those transposes split the merged batch dimension (b, n), so
+    return jnp.einsum("bnts,bsnh->btnh", s, v)  # GemmFusion leaves them (and the output's) out: kernels of their own
+
+
 def outer(x, y):  # no contracting dimension: a multiply
     return jnp.einsum("bi,bj->bij", x, y)
 
@@ -85,6 +90,7 @@ PROGRAMS = {
     "complex_matmul": (complex_matmul, [((64, 64), "complex64"), ((64, 64), "complex64")]),
     "qkv": (qkv, [((512, 256), "float32")] + [((256, 256), "float32")] * 3),
     "qkv_heads": (qkv_heads, [((2, 32, 64), "float32")] + [((64, 4, 16), "float32")] * 3),
+    "attention": (attention, [((2, 64, 4, 32), "float32")] * 3),
     "outer": (outer, [((16, 32), "float32"), ((16, 8), "float32")]),
     "tiny_dot": (tiny_dot, [((2, 3), "float32"), ((3, 4), "float32")]),
     "matvec": (matvec, [((256, 128), "float32"), ((128,), "float32")]),
@@ -170,12 +176,13 @@ def test_split_k_follows_xlas_cost_estimate():
     assert choose_split_k(dot, 132, (9, 0)) == 1
 
 
-@pytest.mark.parametrize("name", ["mlp_gelu", "bf16_dense", "matvec", "qkv", "qkv_heads", "outer"])
+@pytest.mark.parametrize("name", ["mlp_gelu", "bf16_dense", "matvec", "qkv", "qkv_heads", "outer", "attention"])
 def test_rewrites_before_gemm_fusion_compute_the_same(name):
-    """Strength reduction, dot merging and split-K leave plain HLO: run it on jaxlib's CPU client."""
+    """Dot decomposition, strength reduction, dot merging and split-K leave plain HLO: run it on jaxlib's CPU client."""
     fn, shapes = PROGRAMS[name]
     module = _lowered(name)
-    done = strength_reduce_dots(module) + merge_dots(module) + split_k_dots(module, 132, (9, 0))
+    done = (decompose_dots(module) + strength_reduce_dots(module) + merge_dots(module)
+            + split_k_dots(module, 132, (9, 0)))
     assert done, "expected a rewrite"
     rng = np.random.default_rng(0)
     args = [rng.standard_normal(s).astype(d) if d != "bfloat16" else rng.standard_normal(s).astype(jnp.bfloat16)
@@ -235,3 +242,50 @@ def test_same_gemms_as_xla_gpu_before_its_fusion(name):
     rewrite_gemms(ours, h100.compute_capability, h100.core_count)
     assert _gemms(ours) == _gemms(xla), json.dumps({"ours": repr(_gemms(ours)), "xla": repr(_gemms(xla))})
     assert rewrite_gemms(xla, h100.compute_capability, h100.core_count) == []
+
+
+def _transposes_outside_gemms(module, inside: bool = False) -> int:
+    """Transposes left outside the GEMM fusions, or (`inside`) in them (those that move only unit
+    dimensions are bitcasts)."""
+    fused = {id(i.fused_computation) for _, i in module.instructions() if i.opcode == "fusion"}
+    n = 0
+    for comp in module.computations:
+        if (id(comp) in fused) != inside:
+            continue
+        for i in comp.instructions:
+            if i.opcode == "transpose":
+                perm = [int(p) for p in i.attribute("dimensions", ())]
+                moved = [p for p in perm if i.operands[0].shape.dims[p] != 1]
+                n += moved != sorted(moved)
+    return n
+
+
+@pytest.mark.parametrize("name", ["attention", "scaled_scores", "qkv_heads", "mlp_gelu"])
+def test_transposes_gemm_fusion_leaves_out_as_xla(name):
+    """`DotDecomposer`'s transposes and the ones jax lowers: those that would split a dot dimension
+    (`fusion._dim_order`) stay out of the GEMM fusion, as many as in XLA:GPU's module before its fusion."""
+    if not gpu_compile_available():
+        pytest.skip("jax_plugins.xla_cuda12 is not installed: no deviceless XLA:GPU compile")
+    xla = parse_hlo(_xla_before_fusion(name))
+    h100 = get_device("h100-sxm")
+    ours = _lowered(name)
+    rewrite_gemms(ours, h100.compute_capability, h100.core_count)
+    assert _transposes_outside_gemms(ours) == _transposes_outside_gemms(xla)
+    # and the ones left in: `TransposeFolding` has folded the probabilities' into the second dot
+    assert _transposes_outside_gemms(ours, inside=True) == _transposes_outside_gemms(xla, inside=True)
+
+
+def test_dimension_orders_refuse_a_split_batch_dimension():
+    """Without XLA: a transpose that keeps each dot dimension contiguous is fused into the GEMM (its
+    batch and non-contracting dimensions swapped), one that interleaves the two batch dimensions with
+    the non-contracting one is not."""
+    def swapped(x, w):  # x [t, b, k] -> [b, t, k]: B and M each one contiguous fragment
+        return jnp.einsum("tbk,bkn->btn", x, w)
+
+    for fn, a, want in ((swapped, (64, 8, 32), 0), (attention, (2, 64, 4, 32), 4)):  # q, k, v and the output
+        args = [jax.ShapeDtypeStruct(a, "float32")] * 2 if fn is swapped else [jax.ShapeDtypeStruct(a, "float32")] * 3
+        if fn is swapped:
+            args[1] = jax.ShapeDtypeStruct((8, 32, 16), "float32")
+        module = from_jax(fn, *args, optimized=False)
+        rewrite_gemms(module, (9, 0), 132)
+        assert _transposes_outside_gemms(module) == want, fn.__name__

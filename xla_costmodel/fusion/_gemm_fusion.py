@@ -32,10 +32,17 @@ Before priority fusion XLA:GPU turns each `dot` into one of three things
   `xla_gpu_gemm_rewrite_size_threshold` = 100 and an f16/bf16/f32 output: the classical emitter
   runs it inside a loop fusion).
 
-Earlier, the GPU algebraic simplifier's dot strength reduction makes vector-vector dots, small
-matrix-vector dots and outer products a multiply of broadcasts and a reduce (`strength_reduce_dots`; a dot
-with a vector side in the shape of its other side, with no transpose, where the simplifier's later rounds leave it
-so), and `DotMerger` merges dots sharing an operand (`merge_dots`).
+Earlier, `DotDecomposer` (`decompose_dots`, before the simplifier) makes every dot canonical: its
+operands transposed to `[batch.., non-contracting, contracting]` (LHS), `[batch.., contracting,
+non-contracting]` (RHS) and reshaped to one dimension of each; the GPU algebraic simplifier's dot
+strength reduction makes vector-vector dots, small matrix-vector dots and outer products a multiply
+of broadcasts and a reduce (`strength_reduce_dots`; a dot with a vector side in the shape of its other
+side, with no transpose, where the simplifier's later rounds leave it so); `DotMerger` merges dots sharing
+an operand (`merge_dots`); `TransposeFolding` folds a transpose operand back into the dot's dimension numbers
+where a GEMM can read it so (`fold_transposes`). `GemmFusion` then takes a producer or a user only
+where Triton's tiling can follow each dot dimension through it (`fusion._dim_order`, XLA's
+`triton_tiling_propagation.cc`): the transposes that split a dimension (an attention's `[B, T, N, H]`
+made `[B, N, T, H]`, the batch `(B, N)` split by `T`) stay out, kernels of their own, as in XLA.
 
 Right before `GemmFusion`, `SplitkRewriter` (`backends/gpu/transforms/splitk_rewriter.cc`, `splitk-rewriter`) splits
 the contracting dimension of a dot its cost estimate says gains from it (`choose_split_k`: tiles of
@@ -44,13 +51,15 @@ operands reshaped (padded when needed) to `[.., split, K / split, ..]`, the spli
 dimension of an f32 (accumulator type) dot, then a reduce over it (and a convert to the output
 type). The GEMM fusion then ends at that reduce: the epilogue goes to the reduction's kernel.
 
-`rewrite_gemms` runs them in XLA's order: strength reduction, dot merging, split-K, GEMM fusion.
+`rewrite_gemms` runs them in XLA's order: dot decomposition, strength reduction, dot merging,
+transpose folding, split-K, GEMM fusion.
 
-Not simulated: dimension-order propagation (`triton_tiling_propagation.cc`), which refuses some
-reshapes and transposes that split or merge a tiled dimension (here every reshape and transpose is
-taken); the concatenate divisibility by 64 is checked, not which dimension it joins; dot merging
-of operands on different sides (`TryMergeLHSWithRHSOperand`), `dot_decomposer` (several contracting or
-batch dimensions), and GemmRewriter's epilogues (bias, alpha) on cuBLAS calls.
+Not simulated: layouts (every tensor is taken row-major, as after XLA's layout normalization; a
+module with layout-changing transposes is read logically), the simplifier's other moves of
+transposes and reshapes (`ReshapeMover`, reduce of a transpose), dot merging of operands on
+different sides (`TryMergeLHSWithRHSOperand`), and GemmRewriter's epilogues (bias, alpha) on cuBLAS
+calls. `decompose_dots` leaves alone the dots that the simplifier strength-reduces or that stay
+dots (their transposes fuse into the same kernel).
 """
 
 from __future__ import annotations
@@ -65,6 +74,7 @@ from ..analysis.opcodes import is_elementwise
 from ..hlo import HloComputation, HloInstruction, HloModule, Shape
 from ..hlo.editing import NameUniquifier
 from ..fusion_engine import fuse, make_fusion
+from ._dim_order import NO_SPLIT, dot_operand_order, dot_output_order, propagate
 
 __all__ = ["DOT_MERGER_THRESHOLD_BYTES", "GEMM_REWRITE_SIZE_THRESHOLD", "GemmRewrite", "choose_split_k", "merge_dots",
            "rewrite_gemms", "split_k_dots", "triton_gemm_backend_config"]
@@ -260,11 +270,18 @@ def _output_worth_fusing(h) -> bool:
 
 
 class _Planner:
+    """`GemmFusion`'s fusion plan for one dot: its dimension orders (`fusion._dim_order`) and the
+    split requirement the fused instructions agree on so far."""
+
     def __init__(self, support: _Support):
         self.support = support
+        self.splittable: str | None = None
+        self.noncontracting: str | None = None
+        self.requirement = NO_SPLIT
 
     def propagates(self, h) -> bool:
-        """What dimension-order propagation refuses, as far as simulated (see the module docstring)."""
+        """The concatenates `merge_dots` joined along the first of several non-contracting dimensions
+        (see `_COLLAPSED`): XLA joins that much larger fragments."""
         if h.opcode == "concatenate":
             dim = _ints(h, "dimensions")
             if len(dim) != 1:
@@ -273,27 +290,43 @@ class _Planner:
             return all(o.shape.dims[dim[0]] * times % MIN_CONCAT_FRAGMENT == 0 for o in h.operands)
         return True
 
-    def fusible_as_input(self, h) -> bool:
-        """`GetPropagatedDimOrdersAndRequirementsIfProfitablyFusible`, output to input."""
+    def _orders(self, h, to_operands: bool, order, requirement: int):
+        return propagate(h, to_operands, order, self.splittable, self.noncontracting, requirement)
+
+    def fusible_as_input(self, h, order, requirement: int):
+        """`GetPropagatedDimOrdersAndRequirementsIfProfitablyFusible`, output to input: (the operands'
+        orders, the requirement), or None."""
         if h.opcode in _NOT_FUSED or h.shape.is_tuple:
-            return False
+            return None
+        if h.opcode == "power" and len(h.users) > 1:
+            return None
         if self.support.instruction(h) or not self.propagates(h):
-            return False
+            return None
+        got = self._orders(h, True, order, requirement)
+        if got is None:
+            return None
+        orders, req = got
         if is_elementwise(h) and len(h.operands) == 2:
             for o in h.operands:
                 if (o.opcode == "broadcast" and _relabel_source(o.operands[0]).opcode in ("parameter", "constant")
-                        and self.fusible_as_input(o)):
-                    return True
-        return _input_worth_fusing(h)
+                        and self.fusible_as_input(o, orders[id(o)], NO_SPLIT) is not None):
+                    return orders, req
+        return (orders, req) if _input_worth_fusing(h) else None
 
-    def fusible_as_output(self, h, src) -> bool:
-        """The same, input to output, for `h` reading `src` (its first operand `src` is skipped)."""
+    def fusible_as_output(self, h, src, order):
+        """The same, input to output, for `h` reading `src` (its first operand `src` is skipped): the
+        orders of `h` and of its other operands, and the requirement; or None."""
         if h.opcode in _NOT_FUSED or h.shape.is_tuple or h.opcode in ("parameter", "concatenate"):
-            return False
+            return None
         if not (is_elementwise(h) or h.opcode in _DATA_MOVEMENT):
-            return False
+            return None
+        if h.opcode == "power" and len(h.users) > 1:
+            return None
         if self.support.instruction(h) or not self.propagates(h):
-            return False
+            return None
+        got = self._orders(h, False, order, self.requirement)
+        if got is None:
+            return None
         skipped = False
         for o in h.operands:
             if o is src and not skipped:
@@ -303,13 +336,25 @@ class _Planner:
                 continue
             if _is_effective_parameter(o):
                 continue
-            return False
-        return _output_worth_fusing(h)
+            return None
+        if not _output_worth_fusing(h):
+            return None
+        orders, req = got
+        own = orders[id(h)]
+        if len(h.operands) > 1:  # the other operands' orders (`GetOperandDimOrdersAndCombinedReqs`)
+            back = self._orders(h, True, own, req)
+            if back is None:
+                return None
+            ops, req = back
+            return own, ops, req
+        return own, {}, req
 
-    def toward_operands(self, root, max_params: int | None) -> list:
-        """`BuildFusionPlanTowardOperands`: the instructions to fuse, users before operands."""
+    def toward_operands(self, root, order, max_params: int | None) -> list:
+        """`BuildFusionPlanTowardOperands`: the instructions to fuse, users before operands (the
+        requirement they make is kept in `self.requirement`)."""
         seen = {root}
         inputs = {root}
+        orders = {id(root): order}
         queue = deque([root])
         requeued = 0
         fused = []
@@ -321,13 +366,18 @@ class _Planner:
                 requeued += 1
                 continue
             requeued = 0
-            if h.opcode == "parameter" or not self.fusible_as_input(h):
+            if h.opcode == "parameter":
                 continue
+            got = self.fusible_as_input(h, orders[id(h)], self.requirement)
+            if got is None:
+                continue
+            operand_orders, self.requirement = got
             inputs.discard(h)
             for o in h.operands:
                 if o not in seen:
                     seen.add(o)
                     inputs.add(o)
+                    orders[id(o)] = operand_orders[id(o)]
                     queue.append(o)
             fused.append(h)
         return fused
@@ -349,10 +399,17 @@ def _replace_by_cublas(dot, reason: str, names: NameUniquifier) -> GemmRewrite:
     return GemmRewrite("cublas", dot.name, dot.name, (), reason)
 
 
-def _make_triton_gemm(dot, planner: _Planner, names: NameUniquifier) -> GemmRewrite:
+def _make_triton_gemm(dot, planner: _Planner, names: NameUniquifier, split_k: int = 1) -> GemmRewrite:
     """`CreateDotFusion` and the visitor's replacement, through the fusion engine's in-place edits."""
     dot_name = dot.name
-    plans = [planner.toward_operands(o, MAX_PARAMETERS_PER_OPERAND) for o in dot.operands]
+    plans = []
+    output_requirement = NO_SPLIT
+    for side, o in enumerate(dot.operands):  # `FuseDotOperand`: each side from its own requirement
+        order, planner.splittable, planner.noncontracting = dot_operand_order(dot, side, split_k)
+        planner.requirement = NO_SPLIT
+        plans.append(planner.toward_operands(o, order, MAX_PARAMETERS_PER_OPERAND))
+        if side == 0:
+            output_requirement = planner.requirement
     fusion = make_fusion(dot, "kCustom", names=names)
     absorbed: list[str] = []
 
@@ -364,23 +421,28 @@ def _make_triton_gemm(dot, planner: _Planner, names: NameUniquifier) -> GemmRewr
 
     for plan in plans:
         absorb(plan)
-    # toward the users: a chain of single users
+    # toward the users (`FuseDotOutput`): a chain of single users
+    order, planner.splittable = dot_output_order(dot, output_requirement, split_k)
+    planner.noncontracting = None
+    planner.requirement = output_requirement
     while len(fusion.users) == 1 and fusion is not fusion.computation.root:
         user = fusion.users[0]
-        if not planner.fusible_as_output(user, fusion):
+        got = planner.fusible_as_output(user, fusion, order)
+        if got is None:
             break
+        order, operand_orders, planner.requirement = got
         others = [o for o in user.operands if o is not fusion]
         absorbed.append(user.name)
         fusion = fuse(fusion, user, "kCustom", names=names)
         for o in others:
             if o in fusion.operands:
-                absorb(planner.toward_operands(o, None))
+                absorb(planner.toward_operands(o, operand_orders[id(o)], None))
     fusion.set_attribute("backend_config", triton_gemm_backend_config())
     return GemmRewrite("triton-gemm", dot_name, fusion.name, tuple(absorbed))
 
 
 def rewrite_gemms(module: HloModule, compute_capability: tuple[int, int] = (9, 0),
-                  core_count: int | None = None, *, merge: bool = True) -> list[GemmRewrite]:
+                  core_count: int | None = None, *, merge: bool = True, decompose: bool = True) -> list[GemmRewrite]:
     """Rewrite, in place, every `dot` of `module`'s non-fusion computations as XLA:GPU does before
     fusion for a GPU of `compute_capability` (see the module docstring), in XLA's order: dot strength
     reduction (`strength_reduce_dots`), dot merging (`merge_dots`), with `core_count` (the GPU's SMs)
@@ -391,9 +453,12 @@ def rewrite_gemms(module: HloModule, compute_capability: tuple[int, int] = (9, 0
 
     **Returns:** one `GemmRewrite` per GEMM made, in the order the dots were visited.
     """
+    if decompose:
+        decompose_dots(module)
     strength_reduce_dots(module)
     if merge:
         merge_dots(module)
+    fold_transposes(module)  # as XLA runs it again right before its GEMM passes
     splits = {}
     if core_count:
         splits = {new: (old, k) for new, old, k in split_k_dots(module, core_count, tuple(compute_capability))}
@@ -411,7 +476,7 @@ def rewrite_gemms(module: HloModule, compute_capability: tuple[int, int] = (9, 0
             if why:
                 made = _replace_by_cublas(dot, why, names)
             else:
-                made = _make_triton_gemm(dot, planner, names)
+                made = _make_triton_gemm(dot, planner, names, split)
             done.append(dataclasses.replace(made, instruction=original, split_k=split))
     return done
 
@@ -865,4 +930,169 @@ def strength_reduce_dots(module: HloModule) -> list[str]:
             dot.replace_all_uses_with(reduce)
             comp.remove_instruction(dot)
             done.append(dot.name)
+    return done
+
+
+# ---------------------------------------------------------------------------
+# DotDecomposer
+
+
+def _is_canonical(dot) -> bool:
+    """`DotDecomposer::Run`'s test: one contracting dimension, at most one non-contracting dimension a
+    side, a batch or contracting dimension, batch dimensions leading in order."""
+    lb, lc, rb, rc = _dot_dims(dot)
+    if len(lc) != 1:
+        return False
+    if len(lb) + 2 < dot.operands[0].shape.rank or len(rb) + 2 < dot.operands[1].shape.rank:
+        return False
+    if not lb and not lc:
+        return False
+    return lb == tuple(range(len(lb))) and rb == tuple(range(len(rb)))
+
+
+def decompose_dots(module: HloModule) -> list[str]:
+    """XLA's `DotDecomposer` (`hlo/transforms/expanders/dot_decomposer.cc`, run before the simplifier),
+    in place, on the dots that become GEMMs: a non-canonical dot's operands transposed to
+    `[batch.., non-contracting, contracting]` (LHS) and `[batch.., contracting, non-contracting]` (RHS)
+    and reshaped to one non-contracting (omitted when of size 1) and one contracting dimension, the
+    canonical dot's result reshaped back. Its transposes are what `GemmFusion` may or may not take
+    (`fusion._dim_order`): an attention's `[B, T, N, H]` operand made `[B, N, T, H]` stays out, a
+    kernel of its own. As the simplifier would, a transpose that moves only unit dimensions is a
+    reshape, an identity one is left out, and the same transpose or reshape of an operand is made once
+    (CSE). Dots the simplifier strength-reduces and the tiny ones the GEMM passes leave as dots are
+    left alone (their transposes would fuse into the same kernel). **Returns:** the dots rewritten."""
+    done = []
+    for comp in _nonfusion_computations(module):
+        made: dict = {}
+
+        def once(anchor, opcode, operand, dims, **attrs):
+            key = (opcode, id(operand), tuple(dims), tuple(sorted(attrs.items())))
+            if key not in made:
+                t = operand.shape.element_type
+                made[key] = _add(comp, anchor, module, opcode, opcode, Shape.array(t, dims, _row_major(len(dims))),
+                                 [operand], **attrs)
+            return made[key]
+
+        for dot in _two_operand_dots(comp):
+            if not dot.shape.is_array or _is_canonical(dot) or should_strength_reduce(dot):
+                continue
+            m, n, k = _sizes(dot)
+            if (m + n) * k < GEMM_REWRITE_SIZE_THRESHOLD and dot.shape.element_type in ("f16", "bf16", "f32"):
+                continue
+            lb, lc, rb, rc = _dot_dims(dot)
+            batch = [dot.operands[0].shape.dims[d] for d in lb]
+            sides = []
+            nc_sizes = []
+            for side, (b, c) in enumerate(((lb, lc), (rb, rc))):
+                x = dot.operands[side]
+                dims = x.shape.dims
+                nc = [d for d in range(x.shape.rank) if d not in b and d not in c]
+                perm = list(b) + (nc + list(c) if side == 0 else list(c) + nc)
+                nc_size = 1
+                for d in nc:
+                    nc_size *= dims[d]
+                k_size = 1
+                for d in c:
+                    k_size *= dims[d]
+                nc_sizes.append(nc_size)
+                if perm != list(range(len(perm))):
+                    moved = [p for p in perm if dims[p] != 1]
+                    if moved == sorted(moved):  # only unit dimensions move: a bitcast, which the simplifier makes a reshape
+                        x = once(dot, "reshape", x, [dims[p] for p in perm])
+                    else:
+                        if len(moved) < len(perm):  # the simplifier's reshape(transpose) of unit dimensions:
+                            x = once(dot, "reshape", x, [dims[p] for p in sorted(moved)])  # dropped first
+                            rank = {p: i for i, p in enumerate(sorted(moved))}
+                            moved = [rank[p] for p in moved]
+                        x = once(dot, "transpose", x, [x.shape.dims[p] for p in moved], dimensions=_braces(moved))
+                tail = ([nc_size] if nc_size != 1 else []) + [k_size]
+                if side == 1:
+                    tail = [k_size] + ([nc_size] if nc_size != 1 else [])
+                new_dims = batch + tail
+                if list(x.shape.dims) != new_dims:
+                    x = once(dot, "reshape", x, new_dims)
+                sides.append(x)
+            nb = len(lb)
+            out = batch + [s for s in nc_sizes if s != 1]
+            attrs = {"lhs_batch_dims": _braces(range(nb)), "rhs_batch_dims": _braces(range(nb)),
+                     "lhs_contracting_dims": _braces([nb + (1 if nc_sizes[0] != 1 else 0)]),
+                     "rhs_contracting_dims": _braces([nb])}
+            for key in ("operand_precision", "algorithm", "metadata"):
+                if key in dot.raw_attributes:
+                    attrs[key] = dot.raw_attributes[key]
+            new_dot = _add(comp, dot, module, dot.name, "dot",
+                           Shape.array(dot.shape.element_type, out, _row_major(len(out))), sides, **attrs)
+            result = new_dot
+            if list(out) != list(dot.shape.dims):
+                result = _add(comp, dot, module, "reshape", "reshape", dot.shape, [new_dot])
+            dot.replace_all_uses_with(result)
+            comp.remove_instruction(dot)
+            comp.rename_instruction(new_dot, dot.name)  # the dot keeps its name (GemmRewrite rows name it)
+            done.append(dot.name)
+    return done
+
+
+# ---------------------------------------------------------------------------
+# TransposeFolding
+
+
+def _matrix_layout_ok(dims, batch, rows, cols) -> bool:
+    """`MatrixLayout::For(shape, batch, rows, cols)` on a row-major shape: each group of dimensions
+    physically consecutive (`GetBatchRowColumnShape`), and the batch not the most minor."""
+    m2m = list(reversed(range(len(dims))))
+    order = []
+    i = 0
+    while i < len(m2m):
+        d = m2m[i]
+        for gid, group in ((1, rows), (2, cols), (0, batch)):
+            if group and d == group[-1]:
+                for g in reversed(group):
+                    if i >= len(m2m) or m2m[i] != g:
+                        return False
+                    i += 1
+                order.append(gid)
+                break
+        else:
+            return False
+    for gid, group in ((2, cols), (1, rows), (0, batch)):
+        if not group:
+            order.append(gid)
+    return order in ([2, 1, 0], [1, 2, 0], [2, 0, 1], [1, 0, 2])
+
+
+def fold_transposes(module: HloModule) -> list[str]:
+    """XLA's `TransposeFolding` with XLA:GPU's `CanFoldTransposeOperandIntoDot`
+    (`service/gpu/matmul_utils.cc`), in place: a dot operand that is a transpose is read through it
+    (the transpose folded into the dot's dimension numbers) when the transpose keeps the relative
+    order of the operand's non-contracting dimensions and the transpose's operand is a valid GEMM
+    layout for them (`_matrix_layout_ok`). `DotDecomposer`'s transpose of an attention's
+    probabilities (`[.., T, S] -> [.., S, T]`) goes this way: the GEMM reads them transposed.
+    **Returns:** the dots changed."""
+    done = []
+    for comp in _nonfusion_computations(module):
+        for dot in _two_operand_dots(comp):
+            changed = False
+            for side in (0, 1):
+                t = dot.operands[side]
+                perm = [int(p) for p in t.attribute("dimensions", ())] if t.opcode == "transpose" else []
+                if not perm or perm == sorted(perm):
+                    continue
+                lb, lc, rb, rc = _dot_dims(dot)
+                batch, contracting = (lb, lc) if side == 0 else (rb, rc)
+                nc = [d for d in range(t.shape.rank) if d not in batch and d not in contracting]
+                moved = [perm[d] for d in nc]
+                if sorted(range(len(nc)), key=lambda i: moved[i]) != list(range(len(nc))):
+                    continue  # the non-contracting dimensions would change order: the dot's shape would
+                if not _matrix_layout_ok(t.operands[0].shape.dims, [perm[d] for d in batch],
+                                         [perm[d] for d in contracting], moved):
+                    continue
+                prefix = "lhs" if side == 0 else "rhs"
+                dot.set_attribute(f"{prefix}_batch_dims", _braces(perm[d] for d in batch))
+                dot.set_attribute(f"{prefix}_contracting_dims", _braces(perm[d] for d in contracting))
+                dot.replace_operand(side, t.operands[0])
+                if not t.users and t is not comp.root:  # HloDCE
+                    comp.remove_instruction(t)
+                changed = True
+            if changed:
+                done.append(dot.name)
     return done

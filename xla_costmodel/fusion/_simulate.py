@@ -27,7 +27,7 @@ from ._constant_folding import fold_constants
 from ._conditional import remove_unused_conditional_elements
 from ._cse import eliminate_common_subexpressions
 from ._conv_rewrite import ConvRewrite, rewrite_convolutions
-from ._gemm_fusion import GemmRewrite, merge_dots, rewrite_gemms
+from ._gemm_fusion import GemmRewrite, decompose_dots, merge_dots, rewrite_gemms
 from ._copy_insertion import fuse_copies, insert_root_copies
 from ._loop_copies import insert_loop_copies
 from ._legality import RULES, LegalityChecker
@@ -496,6 +496,8 @@ def working_copy(module: HloModule, inline_calls: bool, mode: str,
         # ScatterExpander(kEliminateSimpleScatters) runs in XLA:GPU's simplification pipeline, before the
         # simplifier, CSE and constant folding that tidy its index code (`fusion._scatter_expander`)
         scatters = expand_simple_scatters(work)
+    if gemms is not None and gemm_device is not None:  # XLA's DotDecomposer, before its simplifier (`_gemm_fusion`)
+        decompose_dots(work)
     if simplify:  # XLA's AlgebraicSimplifier and TupleSimplifier, before these passes (`fusion._simplify`)
         _simplify(work)
     if constant_folding or simplify:
@@ -530,7 +532,7 @@ def working_copy(module: HloModule, inline_calls: bool, mode: str,
         splits.extend(split_reductions(work))
     if gemms is not None and gemm_device is not None:  # SplitkRewriter, GemmFusion, GemmRewriter (`fusion._gemm_fusion`)
         gemms.extend(rewrite_gemms(work, gemm_device.compute_capability, gemm_device.core_count,
-                                   merge=not simplify))  # merged above with the simplifier
+                                   merge=not simplify, decompose=False))  # merged above with the simplifier
     if mode != "off":
         layout_changes_to_bitcasts(work, keep_attributes=mode == "decide")
     return work
@@ -622,17 +624,22 @@ def simulate_fusion(
       `FusionResult.pre_fusion_rewrites` lists them. None (default): for an input not yet through
       XLA's passes, as `cse` (on XLA's own input to fusion it is a no-op); False fuses them as written.
     - `gemm_rewrites`: before fusing, rewrite the dots as XLA:GPU does before fusion for the device
-      (`fusion._gemm_fusion`, in XLA's order): the simplifier's dot strength reduction (vector and small
+      (`fusion._gemm_fusion`, in XLA's order): `DotDecomposer` (canonical dots: the operands transposed and
+      reshaped), the simplifier's dot strength reduction (vector and small
       matrix-vector dots, outer products: a multiply and a reduce), `DotMerger` (dots sharing an operand:
-      one dot over the concatenated other operands, sliced), `SplitkRewriter` (where its cost estimate
+      one dot over the concatenated other operands, sliced), `TransposeFolding`, `SplitkRewriter` (where its cost estimate
       says so: a dot over a split contracting dimension, then a reduce), then `GemmFusion`: a Triton
       GEMM fusion (`__triton_gemm`, kCustom: priority fusion neither grows it nor fuses it elsewhere)
-      with the operand converts, broadcasts, transposes and epilogue XLA pulls in, or a `__cublas$gemm`
+      with the operand converts, broadcasts, transposes and epilogue XLA pulls in (where Triton's tiling
+      can follow each dot dimension through them, `fusion._dim_order`), or a `__cublas$gemm`
       call where Triton cannot emit the dot; tiny dots stay dots. Only on a GPU with a compute
       capability; on XLA's own input to fusion it changes nothing. `FusionResult.pre_fusion_rewrites`
       lists the GEMMs. Off by default: on the H100 corpus (`scripts/bench_pipeline.py --gemm-rewrites`)
       the modules within 10% of XLA's kernel count stay 55 of 114 (mean |log(ours / XLA)| 0.163 ->
-      0.147), while the Triton normalization fusions and autotuning are not simulated.
+      0.147), while the Triton normalization fusions and autotuning are not simulated. With `simplify`
+      too, 85 of 114 (92 with `triton_softmax`); priced by `xla-gpu`, 33.3% of the programs within 1.25x
+      of their H100 time, about as XLA's own modules price (36.8%: its small batched Triton GEMMs and
+      transposes price high).
     - `triton_softmax`: after CSE, make each normalization diamond (softmax, layer norm: a row
       reduction broadcast back into an elementwise op with its input) a generic Triton fusion where
       the tiled model prices it below the same instructions fused without it, as XLA:GPU's
@@ -640,8 +647,9 @@ def simulate_fusion(
       then grows them; on a GPU of compute capability 8.0 or more only. `FusionResult.pre_fusion_rewrites`
       lists the diamonds. Off by default: with the GEMM rewriting before fusion off (`gemm_rewrites`) and
       Triton fusions grown by priority fusion less than XLA grows them, it takes the whole pipeline's
-      kernel counts further from XLA's (`scripts/bench_pipeline.py`); XLA's own input to fusion has
-      been through it already.
+      kernel counts further from XLA's (`scripts/bench_pipeline.py`); with `gemm_rewrites` and `simplify`
+      it brings them closer (85 -> 92 of 114 within 10%), the laptop path unchanged (33.3% within 1.25x of
+      the H100's time, as without it); XLA's own input to fusion has been through it already.
 
     - `simplify`: first apply the rules of XLA's `AlgebraicSimplifier` and `TupleSimplifier` that
       change kernels on a module as JAX lowers it (`fusion._simplify`: tuple elements read back,
