@@ -34,6 +34,11 @@ def bf16_dense(x, w):  # f32 activations converted to bf16 before the dot: the c
     return (x.astype(jnp.bfloat16) @ w).astype(jnp.float32)  # the output converts go with the reduce)
 
 
+def bf16_weight_grad(x, g):  # a widening convert read only by the root tuple: fused as the GEMM's epilogue
+    xb, gb = x.astype(jnp.bfloat16), g.astype(jnp.bfloat16)  # (`CanNotBeFusedIntoAUser`, though it writes more)
+    return (xb.T @ gb).astype(jnp.float32), gb.sum()
+
+
 def scaled_scores(q, k):  # batched dot with a scaled operand: the multiply by a broadcast constant is fused
     return jnp.einsum("bqd,bkd->bqk", q * 0.125, k)
 
@@ -78,6 +83,7 @@ def outer(x, y):  # no contracting dimension: a multiply
 PROGRAMS = {
     "mlp_gelu": (mlp_gelu, [((256, 128), "float32"), ((64, 128), "float32"), ((64,), "float32")]),
     "bf16_dense": (bf16_dense, [((128, 256), "float32"), ((256, 64), "bfloat16")]),
+    "bf16_weight_grad": (bf16_weight_grad, [((64, 256), "float32"), ((64, 256), "float32")]),
     "scaled_scores": (scaled_scores, [((4, 128, 64), "float32"), ((4, 128, 64), "float32")]),
     "tanh_operand": (tanh_operand, [((128, 64), "float32"), ((64, 32), "float32")]),
     "f64_matmul": (f64_matmul, [((64, 64), "float64"), ((64, 64), "float64")]),

@@ -249,11 +249,13 @@ def _input_worth_fusing(h) -> bool:
 
 
 def _output_worth_fusing(h) -> bool:
-    """`IsOutputWorthFusing`: the root, or writes at most 1 KiB more than it reads."""
+    """`IsOutputWorthFusing`: nothing it could fuse into (`CanNotBeFusedIntoAUser`: the root, or read only
+    by a root tuple), or writes at most 1 KiB more than it reads."""
     if any(o.shape.is_tuple for o in h.operands):
         return False
     comp = h.computation
-    if comp is not None and h is comp.root:
+    if comp is not None and (h is comp.root or (
+            len(h.users) == 1 and h.users[0] is comp.root and h.users[0].opcode == "tuple")):
         return True
     return sum(_bytes(o) for o in h.operands) - _bytes(h) >= -IO_TOLERANCE_BYTES
 
