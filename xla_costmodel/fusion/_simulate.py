@@ -27,6 +27,7 @@ from ._constant_folding import fold_constants
 from ._cse import eliminate_common_subexpressions
 from ._conv_rewrite import ConvRewrite, rewrite_convolutions
 from ._library_layouts import assign_library_layouts
+from ._sharding_remover import remove_shardings
 from ._gemm_fusion import GemmRewrite, merge_dots, rewrite_gemms
 from ._copy_insertion import fuse_copies, insert_root_copies
 from ._loop_copies import insert_loop_copies
@@ -479,8 +480,8 @@ def working_copy(module: HloModule, inline_calls: bool, mode: str,
                  constant_folding: bool = False,
                  convs: list | None = None, topks: list | None = None,
                  layouts: list | None = None) -> HloModule:
-    """The copy a fusion pass works on: calls inlined, loops' trip counts recorded on them, long scans
-    rewritten as XLA's `ReduceWindowRewriter` does (when `rewrites` is a list: what was rewritten is
+    """The copy a fusion pass works on: calls inlined, sharding annotations removed (XLA's `ShardingRemover`),
+    loops' trip counts recorded on them, long scans rewritten as XLA's `ReduceWindowRewriter` does (when `rewrites` is a list: what was rewritten is
     appended to it), reductions that are not race-free split as XLA's `TreeReductionRewriter` does (when
     `splits` is a list, likewise), first simplified as XLA's `AlgebraicSimplifier` does when `simplify`
     (`fusion._simplify`), and layout-only changes made bitcasts (`mode`, see `bitcast_mode`), as XLA has it
@@ -490,6 +491,7 @@ def working_copy(module: HloModule, inline_calls: bool, mode: str,
     work = copy_module(module)
     if inline_calls and any(i.opcode == "call" for _, i in work.instructions()):
         work = _inline_calls(work, copy=False)
+    remove_shardings(work)  # XLA's ShardingRemover, the first pass of a single-device compile (`fusion._sharding_remover`)
     annotate_trip_counts(work)
     if simplify:  # XLA's AlgebraicSimplifier and TupleSimplifier, before these passes (`fusion._simplify`)
         _simplify(work)
