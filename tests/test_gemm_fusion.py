@@ -68,6 +68,14 @@ def matvec(x, v):  # a small matrix-vector dot: the simplifier makes it a multip
     return x @ v
 
 
+def big_matvec(x, v):  # (M + N) * K over 10M: a Triton GEMM (the vector side a unit dimension), split-K
+    return x @ v
+
+
+def big_matvec_highest(x, v):  # the same at precision highest: Triton's GEMM refuses it, a multiply and a reduce
+    return jnp.dot(x, v, precision="highest")
+
+
 def qkv(x, wq, wk, wv):  # three dots sharing x: DotMerger makes them one GEMM over the concatenated weights
     return x @ wq, x @ wk, x @ wv
 
@@ -89,6 +97,8 @@ PROGRAMS = {
     "f64_matmul": (f64_matmul, [((64, 64), "float64"), ((64, 64), "float64")]),
     "highest_precision": (highest_precision, [((256, 128), "float32"), ((128, 256), "float32")]),
     "complex_matmul": (complex_matmul, [((64, 64), "complex64"), ((64, 64), "complex64")]),
+    "big_matvec": (big_matvec, [((4096, 4096), "float32"), ((4096,), "float32")]),
+    "big_matvec_highest": (big_matvec_highest, [((4096, 4096), "float32"), ((4096,), "float32")]),
     "qkv": (qkv, [((512, 256), "float32")] + [((256, 256), "float32")] * 3),
     "qkv_heads": (qkv_heads, [((2, 32, 64), "float32")] + [((64, 4, 16), "float32")] * 3),
     "outer": (outer, [((16, 32), "float32"), ((16, 8), "float32")]),
@@ -174,6 +184,11 @@ def test_split_k_follows_xlas_cost_estimate():
                       jax.ShapeDtypeStruct((512, 512), "float32"), optimized=False)
     dot = next(i for _, i in module.instructions() if i.opcode == "dot")
     assert choose_split_k(dot, 132, (9, 0)) == 1
+    # a vector side is a side of one row to it (`DotDecomposer`): numpyro's logistic regression gradient,
+    # 200000 by 200000 x 64, is split 256 on the H100 (the capture's gemm_fusion_dot.2: f32[256,1,64])
+    module = from_jax(lambda r, x: r @ x, jax.ShapeDtypeStruct((200000,), "float32"),
+                      jax.ShapeDtypeStruct((200000, 64), "float32"), optimized=False)
+    assert [split for _, _, split in split_k_dots(module, 132, (9, 0))] == [256]
 
 
 @pytest.mark.parametrize("name", ["mlp_gelu", "bf16_dense", "matvec", "qkv", "qkv_heads", "outer"])
