@@ -34,6 +34,11 @@ def bf16_dense(x, w):  # f32 activations converted to bf16 before the dot: the c
     return (x.astype(jnp.bfloat16) @ w).astype(jnp.float32)  # the output converts go with the reduce)
 
 
+def bf16_weight_grad(x, g):  # a widening convert read only by the root tuple: fused as the GEMM's epilogue
+    xb, gb = x.astype(jnp.bfloat16), g.astype(jnp.bfloat16)  # (`CanNotBeFusedIntoAUser`, though it writes more)
+    return (xb.T @ gb).astype(jnp.float32), gb.sum()
+
+
 def scaled_scores(q, k):  # batched dot with a scaled operand: the multiply by a broadcast constant is fused
     return jnp.einsum("bqd,bkd->bqk", q * 0.125, k)
 
@@ -63,6 +68,14 @@ def matvec(x, v):  # a small matrix-vector dot: the simplifier makes it a multip
     return x @ v
 
 
+def big_matvec(x, v):  # (M + N) * K over 10M: a Triton GEMM (the vector side a unit dimension), split-K
+    return x @ v
+
+
+def big_matvec_highest(x, v):  # the same at precision highest: Triton's GEMM refuses it, a multiply and a reduce
+    return jnp.dot(x, v, precision="highest")
+
+
 def qkv(x, wq, wk, wv):  # three dots sharing x: DotMerger makes them one GEMM over the concatenated weights
     return x @ wq, x @ wk, x @ wv
 
@@ -83,11 +96,14 @@ def outer(x, y):  # no contracting dimension: a multiply
 PROGRAMS = {
     "mlp_gelu": (mlp_gelu, [((256, 128), "float32"), ((64, 128), "float32"), ((64,), "float32")]),
     "bf16_dense": (bf16_dense, [((128, 256), "float32"), ((256, 64), "bfloat16")]),
+    "bf16_weight_grad": (bf16_weight_grad, [((64, 256), "float32"), ((64, 256), "float32")]),
     "scaled_scores": (scaled_scores, [((4, 128, 64), "float32"), ((4, 128, 64), "float32")]),
     "tanh_operand": (tanh_operand, [((128, 64), "float32"), ((64, 32), "float32")]),
     "f64_matmul": (f64_matmul, [((64, 64), "float64"), ((64, 64), "float64")]),
     "highest_precision": (highest_precision, [((256, 128), "float32"), ((128, 256), "float32")]),
     "complex_matmul": (complex_matmul, [((64, 64), "complex64"), ((64, 64), "complex64")]),
+    "big_matvec": (big_matvec, [((4096, 4096), "float32"), ((4096,), "float32")]),
+    "big_matvec_highest": (big_matvec_highest, [((4096, 4096), "float32"), ((4096,), "float32")]),
     "qkv": (qkv, [((512, 256), "float32")] + [((256, 256), "float32")] * 3),
     "qkv_heads": (qkv_heads, [((2, 32, 64), "float32")] + [((64, 4, 16), "float32")] * 3),
     "attention": (attention, [((2, 64, 4, 32), "float32")] * 3),
@@ -174,6 +190,11 @@ def test_split_k_follows_xlas_cost_estimate():
                       jax.ShapeDtypeStruct((512, 512), "float32"), optimized=False)
     dot = next(i for _, i in module.instructions() if i.opcode == "dot")
     assert choose_split_k(dot, 132, (9, 0)) == 1
+    # a vector side is a side of one row to it (`DotDecomposer`): numpyro's logistic regression gradient,
+    # 200000 by 200000 x 64, is split 256 on the H100 (the capture's gemm_fusion_dot.2: f32[256,1,64])
+    module = from_jax(lambda r, x: r @ x, jax.ShapeDtypeStruct((200000,), "float32"),
+                      jax.ShapeDtypeStruct((200000, 64), "float32"), optimized=False)
+    assert [split for _, _, split in split_k_dots(module, 132, (9, 0))] == [256]
 
 
 @pytest.mark.parametrize("name", ["mlp_gelu", "bf16_dense", "matvec", "qkv", "qkv_heads", "outer", "attention"])

@@ -260,11 +260,13 @@ def _input_worth_fusing(h) -> bool:
 
 
 def _output_worth_fusing(h) -> bool:
-    """`IsOutputWorthFusing`: the root, or writes at most 1 KiB more than it reads."""
+    """`IsOutputWorthFusing`: nothing it could fuse into (`CanNotBeFusedIntoAUser`: the root, or read only
+    by a root tuple), or writes at most 1 KiB more than it reads."""
     if any(o.shape.is_tuple for o in h.operands):
         return False
     comp = h.computation
-    if comp is not None and h is comp.root:
+    if comp is not None and (h is comp.root or (
+            len(h.users) == 1 and h.users[0] is comp.root and h.users[0].opcode == "tuple")):
         return True
     return sum(_bytes(o) for o in h.operands) - _bytes(h) >= -IO_TOLERANCE_BYTES
 
@@ -593,8 +595,9 @@ def split_k_dots(module: HloModule, core_count: int,
             lb, lc, rb, rc = _dot_dims(dot)
             if len(lc) != 1 or len(rc) != 1 or any(o.shape.element_type == "s32" for o in dot.operands):
                 continue
-            if not dot.shape.is_array or not _has_non_contracting(dot):
-                continue  # (a vector dot is strength-reduced before this pass)
+            if not dot.shape.is_array:
+                continue
+            # (a side with no non-contracting dimension is one of size 1 to XLA: `DotDecomposer` gave it one)
             split = choose_split_k(dot, core_count, compute_capability)
             if split == 1:
                 continue
@@ -811,21 +814,41 @@ def _is_vector_side(dot, side: int) -> bool:
     return len(b) + len(c) == len(dot.operands[side].shape.dims)
 
 
+def _triton_handles(dot) -> bool:
+    """`legacy_triton::CanTritonHandleGEMM` as the strength reduction asks it: a dot without an algorithm
+    needs default operand precisions (`operand_precision={highest,highest}` is refused: the algorithm XLA
+    later derives from it is not there yet), one with an algorithm one Triton implements; types Triton's
+    GEMM takes; at most one batch dimension."""
+    algorithm = str(dot.attribute("algorithm", "") or "")
+    if not algorithm or algorithm == "unset":
+        precisions = str(dot.raw_attributes.get("operand_precision", "")).strip("{} ").lower()
+        if any(p.strip() not in ("", "default") for p in precisions.split(",")):
+            return False
+    # the algorithm and the types (those of every compute capability), as GemmFusion asks
+    return not _Support((0, 0)).dot(dot) and len(_dot_dims(dot)[0]) <= 1
+
+
 def should_strength_reduce(dot) -> bool:
-    """`ShouldStrengthReduceDotToReduce` as the XLA of jaxlib 0.10.2 decides it (its dumps): both sides
-    vectors, or one a vector and (M + N) * K under `STRENGTH_REDUCTION_THRESHOLD`; and a dot without
-    contracting dimensions (an outer product). A larger matrix-vector dot stays a GEMM (`dot_decomposer`
-    gives the vector a unit dimension; the corpus's numpyro logistic regression, 200000 x 64 by 64, is
-    two Triton GEMMs in XLA's dump; its lineax CG, 4096 x 4096 by 4096, is not: left unexplained)."""
+    """`DotStrengthReduction::InstructionMatchesPattern` (XLA:GPU's strength reduction, with the simplifier):
+    both sides vectors; or one a vector (or an s32 x s32 -> s32 dot contracting the rhs's dimension 1) and
+    (M + N) * K under `STRENGTH_REDUCTION_THRESHOLD`, or a dot Triton's GEMM emitter cannot take
+    (`_triton_handles`: the corpus's lineax CG, 4096 x 4096 by 4096 at precision highest, is reductions in
+    XLA's dump, its numpyro logistic regression, 200000 x 64 by 64 at default precision, Triton GEMMs); and
+    a dot without contracting dimensions (an outer product, the simplifier's rule)."""
     lhs_vec, rhs_vec = _is_vector_side(dot, 0), _is_vector_side(dot, 1)
     if lhs_vec and rhs_vec:
         return True
     if not _dot_dims(dot)[1]:
         return True  # no contracting dimension: an outer product, a multiply (the simplifier's rule)
-    if not (lhs_vec or rhs_vec):
+    lb, lc, rb, rc = _dot_dims(dot)
+    s32_dot = (dot.shape.element_type == "s32" and all(o.shape.element_type == "s32" for o in dot.operands)
+               and list(rc) == [1])
+    if not (lhs_vec or rhs_vec or s32_dot):
         return False
     m, n, k = _sizes(dot)
-    return (m + n) * k < STRENGTH_REDUCTION_THRESHOLD
+    if (m + n) * k < STRENGTH_REDUCTION_THRESHOLD:
+        return True
+    return not _triton_handles(dot)
 
 
 def _reduce_in_operand_shape(comp, module, dot, adders) -> HloInstruction | None:

@@ -27,6 +27,8 @@ from ._constant_folding import fold_constants
 from ._conditional import remove_unused_conditional_elements
 from ._cse import eliminate_common_subexpressions
 from ._conv_rewrite import ConvRewrite, rewrite_convolutions
+from ._library_layouts import assign_library_layouts
+from ._sharding_remover import remove_shardings
 from ._gemm_fusion import GemmRewrite, decompose_dots, merge_dots, rewrite_gemms
 from ._copy_insertion import fuse_copies, insert_root_copies
 from ._loop_copies import insert_loop_copies
@@ -478,9 +480,10 @@ def working_copy(module: HloModule, inline_calls: bool, mode: str,
                  rewrites: list | None = None, splits: list | None = None,
                  gemms: list | None = None, gemm_device=None, *, simplify: bool = False,
                  constant_folding: bool = False,
-                 convs: list | None = None, topks: list | None = None) -> HloModule:
-    """The copy a fusion pass works on: calls inlined, loops' trip counts recorded on them, long scans
-    rewritten as XLA's `ReduceWindowRewriter` does (when `rewrites` is a list: what was rewritten is
+                 convs: list | None = None, topks: list | None = None,
+                 layouts: list | None = None) -> HloModule:
+    """The copy a fusion pass works on: calls inlined, sharding annotations removed (XLA's `ShardingRemover`),
+    loops' trip counts recorded on them, long scans rewritten as XLA's `ReduceWindowRewriter` does (when `rewrites` is a list: what was rewritten is
     appended to it), reductions that are not race-free split as XLA's `TreeReductionRewriter` does (when
     `splits` is a list, likewise), first simplified as XLA's `AlgebraicSimplifier` does when `simplify`
     (`fusion._simplify`), and layout-only changes made bitcasts (`mode`, see `bitcast_mode`), as XLA has it
@@ -490,6 +493,7 @@ def working_copy(module: HloModule, inline_calls: bool, mode: str,
     work = copy_module(module)
     if inline_calls and any(i.opcode == "call" for _, i in work.instructions()):
         work = _inline_calls(work, copy=False)
+    remove_shardings(work)  # XLA's ShardingRemover, the first pass of a single-device compile (`fusion._sharding_remover`)
     annotate_trip_counts(work)
     scatters: list = []
     if simplify and gemm_device is not None:
@@ -526,6 +530,10 @@ def working_copy(module: HloModule, inline_calls: bool, mode: str,
         sort_iotas_as_iotas(work)  # AlgebraicSimplifier's broadcast(iota) -> iota, for SortIotaFusion
     if convs is not None and gemm_device is not None:  # ConvRewriter .. layout assignment (`fusion._conv_rewrite`)
         convs.extend(rewrite_convolutions(work, gemm_device.compute_capability))
+    if layouts is not None and gemm_device is not None and not layouts_assigned(work):
+        # layout assignment's copies around the cuSOLVER / cuBLAS triangular-solve calls (`fusion._library_layouts`;
+        # XLA's own input to fusion has them)
+        layouts.extend(assign_library_layouts(work))
     if rewrites is not None and any(i.opcode == "reduce-window" for _, i in work.instructions()):
         rewrites.extend(_rewrite_rws(work))
     if splits is not None:  # XLA:GPU's ReductionSplitter and TreeReductionRewriter (`fusion._tree_reduction`)
@@ -726,8 +734,9 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
     gpu = dev if dev.kind == "gpu" and dev.compute_capability is not None else None
     convs: list | None = [] if conv_rewrites else None
     topks: list = []
+    layouts: list = []
     work = working_copy(module, inline_calls, mode, rewrites, splits, gemms, gpu, simplify=simplify,
-                        constant_folding=constant_folding, convs=convs, topks=topks)
+                        constant_folding=constant_folding, convs=convs, topks=topks, layouts=layouts)
     # (computation, name) -> opcode of the layout-only reshapes/transposes the pass sees as bitcasts
     relabelled = _relabelled(work) if mode == "decide" else {}
     comps = fusible_computations(work)
@@ -846,7 +855,7 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
         model_calls=calls,
         origin=MappingProxyType(live_origin),
         pre_fusion_rewrites=tuple(rewrites or ()) + tuple(splits or ()) + tuple(gemms or ()) + tuple(convs or ())
-        + tuple(topks) + tuple(normalizations) + tuple(sort_iotas),
+        + tuple(topks) + tuple(layouts) + tuple(normalizations) + tuple(sort_iotas),
         log=log_df,
         multi_output=pd.DataFrame([dataclasses.astuple(st) for st in mof_rows], columns=MULTI_OUTPUT_COLUMNS),
         multi_output_run=bool(multi_output),
