@@ -254,3 +254,13 @@ def test_cli_fuse_search(tmp_path, capsys):
     assert "gap" in capsys.readouterr().out
     assert main(args[:-1] + ["-1"]) != 0
     assert "--budget" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("simplify", [True, False])
+def test_search_sees_the_module_greedy_fuses(simplify):
+    """`search_fusion` simplifies and folds constants as `simulate_fusion` does (`simplify`,
+    `constant_folding`), so greedy's plan is a plan of the searched module: decoded there, it prices as
+    greedy's own module (data_movement: greedy folded its constants while the search did not)."""
+    module = load_hlo(FIXTURES / "data_movement.pre.hlo")
+    r = _quiet(search_fusion, module, device=DEVICE, model=MODEL, budget_s=0.3, simplify=simplify)
+    assert r.greedy_reproduced
