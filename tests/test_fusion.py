@@ -317,13 +317,17 @@ ENTRY e {
 
 @pytest.mark.parametrize("name", ["layernorm_softmax", "mlp_grad"])
 def test_pair_cache_gives_the_models_own_priorities(name):
-    """Priorities composed from cached pair prices equal one `estimate_fusion(P, users)` call per producer."""
+    """Priorities composed from cached pair prices equal one `estimate_fusion(P, users)` call per producer,
+    where XLA's incremental update is its full gain: on these modules as written. (Simplified, mlp_grad's
+    `fusion.18` is updated as XLA updates it, its queued priority plus its new consumers' gain minus the
+    gains XLA's cache still holds: +0.505 us where its full gain is -0.614 us; `tests/test_fusion_xla_*`
+    hold that update to XLA's own.)"""
     from xla_costmodel.models import model_names
 
     m = load_hlo(FIXTURES / f"{name}.pre.hlo")
     for model in [n for n in ("xla-gpu", "roofline") if n in model_names()] + [ToyModel(ns_per_element_op=1)]:
-        a = simulate_fusion(m, model=model, price_totals=False)
-        b = simulate_fusion(m, model=model, price_totals=False, incremental=False)
+        a = simulate_fusion(m, model=model, price_totals=False, simplify=False)
+        b = simulate_fusion(m, model=model, price_totals=False, incremental=False, simplify=False)
         assert list(a.steps.producer) == list(b.steps.producer)
         assert list(a.steps.consumers) == list(b.steps.consumers)
         assert list(a.steps.priority_s) == pytest.approx(list(b.steps.priority_s), rel=1e-9, nan_ok=True)
@@ -382,6 +386,9 @@ def test_totals_are_analyze_of_the_input_and_of_the_fused_module(name, model):
         after = analyze(r.module, device=DEVICE, model=model)
     assert r.time_before_s == pytest.approx(before.total_time_s, rel=1e-12)
     assert r.time_after_s == pytest.approx(after.total_time_s, rel=1e-12)
+    # the input as given, whatever the passes before fusion make of it
+    plain = simulate_fusion(m, device=DEVICE, model=model, simplify=False, constant_folding=False, cse=False)
+    assert (plain.time_before_s, plain.kernels_before) == (r.time_before_s, r.kernels_before)
     assert (r.kernels_before, r.unpriced_before) == (before.summary()["kernels"], before.summary()["unpriced"])
     assert (r.kernels_after, r.unpriced_after) == (after.summary()["kernels"], after.summary()["unpriced"])
     # without pricing, the same kernel counts
@@ -401,11 +408,22 @@ def test_reshapes_that_are_bitcasts_are_not_kernels_and_priorities_are_local():
     same decisions and totals. Left as reshapes (`False`), each one fused pays its own 1 us launch in its
     priority (`EstimateRunTimes` gives every kernel a launch), so there the finite priorities overshoot the
     saving; the kernels and totals are the same (`analyze` prices both as free).
+
+    All on the module as written (`simplify=False`): XLA's DotMerger merges its Q, K and V projections into
+    one dot over their concatenated weights, sliced back, and the slices feed the reshapes; by default the
+    decisions and totals are still the same with bitcasts emitted or not.
     """
     m = load_hlo(FIXTURES / "transformer_fwd.pre.hlo")
     r = simulate_fusion(m, device=DEVICE, model="xla-gpu")
     emit = simulate_fusion(m, device=DEVICE, model="xla-gpu", bitcast_layout_changes=True)
-    old = simulate_fusion(m, device=DEVICE, model="xla-gpu", bitcast_layout_changes=False)
+    assert r.kernels_after == emit.kernels_after and r.time_after_s == pytest.approx(emit.time_after_s, rel=1e-12)
+    for col in ("producer", "consumers", "fusions"):
+        assert list(r.steps[col]) == list(emit.steps[col])
+    assert list(r.steps.priority_s) == pytest.approx(list(emit.steps.priority_s), rel=0, nan_ok=True)  # NaN: sibling merges
+
+    r = simulate_fusion(m, device=DEVICE, model="xla-gpu", simplify=False)
+    emit = simulate_fusion(m, device=DEVICE, model="xla-gpu", bitcast_layout_changes=True, simplify=False)
+    old = simulate_fusion(m, device=DEVICE, model="xla-gpu", bitcast_layout_changes=False, simplify=False)
     assert r.kernels_after == emit.kernels_after == old.kernels_after == 18
     assert r.time_after_s == pytest.approx(emit.time_after_s, rel=1e-12)
     assert r.time_after_s == pytest.approx(old.time_after_s, rel=1e-12)

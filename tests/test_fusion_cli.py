@@ -77,3 +77,21 @@ def test_fuse_output_is_written_whole_and_needs_its_directory(tmp_path, capsys):
     assert main(["fuse", str(SRC), "--model", MODEL, "-o", str(tmp_path / "nodir" / "o.hlo")]) == 2
     err = capsys.readouterr().err
     assert "no such directory" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_fuse_no_simplify(tmp_path, capsys):
+    """`--no-simplify` fuses the module as written (`simulate_fusion(simplify=False)`): transformer_fwd's Q, K
+    and V projections stay three dots; the input priced is the same either way."""
+    from xla_costmodel import simulate_fusion
+    from xla_costmodel.hlo import load_hlo
+
+    src = FIXTURES / "transformer_fwd.pre.hlo"
+    runs = {}
+    for flags in ([], ["--no-simplify"]):
+        assert main(["fuse", str(src), "--model", MODEL, "-o", str(tmp_path / "o.hlo"), "--json", *flags]) == 0
+        runs[bool(flags)] = json.loads(capsys.readouterr().out)["summary"]
+    assert runs[True]["kernels_before"] == runs[False]["kernels_before"]
+    for off in (True, False):
+        want = simulate_fusion(load_hlo(src), device="h100-sxm", model=MODEL, simplify=not off)
+        assert runs[off]["kernels_after"] == want.kernels_after
+    assert runs[True]["kernels_after"] != runs[False]["kernels_after"]

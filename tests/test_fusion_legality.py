@@ -39,6 +39,8 @@ def _rule(m, producer, consumer, checker=None):
 def _rejected(m, **kw):
     kw.setdefault("multi_output", False)  # CanFuse's rules: priority fusion alone
     kw.setdefault("cse", False)  # the modules are written to show one rule each: nothing is dead or repeated
+    # nor simplified: XLA's DotMerger would merge two dots sharing an operand into one reading a concatenate
+    kw.setdefault("simplify", False)
     r = simulate_fusion(m, device=kw.pop("device", get_device("h100-sxm")), model=ToyModel(), **kw)
     return dict(zip(r.rejected["producer"], r.rejected["rule"])), r
 

@@ -22,8 +22,9 @@ from xla_costmodel.devices import get_device  # noqa: E402
 from xla_costmodel.fusion import check_plan_validity, fusible_computations, kernels_of, search_fusion  # noqa: E402
 from xla_costmodel.fusion._legality import LegalityChecker, can_emit_input_fused_scatter, is_fusible  # noqa: E402
 from xla_costmodel.fusion._priority import is_candidate, is_small_constant  # noqa: E402
+from xla_costmodel.fusion._simulate import working_copy  # noqa: E402
 from xla_costmodel.hlo import load_hlo, parse_hlo  # noqa: E402
-from xla_costmodel.hlo._edit import NameUniquifier, copy_module, inline_calls  # noqa: E402
+from xla_costmodel.hlo._edit import NameUniquifier, copy_module  # noqa: E402
 from xla_costmodel.fusion_engine import FusionEditor  # noqa: E402
 from xla_costmodel.models import get_model, model_names  # noqa: E402
 
@@ -169,7 +170,8 @@ SMALL = [
 
 @pytest.mark.parametrize("make", SMALL)
 def test_exact_search_finds_the_brute_force_optimum(make):
-    module = inline_calls(make())  # as both passes do first
+    # as both passes see it: calls inlined, simplified, constants folded and dots merged (search_fusion's defaults)
+    module = working_copy(make(), True, "off", simplify=True, constant_folding=True)
     best, n_legal, _ = _quiet(brute_force, module)
     # the windows as written (XLA's tree of short windows has too many plans to enumerate here)
     r = _quiet(search_fusion, module, device=DEVICE, model=MODEL, budget_s=20.0, exact_max_edges=16,
@@ -254,3 +256,13 @@ def test_cli_fuse_search(tmp_path, capsys):
     assert "gap" in capsys.readouterr().out
     assert main(args[:-1] + ["-1"]) != 0
     assert "--budget" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("simplify", [True, False])
+def test_search_sees_the_module_greedy_fuses(simplify):
+    """`search_fusion` simplifies and folds constants as `simulate_fusion` does (`simplify`,
+    `constant_folding`), so greedy's plan is a plan of the searched module: decoded there, it prices as
+    greedy's own module (data_movement: greedy folded its constants while the search did not)."""
+    module = load_hlo(FIXTURES / "data_movement.pre.hlo")
+    r = _quiet(search_fusion, module, device=DEVICE, model=MODEL, budget_s=0.3, simplify=simplify)
+    assert r.greedy_reproduced

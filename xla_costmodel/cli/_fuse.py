@@ -1,4 +1,4 @@
-"""`xla-costmodel fuse FILE --device D --model M -o OUT.hlo [--json]`: simulate priority fusion."""
+"""`xla-costmodel fuse FILE --device D --model M -o OUT.hlo [--json] [--no-simplify]`: simulate priority fusion."""
 
 from __future__ import annotations
 
@@ -25,6 +25,9 @@ def _configure(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"cost model that sets the priorities (default {DEFAULT_MODEL})")
     p.add_argument("-o", "--output", required=True, metavar="OUT.hlo", help="where to write the fused module")
     p.add_argument("--json", action="store_true", help="print the step log and summary as JSON")
+    p.add_argument("--no-simplify", action="store_true",
+                   help="fuse the module as written: without XLA's algebraic simplifier and DotMerger, which XLA "
+                        "runs before fusion (simulate_fusion(simplify=False))")
     # --- fusion search (search_fusion) ---
     p.add_argument("--search", action="store_true",
                    help="search the legal fusion plans for the lowest predicted time instead of running greedy "
@@ -80,7 +83,7 @@ def _fuse(args: argparse.Namespace) -> int:
         return _search(args, module, device, model, out)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = simulate_fusion(module, device=device, model=model)
+        result = simulate_fusion(module, device=device, model=model, simplify=not args.no_simplify)
     _write_atomically(out, result.module.to_text())
 
     steps = result.steps
@@ -147,7 +150,8 @@ def _search(args: argparse.Namespace, module, device, model, out: Path) -> int:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        result = search_fusion(module, device=device, model=model, budget_s=args.budget)
+        result = search_fusion(module, device=device, model=model, budget_s=args.budget,
+                               simplify=not args.no_simplify)
     _write_atomically(out, result.module.to_text())
     summary = result.summary()
     summary["output"] = str(out)

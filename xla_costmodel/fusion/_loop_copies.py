@@ -347,7 +347,7 @@ class _Inserter:
             slots = [(i, [r.operands[i] for r in roots]) for i in range(len(roots[0].operands))]
             # an output nobody reads: XLA's ConditionalSimplifier has removed it before copy insertion
             read = {int(g.attribute("index")) for g in cond.users
-                    if g.opcode == "get-tuple-element" and _readers(g)}
+                    if g.opcode == "get-tuple-element" and (_readers(g) or g.is_root)}  # a root is read
             if cond.is_root or any(u.opcode != "get-tuple-element" for u in cond.users):
                 read = set(range(len(slots)))
             slots = [(i, values) for i, values in slots if i in read]

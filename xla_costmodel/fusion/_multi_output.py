@@ -723,8 +723,11 @@ class MultiOutputFusionPass:
         comp, module = self.comp, self.comp.module
         comp.remove_instruction(old)  # its users read the merged fusion now
         body = old.fused_computation
-        if body is not None and any(c is body for c in module.computations):
-            module.remove_computation(body)
+        if body is not None:
+            if any(c is body for c in module.computations):
+                module.remove_computation(body)
+            # the merged body holds clones: unlink this one, or it is left to the cyclic collector
+            discard_fusion(old)
 
 
 def _sort_operands_first(comp: HloComputation) -> None:

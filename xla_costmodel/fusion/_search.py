@@ -364,6 +364,8 @@ def search_fusion(
     inline_calls: bool = True,
     bitcast_layout_changes: bool | None = None,
     rewrite_reduce_windows: bool = True,
+    simplify: bool = True,
+    constant_folding: bool = True,
     **kwargs: Any,
 ) -> SearchResult:
     """Search the legal fusion plans of `module` for the lowest predicted total time.
@@ -380,6 +382,9 @@ def search_fusion(
     - `seed`: for the annealing's random moves.
     - `inline_calls`: inline `call`s first, as `simulate_fusion` does.
     - `rewrite_reduce_windows`: rewrite long scans first, as `simulate_fusion` does.
+    - `simplify`, `constant_folding`: first simplify the module and fold its constants as XLA does
+      before fusion, as `simulate_fusion` does (both on by default); the search, greedy and the built
+      plan all see the module so simplified.
     - `bitcast_layout_changes`: as for `simulate_fusion` (the search, greedy
       and the built plan all see the same graph; by default the modules keep
       bitcasts only when `module` is layout-assigned).
@@ -393,20 +398,22 @@ def search_fusion(
     with gc_paused():  # see xla_costmodel._gc
         mode = bitcast_mode(module, bitcast_layout_changes)
         result = _search(module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls, mode,
-                         rewrite_reduce_windows)
+                         rewrite_reduce_windows, simplify, constant_folding)
     release_body_state(result.module)  # the pass's per-body state would keep its module alive
     return result
 
 
 def _search(
-    module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls, mode="decide", rewrite_reduce_windows=True
+    module, dev, cost_model, budget_s, exact_max_edges, seed, inline_calls, mode="decide", rewrite_reduce_windows=True,
+    simplify=True, constant_folding=True,
 ) -> SearchResult:
     t0 = time.perf_counter()
-    work = working_copy(module, inline_calls, mode, rewrites=[] if rewrite_reduce_windows else None)
+    work = working_copy(module, inline_calls, mode, rewrites=[] if rewrite_reduce_windows else None,
+                        simplify=simplify, constant_folding=constant_folding)
     # `work` already has its bitcasts (or was asked to keep its reshapes): greedy must not rewrite it again.
     greedy = simulate_fusion(
         work, device=dev, model=cost_model, inline_calls=False, price_totals=False, bitcast_layout_changes=False,
-        rewrite_reduce_windows=False,  # done above, if asked
+        rewrite_reduce_windows=False, simplify=False, constant_folding=False,  # done above, if asked
         multi_output=False,  # the plans searched are priority fusion's (single-output kernels)
     )
     greedy_names = _greedy_plan(greedy)
@@ -489,6 +496,7 @@ def _search(
         if fused is not greedy.module:
             bitcasts_to_layout_changes(fused)
     release_body_state(work)
+    release_body_state(greedy.module)  # priced above; kept only when it is the plan returned
     return SearchResult(
         module=fused,
         time_s=time_s,

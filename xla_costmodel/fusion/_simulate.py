@@ -246,12 +246,15 @@ class FusionResult:
       not pay), the consumer it concerned and a `detail`.
     - `time_before_s`, `time_after_s`: the predicted time of one execution of
       the module before and after, priced exactly as `analyze` prices it
-      (`analyze(module, device=, model=).total_time_s` of the input and of
-      `module`: the same free instructions, bitcast-like reshapes and
+      (`analyze(module, device=, model=).total_time_s` of the input as given and
+      of `module`: the same free instructions, bitcast-like reshapes and
       transposes included; `while` bodies times their trip counts); NaN when
       not priced. `kernels_before`, `kernels_after`: `analyze`'s kernel
       counts (rows that are not free); `unpriced_before`, `unpriced_after`:
-      kernels the model could not price (left out of the totals).
+      kernels the model could not price (left out of the totals). What XLA's
+      passes before fusion change (the simplifier, constant folding, the
+      rewrites of `pre_fusion_rewrites`, CSE) is part of the difference, as
+      it is between `analyze` of the lowered module and of XLA's.
 
       The step priorities need not add up to `time_before_s - time_after_s`.
       Like XLA's, each priority is a local estimate made when its producer is
@@ -303,8 +306,7 @@ class FusionResult:
       or not: `fusion` names the Triton fusion, else `reason` says why not; `GemmFusion` and
       the dots left to cuBLAS, `fusion._gemm_fusion.GemmRewrite`; `TopkDecomposer`: a top_k XLA:GPU
       does not run as `__gpu$TopK` made a sort and two slices, `fusion._topk.TopkDecomposition`); the step
-      log starts after them, and `time_before_s` prices the module rewritten by all but the
-      normalizations (the Triton fusions are made after pricing, as CSE is).
+      log starts after them, and `time_before_s` prices the input as given, before them.
     - `copies`: one row per copy copy insertion added (`simulate_fusion(copy_insertion=)`):
       `computation`, `index` (the output, loop-state or branch element), `copy`, `of`, `reason`
       (`fusion._loop_copies`: "body-read-after-write", "body-moved", "body-replicated",
@@ -563,7 +565,7 @@ def simulate_fusion(
     tree_reductions: bool | None = None,
     gemm_rewrites: bool = False,
     triton_softmax: bool = False,
-    simplify: bool = False,
+    simplify: bool = True,
     conv_rewrites: bool = True,
     constant_folding: bool = True,
     **kwargs: Any,
@@ -663,21 +665,18 @@ def simulate_fusion(
       change kernels on a module as JAX lowers it (`fusion._simplify`: tuple elements read back,
       identity broadcasts/reshapes/transposes/converts, reductions over dimensions of size 1 made
       reshapes, `x + 0`, `max(x, -inf)`, `A / c`, dot strength reduction, cheap conditionals made
-      selects, ...; `time_before_s` prices the module simplified; a no-op on XLA's own input to
-      fusion), with XLA's `WhileLoopConstantSinking` and `WhileLoopSimplifier`
-      (`fusion._while_loop_simplifier`: loop-invariant constants sunk into loop bodies, dead loop-state
-      elements removed, induction variables merged into the trip counter) and `ConditionalSimplifier`'s
-      removal of unused conditional results and operands, folding constants with them to a
-      fixed point when `constant_folding`; then XLA's `DotMerger`, where XLA runs it: right after its
-      simplification pipeline (`fusion._gemm_fusion.merge_dots`: dots sharing an operand made one dot,
-      sliced; not run again by `gemm_rewrites`). XLA runs these passes (each rule checked against its
-      dumps), and on the H100 corpus they now help both figures: modules within 10% of XLA's kernel count
-      go 63 -> 76 of 114 (`scripts/bench_pipeline.py --simplify`; 84 with `--gemm-rewrites`), the
-      programs priced within 1.25x of their measured H100 time 46.5% -> 47.4% (`scripts/bench_gpu.py`'s
-      laptop path, before the loop passes). Still off by default: with it on, 18 tests of the contracts
-      of a default run fail (`time_before_s` as `analyze` of the input, a fused total no larger than the
-      input's on flax's LSTM gradient once dots merge, no cyclic garbage, `search_fusion` keeping no module
-      alive), and those are to be settled first.
+      selects, ...; a no-op on XLA's own input to fusion), with XLA's `WhileLoopConstantSinking` and
+      `WhileLoopSimplifier` (`fusion._while_loop_simplifier`: loop-invariant constants sunk into loop
+      bodies, dead loop-state elements removed, induction variables merged into the trip counter) and
+      `ConditionalSimplifier`'s removal of unused conditional results and operands, folding constants
+      with them to a fixed point when `constant_folding`; then XLA's `DotMerger`, where XLA runs it:
+      right after its simplification pipeline (`fusion._gemm_fusion.merge_dots`: dots sharing an
+      operand made one dot over their other operands concatenated, sliced; not run again by
+      `gemm_rewrites`). On by default, as XLA:GPU always runs these passes before fusion (each rule
+      checked against its dumps); figures in the README's "Data and benchmarks"
+      (`scripts/bench_pipeline.py`; `--no-simplify` turns it off). `time_before_s` still prices the
+      input as given, so the saving includes what the simplifier removes (and what a merged dot's
+      concatenate adds). False fuses the module as written (`search_fusion` takes the same switch).
 
     - `constant_folding`: fold what XLA's `HloConstantFolding` folds before fusion
       (`fusion._constant_folding`: every instruction whose operands are all constants, broadcasts of
@@ -746,22 +745,25 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
     # Content ids of kernels (`hlo._structure`): legality facts are shared between kernels of equal
     # content, and so are prices when the model allows it (repeated layers then cost one model call).
     content = ContentIds()  # every in-place change goes through PriorityFusionRun._fuse (record_fused)
-    priced_by_content = content if prices_by_content(cost_model) else None
     content_cache: dict = {}
-    price_cache: dict = {}
-    before, n_before, unpriced_before = _totals(work, dev, cost_model, price_totals, price_cache, versions,
-                                                priced_by_content)
+    # `time_before_s` is `analyze` of the input as given: what XLA's passes before fusion change (the
+    # simplifier, constant folding, the rewrites, CSE) is part of the saving. The totals have their own
+    # caches; by content when the model allows it, so that a kernel fusion leaves as it was is priced once.
+    totals_cache: dict = {}
+    totals_content = ContentIds() if prices_by_content(cost_model) else None
+    before, n_before, unpriced_before = _totals(module, dev, cost_model, price_totals, totals_cache, {},
+                                                totals_content)
+    if price_totals:
+        release_body_state(module)  # what pricing cached for the input's fusion bodies would keep it alive
 
     t0 = time.perf_counter()
-    # CSE and DCE after pricing the input (`time_before_s` stays `analyze` of it), before fusing
-    if cse:
+    if cse:  # XLA's HloCSE and HloDCE, right before fusion
         cse_result = eliminate_common_subexpressions(work)
         if cse_result.merged or cse_result.removed:
             comps = fusible_computations(work)
             # the caches know instructions whose operands were merged: start them afresh
-            versions, price_cache, content_cache = {}, {}, {}
+            versions, content_cache = {}, {}
             content = ContentIds()
-            priced_by_content = content if prices_by_content(cost_model) else None
     names = NameUniquifier(work)
     normalizations: list = []
     if triton_softmax:  # XLA:GPU's SoftmaxRewriterTriton (`fusion._softmax_rewriter`), after CSE as in XLA
@@ -772,9 +774,8 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
     # XLA:GPU's SortIotaFusion, the fusion pipeline's pass right before priority fusion (`fusion._sort_iota`)
     sort_iotas = fuse_sort_iotas(comps, names)
     if any(n.fusion for n in normalizations) or sort_iotas:
-        versions, price_cache, content_cache = {}, {}, {}
+        versions, content_cache = {}, {}
         content = ContentIds()
-        priced_by_content = content if prices_by_content(cost_model) else None
     checker = LegalityChecker(dev.shared_memory_per_block_bytes, version=versions, content=content)
     if unique_ids:
         # XLA's own ids break ties between equal priorities (the larger first); new fusions get larger ones
@@ -808,17 +809,14 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
             steps.append(_mof_step(len(steps) + 1, st))
             fusion_pass.log.append(_mof_event(st))
         calls += mof.model_calls
-    if mode == "decide":
-        # Back to the input's vocabulary: priced afresh below (the caches know them as bitcasts).
+    if mode == "decide":  # back to the input's vocabulary
         bitcasts_to_layout_changes(work)
-        price_cache, versions = {}, {}
-        priced_by_content = ContentIds() if priced_by_content is not None else None
     # XLA inserts copies after all its fusion passes, on the module with its layouts
     copies = _insert_copies(work, cost_model, dev, names, origin) if copy_insertion else []
     elapsed += time.perf_counter() - t0
 
-    after, n_after, unpriced_after = _totals(work, dev, cost_model, price_totals, price_cache, versions,
-                                             priced_by_content)
+    after, n_after, unpriced_after = _totals(work, dev, cost_model, price_totals, totals_cache, {},
+                                             totals_content)
 
     live_origin = {}
     for clone, name in origin.items():

@@ -10,8 +10,9 @@ again, so a module as JAX lowers it gets kernels that XLA:GPU would not make:
   sorts CUB calls (the convolutions simulated on request, `simulate_fusion(conv_rewrites=True)`,
   `fusion._conv_rewrite`; the dots too, `gemm_rewrites=True`); normalizations and softmaxes may become Triton block-level
   fusions (`SoftmaxRewriterTriton`: simulated on request, `simulate_fusion(triton_softmax=True)`,
-  `fusion._softmax_rewriter`); the simplifier, CSE and layout
-  assignment remove or merge instructions;
+  `fusion._softmax_rewriter`); the simplifier, constant folding and CSE (simulated by default:
+  `fusion._simplify`, `fusion._constant_folding`, `fusion._cse`) and layout assignment remove or
+  merge instructions;
 - after it, multi-output and horizontal fusion merge sibling kernels, and
   copy insertion adds copies.
 
