@@ -172,8 +172,9 @@ class _GpuAnalysis(Analysis):
 
     def _integral_utilizations(self, comp, order: list, p: list) -> tuple[list, list] | None:
         """The common case in plain floats: while every utilization, IR size and flop sum is an
-        integer below 2**24, float32 arithmetic is exact and gives the same numbers. None (and
-        nothing kept) as soon as a value is not such an integer; then the float32 path runs."""
+        integer below 2**24 or a fine fraction (`_records.exact_in_f32`), float32 arithmetic is exact
+        and gives the same numbers. None (and nothing kept) as soon as a value is not such a number;
+        then the float32 path runs."""
         records = self._records
         root = comp.root
         ew_roots: dict = {h: set() for h in order}
