@@ -231,14 +231,20 @@ class _GpuAnalysis(Analysis):
         params, constants, root_ir = self._start_walk(comp, order)
         flops = 0.0
         ir_total = 0.0
+        # (`root_util` and `root_ir` hold float32 values only, each stored rounded: read as they are)
         for h in order:
             r = records[h]
-            util = 0.0
-            ir = 0.0
             roots_h = ew_roots[h]
-            for rt in roots_h:
-                util = unpack(pack(util + unpack(pack(root_util[rt]))[0]))[0]
-                ir = unpack(pack(ir + unpack(pack(root_ir.get(rt, 0.0)))[0]))[0]
+            if len(roots_h) == 1:
+                for rt in roots_h:  # 0 + x: x
+                    util = root_util[rt]
+                    ir = root_ir.get(rt, 0.0)
+            else:
+                util = 0.0
+                ir = 0.0
+                for rt in roots_h:
+                    util = unpack(pack(util + root_util[rt]))[0]
+                    ir = unpack(pack(ir + root_ir.get(rt, 0.0)))[0]
             r[UTIL] = util
             r[IR] = ir
             flops = unpack(pack(flops + unpack(pack(util * unpack(pack(r[FLOPS]))[0]))[0]))[0]
@@ -259,8 +265,8 @@ class _GpuAnalysis(Analysis):
                     nf = unpack(pack(n))[0]
                     up = unpack(pack(math.ceil(unpack(pack(cur * nf))[0])))[0]
                     cur = unpack(pack(up / nf))[0]
-                root_util[operand] = unpack(pack(unpack(pack(root_util[operand]))[0] + cur))[0]
-                root_ir[operand] = unpack(pack(unpack(pack(root_ir.get(operand, 0.0)))[0] + ir))[0]
+                root_util[operand] = unpack(pack(root_util[operand] + cur))[0]
+                root_ir[operand] = unpack(pack(root_ir.get(operand, 0.0) + ir))[0]
         p[FLOPS] = flops
         p[IR] = ir_total
         params.sort(key=lambda h: h.parameter_number)

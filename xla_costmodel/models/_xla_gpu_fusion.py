@@ -405,16 +405,18 @@ class XlaGpuPairPricer:
         cache: dict = {}
         est, rt = self.model._kernel_time(instr, self.device, cache)
         self._records[instr] = (v, est)
-        if rt is not None:
-            self._costs[instr] = (v, rt.costs)
+        # (pinned: this version's parameters listed once, not looked up in the body for every pair)
+        costs = rt.costs.pinned() if rt is not None else None
+        if costs is not None:
+            self._costs[instr] = (v, costs)
         if key is not None and est.priced:
             # (an unpriced kernel is analysed again: each one warns)
-            self._by_content[key] = (est, rt.costs.pinned() if rt is not None else None)
+            self._by_content[key] = (est, costs)
         return est
 
     def costs(self, instr) -> KernelCosts:
         """`instr`'s `GpuHloCostAnalysis` counts."""
-        return self._kept(self._costs, instr, lambda: self.model._costs(instr, self.device))
+        return self._kept(self._costs, instr, lambda: self.model._costs(instr, self.device).pinned())
 
     def pair(self, producer, consumer) -> tuple[float, float, float]:
         """`(T(producer), T(consumer), T_fused(producer, consumer))`, launches included."""
