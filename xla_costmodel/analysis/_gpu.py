@@ -89,7 +89,7 @@ from ._rules import (
     elements_recursive,
     get_extra,
 )
-from ._utilization_walk import integral_walk_step
+from ._utilization_walk import exact_flops, integral_walk_step
 
 if TYPE_CHECKING:
     from ..devices import DeviceSpec
@@ -163,8 +163,8 @@ class _GpuAnalysis(Analysis):
     def fusion_utilizations(self, instr, comp, p: list) -> tuple[list, list]:
         """`GpuHloCostAnalysis::FusionCalculateUtilizations` (float32 arithmetic, as in XLA)."""
         order = list(reversed(self._post_order(comp)))
+        self.integral_walk = False
         done = self._integral_utilizations(comp, order, p)
-        self.integral_walk = done is not None
         if done is None:
             done = self._f32_utilizations(comp, order, p)
         self.fused_leaves = done
@@ -183,16 +183,30 @@ class _GpuAnalysis(Analysis):
         root_util[root] = 1.0
         root_ir[root] = 1.0
         ew_roots[root].add(root)
-        flops = 0.0
         ir_total = 0.0
         utils: list = []
         for h in order:
             r = records[h]
-            step = integral_walk_step(h, r, ew_roots, root_util, root_ir, flops, ir_total)
+            step = integral_walk_step(h, r, ew_roots, root_util, root_ir, 0.0, ir_total, count_flops=False)
             if step is None:
                 return None
-            flops, ir_total, util, ir = step
+            _, ir_total, util, ir = step
             utils.append((r, util, ir))
+        # The flop sum: exact, or (sums past 2**24) added in float32 in the walk's order, as the float32
+        # walk adds them (its utilizations are these, exact). Only an exact walk can be grown from.
+        flops = 0.0
+        for r, util, _ in utils:
+            f = r[FLOPS]
+            if f:
+                flops = exact_flops(flops, util, f)
+                if flops is None:
+                    break
+        if flops is None:
+            flops = self._f32_flops(utils)
+            if flops is None:
+                return None
+        else:
+            self.integral_walk = True
         params = []
         constants = []
         for h, (r, util, ir) in zip(order, utils):
@@ -210,6 +224,21 @@ class _GpuAnalysis(Analysis):
         p[IR] = ir_total
         params.sort(key=lambda h: h.parameter_number)
         return params, constants
+
+    @staticmethod
+    def _f32_flops(utils: list) -> float | None:
+        """`_f32_utilizations_fast`'s flop sum from `(record, utilization, ir)` in walk order (a term of no
+        flops adds nothing); None where a value leaves float32's range."""
+        pack, unpack = _F32_STRUCT.pack, _F32_STRUCT.unpack
+        flops = 0.0
+        try:
+            for r, util, _ in utils:
+                f = r[FLOPS]
+                if f:
+                    flops = unpack(pack(flops + unpack(pack(util * unpack(pack(f))[0]))[0]))[0]
+        except OverflowError:
+            return None
+        return flops
 
     def _f32_utilizations(self, comp, order: list, p: list) -> tuple[list, list]:
         try:

@@ -16,7 +16,8 @@ _PASSES_ROOTS = (IS_ELEMENTWISE | {"tuple", "get-tuple-element"}) - _MAYBE_PASSE
 
 
 def integral_walk_step(h, r: list, ew_roots: dict, root_util: dict, root_ir: dict, flops: float,
-                       ir_total: float, before_change=None) -> tuple[float, float, float, float] | None:
+                       ir_total: float, before_change=None, count_flops: bool = True,
+                       ) -> tuple[float, float, float, float] | None:
     """One instruction of `FusionCalculateUtilizations` in exact arithmetic (all its users walked).
 
     `h`'s utilization and IR size are the sums over its elementwise use roots; it passes its
@@ -27,6 +28,8 @@ def integral_walk_step(h, r: list, ew_roots: dict, root_util: dict, root_ir: dic
     Every value is an integer below 2**24 or a fine fraction (`_records.exact_in_f32`: a slice's
     operand read in half makes halves below it), so that each float32 operation of the walk is
     exact and its result the same in any order.
+
+    `count_flops` False: the flop sum is left to the caller (`exact_flops`), `flops` returned as given.
 
     **Returns:** `(flops, ir_total, utilization, ir)` with `h`'s terms added, or None as soon as
     a value is not such a number (then the float32 walk must run).
@@ -46,15 +49,10 @@ def integral_walk_step(h, r: list, ew_roots: dict, root_util: dict, root_ir: dic
         if (util != int(util) or util >= _FINE_LIMIT) and not _exact_sum([root_util[rt] for rt in roots_h], util):
             return None
     f = r[FLOPS]
-    if f:
-        term = util * f
-        flops += term
-        if (util != int(util) or flops != int(flops) or term != int(term) or not (-limit < term < limit)
-                or not (-limit < flops < limit)):
-            # (integers: the float32 sum is exact while below 2**24; else each value a fine fraction,
-            # the product of two exact ones exact in a double)
-            if not (exact_in_f32(f) and exact_in_f32(term) and exact_in_f32(flops)):
-                return None
+    if f and count_flops:
+        flops = exact_flops(flops, util, f)
+        if flops is None:
+            return None
     ir_total += ir
     if ir_total >= limit or util >= limit:
         return None
@@ -87,6 +85,20 @@ def integral_walk_step(h, r: list, ew_roots: dict, root_util: dict, root_ir: dic
         root_util[operand] = value
         root_ir[operand] = value_ir
     return flops, ir_total, util, ir
+
+
+def exact_flops(flops: float, util: float, f: float) -> float | None:
+    """`flops + util x f` where float32 gives it exactly (and in any order), else None."""
+    limit = _F32_EXACT
+    term = util * f
+    flops += term
+    if (util != int(util) or flops != int(flops) or term != int(term) or not (-limit < term < limit)
+            or not (-limit < flops < limit)):
+        # (integers: the float32 sum is exact while below 2**24; else each value a fine fraction,
+        # the product of two exact ones exact in a double)
+        if not (exact_in_f32(f) and exact_in_f32(term) and exact_in_f32(flops)):
+            return None
+    return flops
 
 
 def _exact_sum(parts: list, total: float) -> bool:
