@@ -329,7 +329,7 @@ class XlaGpuPairPricer:
     """
 
     __slots__ = ("model", "device", "_version", "_records", "_costs", "_facts", "_reads", "_own", "_bad", "_access",
-                 "_content", "_by_content")
+                 "_content", "_by_content", "_facts_by_content")
 
     def __init__(self, model: FusedPairRules, device, version=None, content=None):
         self.model = model
@@ -337,6 +337,7 @@ class XlaGpuPairPricer:
         self._version = version if version is not None else (lambda instr: 0)
         self._content = content
         self._by_content: dict = {}  # content id -> (KernelEstimate, pinned KernelCosts or None)
+        self._facts_by_content: dict = {}  # (what, content id) -> a fact of the body alone
         self._records: dict = {}
         self._costs: dict = {}
         self._facts: dict = {}
@@ -369,9 +370,23 @@ class XlaGpuPairPricer:
         self._bad.pop(instr, None)
         self._access.pop(instr, None)
 
+    def _shared(self, instr) -> bool:
+        """Whether `instr`'s records may come from another kernel of its content (see the class)."""
+        return self._content is not None and (instr.opcode != "fusion" or not tracks_growth(instr.fused_computation))
+
+    def _of_content(self, what: str, instr, make):
+        """`make()`, a fact of `instr`'s content alone, made once per content where `_shared`."""
+        if not self._shared(instr):
+            return make()
+        key = (what, self._content(instr))
+        hit = self._facts_by_content.get(key)
+        if hit is None:
+            hit = self._facts_by_content[key] = make()
+        return hit
+
     def facts(self, instr) -> LaunchFacts:
         """`instr`'s `LaunchFacts`."""
-        return self._kept(self._facts, instr, lambda: launch_facts(instr))
+        return self._kept(self._facts, instr, lambda: self._of_content("facts", instr, lambda: launch_facts(instr)))
 
     def access(self, instr) -> OperandAccess:
         """`instr`'s `OperandAccess`, kept per version and operands (a lone instruction keeps its version
@@ -393,7 +408,7 @@ class XlaGpuPairPricer:
         if hit is not None and hit[0] == v:
             return hit[1]
         key = None
-        if self._content is not None and (instr.opcode != "fusion" or not tracks_growth(instr.fused_computation)):
+        if self._shared(instr):
             key = self._content(instr)
             shared = self._by_content.get(key)
             if shared is not None:
