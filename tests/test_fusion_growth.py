@@ -128,6 +128,96 @@ def test_every_growth_of_a_real_fusion_run_matches_the_full_analysis(checked, ch
         assert trials["priced"] >= 1000, trials
 
 
+# jax.random's threefry bodies: `slice`s read their operand in half, so utilizations below them are
+# halves (fine fractions, `analysis._records.exact_in_f32`), not integers.
+RANDOM = GPU_H100 / "jax_random_sampling@small.pre.hlo.gz"
+
+
+def _has_fine_fraction(an, comp) -> bool:
+    return any(an._records[h][UTIL] != int(an._records[h][UTIL]) for h in comp.instructions)
+
+
+def test_growths_through_fine_fractions_match_the_full_analysis(checked, monkeypatch):
+    """Bodies whose utilizations are halves grow from their last state too, each growth exactly the
+    full analysis (which walks them in exact arithmetic as well: the next test checks that walk)."""
+    seen, bad = checked
+    grow = _fusion_growth.grow
+    fine = {"n": 0}
+
+    def counted(an, instr, comp, p):
+        ok = grow(an, instr, comp, p)
+        if ok and _has_fine_fraction(an, comp):
+            fine["n"] += 1
+        return ok
+
+    monkeypatch.setattr(_fusion_growth, "grow", counted)
+    simulate_fusion(parse_hlo(gzip.open(RANDOM, "rt").read()), device="h100-sxm", model="xla-gpu",
+                    price_totals=False)
+    assert not bad, bad[:5]
+    assert fine["n"] >= 10 and seen["analysis"] >= 100, (fine, seen)
+
+
+@pytest.mark.parametrize("model", ["xla-gpu", "roofline"])
+@pytest.mark.parametrize("source", [RANDOM, GPU_H100 / "pix_color_augment@large.pre.hlo.gz"])
+def test_the_exact_walk_of_fine_fractions_is_the_float32_walk(source, model, monkeypatch):
+    """The full analysis's exact walk (`_integral_utilizations`, through fine fractions, its flop sum
+    in float32 where that sum passes 2**24) gives every figure the float32 walk (`_f32_utilizations`)
+    gives: each such body walked in a fusion run (growths off: every body walked in full), walked
+    again in float32."""
+    exact_walk = _GpuAnalysis._integral_utilizations
+    compared = {"fine": 0, "f32 flops": 0}
+    bad: list[str] = []
+
+    def checked(self, comp, order, p):
+        done = exact_walk(self, comp, order, p)
+        if done is not None and (_has_fine_fraction(self, comp) or not self.integral_walk):
+            compared["fine" if self.integral_walk else "f32 flops"] += 1
+            said = [(self._records[h][UTIL], self._records[h][IR]) for h in order]
+            roots = {h: set(self.ew_roots[h]) for h in order}
+            q = list(p)
+            again = self._f32_utilizations(comp, order, q)
+            if (q[0], q[IR]) != (p[0], p[IR]) or again != done:
+                bad.append(f"{comp.name}: flops, IR {(p[0], p[IR])} != {(q[0], q[IR])}")
+            if said != [(self._records[h][UTIL], self._records[h][IR]) for h in order] or \
+                    roots != {h: self.ew_roots[h] for h in order}:
+                bad.append(f"{comp.name}: utilizations, IR sizes or roots differ")
+        return done
+
+    monkeypatch.setattr(_GpuAnalysis, "_integral_utilizations", checked)
+    monkeypatch.setattr(_fusion_growth, "grow", lambda an, instr, comp, p: False)
+    simulate_fusion(parse_hlo(gzip.open(source, "rt").read()), device="h100-sxm", model=model, price_totals=False)
+    assert not bad, bad[:5]
+    assert compared["fine" if source == RANDOM else "f32 flops"] >= 50, compared
+
+
+def test_fine_fractions_are_taken_only_where_float32_is_exact():
+    """`exact_in_f32`: integers below 2**24 and multiples of 1/256 in (0, 2**16); a slice's share of
+    its operand is taken exactly only where XLA's ceil(x n) / n changes nothing."""
+    from xla_costmodel.analysis._records import exact_in_f32
+    from xla_costmodel.analysis._utilization_walk import _fine_share
+
+    assert exact_in_f32(3.0) and exact_in_f32(-5.0) and exact_in_f32(0.5) and exact_in_f32(65535.75)
+    assert not exact_in_f32(float(1 << 24)) and not exact_in_f32(0.1) and not exact_in_f32(1 / 3)
+    assert not exact_in_f32(65536.5) and not exact_in_f32(-0.5) and not exact_in_f32(2.0 ** -9)
+    assert _fine_share(1.0, 0.5, 6) == 0.5 and _fine_share(0.5, 0.5, 8) == 0.25 and _fine_share(0.5, 2.0, 0) == 0.0
+    assert _fine_share(0.5, 1.0, 3) is None  # ceil(1.5) / 3 is 2/3 in XLA, not a half
+    assert _fine_share(1.0, 0.1, 10) is None and _fine_share(0.5, 0.5, 1 << 24) is None
+
+
+def test_a_walks_flop_sum_past_2_24_is_added_in_float32():
+    """`_GpuAnalysis._f32_flops`: each term and partial sum rounded to float32 in walk order, as the
+    float32 walk adds them (2**24 + 1 is 2**24 there)."""
+    import numpy as np
+
+    terms = [(float(1 << 24), 1.0), (1.0, 1.0), (3.0, 5.0), (0.0, 7.0), (1e30, 1e10)]
+    want = np.float32(0.0)
+    for f, util in terms[:4]:
+        want = np.float32(want + np.float32(np.float32(util) * np.float32(f)))
+    assert _GpuAnalysis._f32_flops([([f], u, 0.0) for f, u in terms[:4]]) == float(want) == float(1 << 24) + 16
+    # past float32's range: infinite, as the float32 walk rounds it
+    assert _GpuAnalysis._f32_flops([([f], u, 0.0) for f, u in terms]) == float("inf")
+
+
 def _synthetic_solver():
     import jax
     import jax.numpy as jnp

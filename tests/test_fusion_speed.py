@@ -233,7 +233,7 @@ def test_pair_cache_entries_hold_for_one_version_of_each_side():
 
 _GPU_H100 = Path(__file__).resolve().parents[1] / "hlo_fixtures" / "gpu_h100"
 # Fused bodies whose utilizations or flops are not small integers (slices of a third or a half, flops
-# above 2**24): the float32 utilization walk runs for them.
+# above 2**24): the float32 utilization walk runs for them (for halves, only when made to).
 _F32_WALK_MODULES = ["jax_random_sampling@small.post.hlo.gz", "pix_color_augment@large.post.hlo.gz"]
 
 
@@ -246,6 +246,8 @@ def test_float32_walk_on_python_floats_equals_the_numpy_walk(name, monkeypatch):
 
     module = parse_hlo(gzip.open(_GPU_H100 / name, "rt").read())
     fusions = [i for c in module.computations for i in c.instructions if i.opcode == "fusion"]
+    # (halves are fine fractions, walked in exact arithmetic: the float32 walk is made to run for them)
+    monkeypatch.setattr(_gpu._GpuAnalysis, "_integral_utilizations", lambda self, comp, order, p: None)
     walks = {"fast": 0}
     fast = _gpu._GpuAnalysis._f32_utilizations_fast
 
@@ -462,3 +464,78 @@ def test_incremental_updates_that_ask_only_new_consumers_equal_walking_every_use
     assert fast.log.equals(walked.log)
     assert fast.rejected.equals(walked.rejected)
     assert fast.module.to_text() == walked.module.to_text()
+
+
+@pytest.mark.parametrize("name", ["jax_random_sampling@small", "pix_color_augment@large"])
+def test_kernels_of_one_content_are_analysed_once_with_the_same_results(name, monkeypatch):
+    """The pair pricer takes a kernel's record from an earlier kernel of the same content (its costs
+    pinned to the body they were made for): the fused module, its steps and every pair price are
+    those of analysing each kernel itself, and the sharing did happen."""
+    from xla_costmodel.models import _xla_gpu_fusion
+
+    text = gzip.open(_GPU_H100 / f"{name}.pre.hlo.gz", "rt").read()
+    pricer = _xla_gpu_fusion.XlaGpuPairPricer
+    real_kernel_time = XlaGpuModel._kernel_time
+    prices: dict[str, list] = {"shared": [], "own": []}
+    calls = {"shared": 0, "own": 0}
+
+    def run(mode):
+        def kernel_time(self, instr, device, cache):
+            calls[mode] += 1
+            return real_kernel_time(self, instr, device, cache)
+
+        real_pair = pricer.pair
+
+        def pair(self, producer, consumer):
+            v = real_pair(self, producer, consumer)
+            prices[mode].append((producer.name, consumer.name, v))
+            return v
+
+        with monkeypatch.context() as m:
+            m.setattr(XlaGpuModel, "_kernel_time", kernel_time)
+            m.setattr(pricer, "pair", pair)
+            if mode == "own":
+                real_init = pricer.__init__
+                m.setattr(pricer, "__init__", lambda self, model, device, version=None, content=None:
+                          real_init(self, model, device, version, None))
+            r = simulate_fusion(parse_hlo(text), device=DEVICE, model="xla-gpu", price_totals=False)
+        return r.module.to_text(), r.steps
+
+    shared_text, shared_steps = run("shared")
+    own_text, own_steps = run("own")
+    assert shared_text == own_text and shared_steps.equals(own_steps)
+    assert prices["shared"] == prices["own"]
+    assert calls["shared"] < 0.9 * calls["own"], calls
+
+
+def test_pinned_costs_answer_for_the_body_they_were_made_for():
+    """`KernelCosts.pinned`: after the kernel grows in place, its pinned costs still give the
+    parameter answers of the body they were made for (the live ones read the grown body)."""
+    from xla_costmodel.fusion_engine import fuse
+    from xla_costmodel.models._kernel_costs import CostContext, kernel_costs
+
+    text = """HloModule m
+
+ENTRY e {
+  a = f32[64] parameter(0)
+  b = f32[64] parameter(1)
+  c = f32[64] parameter(2)
+  p = f32[64] multiply(a, b)
+  q = f32[64] add(p, c)
+  ROOT r = f32[64] subtract(q, a)
+}
+"""
+    module = parse_hlo(text)
+    comp = module.entry
+    q, r = comp.instruction("q"), comp.instruction("r")
+    fusion = fuse(q, r)
+    costs = kernel_costs(fusion, CostContext(DEVICE))
+    pinned = costs.pinned()
+    n = len(fusion.operands)
+    before = [[pinned.common_parameter_utilization(i, j) for j in range(n)] for i in range(n)]
+    from_root = [pinned.parameter_elementwise_from_root(i) for i in range(n)]
+    assert before == [[costs.common_parameter_utilization(i, j) for j in range(n)] for i in range(n)]
+    assert from_root == [costs.parameter_elementwise_from_root(i) for i in range(n)] and any(from_root)
+    fuse(comp.instruction("p"), fusion)  # grows in place: its parameters change
+    assert [[pinned.common_parameter_utilization(i, j) for j in range(n)] for i in range(n)] == before
+    assert [pinned.parameter_elementwise_from_root(i) for i in range(n)] == from_root

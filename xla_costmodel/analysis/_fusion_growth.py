@@ -19,8 +19,10 @@ the dropped parameter. So the new analysis is the old one with:
 
 That is the same arithmetic as the full walk, in another order; it is used
 only where the order cannot matter: every record value, utilization, IR size
-and sum an integer below 2**24 (exact in float32 and in any order), which is
-the condition of the full walk's own fast path. Anything else (float32
+and sum an integer below 2**24 or a fine fraction (`_records.exact_in_f32`:
+multiples of 1/256 below 2**16, what slices read in half make), exact in
+float32 and in any order, which is the condition of the full walk's own fast
+path. Anything else (float32
 rounding, a producer bound to two parameters, a body edited some other way,
 another rule table or device profile) falls back to the full analysis.
 `tests/test_fusion_growth.py` checks every growth of real fusion runs
@@ -43,7 +45,7 @@ from typing import Any
 from immutables import Map
 
 from ..fusion_engine import body_growth, follows_growths, tracks_growth
-from ._records import _F32_EXACT
+from ._records import _F32_EXACT, exact_in_f32
 from ._rules import (
     BYTES,
     EXTRA,
@@ -112,15 +114,38 @@ def _snapshot(m) -> Map:
 
 
 def _integral(r: list) -> bool:
+    """Whether every value of record `r` is exact in float32 in any order (`exact_in_f32`: an integer
+    below 2**24 or a fine fraction), with no per-operand value negative (a body's per-index sums of
+    them are then exact in float32 in any order where they are fine too: `_sums_exact`)."""
     for k in _SCALARS:
         v = r[k]
         if v != int(v) or not (-_F32_EXACT < v < _F32_EXACT):
-            return False
+            if not exact_in_f32(v):
+                return False
     for slot in (OPB, OPU):
         for v in r[slot]:
-            if v != int(v) or not (-_F32_EXACT < v < _F32_EXACT):
-                return False
+            if v != int(v) or not (0.0 <= v < _F32_EXACT):
+                if v < 0.0 or not exact_in_f32(v):
+                    return False
     return not r[EXTRA] and not r[UNPRICED]
+
+
+def _sums_exact(sub: list) -> bool:
+    """Whether a body's sum `sub` of records that are each `_integral` is what float32 makes of them in
+    any order: every total an integer below 2**24 (its parts' sum, exact in a double, is then what
+    `sum_records` keeps: it re-adds only other totals), or, for a per-operand total, a fine fraction
+    (non-negative fine fractions and integers: every partial sum a fine fraction, exact in float32).
+    A per-operand total that float32 re-added in order (`sub`'s flag) is one of the latter."""
+    for k in _SCALARS:
+        v = sub[k]
+        if v != int(v) or not (-_F32_EXACT < v < _F32_EXACT):
+            return False
+    for slot in (OPB, OPU):
+        for v in sub[slot]:
+            if v != int(v) or not (-_F32_EXACT < v < _F32_EXACT):
+                if not exact_in_f32(v):
+                    return False
+    return not sub[EXTRA] and not sub[UNPRICED]
 
 
 def remember(an, instr, comp, p: list, *, checked: bool = False) -> None:
@@ -132,7 +157,7 @@ def remember(an, instr, comp, p: list, *, checked: bool = False) -> None:
     sub = an._subs.get(id(comp))
     states = kept_states(type(an))
     if (not an.integral_walk or leaves is None or sub is None or not tracks_growth(comp)
-            or sub[-1] or not _integral(sub)):
+            or not _sums_exact(sub)):
         states.pop(comp, None)
         return
     records = an._records
@@ -221,7 +246,7 @@ def _grow(an, instr, comp, p: list, st: _BodyState, g) -> bool:
                 acc[i] += sign * v
     sub[OPB], sub[OPU], sub[EXTRA], sub[UNPRICED] = opb, opu, None, ()
     sub.append(False)
-    if not _integral(sub):
+    if not _sums_exact(sub):
         return False
     an._subs[id(comp)] = sub
 

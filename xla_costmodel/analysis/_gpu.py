@@ -89,7 +89,7 @@ from ._rules import (
     elements_recursive,
     get_extra,
 )
-from ._utilization_walk import integral_walk_step
+from ._utilization_walk import exact_flops, integral_walk_step
 
 if TYPE_CHECKING:
     from ..devices import DeviceSpec
@@ -163,8 +163,8 @@ class _GpuAnalysis(Analysis):
     def fusion_utilizations(self, instr, comp, p: list) -> tuple[list, list]:
         """`GpuHloCostAnalysis::FusionCalculateUtilizations` (float32 arithmetic, as in XLA)."""
         order = list(reversed(self._post_order(comp)))
+        self.integral_walk = False
         done = self._integral_utilizations(comp, order, p)
-        self.integral_walk = done is not None
         if done is None:
             done = self._f32_utilizations(comp, order, p)
         self.fused_leaves = done
@@ -172,8 +172,9 @@ class _GpuAnalysis(Analysis):
 
     def _integral_utilizations(self, comp, order: list, p: list) -> tuple[list, list] | None:
         """The common case in plain floats: while every utilization, IR size and flop sum is an
-        integer below 2**24, float32 arithmetic is exact and gives the same numbers. None (and
-        nothing kept) as soon as a value is not such an integer; then the float32 path runs."""
+        integer below 2**24 or a fine fraction (`_records.exact_in_f32`), float32 arithmetic is exact
+        and gives the same numbers. None (and nothing kept) as soon as a value is not such a number;
+        then the float32 path runs."""
         records = self._records
         root = comp.root
         ew_roots: dict = {h: set() for h in order}
@@ -182,16 +183,30 @@ class _GpuAnalysis(Analysis):
         root_util[root] = 1.0
         root_ir[root] = 1.0
         ew_roots[root].add(root)
-        flops = 0.0
         ir_total = 0.0
         utils: list = []
         for h in order:
             r = records[h]
-            step = integral_walk_step(h, r, ew_roots, root_util, root_ir, flops, ir_total)
+            step = integral_walk_step(h, r, ew_roots, root_util, root_ir, 0.0, ir_total, count_flops=False)
             if step is None:
                 return None
-            flops, ir_total, util, ir = step
+            _, ir_total, util, ir = step
             utils.append((r, util, ir))
+        # The flop sum: exact, or (sums past 2**24) added in float32 in the walk's order, as the float32
+        # walk adds them (its utilizations are these, exact). Only an exact walk can be grown from.
+        flops = 0.0
+        for r, util, _ in utils:
+            f = r[FLOPS]
+            if f:
+                flops = exact_flops(flops, util, f)
+                if flops is None:
+                    break
+        if flops is None:
+            flops = self._f32_flops(utils)
+            if flops is None:
+                return None
+        else:
+            self.integral_walk = True
         params = []
         constants = []
         for h, (r, util, ir) in zip(order, utils):
@@ -209,6 +224,21 @@ class _GpuAnalysis(Analysis):
         p[IR] = ir_total
         params.sort(key=lambda h: h.parameter_number)
         return params, constants
+
+    @staticmethod
+    def _f32_flops(utils: list) -> float | None:
+        """`_f32_utilizations_fast`'s flop sum from `(record, utilization, ir)` in walk order (a term of no
+        flops adds nothing); None where a value leaves float32's range."""
+        pack, unpack = _F32_STRUCT.pack, _F32_STRUCT.unpack
+        flops = 0.0
+        try:
+            for r, util, _ in utils:
+                f = r[FLOPS]
+                if f:
+                    flops = unpack(pack(flops + unpack(pack(util * unpack(pack(f))[0]))[0]))[0]
+        except OverflowError:
+            return None
+        return flops
 
     def _f32_utilizations(self, comp, order: list, p: list) -> tuple[list, list]:
         try:
@@ -230,14 +260,20 @@ class _GpuAnalysis(Analysis):
         params, constants, root_ir = self._start_walk(comp, order)
         flops = 0.0
         ir_total = 0.0
+        # (`root_util` and `root_ir` hold float32 values only, each stored rounded: read as they are)
         for h in order:
             r = records[h]
-            util = 0.0
-            ir = 0.0
             roots_h = ew_roots[h]
-            for rt in roots_h:
-                util = unpack(pack(util + unpack(pack(root_util[rt]))[0]))[0]
-                ir = unpack(pack(ir + unpack(pack(root_ir.get(rt, 0.0)))[0]))[0]
+            if len(roots_h) == 1:
+                for rt in roots_h:  # 0 + x: x
+                    util = root_util[rt]
+                    ir = root_ir.get(rt, 0.0)
+            else:
+                util = 0.0
+                ir = 0.0
+                for rt in roots_h:
+                    util = unpack(pack(util + root_util[rt]))[0]
+                    ir = unpack(pack(ir + root_ir.get(rt, 0.0)))[0]
             r[UTIL] = util
             r[IR] = ir
             flops = unpack(pack(flops + unpack(pack(util * unpack(pack(r[FLOPS]))[0]))[0]))[0]
@@ -258,8 +294,8 @@ class _GpuAnalysis(Analysis):
                     nf = unpack(pack(n))[0]
                     up = unpack(pack(math.ceil(unpack(pack(cur * nf))[0])))[0]
                     cur = unpack(pack(up / nf))[0]
-                root_util[operand] = unpack(pack(unpack(pack(root_util[operand]))[0] + cur))[0]
-                root_ir[operand] = unpack(pack(unpack(pack(root_ir.get(operand, 0.0)))[0] + ir))[0]
+                root_util[operand] = unpack(pack(root_util[operand] + cur))[0]
+                root_ir[operand] = unpack(pack(root_ir.get(operand, 0.0) + ir))[0]
         p[FLOPS] = flops
         p[IR] = ir_total
         params.sort(key=lambda h: h.parameter_number)

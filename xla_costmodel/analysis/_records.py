@@ -122,6 +122,21 @@ def merge_unpriced(a: tuple, b: tuple) -> tuple:
 
 
 _F32_EXACT = float(1 << 24)
+# Fine fractions: multiples of 1/256 in [0, 2**16) (a slice's operand utilization, 1/2 or 1/4 of the
+# operand read, and what it makes of the utilizations below it). Like the integers in (-2**24, 2**24),
+# float32 holds each exactly; on top, every partial sum of non-negative fine fractions below 2**16 is
+# one too, and a sum or product of two of either kind is exact in a double (at most 48 bits).
+_FINE_GRID = 256.0
+_FINE_LIMIT = float(1 << 16)
+
+
+def exact_in_f32(v: float) -> bool:
+    """Whether `v` is an integer in (-2**24, 2**24) or a fine fraction (see `_FINE_GRID`): then float32
+    arithmetic whose every result is such a value gives the exact result, in any order."""
+    if v == int(v):
+        return -_F32_EXACT < v < _F32_EXACT
+    w = v * _FINE_GRID
+    return w == int(w) and 0.0 < v < _FINE_LIMIT
 
 
 # ---------------------------------------------------------------------------

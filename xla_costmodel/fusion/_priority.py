@@ -234,8 +234,10 @@ class _PairPricing:
         # A model's own pair pricer (per-instruction records kept per version), if it has one.
         # (A closure over the version dict, not a bound method: the run holds the pricer, and a
         # cycle back to the run would leave all its caches to the cyclic garbage collector.)
+        # A model that prices by content also gets the kernels' content ids (`content.kernel`).
         self.pricer = (
-            model.fusion_pricer(device, version=lambda instr: version.get(instr, 0))
+            (model.fusion_pricer(device, version=lambda instr: version.get(instr, 0)) if content is None else
+             model.fusion_pricer(device, version=lambda instr: version.get(instr, 0), content=content.kernel))
             if incremental and isinstance(model, FusionPricing) else None
         )
         self.materializing = fuses_by_materializing(model)

@@ -185,8 +185,11 @@ class FusionPricing(Protocol):
     """A model with a pricer of producer-consumer pairs faster than `estimate_fusion`
     (XLA's `GpuPerformanceModelCache`: per-instruction records kept per version)."""
 
-    def fusion_pricer(self, device: "DeviceSpec", version: Callable[["HloInstruction"], int] | None = None) -> PairPricer:
-        """A `PairPricer` for `device`; `version(instr)` changes whenever `instr` changes in place."""
+    def fusion_pricer(self, device: "DeviceSpec", version: Callable[["HloInstruction"], int] | None = None,
+                      content: Callable[["HloInstruction"], Any] | None = None) -> PairPricer:
+        """A `PairPricer` for `device`; `version(instr)` changes whenever `instr` changes in place;
+        `content(instr)`: its content id (`hlo._structure.ContentIds.kernel`), passed only to a model
+        that `prices_by_content` (None: not known)."""
         ...
 
 

@@ -145,7 +145,8 @@ class KernelCosts:
     `bytes_written`, `operand_bytes` / `operand_utilization` per operand of
     the kernel, `unpriced` (labels of instructions without a cost rule), and
     `cost`, the analysis's `KernelCost` (per-instruction counts, elementwise
-    use roots).
+    use roots); `body`: None, or (for `pinned` costs) the fused body's
+    parameters, the same by number, and its root when the costs were made.
     """
 
     kernel: object
@@ -159,6 +160,7 @@ class KernelCosts:
     operand_utilization: list
     unpriced: tuple
     cost: KernelCost
+    body: tuple | None = None
 
     @property
     def bytes_read(self) -> float:
@@ -181,9 +183,30 @@ class KernelCosts:
         """XLA's `CommonElementwiseUtilization(a, b)` for two instructions of this fusion."""
         return self.cost.common_elementwise_utilization(a, b)
 
+    def common_parameter_utilization(self, i: int, j: int) -> float:
+        """`common_elementwise_utilization` of this fusion's parameters number `i` and `j`."""
+        if self.body is not None:
+            by_number = self.body[1]
+            return self.cost.common_elementwise_utilization(by_number[i], by_number[j])
+        comp = self.kernel.fused_computation
+        return self.cost.common_elementwise_utilization(comp.parameter(i), comp.parameter(j))
+
     def parameter_elementwise_from_root(self, index: int) -> bool:
         """XLA's `FusionUsesParameterElementwiseFromRoot`."""
+        if self.body is not None:
+            params, _, root = self.body
+            return index < len(params) and self.cost.common_elementwise_utilization(params[index], root) == 1.0
         return self.cost.parameter_elementwise_from_root(index)
+
+    def pinned(self) -> "KernelCosts":
+        """These costs, answering for the kernel's body as it is now (its parameters and root) even
+        after the kernel grows in place: for another kernel of the same content (`hlo._structure`),
+        whose parameters are asked for by number. A lone instruction's costs never change: themselves."""
+        comp = self.kernel.fused_computation if self.kernel.opcode == "fusion" else None
+        if comp is None:
+            return self
+        params = tuple(comp.parameters)
+        return replace(self, body=(params, {h.parameter_number: h for h in params}, comp.root))
 
 
 def kernel_costs(kernel, ctx: CostContext) -> KernelCosts:

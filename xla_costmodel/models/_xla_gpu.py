@@ -713,19 +713,21 @@ class XlaGpuModel:
             fused_consumers_s=(fe.time_s,),
         )
 
-    def fusion_pricer(self, device, version=None) -> "XlaGpuPairPricer":
+    def fusion_pricer(self, device, version=None, content=None) -> "XlaGpuPairPricer":
         """A pricer of (producer, consumer) pairs for a fusion pass: XLA's `GpuPerformanceModelCache`.
 
         **Arguments:** `device`; `version`: `instruction -> int`, bumped by the
         pass whenever an instruction changes in place (a fusion that grows);
-        default: instructions never change.
+        default: instructions never change; `content`: `instruction -> content id`
+        (`hlo._structure.ContentIds.kernel`, kept up to date by the pass): kernels of
+        one content are analysed once (this model `prices_by_content`); None: each is.
 
         **Returns:** an `XlaGpuPairPricer`; its `pair(producer, consumer)` gives
         exactly `estimate_fusion(producer, [consumer])`'s
         `(producer_s, consumers_s[0], fused_consumers_s[0])`.
         """
         self._check(device)
-        return XlaGpuPairPricer(self, device, version)
+        return XlaGpuPairPricer(self, device, version, content)
 
 
 

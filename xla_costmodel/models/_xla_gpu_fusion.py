@@ -17,7 +17,7 @@ from typing import Protocol
 
 from ..analysis.emission import LaunchFacts, launch_facts
 from ..analysis.opcodes import IS_ELEMENTWISE
-from ..fusion_engine import discard_fusion
+from ..fusion_engine import discard_fusion, tracks_growth
 from ._base import KernelEstimate, dominant_bound, materialize_fusion
 from ._coalescing import (
     OperandAccess,
@@ -94,7 +94,6 @@ def common_utilization(pc: KernelCosts, producer, index: int, cc: KernelCosts, c
     if not elementwise:
         return 0.0
     if consumer.opcode == "fusion" and consumer.fused_computation is not None:
-        comp = consumer.fused_computation
         idx_x = consumer.operands.index(operand)
         if is_multi_output(producer):
             idx_p = [i for i, o in enumerate(consumer.operands)
@@ -103,7 +102,7 @@ def common_utilization(pc: KernelCosts, producer, index: int, cc: KernelCosts, c
             idx_p = [consumer.operands.index(producer)] if producer in consumer.operands else []
         total = 0.0
         for j in idx_p:
-            total += cc.common_elementwise_utilization(comp.parameter(idx_x), comp.parameter(j))
+            total += cc.common_parameter_utilization(idx_x, j)
         return total
     if consumer.opcode in IS_ELEMENTWISE:
         return 1.0
@@ -321,14 +320,24 @@ class XlaGpuPairPricer:
     from the two records (§1.8 of the reference: flops and bytes from the
     producer's and consumer's own counts and utilizations; launch dimensions
     and coalescing from the fused pair). `invalidate(instr)` drops a record.
+
+    `content`: `instruction -> its content id` (`hlo._structure.ContentIds.kernel`), for a model
+    that prices by content: a kernel with the id of one already priced takes its record (the
+    estimate, and the costs `pinned` to the body they were made for) instead of being analysed
+    again. Fusions whose bodies follow their growths (`fusion_engine.tracks_growth`) are
+    analysed as themselves, so that their next growth starts from their own state.
     """
 
-    __slots__ = ("model", "device", "_version", "_records", "_costs", "_facts", "_reads", "_own", "_bad", "_access")
+    __slots__ = ("model", "device", "_version", "_records", "_costs", "_facts", "_reads", "_own", "_bad", "_access",
+                 "_content", "_by_content", "_facts_by_content")
 
-    def __init__(self, model: FusedPairRules, device, version=None):
+    def __init__(self, model: FusedPairRules, device, version=None, content=None):
         self.model = model
         self.device = device
         self._version = version if version is not None else (lambda instr: 0)
+        self._content = content
+        self._by_content: dict = {}  # content id -> (KernelEstimate, pinned KernelCosts or None)
+        self._facts_by_content: dict = {}  # (what, content id) -> a fact of the body alone
         self._records: dict = {}
         self._costs: dict = {}
         self._facts: dict = {}
@@ -361,9 +370,23 @@ class XlaGpuPairPricer:
         self._bad.pop(instr, None)
         self._access.pop(instr, None)
 
+    def _shared(self, instr) -> bool:
+        """Whether `instr`'s records may come from another kernel of its content (see the class)."""
+        return self._content is not None and (instr.opcode != "fusion" or not tracks_growth(instr.fused_computation))
+
+    def _of_content(self, what: str, instr, make):
+        """`make()`, a fact of `instr`'s content alone, made once per content where `_shared`."""
+        if not self._shared(instr):
+            return make()
+        key = (what, self._content(instr))
+        hit = self._facts_by_content.get(key)
+        if hit is None:
+            hit = self._facts_by_content[key] = make()
+        return hit
+
     def facts(self, instr) -> LaunchFacts:
         """`instr`'s `LaunchFacts`."""
-        return self._kept(self._facts, instr, lambda: launch_facts(instr))
+        return self._kept(self._facts, instr, lambda: self._of_content("facts", instr, lambda: launch_facts(instr)))
 
     def access(self, instr) -> OperandAccess:
         """`instr`'s `OperandAccess`, kept per version and operands (a lone instruction keeps its version
@@ -384,16 +407,31 @@ class XlaGpuPairPricer:
         hit = self._records.get(instr)
         if hit is not None and hit[0] == v:
             return hit[1]
+        key = None
+        if self._shared(instr):
+            key = self._content(instr)
+            shared = self._by_content.get(key)
+            if shared is not None:
+                est, costs = shared
+                self._records[instr] = (v, est)
+                if costs is not None:
+                    self._costs[instr] = (v, costs)
+                return est
         cache: dict = {}
         est, rt = self.model._kernel_time(instr, self.device, cache)
         self._records[instr] = (v, est)
-        if rt is not None:
-            self._costs[instr] = (v, rt.costs)
+        # (pinned: this version's parameters listed once, not looked up in the body for every pair)
+        costs = rt.costs.pinned() if rt is not None else None
+        if costs is not None:
+            self._costs[instr] = (v, costs)
+        if key is not None and est.priced:
+            # (an unpriced kernel is analysed again: each one warns)
+            self._by_content[key] = (est, costs)
         return est
 
     def costs(self, instr) -> KernelCosts:
         """`instr`'s `GpuHloCostAnalysis` counts."""
-        return self._kept(self._costs, instr, lambda: self.model._costs(instr, self.device))
+        return self._kept(self._costs, instr, lambda: self.model._costs(instr, self.device).pinned())
 
     def pair(self, producer, consumer) -> tuple[float, float, float]:
         """`(T(producer), T(consumer), T_fused(producer, consumer))`, launches included."""
