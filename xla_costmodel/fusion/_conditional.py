@@ -55,9 +55,9 @@ def _has_token(shape: Shape) -> bool:
     return (not shape.is_array and not shape.is_tuple) or any(_has_token(s) for s in shape.tuple_shapes)
 
 
-def _kept(cond: HloInstruction, branches: list[HloComputation]) -> bool:
-    """Not removable: a side effect or a channel instruction in a branch (called computations
-    included), or a sharding on the conditional."""
+def _any_called(cond: HloInstruction, branches: list[HloComputation], hit) -> bool:
+    """Whether the conditional carries a sharding, or `hit` holds for an instruction of a branch (the
+    computations it calls included)."""
     if "sharding" in cond.raw_attributes:
         return True
     todo, seen = list(branches), set()
@@ -67,10 +67,16 @@ def _kept(cond: HloInstruction, branches: list[HloComputation]) -> bool:
             continue
         seen.add(id(comp))
         for i in comp.instructions:
-            if _has_side_effect(i) or "channel_id" in i.raw_attributes:
+            if hit(i):
                 return True
             todo.extend(i.called_computations)
     return False
+
+
+def _kept(cond: HloInstruction, branches: list[HloComputation]) -> bool:
+    """Not removable: a side effect or a channel instruction in a branch (called computations
+    included), or a sharding on the conditional."""
+    return _any_called(cond, branches, lambda i: _has_side_effect(i) or "channel_id" in i.raw_attributes)
 
 
 def _constant_branch(pred: HloInstruction, n: int) -> int | None:
@@ -195,19 +201,7 @@ def _tuple(comp: HloComputation, before: HloInstruction | None, operands: list[H
 def _skipped(cond: HloInstruction, branches: list[HloComputation]) -> bool:
     """`ConditionalSimplifier::Run` leaves a conditional alone when it carries a sharding or a branch calls a
     channel instruction (it clones computations)."""
-    if "sharding" in cond.raw_attributes:
-        return True
-    todo, seen = list(branches), set()
-    while todo:
-        comp = todo.pop()
-        if id(comp) in seen:
-            continue
-        seen.add(id(comp))
-        for i in comp.instructions:
-            if "channel_id" in i.raw_attributes:
-                return True
-            todo.extend(i.called_computations)
-    return False
+    return _any_called(cond, branches, lambda i: "channel_id" in i.raw_attributes)
 
 
 def _remove_unused_results(cond: HloInstruction, branches: list[HloComputation], callers: dict) -> bool:
