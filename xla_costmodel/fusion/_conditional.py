@@ -30,7 +30,7 @@ from __future__ import annotations
 from ..analysis.opcodes import is_elementwise
 from ..hlo import HloComputation, HloInstruction, HloModule, Shape
 from ..hlo.editing import NameUniquifier, clone_instruction
-from ._cse import _has_side_effect
+from ._cse import _has_side_effect, remove_unread
 
 __all__ = ["remove_conditionals", "remove_unused_conditional_elements"]
 
@@ -225,20 +225,11 @@ def _remove_unused_results(cond: HloInstruction, branches: list[HloComputation],
         if not root.users and root.opcode != "parameter" and not _has_side_effect(root):
             operands = list(root.operands)
             b.remove_instruction(root)
-            _drop_unread(b, operands)
+            remove_unread(b, operands)
     cond.shape = Shape.tuple_of([cond.shape.tuple_shapes[i] for i in used])
     for u in cond.users:
         u.set_attribute("index", new_index[int(u.attribute("index"))])
     return True
-
-
-def _drop_unread(comp: HloComputation, candidates: list[HloInstruction]) -> None:
-    while candidates:
-        x = candidates.pop()
-        if x.users or x is comp.root or x.computation is not comp or x.opcode == "parameter" or _has_side_effect(x):
-            continue
-        candidates.extend(x.operands)
-        comp.remove_instruction(x)
 
 
 def _remove_unused_operands(branch: HloComputation, sites: list[HloInstruction]) -> bool:
@@ -265,7 +256,7 @@ def _remove_unused_operands(branch: HloComputation, sites: list[HloInstruction])
             parts = [operand.operands[i] for i in keep] if operand.opcode == "tuple" else \
                 [_gte(comp, site, operand, i) for i in keep]
             site.replace_operand(k + 1, _tuple(comp, site, parts))
-            _drop_unread(comp, [operand])
+            remove_unread(comp, [operand])
     return True
 
 
@@ -279,7 +270,7 @@ def remove_unused_conditional_elements(module: HloModule) -> int:
     if not conds:
         return 0
     for comp in {id(c.computation): c.computation for c in conds}.values():
-        _drop_unread(comp, [i for i in comp.instructions if not i.users])
+        remove_unread(comp, [i for i in comp.instructions if not i.users])
     conds = [c for c in conds if c.computation is not None]
     callers = module.callers()
     n = 0

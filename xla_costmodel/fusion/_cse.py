@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..hlo import HloInstruction, HloModule
+from ..hlo import HloComputation, HloInstruction, HloModule
 from ..hlo.editing import ContentIds
 
 __all__ = ["CseResult", "eliminate_common_subexpressions"]
@@ -36,6 +36,22 @@ def _has_side_effect(instr: HloInstruction) -> bool:
     if instr.opcode == "custom-call":
         return str(instr.raw_attributes.get("custom_call_has_side_effect", "")).lower() == "true"
     return False
+
+
+def remove_unread(comp: HloComputation, candidates: list[HloInstruction]) -> int:
+    """`HloDCE` from `candidates`: each left without users (not the root, a parameter or a side effect), and
+    then its operands, removed from `comp`; how many were. The one DCE walk of the passes before fusion."""
+    n = 0
+    todo = list(candidates)
+    while todo:
+        instr = todo.pop()
+        if (instr.users or instr is comp.root or instr.opcode == "parameter" or instr.computation is not comp
+                or _has_side_effect(instr)):
+            continue
+        todo.extend(instr.operands)
+        comp.remove_instruction(instr)
+        n += 1
+    return n
 
 
 @dataclass(frozen=True)

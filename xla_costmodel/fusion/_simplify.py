@@ -67,7 +67,7 @@ from typing import Mapping
 
 from ..hlo import HloComputation, HloInstruction, HloModule, Shape
 from ._conditional import remove_conditionals
-from ._cse import _drop_unreachable, _has_side_effect
+from ._cse import _drop_unreachable, _has_side_effect, remove_unread
 from ._gemm_fusion import strength_reduce_dots
 from ._scatter_expander import combiner_opcode, scatter_trip_count
 
@@ -485,16 +485,7 @@ def _become(instr: HloInstruction, opcode: str, operands: list[HloInstruction], 
 
 def remove_unused(comp: HloComputation, candidates: list[HloInstruction]) -> int:
     """`HloDCE` from `candidates`: those left without users (and then their operands) removed."""
-    n = 0
-    while candidates:
-        instr = candidates.pop()
-        if (instr.users or instr is comp.root or instr.opcode == "parameter" or instr.computation is not comp
-                or _has_side_effect(instr)):
-            continue
-        candidates.extend(instr.operands)
-        comp.remove_instruction(instr)
-        n += 1
-    return n
+    return remove_unread(comp, candidates)
 
 
 def _computations(module: HloModule) -> list[HloComputation]:

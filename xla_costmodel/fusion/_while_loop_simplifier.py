@@ -41,7 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..hlo import HloComputation, HloInstruction, HloModule, Shape
-from ._cse import _has_side_effect
+from ._cse import _has_side_effect, remove_unread
 
 __all__ = ["WhileSimplification", "simplify_while_loops", "sink_constants"]
 
@@ -85,17 +85,7 @@ def _index(instr: HloInstruction) -> int:
 
 def _dce(comp: HloComputation) -> int:
     """`HloDCE` of one computation: what no one reads (not the root, a parameter or a side effect) removed."""
-    n = 0
-    todo = [i for i in comp.instructions if not i.users]
-    while todo:
-        instr = todo.pop()
-        if (instr.users or instr is comp.root or instr.computation is not comp or instr.opcode == "parameter"
-                or _has_side_effect(instr)):
-            continue
-        todo.extend(instr.operands)
-        comp.remove_instruction(instr)
-        n += 1
-    return n
+    return remove_unread(comp, [i for i in comp.instructions if not i.users])
 
 
 class _SideEffects:
@@ -312,18 +302,8 @@ def _remove_dead_params(w: HloInstruction, body: HloComputation, cond: HloComput
             comp.remove_instruction(g)
     _rewire_other_readers(w, element, n)
     if not init.users and init is not comp.root:
-        _dce_from(comp, init)
+        remove_unread(comp, [init])
     return len(dead)
-
-
-def _dce_from(comp: HloComputation, instr: HloInstruction) -> None:
-    todo = [instr]
-    while todo:
-        x = todo.pop()
-        if x.users or x is comp.root or x.computation is not comp or x.opcode == "parameter" or _has_side_effect(x):
-            continue
-        todo.extend(x.operands)
-        comp.remove_instruction(x)
 
 
 # -- TryMergeInductionVariables ---------------------------------------------------------------------
