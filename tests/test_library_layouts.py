@@ -35,11 +35,13 @@ def test_fortran_order_swaps_the_two_minor_dimensions():
 # Each of these ran a copy into (or out of) a library call's column-major layout on the H100 that the
 # simulation did not have: cuSOLVER's operand from an entry parameter, a triangular solve's right-hand side
 # from a parameter, its result as the entry's output (the copies are in the capture's `.post` module).
-# lineax_lu_solve@small is not here: its copies are now XLA's (LU's operand, and the identity branch's copy of
-# its conditional), and it is one kernel over for a reason of its own: XLA makes the gather of the solve's
-# residual and the reduce reading it one multi-output fusion, we keep two.
+# lineax_lu_solve: its copies are XLA's (LU's operand, and the identity branch's copy of its conditional), and
+# the gather of the right-hand side and the reduce checking it for non-finite values are one sibling
+# multi-output fusion, as XLA makes them (their loop shapes f32[64,1] and pred[64] compared without element
+# types, `IsReshapeOrTransposeBitcast(..., ignore_element_type=true)`; one kernel over without).
 @pytest.mark.parametrize("name", ["jax_scipy_cho_solve@small", "jax_scipy_cho_solve@large", "jax_linalg_solve@small",
-                                  "jax_linalg_svd@small", "jax_linalg_eigh@small"])
+                                  "jax_linalg_svd@small", "jax_linalg_eigh@small", "lineax_lu_solve@small",
+                                  "lineax_lu_solve@large"])
 def test_kernel_count_is_the_h100s_on_the_linalg_captures(name):
     result = simulate_fusion(_read(name, "pre"), price_totals=False, gemm_rewrites=True, simplify=True)
     assert _count(result.module) == _count(_read(name, "post"))

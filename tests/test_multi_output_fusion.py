@@ -442,6 +442,54 @@ ENTRY e {
     assert all(s.kind != "sibling" for s in mof.steps)
 
 
+# XLA:GPU's own input to its multi-output fusion on lineax_lu_solve@small (jax's CUDA plugin, the module
+# dumped before `multi_output_fusion`, cut to the two siblings): a reduce fusion (loop shape its input's,
+# pred[64]) and a gather fusion (f32[64,1,1]) both reading `b`. XLA merged them into one kInput fusion:
+# `IsReshapeOrTransposeBitcast(l1, l2, ignore_element_type=true)` compares the loop shapes without their
+# element types.
+GATHER_AND_REDUCE_OF_ANOTHER_TYPE = """HloModule m
+
+or_pred {
+  x = pred[] parameter(0)
+  y = pred[] parameter(1)
+  ROOT o = pred[] or(x, y)
+}
+fused_gather {
+  param_0.8 = f32[64]{0} parameter(0)
+  bitcast.69 = f32[64,1]{1,0} bitcast(param_0.8)
+  param_1.11 = s32[64]{0} parameter(1)
+  bitcast.1.1 = s32[64,1]{1,0} bitcast(param_1.11)
+  ROOT gather.4.1 = f32[64,1,1]{2,1,0} gather(bitcast.69, bitcast.1.1), offset_dims={1,2}, collapsed_slice_dims={}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,1}
+}
+fused_reduce {
+  param_0.27 = f32[64]{0} parameter(0)
+  is_finite.1.3 = pred[64]{0} is-finite(param_0.27)
+  not.1.3 = pred[64]{0} not(is_finite.1.3)
+  constant.24.2 = pred[] constant(false)
+  ROOT reduce_or.2.1 = pred[] reduce(not.1.3, constant.24.2), dimensions={0}, to_apply=or_pred
+}
+ENTRY e {
+  b = f32[64]{0} parameter(0)
+  i = s32[64]{0} parameter(1)
+  fusion.7 = pred[] fusion(b), kind=kInput, calls=fused_reduce
+  fusion.2 = f32[64,1,1]{2,1,0} fusion(b, i), kind=kLoop, calls=fused_gather
+  ROOT t = (pred[], f32[64,1,1]{2,1,0}) tuple(fusion.7, fusion.2)
+}"""
+
+
+def test_siblings_whose_loop_shapes_differ_only_in_element_type_are_merged():
+    module, mof = _run(GATHER_AND_REDUCE_OF_ANOTHER_TYPE)
+    assert [(s.kind, s.into, s.fused) for s in mof.steps] == [("sibling", "fusion.7", "fusion.2")]
+    fusion = module.entry.root.operands[0].operands[0]
+    assert fusion.fusion_kind == "kInput" and _root_opcodes(fusion) == ["reduce", "gather"]
+    # a gather of 32 rows (a loop of 32 elements against the reduce's 64) is no bitcast: kept apart
+    fewer = GATHER_AND_REDUCE_OF_ANOTHER_TYPE
+    for a, b in (("s32[64]", "s32[32]"), ("s32[64,1]", "s32[32,1]"), ("f32[64,1,1]", "f32[32,1,1]")):
+        fewer = fewer.replace(a, b)
+    _, mof = _run(fewer)
+    assert mof.steps == [] and "different-loop-shapes" in {w.rule for *_, w in mof.rejections}
+
+
 # --- as the user gets it: a step of simulate_fusion -------------------------------------------------
 
 

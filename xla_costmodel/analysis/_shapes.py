@@ -139,7 +139,8 @@ def transpose_is_bitcast(operand_shape, shape, dimensions, *, ignore_unit_dims: 
     return all(dimensions[d] == s for d, s in zip(m2m_dst, m2m_src))
 
 
-def reshape_is_bitcast(operand_shape, shape, *, ignore_unit_dims: bool = False) -> bool:
+def reshape_is_bitcast(operand_shape, shape, *, ignore_unit_dims: bool = False,
+                       ignore_element_type: bool = False) -> bool:
     """A reshape between row-major layouts only relabels the data.
 
     Two readings, on purpose:
@@ -151,8 +152,14 @@ def reshape_is_bitcast(operand_shape, shape, *, ignore_unit_dims: bool = False) 
       layouts are row-major on their dimensions of size > 1, unit dimensions
       anywhere. Making the models as lenient would price reshapes through
       unit dimensions in non-default layouts as free.
+
+    `ignore_element_type`: as XLA's `ReshapeIsBitcast(..., ignore_element_type=true)`, two shapes
+    of different element types (multi-output fusion's loop shapes: a `pred[64]` reduce input
+    against an `f32[64,1,1]` gather) are compared on their dimensions and layouts alone.
     """
-    if operand_shape.element_type != shape.element_type or operand_shape.element_type == "tuple":
+    if "tuple" in (operand_shape.element_type, shape.element_type):
+        return False
+    if not ignore_element_type and operand_shape.element_type != shape.element_type:
         return False
     if not ignore_unit_dims:
         return _default_layout(operand_shape) and _default_layout(shape)

@@ -291,7 +291,7 @@ def _reshape_or_transpose_bitcast(a: Shape, b: Shape) -> bool:
     """`ShapeUtil::IsReshapeOrTransposeBitcast(a, b, ignore_element_type=true)`."""
     if a.num_elements != b.num_elements:
         return False
-    if reshape_is_bitcast(a, b):
+    if reshape_is_bitcast(a, b, ignore_element_type=True):
         return True
     return len(a.dims) == len(b.dims) and _physical_dims(a) == _physical_dims(b)
 
