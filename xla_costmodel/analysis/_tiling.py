@@ -342,12 +342,16 @@ def _tiled_root(kernel) -> Any:
     return free[0]
 
 
-def propagate(kernel, root_tile, *, block_k: int | None = None) -> TiledComputation:
+def propagate(kernel, root_tile, *, block_k: int | None = None,
+              max_read_tile: int | None = None) -> TiledComputation:
     """Tile a fusion from the tile of its tiled root (see the module docstring).
 
     **Arguments:** `kernel`: a fusion instruction; `root_tile`: sizes (or a
     `Tile`) for the tiled root; `block_k`: the dots' reduction tile (default:
-    their `backend_config` `sizes`, else the whole reduction).
+    their `backend_config` `sizes`, else the whole reduction); `max_read_tile`:
+    when given, a parameter's or iota's tile padded past it raises `TilingError`
+    as soon as it is reached (a tiling search that would throw such a tiling
+    away anyway stops propagating it there).
     """
     root = _tiled_root(kernel)
     tile = root_tile if isinstance(root_tile, Tile) else Tile.of(root_tile)
@@ -377,6 +381,8 @@ def propagate(kernel, root_tile, *, block_k: int | None = None) -> TiledComputat
         if key in seen:
             continue
         ti = TiledInstruction(hlo, t, b, hlo.opcode == "parameter")
+        if max_read_tile is not None and (ti.operand or hlo.opcode == "iota") and t.padded > max_read_tile:
+            raise TilingError("a tile does not fit in registers")
         seen[key] = ti
         order.append(ti)
         root_tiles.setdefault(id(hlo), t)

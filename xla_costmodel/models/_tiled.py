@@ -151,6 +151,11 @@ def _fits_registers(padded: int, device) -> bool:
     return padded <= REGISTER_FRACTION * device.registers_per_block_limit
 
 
+def _max_register_tile(device) -> int:
+    """The largest padded tile `_fits_registers` accepts (the comparison is with an integer)."""
+    return math.floor(REGISTER_FRACTION * device.registers_per_block_limit)
+
+
 def estimate(tiled: TiledComputation, device, num_warps: int, model=None, *, num_stages: int = 1,
              is_tma_allowed: bool = False, memo: dict | None = None) -> TiledEstimate:
     """XLA's `EstimateRunTimeForTiledHloComputation` (see the module docstring).
@@ -248,11 +253,13 @@ def best_tilings(kernel, device, *, top_k: int | None = None, model=None) -> lis
     # The tiled root's own tile is one `estimate` checks against the registers: a candidate whose padded
     # size is over that limit comes out infinite whatever the fusion, so it is skipped before the
     # (costly) propagation, which leaves the result as it was (XLA's `DoesTileFitsInRegisters`).
+    # Likewise a parameter's or iota's tile over it (`estimate`: infinite): propagation stops there.
+    max_read_tile = _max_register_tile(device)
     for tiles in candidate_tiles(kernel):
         if not _fits_registers(padded_size(tuple(tiles)), device):
             continue
         try:
-            tiled = propagate(kernel, tiles)
+            tiled = propagate(kernel, tiles, max_read_tile=max_read_tile)
         except TilingError:
             continue
         if not satisfies_triton_constraints(tiled, device):
