@@ -343,7 +343,7 @@ def _tiled_root(kernel) -> Any:
 
 
 def propagate(kernel, root_tile, *, block_k: int | None = None,
-              max_read_tile: int | None = None) -> TiledComputation:
+              max_read_tile: int | None = None, memo: dict | None = None) -> TiledComputation:
     """Tile a fusion from the tile of its tiled root (see the module docstring).
 
     **Arguments:** `kernel`: a fusion instruction; `root_tile`: sizes (or a
@@ -351,8 +351,13 @@ def propagate(kernel, root_tile, *, block_k: int | None = None,
     their `backend_config` `sizes`, else the whole reduction); `max_read_tile`:
     when given, a parameter's or iota's tile padded past it raises `TilingError`
     as soon as it is reached (a tiling search that would throw such a tiling
-    away anyway stops propagating it there).
+    away anyway stops propagating it there); `memo`: a dict kept by a caller that
+    propagates many root tiles through the same, unchanged `kernel` with the
+    same `block_k` (a tiling search): an instruction's operand tiles under a
+    tile are worked out once there.
     """
+    if memo is None:
+        memo = {}
     root = _tiled_root(kernel)
     tile = root_tile if isinstance(root_tile, Tile) else Tile.of(root_tile)
     rdims = dims_of(root)
@@ -398,7 +403,11 @@ def propagate(kernel, root_tile, *, block_k: int | None = None,
             for operand in reversed(hlo.operands):
                 push((operand, t, b))
             continue
-        for operand, ot, region in reversed(operand_tiles(hlo, t, block_k)):
+        tk = (key[0], key[1], key[2])
+        ots = memo.get(tk)
+        if ots is None:
+            ots = memo[tk] = operand_tiles(hlo, t, block_k)
+        for operand, ot, region in reversed(ots):
             ob = b
             if region is not None and region[0] == "dot":
                 ob = b * region[1]

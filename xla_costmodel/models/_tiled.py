@@ -255,11 +255,12 @@ def best_tilings(kernel, device, *, top_k: int | None = None, model=None) -> lis
     # (costly) propagation, which leaves the result as it was (XLA's `DoesTileFitsInRegisters`).
     # Likewise a parameter's or iota's tile over it (`estimate`: infinite): propagation stops there.
     max_read_tile = _max_register_tile(device)
+    tiles_memo: dict = {}  # and their propagations the operand tiles of each instruction under each tile
     for tiles in candidate_tiles(kernel):
         if not _fits_registers(padded_size(tuple(tiles)), device):
             continue
         try:
-            tiled = propagate(kernel, tiles, max_read_tile=max_read_tile)
+            tiled = propagate(kernel, tiles, max_read_tile=max_read_tile, memo=tiles_memo)
         except TilingError:
             continue
         if not satisfies_triton_constraints(tiled, device):
