@@ -342,13 +342,22 @@ def _tiled_root(kernel) -> Any:
     return free[0]
 
 
-def propagate(kernel, root_tile, *, block_k: int | None = None) -> TiledComputation:
+def propagate(kernel, root_tile, *, block_k: int | None = None,
+              max_read_tile: int | None = None, memo: dict | None = None) -> TiledComputation:
     """Tile a fusion from the tile of its tiled root (see the module docstring).
 
     **Arguments:** `kernel`: a fusion instruction; `root_tile`: sizes (or a
     `Tile`) for the tiled root; `block_k`: the dots' reduction tile (default:
-    their `backend_config` `sizes`, else the whole reduction).
+    their `backend_config` `sizes`, else the whole reduction); `max_read_tile`:
+    when given, a parameter's or iota's tile padded past it raises `TilingError`
+    as soon as it is reached (a tiling search that would throw such a tiling
+    away anyway stops propagating it there); `memo`: a dict kept by a caller that
+    propagates many root tiles through the same, unchanged `kernel` with the
+    same `block_k` (a tiling search): an instruction's operand tiles under a
+    tile are worked out once there.
     """
+    if memo is None:
+        memo = {}
     root = _tiled_root(kernel)
     tile = root_tile if isinstance(root_tile, Tile) else Tile.of(root_tile)
     rdims = dims_of(root)
@@ -361,32 +370,50 @@ def propagate(kernel, root_tile, *, block_k: int | None = None) -> TiledComputat
 
     nested_params: dict = {}  # a parameter of a nested fusion's body -> the operand it stands for
     stack = [(root, tile, blocks)]
+    push = stack.append
+    # The loop runs for every instruction of every candidate tiling of a search: names are bound once, and
+    # the most common case, an elementwise instruction (its tile and blocks passed on to each operand, as
+    # `operand_tiles` gives them), is handled here without building that list.
     while stack:
         hlo, t, b = stack.pop()
-        if hlo.opcode == "parameter" and id(hlo) in nested_params:
-            stack.append((nested_params[id(hlo)], t, b))
+        op = hlo.opcode
+        if op == "parameter" and id(hlo) in nested_params:
+            push((nested_params[id(hlo)], t, b))
             continue
-        if hlo.opcode == "fusion":
+        if op == "fusion":
             # A nested fusion (Triton's nested GEMM fusions): its body is tiled in place.
             body = hlo.fused_computation
             for param in body.parameters:
                 nested_params[id(param)] = hlo.operands[param.parameter_number]
-            stack.append((body.root, t, b))
+            push((body.root, t, b))
             continue
         key = (id(hlo), t.sizes, t.strides, b)  # the tuples hash natively; a Tile hashes in Python
         if key in seen:
             continue
-        ti = TiledInstruction(hlo, t, b, hlo.opcode == "parameter")
+        is_param = op == "parameter"
+        if max_read_tile is not None and (is_param or op == "iota") and t.padded > max_read_tile:
+            raise TilingError("a tile does not fit in registers")
+        ti = TiledInstruction(hlo, t, b, is_param)
         seen[key] = ti
         order.append(ti)
         root_tiles.setdefault(id(hlo), t)
-        for operand, ot, region in reversed(operand_tiles(hlo, t, block_k)):
+        if is_param:
+            continue
+        if op in IS_ELEMENTWISE or op in ("copy", "opt-barrier"):
+            for operand in reversed(hlo.operands):
+                push((operand, t, b))
+            continue
+        tk = (key[0], key[1], key[2])
+        ots = memo.get(tk)
+        if ots is None:
+            ots = memo[tk] = operand_tiles(hlo, t, block_k)
+        for operand, ot, region in reversed(ots):
             ob = b
             if region is not None and region[0] == "dot":
                 ob = b * region[1]
             elif region is not None:
                 ob = b * region[1] // region[2]
-            stack.append((operand, ot, ob))
+            push((operand, ot, ob))
     roots = []
     for r in fused_roots(kernel):
         if id(r) not in root_tiles:

@@ -151,14 +151,24 @@ def _fits_registers(padded: int, device) -> bool:
     return padded <= REGISTER_FRACTION * device.registers_per_block_limit
 
 
+def _max_register_tile(device) -> int:
+    """The largest padded tile `_fits_registers` accepts (the comparison is with an integer)."""
+    return math.floor(REGISTER_FRACTION * device.registers_per_block_limit)
+
+
 def estimate(tiled: TiledComputation, device, num_warps: int, model=None, *, num_stages: int = 1,
-             is_tma_allowed: bool = False) -> TiledEstimate:
+             is_tma_allowed: bool = False, memo: dict | None = None) -> TiledEstimate:
     """XLA's `EstimateRunTimeForTiledHloComputation` (see the module docstring).
 
     **Arguments:** `tiled` (from `propagate`); `device` (a GPU `DeviceSpec`);
     `num_warps`; `model`: the `XlaGpuModel` whose read, compute and combine
-    rules (XLA's, with their rounding) are used; default `xla-gpu`.
+    rules (XLA's, with their rounding) are used; default `xla-gpu`; `memo`: a
+    dict kept by a caller that estimates many tilings of the same, unchanged
+    fusion on the same device (a tiling search): what each instruction costs
+    per element, its element size and a tile's coalescing are worked out once.
     """
+    if memo is None:
+        memo = {}
     # Through the registry: `_xla_gpu` imports this module, so it is not imported back.
     model = model or get_model("xla-gpu")
     tiles = tuple(t.sizes for _, t in tiled.roots)
@@ -172,12 +182,11 @@ def estimate(tiled: TiledComputation, device, num_warps: int, model=None, *, num
     dot_compute = dot_exec = 0.0
     reads: dict = {}
     bytes_read = 0
-    fpe: dict = {}
     for ti in tiled.instructions:
         if not ti.operand:
-            f = fpe.get(id(ti.hlo))
+            f = memo.get(id(ti.hlo))
             if f is None:
-                f = fpe[id(ti.hlo)] = flops_per_element(ti.hlo, device)
+                f = memo[id(ti.hlo)] = flops_per_element(ti.hlo, device)
             if ti.hlo.opcode == "dot" and dot_supported(ti.hlo) and len(ti.tile.sizes) >= 2:
                 lc = int_list_attribute(ti.hlo, "lhs_contracting_dims")[0]
                 bk = dot_operand_tiles(ti.hlo, ti.tile, tiled.block_k)[0][1].sizes[lc]
@@ -189,13 +198,18 @@ def estimate(tiled: TiledComputation, device, num_warps: int, model=None, *, num
                 continue
             flops += f * ti.blocks * ti.tile.padded
             continue
-        dims = dims_of(ti.hlo)
-        n = ti.blocks * math.prod(min(t, d) for t, d in zip(ti.tile.sizes, dims))
-        b = _element_bytes(ti.hlo) * n
+        # Per (operand, tile): its elements in one tile times its element size, and the tile's coalescing.
+        key = (id(ti.hlo), ti.tile.sizes, ti.tile.strides)
+        per_tile = memo.get(key)
+        if per_tile is None:
+            dims = dims_of(ti.hlo)
+            per_tile = memo[key] = (math.prod(min(t, d) for t, d in zip(ti.tile.sizes, dims)),
+                                    _element_bytes(ti.hlo), _coalescing(ti, device))
+        b = per_tile[1] * (ti.blocks * per_tile[0])
         bytes_read += b
         entry = reads.setdefault(id(ti.hlo), [ti.hlo, 0, 1.0])
         entry[1] += b
-        entry[2] = min(entry[2], _coalescing(ti, device))
+        entry[2] = min(entry[2], per_tile[2])
     read = 0.0
     for hlo, total, rate in reads.values():
         net = min(first_array(hlo.shape).byte_size, total)
@@ -235,19 +249,23 @@ def best_tilings(kernel, device, *, top_k: int | None = None, model=None) -> lis
     check_symbolic_tiling(kernel)  # XLA's analysis fails before any tiling is tried
     model = model or get_model("xla-gpu")  # once, not per tiling
     out = []
+    memo: dict = {}  # one fusion, one device: the candidates' estimates share their per-instruction facts
     # The tiled root's own tile is one `estimate` checks against the registers: a candidate whose padded
     # size is over that limit comes out infinite whatever the fusion, so it is skipped before the
     # (costly) propagation, which leaves the result as it was (XLA's `DoesTileFitsInRegisters`).
+    # Likewise a parameter's or iota's tile over it (`estimate`: infinite): propagation stops there.
+    max_read_tile = _max_register_tile(device)
+    tiles_memo: dict = {}  # and their propagations the operand tiles of each instruction under each tile
     for tiles in candidate_tiles(kernel):
         if not _fits_registers(padded_size(tuple(tiles)), device):
             continue
         try:
-            tiled = propagate(kernel, tiles)
+            tiled = propagate(kernel, tiles, max_read_tile=max_read_tile, memo=tiles_memo)
         except TilingError:
             continue
         if not satisfies_triton_constraints(tiled, device):
             continue
-        e = estimate(tiled, device, num_warps_for(tiled), model)
+        e = estimate(tiled, device, num_warps_for(tiled), model, memo=memo)
         if not e.infinite:
             out.append(e)
     if not out:
