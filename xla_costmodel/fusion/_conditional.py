@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from ..analysis.opcodes import is_elementwise
 from ..hlo import HloComputation, HloInstruction, HloModule, Shape
-from ..hlo.editing import NameUniquifier, clone_instruction
+from ..hlo.editing import NameUniquifier, add_new_instruction, clone_instruction
 from ._cse import _has_side_effect, remove_unread
 
 __all__ = ["remove_conditionals", "remove_unused_conditional_elements"]
@@ -183,19 +183,11 @@ def remove_conditionals(module: HloModule) -> int:
 
 
 def _gte(comp: HloComputation, before: HloInstruction | None, tup: HloInstruction, index: int) -> HloInstruction:
-    module = comp.module
-    instr = HloInstruction(module.unique_name("get-tuple-element"), "get-tuple-element", tup.shape.tuple_shapes[index],
-                           [tup])
-    instr.set_attribute("index", index)
-    comp.add_instruction(instr, before=before)
-    return instr
+    return add_new_instruction(comp, before, "get-tuple-element", tup.shape.tuple_shapes[index], [tup], index=index)
 
 
 def _tuple(comp: HloComputation, before: HloInstruction | None, operands: list[HloInstruction]) -> HloInstruction:
-    instr = HloInstruction(comp.module.unique_name("tuple"), "tuple", Shape.tuple_of([o.shape for o in operands]),
-                           operands)
-    comp.add_instruction(instr, before=before)
-    return instr
+    return add_new_instruction(comp, before, "tuple", Shape.tuple_of([o.shape for o in operands]), operands)
 
 
 def _skipped(cond: HloInstruction, branches: list[HloComputation]) -> bool:

@@ -41,6 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..hlo import HloComputation, HloInstruction, HloModule, Shape
+from ..hlo.editing import add_new_instruction
 from ._cse import _has_side_effect, remove_unread
 
 __all__ = ["WhileSimplification", "simplify_while_loops", "sink_constants"]
@@ -67,12 +68,7 @@ class WhileSimplification:
 
 def _add(comp: HloComputation, before: HloInstruction | None, opcode: str, shape: Shape, operands,
          prefix: str | None = None, **attributes) -> HloInstruction:
-    module = comp.module
-    instr = HloInstruction(module.unique_name(prefix or opcode), opcode, shape, list(operands))
-    for key, value in attributes.items():
-        instr.set_attribute(key, value)
-    comp.add_instruction(instr, before=before)
-    return instr
+    return add_new_instruction(comp, before, opcode, shape, operands, prefix, **attributes)
 
 
 def _gte(comp: HloComputation, before: HloInstruction | None, tup: HloInstruction, index: int) -> HloInstruction:

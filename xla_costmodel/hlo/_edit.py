@@ -103,6 +103,17 @@ def names_for(module: HloModule | None, names: NameUniquifier | None) -> NameUni
 # Cloning
 
 
+def add_new_instruction(comp: HloComputation, before: HloInstruction | None, opcode: str, shape, operands,
+                        prefix: str | None = None, **attributes) -> HloInstruction:
+    """A new instruction of `comp`, named uniquely in its module after `prefix` (the opcode by default), its
+    `attributes` set, inserted before `before` (at the end when None): the step every rewriting pass takes."""
+    instr = HloInstruction(comp.module.unique_name(prefix or opcode), opcode, shape, list(operands))
+    for key, value in attributes.items():
+        instr.set_attribute(key, value)
+    comp.add_instruction(instr, before=before)
+    return instr
+
+
 def clone_instruction(
     instr: HloInstruction,
     operands: list[HloInstruction],

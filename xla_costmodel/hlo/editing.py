@@ -2,7 +2,7 @@
 fusion pass use it; users edit modules through `parse_hlo` and the fusion pass).
 
 - Names: `NameUniquifier` (XLA's unique names for one module) and `names_for` (a given one or a new one).
-- Copies and surgery: `clone_instruction`, `copy_module`, `remove_instruction_and_body`, `inline_calls`,
+- Copies and surgery: `add_new_instruction`, `clone_instruction`, `copy_module`, `remove_instruction_and_body`, `inline_calls`,
   `unfuse_for_execution`.
 - Fused bodies kept as recipes until read (`DeferredBody`, `Frozen`, `Fused`, `Leaf`, `is_deferred`,
   `replay`, `root_opcode`).
@@ -19,6 +19,7 @@ from ._deferred import replay as replay
 from ._deferred import root_opcode as root_opcode
 from ._edit import NameUniquifier as NameUniquifier
 from ._literal import numpy_dtype as numpy_dtype
+from ._edit import add_new_instruction as add_new_instruction
 from ._edit import clone_instruction as clone_instruction
 from ._edit import copy_module as copy_module
 from ._edit import inline_calls as inline_calls
