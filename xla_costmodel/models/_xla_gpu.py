@@ -225,8 +225,12 @@ class XlaGpuModel:
     - `in_place_scatter`: a scatter fusion writes its result into its
       first operand's buffer (XLA's buffer assignment aliases them, and
       copy insertion copies the operand where it cannot), so it reads and
-      writes only the elements its updates touch, as XLA's cost analysis
-      already counts a scatter run on its own. XLA's fusion cost analysis
+      writes the elements its updates touch, once per update element, as
+      XLA's cost analysis counts a scatter run on its own (`HandleScatter`:
+      the operand read and the result written are each the updates' bytes,
+      also where many updates land on one element: each is one atomic
+      read-modify-write; the operand's own size is the net, L2-resident
+      part of that read). XLA's fusion cost analysis
       counts the whole buffer read and written (it treats
       `dynamic-update-slice` so, not scatter): the H100 ran optax's
       f32[1024,32000] cross-entropy gradient scatter in 1 µs, priced 299 µs
@@ -734,9 +738,12 @@ class XlaGpuModel:
 
 def _scatter_in_place(costs: KernelCosts) -> KernelCosts:
     """`costs` of a fusion whose root is a scatter with the scattered-into operands read and the result
-    written only where the updates go (`XlaGpuModel.in_place_scatter`): each fusion operand that only the
-    scatter's first operands read counts its updates' bytes, and the result writes the updates' bytes.
-    Any other kernel's `costs` unchanged."""
+    written only where the updates go (`XlaGpuModel.in_place_scatter`), as XLA's `HandleScatter` counts a
+    scatter run on its own: each fusion operand that only the scatter's first operands read counts its
+    updates' bytes, and the result writes the updates' bytes. Both are the updates' bytes also when they
+    exceed the buffer (many updates per element, a segment sum): the emitter does one atomic
+    read-modify-write per update element, and the read time prices the buffer's own bytes as the net
+    (first-touch) part and the rest as cache re-reads. Any other kernel's `costs` unchanged."""
     kernel = costs.kernel
     comp = kernel.fused_computation if kernel.opcode == "fusion" else None
     root = comp.root if comp is not None else None
@@ -750,5 +757,5 @@ def _scatter_in_place(costs: KernelCosts) -> KernelCosts:
         written += updates
         target = root.operands[j]
         if target.opcode == "parameter" and target.users == [root] and target.parameter_number < len(operand_bytes):
-            operand_bytes[target.parameter_number] = min(operand_bytes[target.parameter_number], updates)
-    return dataclasses.replace(costs, operand_bytes=operand_bytes, bytes_written=min(costs.bytes_written, written))
+            operand_bytes[target.parameter_number] = updates
+    return dataclasses.replace(costs, operand_bytes=operand_bytes, bytes_written=written)
