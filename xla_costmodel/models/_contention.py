@@ -38,6 +38,34 @@ round trip per request: `jax_ops_segment_sum@small` (64 per line on 64
 lines) runs in 1-2 µs, priced 10 µs. The per-request cost grows with the
 queue, which one linear constant cannot follow; a queue-dependent form needs
 GPU measurements of scatters at several collision rates.
+
+**What XLA's emitter does, and why it does not close the gap** (checked
+against XLA's source, issue 31; not priced differently here):
+
+- `ScatterWithDistributedUpdates` (every corpus scatter: CUPTI's grids equal
+  `models._launch.scatter_launch`'s on all 13) emits one `AtomicRMWOp` per
+  update element unless `unique_indices`. On Hopper, `VectorizeAtomicRMW`
+  turns an f32 add in a 2- or 4-wide loop into one `atom.global.v4.f32.add`
+  (inline asm: relaxed, GPU scope); any other atomic is scalar and
+  `seq_cst` at system scope. An f32 max is a load of the target and, only
+  when the update is larger, an integer `max`/`umin` atomic
+  (`rewriteAtomicFMaxAsIntAtomics`), never vectorized. The combining of
+  runs of equal indices before the atomic exists only in
+  `ScatterWithDistributedIndices` (sorted, non-unique, more slices than 4
+  warps per SM); sorted scatters with fewer slices take the naive path.
+- None of this separates the measured queue costs: `jax_ops_segment_sum@small`
+  (scalar `seq_cst` atomics, 16 lanes per request, 64 requests per line on 64
+  lines) runs its 65,536 atomics in a 1.5 µs kernel, launch included: at
+  most 45 cycles per request;
+  `numpyro_hier_regression_potential_grad@large` (scalar `seq_cst` atomics,
+  15,625 per line on 32 lines) takes 550 cycles per request. Same ordering,
+  same width: the cost per request grows with the queue depth, which is a
+  property of the L2's atomic unit under contention, and the depth itself
+  depends on how the indices are spread (data). Both need GPU
+  microbenchmarks (atomic throughput against queue depth) to price.
+- The bytes a scatter moves follow XLA's `HandleScatter` (the buffer read
+  and the result written once per update element): `in_place_scatter` in
+  `models._xla_gpu`.
 """
 
 from __future__ import annotations
