@@ -677,15 +677,16 @@ class TiledCandidate:
     blocks: Any
     active: Any
     operand: bool
-    padded: Any = None
+    padded: Any
 
 
 @dataclass(slots=True)
 class TiledCandidates:
     """`propagate` of many root tiles of one fusion at once (`propagate_candidates`): `nodes`
-    (`TiledCandidate`s, each instruction's first node in the order `propagate` first reaches it),
-    `roots` (`(root instruction, index of its node)` in output order: its tile is the first that reaches
-    it), `num_blocks` and `valid` (where `propagate` raises no `TilingError`) per candidate."""
+    (`TiledCandidate`s in the order `propagate` visits them: a candidate's `TiledComputation.instructions`
+    are the nodes `active` for it, in this order), `roots` (`(root instruction, index of its first node)`
+    in output order: a root's tile is the first that reaches it), `num_blocks` and `valid` (where
+    `propagate` raises no `TilingError`) per candidate."""
 
     nodes: list
     roots: list
@@ -780,8 +781,8 @@ def propagate_candidates(kernel, root_tiles, *, max_read_tile: int | None = None
     rdims = dims_of(root)
     n = len(root_tiles)
     tiles = np.array(root_tiles, dtype=np.int64).reshape(n, len(rdims))
-    if any(d > (1 << 31) for d in rdims):
-        return None
+    if any(d > (1 << 31) for d in rdims) or math.prod(rdims) >= 1 << 62:
+        return None  # blocks (at most the root's elements) in an int64
     dims_arr = np.array(rdims, dtype=np.int64)
     num_blocks = np.prod(-(-dims_arr // np.maximum(tiles, 1)), axis=1) if rdims else np.ones(n, np.int64)
     valid = np.ones(n, dtype=bool)
@@ -843,7 +844,7 @@ def propagate_candidates(kernel, root_tiles, *, max_read_tile: int | None = None
             reduced = set(_attr_tuple(hlo, "dimensions"))
             n_in = len(ops) // 2
             in_dims = dims_of(ops[0])
-            cols, k = [], 0
+            k = 0
             ns, nt = np.empty((n, len(in_dims)), np.int64), np.empty((n, len(in_dims)), np.int64)
             for d, extent in enumerate(in_dims):
                 if d in reduced:
@@ -862,6 +863,8 @@ def propagate_candidates(kernel, root_tiles, *, max_read_tile: int | None = None
         elif op == "concatenate":
             dim = _attr_tuple(hlo, "dimensions")[0]
             total = dims_of(hlo)[dim]
+            if float(b.max()) * total >= 2.0 ** 62:
+                return None
             pushed = [(o, s, t, b * dims_of(o)[dim] // total) for o in ops]
         for item in reversed(pushed):
             stack.append(item)
