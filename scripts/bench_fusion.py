@@ -135,11 +135,12 @@ def best_of(fn, repeats: int):
     return best, out
 
 
-def speed_row(program: str, size: str, model: str, device: str, repeats: int = 1) -> dict:
+def speed_row(program: str, size: str, model: str, device: str, repeats: int = 1, **options) -> dict:
     """Simulate time of one corpus module against XLA:GPU's deviceless compile of the same module: the
     module jax lowers the program to for `device` (`lower_for_gpu`), fused by `simulate_fusion`, and
     XLA:GPU's compile of it (`compile_for_gpu`'s `xla_compile_s`: `Lowered.compile` alone, jax's
-    tracing and lowering left out on both sides); each the best of `repeats` runs."""
+    tracing and lowering left out on both sides); each the best of `repeats` runs. `options`: more
+    `simulate_fusion` arguments (`gemm_rewrites`, `triton_softmax`: XLA's compile runs its own either way)."""
     import jax
 
     from xla_costmodel import simulate_fusion
@@ -156,8 +157,8 @@ def speed_row(program: str, size: str, model: str, device: str, repeats: int = 1
         return compile_for_gpu(jax.jit(fn), *fargs, device=device).xla_compile_s
 
     row["xla_gpu_compile_s"] = min(compile_once() for _ in range(repeats))
-    row["simulate_s"] = best_of(lambda: simulate_fusion(pre, device=device, model=model, price_totals=False),
-                                repeats)[0]
+    row["simulate_s"] = best_of(lambda: simulate_fusion(pre, device=device, model=model, price_totals=False,
+                                                        **options), repeats)[0]
     row["ratio_to_gpu_compile"] = row["simulate_s"] / row["xla_gpu_compile_s"]
     row["simulate_us_per_instruction"] = 1e6 * row["simulate_s"] / row["instructions"]
     return row
@@ -204,15 +205,17 @@ def speed_main(args) -> int:
               file=sys.stderr)
         return 2
     model = args.model or "xla-gpu"
-    df = _rows_per_module(args, lambda program, size: speed_row(program, size, model, args.device, args.repeats),
-                          show=True)
+    options = {"gemm_rewrites": args.gemm_rewrites, "triton_softmax": args.triton_softmax}
+    df = _rows_per_module(args, lambda program, size: speed_row(program, size, model, args.device, args.repeats,
+                                                                **options), show=True)
     ok = df[df["error"].isna()] if "error" in df else df
     ok = ok.sort_values("ratio_to_gpu_compile", ascending=False)
     with pd.option_context("display.width", 200, "display.max_rows", 500):
         print(ok.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     for r in df[~df.index.isin(ok.index)].itertuples():
         print(f"failed: {r.program}@{r.size}: {r.error}")
-    print(f"\nmodel {model}, device {args.device}; {len(ok)} modules, {len(df) - len(ok)} failed")
+    flags = "".join(f", {k}=True" for k, v in options.items() if v)
+    print(f"\nmodel {model}, device {args.device}{flags}; {len(ok)} modules, {len(df) - len(ok)} failed")
     ratio = ok["ratio_to_gpu_compile"]
     worst = ok.iloc[0]
     print(f"simulate / XLA:GPU compile (same module, same run): median {ratio.median():.2f}, "
@@ -260,12 +263,19 @@ def main() -> int:
                         help="best of N simulations per size (--scaling), of N simulations and N XLA:GPU compiles "
                              "per module (--speed)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--gemm-rewrites", action="store_true",
+                        help="--speed: simulate_fusion(gemm_rewrites=True) (XLA's GEMM passes)")
+    parser.add_argument("--triton-softmax", action="store_true",
+                        help="--speed: simulate_fusion(triton_softmax=True) (XLA's softmax rewriter and Triton "
+                             "fusion with its tiling search)")
     parser.add_argument("--speed", action="store_true",
                         help="corpus mode, speed only: simulate time per module against XLA:GPU's deviceless "
                              "compile of the same module, in the same run, and per instruction (no comparison "
                              "with XLA:GPU's fusion; needs jax's CUDA plugin)")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
+    if (args.gemm_rewrites or args.triton_softmax) and not args.speed:
+        parser.error("--gemm-rewrites and --triton-softmax are options of --speed")
     if args.speed:
         return speed_main(args)
     if not args.scaling:

@@ -58,7 +58,11 @@ __all__ = [
     "dims_of",
     "dot_operand_tiles",
     "pow2_ceil",
+    "TiledCandidate",
+    "TiledCandidates",
+    "pow2_ceil_array",
     "propagate",
+    "propagate_candidates",
     "satisfies_triton_constraints",
 ]
 
@@ -644,3 +648,232 @@ def configured_tiling(kernel) -> BlockLevelParameters | None:
                                     int(gemm.get("num_stages", 1) or 1), False,
                                     int(gemm["block_k"]) if gemm.get("block_k") else None)
     return None
+
+
+# ---------------------------------------------------------------------------
+# Many root tiles at once (a tiling search)
+
+
+def pow2_ceil_array(x):
+    """`pow2_ceil` of every element of a non-negative int64 array (exact: bit smearing, no logarithm)."""
+    import numpy as np
+
+    v = np.maximum(x, 1) - 1
+    for shift in (1, 2, 4, 8, 16, 32):
+        v |= v >> shift
+    return v + 1
+
+
+@dataclass(slots=True)
+class TiledCandidate:
+    """One tiled instruction of `TiledCandidates`: `hlo` under one tile per candidate root tile (`sizes`,
+    `strides`: int64 arrays, candidates x rank; `blocks`: per candidate), `active` where it is a
+    `TiledInstruction` of that candidate's `propagate` (elsewhere an earlier node of the same
+    instruction has the same tile and blocks: `propagate` dedupes it), `operand`: a fusion parameter."""
+
+    hlo: Any
+    sizes: Any
+    strides: Any
+    blocks: Any
+    active: Any
+    operand: bool
+    padded: Any
+
+
+@dataclass(slots=True)
+class TiledCandidates:
+    """`propagate` of many root tiles of one fusion at once (`propagate_candidates`): `nodes`
+    (`TiledCandidate`s in the order `propagate` visits them: a candidate's `TiledComputation.instructions`
+    are the nodes `active` for it, in this order), `roots` (`(root instruction, index of its first node)`
+    in output order: a root's tile is the first that reaches it), `num_blocks` and `valid` (where
+    `propagate` raises no `TilingError`) per candidate."""
+
+    nodes: list
+    roots: list
+    num_blocks: Any
+    valid: Any
+
+
+_VECTOR_OPS = frozenset({"copy", "opt-barrier", "broadcast", "transpose", "bitcast", "reshape", "reduce", "slice",
+                         "dynamic-slice", "pad", "concatenate", "parameter", "constant", "iota"})
+
+
+def _unique_rows(rows):
+    """`np.unique(rows, axis=0, return_inverse=True)` for a small int64 array of non-negative values, sorted
+    as one integer key per row when the values fit one (faster than a row sort)."""
+    import numpy as np
+
+    if rows.shape[1] == 0:
+        return rows[:1], np.zeros(len(rows), dtype=np.int64)
+    radix = rows.max(axis=0) + 1
+    if float(np.prod(radix.astype(np.float64))) < 2.0 ** 62:
+        key = np.zeros(len(rows), dtype=np.int64)
+        for c in range(rows.shape[1]):
+            key = key * radix[c] + rows[:, c]
+        _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        return rows[first], inverse.reshape(-1)
+    uniq, inverse = np.unique(rows, axis=0, return_inverse=True)
+    return uniq, inverse.reshape(-1)
+
+
+def _reshape_many(src_hlo, dst_hlo, sizes, strides, bitcast: bool):
+    """`_bitcast_tile` (`bitcast`) or `_reshape_tile` of `src_hlo` read by `dst_hlo` for one tile per
+    candidate: `(sizes, strides, ok)`, `ok` False where the tile leaves no box (None: nowhere). Each
+    group of dimensions (`_reshape_groups`) maps on its own, worked out once per distinct tile of the group."""
+    import numpy as np
+
+    n = len(sizes)
+    src_dims, dst_dims = dims_of(src_hlo), dims_of(dst_hlo)
+    if bitcast:
+        src_a, dst_a = first_array(src_hlo.shape), first_array(dst_hlo.shape)
+        out_order, in_order = list(reversed(dst_a.minor_to_major)), list(reversed(src_a.minor_to_major))
+        ps, pt = sizes[:, out_order], strides[:, out_order]
+        src_p = tuple(src_dims[d] for d in in_order)
+        dst_p = tuple(dst_dims[d] for d in out_order)
+    else:
+        ps, pt, src_p, dst_p = sizes, strides, tuple(src_dims), tuple(dst_dims)
+    ok = None
+    if src_p == dst_p:
+        qs, qt = ps, pt  # a pure relayout: the tile carries over whole
+    else:
+        qs, qt = np.ones((n, len(src_p)), np.int64), np.ones((n, len(src_p)), np.int64)
+        for gi, gj in _reshape_groups(src_p, dst_p):
+            if not gi:
+                continue
+            cols = np.concatenate([ps[:, gj], pt[:, gj]], axis=1)
+            uniq, inverse = _unique_rows(cols)
+            m = len(gj)
+            us = np.ones((len(uniq), len(gi)), np.int64)
+            ut = np.ones((len(uniq), len(gi)), np.int64)
+            good = np.ones(len(uniq), dtype=bool)
+            for k, row in enumerate(uniq.tolist()):
+                try:
+                    size, stride = _linear([dst_p[j] for j in gj], row[:m], row[m:])
+                    us[k], ut[k] = _unlinear([src_p[i] for i in gi], size, stride)
+                except TilingError:
+                    good[k] = False
+            qs[:, gi], qt[:, gi] = us[inverse], ut[inverse]
+            if not good.all():
+                ok = good[inverse] if ok is None else ok & good[inverse]
+    if not bitcast:
+        return qs, qt, ok
+    os_, ot = np.empty((n, len(src_dims)), np.int64), np.empty((n, len(src_dims)), np.int64)
+    os_[:, in_order], ot[:, in_order] = qs, qt
+    return os_, ot, ok
+
+
+def propagate_candidates(kernel, root_tiles, *, max_read_tile: int | None = None,
+                         max_nodes: int = 4096) -> TiledCandidates | None:
+    """`propagate(kernel, t, max_read_tile=)` for every root tile `t` of `root_tiles` at once, with numpy.
+
+    The walk is `propagate`'s, over the tree of (instruction, tile) it unfolds, with each node's tile held
+    for every candidate; a node equal to an earlier node of the same instruction for every valid candidate
+    is dropped with its subtree (`propagate` skips it for each of them), one equal for some is kept but not
+    `active` there. A candidate is invalid where `propagate` would raise `TilingError` for it (a reshape
+    or bitcast that leaves no box, a parameter or iota tile padded past `max_read_tile`).
+
+    **Returns** None for a fusion this does not cover (a dot, a nested fusion, an instruction without a
+    tiling rule, more than `max_nodes` nodes, sizes an int64 might not hold): `propagate` one by one.
+    """
+    import numpy as np
+
+    root = _tiled_root(kernel)
+    rdims = dims_of(root)
+    n = len(root_tiles)
+    tiles = np.array(root_tiles, dtype=np.int64).reshape(n, len(rdims))
+    if any(d > (1 << 31) for d in rdims) or math.prod(rdims) >= 1 << 62:
+        return None  # blocks (at most the root's elements) in an int64
+    dims_arr = np.array(rdims, dtype=np.int64)
+    num_blocks = np.prod(-(-dims_arr // np.maximum(tiles, 1)), axis=1) if rdims else np.ones(n, np.int64)
+    valid = np.ones(n, dtype=bool)
+    nodes: list = []
+    by_hlo: dict = {}
+    stack = [(root, tiles, np.ones_like(tiles), num_blocks)]
+    while stack:
+        hlo, s, t, b = stack.pop()
+        op = hlo.opcode
+        if op not in _VECTOR_OPS and op not in IS_ELEMENTWISE:
+            return None
+        earlier = by_hlo.get(id(hlo))
+        active = valid.copy()
+        if earlier is not None:
+            for e in earlier:
+                if e.sizes.shape != s.shape:
+                    continue
+                same = (e.sizes == s).all(axis=1) & (e.strides == t).all(axis=1) & (e.blocks == b)
+                active &= ~same
+            if not active.any():
+                continue  # `propagate` skips it (and so its operands) for every valid candidate
+        is_param = op == "parameter"
+        p2 = pow2_ceil_array(s)
+        if s.shape[1] and (np.log2(p2).sum(axis=1) > 60).any():
+            return None  # a padded tile an int64 might not hold
+        node = TiledCandidate(hlo, s, t, b, active, is_param, np.prod(p2, axis=1))
+        if max_read_tile is not None and (is_param or op == "iota"):
+            valid &= node.padded <= max_read_tile
+        nodes.append(node)
+        if earlier is None:
+            by_hlo[id(hlo)] = [node]
+        else:
+            earlier.append(node)
+        if len(nodes) > max_nodes:
+            return None
+        if is_param or op in ("constant", "iota"):
+            continue
+        ops = hlo.operands
+        pushed: list = []
+        if op in IS_ELEMENTWISE or op in ("copy", "opt-barrier"):
+            pushed = [(o, s, t, b) for o in ops]
+        elif op == "broadcast":
+            d = list(_attr_tuple(hlo, "dimensions"))
+            pushed = [(ops[0], s[:, d], t[:, d], b)]
+        elif op == "transpose":
+            inv = [0] * len(_attr_tuple(hlo, "dimensions"))
+            for i, p in enumerate(_attr_tuple(hlo, "dimensions")):
+                inv[p] = i
+            pushed = [(ops[0], s[:, inv], t[:, inv], b)]
+        elif op in ("bitcast", "reshape"):
+            try:
+                ns, nt, ok = _reshape_many(ops[0], hlo, s, t, op == "bitcast")
+            except TilingError:
+                return None  # no dimension groups: `propagate` raises for every candidate
+            if ok is not None:
+                valid &= ok
+            pushed = [(ops[0], ns, nt, b)]
+        elif op == "reduce":
+            reduced = set(_attr_tuple(hlo, "dimensions"))
+            n_in = len(ops) // 2
+            in_dims = dims_of(ops[0])
+            k = 0
+            ns, nt = np.empty((n, len(in_dims)), np.int64), np.empty((n, len(in_dims)), np.int64)
+            for d, extent in enumerate(in_dims):
+                if d in reduced:
+                    ns[:, d], nt[:, d] = extent, 1
+                else:
+                    ns[:, d], nt[:, d] = s[:, k], t[:, k]
+                    k += 1
+            empty = np.empty((n, 0), np.int64)
+            pushed = [(o, ns, nt, b) for o in ops[:n_in]] + [(o, empty, empty, b) for o in ops[n_in:]]
+        elif op == "slice":
+            st = _attr_tuple(hlo, "slice_strides") or (1,) * s.shape[1]
+            pushed = [(ops[0], s, t * np.array(st, dtype=np.int64), b)]
+        elif op in ("dynamic-slice", "pad"):
+            empty = np.empty((n, 0), np.int64)
+            pushed = [(ops[0], s, t, b)] + [(o, empty, empty, b) for o in ops[1:] if not dims_of(o)]
+        elif op == "concatenate":
+            dim = _attr_tuple(hlo, "dimensions")[0]
+            total = dims_of(hlo)[dim]
+            if float(b.max()) * total >= 2.0 ** 62:
+                return None
+            pushed = [(o, s, t, b * dims_of(o)[dim] // total) for o in ops]
+        for item in reversed(pushed):
+            stack.append(item)
+    first: dict = {}
+    for i, node in enumerate(nodes):
+        first.setdefault(id(node.hlo), i)
+    roots = []
+    for r in fused_roots(kernel):
+        if id(r) not in first:
+            return None  # `propagate` raises for every candidate: let it say why
+        roots.append((r, first[id(r)]))
+    return TiledCandidates(nodes, roots, num_blocks, valid)
