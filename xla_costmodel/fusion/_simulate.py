@@ -27,7 +27,7 @@ from ._constant_folding import fold_constants
 from ._conditional import remove_unused_conditional_elements
 from ._cse import eliminate_common_subexpressions
 from ._conv_rewrite import ConvRewrite, rewrite_convolutions
-from ._library_layouts import assign_library_layouts
+from ._library_layouts import assign_library_layouts, layouts_assigned
 from ._sharding_remover import remove_shardings
 from ._gemm_fusion import GemmRewrite, decompose_dots, merge_dots, rewrite_gemms
 from ._copy_insertion import fuse_copies, insert_root_copies
@@ -94,22 +94,6 @@ def fusible_computations(module: HloModule) -> list[HloComputation]:
                 continue
             embedded.update(id(c) for c in called)
     return [c for c in module.computations if id(c) not in embedded]
-
-
-def layouts_assigned(module: HloModule) -> bool:
-    """Whether `module` has been through XLA's layout assignment: its layouts are the physical
-    ones and `bitcast` is a legal instruction in it.
-
-    True for a scheduled module (`is_scheduled=true`, which XLA writes only at the end of its
-    pipeline, as in `Compiled.as_text()`) and for one that already holds `bitcast`s or `fusion`s
-    (XLA's CPU and GPU pipelines make both only after layout assignment). A module as JAX lowers
-    it (`Lowered.as_text(dialect="hlo")`) is not: its layouts are defaults that layout assignment
-    may still change, and layout assignment rejects a bitcast in it ("Unexpected bitcast
-    operation seen during layout assignment").
-    """
-    if module.header_attributes.get("is_scheduled", "").strip().lower() == "true":
-        return True
-    return any(i.opcode in ("bitcast", "fusion") for _, i in module.instructions())
 
 
 def layout_change_kind(instr) -> str | None:
