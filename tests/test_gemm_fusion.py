@@ -310,3 +310,108 @@ def test_dimension_orders_refuse_a_split_batch_dimension():
         module = from_jax(fn, *args, optimized=False)
         rewrite_gemms(module, (9, 0), 132)
         assert _transposes_outside_gemms(module) == want, fn.__name__
+
+
+def _physical_offsets(dims, m2m) -> list[int]:
+    """Each element's offset in memory, by its row-major (logical) linear index: brute force."""
+    out = []
+    for linear in range(int(np.prod(dims))):
+        index, rest = [0] * len(dims), linear
+        for d in reversed(range(len(dims))):
+            index[d], rest = rest % dims[d], rest // dims[d]
+        offset, scale = 0, 1
+        for d in m2m:
+            offset, scale = offset + index[d] * scale, scale * dims[d]
+        out.append(offset)
+    return out
+
+
+def test_reshape_keeps_layout_and_align_layouts_against_brute_force():
+    """Without XLA: `reshape_keeps_layout` (XLA's `ReshapeIsBitcast` on any layouts) says whether every
+    element stays where it is, and `AlignLayouts` (`fusion._dim_order`) finds a layout that makes the
+    reshape keep them whenever one of the layouts tried does, over every layout of small shapes."""
+    import itertools
+
+    from xla_costmodel.analysis.shapes import reshape_keeps_layout
+    from xla_costmodel.fusion._dim_order import _align_layouts
+    from xla_costmodel.hlo import Shape
+
+    pairs = [((2, 3, 4), (6, 4)), ((2, 3, 4), (2, 12)), ((4, 6), (2, 2, 6)), ((2, 1, 6), (12,)), ((3, 4), (4, 3)),
+             ((2, 3, 1, 4), (6, 4, 1))]
+    checked = aligned = 0
+    for a, b in pairs:
+        for ma in itertools.permutations(range(len(a))):
+            found = None
+            for mb in itertools.permutations(range(len(b))):
+                same = _physical_offsets(a, ma) == _physical_offsets(b, mb)
+                assert reshape_keeps_layout(Shape.array("f32", a, ma), Shape.array("f32", b, mb)) == same, (a, ma, b, mb)
+                checked += 1
+                found = found or same
+            got = _align_layouts(a, ma, b)
+            if got is not None:
+                aligned += 1
+                assert reshape_keeps_layout(Shape.array("f32", a, ma), Shape.array("f32", b, got)), (a, ma, b, got)
+            # with unit dimensions XLA's AlignLayouts may miss a layout; without, it finds one when there is one
+            assert got is not None or not found or 1 in a or 1 in b, (a, ma, b)
+    assert checked > 100 and aligned > 10
+
+
+_LAID_OUT = """HloModule laid_out, entry_computation_layout={(f32[64,64]{1,0}, f32[2,64,32]{2,1,0})->f32[64,64]{1,0}}
+
+ENTRY main {
+  w = f32[64,64]{1,0} parameter(0)
+  a = f32[2,64,32]{2,1,0} parameter(1)
+  t = f32[2,32,64]{%s} transpose(a), dimensions={0,2,1}
+  r = f32[64,64]{1,0} reshape(t)
+  ROOT d = f32[64,64]{1,0} dot(%s), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+}
+"""
+
+
+def _fused_opcodes(layout: str, operands: str) -> set:
+    module = parse_hlo(_LAID_OUT % (layout, operands))
+    rewrite_gemms(module, (9, 0))
+    gemm = module.entry.root
+    assert gemm.opcode == "fusion"
+    return {i.opcode for i in gemm.fused_computation.instructions} & {"transpose", "reshape"}
+
+
+def test_dimension_orders_follow_layouts():
+    """Without XLA: the dimension orders read each tensor in its own layout (XLA's
+    `triton_tiling_propagation`). The rows (2, 32) of `r` are two fragments in memory with the 64
+    columns between them, a split GemmFusion takes on the LHS non-contracting dimension and refuses on
+    the RHS one. With `t` laid out as its operand (`{1,2,0}`: a transpose that moves nothing) the
+    reshape after it is the physical transpose (followed as `ReshapeDecomposer`'s copy and bitcast):
+    on the RHS it stays out of the GEMM with `t` (equinox's attention output, which XLA leaves a
+    transpose kernel before its GEMM). In the default layout `t` is the physical transpose, and the
+    reshape a bitcast that is fused on either side."""
+    assert _fused_opcodes("1,2,0", "r, w") == {"transpose", "reshape"}
+    assert _fused_opcodes("1,2,0", "w, r") == set()
+    assert _fused_opcodes("2,1,0", "r, w") == {"transpose", "reshape"}
+    assert _fused_opcodes("2,1,0", "w, r") == {"reshape"}
+
+
+_BIAS = """HloModule bias, entry_computation_layout={(f32[64,128]{1,0}, f32[256,128]{1,0}, f32[64]{0})->f32[256,64]{1,0}}
+
+ENTRY main {
+  w = f32[64,128]{1,0} parameter(0)
+  x = f32[256,128]{1,0} parameter(1)
+  b = f32[64]{0} parameter(2)
+  d = f32[64,256]{1,0} dot(w, x), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+  t = f32[256,64]{0,1} transpose(d), dimensions={1,0}
+  bb = f32[256,64]{1,0} broadcast(b), dimensions={1}
+  s = f32[256,64]{0,1} add(t, bb)
+  ROOT n = f32[256,64]{1,0} negate(s)
+}
+"""
+
+
+def test_dimension_orders_take_an_elementwise_operand_in_its_users_layout():
+    """Without XLA: JAX lowers `x @ w.T + b` as a dot, a transpose laid out to move nothing and an
+    add in that layout whose bias broadcast keeps the default one (equinox's MLP). Layout assignment
+    gives an elementwise op's operands its own layout, so the broadcast is read in the add's and joins
+    the GEMM's epilogue with the transpose and the add (read in its own layout, it is refused)."""
+    module = parse_hlo(_BIAS)
+    rewrite_gemms(module, (9, 0))
+    (gemm,) = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    assert {"transpose", "add", "broadcast"} <= {i.opcode for i in gemm.fused_computation.instructions}

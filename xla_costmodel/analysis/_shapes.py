@@ -139,6 +139,46 @@ def transpose_is_bitcast(operand_shape, shape, dimensions, *, ignore_unit_dims: 
     return all(dimensions[d] == s for d, s in zip(m2m_dst, m2m_src))
 
 
+def _physical_index(dims, m2m, index) -> int:
+    """The linear index of `index` in the layout `m2m` (`IndexUtil::MultidimensionalIndexToLinearIndex`)."""
+    linear, scale = 0, 1
+    for d in m2m:
+        linear += index[d] * scale
+        scale *= dims[d]
+    return linear
+
+
+def reshape_keeps_layout(operand_shape, shape) -> bool:
+    """`ShapeUtil::ReshapeIsBitcast` on the shapes' own layouts, whatever they are: no element of
+    the reshape moves in memory (XLA's reading after layout assignment, `GemmFusion`'s "Non-bitcast
+    reshape"). Element types are not compared. As XLA proves sufficient, only the unit indices
+    (one dimension 1, the others 0) of either side are checked."""
+    if elements(operand_shape) != elements(shape):
+        return False
+    if elements(shape) == 0:
+        return True
+
+    def unit_indices_stay(a, b) -> bool:
+        a_dims, b_dims = tuple(a.dims), tuple(b.dims)
+        a_m2m, b_m2m = a.minor_to_major, b.minor_to_major
+        row_a, row_b = tuple(range(len(a_dims) - 1, -1, -1)), tuple(range(len(b_dims) - 1, -1, -1))
+        for d, size in enumerate(a_dims):
+            if size <= 1:
+                continue
+            unit = [0] * len(a_dims)
+            unit[d] = 1
+            logical = _physical_index(a_dims, row_a, unit)
+            out = [0] * len(b_dims)
+            for e in row_b:  # `LinearIndexToMultidimensionalIndex` in the row-major layout
+                out[e] = logical % b_dims[e]
+                logical //= b_dims[e]
+            if _physical_index(a_dims, a_m2m, unit) != _physical_index(b_dims, b_m2m, out):
+                return False
+        return True
+
+    return unit_indices_stay(operand_shape, shape) and unit_indices_stay(shape, operand_shape)
+
+
 def reshape_is_bitcast(operand_shape, shape, *, ignore_unit_dims: bool = False,
                        ignore_element_type: bool = False) -> bool:
     """A reshape between row-major layouts only relabels the data.

@@ -11,20 +11,28 @@ batch dimensions may be split once (the split's major size is then a requirement
 the fusion must agree on). So a transpose that interleaves the batch dimensions with `M` (an
 attention's `[B, T, N, H] -> [B, N, T, H]`) stays out of the fusion, its own kernel.
 
-Ported here: `DimensionOrder::FromDotOperandOrOutput`, `GetPropagatedDimOrdersForBitcast` (a
-reshape of the default, row-major layouts XLA has after layout normalization is a bitcast),
+Ported here: `DimensionOrder::FromDotOperandOrOutput`, `GetPropagatedDimOrdersForBitcast`,
 `GetPropagatedDimOrdersForDimAlteringOp` (transpose, copy, broadcast, slice, concatenate),
 elementwise ops, `GetPropagatedDimOrders`' refusals (an instruction whose user is a concatenate or a
 dynamic-slice; broadcast and slice only toward the operands; non-scalar constants) and
-`GetRequirementsIfSupportedOrder` / `CombineDotRequirements`. Layouts are taken row-major. Not
+`GetRequirementsIfSupportedOrder` / `CombineDotRequirements`. Physical order is each shape's own
+layout (`minor_to_major`), as in XLA: a module as JAX lowers it can carry layouts that make a
+transpose a mere relabelling (`f32[2,32,64]{1,0,2} transpose(f32[64,2,32]{2,1,0})`) and a reshape
+a physical transpose (`f32[2,32,64]{2,1,0} reshape(f32[2,32,4,16]{3,1,2,0})`). A reshape that is
+a bitcast on its layouts (`analysis.shapes.reshape_keeps_layout`) is followed as one; any other is
+followed as the `copy` and `bitcast` XLA's `ReshapeDecomposer` makes of it before `GemmFusion` (the
+copy toward the default layout on the side that does not have it; a reshape with neither side in
+the default layout, where XLA's `ShapeUtil::AlignLayouts` picks the copy's layout, is refused). Not
 ported: dynamic-slice and pad (`GemmFusion` does not fuse them here), the broadcast multiplier of
 sub-channel dequantisation (off by default), and the iteration-spec reuse of a producer reached
-twice.
+twice. The layouts are the module's: XLA's layout assignment may still change them.
 """
 
 from __future__ import annotations
 
 from ..analysis.opcodes import is_elementwise
+from ..analysis.shapes import reshape_keeps_layout
+from ..hlo import Shape
 
 __all__ = ["NO_SPLIT", "Frag", "Order", "combine", "dot_operand_order", "dot_output_order", "propagate"]
 
@@ -46,21 +54,35 @@ class Frag:
 
 class Order:
     """`DimensionOrder`: a tensor's fragments, minor to major, and for each dot dimension the indices
-    of its fragments in that dimension's own order (minor to major)."""
+    of its fragments in that dimension's own order (minor to major); `m2m`, the layout they are laid
+    out in (the tensor's own, or the one an elementwise user passed on, see `_laid_out`)."""
 
-    __slots__ = ("frags", "dims")
+    __slots__ = ("frags", "dims", "m2m")
 
-    def __init__(self):
+    def __init__(self, m2m: tuple[int, ...] | None = None):
         self.frags: list[Frag] = []
         self.dims: dict[str, list[int]] = {}
+        self.m2m = m2m
 
 
-def _from_labels(dims, labels) -> Order:
-    """`FromDotOperandOrOutput`: one fragment per dimension, row-major."""
-    order = Order()
-    for i in reversed(range(len(dims))):
+def _laid_out(shape, order: Order):
+    """`shape` in the layout its order was made in. An elementwise op passes its order on to its
+    operands unchanged (`GetPropagatedDimOrdersForElementwise`), which is right in XLA's module:
+    layout assignment gives an elementwise op's operands its own layout. A lowered module may not
+    (`f32[1024,512]{0,1} add(transpose, f32[1024,512]{1,0} broadcast(bias))`): the operand is taken
+    in the layout layout assignment would give it, the user's."""
+    m2m = order.m2m
+    if m2m is None or len(m2m) != len(shape.dims) or tuple(m2m) == tuple(shape.minor_to_major):
+        return shape
+    return Shape.array(shape.element_type, shape.dims, tuple(m2m))
+
+
+def _from_labels(shape, labels) -> Order:
+    """`FromDotOperandOrOutput`: one fragment per dimension, in the layout's order."""
+    order = Order(shape.minor_to_major)
+    for i in shape.minor_to_major:
         order.dims.setdefault(labels[i], []).append(len(order.frags))
-        order.frags.append(Frag(labels[i], dims[i]))
+        order.frags.append(Frag(labels[i], shape.dims[i]))
     return order
 
 
@@ -78,7 +100,7 @@ def dot_operand_order(dot, side: int, split_k: int = 1) -> tuple[Order, str | No
               for i in range(dot.operands[side].shape.rank)]
     real_batch = len(batch) - (1 if split_k > 1 else 0)
     splittable = nc if side == 0 and real_batch == 0 else None
-    return _from_labels(dot.operands[side].shape.dims, labels), splittable, nc
+    return _from_labels(dot.operands[side].shape, labels), splittable, nc
 
 
 def dot_output_order(dot, requirement: int, split_k: int = 1) -> tuple[Order, str | None]:
@@ -91,13 +113,14 @@ def dot_output_order(dot, requirement: int, split_k: int = 1) -> tuple[Order, st
     labels = ["B"] * n_batch + ["M"] * n_lhs + ["N"] * (dot.shape.rank - n_batch - n_lhs)
     if split_k > 1:
         labels[0] = "S"
-    return _from_labels(dot.shape.dims, labels), ("M" if requirement > NO_SPLIT else None)
+    return _from_labels(dot.shape, labels), ("M" if requirement > NO_SPLIT else None)
 
 
-def _bitcast(src: Order, dst_dims) -> Order | None:
+def _bitcast(src: Order, dst_shape) -> Order | None:
     """`GetPropagatedDimOrdersForBitcast` (either direction: source order onto the other shape)."""
-    m2m = list(reversed(range(len(dst_dims))))
-    dst = Order()
+    dst_dims = dst_shape.dims
+    m2m = dst_shape.minor_to_major
+    dst = Order(m2m)
     src_to_dst: dict[int, list[int]] = {}
     dst_rem = 1
     it = 0
@@ -149,9 +172,11 @@ def _bitcast(src: Order, dst_dims) -> Order | None:
     return dst
 
 
-def _dim_altering(hlo, to_operands: bool, src: Order, src_dims, dsts) -> dict | None:
-    """`GetPropagatedDimOrdersForDimAlteringOp`: transpose, copy, broadcast, slice, concatenate."""
-    op = hlo.opcode
+def _dim_altering(hlo, to_operands: bool, src: Order, src_shape, dsts, op: str | None = None) -> dict | None:
+    """`GetPropagatedDimOrdersForDimAlteringOp`: transpose, copy, broadcast, slice, concatenate.
+    `dsts`: (key, shape) of the other side's tensors; `op`: the opcode, when not `hlo`'s."""
+    op = op or hlo.opcode
+    src_dims = src_shape.dims
     if op == "slice" and all(d == 1 for d in hlo.shape.dims):
         return None  # "Slice to scalar is not implemented yet."
     frags = [f.copy() for f in src.frags]  # slices edit their fragments: a copy
@@ -159,7 +184,7 @@ def _dim_altering(hlo, to_operands: bool, src: Order, src_dims, dsts) -> dict | 
         return None
     logical: list[list[int]] = [[] for _ in src_dims]
     k = 0
-    for d in reversed(range(len(src_dims))):
+    for d in src_shape.minor_to_major:  # source physical -> source logical
         acc = 1
         while True:
             if k >= len(frags):
@@ -173,8 +198,8 @@ def _dim_altering(hlo, to_operands: bool, src: Order, src_dims, dsts) -> dict | 
             return None
     out = {}
     concat_dim = int(hlo.attribute("dimensions", (0,))[0]) if op == "concatenate" else None
-    for dst in dsts:
-        dst_dims = dst.shape.dims
+    for key, dst_shape in dsts:
+        dst_dims = dst_shape.dims
         extra: list[Frag] = []  # fragments made here (a concatenate's operand parts)
         if op == "transpose":
             perm = [int(x) for x in hlo.attribute("dimensions", ())]
@@ -212,10 +237,10 @@ def _dim_altering(hlo, to_operands: bool, src: Order, src_dims, dsts) -> dict | 
                 dst_logical.append(logical[d])
         else:
             return None
-        order = Order()
+        order = Order(dst_shape.minor_to_major)
         src_to_dst: dict[int, int] = {}
         present = set()
-        for d in reversed(range(len(dst_dims))):
+        for d in dst_shape.minor_to_major:  # destination logical -> destination physical
             for k in dst_logical[d]:
                 f = frags[k] if k >= 0 else extra[-k - 1]
                 order.frags.append(f.copy())
@@ -229,14 +254,15 @@ def _dim_altering(hlo, to_operands: bool, src: Order, src_dims, dsts) -> dict | 
                     order.dims.setdefault(label, []).append(src_to_dst[k])
                 elif op == "broadcast" and src.frags[k].count > 1 and label in present:
                     return None  # "Unsupported broadcast"
-        out[id(dst)] = order
+        out[key] = order
     return out
 
 
-def _labeled_dim(dims, order: Order, label: str) -> int | None:
+def _labeled_dim(shape, order: Order, label: str) -> int | None:
     """`LogicalIndexOfLabeledDimension`."""
+    dims = shape.dims
     k = 0
-    for d in reversed(range(len(dims))):
+    for d in shape.minor_to_major:
         acc = 1
         while acc < dims[d] and k < len(order.frags):
             acc *= order.frags[k].count
@@ -246,36 +272,139 @@ def _labeled_dim(dims, order: Order, label: str) -> int | None:
     return None
 
 
-def _propagated(hlo, to_operands: bool, src: Order, noncontracting: str | None) -> dict | None:
-    """`GetPropagatedDimOrders`: {id(tensor): order} for the other side of `hlo`, or None (refused)."""
+def _propagated(hlo, to_operands: bool, src: Order, noncontracting: str | None, results=frozenset()) -> dict | None:
+    """`GetPropagatedDimOrders`: {id(tensor): order} for the other side of `hlo`, or None (refused).
+    `results`: ids of the instructions taken in the default layout (see `propagate`)."""
     op = hlo.opcode
+
+    def shape(instr):
+        if id(instr) in results:
+            return Shape.array(instr.shape.element_type, instr.shape.dims)
+        return instr.shape
+
     if to_operands and op != "parameter" and any(u.opcode in ("concatenate", "dynamic-slice") for u in hlo.users):
         return None  # "No fusion into concatenations or dynamic slice."
     if op == "parameter" or (op == "constant" and not hlo.shape.dims):
         return {}
+    here = _laid_out(shape(hlo if to_operands else hlo.operands[0]), src)  # the side `src` describes
     if op in ("transpose", "copy"):
         dsts = hlo.operands if to_operands else [hlo]
-        return _dim_altering(hlo, to_operands, src, (hlo if to_operands else hlo.operands[0]).shape.dims, dsts)
+        return _dim_altering(hlo, to_operands, src, here, [(id(d), shape(d)) for d in dsts])
     if op in ("broadcast", "slice"):
         if not to_operands:
             return None
-        return _dim_altering(hlo, True, src, hlo.shape.dims, hlo.operands[:1])
+        return _dim_altering(hlo, True, src, here, [(id(hlo.operands[0]), shape(hlo.operands[0]))])
     if hlo.operands and is_elementwise(hlo):
         return {id(o): src for o in hlo.operands} if to_operands else {id(hlo): src}
     if op in ("bitcast", "reshape"):
         dst = hlo.operands[0] if to_operands else hlo
-        order = _bitcast(src, dst.shape.dims)
-        return None if order is None else {id(dst): order}
+        if op == "bitcast" or reshape_keeps_layout(here, shape(dst)):
+            order = _bitcast(src, shape(dst))
+            return None if order is None else {id(dst): order}
+        return _decomposed_reshape(hlo, to_operands, src, here, shape(dst))
     if op == "concatenate" and to_operands:
         if noncontracting is not None and len(src.dims.get(noncontracting, ())) > 1:
             return None  # "Concatenations on split non-contracting dimensions are unsupported."
-        dim = _labeled_dim(hlo.shape.dims, src, noncontracting) if noncontracting else None
+        dim = _labeled_dim(here, src, noncontracting) if noncontracting else None
         if dim is None or dim != int(hlo.attribute("dimensions", (0,))[0]):
             return None
         if any(o.shape.dims[dim] % 64 for o in hlo.operands):  # kMinConcatFragmentSize
             return None
-        return _dim_altering(hlo, True, src, hlo.shape.dims, hlo.operands)
+        return _dim_altering(hlo, True, src, here, [(id(o), shape(o)) for o in hlo.operands])
     return None
+
+
+def _common_factors(a, b) -> list[tuple[int, int]]:
+    """`CommonFactors` of two shapes without dimensions of size 0 or 1: the (i, j) where the
+    products of `a[:i]` and `b[:j]` agree."""
+    ends_b: dict[int, int] = {}
+    p = 1
+    for j in range(len(b) + 1):
+        ends_b.setdefault(p, j)
+        if j < len(b):
+            p *= b[j]
+    out, p = [], 1
+    for i in range(len(a) + 1):
+        if p in ends_b and (not out or ends_b[p] > out[-1][1] or i == len(a)):
+            out.append((i, ends_b[p] if i < len(a) else len(b)))
+        if i < len(a):
+            p *= a[i]
+    return out
+
+
+def _align_layouts(dims_in, m2m_in, dims_out) -> tuple[int, ...] | None:
+    """`ShapeUtil::AlignLayouts`: a layout of `dims_out` that makes the reshape from `dims_in` in
+    the layout `m2m_in` a bitcast, or None. Unit dimensions are dropped first and go most major."""
+    if 1 in dims_in or 1 in dims_out:
+        keep_in = [d for d, n in enumerate(dims_in) if n != 1]
+        renum = {d: k for k, d in enumerate(keep_in)}
+        keep_out = [d for d, n in enumerate(dims_out) if n != 1]
+        simple = _align_layouts([dims_in[d] for d in keep_in], [renum[d] for d in m2m_in if d in renum],
+                                [dims_out[d] for d in keep_out])
+        if simple is None:
+            return None
+        return tuple(keep_out[d] for d in simple) + tuple(d for d in reversed(range(len(dims_out)))
+                                                          if dims_out[d] == 1)
+    if not dims_in:
+        return ()
+    factors = _common_factors(dims_in, dims_out)
+    to_factor = [0] * len(dims_in)
+    for pos in range(len(factors) - 1):
+        start, stop = factors[pos][0], factors[pos + 1][0]
+        physical = m2m_in.index(start)
+        to_factor[start] = pos
+        for i in range(start + 1, stop):  # a factor's input dimensions: adjacent, in row-major order
+            physical -= 1
+            if physical < 0 or m2m_in[physical] != i:
+                return None
+            to_factor[i] = pos
+    out: list[int] = []
+    minor = 0
+    while len(out) < len(dims_out):
+        pos = to_factor[m2m_in[minor]]
+        (a0, b0), (a1, b1) = factors[pos], factors[pos + 1]
+        out.extend(range(b1 - 1, b0 - 1, -1))
+        minor += a1 - a0
+    return tuple(out)
+
+
+def _decomposed_reshape(hlo, to_operands: bool, src: Order, here, there) -> dict | None:
+    """A reshape that moves data, followed as XLA's `ReshapeDecomposer` splits it (it runs in layout
+    normalization, before `GemmFusion`): `bitcast(copy(x))`, the copy to the layout of `x`'s
+    dimensions `AlignLayouts` aligns with the reshape's, when there is one; else `copy(bitcast(x))`,
+    the copy from the reshape's dimensions aligned with `x`'s layout; else copy, bitcast, copy
+    through the default layouts. Every part must be fusible and every order between them meet the
+    requirements (a part left out is a kernel either way, the reshape's own or a copy's). `here`:
+    the shape of the side `src` describes, in its layout; `there`, the other side's."""
+    x, y = (there, here) if to_operands else (here, there)
+    x_aligned = _align_layouts(y.dims, y.minor_to_major, x.dims)
+    if x_aligned is not None:
+        mid = Shape.array(x.element_type, x.dims, x_aligned)
+        steps = [("copy", x, mid), ("bitcast", mid, y)]
+    else:
+        y_aligned = _align_layouts(x.dims, x.minor_to_major, y.dims)
+        if y_aligned is not None:
+            mid = Shape.array(y.element_type, y.dims, y_aligned)
+            steps = [("bitcast", x, mid), ("copy", mid, y)]
+        else:
+            x_default, y_default = Shape.array(x.element_type, x.dims), Shape.array(y.element_type, y.dims)
+            steps = [("copy", x, x_default), ("bitcast", x_default, y_default), ("copy", y_default, y)]
+    if to_operands:  # in the direction of the propagation
+        steps = [(o, b, a) for o, a, b in reversed(steps)]
+    out: dict = {}
+    order = src
+    for n, (opcode, from_shape, to_shape) in enumerate(steps):
+        if opcode == "bitcast":
+            order = _bitcast(order, to_shape)
+        else:
+            got = _dim_altering(hlo, to_operands, order, from_shape, [(0, to_shape)], op="copy")
+            order = None if got is None else got[0]
+        if order is None:
+            return None
+        out[("reshape-decomposer", n)] = order  # checked against the requirements with the others
+    dst = hlo.operands[0] if to_operands else hlo
+    out[id(dst)] = out.pop(("reshape-decomposer", len(steps) - 1))
+    return out
 
 
 def _requirement(order: Order, splittable: str | None) -> int | None:
@@ -321,11 +450,14 @@ def combine(a: int | None, b: int | None) -> int | None:
 
 
 def propagate(hlo, to_operands: bool, src: Order, splittable: str | None, noncontracting: str | None,
-              requirement: int) -> tuple[dict, int] | None:
+              requirement: int, results=frozenset()) -> tuple[dict, int] | None:
     """`GetPropagatedDimOrdersAndRequirements` combined with the requirement so far: the orders of
     `hlo`'s operands (toward the operands, `src` being `hlo`'s) or of `hlo` (toward the users, `src`
-    its operand's), and the new requirement; None when GemmFusion refuses the step."""
-    orders = _propagated(hlo, to_operands, src, noncontracting)
+    its operand's), and the new requirement; None when GemmFusion refuses the step. `results`: the
+    ids of the instructions whose layout is the entry computation's result layout, taken as the
+    default one (a module not yet through layout assignment: JAX asks XLA for row-major results,
+    whatever layout the lowered module's root shows)."""
+    orders = _propagated(hlo, to_operands, src, noncontracting, results)
     if orders is None:
         return None
     req = requirement

@@ -54,8 +54,9 @@ type). The GEMM fusion then ends at that reduce: the epilogue goes to the reduct
 `rewrite_gemms` runs them in XLA's order: dot decomposition, strength reduction, dot merging,
 transpose folding, split-K, GEMM fusion.
 
-Not simulated: layouts (every tensor is taken row-major, as after XLA's layout normalization; a
-module with layout-changing transposes is read logically), the simplifier's other moves of
+Layouts: the dimension orders follow each tensor's own layout (`fusion._dim_order`), as the module
+has them; XLA's layout assignment is not simulated, except that the entry computation's results of
+a module not yet through it are taken row-major (the layout JAX asks for). Not simulated: the simplifier's other moves of
 transposes and reshapes (`ReshapeMover`, reduce of a transpose), dot merging of operands on
 different sides (`TryMergeLHSWithRHSOperand`), and GemmRewriter's epilogues (bias, alpha) on cuBLAS
 calls. `decompose_dots` leaves alone the dots that the simplifier strength-reduces or that stay
@@ -75,6 +76,7 @@ from ..hlo import HloComputation, HloInstruction, HloModule, Shape
 from ..hlo.editing import NameUniquifier
 from ..fusion_engine import fuse, make_fusion
 from ._dim_order import NO_SPLIT, dot_operand_order, dot_output_order, propagate
+from ._library_layouts import layouts_assigned
 
 __all__ = ["DOT_MERGER_THRESHOLD_BYTES", "GEMM_REWRITE_SIZE_THRESHOLD", "GemmRewrite", "choose_split_k", "merge_dots",
            "rewrite_gemms", "split_k_dots", "triton_gemm_backend_config"]
@@ -275,8 +277,9 @@ class _Planner:
     """`GemmFusion`'s fusion plan for one dot: its dimension orders (`fusion._dim_order`) and the
     split requirement the fused instructions agree on so far."""
 
-    def __init__(self, support: _Support):
+    def __init__(self, support: _Support, results=frozenset()):
         self.support = support
+        self.results = results  # `_dim_order.propagate`'s: the entry's results when layouts are not assigned
         self.splittable: str | None = None
         self.noncontracting: str | None = None
         self.requirement = NO_SPLIT
@@ -293,7 +296,7 @@ class _Planner:
         return True
 
     def _orders(self, h, to_operands: bool, order, requirement: int):
-        return propagate(h, to_operands, order, self.splittable, self.noncontracting, requirement)
+        return propagate(h, to_operands, order, self.splittable, self.noncontracting, requirement, self.results)
 
     def fusible_as_input(self, h, order, requirement: int):
         """`GetPropagatedDimOrdersAndRequirementsIfProfitablyFusible`, output to input: (the operands'
@@ -443,6 +446,14 @@ def _make_triton_gemm(dot, planner: _Planner, names: NameUniquifier, split_k: in
     return GemmRewrite("triton-gemm", dot_name, fusion.name, tuple(absorbed))
 
 
+def _entry_results(module: HloModule) -> frozenset:
+    """Ids of the entry computation's results: its root, or the operands of its root tuple."""
+    root = module.entry.root if module.entry is not None else None
+    if root is None:
+        return frozenset()
+    return frozenset(id(o) for o in root.operands) if root.opcode == "tuple" else frozenset({id(root)})
+
+
 def rewrite_gemms(module: HloModule, compute_capability: tuple[int, int] = (9, 0),
                   core_count: int | None = None, *, merge: bool = True, decompose: bool = True) -> list[GemmRewrite]:
     """Rewrite, in place, every `dot` of `module`'s non-fusion computations as XLA:GPU does before
@@ -455,6 +466,7 @@ def rewrite_gemms(module: HloModule, compute_capability: tuple[int, int] = (9, 0
 
     **Returns:** one `GemmRewrite` per GEMM made, in the order the dots were visited.
     """
+    assigned = layouts_assigned(module)
     if decompose:
         decompose_dots(module)
     strength_reduce_dots(module)
@@ -465,7 +477,7 @@ def rewrite_gemms(module: HloModule, compute_capability: tuple[int, int] = (9, 0
     if core_count:
         splits = {new: (old, k) for new, old, k in split_k_dots(module, core_count, tuple(compute_capability))}
     support = _Support(compute_capability)
-    planner = _Planner(support)
+    planner = _Planner(support, frozenset() if assigned else _entry_results(module))
     names = NameUniquifier(module)
     done: list[GemmRewrite] = []
     for comp in _nonfusion_computations(module):

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from ..hlo import HloComputation, HloInstruction, HloModule, Layout, Shape
 from ._copy_insertion import forwarded
 
-__all__ = ["LayoutCopy", "assign_library_layouts", "fortran_order"]
+__all__ = ["LayoutCopy", "assign_library_layouts", "fortran_order", "layouts_assigned"]
 
 #: the minor_to_major of each shape in `operand_layout_constraints={f32[64,64]{0,1}, s32[64]{0}}`
 _CONSTRAINT = re.compile(r"[a-z]\w*\[[^\]]*\]\{([\d,\s]*)")
@@ -178,3 +178,19 @@ def assign_library_layouts(module: HloModule) -> list[LayoutCopy]:
             holder.replace_operand(slot, copy)
         out.append(LayoutCopy(call.opcode, call.name, copy.name, value.name, order, "result"))
     return out
+
+
+def layouts_assigned(module: HloModule) -> bool:
+    """Whether `module` has been through XLA's layout assignment: its layouts are the physical
+    ones and `bitcast` is a legal instruction in it.
+
+    True for a scheduled module (`is_scheduled=true`, which XLA writes only at the end of its
+    pipeline, as in `Compiled.as_text()`) and for one that already holds `bitcast`s or `fusion`s
+    (XLA's CPU and GPU pipelines make both only after layout assignment). A module as JAX lowers
+    it (`Lowered.as_text(dialect="hlo")`) is not: its layouts are defaults that layout assignment
+    may still change, and layout assignment rejects a bitcast in it ("Unexpected bitcast
+    operation seen during layout assignment").
+    """
+    if module.header_attributes.get("is_scheduled", "").strip().lower() == "true":
+        return True
+    return any(i.opcode in ("bitcast", "fusion") for _, i in module.instructions())
