@@ -543,7 +543,7 @@ def fused_loop_launch(producer, consumer, device, pf: LaunchFacts, cf: LaunchFac
     """
     if consumer.opcode == "tuple":
         return None
-    if not any(o is producer for o in consumer.operands):
+    if producer not in consumer.operands:  # (instructions compare by identity)
         return None  # read through get-tuple-elements
     if consumer.opcode == "fusion":
         if pf.exposed and _reaches_producer(producer, consumer, memo):

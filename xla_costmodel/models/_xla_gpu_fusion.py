@@ -225,7 +225,8 @@ def fused_estimate(model: FusedPairRules, producer, consumer, device, pc: Kernel
             total = by_consumer
         else:
             by_producer = float(pc.operand_bytes[i])
-            common = common_utilization(pc, producer, i, cc, consumer)
+            # (nothing in common with an operand the consumer does not read itself)
+            common = common_utilization(pc, producer, i, cc, consumer) if j is not None else 0.0
             total = _round_half_away(by_producer * u_pc) + by_consumer - _round_half_away(size * common)
         n_total = int(max(total, 0))
         n_net = min(size, n_total)
@@ -454,9 +455,29 @@ class XlaGpuPairPricer:
         fe = fused_short_cut(pe, ce, self.device)
         if fe is not None:
             return pe.time_s, ce.time_s, fe.time_s
-        t = fused_estimate(model, producer, consumer, self.device, self.costs(producer), self.costs(consumer),
-                           facts=(self.facts(producer), self.facts(consumer)), read_cache=self._reads,
+        # Each side's records for its version, looked up here (`_kept`'s hits; a miss makes them): a pair
+        # pricer prices every pair of a step's fusion with each of its operands.
+        vp, vc = self._version(producer), self._version(consumer)
+        costs, facts, bad = self._costs, self._facts, self._bad
+        h = costs.get(producer)
+        pc = h[1] if h is not None and h[0] == vp else self.costs(producer)
+        h = costs.get(consumer)
+        cc = h[1] if h is not None and h[0] == vc else self.costs(consumer)
+        h = facts.get(producer)
+        pf = h[1] if h is not None and h[0] == vp else self.facts(producer)
+        h = facts.get(consumer)
+        cf = h[1] if h is not None and h[0] == vc else self.facts(consumer)
+        if producer.opcode == "fusion":
+            h = bad.get(producer)
+            pb = h[1] if h is not None and h[0] == vp else self._bad_transpose(producer)
+        else:
+            pb = bad_transpose(producer)
+        if consumer.opcode == "fusion":
+            h = bad.get(consumer)
+            cb = h[1] if h is not None and h[0] == vc else self._bad_transpose(consumer)
+        else:
+            cb = bad_transpose(consumer)
+        t = fused_estimate(model, producer, consumer, self.device, pc, cc, facts=(pf, cf), read_cache=self._reads,
                            time_only=True, consumer_reads=self._consumer_reads(consumer),
-                           bad_transposes=(self._bad_transpose(producer), self._bad_transpose(consumer)),
-                           access_of=self.access, input_fusible=self.input_fusible)
+                           bad_transposes=(pb, cb), access_of=self.access, input_fusible=self.input_fusible)
         return pe.time_s, ce.time_s, t
