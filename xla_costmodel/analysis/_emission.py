@@ -255,9 +255,16 @@ def is_real_reduction_hero(root, hero, warp: int = WARP_SIZE) -> bool:
     return reduction_is_race_free(is_row, dims, warp)
 
 
+_REDUCE = frozenset({"reduce"})
+
+
 def is_input_fusible_reduction(instr, warp: int = WARP_SIZE) -> bool:
     """XLA's `IsInputFusibleReduction`: a tiled reduce, or a fusion with a tiled-reduction root."""
     if instr.opcode == "fusion" and instr.fused_computation is not None:
+        if not select_in_body(instr.fused_computation, _REDUCE):
+            # (a real reduction hero is a reduce of the body: no hero walks through a body without one,
+            # which `select_in_body` tells from the body's growths)
+            return False
         return any(is_real_reduction_hero(r, find_hero(r, instr), warp) for r in fused_roots(instr))
     return is_contiguous_reduction(instr, warp)
 

@@ -1,7 +1,7 @@
 """How XLA:GPU emits a kernel (an internal API for the GPU models and the fusion pass, after XLA's
 `HloFusionAnalysis`, `ir_emission_utils` and the fusion pass's own copies of them):
 
-- The emitter and its heroes: `emitter_kind`, `fused_roots`, `FUSION_KIND`; the fusion pass's view
+- The emitter and its heroes: `emitter_kind`, `fused_roots`, `is_intermediate`, `FUSION_KIND`; the fusion pass's view
   (`fusion_pass_emitter_kind`, `fusion_pass_roots`, `fusion_pass_find_hero`, ...).
 - Reductions: `reduction_dimensions`, `is_real_reduction_hero`, `is_input_fusible_reduction`,
   `is_contiguous_reduction`, `reduction_is_race_free`, `ROW_REDUCTION_TILE_X`, `COLUMN_REDUCTION_TILE_Y`,
@@ -32,6 +32,7 @@ from ._emission import fusion_pass_roots as fusion_pass_roots
 from ._emission import hero_search_reach as hero_search_reach
 from ._emission import is_contiguous_reduction as is_contiguous_reduction
 from ._emission import is_input_fusible_reduction as is_input_fusible_reduction
+from ._emission import is_intermediate as is_intermediate
 from ._emission import is_real_reduction_hero as is_real_reduction_hero
 from ._emission import launch_facts as launch_facts
 from ._emission import may_prevent_vectorization as may_prevent_vectorization

@@ -172,11 +172,10 @@ class ContentIds:
             if o not in position:
                 position[o] = i
         get = position.get
-        wiring = []
         if producer.shape.element_type != "tuple":
-            for o in consumer.operands:
-                wiring.append(-1 if o is producer else get(o, -3))
+            wiring = [-1 if o is producer else get(o, -3) for o in consumer.operands]
         else:
+            wiring = []
             for o in consumer.operands:
                 if o is producer:
                     wiring.append(-1)

@@ -95,11 +95,13 @@ def bad_transpose(instr) -> str:
     return ""
 
 
-def read_coalesced_heuristic(emitter: str, producer, consumer, device, bad_transposes=None) -> tuple[bool, str]:
+def read_coalesced_heuristic(emitter: str, producer, consumer, device, bad_transposes=None,
+                             input_fusible=None) -> tuple[bool, str]:
     """XLA's `IsReadCoalescedHeuristic` for a kernel (`consumer=None`) or a producer-consumer pair.
 
     `bad_transposes`: `(bad_transpose(producer), bad_transpose(consumer))` when already known (a pair
-    pricer keeps them per kernel: each kernel is priced with many others).
+    pricer keeps them per kernel: each kernel is priced with many others); `input_fusible`, likewise,
+    a function giving a kernel's `is_input_fusible_reduction` on `device`.
 
     **Returns:** `(coalesced, reason)`.
     """
@@ -112,12 +114,10 @@ def read_coalesced_heuristic(emitter: str, producer, consumer, device, bad_trans
                 name = bad_transpose(consumer)
         if name:
             return False, f"'{name}' transposes the minor dimension"
-    if (
-        emitter == "reduction"
-        and consumer is not None
-        and is_input_fusible_reduction(producer, warp_size(device))
-        and is_input_fusible_reduction(consumer, warp_size(device))
-    ):
+    if emitter == "reduction" and consumer is not None and input_fusible is None:
+        warp = warp_size(device)
+        input_fusible = lambda kernel: is_input_fusible_reduction(kernel, warp)  # noqa: E731
+    if emitter == "reduction" and consumer is not None and input_fusible(producer) and input_fusible(consumer):
         return False, "two tiled reductions fused"
     return True, ""
 

@@ -31,6 +31,7 @@ from ..analysis.emission import (
     emitter_kind,
     fused_roots,
     hero_search_reach,
+    is_intermediate,
     is_real_reduction_hero,
     may_prevent_vectorization,
     reduction_dimensions,
@@ -101,9 +102,13 @@ def _smallest_output_bits(roots) -> int:
     return min(bits) if bits else 32
 
 
-def _smallest_input_bits(kernel) -> int | None:
-    bits = [element_bits(leaf) for o in kernel.operands for _, leaf in array_leaves(o.shape)]
-    return min(bits) if bits else None
+def input_facts(operands) -> tuple[int | None, bool]:
+    """What a reduction's grid looks at in a kernel's operands (the same whatever their order or
+    repeats): the smallest element width of their arrays (None when there is none), and whether one's
+    first array is complex."""
+    bits = [element_bits(leaf) for o in operands for _, leaf in array_leaves(o.shape)]
+    complex_ = any(first_array(o.shape).element_type in ("c64", "c128") for o in operands)
+    return (min(bits) if bits else None), complex_
 
 
 def loop_launch(kernel, roots, device, shape=None, max_unroll: int = 4,
@@ -129,14 +134,13 @@ def loop_launch(kernel, roots, device, shape=None, max_unroll: int = 4,
     return blocks, threads, unroll
 
 
-def _reduction_vector_size(kernel, minor: int, threads: int) -> int:
-    """`GetVectorSizeForMlir`."""
+def _reduction_vector_size(inputs: tuple[int | None, bool], minor: int, threads: int) -> int:
+    """`GetVectorSizeForMlir` (`inputs`: the kernel's `input_facts`)."""
     if minor % 2 or threads * 2 > minor:
         return 1
-    for o in kernel.operands:
-        if first_array(o.shape).element_type in ("c64", "c128"):
-            return 1
-    bits = _smallest_input_bits(kernel)
+    bits, complex_ = inputs
+    if complex_:
+        return 1
     if bits is None or bits >= 32:
         return 2
     if threads * 4 > minor:
@@ -144,26 +148,30 @@ def _reduction_vector_size(kernel, minor: int, threads: int) -> int:
     return 4 if minor % 4 == 0 else 2
 
 
-def reduction_launch(kernel, roots, hero, device) -> tuple[int, int, str]:
-    """(blocks, threads, description) of XLA's reduction emitters."""
+def reduction_launch(kernel, roots, hero, device, inputs: tuple[int | None, bool] | None = None
+                     ) -> tuple[int, int, str]:
+    """(blocks, threads, description) of XLA's reduction emitters. The kernel itself is only looked at
+    for its operands' `input_facts` (`inputs`, when already known: `kernel` is then not looked at)."""
+    if inputs is None:
+        inputs = input_facts(kernel.operands)
     is_row, dims = reduction_dimensions(hero)
     warp = warp_size(device)
     d0, d1, d2 = dims
     if is_row:
-        mr = _multirow(kernel, roots, dims, device)
+        mr = _multirow(inputs, roots, dims, device)
         if mr is not None:
             return mr
         threads_reduced = min(MIN_THREADS_X_ROW_REDUCTION, _round_up(_ceil(d2, ROW_REDUCTION_TILE_X), warp))
         threads_kept = 1
         if threads_reduced * 2 <= THREADS_PER_BLOCK_TARGET:
             threads_kept = d1 if d1 * threads_reduced <= THREADS_PER_BLOCK_TARGET else THREADS_PER_BLOCK_TARGET // threads_reduced
-        vec = _reduction_vector_size(kernel, d2, threads_reduced)
+        vec = _reduction_vector_size(inputs, d2, threads_reduced)
         minor_vec = max(d2 // vec, 1)
         tile = min(ROW_REDUCTION_TILE_X // vec, _ceil(minor_vec, threads_reduced))
         blocks = _ceil(d1, threads_kept) * _ceil(minor_vec, max(tile, 1) * threads_reduced)
         return blocks, threads_kept * threads_reduced, f"row reduction {list(dims)}"
     if d2 and warp % d2 == 0:
-        vec = _reduction_vector_size(kernel, d1 * d2, TRANSPOSE_TILE)
+        vec = _reduction_vector_size(inputs, d1 * d2, TRANSPOSE_TILE)
         threads = 128
         shared_rows = vec * threads // d2
         while shared_rows > TRANSPOSE_TILE and vec > 1:
@@ -172,17 +180,17 @@ def reduction_launch(kernel, roots, hero, device) -> tuple[int, int, str]:
         if shared_rows > TRANSPOSE_TILE:
             threads //= shared_rows // TRANSPOSE_TILE
         return max(d0, 1), threads, f"small column reduction {list(dims)}"
-    vec = _reduction_vector_size(kernel, d2, TRANSPOSE_TILE)
+    vec = _reduction_vector_size(inputs, d2, TRANSPOSE_TILE)
     blocks = max(d0, 1) * _ceil(d2, TRANSPOSE_TILE * vec)
     return blocks, TRANSPOSE_TILE * TRANSPOSE_TILE, f"column reduction {list(dims)}"
 
 
-def _multirow(kernel, roots, dims, device):
+def _multirow(inputs, roots, dims, device):
     d0, d1, d2 = dims
     if d2 <= 0 or d2 & (d2 - 1):
         return None
     out_bits = _smallest_output_bits(roots)
-    in_bits = _smallest_input_bits(kernel)
+    in_bits = inputs[0]
     smallest = min(out_bits, in_bits) if in_bits is not None else out_bits
     largest = max(out_bits, in_bits) if in_bits is not None else out_bits
     vec = min(d2, 64 // max(smallest, 1))
@@ -510,9 +518,8 @@ def launch_dimensions(kernel, device, *, max_unroll: int = 4) -> LaunchDimension
 
 def fused_loop_launch(producer, consumer, device, pf: LaunchFacts, cf: LaunchFacts,
                       max_unroll: int, memo: dict | None = None) -> LaunchDimensions | None:
-    """`launch_dimensions(materialize_fusion(producer, consumer))` (`models._base`) when that is the loop
-    (or concatenate) emitter's and can be told from the two sides' `LaunchFacts` (`pf`, `cf`) alone;
-    else None.
+    """`launch_dimensions(materialize_fusion(producer, consumer))` (`models._base`) when it can be told
+    from the two sides' `LaunchFacts` (`pf`, `cf`) and the pair's operands alone; else None.
 
     With no reduce, concatenate or tiled transpose on either side, every hero is its
     root, so the emitter is decided by the consumer's roots (the fused kernel's roots)
@@ -521,28 +528,57 @@ def fused_loop_launch(producer, consumer, device, pf: LaunchFacts, cf: LaunchFac
     producer (`pf.exposed` False, or the search from the consumer's roots never reaches the
     parameters bound to it: `hero_search_reach`), the fused kernel's roots and heroes are the
     consumer's: the search enters the producer only through its value, and finds nothing there. The
-    emitter is then the consumer's own (`emitter_kind`), kept when it is the loop or
-    concatenate emitter, whose grid needs only the roots, the hero and the vectorization flag.
+    emitter is then the consumer's own (`emitter_kind`), and so is the grid of the loop, concatenate
+    and transpose emitters (the roots, the hero and the vectorization flag); a reduction's grid also
+    looks at the fused kernel's operands (`input_facts`: the consumer's other operands and the
+    producer's, each bound to a parameter of the fused body). A lone consumer that is not an
+    intermediate op (`is_intermediate`: a reduce, a slice, ...) is the fused kernel's root and its own
+    hero, whatever the producer holds: the hero search walks from a root only through intermediate
+    ops; the emitter is then the lone consumer's own, as a library call's is not.
 
     `memo`: a dict kept for this version of `consumer` (and `device`, `max_unroll`): the grid
-    is then worked out once per consumer and vectorization flag, not once per producer (a
-    fusion with many operands is priced with each of them).
+    is then worked out once per consumer and vectorization flag (and, for a reduction, the
+    pair's `input_facts`), not once per producer (a fusion with many operands is priced with
+    each of them).
     """
     if consumer.opcode == "tuple":
         return None
-    if not any(o is producer for o in consumer.operands):
+    if producer not in consumer.operands:  # (instructions compare by identity)
         return None  # read through get-tuple-elements
-    if pf.exposed and _reaches_producer(producer, consumer, memo):
-        return None
+    if consumer.opcode == "fusion":
+        if pf.exposed and _reaches_producer(producer, consumer, memo):
+            return None
+        kind = "hero" if cf[0] else "loop"
+    elif pf.exposed or cf[0]:
+        # (a library call's emitter is its own alone: `_consumer_hero_launch` tells none)
+        if is_intermediate(consumer, 3) or (producer.opcode == "fusion" and producer.fused_computation is None):
+            return None
+        kind = "lone"
+    else:
+        kind = "loop"
     no_vectorize = pf[2] or cf[2]
-    make = _consumer_hero_launch if cf[0] else _consumer_loop_launch
+    make = _consumer_loop_launch if kind == "loop" else _consumer_hero_launch
     if memo is None:
-        return make(consumer, device, no_vectorize, max_unroll)
-    key = ("hero" if cf[0] else "loop", no_vectorize)
+        ld = make(consumer, device, no_vectorize, max_unroll)
+    else:
+        key = (kind, no_vectorize)
+        ld = memo.get(key, memo)
+        if ld is memo:
+            ld = memo[key] = make(consumer, device, no_vectorize, max_unroll)
+    if ld is not _BY_INPUTS:
+        return ld
+    inputs = input_facts([o for o in consumer.operands if o is not producer] + list(producer.operands))
+    if memo is None:
+        return make(consumer, device, no_vectorize, max_unroll, inputs)
+    key = (kind, no_vectorize, inputs)
     ld = memo.get(key, memo)
     if ld is memo:
-        ld = memo[key] = make(consumer, device, no_vectorize, max_unroll)
+        ld = memo[key] = make(consumer, device, no_vectorize, max_unroll, inputs)
     return ld
+
+
+# `_consumer_hero_launch`'s answer for a reduction when the fused kernel's operands were not given.
+_BY_INPUTS = LaunchDimensions("reduction", 0, 0, 0, "", "needs the fused kernel's operands")
 
 
 def _reaches_producer(producer, consumer, memo: dict | None) -> bool:
@@ -559,12 +595,15 @@ def _reaches_producer(producer, consumer, memo: dict | None) -> bool:
     return any(j in reached for j, o in enumerate(consumer.operands) if o is producer)
 
 
-def _consumer_hero_launch(consumer, device, no_vectorize: bool, max_unroll: int) -> LaunchDimensions | None:
-    """`fused_loop_launch`'s grid for a consumer with heroes of its own: the loop or concatenate emitter's,
-    as `launch_dimensions` gives them, when `emitter_kind` of the consumer picks one; else None."""
+def _consumer_hero_launch(consumer, device, no_vectorize: bool, max_unroll: int,
+                          inputs: tuple[int | None, bool] | None = None) -> LaunchDimensions | None:
+    """`fused_loop_launch`'s grid for a consumer with heroes of its own (a fusion, or a lone consumer
+    that is no intermediate op): that of the emitter `emitter_kind` of the consumer picks, as
+    `launch_dimensions` gives it, for the loop, concatenate, transpose and reduction emitters (a
+    reduction's with the fused kernel's `inputs`; `_BY_INPUTS` when not given); else None."""
     comp = consumer.fused_computation if consumer.opcode == "fusion" else None
-    if comp is None or consumer.fusion_kind == "kCustom":
-        return None  # a lone instruction is the fused kernel's root and hero: not asked here
+    if consumer.opcode == "fusion" and (comp is None or consumer.fusion_kind == "kCustom"):
+        return None
     if any(r.opcode == "parameter" for r in fused_roots(consumer)):
         return None  # the producer's value could be a root
     kind, roots, heroes = emitter_kind(consumer, warp_size(device))
@@ -577,6 +616,18 @@ def _consumer_hero_launch(consumer, device, no_vectorize: bool, max_unroll: int)
         blocks, threads, unroll = loop_launch(None, roots, device, shape=largest, max_unroll=max_unroll,
                                               no_vectorize=no_vectorize)
         return LaunchDimensions(kind, blocks, threads, unroll, hero.name)
+    if kind == "transpose":
+        hero = next(h for h in heroes if tiled_transpose(h) is not None)
+        tr = tiled_transpose(hero)
+        blocks, threads = transpose_launch(tr, device)
+        return LaunchDimensions(kind, blocks, threads, 1, hero.name,
+                                f"transpose {list(tr.dimensions)} perm {list(tr.permutation)}")
+    if kind == "reduction":
+        if inputs is None:
+            return _BY_INPUTS
+        hero = next(h for r, h in zip(roots, heroes) if is_real_reduction_hero(r, h, warp_size(device)))
+        blocks, threads, detail = reduction_launch(None, roots, hero, device, inputs)
+        return LaunchDimensions(kind, blocks, threads, 1, hero.name, detail)
     return None
 
 

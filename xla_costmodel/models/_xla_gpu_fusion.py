@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Protocol
 
-from ..analysis.emission import LaunchFacts, launch_facts
+from ..analysis.emission import LaunchFacts, is_input_fusible_reduction, launch_facts, warp_size
 from ..analysis.opcodes import IS_ELEMENTWISE
 from ..fusion_engine import discard_fusion, tracks_growth
 from ._base import KernelEstimate, dominant_bound, materialize_fusion
@@ -123,7 +123,7 @@ def fused_estimate(model: FusedPairRules, producer, consumer, device, pc: Kernel
                    producer_writes_side_output: bool = False, facts=None, read_cache: dict | None = None,
                    time_only: bool = False, consumer_reads: dict | None = None,
                    bad_transposes: tuple[str, str] | None = None,
-                   access_of=None) -> KernelEstimate | float:
+                   access_of=None, input_fusible=None) -> KernelEstimate | float:
     """XLA's `EstimateRunTimeForFusion` from the two kernels' own cost records, with `model`'s
     compute, read, write and combine rules.
 
@@ -136,7 +136,8 @@ def fused_estimate(model: FusedPairRules, producer, consumer, device, pc: Kernel
     when the consumer changes): with `time_only`, what reading the consumer's own operands costs is
     worked out once and reused for every producer it is priced with (same numbers, same order of sums),
     and so is the fused loop grid (`fused_loop_launch`'s `memo`);
-    `bad_transposes`: each side's `bad_transpose` when known (`read_coalesced_heuristic`);
+    `bad_transposes`: each side's `bad_transpose` when known (`read_coalesced_heuristic`), and
+    `input_fusible`, a function giving a kernel's `is_input_fusible_reduction` (the same);
     `access_of`: with `time_only`, a function giving a kernel's `OperandAccess` (`operand_access`): where
     the launch grid was told without building the fused kernel, its per-operand access rule is then
     told from the two sides too (`pair_access`), and the kernel is not built at all.
@@ -167,7 +168,8 @@ def fused_estimate(model: FusedPairRules, producer, consumer, device, pc: Kernel
     compute = model.compute_time(device, flops, mm, pc.matmul_dtype or cc.matmul_dtype,
                                 ld.num_blocks, ld.threads_per_block)
 
-    heuristic_ok, heuristic_why = read_coalesced_heuristic(ld.emitter, producer, consumer, device, bad_transposes)
+    heuristic_ok, heuristic_why = read_coalesced_heuristic(ld.emitter, producer, consumer, device, bad_transposes,
+                                                             input_fusible)
     access = {}
     if model.access_patterns and heuristic_ok and (facts is None or facts[0][1] or facts[1][1]):
         if fused is None and time_only and access_of is not None:
@@ -223,7 +225,8 @@ def fused_estimate(model: FusedPairRules, producer, consumer, device, pc: Kernel
             total = by_consumer
         else:
             by_producer = float(pc.operand_bytes[i])
-            common = common_utilization(pc, producer, i, cc, consumer)
+            # (nothing in common with an operand the consumer does not read itself)
+            common = common_utilization(pc, producer, i, cc, consumer) if j is not None else 0.0
             total = _round_half_away(by_producer * u_pc) + by_consumer - _round_half_away(size * common)
         n_total = int(max(total, 0))
         n_net = min(size, n_total)
@@ -329,7 +332,7 @@ class XlaGpuPairPricer:
     """
 
     __slots__ = ("model", "device", "_version", "_records", "_costs", "_facts", "_reads", "_own", "_bad", "_access",
-                 "_content", "_by_content", "_facts_by_content")
+                 "_content", "_by_content", "_facts_by_content", "_input_fusible_of", "_warp")
 
     def __init__(self, model: FusedPairRules, device, version=None, content=None):
         self.model = model
@@ -345,6 +348,8 @@ class XlaGpuPairPricer:
         self._own: dict = {}
         self._bad: dict = {}
         self._access: dict = {}
+        self._input_fusible_of: dict = {}
+        self._warp = warp_size(device)
 
     def _kept(self, cache: dict, instr, make, version=None):
         """`cache`'s value for this version of `instr`, made by `make()` when there is none."""
@@ -369,6 +374,7 @@ class XlaGpuPairPricer:
         self._facts.pop(instr, None)
         self._bad.pop(instr, None)
         self._access.pop(instr, None)
+        self._input_fusible_of.pop(instr, None)
 
     def _shared(self, instr) -> bool:
         """Whether `instr`'s records may come from another kernel of its content (see the class)."""
@@ -400,6 +406,14 @@ class XlaGpuPairPricer:
         if instr.opcode != "fusion":
             return bad_transpose(instr)
         return self._kept(self._bad, instr, lambda: bad_transpose(instr))
+
+    def input_fusible(self, instr) -> bool:
+        """`is_input_fusible_reduction(instr)` on this device, kept per version of a fusion (a walk of its
+        roots' heroes through its body; a fusion grown in place is priced with a consumer reduce at
+        every growth); a lone instruction's answer looks at its operand: asked afresh, as `_bad_transpose`."""
+        if instr.opcode != "fusion":
+            return is_input_fusible_reduction(instr, self._warp)
+        return self._kept(self._input_fusible_of, instr, lambda: is_input_fusible_reduction(instr, self._warp))
 
     def kernel(self, instr) -> KernelEstimate:
         """`instr`'s own estimate as `EstimateRunTimes` sees it (free instructions pay a launch)."""
@@ -441,9 +455,29 @@ class XlaGpuPairPricer:
         fe = fused_short_cut(pe, ce, self.device)
         if fe is not None:
             return pe.time_s, ce.time_s, fe.time_s
-        t = fused_estimate(model, producer, consumer, self.device, self.costs(producer), self.costs(consumer),
-                           facts=(self.facts(producer), self.facts(consumer)), read_cache=self._reads,
+        # Each side's records for its version, looked up here (`_kept`'s hits; a miss makes them): a pair
+        # pricer prices every pair of a step's fusion with each of its operands.
+        vp, vc = self._version(producer), self._version(consumer)
+        costs, facts, bad = self._costs, self._facts, self._bad
+        h = costs.get(producer)
+        pc = h[1] if h is not None and h[0] == vp else self.costs(producer)
+        h = costs.get(consumer)
+        cc = h[1] if h is not None and h[0] == vc else self.costs(consumer)
+        h = facts.get(producer)
+        pf = h[1] if h is not None and h[0] == vp else self.facts(producer)
+        h = facts.get(consumer)
+        cf = h[1] if h is not None and h[0] == vc else self.facts(consumer)
+        if producer.opcode == "fusion":
+            h = bad.get(producer)
+            pb = h[1] if h is not None and h[0] == vp else self._bad_transpose(producer)
+        else:
+            pb = bad_transpose(producer)
+        if consumer.opcode == "fusion":
+            h = bad.get(consumer)
+            cb = h[1] if h is not None and h[0] == vc else self._bad_transpose(consumer)
+        else:
+            cb = bad_transpose(consumer)
+        t = fused_estimate(model, producer, consumer, self.device, pc, cc, facts=(pf, cf), read_cache=self._reads,
                            time_only=True, consumer_reads=self._consumer_reads(consumer),
-                           bad_transposes=(self._bad_transpose(producer), self._bad_transpose(consumer)),
-                           access_of=self.access)
+                           bad_transposes=(pb, cb), access_of=self.access, input_fusible=self.input_fusible)
         return pe.time_s, ce.time_s, t
