@@ -35,3 +35,10 @@ def test_attribution_ranks_passes_by_kernels_moved():
     assert by_pass["algsimp"]["net kernels (sum d)"] == 2
     assert by_pass["fusion and after (XLA here vs ours from its input)"]["net kernels (sum d)"] == -1
     assert by_pass["jax 0.10.2 here / 0.11.2 on the H100"]["modules changed"] == 1
+
+
+def test_within_ten_percent_counts_exactly_ten_percent_off():
+    bp = load_script("bench_pipeline")
+    assert bp.within(33, 30) and bp.within(27, 30)  # 33 / 30 - 1 is 0.10000000000000009 as a float
+    assert not bp.within(34, 30) and not bp.within(26, 30)
+    assert not bp.within(0, 0)
