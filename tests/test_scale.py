@@ -171,3 +171,12 @@ def test_cli_many_files(tmp_path, capsys):
     assert main(["analyze", *files, "--address", "auto"]) == 2
     assert main(["analyze", *files, "--resume"]) == 2
     capsys.readouterr()
+
+
+def test_no_progress_bar_when_stderr_is_not_a_terminal(capfd):
+    # A log or a pipe (here pytest's capture) gets no bar: its carriage returns would be glued to the
+    # next line, as `xla-costmodel analyze a.hlo b.hlo > log 2>&1` showed.
+    table = analyze_many(PRE[:2], workers=1)
+    assert table.failures.empty
+    err = capfd.readouterr().err
+    assert "module/s" not in err and "\r" not in err and "%|" not in err
