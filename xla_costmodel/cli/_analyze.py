@@ -195,7 +195,10 @@ def _analyze_many(args: argparse.Namespace, device, model) -> int:
     if args.json or args.csv:
         print_table(df, as_json=args.json, as_csv=args.csv)
     else:
-        print_table(_per_source(df))
+        from ..plot import readable
+
+        # (as every table people read: times in µs, the unit in the column name; --json/--csv keep seconds)
+        print_table(readable(_per_source(df), unit="us", digits=4))
         print(f"\n{count(df['source'].nunique() if len(df) else 0, 'file')}, {count(len(df), 'row')} on {device.name} "
               f"({table.job['model']})" + (f"; written to {args.out}" if args.out else ""))
     report_warnings(caught, unit="file")
