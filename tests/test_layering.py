@@ -395,3 +395,15 @@ def test_scripts_import_no_private_names(path):
     found = [f"line {line}: {key}" for key, line in script_private_imports(path)]
     assert not found, (f"scripts/{path.name} imports private modules or names of the package (import what "
                        "the package's __init__ or internal API module offers, or name it there): " + "; ".join(found))
+
+
+# The notebooks are what a new user copies first: they import as a script does (notebook 04 imported
+# `models._gemm_table` where `models.pricing` offers the same names).
+NOTEBOOKS = sorted((ROOT.parent / "notebooks").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebooks_import_no_private_names(path):
+    found = [f"line {line}: {key}" for key, line in script_private_imports(path)]
+    assert not found, (f"notebooks/{path.name} imports private modules or names of the package (import what "
+                       "the package's __init__ or internal API module offers): " + "; ".join(found))
