@@ -35,13 +35,14 @@ try:  # in Jupyter, figures inline whatever MPLBACKEND says (the project's scrip
 except NameError:  # run as a plain script
     pass
 
+# xla_costmodel before jax: where jax's CUDA plugin is installed without a GPU, its log lines stay quiet
+import xla_costmodel as xcm  # isort: skip
+from xla_costmodel import plot, zoo  # isort: skip
+from xla_costmodel.fusion import RULES, compare_with_xla, simulate_fusion  # isort: skip
+
 import jax
 import matplotlib.pyplot as plt
 import pandas as pd
-
-import xla_costmodel as xcm
-from xla_costmodel import plot, zoo
-from xla_costmodel.fusion import RULES, compare_with_xla, simulate_fusion
 
 pd.set_option("display.width", 200)
 pd.set_option("display.max_columns", 20)

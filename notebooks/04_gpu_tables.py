@@ -44,7 +44,7 @@ import pandas as pd
 import xla_costmodel as xc
 from xla_costmodel import plot
 from xla_costmodel.devices import collective_row_hlo, collective_table, gemm_table, get_device, xla_tables_source
-from xla_costmodel.models._gemm_table import GemmSpec, GemmTableInterpolator
+from xla_costmodel.models.pricing import GemmSpec, GemmTableInterpolator
 
 pd.set_option("display.width", 200)
 pd.set_option("display.max_columns", 20)

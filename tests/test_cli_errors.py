@@ -130,6 +130,7 @@ NUMBER_ARGS = [
     ["analyze", HLO, "--unknown-trip-count", "-1"],
     ["analyze", HLO, "--unknown-trip-count", "x"],
     ["analyze", HLO, HLO, "--workers", "0"],
+    ["analyze", HLO, "--device", "h100-sxm", "--top", "-3"],  # refused before the module is priced and warned on
     ["fuse", PRE, "-o", "{out}", "--budget", "0"],
     ["fuse", PRE, "-o", "{out}", "--search", "--budget", "-3"],
     ["fuse", PRE, "-o", "{out}", "--budget", "soon"],

@@ -136,6 +136,23 @@ def test_compare_class_and_cv_splits(small_data):
     assert set(cv.predictions["fold"]) == {0, 1, 2}
 
 
+def test_printed_comparison_leaves_out_empty_fusion_columns(small_data):
+    # Printed (a script, a terminal) as in a notebook's HTML: the fusion-decision columns only where the
+    # data has fused/unfused pairs, not four columns of NaN.
+    suite_path, prog_path, _, _ = small_data
+    def wide():
+        return pd.option_context("display.max_columns", None, "display.width", 1000)
+
+    by_class = compare_models(["fitted"], suite_path, "class", device=CPU)
+    with wide():
+        text = repr(by_class)
+    assert "ratio_error" in text and "fusion_order_acc" not in text and "fusion_n" not in text
+    assert math.isnan(by_class["fusion_order_acc"].iloc[0])  # still in the table itself
+    program = compare_models(["roofline"], prog_path, "program", train=[suite_path, prog_path], device=CPU)
+    with wide():
+        assert "fusion_order_acc" in repr(program)
+
+
 def test_compare_rejects_unknown_split(small_data):
     with pytest.raises(ValueError, match="unknown split"):
         compare_models(["fitted"], small_data[1], "random", device=CPU)

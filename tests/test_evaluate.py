@@ -95,6 +95,30 @@ def tiny_program():
     return tiny, (jnp.ones((64, 32), jnp.float32),)
 
 
+def readme_program():
+    """The README's `my_program.py`: XLA:CPU makes it one kernel."""
+    import jax.numpy as jnp
+
+    def step(x, w):
+        return jnp.tanh(x @ w).sum()
+
+    return step, (jnp.ones((128, 256)), jnp.ones((256, 64)))
+
+
+def test_cli_evaluate_one_kernel_has_no_nan_column(capsys):
+    # One kernel cannot be ranked: no column of NaN (kendall_tau) in the table, a note instead.
+    assert cli_main(["evaluate", "--jax", f"{__file__}:readme_program", "--models", "roofline", "--repeats", "8",
+                     "--discard", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["kernels"]) == 1 and out["summary"][0]["kendall_tau"] is None
+    assert cli_main(["evaluate", "--jax", f"{__file__}:readme_program", "--models", "roofline", "--repeats", "8",
+                     "--discard", "2"]) == 0
+    text = capsys.readouterr().out
+    table = text.split("note:")[0]
+    assert "ratio_error" in table and "kendall_tau" not in table and "NaN" not in table
+    assert "note: kendall_tau left out: it ranks kernels, and 1 kernel cannot be ranked" in text
+
+
 def test_cli_evaluate_json_and_errors(capsys):
     assert cli_main(["evaluate", "--jax", f"{__file__}:tiny_program", "--models", "roofline", "--repeats", "8",
                      "--discard", "2", "--json"]) == 0
@@ -105,6 +129,7 @@ def test_cli_evaluate_json_and_errors(capsys):
                      "--discard", "2", "--kernels"]) == 0
     text = capsys.readouterr().out
     assert "sk_error" in text and "measured_us" in text and "per program run" in text
+    assert "kendall_tau" in text and "kendall_tau left out" not in text  # 3 kernels: ranked
     assert cli_main(["evaluate", "--jax", f"{__file__}:absent"]) == 2
     assert cli_main(["evaluate", "--jax", f"{__file__}:tiny_program", "--device", "h100-sxm"]) == 2
     err = capsys.readouterr().err

@@ -253,7 +253,11 @@ def test_cli_fuse_search(tmp_path, capsys):
     assert summary["method"] in ("exact", "heuristic", "greedy")
     assert out.exists() and "fusion" in out.read_text()
     assert _quiet(main, args) == 0
-    assert "gap" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "gap" in text
+    # The per-computation table as people read it: times in µs, the unit in every column's name.
+    header = text.splitlines()[0].split()
+    assert header == ["computation", "producers", "method", "plans", "greedy_us", "best_us", "search_s"]
     assert main(args[:-1] + ["-1"]) != 0
     assert "--budget" in capsys.readouterr().err
 

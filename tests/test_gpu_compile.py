@@ -435,6 +435,22 @@ def test_importing_jax_first_what_we_trigger_is_quiet():
 
 
 @needs_plugin
+def test_the_users_own_first_jax_call_after_importing_us_is_quiet():
+    # The README's tour makes its arrays (`jnp.ones`) before any call of ours: that first call started
+    # jax's backends, and the CUDA plugin's "Could not find cuda drivers" reached the user's terminal.
+    done = _python("import xla_costmodel, jax\n" + _USER_WORK)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    assert done.stdout.split("\n")[0] == "6.0 cpu"
+    # jax imported first (its import's own lines are jax's), then us, then the user's arrays: nothing more.
+    done = _python("import sys, jax\nimport xla_costmodel\nprint('MARK', file=sys.stderr, flush=True)\n"
+                   + _USER_WORK + _OUR_WORK)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.split("MARK\n", 1)[1] == ""
+    assert done.stdout.split("\n")[:2] == ["6.0 cpu", "XLA:GPU compiled here"]
+
+
+@needs_plugin
 def test_jax_started_before_us_without_the_skip_we_fall_back_quietly_naming_the_fix():
     done = _python("import sys, jax\n" + _USER_WORK + "print('MARK', file=sys.stderr, flush=True)\n" + _OUR_WORK
                    + "print(t.priced_module)\n")

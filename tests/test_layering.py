@@ -395,3 +395,32 @@ def test_scripts_import_no_private_names(path):
     found = [f"line {line}: {key}" for key, line in script_private_imports(path)]
     assert not found, (f"scripts/{path.name} imports private modules or names of the package (import what "
                        "the package's __init__ or internal API module offers, or name it there): " + "; ".join(found))
+
+
+# The notebooks are what a new user copies first: they import as a script does (notebook 04 imported
+# `models._gemm_table` where `models.pricing` offers the same names).
+NOTEBOOKS = sorted((ROOT.parent / "notebooks").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebooks_import_no_private_names(path):
+    found = [f"line {line}: {key}" for key, line in script_private_imports(path)]
+    assert not found, (f"notebooks/{path.name} imports private modules or names of the package (import what "
+                       "the package's __init__ or internal API module offers): " + "; ".join(found))
+
+
+def _first_import_line(tree: ast.AST, package: str) -> int | None:
+    lines = [n.lineno for n in ast.walk(tree)
+             if (isinstance(n, ast.Import) and any(a.name.split(".")[0] == package for a in n.names))
+             or (isinstance(n, ast.ImportFrom) and not n.level and (n.module or "").split(".")[0] == package)]
+    return min(lines, default=None)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebooks_import_xla_costmodel_before_jax(path):
+    # jax's own import prints the CUDA plugin's log lines where it is installed without a GPU; imported
+    # after xla_costmodel, it is quiet (`_quiet_jax`). Notebooks 01 and 02 imported jax first.
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    ours, jax = _first_import_line(tree, ROOT.name), _first_import_line(tree, "jax")
+    assert ours is not None
+    assert jax is None or ours < jax, f"notebooks/{path.name}: jax imported (line {jax}) before xla_costmodel ({ours})"

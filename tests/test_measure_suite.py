@@ -131,8 +131,11 @@ def test_noise_floor_numbers_by_hand():
 def test_cli_quick_suite_writes_only_when_asked(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["measure", "--quick", "--only", "copy_s1", "launch_empty", "--no-progress"]) == 0
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert "launch overhead" in out and "access" in out
+    # The full suite saves by default, so a run that does not says so (and how).
+    assert "note: nothing saved: --quick writes its rows only with --out PATH" in captured.err
     from xla_costmodel.datasets._store import user_data_dir
 
     # --quick writes nothing: neither in the user's data directory nor here.

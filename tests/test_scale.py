@@ -171,3 +171,23 @@ def test_cli_many_files(tmp_path, capsys):
     assert main(["analyze", *files, "--address", "auto"]) == 2
     assert main(["analyze", *files, "--resume"]) == 2
     capsys.readouterr()
+
+
+def test_no_progress_bar_when_stderr_is_not_a_terminal(capfd):
+    # A log or a pipe (here pytest's capture) gets no bar: its carriage returns would be glued to the
+    # next line, as `xla-costmodel analyze a.hlo b.hlo > log 2>&1` showed.
+    table = analyze_many(PRE[:2], workers=1)
+    assert table.failures.empty
+    err = capfd.readouterr().err
+    assert "module/s" not in err and "\r" not in err and "%|" not in err
+
+
+def test_cli_many_files_summary_in_microseconds(local_pre, capsys):
+    # The per-file table is read by people: times in µs, the unit in the column name (as `analyze FILE`).
+    assert main(["analyze", *PRE[:2], "--device", "h100-sxm", "--model", "xla-gpu", "--no-progress"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = lines[0].split()
+    assert header == ["source", "kernels", "unpriced", "total_us"]
+    first = local_pre[(local_pre["source"] == PRE[0]) & (local_pre["bound"] != "free")]
+    shown = float(lines[1].split()[header.index("total_us")])
+    assert shown == pytest.approx(first["total_s"].fillna(0.0).sum() * 1e6, rel=1e-3)

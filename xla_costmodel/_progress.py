@@ -22,6 +22,9 @@ class _Quiet:
     def set_description_str(self, text: str) -> None:
         pass
 
+    def set_postfix_str(self, text: str = "", refresh: bool = True) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
@@ -44,7 +47,7 @@ def _on_terminal() -> bool:
 
 def progress_bar(total: int | None, desc: str, unit: str, enabled: bool = True):
     """A progress bar of `total` `unit`s headed `desc` on stderr (tqdm: `update(n)`, `set_description_str`,
-    `close`, a context manager), or one that does nothing when not `enabled` or stderr is not a terminal."""
+    `set_postfix_str`, `close`, a context manager), or one that does nothing when not `enabled` or stderr is not a terminal."""
     if not enabled or not _on_terminal():
         return _Quiet()
     from tqdm import tqdm  # the plain bar: tqdm.auto needs ipywidgets inside notebooks

@@ -13,8 +13,10 @@ Without an NVIDIA driver it misbehaves in two ways that a user must not see:
   backends start, skips the check; jax then runs on the CPU as before.
 
 So, on a machine with the plugin and without a driver, `prepare_jax` sets that
-variable (unless the user set it) and imports jax with fd 2 captured, and the
-package's own calls that start jax's backends go through `quiet_stderr`. This
+variable (unless the user set it), imports jax and has it register its plugins
+with fd 2 captured (so that the user's own first jax call prints nothing
+either), and the package's own calls that start jax's backends go through
+`quiet_stderr`. This
 module imports nothing of the package: it is the floor that every layer may use.
 """
 
@@ -113,9 +115,29 @@ def prepare_jax() -> None:
         return
     if not backends_started():
         os.environ.setdefault(SKIP_CUDA_CHECK_ENV, "1")
-    if "jax" not in sys.modules:
-        with quiet_stderr():
-            import jax  # noqa: F401
+    with quiet_stderr():
+        import jax  # noqa: F401
+
+        _register_plugins()
+
+
+def _register_plugins() -> None:
+    """Have jax find and initialize its PJRT plugins now (inside `quiet_stderr`), without starting a backend.
+
+    Loading the CUDA plugin's library writes "Could not find cuda drivers" to fd 2 again when jax first
+    starts its backends, which is the user's first `jnp.ones` as often as the package's own call: done
+    here, jax does not do it again (it registers plugins once). No backend is made, so the user's
+    `jax.config` (`jax_platforms`, `jax_num_cpu_devices`) still decides which ones start. A jax without
+    this step (it is jax's internal one) keeps its own timing, as before.
+    """
+    bridge = sys.modules.get("jax._src.xla_bridge")
+    register = getattr(bridge, "_discover_and_register_pjrt_plugins", None)
+    if register is None or backends_started():
+        return
+    try:
+        register()
+    except Exception:  # noqa: BLE001 (jax logs a plugin's failure itself; the backends' start reports it)
+        pass
 
 
 def start_backends_quietly() -> None:

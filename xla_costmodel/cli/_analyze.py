@@ -51,6 +51,8 @@ def _analyze(args: argparse.Namespace) -> int:
     device, model = resolve_device_and_model(args)
     if args.unknown_trip_count < 0:
         raise UsageError("--unknown-trip-count must be >= 0")
+    if args.top < 0:  # (before any work: a warning on the module must not come before the refusal)
+        raise UsageError(f"--top must be 0 (all) or more, got {args.top}")
     if (not args.files) == (args.jax is None):
         raise UsageError("give HLO FILE(s) or --jax FILE:FACTORY")
     if args.jax is not None and _wants_many(args):
@@ -88,8 +90,6 @@ def _analyze(args: argparse.Namespace) -> int:
     if args.csv:
         print_table(shown, as_csv=True)
         return 0
-    if args.top < 0:
-        raise UsageError(f"--top must be 0 (all) or more, got {args.top}")
     left_out = print_kernels(shown, _TABLE_COLUMNS, top=None if args.all else args.top)
     print("\n(compute_us, memory_us, time_us: µs per launch; total_us: µs per run, time_us × executions)"
           + (f"; {left_out}" if left_out else ""))
@@ -195,7 +195,10 @@ def _analyze_many(args: argparse.Namespace, device, model) -> int:
     if args.json or args.csv:
         print_table(df, as_json=args.json, as_csv=args.csv)
     else:
-        print_table(_per_source(df))
+        from ..plot import readable
+
+        # (as every table people read: times in µs, the unit in the column name; --json/--csv keep seconds)
+        print_table(readable(_per_source(df), unit="us", digits=4))
         print(f"\n{count(df['source'].nunique() if len(df) else 0, 'file')}, {count(len(df), 'row')} on {device.name} "
               f"({table.job['model']})" + (f"; written to {args.out}" if args.out else ""))
     report_warnings(caught, unit="file")

@@ -53,7 +53,11 @@ def _evaluate(args: argparse.Namespace) -> int:
     m = result.measurement
     print(f"{m.module.name}: {count(len(result.kernels), 'kernel')} measured on {m.device} ({m.method.allocator} allocator, "
           f"minimum of {count(m.method.kept, 'run')}), predicted on {result.device}; times in us per program run")
-    print(_in_microseconds(summary).to_string(index=False))
+    undefined = [c for c in ("kendall_tau",) if c in summary and summary[c].isna().all()]
+    print(_in_microseconds(summary.drop(columns=undefined)).to_string(index=False))
+    if undefined:  # (a rank correlation needs two kernels: a column of NaN says nothing)
+        print(f"note: kendall_tau left out: it ranks kernels, and {count(len(result.kernels), 'kernel')} cannot "
+              "be ranked")
     for note in result.notes:
         print(f"note: {note.replace('predicted_wall_s', 'predicted_wall_us')}")
     if args.kernels:

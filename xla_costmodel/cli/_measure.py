@@ -7,7 +7,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from ._common import UsageError, command, count, load_user_program, report_warnings
+from ._common import UsageError, command, count, load_user_program, report_warnings, say_note
 
 __all__ = ["DEFAULT_DATASET", "DEFAULT_FLEET_DATASET", "load_target", "per_kernel_table"]
 
@@ -173,6 +173,8 @@ def _run_suite(args) -> int:
     if out is not None:
         total = append_dataset(df, out)
         print(f"appended {count(len(df), 'row')} to {out} ({count(total, 'row')} now)")
+    elif not args.no_save:  # (the full suite saves by default: say why this run did not)
+        say_note("nothing saved: --quick writes its rows only with --out PATH")
     return 0
 
 
@@ -234,6 +236,8 @@ def _measure_user(args) -> int:
         rows = pd.DataFrame(measurement_rows(m, case=args.jax, kernel=name, program=name))
         total = append_dataset(rows, out)
         print(f"appended {count(len(rows), 'row')} to {out} ({count(total, 'row')} now)")
+    elif not args.no_save:
+        say_note("nothing saved: --jax writes its rows only with --out PATH")
     return 0
 
 

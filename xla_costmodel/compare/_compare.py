@@ -80,7 +80,7 @@ class Comparison(pd.DataFrame):
     `median_abs_log`, `bias`, `spearman`), the fusion-decision metrics
     (`fusion_n`, `fusion_order_acc`, `fusion_gain_ratio_error`,
     `fusion_gain_tau`; NaN where the data has no fused/unfused pairs, and
-    then left out of its display), and `fit_s` (seconds spent fitting).
+    then left out of its display, printed or HTML), and `fit_s` (seconds spent fitting).
     `notes`: sentences on how the scores were made that a reader must know
     (which machine's description priced the rows; a GPU model scored on a
     CPU's kernels).
@@ -108,6 +108,10 @@ class Comparison(pd.DataFrame):
     @property
     def _constructor(self):
         return Comparison
+
+    def __repr__(self) -> str:
+        # (printed as shown in a notebook: without the fusion columns where they are all NaN)
+        return repr(shown_columns(pd.DataFrame(self)))
 
     def _repr_html_(self) -> str:
         split = getattr(self, "split_name", "")

@@ -48,14 +48,13 @@ def measure_supplementary(*, rounds: int = 2, progress: bool = True) -> pd.DataF
 
     **Returns:** dataset rows (`DATASET_COLUMNS`); `attrs["failed"]` names what could not be measured.
     """
-    from tqdm import tqdm
-
+    from .._progress import progress_bar
     from ..zoo import program_names
     from ._extra_suite import extra_cases
 
     names = program_names()
-    bar = tqdm(total=rounds * (len(extra_cases()) + len(names)), desc="measure supplementary", unit="case",
-               file=sys.stderr, leave=False, disable=not progress)
+    bar = progress_bar(rounds * (len(extra_cases()) + len(names)), "measure supplementary", "case",
+                       enabled=progress)
 
     def report(label: str) -> None:
         bar.set_postfix_str(label.split("] ", 1)[-1], refresh=False)

@@ -15,7 +15,6 @@ dataset as the task finishes, so a task that fails costs only its own rows.
 from __future__ import annotations
 
 import socket
-import sys
 import warnings
 from dataclasses import dataclass
 
@@ -123,8 +122,7 @@ def measure_fleet(
     **Raises:** `RayUnavailableError` without Ray; `ValueError` for no or
     repeated accelerator types.
     """
-    from tqdm.auto import tqdm
-
+    from .._progress import progress_bar
     from ..measure import append_dataset
 
     kinds = [str(k) for k in accelerator_types]
@@ -136,7 +134,7 @@ def measure_fleet(
     request = MeasureRequest(quick, tuple(only) if only else None, repeats, discard, rounds, jax_program)
     engine = RayEngine(address)
     frames, failures = [], {}
-    with tqdm(total=len(kinds), desc="measure fleet", unit="task", file=sys.stderr, disable=not progress) as bar:
+    with progress_bar(len(kinds), "measure fleet", "task", enabled=progress) as bar:
         for outcome in engine.run(_task(request, k) for k in kinds):
             reissue_warnings(outcome)
             if outcome.ok:

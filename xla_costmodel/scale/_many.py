@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import sys
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -249,9 +248,10 @@ def _take(outcome: Outcome, store: ResultStore, bar) -> None:
 
 
 def _bar(total: int, desc: str, enabled: bool):
-    from tqdm.auto import tqdm
+    # (the one progress bar of the package: only on a terminal or in a notebook, never in a log or a pipe)
+    from .._progress import progress_bar
 
-    return tqdm(total=total, desc=desc, unit="module", file=sys.stderr, disable=not enabled, dynamic_ncols=True)
+    return progress_bar(total, desc, "module", enabled=enabled)
 
 
 def _failed_message(failed: dict[str, str], total: int) -> str:
