@@ -20,10 +20,23 @@ def _modules_alive() -> int:
     return sum(isinstance(o, HloModule) for o in gc.get_objects())
 
 
-@pytest.mark.parametrize("name", ["mlp_grad.pre.hlo", "gpu_h100/equinox_mha_fwd@large.pre.hlo.gz"])
-def test_simulate_fusion_keeps_no_module_alive(name):
+#: XLA's GEMM rewriting and SoftmaxRewriterTriton: the latter decides each diamond on modules of its own
+#: (the diamond fused and tiled, and fused as XLA would without the pass), which must go too.
+REWRITTEN = {"gemm_rewrites": True, "triton_softmax": True}
+
+
+@pytest.mark.parametrize("name, options", [
+    ("mlp_grad.pre.hlo", {}),
+    ("gpu_h100/equinox_mha_fwd@large.pre.hlo.gz", {}),
+    ("gpu_h100/equinox_mha_fwd@large.pre.hlo.gz", REWRITTEN),
+], ids=["mlp_grad", "equinox_mha_fwd", "equinox_mha_fwd-rewritten"])
+def test_simulate_fusion_keeps_no_module_alive(name, options, monkeypatch):
+    from xla_costmodel.fusion import _simulate
+
+    # The diamonds' decisions are kept between runs (by text): start cold, so that they are made here.
+    monkeypatch.setattr(_simulate, "_SOFTMAX_DECISIONS", {})
     before = _modules_alive()
-    result = xc.simulate_fusion(xc.load_hlo(FIXTURES / name), device="h100-sxm", model="xla-gpu")
+    result = xc.simulate_fusion(xc.load_hlo(FIXTURES / name), device="h100-sxm", model="xla-gpu", **options)
     assert result.steps is not None and _modules_alive() > before
     del result
     assert _modules_alive() == before

@@ -173,13 +173,18 @@ def test_pricer_records_follow_versions():
     assert pricer.kernel(consumer) == first
 
 
-def test_simulation_leaves_no_cyclic_garbage_of_instructions():
+@pytest.mark.parametrize("options", [{}, {"gemm_rewrites": True, "triton_softmax": True}],
+                         ids=["defaults", "rewritten"])
+def test_simulation_leaves_no_cyclic_garbage_of_instructions(options, monkeypatch):
     """Dropped fusion bodies, hypothetical fusions and the pass's caches are unlinked, not left to the
     cyclic collector (which would then walk hundreds of thousands of objects after a big module)."""
     import gc
 
+    from xla_costmodel.fusion import _simulate
     from xla_costmodel.hlo import HloInstruction
 
+    # The softmax diamonds' decisions are kept between runs (by text): start cold, so that they are made here.
+    monkeypatch.setattr(_simulate, "_SOFTMAX_DECISIONS", {})
     m = load_hlo(fixture_paths("transformer_fwd.pre.hlo")[0])
     gc.collect()
     was = gc.get_debug()
@@ -187,7 +192,7 @@ def test_simulation_leaves_no_cyclic_garbage_of_instructions():
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            result = simulate_fusion(m, device=DEVICE, model="xla-gpu")
+            result = simulate_fusion(m, device=DEVICE, model="xla-gpu", **options)
         gc.collect()
         leaked = [o for o in gc.garbage if isinstance(o, HloInstruction)]
     finally:

@@ -18,7 +18,7 @@ from ..analysis import annotate_trip_counts
 from ..analysis.opcodes import NOT_KERNELS_IN_FUSION_PASS
 from ..analysis.shapes import reshape_is_bitcast, transpose_is_bitcast
 from ..hlo import HloComputation, HloModule
-from ..fusion_engine import make_fusion, release_body_state
+from ..fusion_engine import discard_module, make_fusion, release_body_state
 from ..hlo.editing import NameUniquifier, copy_module, inline_calls as _inline_calls
 from ..hlo.editing import ContentIds
 from ..models import prices_by_content
@@ -864,6 +864,7 @@ def _unfused_exec_s(diamond, dev) -> float:
     for k in kernels_of(fused):
         e = model.estimate(k, dev)
         total += e.time_s - e.launch_s
+    discard_module(fused)  # throwaway: its per-body state would keep it alive, its cycles linger
     return total
 
 

@@ -49,7 +49,7 @@ from typing import Callable
 
 from ..analysis.opcodes import IS_ELEMENTWISE
 from ..analysis.tiling import TilingError
-from ..fusion_engine import fuse, make_fusion
+from ..fusion_engine import discard_module, fuse, make_fusion
 from ..hlo import HloComputation, HloInstruction, HloModule, parse_hlo
 from ..hlo.editing import NameUniquifier, clone_instruction
 from ._simplify import simplify
@@ -256,7 +256,9 @@ def diamond_module_text(members: list[HloInstruction], operands: list[HloInstruc
     module.add_computation(entry)
     module.entry = entry
     entry.is_entry = True
-    return module.to_text()
+    text = module.to_text()
+    discard_module(module)  # built to be printed only
+    return text
 
 
 def _copy_reducer(comp: HloComputation, name: str, module: HloModule) -> HloComputation:
@@ -360,7 +362,12 @@ def _decide(text: str, device, unfused_s, best_tilings) -> tuple:
         best = best_tilings(fusion, device, top_k=1)[0]
     except TilingError as e:
         return (), 0, float("nan"), float("nan"), f"SymbolicTileAnalysis failed: {e}"
-    without = unfused_s(parse_hlo(text))
+    finally:
+        # the per-body caches that fusing and tiling filled would keep it alive, its cycles linger
+        discard_module(alone)
+    diamond = parse_hlo(text)
+    without = unfused_s(diamond)
+    discard_module(diamond)
     if without < best.exec_s:
         return (best.tiles, best.num_warps, best.exec_s, without,
                 "Run time estimate for without applying the custom normalization rewrite is faster.")

@@ -9,7 +9,7 @@ and fusion pass that use it. It edits graphs; it decides nothing (which fusions 
 - Pricing a candidate by growing a large consumer for one `with` block: `trial_fusion`, `can_try_fusion`.
 - What is known of a fused body as it grows: `BodyGrowth`, `body_growth`, `tracks_growth`,
   `select_in_body`; caches of bodies register with `follows_growths` / `per_body_state`, and
-  `release_body_state` empties them of a finished module.
+  `release_body_state` empties them of a finished module; `discard_module` frees a throwaway one.
 - `operands_first`: a computation's instructions, each after its operands.
 """
 
@@ -20,6 +20,7 @@ from ._engine import body_growth as body_growth
 from ._engine import can_try_fusion as can_try_fusion
 from ._engine import default_fusion_kind as default_fusion_kind
 from ._engine import discard_fusion as discard_fusion
+from ._engine import discard_module as discard_module
 from ._engine import follows_growths as follows_growths
 from ._engine import fuse as fuse
 from ._engine import hypothetical_fusion as hypothetical_fusion

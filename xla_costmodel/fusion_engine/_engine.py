@@ -40,6 +40,7 @@ __all__ = [
     "body_growth",
     "default_fusion_kind",
     "discard_fusion",
+    "discard_module",
     "fuse",
     "hypothetical_fusion",
     "make_fusion",
@@ -530,6 +531,21 @@ def release_body_state(module) -> None:
                 cache.pop(body, None)
 
 
+def discard_module(module) -> None:
+    """Free a throwaway module (one built to be printed, tiled or priced, then dropped; it must not be
+    used afterwards): what the per-body caches hold for it goes (`release_body_state`), and its
+    computations are unlinked (`_dismantle`), so that it goes away with its last reference instead of
+    being left to the cyclic garbage collector."""
+    release_body_state(module)
+    for comp in module.computations:
+        if not is_deferred(comp):
+            _dismantle(comp)
+        comp.module = None
+    module.computations = []
+    module._by_name = {}
+    module.entry = None
+
+
 def follows_growths(cache: "weakref.WeakKeyDictionary", copy=None) -> "weakref.WeakKeyDictionary":
     """Register `cache` (fused body -> what is known of it, checked against the body's growths)
     so that a `trial_fusion` leaves its entry for the body as it was. `copy(entry)`: how to keep
@@ -647,7 +663,8 @@ def fuse(
     - `kind`: the new fusion kind (`kLoop`, `kInput`, `kOutput`); default
       `default_fusion_kind` of the fused body.
     - `names`: the module's `NameUniquifier` when making many edits.
-    - `remove_producer`: delete the producer once it has no users left (never the root).
+    - `remove_producer`: delete the producer once it has no users left (never the root); deleted, it
+      is unlinked (no operands, its body emptied) and must not be used afterwards.
 
     **Returns:** the fusion instruction (the consumer itself if it was a fusion).
     """
@@ -669,7 +686,12 @@ def fuse(
     elif consumer.fusion_kind != "kOutput":
         consumer.set_attribute("kind", default_fusion_kind(fused))
     if remove_producer and not producer.users and producer is not comp.root:
+        pfused = producer.fused_computation
         remove_instruction_and_body(producer, names=names)
+        producer.operands = []
+        if pfused is not None and pfused.module is None and not is_deferred(pfused):
+            # cloned into the consumer and dropped: unlinked, not left to the cyclic collector
+            _dismantle(pfused)
     return consumer
 
 
