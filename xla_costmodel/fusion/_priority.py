@@ -451,9 +451,32 @@ class PriorityFusionRun:
                 fused += f
             else:
                 return p + consumers, fused
+        triton = self._triton
+        if triton is not None and self._combination is None and any(triton.involves(producer, u) for u in users):
+            return self._times_with_triton(producer, users)
         est = self.model.estimate_fusion(producer, list(users), self.device)
         self.model_calls += 1
         return est.time_unfused_s, est.time_fused_s
+
+    def _times_with_triton(self, producer: HloInstruction, users: list[HloInstruction]) -> tuple[float, float]:
+        """A whole producer's times (no pair prices) where some of its users make a pair with a generic
+        Triton fusion: XLA's `EstimateRunTimes` prices each such pair as the Triton fusion it becomes
+        (its tiled cost model, `GpuPerformanceModelWithIndexingAnalysis`; here `_triton_pair`), not as
+        the model's fusion of the producer into that user; the other users by the model's own
+        `estimate_fusion`, the producer counted once."""
+        triton_users = [u for u in users if self._triton.involves(producer, u)]
+        others = [u for u in users if not self._triton.involves(producer, u)]
+        p = math.nan
+        consumers = fused = 0.0
+        for u in triton_users:
+            p, c, f = self._triton_pair(producer, u)
+            consumers += c
+            fused += f
+        if not others:
+            return p + consumers, fused
+        est = self.model.estimate_fusion(producer, others, self.device)
+        self.model_calls += 1
+        return est.time_unfused_s + consumers, est.time_fused_s + fused
 
     def _reject(self, producer: HloInstruction, consumer: HloInstruction | None, why: Rejection) -> None:
         self.rejections[producer] = (consumer, why)
