@@ -265,8 +265,9 @@ FIXTURES = Path(__file__).resolve().parents[1] / "hlo_fixtures"
 
 @pytest.mark.parametrize("name", ["min(xla-gpu,roofline)", "max-savings(xla-gpu,roofline)",
                                   "min(min(xla-gpu,roofline),roofline)"])
+@pytest.mark.parametrize("rewrites", [{}, {"gemm_rewrites": True, "triton_softmax": True}], ids=["plain", "rewrites"])
 @pytest.mark.parametrize("source", ["rng.pre.hlo", "gather_scatter.pre.hlo", "transformer_grad.pre.hlo"])
-def test_the_pass_prices_a_combination_per_member_pair_with_the_same_result(name, source, monkeypatch):
+def test_the_pass_prices_a_combination_per_member_pair_with_the_same_result(name, source, rewrites, monkeypatch):
     """The fusion pass prices each member's pairs (kept per version, as for the member alone) and combines
     them per producer by the combination's rule: the same steps and fused module as pricing every producer
     with the combination's `estimate_fusion`. A member that is itself a combination cannot be split by
@@ -286,15 +287,20 @@ def test_the_pass_prices_a_combination_per_member_pair_with_the_same_result(name
         return v
 
     def run():
-        r = xc.simulate_fusion(xc.parse_hlo(text), device="h100-sxm", model=name, price_totals=False)
+        r = xc.simulate_fusion(xc.parse_hlo(text), device="h100-sxm", model=name, price_totals=False,
+                               **rewrites)
         return r.module.to_text(), r.steps
 
     with monkeypatch.context() as m:
         m.setattr(_priority._PairPricing, "triple", counted)
         by_pair_text, by_pair_steps = run()
     with monkeypatch.context() as m:
-        # Nothing is a CombinesFusionTimes: every producer priced by the combination's estimate_fusion.
-        m.setattr(_priority, "CombinesFusionTimes", type("Nothing", (), {}))
+        # No pair prices: every producer priced by the combination's estimate_fusion (each member's,
+        # combined by the rule; a pair with a generic Triton fusion priced by each member as the Triton
+        # fusion it becomes, `_priority.PriorityFusionRun._whole_times`).
+        m.setattr(_priority._PairPricing, "triple", lambda self, producer, consumer, *, member=False: None)
+        m.setattr(_priority.PriorityFusionRun, "_triton_pair",
+                  lambda self, producer, consumer: setattr(self, "incremental", False))
         whole_text, whole_steps = run()
     assert by_pair_text == whole_text
     assert by_pair_steps.equals(whole_steps)

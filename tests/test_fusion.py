@@ -315,8 +315,9 @@ ENTRY e {
     assert set(c.table.columns) >= {"instruction", "kernel_ours", "kernel_xla"}
 
 
+@pytest.mark.parametrize("rewrites", [{}, {"gemm_rewrites": True, "triton_softmax": True}], ids=["plain", "rewrites"])
 @pytest.mark.parametrize("name", ["layernorm_softmax", "mlp_grad"])
-def test_pair_cache_gives_the_models_own_priorities(name):
+def test_pair_cache_gives_the_models_own_priorities(name, rewrites):
     """Priorities composed from cached pair prices equal one `estimate_fusion(P, users)` call per producer,
     where XLA's incremental update is its full gain: on these modules as written. (Simplified, mlp_grad's
     `fusion.18` is updated as XLA updates it, its queued priority plus its new consumers' gain minus the
@@ -326,8 +327,8 @@ def test_pair_cache_gives_the_models_own_priorities(name):
 
     m = load_hlo(FIXTURES / f"{name}.pre.hlo")
     for model in [n for n in ("xla-gpu", "roofline") if n in model_names()] + [ToyModel(ns_per_element_op=1)]:
-        a = simulate_fusion(m, model=model, price_totals=False, simplify=False)
-        b = simulate_fusion(m, model=model, price_totals=False, incremental=False, simplify=False)
+        a = simulate_fusion(m, model=model, price_totals=False, simplify=False, **rewrites)
+        b = simulate_fusion(m, model=model, price_totals=False, incremental=False, simplify=False, **rewrites)
         assert list(a.steps.producer) == list(b.steps.producer)
         assert list(a.steps.consumers) == list(b.steps.consumers)
         assert list(a.steps.priority_s) == pytest.approx(list(b.steps.priority_s), rel=1e-9, nan_ok=True)

@@ -214,6 +214,16 @@ def is_small_constant(instr: HloInstruction) -> bool:
     return instr.opcode == "constant" and instr.shape.is_array and instr.shape.num_elements <= 1
 
 
+def _split_sides(model, producer: HloInstruction, consumer: HloInstruction, device) -> tuple[float, float] | None:
+    """`estimate_fusion(producer, [consumer])`'s `(producer_s, consumers_s[0])`; None where the model
+    does not split its price by kernel."""
+    est = model.estimate_fusion(producer, [consumer], device)
+    p = est.producer_s
+    if p is None or math.isnan(p) or not est.consumers_s:
+        return None
+    return p, est.consumers_s[0]
+
+
 class _PairPricing:
     """How one model prices (producer, consumer) pairs, each kernel once per version: with its own
     pair pricer (`FusionPricing`), by `FusionByMaterializing`'s rule (its `estimate_fused`: a trial
@@ -270,6 +280,18 @@ class _PairPricing:
             return None  # the model does not split its price by kernel: price whole producers
         c = est.consumers_s[0] if est.consumers_s else est.time_unfused_s - p
         return (p, c, est.time_fused_s)
+
+    def sides(self, producer: HloInstruction, consumer: HloInstruction) -> tuple[float, float]:
+        """`(T(producer), T(consumer))`, each kernel alone as `EstimateRunTimes` sees it (a free
+        instruction too is a kernel that pays its launch), where a pair with a generic Triton fusion
+        prices its fused side itself (`PriorityFusionRun._triton_pair`): the pair pricer's, else
+        `estimate_fusion(producer, [consumer])`'s split (not `estimate`'s kernel as it runs, which
+        prices free instructions at 0 and adds contention); `FusionByMaterializing`'s own kernels,
+        or for a model that does not split its price, its `estimate`."""
+        if self.pricer is not None:
+            return self.pricer.kernel(producer).time_s, self.pricer.kernel(consumer).time_s
+        split = None if self.materializing else _split_sides(self.model, producer, consumer, self.device)
+        return split if split is not None else (self.kernel(producer), self.kernel(consumer))
 
     def kernel(self, instr: HloInstruction) -> float:
         key = (instr, self.version.get(instr, 0))
@@ -402,16 +424,18 @@ class PriorityFusionRun:
     def _triton_pair(self, producer: HloInstruction, consumer: HloInstruction) -> tuple:
         """A pair with a generic Triton fusion: each side priced alone as usual, the fused pair as the
         Triton fusion it becomes (its best tiling: `TritonFusionRules.fused`), by each model."""
+        if self._combination is not None and any(isinstance(p.model, CombinesFusionTimes) for p in self._pricings):
+            # a member that is itself a combination gives no pair price (as `triple(member=True)`):
+            # the whole combination is priced per producer (`_whole_times`)
+            self.incremental = False
+            return None
         fused = self._triton.fused(producer, consumer)
         try:
             triples = []
             for pricing in self._pricings:
                 self.model_calls += 1
-                # (a pair pricer prices each side as `EstimateRunTimes` sees it: a bitcast user too
-                # is a kernel that pays its launch)
-                alone = (lambda x: pricing.pricer.kernel(x).time_s) if pricing.pricer is not None \
-                    else pricing.kernel
-                triples.append((alone(producer), alone(consumer), pricing.model.estimate(fused, self.device).time_s))
+                p, c = pricing.sides(producer, consumer)
+                triples.append((p, c, pricing.model.estimate(fused, self.device).time_s))
         finally:
             discard_fusion(fused)
         return triples[0] if self._combination is None else tuple(triples)
@@ -451,9 +475,56 @@ class PriorityFusionRun:
                 fused += f
             else:
                 return p + consumers, fused
+        triton = self._triton
+        if triton is not None and any(triton.involves(producer, u) for u in users):
+            return self._whole_times(self.model, producer, users)
         est = self.model.estimate_fusion(producer, list(users), self.device)
         self.model_calls += 1
         return est.time_unfused_s, est.time_fused_s
+
+    def _whole_times(self, model, producer: HloInstruction, users: list[HloInstruction]) -> tuple[float, float]:
+        """`model`'s times for a whole producer (no pair prices) where some of its users make a pair
+        with a generic Triton fusion: XLA's `EstimateRunTimes` prices each such pair as the Triton
+        fusion it becomes (its tiled cost model, `GpuPerformanceModelWithIndexingAnalysis`; the
+        fused side as `_triton_pair` prices it), not as the model's fusion of the producer into that
+        user; the other users by the model's own `estimate_fusion`, the producer counted once. A
+        combination (`CombinesFusionTimes`): each member's times so, combined by its rule."""
+        if isinstance(model, CombinesFusionTimes):
+            return model.combine_fusion_times([self._whole_times(m, producer, users) for m in model.held_models])
+        triton = self._triton
+        others = [u for u in users if not triton.involves(producer, u)]
+        prices: dict[HloInstruction, tuple[float, float]] = {}  # user -> (T(user), T_fused)
+        p = math.nan
+        for u in users:
+            if not triton.involves(producer, u):
+                continue
+            self.model_calls += 1
+            split = None if fuses_by_materializing(model) else _split_sides(model, producer, u, self.device)
+            p, c = split if split is not None else (model.estimate(producer, self.device).time_s,
+                                                    model.estimate(u, self.device).time_s)
+            kernel = triton.fused(producer, u)
+            try:
+                prices[u] = (c, model.estimate(kernel, self.device).time_s)
+            finally:
+                discard_fusion(kernel)
+        est = None
+        if others:
+            est = model.estimate_fusion(producer, others, self.device)
+            self.model_calls += 1
+            if est.producer_s is None or math.isnan(est.producer_s) or len(est.consumers_s) != len(others) \
+                    or len(est.fused_consumers_s) != len(others):
+                # not split by kernel: its totals, plus the Triton pairs'
+                return (est.time_unfused_s + sum(c for c, _ in prices.values()),
+                        est.time_fused_s + sum(f for _, f in prices.values()))
+            p = est.producer_s
+            prices.update(zip(others, zip(est.consumers_s, est.fused_consumers_s)))
+        # summed in the users' order, as pair prices are (`_times`): the same figures to the last bit
+        consumers = fused = 0.0
+        for u in users:
+            c, f = prices[u]
+            consumers += c
+            fused += f
+        return p + consumers, fused
 
     def _reject(self, producer: HloInstruction, consumer: HloInstruction | None, why: Rejection) -> None:
         self.rejections[producer] = (consumer, why)
