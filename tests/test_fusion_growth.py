@@ -589,3 +589,33 @@ def test_estimate_fusion_prices_a_trial_as_a_detached_fusion(monkeypatch):
         assert trials["n"] == 0
         assert got == want
         assert module.to_text() == text
+
+
+def test_the_softmax_rewriters_dropped_computations_are_not_fused(monkeypatch):
+    """Without the simplifier and CSE, the softmax rewriter's own simplification (`simplify_for_matching`)
+    drops what it leaves unreachable, here a dead scatter's combiner: priority fusion then runs on the
+    computations left (it once ran on the dropped one and raised), through growths and trial fusions, its
+    result the same without them."""
+    text = gzip.open(DIFFRAX, "rt").read()
+    grown = {"n": 0}
+    grow = _fusion_growth.grow
+
+    def counted_grow(*a):
+        grown["n"] += 1
+        return grow(*a)
+
+    def run():
+        r = simulate_fusion(parse_hlo(text), device="h100-sxm", model="roofline", price_totals=False,
+                            triton_softmax=True, gemm_rewrites=True, simplify=False, cse=False, multi_output=False)
+        return r.module.to_text(), r.steps
+
+    with monkeypatch.context() as m:
+        m.setattr(_fusion_growth, "grow", counted_grow)
+        trials = _counting_trials(m)
+        fast_text, fast_steps = run()
+    assert grown["n"] >= 1000 and trials["n"] >= 40, (grown, trials)  # it went through growths and trials
+    with monkeypatch.context() as m:
+        m.setattr(_fusion_engine, "TRACK_GROWTH_FROM", 10**9)
+        slow_text, slow_steps = run()
+    assert fast_text == slow_text
+    assert fast_steps.equals(slow_steps)

@@ -755,8 +755,9 @@ def _simulate(module, dev, cost_model, inline_calls, incremental, price_totals, 
     if triton_softmax:  # XLA:GPU's SoftmaxRewriterTriton (`fusion._softmax_rewriter`), after CSE as in XLA
         normalizations = rewrite_normalizations(work, dev, lambda m: _unfused_exec_s(m, dev), names=names,
                                                 cache=_SOFTMAX_DECISIONS.setdefault(dev, {}))
-        if any(n.fusion for n in normalizations):
-            comps = fusible_computations(work)
+        # afresh even where it fused nothing: its simplification (`simplify_for_matching`, a no-op only after
+        # simplify=True) drops the computations it leaves unreachable, a dead scatter's combiner say
+        comps = fusible_computations(work)
     # XLA:GPU's SortIotaFusion, the fusion pipeline's pass right before priority fusion (`fusion._sort_iota`)
     sort_iotas = fuse_sort_iotas(comps, names)
     if any(n.fusion for n in normalizations) or sort_iotas:
