@@ -249,19 +249,27 @@ _KNOWN_GAPS = {
 }
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=_KNOWN_GAPS[n], strict=True))
-                                  if n in _KNOWN_GAPS else n for n in PROGRAMS])
-def test_same_gemms_as_xla_gpu_before_its_fusion(name):
-    """Deviceless XLA:GPU compile for h100-sxm: the module before its fusion pipeline has the same Triton GEMM
-    fusions (fusing the same operations), cuBLAS calls and plain dots as ours from the lowered module; and our
-    pass leaves XLA's module as it is (its dots are those XLA left)."""
+def _ours_and_xla_before_fusion(name: str):
+    """Program `name` lowered and through our GEMM rewriting for h100-sxm, and XLA:GPU's deviceless module
+    before its fusion pipeline (skips without jax's CUDA plugin)."""
     if not gpu_compile_available():
         pytest.skip("jax_plugins.xla_cuda12 is not installed: no deviceless XLA:GPU compile")
     xla = parse_hlo(_xla_before_fusion(name))
     h100 = get_device("h100-sxm")
     ours = _lowered(name)
     rewrite_gemms(ours, h100.compute_capability, h100.core_count)
+    return ours, xla
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=_KNOWN_GAPS[n], strict=True))
+                                  if n in _KNOWN_GAPS else n for n in PROGRAMS])
+def test_same_gemms_as_xla_gpu_before_its_fusion(name):
+    """Deviceless XLA:GPU compile for h100-sxm: the module before its fusion pipeline has the same Triton GEMM
+    fusions (fusing the same operations), cuBLAS calls and plain dots as ours from the lowered module; and our
+    pass leaves XLA's module as it is (its dots are those XLA left)."""
+    ours, xla = _ours_and_xla_before_fusion(name)
     assert _gemms(ours) == _gemms(xla), json.dumps({"ours": repr(_gemms(ours)), "xla": repr(_gemms(xla))})
+    h100 = get_device("h100-sxm")
     assert rewrite_gemms(xla, h100.compute_capability, h100.core_count) == []
 
 
@@ -285,12 +293,7 @@ def _transposes_outside_gemms(module, inside: bool = False) -> int:
 def test_transposes_gemm_fusion_leaves_out_as_xla(name):
     """`DotDecomposer`'s transposes and the ones jax lowers: those that would split a dot dimension
     (`fusion._dim_order`) stay out of the GEMM fusion, as many as in XLA:GPU's module before its fusion."""
-    if not gpu_compile_available():
-        pytest.skip("jax_plugins.xla_cuda12 is not installed: no deviceless XLA:GPU compile")
-    xla = parse_hlo(_xla_before_fusion(name))
-    h100 = get_device("h100-sxm")
-    ours = _lowered(name)
-    rewrite_gemms(ours, h100.compute_capability, h100.core_count)
+    ours, xla = _ours_and_xla_before_fusion(name)
     assert _transposes_outside_gemms(ours) == _transposes_outside_gemms(xla)
     # and the ones left in: `TransposeFolding` has folded the probabilities' into the second dot
     assert _transposes_outside_gemms(ours, inside=True) == _transposes_outside_gemms(xla, inside=True)
