@@ -712,12 +712,7 @@ class MultiOutputFusionPass:
         gte = HloInstruction(self.names.instruction("get-tuple-element"), "get-tuple-element", old.shape, [new],
                              {"index": offset})
         comp.add_instruction(gte, before=old)
-        for u in users:
-            for k, o in enumerate(u.operands):
-                if o is old:
-                    u.replace_operand(k, gte)
-        if comp.root is old:
-            comp.root = gte
+        old.replace_all_uses_with(gte, users=users)
 
     def _remove(self, old: HloInstruction) -> None:
         comp, module = self.comp, self.comp.module

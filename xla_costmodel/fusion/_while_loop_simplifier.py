@@ -152,12 +152,7 @@ def _rewire_other_readers(w: HloInstruction, element, n_old: int) -> None:
     anchor = comp.instructions[at] if at < len(comp.instructions) else None
     elements = [element(i, anchor) for i in range(n_old)]
     tup = _add(comp, anchor, "tuple", Shape.tuple_of([e.shape for e in elements]), elements)
-    for u in others:
-        for k, op in enumerate(u.operands):
-            if op is w:
-                u.replace_operand(k, tup)
-    if comp.root is w:
-        comp.root = tup
+    w.replace_all_uses_with(tup, users=others)
 
 
 # -- TryRemoveDeadWhileParams ---------------------------------------------------------------------

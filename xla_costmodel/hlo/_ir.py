@@ -228,9 +228,10 @@ class HloInstruction:
         if self not in new.users:
             new.users.append(self)
 
-    def replace_all_uses_with(self, new: "HloInstruction") -> None:
-        """Point every user of this instruction (and its computation's root) at `new`."""
-        for user in list(self.users):
+    def replace_all_uses_with(self, new: "HloInstruction", users=None) -> None:
+        """Point every user of this instruction, or only those in `users`, and its computation's root where
+        it is, at `new`."""
+        for user in list(self.users if users is None else users):
             for i, op in enumerate(user.operands):
                 if op is self:
                     user.replace_operand(i, new)
